@@ -1,0 +1,269 @@
+// vt ops on the CPU backend against naive float64 references, on random inputs of odd
+// sizes; the arena planner; type conversion.
+#include <doctest/doctest.h>
+
+#include "vt.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist(0.0f, scale);
+    std::vector<float> v(n);
+    for (float & x : v) x = dist(rng);
+    return v;
+}
+
+double rel_l2(const std::vector<float> & got, const std::vector<double> & ref) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ref.size(); i++) {
+        num += (got[i] - ref[i]) * (got[i] - ref[i]);
+        den += ref[i] * ref[i];
+    }
+    return std::sqrt(num / den);
+}
+
+double gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+
+// A tensor with host data, registered as weight or input.
+struct host_tensor {
+    vt_tensor * t;
+    std::vector<float> data;
+};
+
+// Runs graph with output y on a CPU backend of n_threads, inputs/weights set from host data.
+std::vector<float> run_cpu(vt_context * ctx, vt_tensor * y, std::vector<host_tensor> tensors, int n_threads = 2) {
+    vt_backend * be = vt_backend_cpu_init(n_threads);
+    REQUIRE(vt_backend_alloc_weights(be, ctx));
+    vt_graph * g = vt_graph_build(ctx, &y, 1);
+    REQUIRE(vt_backend_alloc_graph(be, g));
+    // poison the output so an unwritten element shows (first: it may share bytes with an input)
+    std::vector<float> out(vt_nelements(y), NAN);
+    REQUIRE(vt_backend_set_tensor(be, y, out.data(), VT_TYPE_F32));
+    for (host_tensor & h : tensors) {
+        if (h.t->data) REQUIRE(vt_backend_set_tensor(be, h.t, h.data.data(), VT_TYPE_F32));   // unused ones have none
+    }
+    REQUIRE(vt_backend_compute(be, g));
+    REQUIRE(vt_backend_get_tensor_f32(be, y, out.data()));
+    vt_graph_free(g);
+    vt_backend_free(be);
+    return out;
+}
+
+host_tensor weight(vt_context * ctx, std::vector<int64_t> ne, uint32_t seed, float scale = 1.0f) {
+    vt_tensor * t = vt_new_tensor(ctx, VT_TYPE_F32, (int)ne.size(), ne.data());
+    vt_set_weight(t);
+    return {t, randn(vt_nelements(t), seed, scale)};
+}
+
+host_tensor input(vt_context * ctx, std::vector<int64_t> ne, uint32_t seed) {
+    vt_tensor * t = vt_new_tensor(ctx, VT_TYPE_F32, (int)ne.size(), ne.data());
+    vt_set_input(t);
+    return {t, randn(vt_nelements(t), seed)};
+}
+
+} // namespace
+
+TEST_CASE("f16 and bf16 conversion round to nearest even") {
+    CHECK(vt_f32_to_f16(1.0f) == 0x3c00);
+    CHECK(vt_f32_to_f16(-2.0f) == 0xc000);
+    CHECK(vt_f32_to_f16(65504.0f) == 0x7bff);
+    CHECK(vt_f32_to_f16(1e6f) == 0x7c00);                     // overflow to inf
+    CHECK(vt_f32_to_f16(1.0f + 1.0f / 2048) == 0x3c00);       // tie -> even
+    CHECK(vt_f32_to_f16(1.0f + 3.0f / 2048) == 0x3c02);       // tie -> even (up)
+    CHECK(vt_f16_to_f32(0x0001) == doctest::Approx(5.960464477539063e-8).epsilon(1e-12));  // subnormal
+    CHECK(vt_f32_to_f16(5.960464477539063e-8f) == 0x0001);
+    CHECK(std::isnan(vt_f16_to_f32(vt_f32_to_f16(NAN))));
+    CHECK(vt_f32_to_bf16(1.0f) == 0x3f80);
+    CHECK(vt_f32_to_bf16(1.0f + 1.0f / 256) == 0x3f80);       // tie -> even
+    CHECK(vt_f32_to_bf16(1.0f + 3.0f / 256) == 0x3f82);
+    for (float x : {0.1f, -3.75f, 1234.5f, 6.1e-5f, 1e-30f}) {
+        CHECK(vt_f16_to_f32(vt_f32_to_f16(x)) == doctest::Approx(x).epsilon(x < 6e-5f && x > -6e-5f ? 1 : 1e-3));
+        CHECK(vt_bf16_to_f32(vt_f32_to_bf16(x)) == doctest::Approx(x).epsilon(4e-3));
+    }
+}
+
+TEST_CASE("linear: bias, GELU, residual, odd sizes across tile edges") {
+    struct shape { int K, M, N, B; bool bias, gelu, res; };
+    for (shape s : {shape{70, 37, 45, 2, true, false, false}, shape{600, 130, 300, 1, true, true, false},
+                    shape{33, 65, 129, 3, false, false, true}, shape{257, 5, 17, 1, true, false, true}}) {
+        CAPTURE(s.K); CAPTURE(s.M); CAPTURE(s.N);
+        vt_context * ctx = vt_init(16);
+        host_tensor x = input(ctx, {s.K, s.M, s.B}, 1);
+        host_tensor w = weight(ctx, {s.K, s.N}, 2, 0.1f);
+        host_tensor b = weight(ctx, {s.N}, 3);
+        host_tensor r = input(ctx, {s.N, s.M, s.B}, 4);
+        vt_tensor * y = vt_linear(ctx, x.t, w.t, s.bias ? b.t : nullptr, s.gelu ? VT_ACT_GELU : VT_ACT_NONE,
+                                  s.res ? r.t : nullptr);
+        std::vector<float> got = run_cpu(ctx, y, {x, w, b, r});
+        std::vector<double> ref((size_t)s.B * s.M * s.N);
+        for (int row = 0; row < s.B * s.M; row++)
+            for (int n = 0; n < s.N; n++) {
+                double acc = s.bias ? b.data[n] : 0.0;
+                for (int k = 0; k < s.K; k++) acc += (double)x.data[(size_t)row * s.K + k] * w.data[(size_t)n * s.K + k];
+                if (s.gelu) acc = gelu(acc);
+                if (s.res) acc += r.data[(size_t)row * s.N + n];
+                ref[(size_t)row * s.N + n] = acc;
+            }
+        CHECK(rel_l2(got, ref) < 1e-6);
+        vt_free(ctx);
+    }
+}
+
+TEST_CASE("conv1d_k3: stride 1 and 2, transposed input, positional add") {
+    for (int stride : {1, 2}) {
+        for (int t_in : {29, 30, 1}) {
+            CAPTURE(stride); CAPTURE(t_in);
+            const int c_in = 13, c_out = 19, B = 2, t_out = (t_in - 1) / stride + 1;
+            vt_context * ctx = vt_init(16);
+            host_tensor x = input(ctx, {t_in, c_in, B}, 5);             // [B, C_in, T] as a mel is
+            host_tensor w = weight(ctx, {3, c_in, c_out}, 6, 0.2f);
+            host_tensor b = weight(ctx, {c_out}, 7);
+            host_tensor add = weight(ctx, {c_out, t_out}, 8);
+            vt_tensor * y = vt_conv1d_k3(ctx, vt_transpose(ctx, x.t), w.t, b.t, stride, VT_ACT_GELU, add.t);
+            REQUIRE(y->ne[0] == c_out);
+            REQUIRE(y->ne[1] == t_out);
+            std::vector<float> got = run_cpu(ctx, y, {x, w, b, add}, 3);
+            std::vector<double> ref((size_t)B * t_out * c_out);
+            for (int bi = 0; bi < B; bi++)
+                for (int t = 0; t < t_out; t++)
+                    for (int o = 0; o < c_out; o++) {
+                        double acc = b.data[o];
+                        for (int i = 0; i < c_in; i++)
+                            for (int k = 0; k < 3; k++) {
+                                const int ti = t * stride + k - 1;
+                                if (ti < 0 || ti >= t_in) continue;
+                                acc += (double)w.data[((size_t)o * c_in + i) * 3 + k] * x.data[((size_t)bi * c_in + i) * t_in + ti];
+                            }
+                        ref[((size_t)bi * t_out + t) * c_out + o] = gelu(acc) + add.data[(size_t)t * c_out + o];
+                    }
+            CHECK(rel_l2(got, ref) < 1e-6);
+            vt_free(ctx);
+        }
+    }
+}
+
+TEST_CASE("layer_norm") {
+    const int C = 77, M = 23;
+    vt_context * ctx = vt_init(8);
+    host_tensor x = input(ctx, {C, M}, 9);
+    for (float & v : x.data) v = v * 3.0f + 5.0f;                     // a mean far from 0
+    host_tensor w = weight(ctx, {C}, 10);
+    host_tensor b = weight(ctx, {C}, 11);
+    vt_tensor * y = vt_layer_norm(ctx, x.t, w.t, b.t, 1e-5f);
+    std::vector<float> got = run_cpu(ctx, y, {x, w, b});
+    std::vector<double> ref((size_t)C * M);
+    for (int r = 0; r < M; r++) {
+        double mean = 0, var = 0;
+        for (int i = 0; i < C; i++) mean += x.data[r * C + i];
+        mean /= C;
+        for (int i = 0; i < C; i++) var += (x.data[r * C + i] - mean) * (x.data[r * C + i] - mean);
+        var /= C;
+        for (int i = 0; i < C; i++) ref[r * C + i] = (x.data[r * C + i] - mean) / std::sqrt(var + 1e-5) * w.data[i] + b.data[i];
+    }
+    CHECK(rel_l2(got, ref) < 1e-6);
+    vt_free(ctx);
+}
+
+TEST_CASE("attention over views of a fused QKV tensor") {
+    struct shape { int T, n_head, hd, B; };
+    for (shape s : {shape{37, 2, 64, 2}, shape{1, 3, 16, 1}, shape{101, 1, 24, 1}}) {
+        CAPTURE(s.T); CAPTURE(s.n_head); CAPTURE(s.hd);
+        const int D = s.n_head * s.hd;
+        const float scale = 1.0f / std::sqrt((float)s.hd);
+        vt_context * ctx = vt_init(16);
+        host_tensor qkv = input(ctx, {3 * D, s.T, s.B}, 12);
+        const size_t row = 3 * D * sizeof(float), win = row * s.T;
+        vt_tensor * q = vt_view_3d(ctx, qkv.t, D, s.T, s.B, row, win, 0);
+        vt_tensor * k = vt_view_3d(ctx, qkv.t, D, s.T, s.B, row, win, D * sizeof(float));
+        vt_tensor * v = vt_view_3d(ctx, qkv.t, D, s.T, s.B, row, win, 2 * D * sizeof(float));
+        vt_tensor * y = vt_attention(ctx, q, k, v, s.n_head, scale);
+        std::vector<float> got = run_cpu(ctx, y, {qkv});
+        std::vector<double> ref((size_t)s.B * s.T * D), p(s.T);
+        auto at = [&](int b, int t, int part, int c) { return (double)qkv.data[((size_t)b * s.T + t) * 3 * D + part * D + c]; };
+        for (int b = 0; b < s.B; b++)
+            for (int h = 0; h < s.n_head; h++)
+                for (int i = 0; i < s.T; i++) {
+                    double mx = -INFINITY, sum = 0;
+                    for (int j = 0; j < s.T; j++) {
+                        double dot = 0;
+                        for (int c = 0; c < s.hd; c++) dot += at(b, i, 0, h * s.hd + c) * at(b, j, 1, h * s.hd + c);
+                        p[j] = dot * scale;
+                        mx = std::max(mx, p[j]);
+                    }
+                    for (int j = 0; j < s.T; j++) sum += (p[j] = std::exp(p[j] - mx));
+                    for (int c = 0; c < s.hd; c++) {
+                        double acc = 0;
+                        for (int j = 0; j < s.T; j++) acc += p[j] * at(b, j, 2, h * s.hd + c);
+                        ref[((size_t)b * s.T + i) * D + h * s.hd + c] = acc / sum;
+                    }
+                }
+        CHECK(rel_l2(got, ref) < 1e-6);
+        vt_free(ctx);
+    }
+}
+
+TEST_CASE("planner: a chain shares the arena, results unchanged, outputs kept") {
+    const int C = 64, M = 50, n_layers = 12;
+    vt_context * ctx = vt_init(64);
+    host_tensor x = input(ctx, {C, M}, 20);
+    std::vector<host_tensor> all = {x};
+    vt_tensor * cur = x.t;
+    std::vector<std::vector<float>> ws;
+    for (int i = 0; i < n_layers; i++) {
+        host_tensor w = weight(ctx, {C, C}, 100 + i, 0.15f);
+        ws.push_back(w.data);
+        all.push_back(w);
+        cur = vt_linear(ctx, cur, w.t, nullptr, VT_ACT_GELU, cur);     // residual on its own input
+    }
+    vt_graph * g = vt_graph_build(ctx, &cur, 1);
+    const size_t one = ((size_t)C * M * 4 + VT_ARENA_ALIGN - 1) / VT_ARENA_ALIGN * VT_ARENA_ALIGN;
+    CHECK(vt_graph_naive_size(g) == one * (n_layers + 1));
+    CHECK(vt_graph_arena_size(g) <= 3 * one);                           // input, current, next
+    // no node shares bytes with a tensor it reads
+    for (int i = 0; i < vt_graph_n_nodes(g); i++) {
+        vt_tensor * t = vt_graph_node(g, i);
+        for (vt_tensor * s : t->src) {
+            if (s && !(s->flags & VT_FLAG_WEIGHT)) CHECK(s->arena_offset != t->arena_offset);
+        }
+    }
+    vt_graph_free(g);
+    std::vector<float> got = run_cpu(ctx, cur, all);
+    std::vector<double> ref(x.data.begin(), x.data.end()), next(ref.size());
+    for (int l = 0; l < n_layers; l++) {
+        for (int r = 0; r < M; r++)
+            for (int n = 0; n < C; n++) {
+                double acc = 0;
+                for (int k = 0; k < C; k++) acc += ref[r * C + k] * ws[l][(size_t)n * C + k];
+                next[r * C + n] = gelu(acc) + ref[r * C + n];
+            }
+        ref = next;
+    }
+    CHECK(rel_l2(got, ref) < 1e-6);
+    vt_free(ctx);
+}
+
+TEST_CASE("CPU results do not depend on the thread count") {
+    vt_context * ctx = vt_init(8);
+    host_tensor x = input(ctx, {96, 200}, 30);
+    host_tensor w = weight(ctx, {96, 300}, 31, 0.1f);
+    vt_tensor * y = vt_linear(ctx, x.t, w.t, nullptr, VT_ACT_NONE, nullptr);
+    std::vector<float> a = run_cpu(ctx, y, {x, w}, 1);
+    std::vector<float> b = run_cpu(ctx, y, {x, w}, 4);
+    CHECK(memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+    vt_free(ctx);
+}
+
+TEST_CASE("the CUDA entry point fails cleanly when it cannot run") {
+    if (vt_cuda_built()) {
+        MESSAGE("CUDA is built in; tests/test-cuda.cpp covers it");
+        return;
+    }
+    CHECK(vt_backend_cuda_init(0, VT_TYPE_F16) == nullptr);
+    CHECK(std::strstr(vt_last_error(), "CUDA") != nullptr);
+}

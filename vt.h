@@ -1,0 +1,229 @@
+// vt.h - a small tensor library for one job: running the Whisper encoder.
+//
+// A graph is built once, ahead of time, from a few coarse ops whose fusions are part of
+// the op (bias, GELU, residual, positional add). A liveness planner places every
+// intermediate in one arena; a backend (CPU here, CUDA in vt-cuda.cu) computes it.
+//
+//   vt_context * ctx = vt_init(64);
+//   vt_tensor  * x   = vt_new_tensor_2d(ctx, VT_TYPE_F32, 384, 1500);  // [1500, 384]
+//   vt_tensor  * w   = vt_new_tensor_2d(ctx, VT_TYPE_F32, 384, 1536);  // [1536, 384]
+//   vt_set_input(x); vt_set_weight(w);
+//   vt_tensor  * y   = vt_linear(ctx, x, w, NULL, VT_ACT_GELU, NULL);  // [1500, 1536]
+//   vt_graph   * g   = vt_graph_build(ctx, &y, 1);
+//   vt_backend * be  = vt_backend_cpu_init(4);
+//   vt_backend_alloc_weights(be, ctx); vt_backend_set_tensor(be, w, w_data, VT_TYPE_F32);
+//   vt_backend_alloc_graph(be, g);     vt_backend_set_tensor(be, x, x_data, VT_TYPE_F32);
+//   vt_backend_compute(be, g);         vt_backend_get_tensor_f32(be, y, y_data);
+//
+// Shapes follow ggml: ne[0] is the innermost (contiguous) dimension, so a row-major
+// [B, T, C] array has ne = {C, T, B}. Errors are return values; the message of the last
+// one on this thread is vt_last_error().
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VT_MAX_DIMS 4
+#define VT_MAX_SRC  5
+#define VT_MAX_NAME 64
+#define VT_ARENA_ALIGN 256   // bytes; every planned tensor starts on this boundary
+
+// Values match the GGUF/ggml type ids, so a file's type can be used as is.
+enum vt_type {
+    VT_TYPE_F32  = 0,
+    VT_TYPE_F16  = 1,
+    VT_TYPE_BF16 = 30,
+};
+
+enum vt_op {
+    VT_OP_NONE,        // a leaf: a weight or a graph input
+    VT_OP_VIEW,        // another layout of src[0]'s memory; computes nothing
+    VT_OP_CONV1D_K3,
+    VT_OP_LINEAR,
+    VT_OP_LAYER_NORM,
+    VT_OP_ATTENTION,
+    VT_OP_COUNT,
+};
+
+enum vt_act {
+    VT_ACT_NONE,
+    VT_ACT_GELU,       // exact: 0.5 x (1 + erf(x / sqrt 2)), as Whisper
+};
+
+enum vt_flag {
+    VT_FLAG_WEIGHT = 1,  // lives in the backend's weight buffer, set once
+    VT_FLAG_INPUT  = 2,  // lives in the arena for the whole graph, set before compute
+    VT_FLAG_OUTPUT = 4,  // lives in the arena until the end, never overwritten
+};
+
+typedef struct vt_tensor {
+    enum vt_type type;
+    int64_t ne[VT_MAX_DIMS];     // elements per dimension, ne[0] innermost
+    size_t  nb[VT_MAX_DIMS];     // bytes between neighbours in each dimension
+    enum vt_op op;
+    struct vt_tensor * src[VT_MAX_SRC];
+    int32_t iparams[4];          // op parameters (stride, activation, heads; see builders)
+    float   fparams[2];          // op parameters (eps, scale)
+    int     flags;               // enum vt_flag
+    size_t  view_offset;         // VT_OP_VIEW: bytes from src[0]'s start
+    size_t  arena_offset;        // set by the planner for tensors placed in the arena
+    void *  data;                // backend address (a device pointer for CUDA), once allocated
+    char    name[VT_MAX_NAME];
+} vt_tensor;
+
+typedef struct vt_context vt_context;
+typedef struct vt_graph   vt_graph;
+typedef struct vt_backend vt_backend;
+
+// ---- errors ------------------------------------------------------------------------
+
+const char * vt_last_error(void);                       // message of this thread's last failure
+void         vt_set_error(const char * fmt, ...);       // for backends and callers
+
+// ---- types and tensors -------------------------------------------------------------
+
+size_t       vt_type_size(enum vt_type type);
+const char * vt_type_name(enum vt_type type);
+bool         vt_type_valid(int type);
+int64_t      vt_nelements(const vt_tensor * t);
+size_t       vt_nbytes(const vt_tensor * t);            // bytes of a contiguous tensor of t's shape
+bool         vt_is_contiguous(const vt_tensor * t);
+
+// Element conversion between any two types (n elements, dst and src may not overlap).
+void  vt_convert(void * dst, enum vt_type dst_type, const void * src, enum vt_type src_type, size_t n);
+float    vt_f16_to_f32(uint16_t h);
+uint16_t vt_f32_to_f16(float f);                        // round to nearest even
+float    vt_bf16_to_f32(uint16_t h);
+uint16_t vt_f32_to_bf16(float f);                       // round to nearest even
+
+vt_context * vt_init(int max_tensors);                  // tensor metadata only; no data
+void         vt_free(vt_context * ctx);
+int          vt_n_tensors(const vt_context * ctx);
+vt_tensor *  vt_get_tensor_at(vt_context * ctx, int i);
+vt_tensor *  vt_get_tensor(vt_context * ctx, const char * name);  // NULL if none
+
+vt_tensor * vt_new_tensor(vt_context * ctx, enum vt_type type, int n_dims, const int64_t * ne);
+vt_tensor * vt_new_tensor_1d(vt_context * ctx, enum vt_type type, int64_t ne0);
+vt_tensor * vt_new_tensor_2d(vt_context * ctx, enum vt_type type, int64_t ne0, int64_t ne1);
+vt_tensor * vt_new_tensor_3d(vt_context * ctx, enum vt_type type, int64_t ne0, int64_t ne1, int64_t ne2);
+vt_tensor * vt_set_name(vt_tensor * t, const char * fmt, ...);
+void        vt_set_weight(vt_tensor * t);
+void        vt_set_input(vt_tensor * t);
+void        vt_set_output(vt_tensor * t);
+
+// ---- ops (builders check shapes and record; backends compute) ----------------------
+
+// Views share src's memory. ne/nb as in vt_tensor; offset in bytes from a's start.
+vt_tensor * vt_view_3d(vt_context * ctx, vt_tensor * a, int64_t ne0, int64_t ne1, int64_t ne2,
+                       size_t nb1, size_t nb2, size_t offset);
+vt_tensor * vt_transpose(vt_context * ctx, vt_tensor * a);  // swaps dimensions 0 and 1
+
+// conv1d_k3: a kernel-3 convolution with zero padding 1, as Whisper's conv stem.
+//   x   [B, T_in, C_in]   ne {C_in, T_in, B}, any strides (a transposed mel is fine)
+//   w   [C_out, C_in, 3]  ne {3, C_in, C_out}, contiguous (PyTorch's Conv1d layout)
+//   b   [C_out]           required
+//   add [T_out, C_out]    ne {C_out, T_out}, broadcast over B, or NULL
+//   out [B, T_out, C_out] T_out = (T_in - 1) / stride + 1
+//   out[b,t,o] = act(b[o] + sum_{i,k} w[o,i,k] x[b, t*stride + k - 1, i]) + add[t,o]
+vt_tensor * vt_conv1d_k3(vt_context * ctx, vt_tensor * x, vt_tensor * w, vt_tensor * b,
+                         int stride, enum vt_act act, vt_tensor * add);
+
+// linear: y = act(x w^T + b) + residual
+//   x [B, M, K] ne {K, M, B} contiguous; w [N, K] ne {K, N} (PyTorch's Linear layout)
+//   b [N] or NULL; residual [B, M, N] or NULL; out [B, M, N]
+vt_tensor * vt_linear(vt_context * ctx, vt_tensor * x, vt_tensor * w, vt_tensor * b,
+                      enum vt_act act, vt_tensor * residual);
+
+// layer_norm over the innermost dimension: y = (x - mean) / sqrt(var + eps) * w + b
+//   x [B, M, C] contiguous; w, b [C]
+vt_tensor * vt_layer_norm(vt_context * ctx, vt_tensor * x, vt_tensor * w, vt_tensor * b, float eps);
+
+// attention: non-causal multi-head softmax(q k^T * scale) v over all T keys.
+//   q, k, v [B, T, D] ne {D, T, B}, rows may be strided (views of one fused QKV output),
+//   D = n_head * head_dim, head h uses columns [h*head_dim, (h+1)*head_dim)
+//   out [B, T, D] contiguous
+vt_tensor * vt_attention(vt_context * ctx, vt_tensor * q, vt_tensor * k, vt_tensor * v,
+                         int n_head, float scale);
+
+const char * vt_op_name(enum vt_op op);
+
+// ---- graphs ------------------------------------------------------------------------
+
+// Collects what the outputs depend on in execution order and plans the arena: each
+// computed tensor gets an offset, and tensors whose lifetimes do not overlap share bytes.
+vt_graph *  vt_graph_build(vt_context * ctx, vt_tensor ** outputs, int n_outputs);
+void        vt_graph_free(vt_graph * g);                  // also releases backend memory
+int         vt_graph_n_nodes(const vt_graph * g);         // computed nodes (no leaves, no views)
+vt_tensor * vt_graph_node(const vt_graph * g, int i);
+size_t      vt_graph_arena_size(const vt_graph * g);      // planned bytes
+size_t      vt_graph_naive_size(const vt_graph * g);      // bytes if nothing were shared
+
+// ---- backends ----------------------------------------------------------------------
+
+vt_backend * vt_backend_cpu_init(int n_threads);          // computes in f32
+// compute_type VT_TYPE_F16 or VT_TYPE_BF16. NULL with vt_last_error() set when there is
+// no device, or when this build has no CUDA.
+vt_backend * vt_backend_cuda_init(int device, enum vt_type compute_type);
+bool         vt_cuda_built(void);                         // was vt-cuda.cu compiled in
+void         vt_backend_free(vt_backend * be);
+const char * vt_backend_name(const vt_backend * be);      // "cpu" or "cuda (NVIDIA H200)"
+enum vt_type vt_backend_compute_type(const vt_backend * be);
+
+// Storage for every tensor of ctx flagged VT_FLAG_WEIGHT, in one buffer.
+bool   vt_backend_alloc_weights(vt_backend * be, vt_context * ctx);
+// Storage for g's arena (and the backend's per-graph state).
+bool   vt_backend_alloc_graph(vt_backend * be, vt_graph * g);
+// Copy a whole tensor in from host memory holding src_type elements (converted).
+bool   vt_backend_set_tensor(vt_backend * be, vt_tensor * t, const void * src, enum vt_type src_type);
+// Copy a whole tensor out to host memory as f32.
+bool   vt_backend_get_tensor_f32(vt_backend * be, const vt_tensor * t, float * dst);
+bool   vt_backend_compute(vt_backend * be, vt_graph * g);
+// Computes g node by node and stores each node's milliseconds in ms[i] (vt_graph_node order).
+bool   vt_backend_profile(vt_backend * be, vt_graph * g, double * ms);
+size_t vt_backend_allocated_bytes(const vt_backend * be); // weights + arenas + workspaces
+
+#ifdef __cplusplus
+}
+#endif
+
+// ---- for backend implementers --------------------------------------------------------
+#ifdef VT_BACKEND_IMPL
+#include <vector>
+
+struct vt_graph {
+    vt_context * ctx;
+    std::vector<vt_tensor *> nodes;    // computed tensors in execution order
+    std::vector<vt_tensor *> leaves;   // inputs and weights reached
+    std::vector<vt_tensor *> views;    // views reached, in order (their data follows src)
+    size_t arena_size = 0;
+    size_t naive_size = 0;
+    vt_backend * backend = nullptr;    // who holds the arena, once allocated
+    void * backend_state = nullptr;    // the backend's per-graph memory (arena, captured graph)
+};
+
+// A backend. alloc_* set tensor->data; compute runs g->nodes in order.
+struct vt_backend {
+    virtual ~vt_backend() {}
+    virtual const char * name() const = 0;
+    virtual vt_type compute_type() const = 0;
+    virtual bool alloc_weights(vt_context * ctx) = 0;
+    virtual bool alloc_graph(vt_graph * g) = 0;
+    virtual void release_graph(vt_graph * g) = 0;
+    virtual bool set_tensor(vt_tensor * t, const void * src, vt_type src_type) = 0;
+    virtual bool get_tensor_f32(const vt_tensor * t, float * dst) = 0;
+    virtual bool compute(vt_graph * g) = 0;
+    virtual bool profile(vt_graph * g, double * ms) = 0;
+    virtual size_t allocated_bytes() const = 0;
+};
+
+// Sets data of every view in g from its source (after the arena or weights are placed).
+void vt_graph_resolve_views(vt_graph * g);
+
+#define VT_ASSERT(x) do { if (!(x)) { vt_abort(__FILE__, __LINE__, #x); } } while (0)
+[[noreturn]] void vt_abort(const char * file, int line, const char * what);
+#endif

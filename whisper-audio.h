@@ -1,0 +1,133 @@
+// whisper-audio.h - Whisper audio encoder embeddings from C or C++.
+//
+//   whisper_audio_model * model = whisper_audio_model_load("model.gguf");
+//   whisper_audio_encoder_params ep = whisper_audio_encoder_default_params();
+//   whisper_audio_encoder * enc = whisper_audio_encoder_init(model, ep);
+//   float * pcm; size_t n;                                   // 16 kHz mono
+//   whisper_audio_decode_file("speech.wav", &pcm, &n, NULL);
+//   size_t n_win = whisper_audio_n_windows(n);               // 30 s windows
+//   float * emb = malloc(n_win * 1500 * d_model * sizeof(float));
+//   whisper_audio_encode_pcm(enc, pcm, n, emb);              // [n_win, 1500, d_model]
+//
+// Every function that can fail returns NULL, false or a negative number, and
+// whisper_audio_last_error() then says why (per thread). Nothing here exits the process.
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WHISPER_AUDIO_SAMPLE_RATE 16000
+#define WHISPER_AUDIO_N_FFT       400
+#define WHISPER_AUDIO_HOP         160
+#define WHISPER_AUDIO_N_SAMPLES   480000   // one 30 s window
+#define WHISPER_AUDIO_N_FRAMES    3000     // mel frames per window
+#define WHISPER_AUDIO_N_BINS      201      // n_fft / 2 + 1
+
+typedef struct whisper_audio_model   whisper_audio_model;
+typedef struct whisper_audio_encoder whisper_audio_encoder;
+
+typedef struct whisper_audio_hparams {
+    int   n_mels;     // whisper.encoder.mels_count: 80, or 128 for large-v3
+    int   n_ctx;      // whisper.encoder.context_length: 1500 positions
+    int   n_state;    // whisper.encoder.embedding_length: d_model
+    int   n_head;     // whisper.encoder.attention.head_count
+    int   n_layer;    // whisper.encoder.block_count
+    int   n_ff;       // whisper.encoder.feed_forward_length
+    float eps;        // whisper.encoder.attention.layer_norm_epsilon
+    int   weight_type;// type of the matrices in the file (vt_type: 0 F32, 1 F16, 30 BF16)
+} whisper_audio_hparams;
+
+const char * whisper_audio_last_error(void);
+
+// ---- model file --------------------------------------------------------------------
+
+whisper_audio_model *         whisper_audio_model_load(const char * path);
+void                          whisper_audio_model_free(whisper_audio_model * model);
+const whisper_audio_hparams * whisper_audio_model_hparams(const whisper_audio_model * model);
+const float *                 whisper_audio_model_mel_filters(const whisper_audio_model * model); // [n_mels, 201]
+
+// ---- audio -------------------------------------------------------------------------
+
+typedef struct whisper_audio_info {
+    int     sample_rate;      // of the file
+    int     channels;
+    int     bits_per_sample;  // 0 where it does not apply
+    char    format[32];       // "wav pcm s16", "wav float32", ...
+    int64_t frames;           // samples per channel in the file
+} whisper_audio_info;
+
+// Decodes a WAV file to 16 kHz mono float (channels averaged, resampled when needed).
+// *pcm is malloc'ed: release it with whisper_audio_pcm_free. info may be NULL.
+bool whisper_audio_decode_file(const char * path, float ** pcm, size_t * n, whisper_audio_info * info);
+bool whisper_audio_decode_memory(const void * data, size_t size, float ** pcm, size_t * n, whisper_audio_info * info);
+void whisper_audio_pcm_free(float * pcm);
+
+// Band-limited resampling of mono float audio from rate_in to rate_out (malloc'ed result).
+bool whisper_audio_resample(const float * in, size_t n_in, int rate_in, int rate_out,
+                            float ** out, size_t * n_out);
+
+// Log-mel of one 30 s window as transformers' WhisperFeatureExtractor: the first
+// min(n, 480000) samples of pcm, zero-padded to 480000. out: [n_mels, 3000].
+bool whisper_audio_log_mel(const whisper_audio_model * model, const float * pcm, size_t n, float * out);
+// The same with a caller's mel bank: filters [n_mels, 201] (the model file's mel_filters).
+bool whisper_audio_log_mel_filters(const float * filters, int n_mels, const float * pcm, size_t n, float * out);
+
+// ---- encoder -----------------------------------------------------------------------
+
+enum whisper_audio_device {
+    WHISPER_AUDIO_DEVICE_AUTO,  // CUDA when a device is present, else the CPU
+    WHISPER_AUDIO_DEVICE_CPU,
+    WHISPER_AUDIO_DEVICE_CUDA,
+};
+
+enum whisper_audio_dtype {      // compute type on CUDA (the CPU always computes in f32)
+    WHISPER_AUDIO_DTYPE_F16,
+    WHISPER_AUDIO_DTYPE_BF16,
+};
+
+typedef struct whisper_audio_encoder_params {
+    enum whisper_audio_device device;
+    enum whisper_audio_dtype  dtype;
+    int n_threads;              // CPU threads (also used for the log-mel)
+    int gpu_device;             // CUDA device index
+    int max_batch;              // windows per encoder call
+    int output_layer;           // -1: the last layer; N: the hidden state after layer N
+                                // (0-based); WHISPER_AUDIO_POST_CONV: the input of layer 0
+    bool final_ln;              // apply the final LayerNorm (only with output_layer -1)
+} whisper_audio_encoder_params;
+
+#define WHISPER_AUDIO_POST_CONV (-2)
+
+whisper_audio_encoder_params whisper_audio_encoder_default_params(void);
+
+whisper_audio_encoder * whisper_audio_encoder_init(const whisper_audio_model * model,
+                                                   whisper_audio_encoder_params params);
+void         whisper_audio_encoder_free(whisper_audio_encoder * enc);
+const char * whisper_audio_encoder_backend(const whisper_audio_encoder * enc); // "cpu", "cuda (...)"
+size_t       whisper_audio_encoder_memory(const whisper_audio_encoder * enc);  // backend bytes
+
+// Number of 30 s windows for n samples of 16 kHz audio (at least 1).
+size_t whisper_audio_n_windows(size_t n_samples);
+
+// Encodes n_windows log-mel windows [n_windows, n_mels, 3000] to [n_windows, 1500, n_state],
+// in batches of up to max_batch.
+bool whisper_audio_encode_mel(whisper_audio_encoder * enc, const float * mel, int n_windows, float * out);
+
+// Log-mel and encode of 16 kHz mono audio of any length: out [n_windows, 1500, n_state].
+bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out);
+
+// Timings of the last encode call, in milliseconds.
+typedef struct whisper_audio_timings {
+    double mel_ms;
+    double encode_ms;
+} whisper_audio_timings;
+whisper_audio_timings whisper_audio_encoder_timings(const whisper_audio_encoder * enc);
+
+#ifdef __cplusplus
+}
+#endif
