@@ -1,0 +1,201 @@
+// The encoder on the CPU against transformers' float64 activations (tests/data/encoder,
+// copied from ../shared/fixtures/encoder: see tests/data/README.md), and the model
+// loader's answers to broken files.
+#include <doctest/doctest.h>
+
+#include "npy.h"
+#include "whisper-audio.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+double rel_l2(const float * got, const std::vector<float> & ref) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ref.size(); i++) {
+        num += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+        den += (double)ref[i] * ref[i];
+    }
+    return std::sqrt(num / den);
+}
+
+std::vector<float> encode(const whisper_audio_model * model, const std::vector<float> & mel, int n_windows,
+                          int output_layer, int max_batch = 1) {
+    whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
+    p.device = WHISPER_AUDIO_DEVICE_CPU;
+    p.n_threads = 2;
+    p.output_layer = output_layer;
+    p.max_batch = max_batch;
+    whisper_audio_encoder * enc = whisper_audio_encoder_init(model, p);
+    REQUIRE_MESSAGE(enc, whisper_audio_last_error());
+    const whisper_audio_hparams * hp = whisper_audio_model_hparams(model);
+    std::vector<float> out((size_t)n_windows * hp->n_ctx * hp->n_state, NAN);
+    REQUIRE_MESSAGE(whisper_audio_encode_mel(enc, mel.data(), n_windows, out.data()), whisper_audio_last_error());
+    whisper_audio_encoder_free(enc);
+    return out;
+}
+
+std::vector<uint8_t> read_file(const std::string & path) {
+    std::vector<uint8_t> data;
+    FILE * f = fopen(path.c_str(), "rb");
+    REQUIRE_MESSAGE(f, path);
+    int c;
+    while ((c = fgetc(f)) != EOF) data.push_back((uint8_t)c);
+    fclose(f);
+    return data;
+}
+
+void write_file(const std::string & path, const std::vector<uint8_t> & data) {
+    FILE * f = fopen(path.c_str(), "wb");
+    REQUIRE(f);
+    fwrite(data.data(), 1, data.size(), f);
+    fclose(f);
+}
+
+// Loading must fail, and the message must contain `expect`.
+void check_load_fails(const std::string & path, const char * expect) {
+    whisper_audio_model * m = whisper_audio_model_load(path.c_str());
+    CHECK(m == nullptr);
+    const std::string msg = whisper_audio_last_error();
+    CHECK_MESSAGE(msg.find(expect) != std::string::npos, msg);
+    whisper_audio_model_free(m);
+}
+
+} // namespace
+
+TEST_CASE("encoder matches transformers float64 at post_conv, layer 0 and the output") {
+    for (const char * name : {"micro-80", "micro-128"}) {
+        const std::string model_path = std::string("build/") + name + "-f32.gguf";
+        whisper_audio_model * model = whisper_audio_model_load(model_path.c_str());
+        REQUIRE_MESSAGE(model, whisper_audio_last_error());
+        const int n_mels = whisper_audio_model_hparams(model)->n_mels;
+        for (const char * clip : {"speech_16k", "long_70s_first30s"}) {
+            const std::string mel_path = std::string("tests/data/features/") + clip + ".mel" + std::to_string(n_mels) + ".npy";
+            std::vector<float> mel = npy_load_f32(mel_path.c_str(), nullptr);
+            REQUIRE(mel.size() == (size_t)n_mels * 3000);
+            struct { int layer; const char * ref; } stages[] = {
+                {WHISPER_AUDIO_POST_CONV, "post_conv"}, {0, "layer0"}, {-1, "last_hidden_state"}};
+            for (auto & s : stages) {
+                const std::string ref_path = std::string("tests/data/encoder/") + name + "/" + clip + "." + s.ref + ".npy";
+                std::vector<float> ref = npy_load_f32(ref_path.c_str(), nullptr);
+                std::vector<float> got = encode(model, mel, 1, s.layer);
+                REQUIRE(got.size() == ref.size());
+                const double err = rel_l2(got.data(), ref);
+                MESSAGE(std::string(name) + " " + clip + " " + s.ref + ": relative L2 error " + std::to_string(err));
+                CHECK(err < 2e-6);
+            }
+        }
+        whisper_audio_model_free(model);
+    }
+}
+
+TEST_CASE("a batch of windows gives each window's own result") {
+    whisper_audio_model * model = whisper_audio_model_load("build/micro-80-f32.gguf");
+    REQUIRE_MESSAGE(model, whisper_audio_last_error());
+    std::vector<float> a = npy_load_f32("tests/data/features/speech_16k.mel80.npy", nullptr);
+    std::vector<float> b = npy_load_f32("tests/data/features/long_70s_first30s.mel80.npy", nullptr);
+    std::vector<float> ab = a;
+    ab.insert(ab.end(), b.begin(), b.end());
+    ab.insert(ab.end(), a.begin(), a.end());
+    const std::vector<float> one = encode(model, a, 1, -1);
+    const std::vector<float> batched = encode(model, ab, 3, -1, 2);     // a batch of 2, then 1
+    const size_t win = one.size();
+    CHECK(std::memcmp(batched.data(), one.data(), win * sizeof(float)) == 0);
+    CHECK(std::memcmp(batched.data() + 2 * win, one.data(), win * sizeof(float)) == 0);
+    std::vector<float> ref_b = npy_load_f32("tests/data/encoder/micro-80/long_70s_first30s.last_hidden_state.npy", nullptr);
+    CHECK(rel_l2(batched.data() + win, ref_b) < 2e-6);
+    whisper_audio_model_free(model);
+}
+
+TEST_CASE("f16 and bf16 model files run on the CPU within their rounding") {
+    std::vector<float> mel = npy_load_f32("tests/data/features/speech_16k.mel80.npy", nullptr);
+    std::vector<float> ref = npy_load_f32("tests/data/encoder/micro-80/speech_16k.last_hidden_state.npy", nullptr);
+    for (const char * type : {"f16", "bf16"}) {
+        const std::string path = std::string("build/micro-80-") + type + ".gguf";
+        whisper_audio_model * model = whisper_audio_model_load(path.c_str());
+        REQUIRE_MESSAGE(model, whisper_audio_last_error());
+        CHECK(whisper_audio_model_hparams(model)->weight_type == (type[0] == 'f' ? 1 : 30));
+        const double err = rel_l2(encode(model, mel, 1, -1).data(), ref);
+        MESSAGE(std::string(type) + " weights: relative L2 error " + std::to_string(err));
+        CHECK(err < (type[0] == 'f' ? 2e-3 : 1.5e-2));
+        CHECK(err > 1e-6);                                             // the weights really were rounded
+        whisper_audio_model_free(model);
+    }
+}
+
+TEST_CASE("encoder parameters are checked") {
+    whisper_audio_model * model = whisper_audio_model_load("build/micro-80-f32.gguf");
+    REQUIRE(model);
+    whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
+    p.device = WHISPER_AUDIO_DEVICE_CPU;
+    p.output_layer = 2;                                                // micro-80 has layers 0 and 1
+    CHECK(whisper_audio_encoder_init(model, p) == nullptr);
+    CHECK(std::string(whisper_audio_last_error()).find("output layer") != std::string::npos);
+    p.output_layer = -1;
+    p.max_batch = 0;
+    CHECK(whisper_audio_encoder_init(model, p) == nullptr);
+    whisper_audio_model_free(model);
+}
+
+TEST_CASE("broken model files are refused with a message") {
+    const std::string good_path = "build/micro-80-f32.gguf";
+    const std::vector<uint8_t> good = read_file(good_path);
+    const std::string tmp = "build/test-broken.gguf";
+
+    check_load_fails("build/does-not-exist.gguf", "cannot open");
+    check_load_fails("build", "not a regular file");
+    write_file(tmp, {});
+    check_load_fails(tmp, "empty");
+    write_file(tmp, std::vector<uint8_t>(good.begin(), good.begin() + 10));
+    check_load_fails(tmp, "too small");
+    std::vector<uint8_t> bad = good;
+    memcpy(bad.data(), "GGML", 4);
+    write_file(tmp, bad);
+    check_load_fails(tmp, "bad magic");
+    bad = good;
+    bad[4] = 2;                                                        // version 2
+    write_file(tmp, bad);
+    check_load_fails(tmp, "version");
+    for (size_t cut : {good.size() / 2, good.size() - 1, (size_t)200, (size_t)40}) {
+        CAPTURE(cut);
+        write_file(tmp, std::vector<uint8_t>(good.begin(), good.begin() + cut));
+        whisper_audio_model * m = whisper_audio_model_load(tmp.c_str());
+        CHECK(m == nullptr);
+        CHECK(std::string(whisper_audio_last_error()).size() > 10);
+    }
+    // a hyperparameter that disagrees with the tensors: embedding_length 128 -> 256
+    {
+        bad = good;
+        const char key[] = "whisper.encoder.embedding_length";
+        auto it = std::search(bad.begin(), bad.end(), key, key + strlen(key));
+        REQUIRE(it != bad.end());
+        const size_t value_at = (it - bad.begin()) + strlen(key) + 4;  // after the uint32 type
+        REQUIRE(bad[value_at] == 128);
+        bad[value_at + 1] = 1;                                         // 128 + 256 = 384
+        write_file(tmp, bad);
+        check_load_fails(tmp, "the hyperparameters need");
+    }
+    // a tensor renamed: missing
+    {
+        bad = good;
+        const char name[] = "encoder.layers.1.fc2.bias";
+        auto it = std::search(bad.begin(), bad.end(), name, name + strlen(name));
+        REQUIRE(it != bad.end());
+        *(it + 8) = 'X';
+        write_file(tmp, bad);
+        check_load_fails(tmp, "missing");
+    }
+    // an absurd tensor count
+    {
+        bad = good;
+        for (int i = 0; i < 8; i++) bad[8 + i] = 0xff;
+        write_file(tmp, bad);
+        check_load_fails(tmp, "implausible");
+    }
+    remove(tmp.c_str());
+}
