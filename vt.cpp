@@ -520,6 +520,10 @@ vt_backend * vt_backend_cuda_init(int, enum vt_type) {
     return nullptr;
 }
 bool vt_cuda_built(void) { return false; }
+bool vt_cuda_memory_used(int, size_t *) {
+    vt_set_error("this build has no CUDA backend");
+    return false;
+}
 #endif
 
 // =====================================================================================

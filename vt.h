@@ -186,6 +186,8 @@ bool   vt_backend_compute(vt_backend * be, vt_graph * g);
 // Computes g node by node and stores each node's milliseconds in ms[i] (vt_graph_node order).
 bool   vt_backend_profile(vt_backend * be, vt_graph * g, double * ms);
 size_t vt_backend_allocated_bytes(const vt_backend * be); // weights + arenas + workspaces
+// Bytes in use on a CUDA device, by anyone (cudaMemGetInfo); false without CUDA.
+bool   vt_cuda_memory_used(int device, size_t * used);
 
 #ifdef __cplusplus
 }

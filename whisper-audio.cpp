@@ -339,9 +339,898 @@ const whisper_audio_hparams * whisper_audio_model_hparams(const whisper_audio_mo
 
 const float * whisper_audio_model_mel_filters(const whisper_audio_model * model) { return model->mel_filters; }
 
-// @@WAV@@
+// =====================================================================================
+// audio decoding (WAV) and resampling
+// =====================================================================================
+//
+// WAV rules (RIFF/WAVE, little-endian):
+//   - chunks in any order; unknown chunks skipped; a pad byte follows an odd-sized chunk
+//     (a writer that forgot the pad is tolerated when the unpadded offset holds a chunk id);
+//   - the RIFF size field is ignored (streaming writers leave it wrong): the buffer's end
+//     is the end of the file. "RF64"/"BW64" headers are read the same way: their data
+//     chunk's 32-bit size is 0xFFFFFFFF, which reads to the end;
+//   - a data size of 0, 0xFFFFFFFF or past the end of the input reads to the end of the
+//     input; only whole frames (block_align bytes) are decoded, a trailing partial frame
+//     is dropped;
+//   - encodings: PCM u8 / s16 / s24 / s32, IEEE float32 / float64, and both again as
+//     WAVE_FORMAT_EXTENSIBLE sub-formats. Plain PCM with 9..32 bits that are not a
+//     multiple of 8 (12-bit, 20-bit) is accepted when stored MSB-aligned in a container of
+//     ceil(bits / 8) bytes, as the WAVEFORMATEX spec says; it decodes as that container.
+//     Packed layouts (e.g. two 12-bit samples in 3 bytes) and fewer than 8 bits are
+//     rejected. block_align must equal channels * container bytes;
+//   - channels 1..65535 (averaged to mono), sample rate 1..1000000 Hz.
+// Samples scale to [-1, 1): u8 (x - 128) / 128, sN x / 2^(N-1), floats as stored.
 
-// @@MEL@@
+static const uint32_t WAV_MAX_SAMPLE_RATE = 1000000;
+
+static const char * WAV_FFMPEG_HINT =
+    "convert it first: ffmpeg -i input -ar 16000 -ac 1 -c:a pcm_s16le output.wav";
+
+enum wav_encoding {
+    WAV_PCM_U8,
+    WAV_PCM_S16,
+    WAV_PCM_S24,
+    WAV_PCM_S32,
+    WAV_FLOAT32,
+    WAV_FLOAT64,
+};
+
+struct wav_header {
+    wav_encoding enc;
+    bool     extensible;
+    uint32_t channels;
+    uint32_t sample_rate;
+    uint32_t block_align;   // bytes per frame
+    uint32_t bits;          // wBitsPerSample (or wValidBitsPerSample when extensible and set)
+    size_t   data_offset;   // start of the samples in the input
+    size_t   data_size;     // bytes of samples (possibly a partial frame at the end)
+};
+
+// Formats the message and records it as "<name>: <message>". Always returns false.
+static bool wav_fail(const char * name, const char * fmt, ...) {
+    char msg[512];
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, args);
+    va_end(args);
+    wa_set_error("%s: %s", name, msg);
+    return false;
+}
+
+static uint16_t wav_u16(const uint8_t * p) { return (uint16_t) (p[0] | (p[1] << 8)); }
+static uint32_t wav_u32(const uint8_t * p) {
+    return (uint32_t) p[0] | ((uint32_t) p[1] << 8) | ((uint32_t) p[2] << 16) | ((uint32_t) p[3] << 24);
+}
+static bool wav_id(const uint8_t * p, const char * id) { return memcmp(p, id, 4) == 0; }
+
+static bool wav_id_printable(const uint8_t * p) {
+    for (int i = 0; i < 4; i++) {
+        if (p[i] < 0x20 || p[i] > 0x7e) return false;
+    }
+    return true;
+}
+
+// What a non-WAV input looks like, from its magic bytes; NULL when unknown.
+static const char * wav_sniff_other_format(const uint8_t * p, size_t size) {
+    if (size >= 4 && wav_id(p, "OggS")) return "Ogg (Vorbis/Opus)";
+    if (size >= 4 && wav_id(p, "fLaC")) return "FLAC";
+    if (size >= 3 && memcmp(p, "ID3", 3) == 0) return "MP3";
+    if (size >= 2 && p[0] == 0xFF && (p[1] & 0xF6) == 0xF0) return "AAC (ADTS)";
+    if (size >= 2 && p[0] == 0xFF && (p[1] & 0xE0) == 0xE0) return "MP3";
+    if (size >= 8 && wav_id(p + 4, "ftyp")) return "MP4/M4A";
+    if (size >= 12 && wav_id(p, "FORM") && (wav_id(p + 8, "AIFF") || wav_id(p + 8, "AIFC"))) return "AIFF";
+    if (size >= 4 && p[0] == 0x1A && p[1] == 0x45 && p[2] == 0xDF && p[3] == 0xA3) return "WebM/Matroska";
+    if (size >= 4 && wav_id(p, "caff")) return "CAF";
+    if (size >= 4 && wav_id(p, ".snd")) return "Sun AU";
+    if (size >= 5 && memcmp(p, "#!AMR", 5) == 0) return "AMR";
+    if (size >= 4 && wav_id(p, "wvpk")) return "WavPack";
+    if (size >= 4 && wav_id(p, "MAC ")) return "Monkey's Audio";
+    if (size >= 8 && p[0] == 0x30 && p[1] == 0x26 && p[2] == 0xB2 && p[3] == 0x75 &&
+                     p[4] == 0x8E && p[5] == 0x66 && p[6] == 0xCF && p[7] == 0x11) return "WMA/ASF";
+    return NULL;
+}
+
+// A name for the WAVE format tags that we do not decode.
+static const char * wav_tag_name(uint32_t tag) {
+    switch (tag) {
+        case 0x0000: return "unknown";
+        case 0x0002: return "Microsoft ADPCM";
+        case 0x0006: return "A-law";
+        case 0x0007: return "mu-law";
+        case 0x0011: return "IMA ADPCM";
+        case 0x0031: return "GSM 6.10";
+        case 0x0050: return "MPEG audio";
+        case 0x0055: return "MP3";
+        case 0x0092: return "Dolby AC-3 SPDIF";
+        case 0x00FF: return "AAC";
+        case 0x0161: case 0x0162: case 0x0163: return "Windows Media Audio";
+        case 0x1610: return "HE-AAC";
+        case 0x2000: return "Dolby AC-3";
+        case 0xF1AC: return "FLAC";
+        default:     return "not PCM or IEEE float";
+    }
+}
+
+// Parses the fmt chunk body (size bytes) into h (encoding, channels, rate, block align).
+static bool wav_parse_fmt(const char * name, const uint8_t * p, uint32_t size, wav_header * h) {
+    if (size < 16) {
+        return wav_fail(name, "WAV fmt chunk too small (%u bytes, need at least 16)", size);
+    }
+    uint32_t tag         = wav_u16(p + 0);
+    uint32_t channels    = wav_u16(p + 2);
+    uint32_t sample_rate = wav_u32(p + 4);
+    uint32_t block_align = wav_u16(p + 12);
+    uint32_t bits        = wav_u16(p + 14);
+    uint32_t valid_bits  = bits;
+
+    h->extensible = false;
+    if (tag == 0xFFFE) {
+        // WAVE_FORMAT_EXTENSIBLE: cbSize (22), wValidBitsPerSample, dwChannelMask, SubFormat GUID.
+        // The GUID is {tag-00000-0010-8000-00AA00389B71}: the first two bytes are a plain format tag.
+        static const uint8_t GUID_TAIL[14] = { 0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80, 0x00,
+                                               0x00, 0xAA, 0x00, 0x38, 0x9B, 0x71 };
+        if (size < 40 || wav_u16(p + 16) < 22) {
+            return wav_fail(name, "WAVE_FORMAT_EXTENSIBLE fmt chunk too small (%u bytes, need 40)", size);
+        }
+        const uint8_t * guid = p + 24;
+        if (memcmp(guid + 2, GUID_TAIL, sizeof(GUID_TAIL)) != 0) {
+            return wav_fail(name, "unsupported WAVE_FORMAT_EXTENSIBLE sub-format GUID "
+                "{%08x-%04x-%04x-%02x%02x-%02x%02x%02x%02x%02x%02x}; only PCM and IEEE float are supported; %s",
+                wav_u32(guid), wav_u16(guid + 4), wav_u16(guid + 6), guid[8], guid[9],
+                guid[10], guid[11], guid[12], guid[13], guid[14], guid[15], WAV_FFMPEG_HINT);
+        }
+        h->extensible = true;
+        tag = wav_u16(guid);
+        if (wav_u16(p + 18) != 0) {
+            valid_bits = wav_u16(p + 18);
+        }
+    }
+
+    if (tag != 0x0001 && tag != 0x0003) {
+        return wav_fail(name, "unsupported WAV encoding: format tag 0x%04x (%s)%s; "
+            "only PCM and IEEE float are supported; %s",
+            tag, wav_tag_name(tag), h->extensible ? " in WAVE_FORMAT_EXTENSIBLE" : "", WAV_FFMPEG_HINT);
+    }
+    if (channels == 0) {
+        return wav_fail(name, "WAV header says 0 channels");
+    }
+    if (sample_rate == 0 || sample_rate > WAV_MAX_SAMPLE_RATE) {
+        return wav_fail(name, "WAV sample rate %u Hz is not supported (expected 1 to %u Hz)",
+            sample_rate, WAV_MAX_SAMPLE_RATE);
+    }
+
+    // the container: bytes that hold one sample
+    uint32_t container = 0;
+    if (tag == 0x0001) {
+        if (h->extensible) {
+            if (bits != 8 && bits != 16 && bits != 24 && bits != 32) {
+                return wav_fail(name, "WAV PCM container of %u bits per sample is not supported "
+                    "(expected 8, 16, 24 or 32)", bits);
+            }
+            if (valid_bits > bits) {
+                return wav_fail(name, "WAV valid bits per sample (%u) exceed the container (%u)",
+                    valid_bits, bits);
+            }
+        } else if (bits < 8 || bits > 32) {
+            return wav_fail(name, "WAV PCM with %u bits per sample is not supported "
+                "(expected 8, 16, 24 or 32)", bits);
+        }
+        container = (bits + 7) / 8;   // 12-bit -> 2 bytes, MSB-aligned
+        h->enc = container == 1 ? WAV_PCM_U8 : container == 2 ? WAV_PCM_S16 :
+                 container == 3 ? WAV_PCM_S24 : WAV_PCM_S32;
+    } else {
+        if (bits != 32 && bits != 64) {
+            return wav_fail(name, "WAV IEEE float with %u bits per sample is not supported "
+                "(expected 32 or 64)", bits);
+        }
+        container = bits / 8;
+        h->enc = bits == 32 ? WAV_FLOAT32 : WAV_FLOAT64;
+    }
+
+    const uint64_t frame_bytes = (uint64_t) channels * container;
+    if (block_align != frame_bytes) {
+        return wav_fail(name, "WAV block align %u is inconsistent with %u channel(s) of %u-byte samples "
+            "(expected %llu)", block_align, channels, container, (unsigned long long) frame_bytes);
+    }
+
+    h->channels    = channels;
+    h->sample_rate = sample_rate;
+    h->block_align = block_align;
+    h->bits        = h->extensible ? valid_bits : bits;
+    return true;
+}
+
+// Checks the RIFF/WAVE header and finds the fmt and data chunks.
+static bool wav_parse(const char * name, const uint8_t * p, size_t size, wav_header * h) {
+    if (size < 12 || !(wav_id(p, "RIFF") || wav_id(p, "RF64") || wav_id(p, "BW64")) ||
+        !wav_id(p + 8, "WAVE")) {
+        if (size >= 4 && wav_id(p, "RIFX")) {
+            return wav_fail(name, "big-endian WAV (RIFX) is not supported; %s", WAV_FFMPEG_HINT);
+        }
+        if (size >= 12 && wav_id(p, "RIFF")) {
+            return wav_fail(name, "not a WAV file (a RIFF file of type '%c%c%c%c', not WAVE); %s",
+                wav_id_printable(p + 8) ? p[8] : '?', wav_id_printable(p + 8) ? p[9] : '?',
+                wav_id_printable(p + 8) ? p[10] : '?', wav_id_printable(p + 8) ? p[11] : '?',
+                WAV_FFMPEG_HINT);
+        }
+        if (size < 12 && size >= 4 && wav_id(p, "RIFF")) {
+            return wav_fail(name, "truncated WAV file (%zu bytes, the RIFF header alone needs 12)", size);
+        }
+        const char * other = wav_sniff_other_format(p, size);
+        if (other) {
+            return wav_fail(name, "not a WAV file (it looks like %s); %s", other, WAV_FFMPEG_HINT);
+        }
+        return wav_fail(name, "not a WAV file (no RIFF/WAVE header); if it is audio, %s", WAV_FFMPEG_HINT);
+    }
+
+    bool have_fmt = false, have_data = false;
+    size_t off = 12;
+    while (size - off >= 8) {
+        const uint8_t * ck = p + off;
+        const uint32_t ck_size = wav_u32(ck + 4);
+        const size_t   body    = off + 8;
+        const size_t   avail   = size - body;
+
+        if (wav_id(ck, "fmt ")) {
+            if (ck_size > avail) {
+                return wav_fail(name, "WAV fmt chunk truncated (%u bytes declared, %zu present)", ck_size, avail);
+            }
+            if (!have_fmt) {
+                if (!wav_parse_fmt(name, p + body, ck_size, h)) return false;
+                have_fmt = true;
+            }
+        } else if (wav_id(ck, "data")) {
+            if (ck_size == 0 || ck_size == 0xFFFFFFFFu || ck_size > avail) {
+                // streaming writer (or RF64): the samples run to the end of the input
+                if (!have_data) {
+                    h->data_offset = body;
+                    h->data_size   = avail;
+                    have_data      = true;
+                }
+                break;
+            }
+            if (!have_data) {
+                h->data_offset = body;
+                h->data_size   = ck_size;
+                have_data      = true;
+            }
+        } else if (ck_size > avail) {
+            break; // a truncated trailing chunk we do not need
+        }
+
+        // next chunk: skip the body and the pad byte after an odd size
+        size_t next = body + ck_size;
+        if ((ck_size & 1) && next < size) {
+            // tolerate writers that forget the pad: prefer the padded offset unless only
+            // the unpadded one holds something that looks like a chunk id
+            if (size - next >= 9 && !wav_id_printable(p + next + 1) && wav_id_printable(p + next)) {
+                // keep next (no pad)
+            } else {
+                next += 1;
+            }
+        }
+        off = next;
+        if (off > size) break;
+    }
+
+    if (!have_fmt) {
+        return wav_fail(name, "WAV file has no fmt chunk");
+    }
+    if (!have_data) {
+        return wav_fail(name, "WAV file has no data chunk");
+    }
+    return true;
+}
+
+// Reads the little-endian sample at s and scales it to [-1, 1).
+template <wav_encoding ENC>
+static inline float wav_sample(const uint8_t * s) {
+    switch (ENC) {
+        case WAV_PCM_U8:  return ((int) s[0] - 128) * (1.0f / 128.0f);
+        case WAV_PCM_S16: return (float) (int16_t) wav_u16(s) * (1.0f / 32768.0f);
+        case WAV_PCM_S24: {
+            int32_t v = (int32_t) (s[0] | (s[1] << 8) | (s[2] << 16));
+            v = (v ^ 0x800000) - 0x800000; // sign-extend 24 -> 32 bits
+            return (float) v * (1.0f / 8388608.0f);
+        }
+        case WAV_PCM_S32: return (float) ((double) (int32_t) wav_u32(s) * (1.0 / 2147483648.0));
+        case WAV_FLOAT32: {
+            uint32_t u = wav_u32(s);
+            float f;
+            memcpy(&f, &u, sizeof(f));
+            return f;
+        }
+        case WAV_FLOAT64: {
+            uint64_t u = (uint64_t) wav_u32(s) | ((uint64_t) wav_u32(s + 4) << 32);
+            double d;
+            memcpy(&d, &u, sizeof(d));
+            return (float) d;
+        }
+    }
+    return 0.0f;
+}
+
+// Decodes n_frames frames at data to mono (the average of the channels).
+template <wav_encoding ENC>
+static void wav_to_mono(const uint8_t * data, size_t n_frames, uint32_t channels, float * mono) {
+    const size_t bytes = ENC == WAV_PCM_U8 ? 1 : ENC == WAV_PCM_S16 ? 2 : ENC == WAV_PCM_S24 ? 3 :
+                         ENC == WAV_FLOAT64 ? 8 : 4;
+    if (channels == 1) {
+        for (size_t i = 0; i < n_frames; i++) {
+            mono[i] = wav_sample<ENC>(data + i * bytes);
+        }
+        return;
+    }
+    const double scale = 1.0 / channels;
+    const size_t frame = bytes * channels;
+    for (size_t i = 0; i < n_frames; i++) {
+        const uint8_t * f = data + i * frame;
+        double sum = 0.0;
+        for (uint32_t c = 0; c < channels; c++) {
+            sum += wav_sample<ENC>(f + c * bytes);
+        }
+        mono[i] = (float) (sum * scale);
+    }
+}
+
+static const char * wav_format_name(const wav_header & h) {
+    switch (h.enc) {
+        case WAV_PCM_U8:  return h.extensible ? "wav pcm u8 (extensible)"  : "wav pcm u8";
+        case WAV_PCM_S16: return h.extensible ? "wav pcm s16 (extensible)" : "wav pcm s16";
+        case WAV_PCM_S24: return h.extensible ? "wav pcm s24 (extensible)" : "wav pcm s24";
+        case WAV_PCM_S32: return h.extensible ? "wav pcm s32 (extensible)" : "wav pcm s32";
+        case WAV_FLOAT32: return h.extensible ? "wav float32 (extensible)" : "wav float32";
+        case WAV_FLOAT64: return h.extensible ? "wav float64 (extensible)" : "wav float64";
+    }
+    return "wav";
+}
+
+// The memory decoder; name prefixes the error messages (the path, or "<memory>").
+static bool wav_decode(const char * name, const uint8_t * p, size_t size,
+                       float ** pcm, size_t * n, whisper_audio_info * info) {
+    wav_header h = {};
+    if (!wav_parse(name, p, size, &h)) return false;
+
+    const size_t n_frames = h.data_size / h.block_align; // whole frames only
+    if (n_frames == 0) {
+        return wav_fail(name, "WAV file contains no audio samples (data chunk of %zu bytes, %u bytes per frame)",
+            h.data_size, h.block_align);
+    }
+
+    // n_frames <= input size, so this allocation is bounded by the input, not by a header value
+    float * mono = (float *) malloc(n_frames * sizeof(float));
+    if (!mono) {
+        return wav_fail(name, "out of memory decoding %zu samples", n_frames);
+    }
+    const uint8_t * data = p + h.data_offset;
+    switch (h.enc) {
+        case WAV_PCM_U8:  wav_to_mono<WAV_PCM_U8> (data, n_frames, h.channels, mono); break;
+        case WAV_PCM_S16: wav_to_mono<WAV_PCM_S16>(data, n_frames, h.channels, mono); break;
+        case WAV_PCM_S24: wav_to_mono<WAV_PCM_S24>(data, n_frames, h.channels, mono); break;
+        case WAV_PCM_S32: wav_to_mono<WAV_PCM_S32>(data, n_frames, h.channels, mono); break;
+        case WAV_FLOAT32: wav_to_mono<WAV_FLOAT32>(data, n_frames, h.channels, mono); break;
+        case WAV_FLOAT64: wav_to_mono<WAV_FLOAT64>(data, n_frames, h.channels, mono); break;
+    }
+
+    float * out   = mono;
+    size_t  n_out = n_frames;
+    if (h.sample_rate != WHISPER_AUDIO_SAMPLE_RATE) {
+        if (!whisper_audio_resample(mono, n_frames, (int) h.sample_rate, WHISPER_AUDIO_SAMPLE_RATE, &out, &n_out)) {
+            free(mono);
+            return false; // the resampler's message stands
+        }
+        free(mono);
+    }
+
+    if (info) {
+        info->sample_rate     = (int) h.sample_rate;
+        info->channels        = (int) h.channels;
+        info->bits_per_sample = (int) h.bits;
+        snprintf(info->format, sizeof(info->format), "%s", wav_format_name(h));
+        info->frames          = (int64_t) n_frames;
+    }
+    *pcm = out;
+    *n   = n_out;
+    return true;
+}
+
+bool whisper_audio_decode_memory(const void * data, size_t size, float ** pcm, size_t * n, whisper_audio_info * info) {
+    if (pcm) *pcm = NULL;
+    if (n)   *n   = 0;
+    if (!pcm || !n || (!data && size > 0)) {
+        wa_set_error("whisper_audio_decode_memory: invalid argument (pcm, n and data must not be NULL)");
+        return false;
+    }
+    if (size == 0) {
+        return wav_fail("<memory>", "empty input (0 bytes)");
+    }
+    return wav_decode("<memory>", (const uint8_t *) data, size, pcm, n, info);
+}
+
+bool whisper_audio_decode_file(const char * path, float ** pcm, size_t * n, whisper_audio_info * info) {
+    if (pcm) *pcm = NULL;
+    if (n)   *n   = 0;
+    if (!path || !pcm || !n) {
+        wa_set_error("whisper_audio_decode_file: invalid argument (path, pcm and n must not be NULL)");
+        return false;
+    }
+    FILE * f = fopen(path, "rb");
+    if (!f) {
+        return wav_fail(path, "cannot open: %s", strerror(errno));
+    }
+
+    // read the whole file: the first block, then the rest into a buffer sized by the
+    // file's size where it has one (a hint only: a pipe or a growing file works too)
+    uint8_t * buf = NULL;
+    size_t size = 0, cap = 0;
+    bool ok = true;
+    for (;;) {
+        if (size == cap) {
+            size_t want = cap == 0 ? (size_t) 1 << 16 : cap * 2;
+            if (cap == ((size_t) 1 << 16)) {
+                // the second allocation: the file's size, when it is known and larger
+                long pos = ftell(f);
+                if (pos >= 0 && fseek(f, 0, SEEK_END) == 0) {
+                    long end = ftell(f);
+                    if (end > pos && (unsigned long) end < SIZE_MAX / 2) want = std::max(want, (size_t) end + 1);
+                    fseek(f, pos, SEEK_SET);
+                }
+            }
+            uint8_t * grown = (uint8_t *) realloc(buf, want);
+            if (!grown) {
+                ok = wav_fail(path, "out of memory reading the file (%zu bytes)", want);
+                break;
+            }
+            buf = grown;
+            cap = want;
+        }
+        const size_t asked = cap - size;
+        const size_t got   = fread(buf + size, 1, asked, f);
+        size += got;
+        if (got < asked) { // the end of the file, or an error
+            if (ferror(f)) ok = wav_fail(path, "read error: %s", strerror(errno));
+            break;
+        }
+    }
+    fclose(f);
+
+    if (ok && size == 0) {
+        ok = wav_fail(path, "file is empty (0 bytes)");
+    }
+    ok = ok && wav_decode(path, buf, size, pcm, n, info);
+    free(buf);
+    return ok;
+}
+
+void whisper_audio_pcm_free(float * pcm) {
+    free(pcm);
+}
+
+// ----------------------------------------------------------------------------
+// resampling
+// ----------------------------------------------------------------------------
+//
+// Band-limited interpolation with a Kaiser-windowed sinc. Output sample k sits at input
+// time t = k * rate_in / rate_out (sample 0 on sample 0, as sox and torchaudio align them);
+// the signal is zero outside [0, n_in). With R = min(rate_in, rate_out), the filter passes
+// 0 .. 0.95 * R/2 (7.6 kHz for R = 16 kHz, as sox's default bandwidth) and stops from R/2
+// (8 kHz) on, so nothing aliases; designed for 90 dB with Kaiser's formulas (beta =
+// 0.1102 (A - 8.7), length (A - 7.95) / (2.285 dw)): about 228 taps at the lower rate.
+// Each set of coefficients is normalised to a DC gain of exactly 1.
+//
+// Output length: round(n_in * rate_out / rate_in), halves rounded up. (torchaudio takes the
+// ceiling and sox rounds; the two differ by at most one sample.)
+//
+// With L / M = rate_out / rate_in in lowest terms there are L distinct sub-sample phases:
+// their coefficients are precomputed as a polyphase table [L, n_taps] when it is small
+// enough; otherwise (large L, e.g. 16001 -> 16000) each output's coefficients are
+// interpolated from a finely sampled kernel.
+
+static const double RESAMPLE_PI        = 3.14159265358979323846;
+static const double RESAMPLE_PASS      = 0.95;  // passband edge, fraction of min(in, out) / 2 (sox's default)
+static const double RESAMPLE_STOP      = 1.00;  // stopband edge, fraction of min(in, out) / 2
+static const double RESAMPLE_ATTEN_DB  = 90.0;  // Kaiser design attenuation
+static const size_t RESAMPLE_MAX_TABLE = 1u << 20; // polyphase table entries (4 MiB)
+static const int    RESAMPLE_FINE      = 512;   // kernel points per zero crossing (fallback)
+static const int    RESAMPLE_TAP_ALIGN = 8;     // taps per row rounded up to this (SIMD)
+
+// Modified Bessel function of the first kind, order 0 (power series).
+static double resample_bessel_i0(double x) {
+    double sum = 1.0, term = 1.0;
+    const double q = 0.25 * x * x;
+    for (int k = 1; k < 200; k++) {
+        term *= q / ((double) k * k);
+        sum  += term;
+        if (term < 1e-17 * sum) break;
+    }
+    return sum;
+}
+
+struct resample_kernel {
+    double scale;     // cutoff as a fraction of the input rate, times 2: sinc(scale * tau)
+    double half;      // window half-width in input samples
+    double beta;      // Kaiser beta
+    double i0_beta;   // I0(beta)
+    int    k;         // ceil(half): taps each side of the output's input position
+};
+
+// The (unnormalised) kernel at tau input samples from its centre.
+static double resample_kernel_at(const resample_kernel & kr, double tau) {
+    const double r = tau / kr.half;
+    if (r <= -1.0 || r >= 1.0) return 0.0;
+    const double x    = kr.scale * tau;
+    const double sinc = fabs(x) < 1e-12 ? 1.0 : sin(RESAMPLE_PI * x) / (RESAMPLE_PI * x);
+    return kr.scale * sinc * resample_bessel_i0(kr.beta * sqrt(1.0 - r * r)) / kr.i0_beta;
+}
+
+// Dot product of n (a multiple of RESAMPLE_TAP_ALIGN) floats, in 8 lanes that vectorise.
+static inline float resample_dot(const float * x, const float * h, int n) {
+    float acc[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
+    for (int j = 0; j < n; j += 8) {
+        for (int i = 0; i < 8; i++) {
+            acc[i] += x[j + i] * h[j + i];
+        }
+    }
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// One output from the taps h[0..n_taps) that start at input index first (may be out of range).
+static inline float resample_tap(const float * in, int64_t n_in, int64_t first, const float * h, int n_taps) {
+    if (first >= 0 && first + n_taps <= n_in) {
+        return resample_dot(in + first, h, n_taps);
+    }
+    float acc = 0.0f; // near the edges: zeros outside the signal
+    const int j0 = first < 0 ? (int) std::min<int64_t>(-first, n_taps) : 0;
+    const int j1 = (int) std::max<int64_t>(std::min<int64_t>(n_in - first, n_taps), 0);
+    for (int j = j0; j < j1; j++) {
+        acc += in[first + j] * h[j];
+    }
+    return acc;
+}
+
+static int64_t resample_gcd(int64_t a, int64_t b) {
+    while (b) { int64_t t = a % b; a = b; b = t; }
+    return a;
+}
+
+bool whisper_audio_resample(const float * in, size_t n_in, int rate_in, int rate_out,
+                            float ** out, size_t * n_out) {
+    if (out)   *out   = NULL;
+    if (n_out) *n_out = 0;
+    if (!out || !n_out || (!in && n_in > 0)) {
+        wa_set_error("whisper_audio_resample: invalid argument (in, out and n_out must not be NULL)");
+        return false;
+    }
+    if (rate_in <= 0 || rate_out <= 0) {
+        wa_set_error("whisper_audio_resample: invalid sample rates %d -> %d Hz (must be positive)", rate_in, rate_out);
+        return false;
+    }
+    if (n_in > (size_t) INT64_MAX / 2) {
+        wa_set_error("whisper_audio_resample: input too long (%zu samples)", n_in);
+        return false;
+    }
+
+    // output length: round(n_in * rate_out / rate_in), computed without overflow
+    const uint64_t q = n_in / (uint64_t) rate_in, r = n_in % (uint64_t) rate_in;
+    const uint64_t len = q * (uint64_t) rate_out + (r * (uint64_t) rate_out + (uint64_t) rate_in / 2) / (uint64_t) rate_in;
+    if (q > (UINT64_MAX / 2) / (uint64_t) rate_out || len > SIZE_MAX / sizeof(float)) {
+        wa_set_error("whisper_audio_resample: output too long (%zu samples at %d Hz -> %d Hz)", n_in, rate_in, rate_out);
+        return false;
+    }
+    float * y = (float *) malloc(std::max<uint64_t>(len, 1) * sizeof(float));
+    if (!y) {
+        wa_set_error("whisper_audio_resample: out of memory (%llu samples)", (unsigned long long) len);
+        return false;
+    }
+    if (rate_in == rate_out) {
+        if (n_in) memcpy(y, in, n_in * sizeof(float));
+        *out = y;
+        *n_out = n_in;
+        return true;
+    }
+
+    // the filter
+    const double R = std::min(rate_in, rate_out);
+    resample_kernel kr;
+    const double dw  = 2.0 * RESAMPLE_PI * (RESAMPLE_STOP - RESAMPLE_PASS) * 0.5 * R / rate_in; // rad / input sample
+    kr.beta    = 0.1102 * (RESAMPLE_ATTEN_DB - 8.7);
+    kr.i0_beta = resample_bessel_i0(kr.beta);
+    kr.half    = 0.5 * (RESAMPLE_ATTEN_DB - 7.95) / (2.285 * dw);
+    kr.scale   = 0.5 * (RESAMPLE_PASS + RESAMPLE_STOP) * R / rate_in;
+    kr.k       = (int) ceil(kr.half);
+
+    // output k at input position n0 + phase / L: taps from n0 - K + 1 to n0 + K
+    const int64_t g = resample_gcd(rate_in, rate_out);
+    const int64_t L = rate_out / g;            // phases
+    const int64_t M = rate_in / g;             // input step per output, in 1/L
+    const int     n_taps = ((2 * kr.k + RESAMPLE_TAP_ALIGN - 1) / RESAMPLE_TAP_ALIGN) * RESAMPLE_TAP_ALIGN;
+    const int64_t step_int = M / L, step_frac = M % L;
+    const int64_t n_in_i = (int64_t) n_in;
+
+    if ((uint64_t) L * n_taps <= RESAMPLE_MAX_TABLE) {
+        // polyphase table [L, n_taps], each row normalised to sum 1
+        std::vector<float> table((size_t) L * n_taps, 0.0f);
+        std::vector<double> row(n_taps);
+        for (int64_t p = 0; p < L; p++) {
+            const double frac = (double) p / L;
+            double sum = 0.0;
+            for (int j = 0; j < 2 * kr.k; j++) {
+                row[j] = resample_kernel_at(kr, frac + kr.k - 1 - j);
+                sum += row[j];
+            }
+            for (int j = 0; j < 2 * kr.k; j++) {
+                table[(size_t) p * n_taps + j] = (float) (row[j] / sum);
+            }
+        }
+        int64_t n0 = 0, phase = 0;
+        for (uint64_t i = 0; i < len; i++) {
+            y[i] = resample_tap(in, n_in_i, n0 - kr.k + 1, &table[(size_t) phase * n_taps], n_taps);
+            n0 += step_int;
+            phase += step_frac;
+            if (phase >= L) { phase -= L; n0++; }
+        }
+    } else {
+        // fine kernel table over tau >= 0, RESAMPLE_FINE points per zero crossing of the
+        // sinc (1 / scale input samples), linearly interpolated
+        const double per_tau = RESAMPLE_FINE * kr.scale; // table points per input sample
+        const size_t n_fine  = (size_t) ceil(kr.half * per_tau) + 2;
+        std::vector<float> fine(n_fine);
+        for (size_t i = 0; i < n_fine; i++) {
+            fine[i] = (float) resample_kernel_at(kr, (double) i / per_tau);
+        }
+        std::vector<float> h(n_taps, 0.0f);
+        int64_t n0 = 0, phase = 0;
+        for (uint64_t i = 0; i < len; i++) {
+            const double frac = (double) phase / L;
+            double sum = 0.0;
+            for (int j = 0; j < 2 * kr.k; j++) {
+                const double pos = fabs(frac + kr.k - 1 - j) * per_tau;
+                const size_t idx = (size_t) pos;
+                float v = 0.0f;
+                if (idx + 1 < n_fine) {
+                    const float w = (float) (pos - (double) idx);
+                    v = fine[idx] + w * (fine[idx + 1] - fine[idx]);
+                }
+                h[j] = v;
+                sum += v;
+            }
+            const float inv = (float) (1.0 / sum);
+            y[i] = inv * resample_tap(in, n_in_i, n0 - kr.k + 1, h.data(), n_taps);
+            n0 += step_int;
+            phase += step_frac;
+            if (phase >= L) { phase -= L; n0++; }
+        }
+    }
+
+    *out   = y;
+    *n_out = (size_t) len;
+    return true;
+}
+
+// ---------------------------------------------------------------------------------------
+// log-mel spectrogram (transformers WhisperFeatureExtractor, openai whisper/audio.py)
+// ---------------------------------------------------------------------------------------
+//
+// One 30 s window -> [n_mels, 3000], step by step as the reference:
+//   pad/truncate to 480000 samples -> reflect-pad 200 each side (torch.stft center=True,
+//   pad_mode="reflect") -> frames of 400 every 160 -> periodic Hann window -> |rfft|^2, 201
+//   bins -> drop the last of the 3001 frames -> filters x power -> log10(max(mel, 1e-10))
+//   -> max(x, max - 8) -> (x + 4) / 4.
+// The FFT is our own, in double: the 400-point real transform is one 200-point complex
+// transform (200 = 4 * 2 * 5 * 5, recursive mixed-radix Cooley-Tukey) plus a split step.
+// Thread-safe: the only static state is the constant tables, built once on first use.
+// Needs nothing beyond whisper-audio.cpp's includes (<cmath>, <vector>, <algorithm>).
+
+static const int WA_MEL_N_FFT   = 400;      // WHISPER_AUDIO_N_FFT
+static const int WA_MEL_N_HALF  = 200;      // complex points of the packed real FFT
+static const int WA_MEL_N_BINS  = 201;      // n_fft / 2 + 1
+static const int WA_MEL_HOP     = 160;
+static const int WA_MEL_N_SAMP  = 480000;   // 30 s at 16 kHz
+static const int WA_MEL_N_FRAME = 3000;     // 1 + 480000 / 160 = 3001 frames, the last dropped
+
+struct wa_cplx {
+    double re, im;
+};
+
+static inline wa_cplx wa_cmul(wa_cplx a, wa_cplx b) {
+    return { a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re };
+}
+
+struct wa_mel_tables {
+    double  window[WA_MEL_N_FFT];               // periodic Hann: 0.5 - 0.5 cos(2 pi i / 400)
+    wa_cplx tw200[WA_MEL_N_HALF];               // exp(-2 pi i k / 200)
+    wa_cplx tw400[WA_MEL_N_BINS];               // exp(-2 pi i k / 400), k <= 200 (split step)
+};
+
+static const wa_mel_tables & wa_mel_get_tables() {
+    // C++11 guarantees a function-local static is initialised once, thread-safely
+    static const wa_mel_tables tables = [] {
+        wa_mel_tables t;
+        const double two_pi = 6.283185307179586476925286766559;
+        for (int i = 0; i < WA_MEL_N_FFT; i++) {
+            // torch.hann_window(400) (periodic=True) = numpy.hanning(401)[:-1]
+            t.window[i] = 0.5 - 0.5 * std::cos(two_pi * i / WA_MEL_N_FFT);
+        }
+        for (int k = 0; k < WA_MEL_N_HALF; k++) {
+            t.tw200[k] = { std::cos(two_pi * k / WA_MEL_N_HALF), -std::sin(two_pi * k / WA_MEL_N_HALF) };
+        }
+        for (int k = 0; k < WA_MEL_N_BINS; k++) {
+            t.tw400[k] = { std::cos(two_pi * k / WA_MEL_N_FFT), -std::sin(two_pi * k / WA_MEL_N_FFT) };
+        }
+        return t;
+    }();
+    return tables;
+}
+
+// one radix-P pass: out[q*m + k] holds S_q[k], the DFT_m of sub-sequence q; it becomes
+// X[k + r*m] = sum_q (W_n^{q k} S_q[k]) W_P^{q r}, for k in [0, m), r in [0, P).
+// W_n^j = tw[j * s] (n * s = 200; q * k * s < n * s, so no wrap-around)
+template <int P>
+static void wa_fft_pass(wa_cplx * out, int m, int s, const wa_cplx * tw) {
+    for (int k = 0; k < m; k++) {
+        wa_cplx t[P];
+        t[0] = out[k];
+        for (int q = 1; q < P; q++) {
+            t[q] = wa_cmul(out[q * m + k], tw[q * k * s]);
+        }
+        if (P == 2) {
+            out[k]     = { t[0].re + t[1].re, t[0].im + t[1].im };
+            out[k + m] = { t[0].re - t[1].re, t[0].im - t[1].im };
+        } else if (P == 4) {
+            // W_4 = -i
+            const wa_cplx a = { t[0].re + t[2].re, t[0].im + t[2].im };
+            const wa_cplx b = { t[0].re - t[2].re, t[0].im - t[2].im };
+            const wa_cplx c = { t[1].re + t[3].re, t[1].im + t[3].im };
+            const wa_cplx d = { t[1].re - t[3].re, t[1].im - t[3].im };   // -i d = (d.im, -d.re)
+            out[k]         = { a.re + c.re, a.im + c.im };
+            out[k + m]     = { b.re + d.im, b.im - d.re };
+            out[k + 2 * m] = { a.re - c.re, a.im - c.im };
+            out[k + 3 * m] = { b.re - d.im, b.im + d.re };
+        } else if (P == 5) {
+            const double c1 =  0.30901699437494742410;  // cos(2 pi / 5)
+            const double c2 = -0.80901699437494742410;  // cos(4 pi / 5)
+            const double s1 =  0.95105651629515357212;  // sin(2 pi / 5)
+            const double s2 =  0.58778525229247312917;  // sin(4 pi / 5)
+            const wa_cplx a1 = { t[1].re + t[4].re, t[1].im + t[4].im };
+            const wa_cplx b1 = { t[1].re - t[4].re, t[1].im - t[4].im };
+            const wa_cplx a2 = { t[2].re + t[3].re, t[2].im + t[3].im };
+            const wa_cplx b2 = { t[2].re - t[3].re, t[2].im - t[3].im };
+            const wa_cplx r1 = { t[0].re + c1 * a1.re + c2 * a2.re, t[0].im + c1 * a1.im + c2 * a2.im };
+            const wa_cplx r2 = { t[0].re + c2 * a1.re + c1 * a2.re, t[0].im + c2 * a1.im + c1 * a2.im };
+            const wa_cplx i1 = { s1 * b1.re + s2 * b2.re, s1 * b1.im + s2 * b2.im };
+            const wa_cplx i2 = { s2 * b1.re - s1 * b2.re, s2 * b1.im - s1 * b2.im };
+            out[k]         = { t[0].re + a1.re + a2.re, t[0].im + a1.im + a2.im };
+            out[k + m]     = { r1.re + i1.im, r1.im - i1.re };          // r1 - i i1
+            out[k + 4 * m] = { r1.re - i1.im, r1.im + i1.re };          // r1 + i i1
+            out[k + 2 * m] = { r2.re + i2.im, r2.im - i2.re };          // r2 - i i2
+            out[k + 3 * m] = { r2.re - i2.im, r2.im + i2.re };          // r2 + i i2
+        }
+    }
+}
+
+// out[0..n) = DFT_n of in[0], in[s], in[2s], ... (n * s = 200), by decimation in time:
+// the radices of n are factors[0..), outermost first (200 = 4 * 2 * 5 * 5)
+static void wa_fft200_rec(wa_cplx * out, const wa_cplx * in, int s, int n, const int * factors,
+                          const wa_cplx * tw) {
+    const int p = factors[0];
+    const int m = n / p;
+    if (m == 1) {
+        for (int q = 0; q < p; q++) {
+            out[q] = in[q * s];
+        }
+    } else {
+        // p interleaved sub-sequences in[q*s + j*p*s] -> out[q*m .. q*m + m)
+        for (int q = 0; q < p; q++) {
+            wa_fft200_rec(out + q * m, in + q * s, s * p, m, factors + 1, tw);
+        }
+    }
+    switch (p) {
+        case 2: wa_fft_pass<2>(out, m, s, tw); break;
+        case 4: wa_fft_pass<4>(out, m, s, tw); break;
+        case 5: wa_fft_pass<5>(out, m, s, tw); break;
+        default: break;     // not reached: the plan has only 2, 4 and 5
+    }
+}
+
+// power[k] = |X[k]|^2, k in [0, 201), X = DFT_400 of the real frame x[0..400)
+static void wa_mel_power(const double * x, double * power, const wa_mel_tables & tb) {
+    static const int factors[] = { 4, 2, 5, 5 };
+
+    // pack: z[j] = x[2j] + i x[2j+1]; Z = DFT_200(z)
+    wa_cplx z[WA_MEL_N_HALF];
+    wa_cplx Z[WA_MEL_N_HALF];
+    for (int j = 0; j < WA_MEL_N_HALF; j++) {
+        z[j] = { x[2 * j], x[2 * j + 1] };
+    }
+    wa_fft200_rec(Z, z, 1, WA_MEL_N_HALF, factors, tb.tw200);
+
+    // split: E[k] = (Z[k] + conj Z[-k]) / 2 (evens), O[k] = (Z[k] - conj Z[-k]) / 2i (odds),
+    // X[k] = E[k] + exp(-2 pi i k / 400) O[k], for k in [0, 200] (Z is 200-periodic)
+    for (int k = 0; k < WA_MEL_N_BINS; k++) {
+        const wa_cplx a = Z[k % WA_MEL_N_HALF];
+        const wa_cplx b = Z[(WA_MEL_N_HALF - k) % WA_MEL_N_HALF];
+        const wa_cplx e = { 0.5 * (a.re + b.re), 0.5 * (a.im - b.im) };
+        const wa_cplx o = { 0.5 * (a.im + b.im), -0.5 * (a.re - b.re) };
+        const wa_cplx w = wa_cmul(o, tb.tw400[k]);
+        const double re = e.re + w.re;
+        const double im = e.im + w.im;
+        power[k] = re * re + im * im;
+    }
+}
+
+bool whisper_audio_log_mel_filters(const float * filters, int n_mels, const float * pcm, size_t n, float * out) {
+    if (filters == NULL || out == NULL || (pcm == NULL && n > 0)) {
+        wa_set_error("whisper_audio_log_mel_filters: NULL %s", filters == NULL ? "filters" : out == NULL ? "out" : "pcm");
+        return false;
+    }
+    if (n_mels <= 0) {
+        wa_set_error("whisper_audio_log_mel_filters: n_mels is %d (expected > 0, e.g. 80 or 128)", n_mels);
+        return false;
+    }
+    const wa_mel_tables & tb = wa_mel_get_tables();
+
+    // pad with zeros or truncate to 480000 samples (WhisperFeatureExtractor: padding="max_length",
+    // truncation=True; openai pad_or_trim)
+    const int64_t n_samp = (int64_t) std::min(n, (size_t) WA_MEL_N_SAMP);
+
+    // the filters are triangles: keep each row's non-zero range [k0, k1) (exact: the
+    // skipped products are 0 * finite)
+    std::vector<int> k0(n_mels), k1(n_mels);
+    for (int m = 0; m < n_mels; m++) {
+        const float * row = filters + (size_t) m * WA_MEL_N_BINS;
+        int a = 0, b = WA_MEL_N_BINS;
+        while (a < b && row[a] == 0.0f) a++;
+        while (b > a && row[b - 1] == 0.0f) b--;
+        k0[m] = a;
+        k1[m] = b;
+    }
+
+    double frame[WA_MEL_N_FFT];
+    double power[WA_MEL_N_BINS];
+    float  mx = -INFINITY;
+    for (int t = 0; t < WA_MEL_N_FRAME; t++) {
+        // frame t covers padded[160 t, 160 t + 400); padded[i] = signal[i - 200], where the
+        // signal is 480000 long and mirrored at both ends without repeating the edge sample
+        // (torch.stft center=True, pad_mode="reflect"); samples past n_samp are the zero pad
+        const int64_t j0 = (int64_t) t * WA_MEL_HOP - WA_MEL_N_FFT / 2;
+        if (j0 >= 0 && j0 + WA_MEL_N_FFT <= n_samp) {
+            for (int i = 0; i < WA_MEL_N_FFT; i++) {
+                frame[i] = tb.window[i] * pcm[j0 + i];
+            }
+        } else {
+            for (int i = 0; i < WA_MEL_N_FFT; i++) {
+                int64_t j = j0 + i;
+                if (j < 0) j = -j;
+                if (j >= WA_MEL_N_SAMP) j = 2 * (WA_MEL_N_SAMP - 1) - j;
+                frame[i] = j < n_samp ? tb.window[i] * pcm[j] : 0.0;
+            }
+        }
+
+        // |rfft|^2 of the windowed frame, 201 bins (stft(...).abs() ** 2)
+        wa_mel_power(frame, power, tb);
+
+        // mel = filters @ power, then log10(clamp(mel, min=1e-10))
+        for (int m = 0; m < n_mels; m++) {
+            const float * row = filters + (size_t) m * WA_MEL_N_BINS;
+            double sum = 0.0;
+            for (int k = k0[m]; k < k1[m]; k++) {
+                sum += (double) row[k] * power[k];
+            }
+            // (log2 * log10(2): one libm call instead of log10f's two; within 1e-6 of it)
+            const float v = std::log2(std::max((float) sum, 1e-10f)) * 0.30102999566398119521f;
+            out[(size_t) m * WA_MEL_N_FRAME + t] = v;
+            mx = std::max(mx, v);
+        }
+    }
+
+    // dynamic range: max(x, x.max() - 8) over the whole window, then (x + 4) / 4
+    const float floor_v = mx - 8.0f;
+    const size_t total = (size_t) n_mels * WA_MEL_N_FRAME;
+    for (size_t i = 0; i < total; i++) {
+        out[i] = (std::max(out[i], floor_v) + 4.0f) / 4.0f;
+    }
+    return true;
+}
 
 bool whisper_audio_log_mel(const whisper_audio_model * model, const float * pcm, size_t n, float * out) {
     return whisper_audio_log_mel_filters(model->mel_filters, model->hparams.n_mels, pcm, n, out);
@@ -671,4 +1560,34 @@ bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, si
     enc->timings.mel_ms = mel_ms;
     enc->timings.encode_ms = encode_ms;
     return true;
+}
+
+int whisper_audio_encoder_profile(whisper_audio_encoder * enc, const float * mel, int n_windows,
+                                  whisper_audio_op_time * times, int max_times) {
+    if (n_windows < 1 || n_windows > enc->params.max_batch) {
+        wa_set_error("profile: %d windows, the encoder takes 1 to %d", n_windows, enc->params.max_batch);
+        return -1;
+    }
+    wa_graph * g = graph_for_batch(enc, n_windows);
+    if (!g) return -1;
+    const int n_nodes = vt_graph_n_nodes(g->graph);
+    std::vector<double> ms(n_nodes);
+    if (!vt_backend_set_tensor(enc->backend, g->mel, mel, VT_TYPE_F32) || !vt_backend_profile(enc->backend, g->graph, ms.data())) {
+        wa_set_error("profile on %s: %s", vt_backend_name(enc->backend), vt_last_error());
+        return -1;
+    }
+    // a node belongs to the layer of the next named "layerN" node at or after it
+    int layer = -1, n = 0;
+    for (int i = n_nodes - 1; i >= 0; i--) {
+        const vt_tensor * t = vt_graph_node(g->graph, i);
+        if (sscanf(t->name, "layer%d", &layer) != 1 && (strcmp(t->name, "post_conv") == 0 || strcmp(t->name, "output") == 0)) layer = -1;
+        if (i < max_times) {
+            snprintf(times[i].name, sizeof(times[i].name), "%s", t->name);
+            snprintf(times[i].op, sizeof(times[i].op), "%s", vt_op_name(t->op));
+            times[i].layer = layer;
+            times[i].ms = ms[i];
+            n = std::max(n, i + 1);
+        }
+    }
+    return n;
 }

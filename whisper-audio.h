@@ -128,6 +128,17 @@ typedef struct whisper_audio_timings {
 } whisper_audio_timings;
 whisper_audio_timings whisper_audio_encoder_timings(const whisper_audio_encoder * enc);
 
+// Profile: runs one batch of n_windows mel windows op by op (no graph replay) and fills
+// times[0..n) with each op's name and milliseconds. Returns the number of ops, or -1.
+typedef struct whisper_audio_op_time {
+    char   name[64];          // the tensor's name: "post_conv", "layer3", or "" for unnamed
+    char   op[16];            // "linear", "attention", "layer_norm", "conv1d_k3"
+    int    layer;             // -1 outside the layers
+    double ms;
+} whisper_audio_op_time;
+int whisper_audio_encoder_profile(whisper_audio_encoder * enc, const float * mel, int n_windows,
+                                  whisper_audio_op_time * times, int max_times);
+
 #ifdef __cplusplus
 }
 #endif

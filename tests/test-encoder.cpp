@@ -86,7 +86,7 @@ TEST_CASE("encoder matches transformers float64 at post_conv, layer 0 and the ou
                 std::vector<float> got = encode(model, mel, 1, s.layer);
                 REQUIRE(got.size() == ref.size());
                 const double err = rel_l2(got.data(), ref);
-                MESSAGE(std::string(name) + " " + clip + " " + s.ref + ": relative L2 error " + std::to_string(err));
+                MESSAGE((std::string(name) + " " + clip + " " + s.ref + ": relative L2 error " + std::to_string(err)));
                 CHECK(err < 2e-6);
             }
         }
@@ -121,7 +121,7 @@ TEST_CASE("f16 and bf16 model files run on the CPU within their rounding") {
         REQUIRE_MESSAGE(model, whisper_audio_last_error());
         CHECK(whisper_audio_model_hparams(model)->weight_type == (type[0] == 'f' ? 1 : 30));
         const double err = rel_l2(encode(model, mel, 1, -1).data(), ref);
-        MESSAGE(std::string(type) + " weights: relative L2 error " + std::to_string(err));
+        MESSAGE((std::string(type) + " weights: relative L2 error " + std::to_string(err)));
         CHECK(err < (type[0] == 'f' ? 2e-3 : 1.5e-2));
         CHECK(err > 1e-6);                                             // the weights really were rounded
         whisper_audio_model_free(model);

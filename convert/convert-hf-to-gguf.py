@@ -1,0 +1,656 @@
+#!/usr/bin/env python3
+# convert-hf-to-gguf.py - Hugging Face Whisper checkpoint -> whisper-audio model file (GGUF v3).
+#
+#   python3 convert/convert-hf-to-gguf.py DIR -o model.gguf [--outtype f32|f16|bf16]
+#   python3 convert/convert-hf-to-gguf.py --random SIZE -o model.gguf [--seed N] [--init-std S]
+#
+# DIR is what save_pretrained writes: config.json plus model.safetensors or a sharded
+# model.safetensors.index.json. Keys may start with `model.encoder.`
+# (WhisperForConditionalGeneration), `encoder.` (WhisperModel, WhisperForAudioClassification)
+# or be bare (`conv1.weight`, `layers.N.*`: a WhisperEncoder saved alone). Only the encoder is
+# kept; tensors are stored as F32, F16 or BF16 in the checkpoint.
+#
+# --random SIZE (tiny, base, small, medium, large-v3) writes a model of that real shape with
+# random weights drawn like transformers' init. Its embeddings MEAN NOTHING: such a file is
+# for tests and benchmarks only.
+#
+# The file (read by whisper-audio.cpp's loader; gguf-py can read it too):
+#   KV:      general.architecture = "whisper", general.name, general.file_type,
+#            general.alignment = 32, whisper.encoder.{context_length, embedding_length,
+#            block_count, mels_count, attention.head_count, feed_forward_length} (uint32),
+#            whisper.encoder.attention.layer_norm_epsilon (float32)
+#   tensors: the HF names without `model.`, in graph order, then `mel_filters` [n_mels, 201]:
+#            the slaney mel bank of transformers' WhisperFeatureExtractor (which HF checkpoints
+#            do not store). Matrices and conv kernels take --outtype; biases, LayerNorm
+#            parameters, embed_positions and mel_filters stay F32. GGUF dims are innermost
+#            first, so they are the PyTorch shape reversed and the bytes are unchanged.
+#
+# Python 3 standard library only. numpy, when importable, makes it faster; for a conversion
+# both paths write the same bytes (WHISPER_AUDIO_NO_NUMPY=1 forces the pure-Python path).
+
+import argparse
+import array
+import json
+import math
+import os
+import random
+import struct
+import sys
+
+np = None
+if os.environ.get("WHISPER_AUDIO_NO_NUMPY", "") in ("", "0"):
+    try:
+        import numpy as np
+    except ImportError:
+        np = None
+
+GGUF_MAGIC = b"GGUF"
+GGUF_VERSION = 3
+GGUF_ALIGNMENT = 32
+
+# GGUF metadata value types
+GGUF_TYPE_UINT32 = 4
+GGUF_TYPE_FLOAT32 = 6
+GGUF_TYPE_STRING = 8
+
+# ggml tensor types and their element sizes
+GGML_TYPE_F32 = 0
+GGML_TYPE_F16 = 1
+GGML_TYPE_BF16 = 30
+GGML_TYPE_SIZE = {GGML_TYPE_F32: 4, GGML_TYPE_F16: 2, GGML_TYPE_BF16: 2}
+GGML_TYPE_NAME = {GGML_TYPE_F32: "f32", GGML_TYPE_F16: "f16", GGML_TYPE_BF16: "bf16"}
+
+OUTTYPES = {"f32": GGML_TYPE_F32, "f16": GGML_TYPE_F16, "bf16": GGML_TYPE_BF16}
+# general.file_type (llama.cpp's LLAMA_FTYPE_*): ALL_F32 0, MOSTLY_F16 1, MOSTLY_BF16 32
+FILE_TYPES = {"f32": 0, "f16": 1, "bf16": 32}
+
+N_CTX = 1500                # encoder positions (30 s of audio after the stride-2 conv)
+N_BINS = 201                # n_fft / 2 + 1 for n_fft = 400
+SAMPLE_RATE = 16000
+LAYER_NORM_EPS = 1e-5
+
+# d_model, layers, heads, ffn, mels of the released sizes
+SIZES = {
+    "tiny":     (384,  4,  6,  1536, 80),
+    "base":     (512,  6,  8,  2048, 80),
+    "small":    (768,  12, 12, 3072, 80),
+    "medium":   (1024, 24, 16, 4096, 80),
+    "large-v3": (1280, 32, 20, 5120, 128),
+}
+
+# safetensors dtype -> (bytes per element, array typecode of the raw bits)
+ST_DTYPES = {"F32": (4, "f"), "F16": (2, "H"), "BF16": (2, "H"), "F64": (8, "d")}
+
+CHUNK = 1 << 20             # elements converted at a time on the pure-Python path
+
+
+class ConvertError(Exception):
+    """A problem with the input that the user can fix: printed as one line, exit code 1."""
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------
+# hyperparameters and the tensor list
+# ---------------------------------------------------------------------------------------
+
+class HParams:
+    def __init__(self, n_state, n_layer, n_head, n_ff, n_mels):
+        self.n_state = n_state      # d_model
+        self.n_layer = n_layer      # encoder_layers
+        self.n_head = n_head        # encoder_attention_heads
+        self.n_ff = n_ff            # encoder_ffn_dim
+        self.n_mels = n_mels        # num_mel_bins
+
+
+def encoder_tensors(hp):
+    """(name in the model file, PyTorch shape, takes --outtype) in file order."""
+    d, f, m = hp.n_state, hp.n_ff, hp.n_mels
+    out = [
+        ("encoder.conv1.weight", (d, m, 3), True),
+        ("encoder.conv1.bias", (d,), False),
+        ("encoder.conv2.weight", (d, d, 3), True),
+        ("encoder.conv2.bias", (d,), False),
+        ("encoder.embed_positions.weight", (N_CTX, d), False),
+    ]
+    for i in range(hp.n_layer):
+        p = "encoder.layers.%d." % i
+        out += [
+            (p + "self_attn.q_proj.weight", (d, d), True),
+            (p + "self_attn.q_proj.bias", (d,), False),
+            (p + "self_attn.k_proj.weight", (d, d), True),
+            (p + "self_attn.v_proj.weight", (d, d), True),
+            (p + "self_attn.v_proj.bias", (d,), False),
+            (p + "self_attn.out_proj.weight", (d, d), True),
+            (p + "self_attn.out_proj.bias", (d,), False),
+            (p + "self_attn_layer_norm.weight", (d,), False),
+            (p + "self_attn_layer_norm.bias", (d,), False),
+            (p + "fc1.weight", (f, d), True),
+            (p + "fc1.bias", (f,), False),
+            (p + "fc2.weight", (d, f), True),
+            (p + "fc2.bias", (d,), False),
+            (p + "final_layer_norm.weight", (d,), False),
+            (p + "final_layer_norm.bias", (d,), False),
+        ]
+    out += [
+        ("encoder.layer_norm.weight", (d,), False),
+        ("encoder.layer_norm.bias", (d,), False),
+    ]
+    return out
+
+
+def numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+# ---------------------------------------------------------------------------------------
+# the mel bank (transformers audio_utils.mel_filter_bank, norm="slaney", mel_scale="slaney")
+# ---------------------------------------------------------------------------------------
+
+def hz_to_mel_slaney(f):
+    # linear below 1 kHz (3 mels per 200 Hz), logarithmic above: 27 mels per factor 6.4
+    if f < 1000.0:
+        return 3.0 * f / 200.0
+    return 15.0 + math.log(f / 1000.0) * (27.0 / math.log(6.4))
+
+
+def mel_to_hz_slaney(m):
+    if m < 15.0:
+        return 200.0 * m / 3.0
+    return 1000.0 * math.exp((math.log(6.4) / 27.0) * (m - 15.0))
+
+
+def linspace(a, b, n):
+    # numpy.linspace's arithmetic: start + i * step, the last point exactly b
+    step = (b - a) / (n - 1)
+    v = [i * step + a for i in range(n)]
+    v[-1] = b
+    return v
+
+
+def mel_filters(n_mels, n_bins=N_BINS, sr=SAMPLE_RATE, fmin=0.0, fmax=8000.0):
+    """The slaney mel bank as rows [n_mels][n_bins] of Python floats (float64)."""
+    # n_mels + 2 points equally spaced in mel, mapped back to Hz: filter i is the triangle
+    # rising from point i to point i+1 and falling to point i+2
+    mels = linspace(hz_to_mel_slaney(fmin), hz_to_mel_slaney(fmax), n_mels + 2)
+    hz = [mel_to_hz_slaney(m) for m in mels]
+    # frequency of each rfft bin: linspace(0, sr / 2, n_bins) (bin k is k * 40 Hz)
+    fft_hz = linspace(0.0, float(sr // 2), n_bins)
+    rows = []
+    for i in range(n_mels):
+        lo, mid, hi = hz[i], hz[i + 1], hz[i + 2]
+        enorm = 2.0 / (hi - lo)     # slaney: each triangle has unit area in Hz
+        row = []
+        for f in fft_hz:
+            down = -(lo - f) / (mid - lo)   # rising edge, 0 at lo, 1 at mid
+            up = (hi - f) / (hi - mid)      # falling edge, 1 at mid, 0 at hi
+            row.append(max(0.0, min(down, up)) * enorm)
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------
+# element conversion (raw little-endian bytes in, raw little-endian bytes out)
+# ---------------------------------------------------------------------------------------
+
+BIG_ENDIAN = sys.byteorder == "big"
+
+
+def _arr(typecode, data):
+    a = array.array(typecode)
+    a.frombytes(data)
+    if BIG_ENDIAN:
+        a.byteswap()
+    return a
+
+
+def _bytes(a):
+    if BIG_ENDIAN:
+        a = array.array(a.typecode, a)
+        a.byteswap()
+    return a.tobytes()
+
+
+def _f32_to_f16_bytes_py(vals):
+    # struct's 'e' rounds a double to nearest even; an f32 value is exact as a double,
+    # so this is the single correct rounding. Overflow raises there instead of giving inf.
+    try:
+        return struct.pack("<%de" % len(vals), *vals)
+    except OverflowError:
+        out = bytearray()
+        for v in vals:
+            try:
+                out += struct.pack("<e", v)
+            except OverflowError:
+                out += b"\x00\xfc" if v < 0 else b"\x00\x7c"
+        return bytes(out)
+
+
+def _f32_bits_to_bf16_py(bits):
+    # round to nearest even on the upper 16 bits; NaN stays NaN (quiet bit set)
+    return array.array("H", [
+        ((u >> 16) | 0x40) if (u & 0x7fffffff) > 0x7f800000
+        else ((u + 0x7fff + ((u >> 16) & 1)) >> 16) & 0xffff
+        for u in bits])
+
+
+def convert_elements(data, src, dst):
+    """Converts raw LE bytes of safetensors dtype src ("F32", "F16", "BF16", "F64") to ggml
+    type dst. Identical results on the numpy and pure-Python paths."""
+    if (src, dst) in (("F32", GGML_TYPE_F32), ("F16", GGML_TYPE_F16), ("BF16", GGML_TYPE_BF16)):
+        return bytes(data)
+    if np is not None:
+        if src == "F32":
+            a = np.frombuffer(data, dtype="<f4")
+        elif src == "F16":
+            a = np.frombuffer(data, dtype="<f2").astype(np.float32)
+        elif src == "BF16":
+            a = (np.frombuffer(data, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        else:
+            with np.errstate(over="ignore"):
+                a = np.frombuffer(data, dtype="<f8").astype(np.float32)
+        if dst == GGML_TYPE_F32:
+            return a.astype("<f4").tobytes()
+        if dst == GGML_TYPE_F16:
+            with np.errstate(over="ignore"):
+                return a.astype("<f2").tobytes()
+        u = a.astype("<f4").view(np.uint32)
+        r = ((u + np.uint32(0x7fff) + ((u >> 16) & np.uint32(1))) >> 16).astype(np.uint16)
+        nan = (u & np.uint32(0x7fffffff)) > np.uint32(0x7f800000)
+        r[nan] = ((u[nan] >> 16) | np.uint32(0x40)).astype(np.uint16)
+        return r.astype("<u2").tobytes()
+
+    # pure Python: first to float32 (as an array('f'), or its bits)
+    if src == "F32":
+        f32 = _arr("f", data)
+    elif src == "F16":
+        f32 = array.array("f", struct.unpack("<%de" % (len(data) // 2), data))
+    elif src == "BF16":
+        f32 = array.array("f")
+        f32.frombytes(array.array("I", [h << 16 for h in _arr("H", data)]).tobytes())
+    else:
+        f64 = _arr("d", data)
+        f32 = array.array("f")
+        for v in f64:       # array('f') rounds to nearest but raises on overflow
+            try:
+                f32.append(v)
+            except OverflowError:
+                f32.append(math.copysign(math.inf, v))
+    if dst == GGML_TYPE_F32:
+        return _bytes(f32)
+    if dst == GGML_TYPE_F16:
+        return _f32_to_f16_bytes_py(f32)
+    bits = array.array("I")
+    bits.frombytes(f32.tobytes())
+    return _bytes(_f32_bits_to_bf16_py(bits))
+
+
+def f64_list_to_f32_bytes(vals):
+    if np is not None:
+        return np.asarray(vals, dtype=np.float64).astype("<f4").tobytes()
+    return _bytes(array.array("f", vals))
+
+
+# ---------------------------------------------------------------------------------------
+# safetensors (8-byte LE header length, JSON header, raw data)
+# ---------------------------------------------------------------------------------------
+
+class SafetensorsFile:
+    def __init__(self, path):
+        self.path = path
+        self.size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) != 8:
+                raise ConvertError("%s: too short for a safetensors file" % path)
+            (n,) = struct.unpack("<Q", head)
+            if n > self.size - 8 or n > 100 << 20:
+                raise ConvertError("%s: bad safetensors header length %d" % (path, n))
+            try:
+                header = json.loads(f.read(n).decode("utf-8"))
+            except (UnicodeDecodeError, ValueError) as e:
+                raise ConvertError("%s: bad safetensors header: %s" % (path, e))
+        if not isinstance(header, dict):
+            raise ConvertError("%s: bad safetensors header" % path)
+        self.data_start = 8 + n
+        self.tensors = {}
+        for name, info in header.items():
+            if name == "__metadata__":
+                continue
+            try:
+                dtype, shape, (b, e) = info["dtype"], tuple(info["shape"]), info["data_offsets"]
+            except (KeyError, TypeError, ValueError):
+                raise ConvertError("%s: bad safetensors entry for %s" % (path, name))
+            if e < b or self.data_start + e > self.size:
+                raise ConvertError("%s: tensor %s lies outside the file" % (path, name))
+            self.tensors[name] = (dtype, shape, b, e)
+
+    def read(self, name):
+        dtype, shape, b, e = self.tensors[name]
+        with open(self.path, "rb") as f:
+            f.seek(self.data_start + b)
+            data = f.read(e - b)
+        if len(data) != e - b:
+            raise ConvertError("%s: tensor %s is truncated" % (self.path, name))
+        return data
+
+
+def open_checkpoint(d):
+    """{tensor name: SafetensorsFile} for model.safetensors or a sharded index."""
+    single = os.path.join(d, "model.safetensors")
+    index = os.path.join(d, "model.safetensors.index.json")
+    if os.path.isfile(single):
+        st = SafetensorsFile(single)
+        return {k: st for k in st.tensors}
+    if os.path.isfile(index):
+        try:
+            with open(index) as f:
+                weight_map = json.load(f)["weight_map"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ConvertError("%s: unreadable index: %s" % (index, e))
+        files, where = {}, {}
+        for name, fn in weight_map.items():
+            if fn not in files:
+                p = os.path.join(d, fn)
+                if not os.path.isfile(p):
+                    raise ConvertError("%s: shard %s named by the index is missing" % (d, fn))
+                files[fn] = SafetensorsFile(p)
+            if name not in files[fn].tensors:
+                raise ConvertError("%s: tensor %s is not in shard %s" % (d, name, fn))
+            where[name] = files[fn]
+        return where
+    if any(fn.endswith((".bin", ".pt", ".pth", ".ckpt")) for fn in os.listdir(d)):
+        raise ConvertError("%s: no model.safetensors (PyTorch pickles are not read: re-save "
+                           "with save_pretrained(..., safe_serialization=True))" % d)
+    raise ConvertError("%s: no model.safetensors or model.safetensors.index.json" % d)
+
+
+def read_config(d):
+    if not os.path.isdir(d):
+        raise ConvertError("%s: not a directory" % d)
+    p = os.path.join(d, "config.json")
+    if not os.path.isfile(p):
+        raise ConvertError("%s: no config.json: not a Hugging Face checkpoint directory" % d)
+    try:
+        with open(p) as f:
+            cfg = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ConvertError("%s: unreadable config.json: %s" % (d, e))
+    if not isinstance(cfg, dict) or cfg.get("model_type") != "whisper":
+        mt = cfg.get("model_type") if isinstance(cfg, dict) else None
+        raise ConvertError("%s: model_type is %r, not 'whisper'" % (d, mt))
+
+    def get(key):
+        v = cfg.get(key)
+        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+            raise ConvertError("%s: config.json: %s is %r, expected a positive integer" % (d, key, v))
+        return v
+
+    hp = HParams(get("d_model"), get("encoder_layers"), get("encoder_attention_heads"),
+                 get("encoder_ffn_dim"), get("num_mel_bins"))
+    if hp.n_state % hp.n_head != 0:
+        raise ConvertError("%s: config.json: d_model %d is not a multiple of encoder_attention_heads %d"
+                           % (d, hp.n_state, hp.n_head))
+    n_pos = cfg.get("max_source_positions", N_CTX)
+    if n_pos != N_CTX:
+        raise ConvertError("%s: config.json: max_source_positions is %r; whisper-audio needs %d "
+                           "(30 s windows)" % (d, n_pos, N_CTX))
+    return hp
+
+
+def find_prefix(names):
+    for prefix in ("model.encoder.", "encoder.", ""):
+        if prefix + "conv1.weight" in names:
+            return prefix
+    raise ConvertError("no encoder tensors: none of model.encoder.conv1.weight, "
+                       "encoder.conv1.weight, conv1.weight is in the checkpoint")
+
+
+# ---------------------------------------------------------------------------------------
+# GGUF writer
+# ---------------------------------------------------------------------------------------
+
+def pad_to(n, a=GGUF_ALIGNMENT):
+    return (n + a - 1) // a * a
+
+
+def gguf_string(s):
+    b = s.encode("utf-8")
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf_kv(key, vtype, value):
+    out = gguf_string(key) + struct.pack("<I", vtype)
+    if vtype == GGUF_TYPE_UINT32:
+        return out + struct.pack("<I", value)
+    if vtype == GGUF_TYPE_FLOAT32:
+        return out + struct.pack("<f", value)
+    if vtype == GGUF_TYPE_STRING:
+        return out + gguf_string(value)
+    raise AssertionError(vtype)
+
+
+def write_gguf(path, kvs, tensors):
+    """kvs: [(key, type, value)]; tensors: [(name, torch shape, ggml type, produce())] where
+    produce() returns the tensor's bytes. Writes path + ".tmp", then renames it."""
+    names = [t[0] for t in tensors]
+    assert len(set(names)) == len(names), "duplicate tensor names"
+    header = bytearray()
+    header += GGUF_MAGIC + struct.pack("<IQQ", GGUF_VERSION, len(tensors), len(kvs))
+    for key, vtype, value in kvs:
+        header += gguf_kv(key, vtype, value)
+    offset = 0
+    for name, shape, gtype, _ in tensors:
+        assert len(name.encode()) < 64 and 1 <= len(shape) <= 4
+        header += gguf_string(name) + struct.pack("<I", len(shape))
+        for dim in reversed(shape):     # ggml: innermost first
+            header += struct.pack("<Q", dim)
+        header += struct.pack("<IQ", gtype, offset)
+        offset += pad_to(numel(shape) * GGML_TYPE_SIZE[gtype])
+    header += b"\x00" * (pad_to(len(header)) - len(header))
+
+    tmp = path + ".tmp"
+    total = 0
+    try:
+        with open(tmp, "wb") as f:
+            f.write(header)
+            for i, (name, shape, gtype, produce) in enumerate(tensors):
+                data = produce()
+                nbytes = numel(shape) * GGML_TYPE_SIZE[gtype]
+                assert len(data) == nbytes, (name, len(data), nbytes)
+                f.write(data)
+                f.write(b"\x00" * (pad_to(nbytes) - nbytes))
+                total += nbytes
+                log("[%3d/%3d] %-48s %-16s %s" % (i + 1, len(tensors), name,
+                    "x".join(str(s) for s in reversed(shape)), GGML_TYPE_NAME[gtype]))
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+    return total, len(header) + offset
+
+
+def make_kvs(name, hp, outtype, extra=()):
+    U, F, S = GGUF_TYPE_UINT32, GGUF_TYPE_FLOAT32, GGUF_TYPE_STRING
+    return [
+        ("general.architecture", S, "whisper"),
+        ("general.name", S, name),
+        ("general.file_type", U, FILE_TYPES[outtype]),
+        ("general.alignment", U, GGUF_ALIGNMENT),
+        *extra,
+        ("whisper.encoder.context_length", U, N_CTX),
+        ("whisper.encoder.embedding_length", U, hp.n_state),
+        ("whisper.encoder.block_count", U, hp.n_layer),
+        ("whisper.encoder.mels_count", U, hp.n_mels),
+        ("whisper.encoder.attention.head_count", U, hp.n_head),
+        ("whisper.encoder.feed_forward_length", U, hp.n_ff),
+        ("whisper.encoder.attention.layer_norm_epsilon", F, LAYER_NORM_EPS),
+    ]
+
+
+def mel_tensor(hp):
+    rows = mel_filters(hp.n_mels)
+    return ("mel_filters", (hp.n_mels, N_BINS), GGML_TYPE_F32,
+            lambda: f64_list_to_f32_bytes([v for r in rows for v in r]))
+
+
+# ---------------------------------------------------------------------------------------
+# conversion of a checkpoint directory
+# ---------------------------------------------------------------------------------------
+
+def convert_dir(d, out, outtype):
+    hp = read_config(d)
+    where = open_checkpoint(d)
+    prefix = find_prefix(where)
+
+    wanted = encoder_tensors(hp)
+    wanted_src = set()
+    tensors = []
+    for name, shape, big in wanted:
+        src = prefix + name[len("encoder."):]
+        wanted_src.add(src)
+        st = where.get(src)
+        if st is None:
+            raise ConvertError("%s: missing encoder tensor %s" % (d, src))
+        dtype, sshape, b, e = st.tensors[src]
+        if dtype not in ST_DTYPES:
+            raise ConvertError("%s: tensor %s has dtype %s (F32, F16, BF16 or F64 expected)"
+                               % (d, src, dtype))
+        if sshape != shape:
+            raise ConvertError("%s: tensor %s has shape %s, config.json implies %s"
+                               % (d, src, list(sshape), list(shape)))
+        if e - b != numel(sshape) * ST_DTYPES[dtype][0]:
+            raise ConvertError("%s: tensor %s: %d bytes for shape %s %s"
+                               % (d, src, e - b, list(sshape), dtype))
+        gtype = OUTTYPES[outtype] if big else GGML_TYPE_F32
+
+        def produce(st=st, src=src, dtype=dtype, gtype=gtype):
+            return convert_elements(st.read(src), dtype, gtype)
+        tensors.append((name, shape, gtype, produce))
+
+    # encoder tensors that config.json does not account for (a layer beyond encoder_layers)
+    if prefix:
+        extra = [k for k in where if k.startswith(prefix) and k not in wanted_src]
+    else:
+        extra = [k for k in where if k.startswith(("conv", "layers.", "layer_norm.",
+                                                   "embed_positions.")) and k not in wanted_src]
+    if extra:
+        raise ConvertError("%s: %d encoder tensor(s) that config.json does not describe, e.g. %s"
+                           % (d, len(extra), sorted(extra)[0]))
+
+    log("%s: d_model %d, layers %d, heads %d, ffn %d, mels %d; keys under %r"
+        % (d, hp.n_state, hp.n_layer, hp.n_head, hp.n_ff, hp.n_mels, prefix or "(none)"))
+    tensors.append(mel_tensor(hp))
+    name = os.path.basename(os.path.normpath(os.path.abspath(d)))
+    return write_gguf(out, make_kvs(name, hp, outtype), tensors), len(tensors)
+
+
+# ---------------------------------------------------------------------------------------
+# random model (for tests and benchmarks: its embeddings mean nothing)
+# ---------------------------------------------------------------------------------------
+
+def sinusoids(length, channels, max_timescale=10000.0):
+    # Whisper's positional embedding: [sin(t * inv) | cos(t * inv)] with
+    # inv = exp(-ln(10000) / (channels/2 - 1) * arange(channels/2)); computed in float64
+    half = channels // 2
+    inc = math.log(max_timescale) / (half - 1)
+    inv = [math.exp(-inc * i) for i in range(half)]
+    out = []
+    for t in range(length):
+        out += [math.sin(t * v) for v in inv]
+        out += [math.cos(t * v) for v in inv]
+    return out
+
+
+def random_model(size, out, outtype, seed, init_std):
+    d, n_layer, n_head, n_ff, n_mels = SIZES[size]
+    hp = HParams(d, n_layer, n_head, n_ff, n_mels)
+    rng_np = np.random.default_rng(seed) if np is not None else None
+    rng_py = random.Random(seed)
+
+    def normal_f32(n):
+        if rng_np is not None:
+            return (rng_np.standard_normal(n, dtype=np.float32) * np.float32(init_std)).tobytes()
+        g = rng_py.gauss
+        a = array.array("f")
+        for i in range(0, n, CHUNK):
+            a.extend([g(0.0, init_std) for _ in range(min(CHUNK, n - i))])
+        return _bytes(a)
+
+    def const_f32(n, v):
+        return struct.pack("<f", v) * n
+
+    tensors = []
+    for name, shape, big in encoder_tensors(hp):
+        n = numel(shape)
+        gtype = OUTTYPES[outtype] if big else GGML_TYPE_F32
+        if name.endswith("embed_positions.weight"):
+            produce = (lambda: f64_list_to_f32_bytes(sinusoids(N_CTX, d)))
+        elif big:       # Linear and Conv1d weights ~ N(0, init_std)
+            produce = (lambda n=n, gtype=gtype: convert_elements(normal_f32(n), "F32", gtype))
+        elif "layer_norm.weight" in name:
+            produce = (lambda n=n: const_f32(n, 1.0))
+        else:           # biases and LayerNorm biases
+            produce = (lambda n=n: const_f32(n, 0.0))
+        tensors.append((name, shape, gtype, produce))
+    tensors.append(mel_tensor(hp))
+    desc = [("general.description", GGUF_TYPE_STRING,
+             "random weights (seed %d, init_std %g): for tests and benchmarks only, "
+             "its embeddings mean nothing" % (seed, init_std))]
+    return write_gguf(out, make_kvs("random-" + size, hp, outtype, desc), tensors), len(tensors)
+
+
+# ---------------------------------------------------------------------------------------
+# CLI
+# ---------------------------------------------------------------------------------------
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(
+        description="Convert a Hugging Face Whisper checkpoint directory (config.json + "
+                    "model.safetensors or a sharded index) to a whisper-audio GGUF file "
+                    "holding the encoder and the mel bank.",
+        epilog="--random SIZE writes a model of a real shape with random weights: its "
+               "embeddings mean nothing; it is for tests and benchmarks only.")
+    ap.add_argument("dir", nargs="?", help="HF checkpoint directory")
+    ap.add_argument("-o", "--output", required=True, help="output .gguf path")
+    ap.add_argument("--outtype", choices=sorted(OUTTYPES), default="f16",
+                    help="type of the matrices and conv kernels (default f16); the rest stays f32")
+    ap.add_argument("--random", metavar="SIZE", choices=list(SIZES),
+                    help="random weights of a real shape (%s): for tests and benchmarks only"
+                         % ", ".join(SIZES))
+    ap.add_argument("--seed", type=int, default=0, help="random seed for --random (default 0)")
+    ap.add_argument("--init-std", type=float, default=0.02,
+                    help="std of the random matrices for --random (default 0.02, as transformers)")
+    args = ap.parse_args(argv)
+    if (args.dir is None) == (args.random is None):
+        ap.error("give either a checkpoint directory or --random SIZE")
+
+    try:
+        if args.random:
+            (nbytes, fbytes), nt = random_model(args.random, args.output, args.outtype,
+                                                args.seed, args.init_std)
+        else:
+            (nbytes, fbytes), nt = convert_dir(args.dir, args.output, args.outtype)
+    except ConvertError as e:
+        log("error: %s" % e)
+        return 1
+    except OSError as e:
+        log("error: %s" % e)
+        return 1
+    log("wrote %s: %d tensors, %d bytes of tensor data, %d bytes in all, matrices %s "
+        "(general.file_type %d)%s" % (args.output, nt, nbytes, fbytes, args.outtype,
+                                      FILE_TYPES[args.outtype], "" if np is not None else
+                                      " [pure Python]"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

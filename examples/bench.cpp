@@ -1,0 +1,133 @@
+// bench: times the encoder on random log-mel input, batch after batch.
+//
+//   ./bench -m model.gguf [-b 32] [--dtype bf16] [-n 20] [--profile]
+//
+// Prints ms per batch and per 30 s clip, clips/s, TFLOP/s against the H200's measured bf16
+// GEMM peak, and memory: our own allocations and, on CUDA, the device's used-memory delta.
+#include "vt.h"
+#include "whisper-audio.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+static const double H200_BF16_PEAK_TFLOPS = 762.0;   // measured, 8192^3 GEMM (see docs/BENCHMARKS.md)
+
+// FLOPs of one 30 s window (2 per multiply-add): conv stem, then per layer the QKV,
+// attention (QK^T and PV), output projection and the two FFN GEMMs.
+static double encoder_flops(const whisper_audio_hparams & hp) {
+    const double T = hp.n_ctx, d = hp.n_state, ff = hp.n_ff;
+    const double conv = 2.0 * 2 * T * d * 3 * hp.n_mels + 2.0 * T * d * 3 * d;
+    const double layer = 2.0 * T * d * 3 * d + 4.0 * T * T * d + 2.0 * T * d * d + 4.0 * T * d * ff;
+    return conv + hp.n_layer * layer;
+}
+
+static void usage(const char * argv0) {
+    fprintf(stderr,
+            "usage: %s -m MODEL [options]\n"
+            "  -m, --model FILE   model file (.gguf); a --random one is fine\n"
+            "  -b, --batch N      windows per encoder call (default 1)\n"
+            "  -n, --iters N      timed batches (default 10, after 3 warm-up batches)\n"
+            "  -t, --threads N    CPU threads\n"
+            "  --device D         cpu, cuda or auto (default auto)\n"
+            "  --dtype T          f16 or bf16 on CUDA (default f16)\n"
+            "  --profile          also time each op (node by node, no graph replay)\n",
+            argv0);
+}
+
+int main(int argc, char ** argv) {
+    std::string model_path, device = "auto", dtype = "f16";
+    int batch = 1, iters = 10, threads = 0;
+    bool profile = false;
+    for (int i = 1; i < argc; i++) {
+        const std::string a = argv[i];
+        const bool has = i + 1 < argc;
+        if (a == "-h" || a == "--help") { usage(argv[0]); return 0; }
+        else if ((a == "-m" || a == "--model") && has) model_path = argv[++i];
+        else if ((a == "-b" || a == "--batch") && has) batch = atoi(argv[++i]);
+        else if ((a == "-n" || a == "--iters") && has) iters = atoi(argv[++i]);
+        else if ((a == "-t" || a == "--threads") && has) threads = atoi(argv[++i]);
+        else if (a == "--device" && has) device = argv[++i];
+        else if (a == "--dtype" && has) dtype = argv[++i];
+        else if (a == "--profile") profile = true;
+        else { fprintf(stderr, "error: bad argument '%s'\n", a.c_str()); usage(argv[0]); return 2; }
+    }
+    if (model_path.empty() || batch < 1 || iters < 1 || (dtype != "f16" && dtype != "bf16") ||
+        (device != "cpu" && device != "cuda" && device != "auto")) {
+        usage(argv[0]);
+        return 2;
+    }
+
+    size_t used_before = 0;
+    const bool have_mem = vt_cuda_memory_used(0, &used_before);
+
+    whisper_audio_model * model = whisper_audio_model_load(model_path.c_str());
+    if (!model) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return 1; }
+    const whisper_audio_hparams & hp = *whisper_audio_model_hparams(model);
+    whisper_audio_encoder_params ep = whisper_audio_encoder_default_params();
+    ep.device = device == "cpu" ? WHISPER_AUDIO_DEVICE_CPU : device == "cuda" ? WHISPER_AUDIO_DEVICE_CUDA : WHISPER_AUDIO_DEVICE_AUTO;
+    ep.dtype = dtype == "bf16" ? WHISPER_AUDIO_DTYPE_BF16 : WHISPER_AUDIO_DTYPE_F16;
+    ep.max_batch = batch;
+    if (threads > 0) ep.n_threads = threads;
+    whisper_audio_encoder * enc = whisper_audio_encoder_init(model, ep);
+    if (!enc) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return 1; }
+    const bool cpu = strcmp(whisper_audio_encoder_backend(enc), "cpu") == 0;
+
+    // random log-mel in the range a real one has ((log10 + 4) / 4: about -1 to 1.5)
+    const size_t mel_win = (size_t)hp.n_mels * WHISPER_AUDIO_N_FRAMES, out_win = (size_t)hp.n_ctx * hp.n_state;
+    std::vector<float> mel(mel_win * batch), out(out_win * batch);
+    std::mt19937 rng(42);
+    std::uniform_real_distribution<float> dist(-0.8f, 1.2f);
+    for (float & v : mel) v = dist(rng);
+
+    for (int i = 0; i < 3; i++) {
+        if (!whisper_audio_encode_mel(enc, mel.data(), batch, out.data())) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return 1; }
+    }
+    std::vector<double> ms;
+    for (int i = 0; i < iters; i++) {
+        const auto t0 = std::chrono::steady_clock::now();
+        if (!whisper_audio_encode_mel(enc, mel.data(), batch, out.data())) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return 1; }
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    const double med = ms[ms.size() / 2];
+    const double tflops = encoder_flops(hp) * batch / (med * 1e-3) / 1e12;
+    size_t used_after = 0;
+    const bool have_after = have_mem && vt_cuda_memory_used(0, &used_after);
+
+    printf("bench: model %s (n_state %d, n_layer %d, n_mels %d), backend %s%s%s, batch %d\n", model_path.c_str(), hp.n_state,
+           hp.n_layer, hp.n_mels, whisper_audio_encoder_backend(enc), cpu ? "" : ", ", cpu ? "" : dtype.c_str(), batch);
+    printf("bench: %.3f ms per batch (median of %d; min %.3f, max %.3f), %.3f ms per clip, %.1f clips/s\n", med, iters,
+           ms.front(), ms.back(), med / batch, batch * 1000.0 / med);
+    printf("bench: %.1f GFLOP per clip, %.1f TFLOP/s (%.1f%% of the H200's %.0f TFLOP/s bf16 GEMM peak)\n",
+           encoder_flops(hp) / 1e9, tflops, 100.0 * tflops / H200_BF16_PEAK_TFLOPS, H200_BF16_PEAK_TFLOPS);
+    printf("bench: own allocations %.1f MiB (weights, arena, workspaces)", whisper_audio_encoder_memory(enc) / 1048576.0);
+    if (have_after) printf(", device used-memory delta %.1f MiB", ((double)used_after - (double)used_before) / 1048576.0);
+    printf("\n");
+
+    if (profile) {
+        std::vector<whisper_audio_op_time> times(8192);
+        const int n = whisper_audio_encoder_profile(enc, mel.data(), batch, times.data(), (int)times.size());
+        if (n < 0) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return 1; }
+        // per op kind, and the conv stem / layers / final norm
+        std::map<std::string, double> by_op;
+        double total = 0.0;
+        for (int i = 0; i < n; i++) { by_op[times[i].op] += times[i].ms; total += times[i].ms; }
+        printf("profile (batch %d, op by op, %.3f ms in all):\n", batch, total);
+        for (auto & kv : by_op) printf("  %-12s %9.3f ms  %5.1f%%\n", kv.first.c_str(), kv.second, 100.0 * kv.second / total);
+        // the linears of one layer in order: qkv, out, fc1, fc2
+        printf("  layer 0 ops:");
+        for (int i = 0; i < n; i++) if (times[i].layer == 0) printf(" %s %.3f", times[i].op, times[i].ms);
+        printf("\n");
+    }
+
+    whisper_audio_encoder_free(enc);
+    whisper_audio_model_free(model);
+    return 0;
+}

@@ -1,0 +1,187 @@
+// The command line: runs ./main (or $WA_MAIN) as a user would, on good and bad input.
+#include <doctest/doctest.h>
+
+#include "npy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <vector>
+
+namespace {
+
+struct run_result {
+    int status;
+    std::string output;    // stdout and stderr together
+};
+
+run_result run_main(const std::string & args) {
+    const char * bin = getenv("WA_MAIN") ? getenv("WA_MAIN") : "./main";
+    const std::string cmd = std::string(bin) + " " + args + " 2>&1";
+    FILE * p = popen(cmd.c_str(), "r");
+    REQUIRE(p);
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+    const int st = pclose(p);
+    return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
+}
+
+bool exists(const std::string & path) {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0;
+}
+
+void write_bytes(const std::string & path, const std::vector<uint8_t> & data) {
+    FILE * f = fopen(path.c_str(), "wb");
+    REQUIRE(f);
+    fwrite(data.data(), 1, data.size(), f);
+    fclose(f);
+}
+
+// A WAV file: header fields as given, data as given (all little-endian).
+std::vector<uint8_t> make_wav(uint16_t tag, uint16_t channels, uint32_t rate, uint16_t bits, const std::vector<uint8_t> & data) {
+    std::vector<uint8_t> w;
+    auto u32 = [&](uint32_t v) { for (int i = 0; i < 4; i++) w.push_back((v >> (8 * i)) & 0xff); };
+    auto u16 = [&](uint16_t v) { w.push_back(v & 0xff); w.push_back(v >> 8); };
+    auto id = [&](const char * s) { for (int i = 0; i < 4; i++) w.push_back((uint8_t)s[i]); };
+    const uint16_t align = (uint16_t)(channels * ((bits + 7) / 8));
+    id("RIFF"); u32(36 + (uint32_t)data.size()); id("WAVE");
+    id("fmt "); u32(16); u16(tag); u16(channels); u32(rate); u32(rate * align); u16(align); u16(bits);
+    id("data"); u32((uint32_t)data.size());
+    w.insert(w.end(), data.begin(), data.end());
+    return w;
+}
+
+double rel_l2(const std::vector<float> & got, size_t offset, const std::vector<float> & ref) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ref.size(); i++) {
+        const double d = (double)got[offset + i] - ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    return std::sqrt(num / den);
+}
+
+const std::string MODEL = "build/micro-80-f32.gguf";
+const std::string SPEECH = "tests/data/audio/speech_16k.wav";
+const std::string LONG = "tests/data/audio/long_70s_16k.wav";
+
+} // namespace
+
+TEST_CASE("main -h and argument errors") {
+    run_result r = run_main("-h");
+    CHECK(r.status == 0);
+    CHECK(r.output.find("usage:") != std::string::npos);
+    r = run_main("");
+    CHECK(r.status == 2);
+    CHECK(r.output.find("no model given") != std::string::npos);
+    r = run_main("-m " + MODEL);
+    CHECK(r.status == 2);
+    CHECK(r.output.find("no audio file") != std::string::npos);
+    for (const char * bad : {"-t 0", "-b x", "--device tpu", "--dtype f8", "--bogus", "-m"}) {
+        CAPTURE(bad);
+        r = run_main("-f " + SPEECH + " -m " + MODEL + " " + bad);
+        CHECK(r.status == 2);
+        CHECK(r.output.find("error:") != std::string::npos);
+    }
+}
+
+TEST_CASE("main: audio in, the reference embeddings out") {
+    const std::string out = "build/test-cli-speech.npy";
+    remove(out.c_str());
+    run_result r = run_main("-m " + MODEL + " -f " + SPEECH + " -o " + out + " --device cpu -t 2");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(r.output.find("output: [1, 1500, 128]") != std::string::npos);
+    CHECK(r.output.find("timings:") != std::string::npos);
+    std::vector<int64_t> shape;
+    std::vector<float> got = npy_load_f32(out.c_str(), &shape);
+    REQUIRE(shape == std::vector<int64_t>{1, 1500, 128});
+    std::vector<float> ref = npy_load_f32("tests/data/encoder/micro-80/speech_16k.last_hidden_state.npy", nullptr);
+    const double err = rel_l2(got, 0, ref);
+    MESSAGE("main on speech_16k.wav vs transformers float64: relative L2 error " << err);
+    CHECK(err < 1e-5);
+    remove(out.c_str());
+}
+
+TEST_CASE("main: several files share one array, rows in order") {
+    const std::string out = "build/test-cli-two.npy";
+    run_result r = run_main("-m " + MODEL + " -f " + SPEECH + " -f " + LONG + " -o " + out + " --device cpu -b 2");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(r.output.find("rows 0-0: " + SPEECH) != std::string::npos);
+    CHECK(r.output.find("rows 1-3: " + LONG) != std::string::npos);
+    std::vector<int64_t> shape;
+    std::vector<float> got = npy_load_f32(out.c_str(), &shape);
+    REQUIRE(shape == std::vector<int64_t>{4, 1500, 128});
+    std::vector<float> ref0 = npy_load_f32("tests/data/encoder/micro-80/speech_16k.last_hidden_state.npy", nullptr);
+    std::vector<float> ref1 = npy_load_f32("tests/data/encoder/micro-80/long_70s_first30s.last_hidden_state.npy", nullptr);
+    CHECK(rel_l2(got, 0, ref0) < 1e-5);
+    CHECK(rel_l2(got, ref1.size(), ref1) < 1e-5);
+    remove(out.c_str());
+}
+
+TEST_CASE("main: bad input gets a message and a non-zero exit, and no output file") {
+    const std::string dir = "build/test-cli-bad";
+    mkdir(dir.c_str(), 0755);
+    const std::string out = dir + "/out.npy";
+    std::vector<uint8_t> model;
+    {
+        FILE * f = fopen(MODEL.c_str(), "rb");
+        REQUIRE(f);
+        int c;
+        while ((c = fgetc(f)) != EOF) model.push_back((uint8_t)c);
+        fclose(f);
+    }
+    std::vector<uint8_t> pcm(3200, 0);                                  // 0.1 s of s16 silence
+    struct bad_case { std::string name; std::vector<uint8_t> bytes; bool is_model; const char * expect; };
+    std::vector<uint8_t> wrong_magic = model;
+    memcpy(wrong_magic.data(), "LMGG", 4);
+    std::vector<uint8_t> truncated(model.begin(), model.begin() + model.size() / 3);
+    std::vector<uint8_t> shapes = model;
+    {
+        const char key[] = "whisper.encoder.feed_forward_length";
+        auto it = std::search(shapes.begin(), shapes.end(), key, key + strlen(key));
+        REQUIRE(it != shapes.end());
+        *(it + strlen(key) + 4) ^= 1;                                   // 512 -> 513
+    }
+    std::vector<bad_case> cases = {
+        {"empty.wav", {}, false, "empty"},
+        {"text.wav", std::vector<uint8_t>{'h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd', '\n'}, false, "not a WAV"},
+        {"alaw.wav", make_wav(6, 1, 8000, 8, pcm), false, "ffmpeg"},
+        {"zero-channels.wav", make_wav(1, 0, 16000, 16, pcm), false, "channel"},
+        {"rate0.wav", make_wav(1, 1, 0, 16, pcm), false, "rate"},
+        {"no-samples.wav", make_wav(1, 1, 16000, 16, {}), false, "no audio samples"},
+        {"wrong-magic.gguf", wrong_magic, true, "magic"},
+        {"truncated.gguf", truncated, true, "truncated"},
+        {"shapes.gguf", shapes, true, "the hyperparameters need"},
+        {"empty.gguf", {}, true, "empty"},
+    };
+    for (const bad_case & c : cases) {
+        CAPTURE(c.name);
+        const std::string path = dir + "/" + c.name;
+        write_bytes(path, c.bytes);
+        const std::string args = c.is_model ? "-m " + path + " -f " + SPEECH : "-m " + MODEL + " -f " + path;
+        run_result r = run_main(args + " -o " + out + " --device cpu");
+        INFO(r.output);
+        CHECK(r.status == 1);
+        CHECK(r.output.find("error:") != std::string::npos);
+        CHECK(r.output.find(c.expect) != std::string::npos);
+        CHECK(!exists(out));
+        CHECK(!exists(out + ".tmp"));
+    }
+    run_result r = run_main("-m " + MODEL + " -f " + dir + "/missing.wav -o " + out);
+    CHECK(r.status == 1);
+    CHECK(r.output.find("missing.wav") != std::string::npos);
+    r = run_main("-m " + dir + "/missing.gguf -f " + SPEECH + " -o " + out);
+    CHECK(r.status == 1);
+    CHECK(r.output.find("cannot open") != std::string::npos);
+    CHECK(!exists(out));
+}

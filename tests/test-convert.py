@@ -1,0 +1,628 @@
+#!/usr/bin/env python3
+# test-convert.py - tests for convert/convert-hf-to-gguf.py (Python 3 standard library only).
+#
+#   python3 tests/test-convert.py [-v]
+#
+# Converts tests/data/micro-80 and micro-128 (random WhisperForConditionalGeneration
+# checkpoints copied from shared/fixtures, see tests/data) and variants made here in a temp
+# dir (sharded, WhisperModel prefix, bare encoder, fp16/bf16 storage, edge values, broken
+# directories), then reads every file back with its own GGUF reader and checks the KVs, the
+# tensor table, the layout and every value against the safetensors. The converter runs with
+# numpy (when importable) and with WHISPER_AUDIO_NO_NUMPY=1; both must write the same bytes.
+# Closes with a line "N passed, N failed" and exits non-zero on any failure.
+
+import array
+import json
+import math
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONVERT = os.path.join(ROOT, "convert", "convert-hf-to-gguf.py")
+DATA = os.path.join(ROOT, "tests", "data")
+
+GGML_F32, GGML_F16, GGML_BF16 = 0, 1, 30
+TYPE_SIZE = {GGML_F32: 4, GGML_F16: 2, GGML_BF16: 2}
+OUTTYPE = {"f32": GGML_F32, "f16": GGML_F16, "bf16": GGML_BF16}
+FILE_TYPE = {"f32": 0, "f16": 1, "bf16": 32}
+
+
+# ---------------------------------------------------------------------------------------
+# a small GGUF reader
+# ---------------------------------------------------------------------------------------
+
+class GGUF:
+    """kv: {key: (type, value)} in file order; tensors: [(name, dims innermost first, type,
+    offset)]; data_start: where the data section begins; raw: the whole file."""
+
+    SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
+              10: "<Q", 11: "<q", 12: "<d"}
+
+    def __init__(self, path):
+        with open(path, "rb") as f:
+            self.raw = f.read()
+        self.pos = 0
+        assert self._take(4) == b"GGUF", "bad magic"
+        self.version, n_tensors, n_kv = self._unpack("<IQQ")
+        self.kv = {}
+        for _ in range(n_kv):
+            key = self._string()
+            assert key not in self.kv, "duplicate key " + key
+            (vtype,) = self._unpack("<I")
+            self.kv[key] = (vtype, self._value(vtype))
+        self.tensors = []
+        for _ in range(n_tensors):
+            name = self._string()
+            (n_dims,) = self._unpack("<I")
+            dims = list(self._unpack("<%dQ" % n_dims))
+            gtype, offset = self._unpack("<IQ")
+            self.tensors.append((name, dims, gtype, offset))
+        self.header_end = self.pos
+        align = self.kv.get("general.alignment", (4, 32))[1]
+        self.data_start = (self.pos + align - 1) // align * align
+
+    def _take(self, n):
+        b = self.raw[self.pos:self.pos + n]
+        assert len(b) == n, "truncated"
+        self.pos += n
+        return b
+
+    def _unpack(self, fmt):
+        return struct.unpack(fmt, self._take(struct.calcsize(fmt)))
+
+    def _string(self):
+        (n,) = self._unpack("<Q")
+        return self._take(n).decode("utf-8")
+
+    def _value(self, vtype):
+        if vtype == 8:
+            return self._string()
+        if vtype == 9:
+            etype, n = self._unpack("<IQ")
+            return [self._value(etype) for _ in range(n)]
+        return self._unpack(self.SCALAR[vtype])[0]
+
+    def tensor_bytes(self, i):
+        name, dims, gtype, offset = self.tensors[i]
+        n = 1
+        for d in dims:
+            n *= d
+        b = self.data_start + offset
+        return self.raw[b:b + n * TYPE_SIZE[gtype]]
+
+    def tensor_f32(self, name):
+        for i, t in enumerate(self.tensors):
+            if t[0] == name:
+                assert t[2] == GGML_F32
+                return array.array("f", self.tensor_bytes(i))
+        raise KeyError(name)
+
+
+# ---------------------------------------------------------------------------------------
+# safetensors read/write and float rounding references
+# ---------------------------------------------------------------------------------------
+
+def st_read(path):
+    """{name: (dtype, shape, bytes)}"""
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+        data = f.read()
+    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]])
+            for k, v in header.items() if k != "__metadata__"}
+
+
+def st_write(path, tensors):
+    header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
+    for k, (dtype, shape, data) in tensors.items():
+        header[k] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + len(data)]}
+        blobs.append(data)
+        off += len(data)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+        for b in blobs:
+            f.write(b)
+
+
+def f16_rne(u):
+    """float32 bits -> float16 bits, round to nearest even (finite inputs and inf)."""
+    sign = (u >> 16) & 0x8000
+    exp = (u >> 23) & 0xff
+    man = u & 0x7fffff
+    if exp == 0xff:
+        return sign | 0x7c00 | (0x200 if man else 0)
+    e = exp - 112                       # rebias 127 -> 15
+    if e >= 31:
+        return sign | 0x7c00
+    if e <= 0:                          # half subnormal: units of 2^-24
+        if e < -10:
+            return sign
+        m, shift = man | 0x800000, 14 - e
+        q, r, half = m >> shift, m & ((1 << shift) - 1), 1 << (shift - 1)
+    else:
+        q, r, half = (e << 10) | (man >> 13), man & 0x1fff, 0x1000
+    if r > half or (r == half and q & 1):
+        q += 1                          # may carry into the exponent, up to inf: correct
+    return sign | q
+
+
+def bf16_rne(u):
+    q, r = u >> 16, u & 0xffff
+    if r > 0x8000 or (r == 0x8000 and q & 1):
+        q += 1
+    return q
+
+
+def f16_to_f32_bits(h):
+    return struct.unpack("<I", struct.pack("<f", struct.unpack("<e", struct.pack("<H", h))[0]))[0]
+
+
+# ---------------------------------------------------------------------------------------
+# the expected file contents
+# ---------------------------------------------------------------------------------------
+
+def expected_tensors(d, n_layer, n_ff, n_mels):
+    """(name, torch shape, takes outtype) in file order, written out independently here."""
+    t = [("encoder.conv1.weight", [d, n_mels, 3], True), ("encoder.conv1.bias", [d], False),
+         ("encoder.conv2.weight", [d, d, 3], True), ("encoder.conv2.bias", [d], False),
+         ("encoder.embed_positions.weight", [1500, d], False)]
+    for i in range(n_layer):
+        p = "encoder.layers.%d." % i
+        for proj in ("q", "k", "v", "out"):
+            t.append((p + "self_attn.%s_proj.weight" % proj, [d, d], True))
+            if proj != "k":
+                t.append((p + "self_attn.%s_proj.bias" % proj, [d], False))
+        t += [(p + "self_attn_layer_norm.weight", [d], False),
+              (p + "self_attn_layer_norm.bias", [d], False),
+              (p + "fc1.weight", [n_ff, d], True), (p + "fc1.bias", [n_ff], False),
+              (p + "fc2.weight", [d, n_ff], True), (p + "fc2.bias", [d], False),
+              (p + "final_layer_norm.weight", [d], False),
+              (p + "final_layer_norm.bias", [d], False)]
+    t += [("encoder.layer_norm.weight", [d], False), ("encoder.layer_norm.bias", [d], False),
+          ("mel_filters", [n_mels, 201], False)]
+    return t
+
+
+def reference_mel(n_mels):
+    """Slaney mel bank [n_mels][201], float64, written as librosa.filters.mel does it: mel
+    points -> Hz, ramps = points - bin frequencies, lower/upper slopes, enorm."""
+    f_sp, min_log_hz, min_log_mel = 200.0 / 3, 1000.0, 15.0
+    logstep = math.log(6.4) / 27.0
+
+    def hz2mel(f):
+        return f / f_sp if f < min_log_hz else min_log_mel + math.log(f / min_log_hz) / logstep
+
+    def mel2hz(m):
+        return f_sp * m if m < min_log_mel else min_log_hz * math.exp(logstep * (m - min_log_mel))
+
+    lo, hi = hz2mel(0.0), hz2mel(8000.0)
+    step = (hi - lo) / (n_mels + 1)
+    mel_f = [mel2hz(lo + i * step) for i in range(n_mels + 1)] + [mel2hz(hi)]
+    fft = [40.0 * k for k in range(201)]
+    fdiff = [mel_f[i + 1] - mel_f[i] for i in range(n_mels + 1)]
+    w = []
+    for i in range(n_mels):
+        enorm = 2.0 / (mel_f[i + 2] - mel_f[i])
+        w.append([max(0.0, min(-(mel_f[i] - f) / fdiff[i], (mel_f[i + 2] - f) / fdiff[i + 1])) * enorm
+                  for f in fft])
+    return w
+
+
+# a few entries of transformers' mel_filter_bank(201, N, 0, 8000, 16000, "slaney", "slaney")
+# (transformers 5.x), rounded to float32: (n_mels, row, bin, value)
+TRANSFORMERS_MEL = [
+    (80, 0, 1, float.fromhex("0x1.9759480000000p-6")), (80, 0, 2, 0.0),
+    (80, 1, 2, float.fromhex("0x1.76bb2a0000000p-6")),
+    (80, 40, 43, float.fromhex("0x1.e2dae20000000p-7")),
+    (80, 79, 192, float.fromhex("0x1.9ece1a0000000p-9")), (80, 79, 200, 0.0),
+    (128, 0, 1, float.fromhex("0x1.9578860000000p-7")), (128, 1, 2, 0.0),
+    (128, 64, 43, float.fromhex("0x1.2869540000000p-6")),
+    (128, 127, 195, float.fromhex("0x1.4a680a0000000p-8")), (128, 127, 200, 0.0),
+]
+# row argmax of transformers' 80-mel bank
+TRANSFORMERS_ARGMAX_80 = [
+    1, 2, 3, 4, 5, 6, 7, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 20, 21, 22, 23,
+    24, 25, 26, 27, 28, 29, 30, 32, 33, 34, 36, 37, 38, 40, 41, 43, 45, 46, 48, 50, 52, 54, 56,
+    59, 61, 63, 66, 68, 71, 74, 77, 80, 83, 86, 89, 93, 96, 100, 104, 108, 112, 117, 121, 126,
+    131, 136, 142, 147, 153, 159, 165, 172, 178, 185, 192]
+
+
+def f32(x):
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+# ---------------------------------------------------------------------------------------
+# running the converter
+# ---------------------------------------------------------------------------------------
+
+def run_convert(args, no_numpy=False):
+    env = dict(os.environ)
+    env.pop("WHISPER_AUDIO_NO_NUMPY", None)
+    if no_numpy:
+        env["WHISPER_AUDIO_NO_NUMPY"] = "1"
+    p = subprocess.run([sys.executable, CONVERT] + args, env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return p.returncode, p.stderr
+
+
+def numpy_available():
+    p = subprocess.run([sys.executable, "-c", "import numpy"], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    return p.returncode == 0
+
+
+class Base(unittest.TestCase):
+    tmp = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="test-convert-")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def convert(self, src, outtype, name=None, no_numpy=False, extra=()):
+        out = os.path.join(self.tmp, name or "%s-%s%s.gguf" % (
+            os.path.basename(src), outtype, "-py" if no_numpy else ""))
+        rc, err = run_convert([src, "-o", out, "--outtype", outtype] + list(extra), no_numpy)
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(os.path.isfile(out))
+        self.assertFalse(os.path.exists(out + ".tmp"))
+        return out
+
+    def copy_model(self, src, dst_name):
+        dst = os.path.join(self.tmp, dst_name)
+        os.makedirs(dst)
+        shutil.copy(os.path.join(src, "config.json"), dst)
+        return dst
+
+    # checks the layout of any file this converter writes, and the hyperparameters
+    def check_layout(self, g, d, n_layer, n_head, n_ff, n_mels, outtype, name):
+        self.assertEqual(g.version, 3)
+        kv = g.kv
+        keys = ["general.architecture", "general.name", "general.file_type", "general.alignment",
+                "whisper.encoder.context_length", "whisper.encoder.embedding_length",
+                "whisper.encoder.block_count", "whisper.encoder.mels_count",
+                "whisper.encoder.attention.head_count", "whisper.encoder.feed_forward_length",
+                "whisper.encoder.attention.layer_norm_epsilon"]
+        self.assertEqual([k for k in kv if k != "general.description"], keys)
+        self.assertEqual(kv["general.architecture"], (8, "whisper"))
+        self.assertEqual(kv["general.name"], (8, name))
+        self.assertEqual(kv["general.file_type"], (4, FILE_TYPE[outtype]))
+        self.assertEqual(kv["general.alignment"], (4, 32))
+        self.assertEqual(kv["whisper.encoder.context_length"], (4, 1500))
+        self.assertEqual(kv["whisper.encoder.embedding_length"], (4, d))
+        self.assertEqual(kv["whisper.encoder.block_count"], (4, n_layer))
+        self.assertEqual(kv["whisper.encoder.mels_count"], (4, n_mels))
+        self.assertEqual(kv["whisper.encoder.attention.head_count"], (4, n_head))
+        self.assertEqual(kv["whisper.encoder.feed_forward_length"], (4, n_ff))
+        self.assertEqual(kv["whisper.encoder.attention.layer_norm_epsilon"], (6, f32(1e-5)))
+
+        exp = expected_tensors(d, n_layer, n_ff, n_mels)
+        self.assertEqual([t[0] for t in g.tensors], [e[0] for e in exp])
+        self.assertEqual(g.data_start % 32, 0)
+        self.assertTrue(all(b == 0 for b in g.raw[g.header_end:g.data_start]))
+        offset = 0
+        for (name_, dims, gtype, off), (ename, eshape, big) in zip(g.tensors, exp):
+            self.assertLess(len(name_.encode()), 64)
+            self.assertEqual(dims, list(reversed(eshape)), name_)
+            self.assertEqual(gtype, OUTTYPE[outtype] if big else GGML_F32, name_)
+            self.assertEqual(off, offset, name_)        # contiguous, in order, aligned
+            nbytes = TYPE_SIZE[gtype]
+            for x in dims:
+                nbytes *= x
+            pad = -nbytes % 32
+            self.assertTrue(all(b == 0 for b in g.raw[g.data_start + off + nbytes:
+                                                      g.data_start + off + nbytes + pad]))
+            offset += nbytes + pad
+        self.assertEqual(len(g.raw), g.data_start + offset)
+
+    def check_mel(self, g, n_mels):
+        mel = g.tensor_f32("mel_filters")
+        ref = reference_mel(n_mels)
+        self.assertEqual(list(mel), [f32(v) for row in ref for v in row])
+
+
+# ---------------------------------------------------------------------------------------
+# tests
+# ---------------------------------------------------------------------------------------
+
+MICRO = {  # dir: (d, layers, heads, ffn, mels)
+    "micro-80": (128, 2, 2, 512, 80),
+    "micro-128": (128, 2, 2, 256, 128),
+}
+
+
+class TestMicro(Base):
+    def test_values_all_types(self):
+        for model, (d, nl, nh, nf, nm) in MICRO.items():
+            src = os.path.join(DATA, model)
+            st = st_read(os.path.join(src, "model.safetensors"))
+            for outtype in ("f32", "f16", "bf16"):
+                with self.subTest(model=model, outtype=outtype):
+                    g = GGUF(self.convert(src, outtype))
+                    self.check_layout(g, d, nl, nh, nf, nm, outtype, model)
+                    self.check_mel(g, nm)
+                    for i, (name, dims, gtype, off) in enumerate(g.tensors[:-1]):
+                        dtype, shape, data = st["model." + name]
+                        self.assertEqual(dtype, "F32")
+                        got = g.tensor_bytes(i)
+                        if gtype == GGML_F32:
+                            self.assertEqual(got, data, name)
+                            continue
+                        bits = array.array("I", data)
+                        rnd = f16_rne if gtype == GGML_F16 else bf16_rne
+                        self.assertEqual(array.array("H", got).tolist(),
+                                         [rnd(u) for u in bits], name)
+
+    def test_numpy_and_pure_python_identical(self):
+        if not numpy_available():
+            print("\n  (numpy not importable: both runs take the pure-Python path)", file=sys.stderr)
+        for model in MICRO:
+            src = os.path.join(DATA, model)
+            for outtype in ("f32", "f16", "bf16"):
+                with self.subTest(model=model, outtype=outtype):
+                    a = self.convert(src, outtype, name="np-%s-%s.gguf" % (model, outtype))
+                    b = self.convert(src, outtype, name="py-%s-%s.gguf" % (model, outtype),
+                                     no_numpy=True)
+                    with open(a, "rb") as fa, open(b, "rb") as fb:
+                        self.assertEqual(fa.read(), fb.read())
+
+    def test_sharded(self):
+        src = os.path.join(DATA, "micro-80")
+        dst = os.path.join(self.tmp, "sharded", "micro-80")
+        os.makedirs(dst)
+        shutil.copy(os.path.join(src, "config.json"), dst)
+        st = st_read(os.path.join(src, "model.safetensors"))
+        names = sorted(st)
+        half = len(names) // 2
+        weight_map = {}
+        for i, part in enumerate((names[:half], names[half:])):
+            fn = "model-%05d-of-00002.safetensors" % (i + 1)
+            st_write(os.path.join(dst, fn), {k: st[k] for k in part})
+            weight_map.update({k: fn for k in part})
+        with open(os.path.join(dst, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f)
+        # the encoder straddles the two shards
+        shards = {weight_map["model.encoder." + k] for k in ("conv1.weight", "layer_norm.bias")}
+        self.assertEqual(len(shards), 2)
+        for outtype in ("f32", "bf16"):
+            a = self.convert(src, outtype, name="unsharded-%s.gguf" % outtype)
+            b = self.convert(dst, outtype, name="sharded-%s.gguf" % outtype)
+            with open(a, "rb") as fa, open(b, "rb") as fb:
+                self.assertEqual(fa.read(), fb.read())
+
+    def test_prefixes(self):
+        # WhisperModel (`encoder.`) and a bare WhisperEncoder (`conv1.weight`): same file
+        src = os.path.join(DATA, "micro-128")
+        st = st_read(os.path.join(src, "model.safetensors"))
+        ref = self.convert(src, "f16", name="prefix-ref.gguf")
+        with open(ref, "rb") as f:
+            ref = f.read()
+        variants = {
+            "encoder.": {k[len("model."):]: v for k, v in st.items()},
+            "bare": {k[len("model.encoder."):]: v for k, v in st.items()
+                     if k.startswith("model.encoder.")},
+        }
+        for label, tensors in variants.items():
+            with self.subTest(prefix=label):
+                dst = os.path.join(self.tmp, "prefix-" + label.strip("."), "micro-128")
+                os.makedirs(dst)
+                shutil.copy(os.path.join(src, "config.json"), dst)
+                st_write(os.path.join(dst, "model.safetensors"), tensors)
+                out = self.convert(dst, "f16", name="prefix-%s.gguf" % label.strip("."))
+                with open(out, "rb") as f:
+                    self.assertEqual(f.read(), ref)
+
+    def test_half_precision_storage(self):
+        # fp16- and bf16-stored checkpoints: f32 output holds the exact widened values, the
+        # same half type passes through bit for bit, the other is rounded from the f32 value
+        src = os.path.join(DATA, "micro-80")
+        st = st_read(os.path.join(src, "model.safetensors"))
+        for stored in ("F16", "BF16"):
+            rnd = f16_rne if stored == "F16" else bf16_rne
+            half = {k: (stored, shape, array.array("H", [rnd(u) for u in array.array("I", data)]).tobytes())
+                    for k, (dtype, shape, data) in st.items() if k.startswith("model.encoder.")}
+            dst = self.copy_model(src, "stored-" + stored)
+            st_write(os.path.join(dst, "model.safetensors"), half)
+            for outtype in ("f32", "f16", "bf16"):
+                with self.subTest(stored=stored, outtype=outtype):
+                    g = GGUF(self.convert(dst, outtype, name="stored-%s-%s.gguf" % (stored, outtype)))
+                    self.check_layout(g, 128, 2, 2, 512, 80, outtype, "stored-" + stored)
+                    for i, (name, dims, gtype, off) in enumerate(g.tensors[:-1]):
+                        hbits = array.array("H", half["model." + name][2])
+                        wide = [f16_to_f32_bits(h) if stored == "F16" else h << 16 for h in hbits]
+                        if gtype == GGML_F32:
+                            expect = array.array("I", wide).tobytes()
+                        elif OUTTYPE[stored.lower()] == gtype:
+                            expect = hbits.tobytes()
+                        else:
+                            r = f16_rne if gtype == GGML_F16 else bf16_rne
+                            expect = array.array("H", [r(u) for u in wide]).tobytes()
+                        self.assertEqual(g.tensor_bytes(i), expect, name)
+
+    def test_rounding_edge_values(self):
+        # conv1.weight full of rounding ties, subnormals, overflow and infinities
+        src = os.path.join(DATA, "micro-80")
+        st = st_read(os.path.join(src, "model.safetensors"))
+        dtype, shape, data = st["model.encoder.conv1.weight"]
+        n = len(data) // 4
+        special = [0x00000000, 0x80000000, 0x7f800000, 0xff800000,       # +-0, +-inf
+                   0x477fe000, 0x477fefff, 0x477ff000, 0xc77ff000,       # 65504, near/at the f16 overflow tie
+                   0x33000000, 0x33000001, 0x33800000, 0x33c00000,       # 2^-25 (tie to 0), 2^-24, 1.5*2^-24
+                   0x38800000, 0x387fe000, 0x387ff000, 0x3f801000,       # smallest normal, subnormal ties, f16 tie
+                   0x3f803000, 0x3f808000, 0x3f818000, 0x3f817fff,       # f16 tie up, bf16 ties, just below
+                   0x7f7fffff, 0xff7fffff, 0x00000001, 0x3f800001]       # f32 max, f32 denormal
+        bits = array.array("I", data)
+        for i in range(n):
+            if i % 3 == 0:
+                bits[i] = special[(i // 3) % len(special)]
+            elif i % 3 == 1:    # exact f16 ties with random-ish exponents and parities
+                bits[i] = ((100 + i % 40) << 23) | ((i * 2654435761) & 0x7fe000) | 0x1000
+        st["model.encoder.conv1.weight"] = (dtype, shape, bits.tobytes())
+        dst = self.copy_model(src, "edge")
+        st_write(os.path.join(dst, "model.safetensors"), st)
+        for outtype in ("f16", "bf16"):
+            rnd = f16_rne if outtype == "f16" else bf16_rne
+            for no_numpy in (False, True):
+                with self.subTest(outtype=outtype, no_numpy=no_numpy):
+                    g = GGUF(self.convert(dst, outtype, no_numpy=no_numpy))
+                    self.assertEqual(array.array("H", g.tensor_bytes(0)).tolist(),
+                                     [rnd(u) for u in bits])
+
+
+class TestMelBank(Base):
+    def test_mel_bank(self):
+        for n_mels in (80, 128):
+            with self.subTest(n_mels=n_mels):
+                src = os.path.join(DATA, "micro-%d" % n_mels)
+                g = GGUF(self.convert(src, "f32", name="mel-%d.gguf" % n_mels))
+                mel = g.tensor_f32("mel_filters")
+                rows = [mel[i * 201:(i + 1) * 201] for i in range(n_mels)]
+                # independent float64 table, rounded to f32: equal bit for bit
+                self.check_mel(g, n_mels)
+                for nm, r, b, v in TRANSFORMERS_MEL:
+                    if nm == n_mels:
+                        self.assertEqual(rows[r][b], v, (r, b))
+                # every filter is a non-empty triangle; the peaks rise with the row
+                peaks = [max(range(201), key=lambda k, row=row: row[k]) for row in rows]
+                self.assertTrue(all(max(row) > 0 for row in rows))
+                self.assertEqual(peaks, sorted(peaks))
+                if n_mels == 80:
+                    self.assertEqual(peaks, TRANSFORMERS_ARGMAX_80)
+                self.assertLessEqual(peaks[-1], 200)
+                self.assertTrue(all(v >= 0 for v in mel))
+                # slaney normalisation: unit area in Hz, so row sum * 40 Hz ~ 1 wherever the
+                # triangle spans many 40 Hz bins (the upper quarter of the bank)
+                for i in range(3 * n_mels // 4, n_mels):
+                    self.assertAlmostEqual(sum(rows[i]) * 40.0, 1.0, delta=0.05)
+                # the peak of the filter nearest 1 kHz is at bin 25 (1000 Hz) +- 1
+                centre = [(sum(k * v for k, v in enumerate(row)) / sum(row)) for row in rows]
+                j = min(range(n_mels), key=lambda i: abs(centre[i] * 40.0 - 1000.0))
+                self.assertLessEqual(abs(peaks[j] - 25), 1)
+
+
+class TestRandom(Base):
+    def check_random(self, out, outtype):
+        g = GGUF(out)
+        self.check_layout(g, 384, 4, 6, 1536, 80, outtype, "random-tiny")
+        self.assertIn("general.description", g.kv)
+        self.check_mel(g, 80)
+        self.assertEqual(set(g.tensor_f32("encoder.layers.3.final_layer_norm.weight")), {1.0})
+        self.assertEqual(set(g.tensor_f32("encoder.layers.0.self_attn.q_proj.bias")), {0.0})
+        pos = g.tensor_f32("encoder.embed_positions.weight")
+        inc = math.log(10000.0) / (192 - 1)
+        for t, c in ((0, 0), (0, 192), (1, 0), (1, 191), (1499, 5), (700, 192 + 7), (1499, 383)):
+            x = t * math.exp(-inc * (c % 192))
+            self.assertAlmostEqual(pos[t * 384 + c], math.sin(x) if c < 192 else math.cos(x),
+                                   delta=1e-6)
+        w = g.tensors[2]                                    # conv2.weight
+        raw = array.array("H", g.tensor_bytes(2))
+        self.assertEqual(w[0], "encoder.conv2.weight")
+        vals = [struct.unpack("<e", struct.pack("<H", h))[0] for h in raw[:20000]]
+        mean = sum(vals) / len(vals)
+        std = math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals))
+        self.assertAlmostEqual(std, 0.02, delta=0.001)
+        self.assertAlmostEqual(mean, 0.0, delta=0.001)
+
+    def test_random_tiny(self):
+        for no_numpy in (False, True):
+            with self.subTest(no_numpy=no_numpy):
+                out = os.path.join(self.tmp, "tiny-%d.gguf" % no_numpy)
+                rc, err = run_convert(["--random", "tiny", "-o", out, "--outtype", "f16",
+                                       "--seed", "3"], no_numpy=no_numpy)
+                self.assertEqual(rc, 0, err)
+                self.assertIn("wrote", err.splitlines()[-1])
+                self.check_random(out, "f16")
+
+    def test_random_seed(self):
+        a, b, c = (os.path.join(self.tmp, "seed-%s.gguf" % x) for x in "abc")
+        for path, seed in ((a, "1"), (b, "1"), (c, "2")):
+            self.assertEqual(run_convert(["--random", "tiny", "-o", path, "--outtype", "bf16",
+                                          "--seed", seed])[0], 0)
+        with open(a, "rb") as fa, open(b, "rb") as fb, open(c, "rb") as fc:
+            ra, rb, rc = fa.read(), fb.read(), fc.read()
+        self.assertEqual(ra, rb)
+        self.assertNotEqual(ra, rc)
+        self.assertEqual(len(ra), len(rc))
+
+
+class TestErrors(Base):
+    def expect_error(self, src, needle):
+        out = os.path.join(self.tmp, "bad.gguf")
+        rc, err = run_convert([src, "-o", out])
+        self.assertEqual(rc, 1, err)
+        lines = err.strip().splitlines()
+        self.assertEqual(len(lines), 1, err)
+        self.assertTrue(lines[0].startswith("error: "), err)
+        self.assertIn(needle, lines[0])
+        self.assertFalse(os.path.exists(out))
+        self.assertFalse(os.path.exists(out + ".tmp"))
+
+    def make(self, name, config=None, tensors=None):
+        d = os.path.join(self.tmp, name)
+        os.makedirs(d)
+        if config is not None:
+            with open(os.path.join(d, "config.json"), "w") as f:
+                json.dump(config, f)
+        if tensors is not None:
+            st_write(os.path.join(d, "model.safetensors"), tensors)
+        return d
+
+    def test_errors(self):
+        src = os.path.join(DATA, "micro-80")
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        st = st_read(os.path.join(src, "model.safetensors"))
+        self.expect_error(os.path.join(self.tmp, "does-not-exist"), "not a directory")
+        self.expect_error(self.make("empty"), "no config.json")
+        self.expect_error(self.make("bert", {"model_type": "bert"}), "not 'whisper'")
+        self.expect_error(self.make("nost", cfg), "no model.safetensors")
+        no_enc = {k: v for k, v in st.items() if not k.startswith("model.encoder.")}
+        self.expect_error(self.make("decoder-only", cfg, no_enc), "no encoder tensors")
+        missing = dict(st)
+        del missing["model.encoder.layers.1.fc2.bias"]
+        self.expect_error(self.make("missing", cfg, missing),
+                          "missing encoder tensor model.encoder.layers.1.fc2.bias")
+        self.expect_error(self.make("wide", dict(cfg, d_model=256), st), "has shape")
+        self.expect_error(self.make("mels", dict(cfg, num_mel_bins=128), st),
+                          "model.encoder.conv1.weight has shape [128, 80, 3]")
+        self.expect_error(self.make("fewer", dict(cfg, encoder_layers=1), st),
+                          "config.json does not describe")
+        self.expect_error(self.make("more", dict(cfg, encoder_layers=3), st),
+                          "missing encoder tensor model.encoder.layers.2")
+        self.expect_error(self.make("heads", dict(cfg, encoder_attention_heads=3), st),
+                          "not a multiple")
+        with open(os.path.join(self.make("garbage", cfg), "model.safetensors"), "wb") as f:
+            f.write(b"\xff" * 64)
+        self.expect_error(os.path.join(self.tmp, "garbage"), "safetensors header")
+        # an existing output file is not replaced by a failed run
+        out = os.path.join(self.tmp, "keep.gguf")
+        with open(out, "w") as f:
+            f.write("old")
+        self.assertEqual(run_convert([os.path.join(self.tmp, "empty"), "-o", out])[0], 1)
+        with open(out) as f:
+            self.assertEqual(f.read(), "old")
+
+
+# ---------------------------------------------------------------------------------------
+
+if __name__ == "__main__":
+    verbosity = 2 if "-v" in sys.argv else 1
+    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
+    result = unittest.TextTestRunner(verbosity=verbosity).run(suite)
+    # a test with failing subtests counts once
+    bad = {getattr(t, "test_case", t).id() for t, _ in result.failures + result.errors}
+    skipped = len(result.skipped)
+    passed = result.testsRun - len(bad) - skipped
+    print("test-convert: %d passed, %d failed" % (passed, len(bad))
+          + (", %d skipped" % skipped if skipped else ""))
+    sys.exit(0 if result.wasSuccessful() else 1)

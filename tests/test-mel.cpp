@@ -1,0 +1,189 @@
+// test-mel.cpp - the log-mel frontend (whisper_audio_log_mel_filters) against transformers'
+// WhisperFeatureExtractor (tests/data/features/*.npy, copied from shared/fixtures), with the
+// mel bank read from the model files that convert/convert-hf-to-gguf.py writes
+// (build/micro-{80,128}-f32.gguf, made by `make` from tests/data/micro-*). Run from the
+// repository root.
+#include <doctest/doctest.h>
+
+#include "whisper-audio.h"
+#include "npy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+static const int N_FRAMES = WHISPER_AUDIO_N_FRAMES;
+static const int N_BINS   = WHISPER_AUDIO_N_BINS;
+
+// mono PCM s16 samples of a WAV file, as int16 / 32768 (how the reference features were made)
+static std::vector<float> mel_test_read_wav_s16(const char * path) {
+    std::vector<float> out;
+    FILE * f = fopen(path, "rb");
+    if (!f) return out;
+    std::vector<unsigned char> b;
+    unsigned char buf[65536];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof(buf), f)) > 0) b.insert(b.end(), buf, buf + got);
+    fclose(f);
+    auto u32 = [&](size_t p) { return (uint32_t) b[p] | (uint32_t) b[p + 1] << 8 | (uint32_t) b[p + 2] << 16 | (uint32_t) b[p + 3] << 24; };
+    auto u16 = [&](size_t p) { return (uint32_t) b[p] | (uint32_t) b[p + 1] << 8; };
+    if (b.size() < 12 || memcmp(&b[0], "RIFF", 4) != 0 || memcmp(&b[8], "WAVE", 4) != 0) return out;
+    bool fmt_ok = false;
+    for (size_t p = 12; p + 8 <= b.size();) {
+        const uint32_t size = u32(p + 4);
+        const size_t body = p + 8;
+        if (memcmp(&b[p], "fmt ", 4) == 0 && body + 16 <= b.size()) {
+            fmt_ok = u16(body) == 1 && u16(body + 2) == 1 && u16(body + 14) == 16;   // PCM, mono, 16 bit
+        } else if (memcmp(&b[p], "data", 4) == 0 && fmt_ok) {
+            const size_t n = std::min((size_t) size, b.size() - body) / 2;
+            out.resize(n);
+            for (size_t i = 0; i < n; i++) out[i] = (float) (int16_t) u16(body + 2 * i) / 32768.0f;
+            return out;
+        }
+        p = body + size + (size & 1);
+    }
+    return out;
+}
+
+// the mel bank of build/micro-<n_mels>-f32.gguf
+static std::vector<float> mel_test_filters(int n_mels) {
+    const std::string path = "build/micro-" + std::to_string(n_mels) + "-f32.gguf";
+    whisper_audio_model * model = whisper_audio_model_load(path.c_str());
+    INFO("model ", path, ": ", whisper_audio_last_error(),
+         " (`make` writes it with convert/convert-hf-to-gguf.py tests/data/micro-", n_mels, ")");
+    REQUIRE(model != nullptr);
+    REQUIRE(whisper_audio_model_hparams(model)->n_mels == n_mels);
+    const float * f = whisper_audio_model_mel_filters(model);
+    REQUIRE(f != nullptr);
+    std::vector<float> filters(f, f + (size_t) n_mels * N_BINS);
+    whisper_audio_model_free(model);
+    return filters;
+}
+
+static std::vector<float> mel_test_compute(const std::vector<float> & filters, int n_mels, const float * pcm, size_t n) {
+    std::vector<float> out((size_t) n_mels * N_FRAMES, NAN);
+    INFO(whisper_audio_last_error());
+    REQUIRE(whisper_audio_log_mel_filters(filters.data(), n_mels, pcm, n, out.data()));
+    return out;
+}
+
+TEST_CASE("log-mel: matches WhisperFeatureExtractor on speech and the 70 s clip's first 30 s") {
+    struct clip { const char * name; const char * wav; };
+    const clip clips[] = {
+        { "speech_16k",        "tests/data/audio/speech_16k.wav" },
+        { "long_70s_first30s", "tests/data/audio/long_70s_16k.wav" },
+    };
+    for (int n_mels : { 80, 128 }) {
+        const std::vector<float> filters = mel_test_filters(n_mels);
+        for (const clip & c : clips) {
+            CAPTURE(n_mels);
+            const std::string name = c.name;
+            CAPTURE(name);
+            std::vector<float> pcm = mel_test_read_wav_s16(c.wav);
+            REQUIRE(pcm.size() > 0);
+            if (pcm.size() > WHISPER_AUDIO_N_SAMPLES) pcm.resize(WHISPER_AUDIO_N_SAMPLES);
+
+            const std::string ref_path = std::string("tests/data/features/") + c.name + ".mel" + std::to_string(n_mels) + ".npy";
+            std::vector<int64_t> shape;
+            const std::vector<float> ref = npy_load_f32(ref_path.c_str(), &shape);
+            REQUIRE(shape == std::vector<int64_t>{ n_mels, N_FRAMES });
+
+            const std::vector<float> out = mel_test_compute(filters, n_mels, pcm.data(), pcm.size());
+            double max_err = 0.0;
+            for (size_t i = 0; i < out.size(); i++) max_err = std::max(max_err, (double) std::fabs(out[i] - ref[i]));
+            MESSAGE(name, " mel", n_mels, ": max abs error ", max_err);
+            CHECK(max_err < 1e-4);    // transformers' own numpy and torch paths differ by up to 6e-5
+        }
+    }
+}
+
+TEST_CASE("log-mel: a 1 kHz sine lights the mel band around 1 kHz") {
+    const int n_mels = 80;
+    const std::vector<float> filters = mel_test_filters(n_mels);
+    std::vector<float> pcm(WHISPER_AUDIO_N_SAMPLES);
+    for (size_t i = 0; i < pcm.size(); i++) pcm[i] = 0.5f * (float) std::sin(2.0 * 3.14159265358979323846 * 1000.0 * i / 16000.0);
+    const std::vector<float> out = mel_test_compute(filters, n_mels, pcm.data(), pcm.size());
+
+    // 1000 Hz is rfft bin 25 exactly: the band is the filter with the most weight there
+    int band = 0;
+    for (int m = 1; m < n_mels; m++) if (filters[m * N_BINS + 25] > filters[band * N_BINS + 25]) band = m;
+    const float top = *std::max_element(out.begin(), out.end());
+    for (int t : { 10, 1500, 2990 }) {
+        int best = 0;
+        for (int m = 1; m < n_mels; m++) if (out[m * N_FRAMES + t] > out[best * N_FRAMES + t]) best = m;
+        CAPTURE(t);
+        CHECK(best == band);
+        CHECK(out[band * N_FRAMES + t] == doctest::Approx(top).epsilon(1e-3));
+        // far bands hold only the window's leakage: clamped to max - 8, i.e. 2 below the top
+        CHECK(out[(n_mels - 1) * N_FRAMES + t] == doctest::Approx(top - 2.0f).epsilon(1e-6));
+    }
+}
+
+TEST_CASE("log-mel: short, empty and overlong input") {
+    const int n_mels = 128;
+    const std::vector<float> filters = mel_test_filters(n_mels);
+
+    // n < 480000 is the same as zero-padding it to 480000
+    std::vector<float> noise(WHISPER_AUDIO_N_SAMPLES + 20000, 0.0f);
+    uint32_t s = 12345;
+    for (size_t i = 0; i < 1000; i++) {
+        s = s * 1664525u + 1013904223u;
+        noise[i] = ((s >> 8) / 16777216.0f - 0.5f) * 0.2f;
+    }
+    const std::vector<float> padded = mel_test_compute(filters, n_mels, noise.data(), WHISPER_AUDIO_N_SAMPLES);
+    const std::vector<float> shortin = mel_test_compute(filters, n_mels, noise.data(), 1000);
+    CHECK(shortin == padded);
+    // frames past the signal are silent: at the floor max - 8, i.e. 2 below the top
+    const float top = *std::max_element(shortin.begin(), shortin.end());
+    CHECK(shortin[5 * N_FRAMES + 20] == doctest::Approx(top - 2.0f).epsilon(1e-6));
+    CHECK(shortin[5 * N_FRAMES + 2999] == doctest::Approx(top - 2.0f).epsilon(1e-6));
+    CHECK(shortin[5 * N_FRAMES + 0] > top - 2.0f);
+
+    // a few samples only: frame 0 reflects them (x[-k] = x[k])
+    const std::vector<float> tiny = mel_test_compute(filters, n_mels, noise.data(), 3);
+    CHECK(*std::max_element(tiny.begin(), tiny.end()) > tiny[(n_mels - 1) * N_FRAMES + 100]);
+
+    // n = 0 (pcm may be NULL): silence, log10(1e-10) = -10 everywhere -> (-10 + 4) / 4
+    const std::vector<float> empty = mel_test_compute(filters, n_mels, nullptr, 0);
+    CHECK(std::all_of(empty.begin(), empty.end(), [](float v) { return v == -1.5f; }));
+
+    // n > 480000: only the first 480000 samples count
+    for (size_t i = WHISPER_AUDIO_N_SAMPLES; i < noise.size(); i++) noise[i] = 0.3f;
+    const std::vector<float> longer = mel_test_compute(filters, n_mels, noise.data(), noise.size());
+    CHECK(longer == padded);
+}
+
+TEST_CASE("log-mel: concurrent calls agree") {
+    const int n_mels = 80;
+    const std::vector<float> filters = mel_test_filters(n_mels);
+    std::vector<float> pcm(200000);
+    for (size_t i = 0; i < pcm.size(); i++) pcm[i] = 0.3f * (float) std::sin(0.001 * i * i / 1000.0);
+    const std::vector<float> ref = mel_test_compute(filters, n_mels, pcm.data(), pcm.size());
+    std::vector<std::vector<float>> outs(4, std::vector<float>(ref.size()));
+    std::vector<int> ok(4, 0);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 4; i++) {
+        threads.emplace_back([&, i] { ok[i] = whisper_audio_log_mel_filters(filters.data(), n_mels, pcm.data(), pcm.size(), outs[i].data()); });
+    }
+    for (auto & t : threads) t.join();
+    for (int i = 0; i < 4; i++) {
+        CHECK(ok[i]);
+        CHECK(outs[i] == ref);
+    }
+}
+
+TEST_CASE("log-mel: bad arguments are errors") {
+    std::vector<float> filters(80 * N_BINS, 0.01f), pcm(1000, 0.1f), out(80 * N_FRAMES);
+    CHECK_FALSE(whisper_audio_log_mel_filters(filters.data(), 0, pcm.data(), pcm.size(), out.data()));
+    CHECK(std::string(whisper_audio_last_error()).find("n_mels") != std::string::npos);
+    CHECK_FALSE(whisper_audio_log_mel_filters(filters.data(), -3, pcm.data(), pcm.size(), out.data()));
+    CHECK_FALSE(whisper_audio_log_mel_filters(nullptr, 80, pcm.data(), pcm.size(), out.data()));
+    CHECK(std::string(whisper_audio_last_error()).find("filters") != std::string::npos);
+    CHECK_FALSE(whisper_audio_log_mel_filters(filters.data(), 80, nullptr, pcm.size(), out.data()));
+    CHECK_FALSE(whisper_audio_log_mel_filters(filters.data(), 80, pcm.data(), pcm.size(), nullptr));
+}
