@@ -599,31 +599,37 @@ inline float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.7071067811
 
 // ---- GEMM: C[M, N] = A[M, K] W[N, K]^T, f32 ----------------------------------------
 // Work is split in tiles of GEMM_MB rows x GEMM_NB columns; within a tile, K goes in
-// chunks of GEMM_KC: W's chunk is packed into 16-column strips (Bp[k][16]) so that the
-// 4x16 micro-kernel streams it linearly while four rows of A are broadcast.
-constexpr int GEMM_MB = 64, GEMM_NB = 128, GEMM_KC = 256, GEMM_NR = 16;
+// chunks of GEMM_KC: W's chunk is packed into 16-column strips (bp[k][16]) so that the
+// 6x16 micro-kernel streams it linearly while six rows of A are broadcast. The 16 columns
+// are one GCC/Clang vector: one AVX-512 register, or two AVX2 ones.
+constexpr int GEMM_MB = 96, GEMM_NB = 128, GEMM_KC = 256, GEMM_NR = 16, GEMM_MR = 6;
+typedef float vec16 __attribute__((vector_size(GEMM_NR * sizeof(float))));
 
 size_t gemm_scratch_floats() { return (size_t)GEMM_KC * GEMM_NB; }
 
 template <int R>
 inline void gemm_micro(const float * a, size_t lda, const float * bp, int kc, float * c, size_t ldc,
                        int n_cols, bool first) {
-    float acc[R][GEMM_NR];
-    for (int r = 0; r < R; r++)
-        for (int j = 0; j < GEMM_NR; j++) acc[r][j] = (first || j >= n_cols) ? 0.0f : c[r * ldc + j];
-    for (int k = 0; k < kc; k++) {
-        const float * b = bp + (size_t)k * GEMM_NR;
-        for (int r = 0; r < R; r++) {
-            const float av = a[r * lda + k];
-            for (int j = 0; j < GEMM_NR; j++) acc[r][j] += av * b[j];
-        }
+    vec16 acc[R];
+    for (int r = 0; r < R; r++) {
+        float tmp[GEMM_NR] = {};
+        if (!first) memcpy(tmp, c + r * ldc, n_cols * sizeof(float));
+        memcpy(&acc[r], tmp, sizeof(tmp));
     }
-    for (int r = 0; r < R; r++)
-        for (int j = 0; j < n_cols; j++) c[r * ldc + j] = acc[r][j];
+    for (int k = 0; k < kc; k++) {
+        vec16 b;
+        memcpy(&b, bp + (size_t)k * GEMM_NR, sizeof(b));
+        for (int r = 0; r < R; r++) acc[r] += a[r * lda + k] * b;
+    }
+    for (int r = 0; r < R; r++) {
+        float tmp[GEMM_NR];
+        memcpy(tmp, &acc[r], sizeof(tmp));
+        memcpy(c + r * ldc, tmp, n_cols * sizeof(float));
+    }
 }
 
-// One tile: rows [0, m) of A (lda), columns [n0, n0 + nb) of W (ldw = K), into C (ldc).
-void gemm_tile(const float * A, size_t lda, int m, const float * W, int K, int n0, int nb,
+// One tile: rows [0, m) of A (lda), columns [n0, n0 + nb) of W (rows of K, ldw apart), into C (ldc).
+void gemm_tile(const float * A, size_t lda, int m, const float * W, size_t ldw, int K, int n0, int nb,
                float * C, size_t ldc, float * bp) {
     const int n_strips = (nb + GEMM_NR - 1) / GEMM_NR;
     for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
@@ -633,21 +639,23 @@ void gemm_tile(const float * A, size_t lda, int m, const float * W, int K, int n
             for (int j = 0; j < GEMM_NR; j++) {
                 const int n = s * GEMM_NR + j;
                 if (n < nb) {
-                    const float * w = W + (size_t)(n0 + n) * K + k0;
+                    const float * w = W + (size_t)(n0 + n) * ldw + k0;
                     for (int k = 0; k < kc; k++) dst[(size_t)k * GEMM_NR + j] = w[k];
                 } else {
                     for (int k = 0; k < kc; k++) dst[(size_t)k * GEMM_NR + j] = 0.0f;
                 }
             }
         }
-        for (int r = 0; r < m; r += 4) {
-            const int rows = std::min(4, m - r);
+        for (int r = 0; r < m; r += GEMM_MR) {
+            const int rows = std::min(GEMM_MR, m - r);
             for (int s = 0; s < n_strips; s++) {
                 const int cols = std::min(GEMM_NR, nb - s * GEMM_NR);
                 const float * a = A + (size_t)r * lda + k0;
                 const float * b = bp + (size_t)s * kc * GEMM_NR;
                 float * c = C + (size_t)r * ldc + n0 + s * GEMM_NR;
                 switch (rows) {
+                    case 6: gemm_micro<6>(a, lda, b, kc, c, ldc, cols, k0 == 0); break;
+                    case 5: gemm_micro<5>(a, lda, b, kc, c, ldc, cols, k0 == 0); break;
                     case 4: gemm_micro<4>(a, lda, b, kc, c, ldc, cols, k0 == 0); break;
                     case 3: gemm_micro<3>(a, lda, b, kc, c, ldc, cols, k0 == 0); break;
                     case 2: gemm_micro<2>(a, lda, b, kc, c, ldc, cols, k0 == 0); break;
@@ -728,7 +736,7 @@ struct cpu_backend : vt_backend {
     static size_t scratch_floats(const vt_tensor * t) {
         size_t n = gemm_scratch_floats();
         if (t->op == VT_OP_CONV1D_K3) n += (size_t)GEMM_MB * 3 * t->src[0]->ne[0];
-        if (t->op == VT_OP_ATTENTION) n = std::max(n, (size_t)t->ne[1]);
+        if (t->op == VT_OP_ATTENTION) n += (size_t)(GEMM_MB + t->ne[0] / t->iparams[0]) * t->ne[1];
         return n;
     }
 
@@ -791,7 +799,7 @@ struct cpu_backend : vt_backend {
             const int n0 = (task % n_tiles) * GEMM_NB;
             const int m = (int)std::min<int64_t>(GEMM_MB, M - m0), nb = std::min(GEMM_NB, N - n0);
             float * C = (float *)t->data + (size_t)m0 * N;
-            gemm_tile((const float *)x->data + (size_t)m0 * K, K, m, (const float *)w->data, K, n0, nb,
+            gemm_tile((const float *)x->data + (size_t)m0 * K, K, m, (const float *)w->data, K, K, n0, nb,
                       C, N, scratch[thread].data());
             apply_epilogue(ep, C, N, m0, m, n0, nb);
         });
@@ -823,7 +831,7 @@ struct cpu_backend : vt_backend {
                 }
             }
             float * C = (float *)t->data + (size_t)m0 * N;
-            gemm_tile(col, K, m, (const float *)w->data, K, n0, nb, C, N, scratch[thread].data());
+            gemm_tile(col, K, m, (const float *)w->data, K, K, n0, nb, C, N, scratch[thread].data());
             apply_epilogue(ep, C, N, m0, m, n0, nb);
         });
     }
@@ -851,46 +859,45 @@ struct cpu_backend : vt_backend {
         });
     }
 
-    // attention: one task per (window, head, block of queries); a row of scores at a time.
+    // attention: one task per (window, head, block of GEMM_MB queries): the block's scores
+    // S = Q K^T, a softmax per row, then O = P V, both products by the GEMM above (V
+    // transposed into scratch first, the layout it takes).
     void attention(vt_tensor * t) {
         const vt_tensor * q = t->src[0], * k = t->src[1], * v = t->src[2];
         const int n_head = t->iparams[0];
         const int D = (int)q->ne[0], hd = D / n_head, T = (int)q->ne[1], B = (int)q->ne[2];
         const float scale = t->fparams[0];
-        const int q_block = 16, n_qb = (T + q_block - 1) / q_block;
+        const int n_qb = (T + GEMM_MB - 1) / GEMM_MB;
         pool.run(B * n_head * n_qb, [&](int task, int thread) {
             const int qb = task % n_qb, h = (task / n_qb) % n_head, bi = task / (n_qb * n_head);
-            float * scores = scratch[thread].data();
-            auto row = [&](const vt_tensor * s, int i) {
+            const int i0 = qb * GEMM_MB, m = std::min(GEMM_MB, T - i0);
+            auto rows = [&](const vt_tensor * s, int i) {   // row i of head h in window bi
                 return (const float *)((const char *)s->data + (size_t)i * s->nb[1] + (size_t)bi * s->nb[2]) + h * hd;
             };
-            for (int i = qb * q_block; i < std::min(T, (qb + 1) * q_block); i++) {
-                const float * qi = row(q, i);
-                float mx = -INFINITY;
-                for (int j = 0; j < T; j++) {
-                    const float * kj = row(k, j);
-                    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                    int d = 0;
-                    for (; d + 8 <= hd; d += 8)
-                        for (int u = 0; u < 8; u++) acc[u] += qi[d + u] * kj[d + u];
-                    float s = 0.0f;
-                    for (; d < hd; d++) s += qi[d] * kj[d];
-                    for (int u = 0; u < 8; u++) s += acc[u];
-                    scores[j] = s * scale;
-                    mx = std::max(mx, scores[j]);
-                }
-                float sum = 0.0f;
-                for (int j = 0; j < T; j++) { scores[j] = expf(scores[j] - mx); sum += scores[j]; }
-                float * out = (float *)t->data + ((size_t)bi * T + i) * D + h * hd;
-                for (int d = 0; d < hd; d++) out[d] = 0.0f;
-                for (int j = 0; j < T; j++) {
-                    const float * vj = row(v, j);
-                    const float p = scores[j];
-                    for (int d = 0; d < hd; d++) out[d] += p * vj[d];
-                }
-                const float inv = 1.0f / sum;
-                for (int d = 0; d < hd; d++) out[d] *= inv;
+            float * panel = scratch[thread].data();
+            float * scores = panel + gemm_scratch_floats();   // [m, T]
+            float * vt = scores + (size_t)GEMM_MB * T;        // [hd, T]
+            for (int n0 = 0; n0 < T; n0 += GEMM_NB) {
+                gemm_tile(rows(q, i0), q->nb[1] / sizeof(float), m, rows(k, 0), k->nb[1] / sizeof(float), hd, n0,
+                          std::min(GEMM_NB, T - n0), scores, T, panel);
             }
+            std::vector<float> inv_sum(m);
+            for (int r = 0; r < m; r++) {
+                float * s = scores + (size_t)r * T;
+                float mx = -INFINITY;
+                for (int j = 0; j < T; j++) mx = std::max(mx, s[j] *= scale);
+                float sum = 0.0f;
+                for (int j = 0; j < T; j++) sum += (s[j] = expf(s[j] - mx));
+                inv_sum[r] = 1.0f / sum;
+            }
+            for (int j = 0; j < T; j++) {
+                const float * vj = rows(v, j);
+                for (int d = 0; d < hd; d++) vt[(size_t)d * T + j] = vj[d];
+            }
+            float * out = (float *)t->data + ((size_t)bi * T + i0) * D + h * hd;
+            gemm_tile(scores, T, m, vt, T, T, 0, hd, out, D, panel);
+            for (int r = 0; r < m; r++)
+                for (int d = 0; d < hd; d++) out[(size_t)r * D + d] *= inv_sum[r];
         });
     }
 
