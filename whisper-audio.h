@@ -61,11 +61,21 @@ typedef struct whisper_audio_info {
     int64_t frames;           // samples per channel in the file
 } whisper_audio_info;
 
-// Decodes a WAV file to 16 kHz mono float (channels averaged, resampled when needed).
+// Decodes a WAV or OGG Vorbis file ("-": standard input) to 16 kHz mono float (channels
+// averaged, resampled when needed).
 // *pcm is malloc'ed: release it with whisper_audio_pcm_free. info may be NULL.
 bool whisper_audio_decode_file(const char * path, float ** pcm, size_t * n, whisper_audio_info * info);
 bool whisper_audio_decode_memory(const void * data, size_t size, float ** pcm, size_t * n, whisper_audio_info * info);
 void whisper_audio_pcm_free(float * pcm);
+
+// Streaming decode, for long audio in bounded memory: the same decoding, resampling and
+// channel mixing as whisper_audio_decode_file, a block at a time. path "-" reads standard
+// input. info->frames is -1 when the length is not known ahead (a pipe, a streaming WAV).
+typedef struct whisper_audio_stream whisper_audio_stream;
+whisper_audio_stream * whisper_audio_stream_open(const char * path, whisper_audio_info * info);
+// Reads up to max samples of 16 kHz mono into out: the count, 0 at the end, -1 on error.
+int64_t whisper_audio_stream_read(whisper_audio_stream * s, float * out, size_t max);
+void    whisper_audio_stream_close(whisper_audio_stream * s);
 
 // Band-limited resampling of mono float audio from rate_in to rate_out (malloc'ed result).
 bool whisper_audio_resample(const float * in, size_t n_in, int rate_in, int rate_out,

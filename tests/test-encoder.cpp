@@ -69,16 +69,16 @@ void check_load_fails(const std::string & path, const char * expect) {
 } // namespace
 
 TEST_CASE("encoder matches transformers float64 at post_conv, layer 0 and the output") {
-    for (const char * name : {"micro-80", "micro-128"}) {
+    for (std::string name : {"micro-80", "micro-128"}) {
         const std::string model_path = std::string("build/") + name + "-f32.gguf";
         whisper_audio_model * model = whisper_audio_model_load(model_path.c_str());
         REQUIRE_MESSAGE(model, whisper_audio_last_error());
         const int n_mels = whisper_audio_model_hparams(model)->n_mels;
-        for (const char * clip : {"speech_16k", "long_70s_first30s"}) {
+        for (std::string clip : {"speech_16k", "long_70s_first30s"}) {
             const std::string mel_path = std::string("tests/data/features/") + clip + ".mel" + std::to_string(n_mels) + ".npy";
             std::vector<float> mel = npy_load_f32(mel_path.c_str(), nullptr);
             REQUIRE(mel.size() == (size_t)n_mels * 3000);
-            struct { int layer; const char * ref; } stages[] = {
+            struct { int layer; std::string ref; } stages[] = {
                 {WHISPER_AUDIO_POST_CONV, "post_conv"}, {0, "layer0"}, {-1, "last_hidden_state"}};
             for (auto & s : stages) {
                 const std::string ref_path = std::string("tests/data/encoder/") + name + "/" + clip + "." + s.ref + ".npy";
@@ -86,7 +86,7 @@ TEST_CASE("encoder matches transformers float64 at post_conv, layer 0 and the ou
                 std::vector<float> got = encode(model, mel, 1, s.layer);
                 REQUIRE(got.size() == ref.size());
                 const double err = rel_l2(got.data(), ref);
-                MESSAGE((std::string(name) + " " + clip + " " + s.ref + ": relative L2 error " + std::to_string(err)));
+                MESSAGE(name << " " << clip << " " << s.ref << ": relative L2 error " << err);
                 CHECK(err < 2e-6);
             }
         }
@@ -115,13 +115,13 @@ TEST_CASE("a batch of windows gives each window's own result") {
 TEST_CASE("f16 and bf16 model files run on the CPU within their rounding") {
     std::vector<float> mel = npy_load_f32("tests/data/features/speech_16k.mel80.npy", nullptr);
     std::vector<float> ref = npy_load_f32("tests/data/encoder/micro-80/speech_16k.last_hidden_state.npy", nullptr);
-    for (const char * type : {"f16", "bf16"}) {
+    for (std::string type : {"f16", "bf16"}) {
         const std::string path = std::string("build/micro-80-") + type + ".gguf";
         whisper_audio_model * model = whisper_audio_model_load(path.c_str());
         REQUIRE_MESSAGE(model, whisper_audio_last_error());
         CHECK(whisper_audio_model_hparams(model)->weight_type == (type[0] == 'f' ? 1 : 30));
         const double err = rel_l2(encode(model, mel, 1, -1).data(), ref);
-        MESSAGE((std::string(type) + " weights: relative L2 error " + std::to_string(err)));
+        MESSAGE(type << " weights: relative L2 error " << err);
         CHECK(err < (type[0] == 'f' ? 2e-3 : 1.5e-2));
         CHECK(err > 1e-6);                                             // the weights really were rounded
         whisper_audio_model_free(model);
