@@ -9,7 +9,7 @@
 BUILD    ?= build
 CXX      ?= g++
 CXXFLAGS ?= -O3 -march=native
-CXXFLAGS += -std=c++17 -Wall -Wextra -I. $(if $(wildcard .deps),-I.deps) -pthread
+CXXFLAGS += -std=c++17 -Wall -Wextra -fPIC -I. $(if $(wildcard .deps),-I.deps) -pthread
 LDLIBS   += -pthread
 
 ifeq ($(SANITIZE),1)
@@ -38,7 +38,7 @@ TEST_MODELS = $(foreach m,micro-80 micro-128,$(foreach t,f32 f16 bf16,build/$(m)
 CONVERT = python3 convert/convert-hf-to-gguf.py
 
 .PHONY: all deps demo test test-sanitize test-embed clean
-all: main bench $(BUILD)/test-all
+all: main bench $(BUILD)/test-all $(BUILD)/libwhisper-audio.so
 
 deps:
 	@command -v python3 >/dev/null || { echo "installing python3"; $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq python3; }
@@ -52,7 +52,7 @@ $(BUILD)/%.o: %.cpp vt.h whisper-audio.h | $(BUILD)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
 $(BUILD)/vt-cuda.o: vt-cuda.cu vt.h | $(BUILD)
-	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -I. -DVT_USE_CUDA -Xcompiler -Wall,-Wextra -c $< -o $@
+	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -I. -DVT_USE_CUDA -Xcompiler -Wall,-Wextra,-fPIC -c $< -o $@
 
 $(BUILD)/main: examples/main.cpp $(OBJS)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
@@ -62,6 +62,10 @@ $(BUILD)/bench: examples/bench.cpp $(OBJS)
 
 main bench: %: $(BUILD)/%
 	cp $< $@
+
+# the C API as a shared library (tests/gpu/parity.py calls it through ctypes)
+$(BUILD)/libwhisper-audio.so: $(OBJS)
+	$(CXX) -shared $^ -o $@ $(LDLIBS)
 
 $(BUILD)/test-all: $(TEST_SRCS) tests/npy.h $(OBJS) | deps $(BUILD)
 	$(CXX) $(CXXFLAGS) $(TEST_SRCS) $(OBJS) -o $@ $(LDLIBS)

@@ -1268,21 +1268,26 @@ struct whisper_audio_encoder {
     vt_tensor * pos;                     // encoder.embed_positions.weight [1500, d]
     vt_tensor * ln_post_w, * ln_post_b;  // encoder.layer_norm [d]
     std::vector<wa_layer> layers;
-    std::map<int, wa_graph> graphs;      // by batch size
+    std::map<std::pair<int, int>, wa_graph> graphs;   // by (batch size, mel frames)
     whisper_audio_timings timings{};
 };
 
-// Builds the forward for a batch of mel windows: mel [B, n_mels, 3000] -> [B, 1500, d].
+// Builds the forward for a batch of mel windows: mel [B, n_mels, F] -> [B, F/2, d]; F is 3000
+// for a padded 30 s window, or any even count up to that for an unpadded one.
 static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * mel) {
     const whisper_audio_hparams & hp = enc->model->hparams;
-    const int n_state = hp.n_state, n_head = hp.n_head, n_ctx = hp.n_ctx;
+    const int n_state = hp.n_state, n_head = hp.n_head;
+    const int n_ctx = (int)mel->ne[0] / 2;   // positions: 1500 for a 30 s window, fewer unpadded
     const int n_batch = (int)mel->ne[2];
     const float kq_scale = 1.0f / sqrtf((float)(n_state / n_head));
     const int out_layer = enc->params.output_layer;
 
     // conv stem: conv1 + GELU, conv2 (stride 2) + GELU + positional embedding
     vt_tensor * cur = vt_conv1d_k3(ctx, vt_transpose(ctx, mel), enc->conv1_w, enc->conv1_b, 1, VT_ACT_GELU, nullptr);
-    cur = vt_conv1d_k3(ctx, cur, enc->conv2_w, enc->conv2_b, 2, VT_ACT_GELU, enc->pos);
+    vt_tensor * pos = n_ctx == hp.n_ctx ? enc->pos                 // the first n_ctx rows, as Ultravox slices them
+                                        : vt_view_3d(ctx, enc->pos, n_state, n_ctx, 1, n_state * sizeof(float),
+                                                     (size_t)n_ctx * n_state * sizeof(float), 0);
+    cur = vt_conv1d_k3(ctx, cur, enc->conv2_w, enc->conv2_b, 2, VT_ACT_GELU, pos);
     vt_set_name(cur, "post_conv");
     if (out_layer == WHISPER_AUDIO_POST_CONV) return cur;
 
@@ -1477,13 +1482,15 @@ size_t whisper_audio_n_windows(size_t n_samples) {
     return std::max<size_t>(1, (n_samples + WHISPER_AUDIO_N_SAMPLES - 1) / WHISPER_AUDIO_N_SAMPLES);
 }
 
-// The graph for a batch of n windows, built and allocated on first use. Only the full
-// batch and the last partial one are kept, so memory stays at two arenas at most.
-static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n) {
-    auto it = enc->graphs.find(n);
+// The graph for a batch of n windows of n_frames each, built and allocated on first use.
+// Only the full batch of padded windows and one other shape are kept, so memory stays at
+// two arenas at most.
+static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_frames) {
+    const std::pair<int, int> key(n, n_frames);
+    auto it = enc->graphs.find(key);
     if (it != enc->graphs.end()) return &it->second;
     for (auto i = enc->graphs.begin(); i != enc->graphs.end();) {
-        if (i->first != enc->params.max_batch) {
+        if (i->first != std::make_pair(enc->params.max_batch, (int)WHISPER_AUDIO_N_FRAMES)) {
             vt_graph_free(i->second.graph);
             vt_free(i->second.ctx);
             i = enc->graphs.erase(i);
@@ -1494,29 +1501,34 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n) {
     const whisper_audio_hparams & hp = enc->model->hparams;
     wa_graph g;
     g.ctx = vt_init(32 + 16 * hp.n_layer);
-    g.mel = vt_new_tensor_3d(g.ctx, VT_TYPE_F32, WHISPER_AUDIO_N_FRAMES, hp.n_mels, n);
+    g.mel = vt_new_tensor_3d(g.ctx, VT_TYPE_F32, n_frames, hp.n_mels, n);
     vt_set_name(g.mel, "mel");
     vt_set_input(g.mel);
     g.out = whisper_audio_build_encoder(enc, g.ctx, g.mel);
     g.graph = vt_graph_build(g.ctx, &g.out, 1);
     if (!vt_backend_alloc_graph(enc->backend, g.graph)) {
-        wa_set_error("allocating the encoder graph (batch %d, %.1f MiB) on %s: %s", n,
+        wa_set_error("allocating the encoder graph (batch %d, %d frames, %.1f MiB) on %s: %s", n, n_frames,
                      vt_graph_arena_size(g.graph) / 1048576.0, vt_backend_name(enc->backend), vt_last_error());
         vt_graph_free(g.graph);
         vt_free(g.ctx);
         return nullptr;
     }
-    return &(enc->graphs[n] = g);
+    return &(enc->graphs[key] = g);
 }
 
-bool whisper_audio_encode_mel(whisper_audio_encoder * enc, const float * mel, int n_windows, float * out) {
+bool whisper_audio_encode_mel_frames(whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames, float * out) {
     const whisper_audio_hparams & hp = enc->model->hparams;
-    const size_t mel_win = (size_t)hp.n_mels * WHISPER_AUDIO_N_FRAMES;
-    const size_t out_win = (size_t)hp.n_ctx * hp.n_state;
+    if (n_frames < 2 || n_frames > WHISPER_AUDIO_N_FRAMES || n_frames % 2) {
+        wa_set_error("%d mel frames: the encoder takes an even count from 2 to %d", n_frames, WHISPER_AUDIO_N_FRAMES);
+        return false;
+    }
+    if (n_windows < 1) { wa_set_error("%d windows to encode", n_windows); return false; }
+    const size_t mel_win = (size_t)hp.n_mels * n_frames;
+    const size_t out_win = (size_t)(n_frames / 2) * hp.n_state;
     const auto t0 = std::chrono::steady_clock::now();
     for (int w0 = 0; w0 < n_windows; w0 += enc->params.max_batch) {
         const int n = std::min(enc->params.max_batch, n_windows - w0);
-        wa_graph * g = graph_for_batch(enc, n);
+        wa_graph * g = graph_for_batch(enc, n, n_frames);
         if (!g) return false;
         if (!vt_backend_set_tensor(enc->backend, g->mel, mel + w0 * mel_win, VT_TYPE_F32) ||
             !vt_backend_compute(enc->backend, g->graph) ||
@@ -1527,6 +1539,10 @@ bool whisper_audio_encode_mel(whisper_audio_encoder * enc, const float * mel, in
     }
     enc->timings.encode_ms = ms_since(t0);
     return true;
+}
+
+bool whisper_audio_encode_mel(whisper_audio_encoder * enc, const float * mel, int n_windows, float * out) {
+    return whisper_audio_encode_mel_frames(enc, mel, n_windows, WHISPER_AUDIO_N_FRAMES, out);
 }
 
 bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out) {
@@ -1568,7 +1584,7 @@ int whisper_audio_encoder_profile(whisper_audio_encoder * enc, const float * mel
         wa_set_error("profile: %d windows, the encoder takes 1 to %d", n_windows, enc->params.max_batch);
         return -1;
     }
-    wa_graph * g = graph_for_batch(enc, n_windows);
+    wa_graph * g = graph_for_batch(enc, n_windows, WHISPER_AUDIO_N_FRAMES);
     if (!g) return -1;
     const int n_nodes = vt_graph_n_nodes(g->graph);
     std::vector<double> ms(n_nodes);

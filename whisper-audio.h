@@ -128,6 +128,13 @@ size_t whisper_audio_n_windows(size_t n_samples);
 // in batches of up to max_batch.
 bool whisper_audio_encode_mel(whisper_audio_encoder * enc, const float * mel, int n_windows, float * out);
 
+// The same for windows of n_frames mel frames (even, 2..3000): mel [n_windows, n_mels,
+// n_frames] -> out [n_windows, n_frames / 2, n_state], the positional embedding's first
+// n_frames / 2 rows. For audio shorter than 30 s without the padding (--no-pad): the log-mel
+// of the padded window, its first 2 * ceil(samples / 320) frames kept.
+bool whisper_audio_encode_mel_frames(whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames,
+                                     float * out);
+
 // Log-mel and encode of 16 kHz mono audio of any length: out [n_windows, 1500, n_state].
 bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out);
 

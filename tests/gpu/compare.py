@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Speed, side by side on one GPU: whisper-audio (./bench) against transformers' WhisperEncoder.
+
+For each size (default large-v3), dtype (f16, bf16) and batch (1, 8, 32): transformers eager
+and sdpa, sdpa replayed as a CUDA graph (torch.cuda.CUDAGraph), and ours. Random weights
+(init_std 0.02) and random log-mel input; medians of CUDA-event or wall times after warm-up.
+Ours is timed end to end by ./bench (the mel upload, the graph replay, the f32 download
+and copy into the caller's buffer); transformers' input and output stay on the GPU.
+
+Run on the GPU machine from the repository root, after `make -j16`:
+    python3 tests/gpu/compare.py [--sizes large-v3] [--batches 1,8,32] [--out DIR]
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+import torch
+from transformers import WhisperConfig
+from transformers.models.whisper.modeling_whisper import WhisperEncoder
+
+SIZES = {"tiny": (384, 4, 6, 1536, 80), "base": (512, 6, 8, 2048, 80), "small": (768, 12, 12, 3072, 80),
+         "medium": (1024, 24, 16, 4096, 80), "large-v3": (1280, 32, 20, 5120, 128)}
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def time_cuda(fn, warmup=3, iters=20):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    ms = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        ms.append(a.elapsed_time(b))
+    ms.sort()
+    return ms[len(ms) // 2]
+
+
+def transformers_times(size, dtype, batch):
+    d, n_layer, n_head, ff, n_mels = SIZES[size]
+    res = {}
+    for attn in ("eager", "sdpa"):
+        cfg = WhisperConfig(d_model=d, encoder_layers=n_layer, encoder_attention_heads=n_head, encoder_ffn_dim=ff,
+                            decoder_layers=1, decoder_attention_heads=n_head, decoder_ffn_dim=ff, num_mel_bins=n_mels,
+                            max_source_positions=1500, vocab_size=128)
+        cfg._attn_implementation = attn
+        torch.manual_seed(0)
+        enc = WhisperEncoder(cfg).to("cuda", dtype).eval()
+        x = (torch.rand(batch, n_mels, 3000, device="cuda") * 2.3 - 0.9).to(dtype)
+        torch.cuda.reset_peak_memory_stats()
+        with torch.no_grad():
+            res[attn] = time_cuda(lambda: enc(x))
+            res[attn + "_peak_mib"] = torch.cuda.max_memory_allocated() / 2**20
+            if attn == "sdpa":
+                # the same forward captured once as a CUDA graph and replayed
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    for _ in range(3):
+                        enc(x)
+                torch.cuda.current_stream().wait_stream(s)
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    y = enc(x)
+                res["sdpa_graph"] = time_cuda(lambda: g.replay())
+                del g, y
+        del enc, x
+        torch.cuda.empty_cache()
+    return res
+
+
+def ours(model, dtype, batch, profile=False):
+    cmd = [os.path.join(ROOT, "bench"), "-m", model, "--device", "cuda", "--dtype", dtype, "-b", str(batch), "-n", "20"]
+    if profile:
+        cmd.append("--profile")
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    ms = float(re.search(r"([\d.]+) ms per batch", out).group(1))
+    tflops = float(re.search(r"([\d.]+) TFLOP/s", out).group(1))
+    own = float(re.search(r"own allocations ([\d.]+) MiB", out).group(1))
+    delta = re.search(r"used-memory delta ([\d.-]+) MiB", out)
+    return {"ms": ms, "tflops": tflops, "own_mib": own, "delta_mib": float(delta.group(1)) if delta else None, "text": out}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="large-v3")
+    ap.add_argument("--batches", default="1,8,32")
+    ap.add_argument("--dtypes", default="f16,bf16")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = ap.parse_args()
+    gpu = torch.cuda.get_device_name()
+    rows = []
+    for size in args.sizes.split(","):
+        model = os.path.join(ROOT, f"build/{size}-random.gguf")
+        if not os.path.exists(model):
+            subprocess.run([sys.executable, os.path.join(ROOT, "convert/convert-hf-to-gguf.py"), "--random", size, "-o", model,
+                            "--outtype", "f16"], check=True, stderr=subprocess.DEVNULL)
+        for dt in args.dtypes.split(","):
+            tdt = torch.float16 if dt == "f16" else torch.bfloat16
+            for b in (int(x) for x in args.batches.split(",")):
+                t = transformers_times(size, tdt, b)
+                o = ours(model, dt, b, profile=(b in (1, 32)))
+                best = min(t["sdpa"], t["sdpa_graph"], t["eager"])
+                row = {"size": size, "dtype": dt, "batch": b, **{k: v for k, v in t.items()},
+                       "ours_ms": o["ms"], "ours_tflops": o["tflops"], "ours_own_mib": o["own_mib"],
+                       "ours_delta_mib": o["delta_mib"], "speedup_vs_best": best / o["ms"],
+                       "speedup_vs_sdpa": t["sdpa"] / o["ms"], "speedup_vs_graph": t["sdpa_graph"] / o["ms"]}
+                rows.append(row)
+                print(f"{size} {dt} b{b}: transformers eager {t['eager']:.2f} sdpa {t['sdpa']:.2f} sdpa+graph "
+                      f"{t['sdpa_graph']:.2f} ms | ours {o['ms']:.2f} ms ({o['tflops']:.0f} TFLOP/s) | "
+                      f"x{row['speedup_vs_graph']:.2f} vs graph, x{row['speedup_vs_sdpa']:.2f} vs sdpa", flush=True)
+                with open(os.path.join(args.out, f"bench-{size}-{dt}-b{b}.txt"), "w") as f:
+                    f.write(o["text"])
+    with open(os.path.join(args.out, "compare.json"), "w") as f:
+        json.dump({"gpu": gpu, "torch": torch.__version__, "rows": rows}, f, indent=1)
+    print()
+    print(f"compare on {gpu}, torch {torch.__version__}: ms per batch (median), ours end to end")
+    print("| size | dtype | batch | tr eager | tr sdpa | tr sdpa graph | ours | ours ms/clip | ours TFLOP/s | vs graph | vs sdpa | tr peak MiB | ours own MiB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        print(f"| {r['size']} | {r['dtype']} | {r['batch']} | {r['eager']:.2f} | {r['sdpa']:.2f} | {r['sdpa_graph']:.2f} | "
+              f"{r['ours_ms']:.2f} | {r['ours_ms'] / r['batch']:.2f} | {r['ours_tflops']:.0f} | x{r['speedup_vs_graph']:.2f} | "
+              f"x{r['speedup_vs_sdpa']:.2f} | {r['sdpa_peak_mib']:.0f} | {r['ours_own_mib']:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
