@@ -416,7 +416,7 @@ vt_graph * vt_graph_build(vt_context * ctx, vt_tensor ** outputs, int n_outputs)
     std::vector<int> last_use(placed.size(), -1);
     for (size_t p = 0; p < placed.size(); p++) {
         vt_tensor * t = placed[p];
-        if (t->flags & VT_FLAG_OUTPUT) { last_use[p] = n_steps; continue; }
+        if (t->flags & (VT_FLAG_OUTPUT | VT_FLAG_INPUT)) { last_use[p] = n_steps; continue; }   // kept to the end
         last_use[p] = step_of(t);
         for (int i = 0; i < n_steps; i++) {
             for (vt_tensor * s : g->nodes[i]->src) {
@@ -449,7 +449,6 @@ vt_graph * vt_graph_build(vt_context * ctx, vt_tensor ** outputs, int n_outputs)
     };
 
     for (vt_tensor * t : placed) if (t->op == VT_OP_NONE) place(t);
-    release_after(-1);
     for (int i = 0; i < n_steps; i++) {
         place(g->nodes[i]);
         release_after(i);

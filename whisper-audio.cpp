@@ -358,9 +358,11 @@ const float * whisper_audio_model_mel_filters(const whisper_audio_model * model)
 //     ceil(bits / 8) bytes, as the WAVEFORMATEX spec says; it decodes as that container.
 //     Packed layouts (e.g. two 12-bit samples in 3 bytes) and fewer than 8 bits are
 //     rejected. block_align must equal channels * container bytes;
-//   - channels 1..65535 (averaged to mono), sample rate 1..1000000 Hz.
+//   - channels 1..65535 (averaged to mono), sample rate 1000..1000000 Hz (below 1 kHz there
+//     is no speech, and a 1 Hz header would turn each input byte into 16000 outputs).
 // Samples scale to [-1, 1): u8 (x - 128) / 128, sN x / 2^(N-1), floats as stored.
 
+static const uint32_t WAV_MIN_SAMPLE_RATE = 1000;
 static const uint32_t WAV_MAX_SAMPLE_RATE = 1000000;
 
 static const char * WAV_FFMPEG_HINT =
@@ -494,9 +496,9 @@ static bool wav_parse_fmt(const char * name, const uint8_t * p, uint32_t size, w
     if (channels == 0) {
         return wav_fail(name, "WAV header says 0 channels");
     }
-    if (sample_rate == 0 || sample_rate > WAV_MAX_SAMPLE_RATE) {
-        return wav_fail(name, "WAV sample rate %u Hz is not supported (expected 1 to %u Hz)",
-            sample_rate, WAV_MAX_SAMPLE_RATE);
+    if (sample_rate < WAV_MIN_SAMPLE_RATE || sample_rate > WAV_MAX_SAMPLE_RATE) {
+        return wav_fail(name, "WAV sample rate %u Hz is not supported (expected %u to %u Hz)",
+            sample_rate, WAV_MIN_SAMPLE_RATE, WAV_MAX_SAMPLE_RATE);
     }
 
     // the container: bytes that hold one sample
@@ -685,127 +687,6 @@ static const char * wav_format_name(const wav_header & h) {
     return "wav";
 }
 
-// The memory decoder; name prefixes the error messages (the path, or "<memory>").
-static bool wav_decode(const char * name, const uint8_t * p, size_t size,
-                       float ** pcm, size_t * n, whisper_audio_info * info) {
-    wav_header h = {};
-    if (!wav_parse(name, p, size, &h)) return false;
-
-    const size_t n_frames = h.data_size / h.block_align; // whole frames only
-    if (n_frames == 0) {
-        return wav_fail(name, "WAV file contains no audio samples (data chunk of %zu bytes, %u bytes per frame)",
-            h.data_size, h.block_align);
-    }
-
-    // n_frames <= input size, so this allocation is bounded by the input, not by a header value
-    float * mono = (float *) malloc(n_frames * sizeof(float));
-    if (!mono) {
-        return wav_fail(name, "out of memory decoding %zu samples", n_frames);
-    }
-    const uint8_t * data = p + h.data_offset;
-    switch (h.enc) {
-        case WAV_PCM_U8:  wav_to_mono<WAV_PCM_U8> (data, n_frames, h.channels, mono); break;
-        case WAV_PCM_S16: wav_to_mono<WAV_PCM_S16>(data, n_frames, h.channels, mono); break;
-        case WAV_PCM_S24: wav_to_mono<WAV_PCM_S24>(data, n_frames, h.channels, mono); break;
-        case WAV_PCM_S32: wav_to_mono<WAV_PCM_S32>(data, n_frames, h.channels, mono); break;
-        case WAV_FLOAT32: wav_to_mono<WAV_FLOAT32>(data, n_frames, h.channels, mono); break;
-        case WAV_FLOAT64: wav_to_mono<WAV_FLOAT64>(data, n_frames, h.channels, mono); break;
-    }
-
-    float * out   = mono;
-    size_t  n_out = n_frames;
-    if (h.sample_rate != WHISPER_AUDIO_SAMPLE_RATE) {
-        if (!whisper_audio_resample(mono, n_frames, (int) h.sample_rate, WHISPER_AUDIO_SAMPLE_RATE, &out, &n_out)) {
-            free(mono);
-            return false; // the resampler's message stands
-        }
-        free(mono);
-    }
-
-    if (info) {
-        info->sample_rate     = (int) h.sample_rate;
-        info->channels        = (int) h.channels;
-        info->bits_per_sample = (int) h.bits;
-        snprintf(info->format, sizeof(info->format), "%s", wav_format_name(h));
-        info->frames          = (int64_t) n_frames;
-    }
-    *pcm = out;
-    *n   = n_out;
-    return true;
-}
-
-bool whisper_audio_decode_memory(const void * data, size_t size, float ** pcm, size_t * n, whisper_audio_info * info) {
-    if (pcm) *pcm = NULL;
-    if (n)   *n   = 0;
-    if (!pcm || !n || (!data && size > 0)) {
-        wa_set_error("whisper_audio_decode_memory: invalid argument (pcm, n and data must not be NULL)");
-        return false;
-    }
-    if (size == 0) {
-        return wav_fail("<memory>", "empty input (0 bytes)");
-    }
-    return wav_decode("<memory>", (const uint8_t *) data, size, pcm, n, info);
-}
-
-bool whisper_audio_decode_file(const char * path, float ** pcm, size_t * n, whisper_audio_info * info) {
-    if (pcm) *pcm = NULL;
-    if (n)   *n   = 0;
-    if (!path || !pcm || !n) {
-        wa_set_error("whisper_audio_decode_file: invalid argument (path, pcm and n must not be NULL)");
-        return false;
-    }
-    FILE * f = fopen(path, "rb");
-    if (!f) {
-        return wav_fail(path, "cannot open: %s", strerror(errno));
-    }
-
-    // read the whole file: the first block, then the rest into a buffer sized by the
-    // file's size where it has one (a hint only: a pipe or a growing file works too)
-    uint8_t * buf = NULL;
-    size_t size = 0, cap = 0;
-    bool ok = true;
-    for (;;) {
-        if (size == cap) {
-            size_t want = cap == 0 ? (size_t) 1 << 16 : cap * 2;
-            if (cap == ((size_t) 1 << 16)) {
-                // the second allocation: the file's size, when it is known and larger
-                long pos = ftell(f);
-                if (pos >= 0 && fseek(f, 0, SEEK_END) == 0) {
-                    long end = ftell(f);
-                    if (end > pos && (unsigned long) end < SIZE_MAX / 2) want = std::max(want, (size_t) end + 1);
-                    fseek(f, pos, SEEK_SET);
-                }
-            }
-            uint8_t * grown = (uint8_t *) realloc(buf, want);
-            if (!grown) {
-                ok = wav_fail(path, "out of memory reading the file (%zu bytes)", want);
-                break;
-            }
-            buf = grown;
-            cap = want;
-        }
-        const size_t asked = cap - size;
-        const size_t got   = fread(buf + size, 1, asked, f);
-        size += got;
-        if (got < asked) { // the end of the file, or an error
-            if (ferror(f)) ok = wav_fail(path, "read error: %s", strerror(errno));
-            break;
-        }
-    }
-    fclose(f);
-
-    if (ok && size == 0) {
-        ok = wav_fail(path, "file is empty (0 bytes)");
-    }
-    ok = ok && wav_decode(path, buf, size, pcm, n, info);
-    free(buf);
-    return ok;
-}
-
-void whisper_audio_pcm_free(float * pcm) {
-    free(pcm);
-}
-
 // ----------------------------------------------------------------------------
 // resampling
 // ----------------------------------------------------------------------------
@@ -893,6 +774,143 @@ static int64_t resample_gcd(int64_t a, int64_t b) {
     return a;
 }
 
+// The resampler's state: the filter for one pair of rates, and the position of the next
+// output. whisper_audio_resample runs it once over the whole input; the stream runs it a
+// block at a time (resample_run), with the same arithmetic in the same order.
+struct wa_resampler {
+    bool     copy = false;          // rate_in == rate_out: outputs are the inputs
+    int      rate_in = 0, rate_out = 0;
+    resample_kernel kr = {};
+    int64_t  L = 1, M = 1;          // rate_out / rate_in = L / M in lowest terms
+    int64_t  step_int = 0, step_frac = 0; // M / L and M % L: input step per output
+    int      n_taps = 0;            // 2 K taps rounded up to RESAMPLE_TAP_ALIGN (zeros past 2 K)
+    std::vector<float> table;       // [L, n_taps] polyphase rows; empty: the fine kernel below
+    std::vector<float> fine;        // the kernel over tau >= 0, per_tau points per input sample
+    double   per_tau = 0.0;
+    std::vector<float> h;           // one output's taps (fine-kernel mode)
+    // the next output: index i, at input position n0 + phase / L
+    uint64_t i = 0;
+    int64_t  n0 = 0, phase = 0;
+};
+
+// round(n_in * rate_out / rate_in), halves rounded up, without overflow; false if it does not fit.
+static bool resample_out_len(uint64_t n_in, int rate_in, int rate_out, uint64_t * len) {
+    const uint64_t q = n_in / (uint64_t) rate_in, r = n_in % (uint64_t) rate_in;
+    if (q > (UINT64_MAX / 2) / (uint64_t) rate_out) return false;
+    *len = q * (uint64_t) rate_out + (r * (uint64_t) rate_out + (uint64_t) rate_in / 2) / (uint64_t) rate_in;
+    return true;
+}
+
+// Designs the filter for rate_in -> rate_out (both positive) and precomputes its coefficients.
+static void resample_init(wa_resampler & rs, int rate_in, int rate_out) {
+    rs = wa_resampler();
+    rs.rate_in  = rate_in;
+    rs.rate_out = rate_out;
+    rs.copy     = rate_in == rate_out;
+    if (rs.copy) return;
+
+    // the filter
+    const double R = std::min(rate_in, rate_out);
+    resample_kernel & kr = rs.kr;
+    const double dw  = 2.0 * RESAMPLE_PI * (RESAMPLE_STOP - RESAMPLE_PASS) * 0.5 * R / rate_in; // rad / input sample
+    kr.beta    = 0.1102 * (RESAMPLE_ATTEN_DB - 8.7);
+    kr.i0_beta = resample_bessel_i0(kr.beta);
+    kr.half    = 0.5 * (RESAMPLE_ATTEN_DB - 7.95) / (2.285 * dw);
+    kr.scale   = 0.5 * (RESAMPLE_PASS + RESAMPLE_STOP) * R / rate_in;
+    kr.k       = (int) ceil(kr.half);
+
+    // output k at input position n0 + phase / L: taps from n0 - K + 1 to n0 + K
+    const int64_t g = resample_gcd(rate_in, rate_out);
+    rs.L         = rate_out / g;        // phases
+    rs.M         = rate_in / g;         // input step per output, in 1/L
+    rs.n_taps    = ((2 * kr.k + RESAMPLE_TAP_ALIGN - 1) / RESAMPLE_TAP_ALIGN) * RESAMPLE_TAP_ALIGN;
+    rs.step_int  = rs.M / rs.L;
+    rs.step_frac = rs.M % rs.L;
+
+    if ((uint64_t) rs.L * rs.n_taps <= RESAMPLE_MAX_TABLE) {
+        // polyphase table [L, n_taps], each row normalised to sum 1
+        rs.table.assign((size_t) rs.L * rs.n_taps, 0.0f);
+        std::vector<double> row(rs.n_taps);
+        for (int64_t p = 0; p < rs.L; p++) {
+            const double frac = (double) p / rs.L;
+            double sum = 0.0;
+            for (int j = 0; j < 2 * kr.k; j++) {
+                row[j] = resample_kernel_at(kr, frac + kr.k - 1 - j);
+                sum += row[j];
+            }
+            for (int j = 0; j < 2 * kr.k; j++) {
+                rs.table[(size_t) p * rs.n_taps + j] = (float) (row[j] / sum);
+            }
+        }
+    } else {
+        // fine kernel table over tau >= 0, RESAMPLE_FINE points per zero crossing of the
+        // sinc (1 / scale input samples), linearly interpolated
+        rs.per_tau = RESAMPLE_FINE * kr.scale; // table points per input sample
+        const size_t n_fine = (size_t) ceil(kr.half * rs.per_tau) + 2;
+        rs.fine.resize(n_fine);
+        for (size_t i = 0; i < n_fine; i++) {
+            rs.fine[i] = (float) resample_kernel_at(kr, (double) i / rs.per_tau);
+        }
+        rs.h.assign(rs.n_taps, 0.0f);
+    }
+}
+
+// The first input index that the next output (or any later one) reads.
+static int64_t resample_keep(const wa_resampler & rs) {
+    return rs.copy ? (int64_t) rs.i : std::max<int64_t>(0, rs.n0 - rs.kr.k + 1);
+}
+
+// Computes up to max outputs from the next one on into y; returns how many.
+// in[0, n_avail) holds the input samples [base, base + n_avail); base <= resample_keep(rs).
+// final: the input ends at base + n_avail, so outputs run to its full length. Otherwise an
+// output is made only once every input that its taps cover has arrived, and so it is the
+// same float, bit for bit, as with the whole input at once.
+static size_t resample_run(wa_resampler & rs, const float * in, int64_t base, int64_t n_avail, bool final,
+                           float * y, size_t max) {
+    const int64_t end = base + n_avail;
+    uint64_t limit = 0;   // the output length (final), or a lower bound of it
+    if (!resample_out_len((uint64_t) end, rs.rate_in, rs.rate_out, &limit)) return 0;
+    if (rs.i >= limit) return 0;
+    max = (size_t) std::min<uint64_t>(max, limit - rs.i);
+
+    if (rs.copy) {
+        if (max) memcpy(y, in + (rs.i - (uint64_t) base), max * sizeof(float));
+        rs.i += max;
+        return max;
+    }
+
+    const resample_kernel & kr = rs.kr;
+    size_t k = 0;
+    for (; k < max; k++) {
+        const int64_t first = rs.n0 - kr.k + 1;   // the first tap's input index
+        if (!final && first + rs.n_taps > end) break;   // it needs inputs not read yet
+        if (!rs.table.empty()) {
+            y[k] = resample_tap(in, n_avail, first - base, &rs.table[(size_t) rs.phase * rs.n_taps], rs.n_taps);
+        } else {
+            const double frac = (double) rs.phase / rs.L;
+            double sum = 0.0;
+            for (int j = 0; j < 2 * kr.k; j++) {
+                const double pos = fabs(frac + kr.k - 1 - j) * rs.per_tau;
+                const size_t idx = (size_t) pos;
+                float v = 0.0f;
+                if (idx + 1 < rs.fine.size()) {
+                    const float w = (float) (pos - (double) idx);
+                    v = rs.fine[idx] + w * (rs.fine[idx + 1] - rs.fine[idx]);
+                }
+                rs.h[j] = v;
+                sum += v;
+            }
+            const float inv = (float) (1.0 / sum);
+            y[k] = inv * resample_tap(in, n_avail, first - base, rs.h.data(), rs.n_taps);
+        }
+        rs.i++;
+        rs.n0 += rs.step_int;
+        rs.phase += rs.step_frac;
+        if (rs.phase >= rs.L) { rs.phase -= rs.L; rs.n0++; }
+    }
+    return k;
+}
+
 bool whisper_audio_resample(const float * in, size_t n_in, int rate_in, int rate_out,
                             float ** out, size_t * n_out) {
     if (out)   *out   = NULL;
@@ -910,10 +928,8 @@ bool whisper_audio_resample(const float * in, size_t n_in, int rate_in, int rate
         return false;
     }
 
-    // output length: round(n_in * rate_out / rate_in), computed without overflow
-    const uint64_t q = n_in / (uint64_t) rate_in, r = n_in % (uint64_t) rate_in;
-    const uint64_t len = q * (uint64_t) rate_out + (r * (uint64_t) rate_out + (uint64_t) rate_in / 2) / (uint64_t) rate_in;
-    if (q > (UINT64_MAX / 2) / (uint64_t) rate_out || len > SIZE_MAX / sizeof(float)) {
+    uint64_t len = 0;
+    if (!resample_out_len(n_in, rate_in, rate_out, &len) || len > SIZE_MAX / sizeof(float)) {
         wa_set_error("whisper_audio_resample: output too long (%zu samples at %d Hz -> %d Hz)", n_in, rate_in, rate_out);
         return false;
     }
@@ -922,89 +938,671 @@ bool whisper_audio_resample(const float * in, size_t n_in, int rate_in, int rate
         wa_set_error("whisper_audio_resample: out of memory (%llu samples)", (unsigned long long) len);
         return false;
     }
-    if (rate_in == rate_out) {
-        if (n_in) memcpy(y, in, n_in * sizeof(float));
-        *out = y;
-        *n_out = n_in;
-        return true;
-    }
-
-    // the filter
-    const double R = std::min(rate_in, rate_out);
-    resample_kernel kr;
-    const double dw  = 2.0 * RESAMPLE_PI * (RESAMPLE_STOP - RESAMPLE_PASS) * 0.5 * R / rate_in; // rad / input sample
-    kr.beta    = 0.1102 * (RESAMPLE_ATTEN_DB - 8.7);
-    kr.i0_beta = resample_bessel_i0(kr.beta);
-    kr.half    = 0.5 * (RESAMPLE_ATTEN_DB - 7.95) / (2.285 * dw);
-    kr.scale   = 0.5 * (RESAMPLE_PASS + RESAMPLE_STOP) * R / rate_in;
-    kr.k       = (int) ceil(kr.half);
-
-    // output k at input position n0 + phase / L: taps from n0 - K + 1 to n0 + K
-    const int64_t g = resample_gcd(rate_in, rate_out);
-    const int64_t L = rate_out / g;            // phases
-    const int64_t M = rate_in / g;             // input step per output, in 1/L
-    const int     n_taps = ((2 * kr.k + RESAMPLE_TAP_ALIGN - 1) / RESAMPLE_TAP_ALIGN) * RESAMPLE_TAP_ALIGN;
-    const int64_t step_int = M / L, step_frac = M % L;
-    const int64_t n_in_i = (int64_t) n_in;
-
-    if ((uint64_t) L * n_taps <= RESAMPLE_MAX_TABLE) {
-        // polyphase table [L, n_taps], each row normalised to sum 1
-        std::vector<float> table((size_t) L * n_taps, 0.0f);
-        std::vector<double> row(n_taps);
-        for (int64_t p = 0; p < L; p++) {
-            const double frac = (double) p / L;
-            double sum = 0.0;
-            for (int j = 0; j < 2 * kr.k; j++) {
-                row[j] = resample_kernel_at(kr, frac + kr.k - 1 - j);
-                sum += row[j];
-            }
-            for (int j = 0; j < 2 * kr.k; j++) {
-                table[(size_t) p * n_taps + j] = (float) (row[j] / sum);
-            }
-        }
-        int64_t n0 = 0, phase = 0;
-        for (uint64_t i = 0; i < len; i++) {
-            y[i] = resample_tap(in, n_in_i, n0 - kr.k + 1, &table[(size_t) phase * n_taps], n_taps);
-            n0 += step_int;
-            phase += step_frac;
-            if (phase >= L) { phase -= L; n0++; }
-        }
-    } else {
-        // fine kernel table over tau >= 0, RESAMPLE_FINE points per zero crossing of the
-        // sinc (1 / scale input samples), linearly interpolated
-        const double per_tau = RESAMPLE_FINE * kr.scale; // table points per input sample
-        const size_t n_fine  = (size_t) ceil(kr.half * per_tau) + 2;
-        std::vector<float> fine(n_fine);
-        for (size_t i = 0; i < n_fine; i++) {
-            fine[i] = (float) resample_kernel_at(kr, (double) i / per_tau);
-        }
-        std::vector<float> h(n_taps, 0.0f);
-        int64_t n0 = 0, phase = 0;
-        for (uint64_t i = 0; i < len; i++) {
-            const double frac = (double) phase / L;
-            double sum = 0.0;
-            for (int j = 0; j < 2 * kr.k; j++) {
-                const double pos = fabs(frac + kr.k - 1 - j) * per_tau;
-                const size_t idx = (size_t) pos;
-                float v = 0.0f;
-                if (idx + 1 < n_fine) {
-                    const float w = (float) (pos - (double) idx);
-                    v = fine[idx] + w * (fine[idx + 1] - fine[idx]);
-                }
-                h[j] = v;
-                sum += v;
-            }
-            const float inv = (float) (1.0 / sum);
-            y[i] = inv * resample_tap(in, n_in_i, n0 - kr.k + 1, h.data(), n_taps);
-            n0 += step_int;
-            phase += step_frac;
-            if (phase >= L) { phase -= L; n0++; }
-        }
-    }
+    wa_resampler rs;
+    resample_init(rs, rate_in, rate_out);
+    resample_run(rs, in, 0, (int64_t) n_in, true, y, (size_t) len);
 
     *out   = y;
     *n_out = (size_t) len;
     return true;
+}
+
+// ----------------------------------------------------------------------------
+// streaming decode: WAV and Ogg Vorbis, a block at a time
+// ----------------------------------------------------------------------------
+//
+// One path decodes everything: whisper_audio_decode_file and _decode_memory read a stream
+// to its end. The stream reads its input through a small buffer (wa_reader: a FILE, stdin
+// or a memory block), decodes a block of frames, mixes it to mono and feeds the resampler,
+// which keeps only the inputs that later outputs still need. Memory is bounded by the
+// block size and the filter length, not by the length of the input.
+//
+// The format is found from the content, never from the file name: "RIFF"/"RF64"/"BW64" +
+// "WAVE" is WAV, "OggS" is Ogg (decoded with Xiph's libvorbisfile when built with
+// WHISPER_AUDIO_OGG; docs/FUZZING.md says why not stb_vorbis). Anything else gets a
+// message that names the format where it is recognisable, and the ffmpeg command.
+//
+// Streaming WAV: the chunks are read in order; a data chunk that comes before the fmt
+// chunk is found again by seeking back, which a pipe cannot do (an error there).
+
+#ifdef WHISPER_AUDIO_OGG
+#include <vorbis/vorbisfile.h>
+#endif
+
+static const size_t WA_READ_BUF     = (size_t) 1 << 16;  // reader buffer (grows to hold a frame)
+static const size_t WA_BLOCK_BYTES  = (size_t) 1 << 16;  // WAV bytes decoded per block
+static const int    WA_OGG_BLOCK    = 4096;              // Vorbis frames asked per block
+
+// The input, read through a buffer. Memory inputs are read in place.
+struct wa_reader {
+    FILE *          f = nullptr;        // a file or stdin; nullptr for memory
+    bool            own_f = false;      // fclose on close (not stdin)
+    const uint8_t * p = nullptr;        // the bytes: the memory input itself, or buf
+    size_t          pos = 0, end = 0;   // unread bytes are p[pos, end)
+    std::vector<uint8_t> buf;           // a file's buffer (p == buf.data())
+    uint64_t        off = 0;            // input offset of p[pos]
+    bool            at_eof = false;     // nothing follows p[end)
+    int             err = 0;            // errno of a failed read
+    bool            seekable = false;   // memory, or a regular file
+    int64_t         size = -1;          // the input's size when known
+};
+
+// Makes at least n unread bytes available where the input has them; returns how many are.
+static size_t rd_fill(wa_reader & r, size_t n) {
+    if (r.end - r.pos >= n || r.at_eof || !r.f) return r.end - r.pos;
+    const size_t have = r.end - r.pos;
+    if (r.buf.size() < n || r.buf.size() < WA_READ_BUF) {
+        std::vector<uint8_t> grown(std::max(n, WA_READ_BUF));
+        if (have) memcpy(grown.data(), r.p + r.pos, have);
+        r.buf.swap(grown);
+    } else if (have && r.pos) {
+        memmove(r.buf.data(), r.buf.data() + r.pos, have);
+    }
+    r.p = r.buf.data();
+    r.pos = 0;
+    r.end = have;
+    const size_t asked = r.buf.size() - r.end;
+    const size_t got   = fread(r.buf.data() + r.end, 1, asked, r.f);
+    r.end += got;
+    if (got < asked) {   // fread stops short only at the end or on an error
+        r.at_eof = true;
+        if (ferror(r.f)) r.err = errno ? errno : EIO;
+    }
+    return r.end - r.pos;
+}
+
+// Moves to input offset to (clamped to the size of a memory input). False if it cannot.
+static bool rd_seek(wa_reader & r, uint64_t to) {
+    if (!r.f) {
+        to = std::min<uint64_t>(to, (uint64_t) r.size);
+        r.pos = (size_t) to;
+        r.off = to;
+        return true;
+    }
+    const uint64_t buf_start = r.off - r.pos;   // the input offset of p[0]
+    if (to >= buf_start && to - buf_start <= r.end) {
+        r.pos = (size_t) (to - buf_start);
+        r.off = to;
+        return true;
+    }
+    if (!r.seekable || to > (uint64_t) INT64_MAX || fseeko(r.f, (off_t) to, SEEK_SET) != 0) return false;
+    clearerr(r.f);
+    r.pos = r.end = 0;
+    r.off = to;
+    r.at_eof = false;
+    return true;
+}
+
+// Skips n bytes (fewer at the end of the input); returns how many it skipped.
+static uint64_t rd_skip(wa_reader & r, uint64_t n) {
+    uint64_t done = 0;
+    while (done < n) {
+        size_t have = r.end - r.pos;
+        if (have == 0) {
+            if (r.f && r.seekable && r.size >= 0 && n - done > WA_READ_BUF) {
+                // a long skip in a regular file: seek, up to its end
+                const uint64_t to = std::min<uint64_t>(r.off + (n - done), (uint64_t) r.size);
+                const uint64_t from = r.off;
+                if (to > from && rd_seek(r, to)) {
+                    done += to - from;
+                    if (to == (uint64_t) r.size) break;
+                    continue;
+                }
+            }
+            have = rd_fill(r, 1);
+            if (have == 0) break;
+        }
+        const size_t k = (size_t) std::min<uint64_t>(have, n - done);
+        r.pos += k;
+        r.off += k;
+        done  += k;
+    }
+    return done;
+}
+
+#ifdef WHISPER_AUDIO_OGG
+// Copies up to n bytes to dst; returns how many (for vorbisfile's callbacks).
+static size_t rd_read(wa_reader & r, void * dst, size_t n) {
+    size_t done = 0;
+    while (done < n) {
+        size_t have = r.end - r.pos;
+        if (have == 0 && (have = rd_fill(r, std::min(n - done, WA_READ_BUF))) == 0) break;
+        const size_t k = std::min(have, n - done);
+        memcpy((uint8_t *) dst + done, r.p + r.pos, k);
+        r.pos += k;
+        r.off += k;
+        done  += k;
+    }
+    return done;
+}
+#endif
+
+struct whisper_audio_stream {
+    std::string name;               // prefixes every message: the path, "<stdin>" or "<memory>"
+    wa_reader   rd;
+    bool        is_ogg = false;
+    int         sample_rate = 0;
+    int         channels = 0;
+
+    // WAV
+    wav_header  wav = {};
+    uint64_t    data_left = 0;      // bytes of the data chunk not read yet (UINT64_MAX: to the end)
+
+#ifdef WHISPER_AUDIO_OGG
+    OggVorbis_File vf;
+    bool        vf_open = false;
+#endif
+
+    int64_t     frames_in = 0;      // frames decoded so far
+    bool        src_end = false;    // the decoder has no more frames
+    bool        failed = false;     // an error: every later read fails
+
+    // the resampler and its input: mono samples [hist_base, hist_base + hist.size())
+    wa_resampler       rs;
+    std::vector<float> hist;
+    int64_t            hist_base = 0;
+};
+
+// ---- WAV ----------------------------------------------------------------------------
+
+// Reads the chunks up to the samples: h, data_left, the reader at the first sample.
+static bool wav_stream_open(whisper_audio_stream * s) {
+    const char * name = s->name.c_str();
+    wa_reader & r = s->rd;
+    wav_header & h = s->wav;
+    rd_skip(r, 12);     // "RIFF" <size> "WAVE", checked by the caller; the size is ignored
+
+    bool have_fmt = false, have_data = false, data_before_fmt = false;
+    uint64_t data_off = 0, data_size = 0;
+    for (;;) {
+        if (rd_fill(r, 8) < 8) break;
+        uint8_t ck[8];
+        memcpy(ck, r.p + r.pos, 8);
+        rd_skip(r, 8);
+        const uint32_t ck_size = wav_u32(ck + 4);
+
+        if (wav_id(ck, "fmt ")) {
+            // wav_parse_fmt reads at most the first 40 bytes
+            uint8_t body[64];
+            const size_t want = std::min<uint32_t>(ck_size, sizeof(body));
+            const size_t got  = std::min(rd_fill(r, want), want);
+            memcpy(body, r.p + r.pos, got);
+            const uint64_t present = rd_skip(r, ck_size);
+            if (got < want || present < ck_size) {
+                return wav_fail(name, "WAV fmt chunk truncated (%u bytes declared, %llu present)",
+                    ck_size, (unsigned long long) present);
+            }
+            if (!have_fmt) {
+                if (!wav_parse_fmt(name, body, ck_size, &h)) return false;
+                have_fmt = true;
+            }
+        } else if (wav_id(ck, "data")) {
+            // a size of 0 or 0xFFFFFFFF (streaming writers, RF64): the samples run to the end
+            const bool to_end = ck_size == 0 || ck_size == 0xFFFFFFFFu;
+            if (have_fmt) {
+                if (!have_data) {
+                    data_off  = r.off;
+                    data_size = to_end ? UINT64_MAX : ck_size;
+                    have_data = true;
+                }
+                break;
+            }
+            if (to_end) break;  // samples to the end and no fmt before them
+            if (!have_data) {
+                if (!r.seekable) {
+                    return wav_fail(name, "the WAV data chunk comes before the fmt chunk, and a pipe cannot "
+                        "seek back to it; save it to a file first, or %s", WAV_FFMPEG_HINT);
+                }
+                data_off  = r.off;
+                data_size = ck_size;
+                have_data = true;
+                data_before_fmt = true;
+            }
+            if (rd_skip(r, ck_size) < ck_size) break;
+        } else if (rd_skip(r, ck_size) < ck_size) {
+            break; // a truncated trailing chunk we do not need
+        }
+
+        // the pad byte after an odd size; tolerate writers that forget it: prefer the padded
+        // offset unless only the unpadded one holds something that looks like a chunk id
+        if (ck_size & 1) {
+            const size_t got = rd_fill(r, 9);
+            if (got >= 9 && !wav_id_printable(r.p + r.pos + 1) && wav_id_printable(r.p + r.pos)) {
+                // no pad
+            } else if (got >= 1) {
+                rd_skip(r, 1);
+            }
+        }
+    }
+    if (r.err) {
+        return wav_fail(name, "read error: %s", strerror(r.err));
+    }
+    if (!have_fmt) {
+        return wav_fail(name, "WAV file has no fmt chunk");
+    }
+    if (!have_data) {
+        return wav_fail(name, "WAV file has no data chunk");
+    }
+    if (data_before_fmt && !rd_seek(r, data_off)) {
+        return wav_fail(name, "cannot seek back to the WAV data chunk: %s", strerror(errno));
+    }
+
+    // at least one whole frame
+    const uint64_t present = std::min<uint64_t>(data_size, rd_fill(r, h.block_align));
+    if (present < h.block_align) {
+        return wav_fail(name, "WAV file contains no audio samples (data chunk of %llu bytes, %u bytes per frame)",
+            (unsigned long long) present, h.block_align);
+    }
+    h.data_offset = (size_t) data_off;
+    s->data_left  = data_size;
+    s->sample_rate = (int) h.sample_rate;
+    s->channels    = (int) h.channels;
+    return true;
+}
+
+// The number of frames the stream will decode, when it is known ahead; else -1.
+static int64_t wav_stream_frames(const whisper_audio_stream * s) {
+    uint64_t bytes = s->data_left;
+    if (s->rd.size >= 0) {
+        bytes = std::min<uint64_t>(bytes, (uint64_t) s->rd.size - std::min<uint64_t>(s->rd.off, (uint64_t) s->rd.size));
+    } else if (bytes == UINT64_MAX) {
+        return -1;
+    }
+    return (int64_t) (bytes / s->wav.block_align);
+}
+
+// Decodes the next block of frames to mono at the end of s->hist; returns the count (0 at the end).
+static int64_t wav_stream_block(whisper_audio_stream * s) {
+    wa_reader & r = s->rd;
+    const wav_header & h = s->wav;
+    const uint32_t ba = h.block_align;
+    uint64_t want = std::max<uint64_t>(1, WA_BLOCK_BYTES / ba);
+    if (s->data_left != UINT64_MAX) want = std::min<uint64_t>(want, s->data_left / ba);
+    if (want == 0) return 0;    // the data chunk is done (a trailing partial frame is dropped)
+
+    const size_t got = rd_fill(r, (size_t) want * ba);
+    const size_t n_frames = (size_t) std::min<uint64_t>(got / ba, want);
+    if (r.err) {
+        wav_fail(s->name.c_str(), "read error: %s", strerror(r.err));
+        return -1;
+    }
+    if (n_frames == 0) return 0;  // the end of the input (a partial frame is dropped)
+
+    const size_t old = s->hist.size();
+    s->hist.resize(old + n_frames);
+    float * mono = s->hist.data() + old;
+    const uint8_t * data = r.p + r.pos;
+    switch (h.enc) {
+        case WAV_PCM_U8:  wav_to_mono<WAV_PCM_U8> (data, n_frames, h.channels, mono); break;
+        case WAV_PCM_S16: wav_to_mono<WAV_PCM_S16>(data, n_frames, h.channels, mono); break;
+        case WAV_PCM_S24: wav_to_mono<WAV_PCM_S24>(data, n_frames, h.channels, mono); break;
+        case WAV_PCM_S32: wav_to_mono<WAV_PCM_S32>(data, n_frames, h.channels, mono); break;
+        case WAV_FLOAT32: wav_to_mono<WAV_FLOAT32>(data, n_frames, h.channels, mono); break;
+        case WAV_FLOAT64: wav_to_mono<WAV_FLOAT64>(data, n_frames, h.channels, mono); break;
+    }
+    rd_skip(r, (uint64_t) n_frames * ba);
+    if (s->data_left != UINT64_MAX) s->data_left -= (uint64_t) n_frames * ba;
+    return (int64_t) n_frames;
+}
+
+// ---- Ogg ----------------------------------------------------------------------------
+
+// The codec of an Ogg stream, from the first packet of its first page; NULL when unknown.
+static const char * ogg_sniff_codec(const uint8_t * p, size_t size) {
+    if (size < 27 || !wav_id(p, "OggS")) return NULL;
+    const size_t body = 27 + (size_t) p[26];   // after the segment table
+    if (size < body + 8) return NULL;
+    const uint8_t * q = p + body;
+    if (memcmp(q, "\x01vorbis", 7) == 0)  return "Vorbis";
+    if (memcmp(q, "OpusHead", 8) == 0)    return "Opus";
+    if (memcmp(q, "\x7f" "FLAC", 5) == 0) return "FLAC";
+    if (memcmp(q, "Speex   ", 8) == 0)    return "Speex";
+    if (memcmp(q, "\x80theora", 7) == 0)  return "Theora (video)";
+    return NULL;
+}
+
+#ifdef WHISPER_AUDIO_OGG
+
+// libvorbisfile's I/O callbacks over our reader. vorbisfile takes a read of 0 bytes with
+// errno set as a read error, so errno is set on every return of 0.
+static size_t ogg_cb_read(void * ptr, size_t size, size_t nmemb, void * src) {
+    wa_reader & r = *(wa_reader *) src;
+    if (size == 0 || nmemb > SIZE_MAX / size) { errno = EINVAL; return 0; }
+    const size_t got = rd_read(r, ptr, size * nmemb) / size;
+    errno = got == 0 && r.err ? r.err : 0;
+    return got;
+}
+
+static const char * ogg_error_name(long rc) {
+    switch (rc) {
+        case OV_EREAD:      return "read error";
+        case OV_EFAULT:     return "internal decoder error";
+        case OV_EIMPL:      return "a feature the decoder does not implement";
+        case OV_EINVAL:     return "invalid argument";
+        case OV_ENOTVORBIS: return "not Vorbis data";
+        case OV_EBADHEADER: return "invalid Vorbis header";
+        case OV_EVERSION:   return "unsupported Vorbis version";
+        case OV_EBADLINK:   return "invalid stream section";
+        case OV_ENOSEEK:    return "not seekable";
+        default:            return "corrupt data";
+    }
+}
+
+static bool ogg_stream_open(whisper_audio_stream * s) {
+    const char * name = s->name.c_str();
+    wa_reader & r = s->rd;
+    const size_t head = rd_fill(r, 27 + 255 + 8);
+    const char * codec = ogg_sniff_codec(r.p + r.pos, head);
+    if (codec && strcmp(codec, "Vorbis") != 0) {
+        return wav_fail(name, "an Ogg %s stream; only Ogg Vorbis is supported; %s", codec, WAV_FFMPEG_HINT);
+    }
+
+    // always opened as a stream (no seek callback), files as pipes: vorbisfile's seekable open
+    // scans the whole file for its length, which is more code exposed to hostile input, and
+    // it leaks on some malformed chained files (xiph/vorbis issue 125). So info->frames is -1.
+    const ov_callbacks cb = { ogg_cb_read, NULL, NULL, NULL };
+    const int rc = ov_open_callbacks(&r, &s->vf, NULL, 0, cb);
+    if (rc < 0) {   // vorbisfile has already released what it allocated
+        return wav_fail(name, "not a valid Ogg Vorbis stream (%s, libvorbisfile %d); if it is audio, %s",
+            ogg_error_name(rc), rc, WAV_FFMPEG_HINT);
+    }
+    s->vf_open = true;
+    const vorbis_info * vi = ov_info(&s->vf, -1);
+    if (!vi || vi->channels < 1) {
+        return wav_fail(name, "Ogg Vorbis stream with %d channels", vi ? vi->channels : 0);
+    }
+    if (vi->rate < (long) WAV_MIN_SAMPLE_RATE || vi->rate > (long) WAV_MAX_SAMPLE_RATE) {
+        return wav_fail(name, "Ogg Vorbis sample rate %ld Hz is not supported (expected %u to %u Hz)",
+            vi->rate, WAV_MIN_SAMPLE_RATE, WAV_MAX_SAMPLE_RATE);
+    }
+    s->sample_rate = (int) vi->rate;
+    s->channels    = vi->channels;
+    s->is_ogg      = true;
+    return true;
+}
+
+// Decodes the next block of frames to mono at the end of s->hist; returns the count (0 at the end).
+static int64_t ogg_stream_block(whisper_audio_stream * s) {
+    const char * name = s->name.c_str();
+    float ** pcm = NULL;
+    int link = 0;
+    long got;
+    do {
+        // OV_HOLE: pages were lost; vorbisfile resynchronises and the samples go on
+        got = ov_read_float(&s->vf, &pcm, WA_OGG_BLOCK, &link);
+    } while (got == OV_HOLE);
+    if (got < 0) {
+        wav_fail(name, "corrupt Ogg Vorbis stream (%s, libvorbisfile %ld)", ogg_error_name(got), got);
+        return -1;
+    }
+    if (got == 0) return 0;
+
+    // a chained stream may change the channels (mixed per block), not the rate
+    const vorbis_info * vi = ov_info(&s->vf, link);
+    if (!vi || vi->channels < 1 || vi->rate != s->sample_rate) {
+        wav_fail(name, "a chained Ogg Vorbis stream whose sample rate changes (%d -> %ld Hz) is not supported; %s",
+            s->sample_rate, vi ? vi->rate : 0L, WAV_FFMPEG_HINT);
+        return -1;
+    }
+    const int channels = vi->channels;
+    const size_t old = s->hist.size();
+    s->hist.resize(old + (size_t) got);
+    float * mono = s->hist.data() + old;
+    if (channels == 1) {
+        memcpy(mono, pcm[0], (size_t) got * sizeof(float));
+    } else {
+        const double scale = 1.0 / channels;  // the average of the channels, as WAV
+        for (long i = 0; i < got; i++) {
+            double sum = 0.0;
+            for (int c = 0; c < channels; c++) sum += pcm[c][i];
+            mono[i] = (float) (sum * scale);
+        }
+    }
+    return got;
+}
+
+#endif // WHISPER_AUDIO_OGG
+
+// ---- the stream -------------------------------------------------------------------------
+
+static void wa_stream_free(whisper_audio_stream * s) {
+    if (!s) return;
+#ifdef WHISPER_AUDIO_OGG
+    if (s->vf_open) ov_clear(&s->vf);  // its close callback is NULL: the FILE is ours
+#endif
+    if (s->rd.own_f && s->rd.f) fclose(s->rd.f);
+    delete s;
+}
+
+// Finds the format, reads the headers and fills info. Takes s; NULL on error.
+static whisper_audio_stream * wa_stream_start(whisper_audio_stream * s, whisper_audio_info * info) {
+    const char * name = s->name.c_str();
+    wa_reader & r = s->rd;
+    const size_t head = rd_fill(r, 12);
+    const uint8_t * p = r.p + r.pos;
+    bool ok;
+    if (r.err) {
+        ok = wav_fail(name, "read error: %s", strerror(r.err));
+    } else if (head == 0) {
+        ok = wav_fail(name, "%s is empty (0 bytes)", s->rd.f == stdin ? "standard input" : r.f ? "file" : "input");
+    } else if (head >= 4 && wav_id(p, "OggS")) {
+#ifdef WHISPER_AUDIO_OGG
+        ok = ogg_stream_open(s);
+#else
+        const char * codec = ogg_sniff_codec(p, rd_fill(r, 27 + 255 + 8));
+        ok = wav_fail(name, "an Ogg %s file, and this build of whisper-audio has no Ogg support (build it with "
+            "-DWHISPER_AUDIO_OGG and -lvorbisfile: apt-get install libvorbis-dev, and make finds it); "
+            "or %s", codec ? codec : "(Vorbis/Opus)", WAV_FFMPEG_HINT);
+#endif
+    } else if (head >= 12 && (wav_id(p, "RIFF") || wav_id(p, "RF64") || wav_id(p, "BW64")) && wav_id(p + 8, "WAVE")) {
+        ok = wav_stream_open(s);
+    } else {
+        wav_header h;
+        ok = wav_parse(name, p, head, &h);  // not WAV: its message names what it is
+        VT_ASSERT(!ok);
+    }
+    if (!ok) {
+        wa_stream_free(s);
+        return NULL;
+    }
+
+    resample_init(s->rs, s->sample_rate, WHISPER_AUDIO_SAMPLE_RATE);
+    if (info) {
+        memset(info, 0, sizeof(*info));
+        info->sample_rate = s->sample_rate;
+        info->channels    = s->channels;
+#ifdef WHISPER_AUDIO_OGG
+        if (s->is_ogg) {
+            info->bits_per_sample = 0;
+            snprintf(info->format, sizeof(info->format), "ogg vorbis");
+            info->frames = -1;   // not known ahead (ogg_stream_open says why)
+        } else
+#endif
+        {
+            info->bits_per_sample = (int) s->wav.bits;
+            snprintf(info->format, sizeof(info->format), "%s", wav_format_name(s->wav));
+            info->frames = wav_stream_frames(s);
+        }
+    }
+    return s;
+}
+
+whisper_audio_stream * whisper_audio_stream_open(const char * path, whisper_audio_info * info) {
+    if (info) memset(info, 0, sizeof(*info));
+    if (!path) {
+        wa_set_error("whisper_audio_stream_open: invalid argument (path must not be NULL)");
+        return NULL;
+    }
+    try {
+        whisper_audio_stream * s = new whisper_audio_stream();
+        wa_reader & r = s->rd;
+        if (strcmp(path, "-") == 0) {
+            s->name = "<stdin>";
+            r.f = stdin;
+        } else {
+            s->name = path;
+            r.f = fopen(path, "rb");
+            r.own_f = true;
+            if (!r.f) {
+                const int e = errno;
+                wav_fail(path, "cannot open: %s", strerror(e));
+                delete s;
+                return NULL;
+            }
+        }
+        struct stat st;
+        if (fstat(fileno(r.f), &st) == 0 && S_ISREG(st.st_mode)) {
+            const off_t at = ftello(r.f);
+            r.seekable = at >= 0;
+            r.off      = at >= 0 ? (uint64_t) at : 0;
+            r.size     = (int64_t) st.st_size;
+        }
+        return wa_stream_start(s, info);
+    } catch (const std::bad_alloc &) {
+        wa_set_error("%s: out of memory opening the stream", path);
+        return NULL;
+    }
+}
+
+// The same over a memory block (not copied: it must outlive the stream).
+static whisper_audio_stream * wa_stream_open_memory(const void * data, size_t size, whisper_audio_info * info) {
+    whisper_audio_stream * s = new whisper_audio_stream();
+    s->name       = "<memory>";
+    s->rd.p       = (const uint8_t *) data;
+    s->rd.end     = size;
+    s->rd.at_eof  = true;
+    s->rd.seekable = true;
+    s->rd.size    = (int64_t) size;
+    return wa_stream_start(s, info);
+}
+
+int64_t whisper_audio_stream_read(whisper_audio_stream * s, float * out, size_t max) {
+    if (!s || (!out && max > 0)) {
+        wa_set_error("whisper_audio_stream_read: invalid argument (stream and out must not be NULL)");
+        return -1;
+    }
+    if (s->failed) {
+        wa_set_error("%s: the stream has failed before (a decode error)", s->name.c_str());
+        return -1;
+    }
+    try {
+        size_t k = 0;
+        while (k < max) {
+            k += resample_run(s->rs, s->hist.data(), s->hist_base, (int64_t) s->hist.size(), s->src_end,
+                              out + k, max - k);
+            if (k == max || s->src_end) break;
+
+            // drop the inputs that no later output reads, then decode the next block
+            const int64_t keep = std::min<int64_t>(resample_keep(s->rs), s->hist_base + (int64_t) s->hist.size());
+            if (keep > s->hist_base) {
+                s->hist.erase(s->hist.begin(), s->hist.begin() + (keep - s->hist_base));
+                s->hist_base = keep;
+            }
+            int64_t got = 0;
+#ifdef WHISPER_AUDIO_OGG
+            if (s->is_ogg) got = ogg_stream_block(s); else
+#endif
+            got = wav_stream_block(s);
+            if (got < 0) {
+                s->failed = true;
+                return -1;
+            }
+            if (got == 0) s->src_end = true;
+            s->frames_in += got;
+        }
+        return (int64_t) k;
+    } catch (const std::bad_alloc &) {
+        s->failed = true;
+        wa_set_error("%s: out of memory while decoding", s->name.c_str());
+        return -1;
+    }
+}
+
+void whisper_audio_stream_close(whisper_audio_stream * s) {
+    wa_stream_free(s);
+}
+
+// ---- whole inputs ---------------------------------------------------------------------
+
+// Reads s to its end into one malloc'ed buffer, then closes it.
+static bool wa_stream_read_all(whisper_audio_stream * s, float ** pcm, size_t * n, whisper_audio_info * info) {
+    if (!s) return false;
+    // the expected length when the input says (one allocation), else grow by doubling
+    size_t cap = (size_t) 1 << 16;
+    uint64_t expect = 0;
+    if (info && info->frames >= 0 &&
+        resample_out_len((uint64_t) info->frames, s->sample_rate, WHISPER_AUDIO_SAMPLE_RATE, &expect) &&
+        expect < SIZE_MAX / sizeof(float) - 1) {
+        cap = (size_t) expect + 1;   // + 1: the read that finds the end needs no growth
+    }
+    float * buf = (float *) malloc(cap * sizeof(float));
+    size_t size = 0;
+    bool ok = buf != NULL;
+    if (!ok) wav_fail(s->name.c_str(), "out of memory (%zu samples)", cap);
+    while (ok) {
+        if (size == cap) {
+            float * grown = cap <= SIZE_MAX / sizeof(float) / 2 ? (float *) realloc(buf, 2 * cap * sizeof(float)) : NULL;
+            if (!grown) {
+                ok = wav_fail(s->name.c_str(), "out of memory (%zu samples)", 2 * cap);
+                break;
+            }
+            buf = grown;
+            cap *= 2;
+        }
+        const int64_t got = whisper_audio_stream_read(s, buf + size, cap - size);
+        if (got < 0) ok = false;
+        if (got <= 0) break;
+        size += (size_t) got;
+    }
+    if (ok && s->frames_in == 0) {
+        ok = wav_fail(s->name.c_str(), "the file contains no audio samples");
+    }
+    if (ok && info) {
+        info->frames = s->frames_in;   // what was decoded, whatever the header said
+    }
+    whisper_audio_stream_close(s);
+    if (!ok) {
+        free(buf);
+        return false;
+    }
+    *pcm = buf;
+    *n   = size;
+    return true;
+}
+
+bool whisper_audio_decode_memory(const void * data, size_t size, float ** pcm, size_t * n, whisper_audio_info * info) {
+    if (pcm) *pcm = NULL;
+    if (n)   *n   = 0;
+    if (!pcm || !n || (!data && size > 0)) {
+        wa_set_error("whisper_audio_decode_memory: invalid argument (pcm, n and data must not be NULL)");
+        return false;
+    }
+    if (size == 0) {
+        return wav_fail("<memory>", "empty input (0 bytes)");
+    }
+    try {
+        whisper_audio_info local;
+        whisper_audio_info * inf = info ? info : &local;
+        return wa_stream_read_all(wa_stream_open_memory(data, size, inf), pcm, n, inf);
+    } catch (const std::bad_alloc &) {
+        return wav_fail("<memory>", "out of memory");
+    }
+}
+
+bool whisper_audio_decode_file(const char * path, float ** pcm, size_t * n, whisper_audio_info * info) {
+    if (pcm) *pcm = NULL;
+    if (n)   *n   = 0;
+    if (!path || !pcm || !n) {
+        wa_set_error("whisper_audio_decode_file: invalid argument (path, pcm and n must not be NULL)");
+        return false;
+    }
+    whisper_audio_info local;
+    whisper_audio_info * inf = info ? info : &local;
+    return wa_stream_read_all(whisper_audio_stream_open(path, inf), pcm, n, inf);
+}
+
+void whisper_audio_pcm_free(float * pcm) {
+    free(pcm);
 }
 
 // ---------------------------------------------------------------------------------------

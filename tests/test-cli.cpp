@@ -116,8 +116,8 @@ TEST_CASE("main: several files share one array, rows in order") {
     run_result r = run_main("-m " + MODEL + " -f " + SPEECH + " -f " + LONG + " -o " + out + " --device cpu -b 2");
     INFO(r.output);
     REQUIRE(r.status == 0);
-    CHECK(r.output.find("rows 0-0: " + SPEECH) != std::string::npos);
-    CHECK(r.output.find("rows 1-3: " + LONG) != std::string::npos);
+    CHECK(r.output.find(SPEECH + ": 7.016 s, 1 window -> " + out + " rows 0-0") != std::string::npos);
+    CHECK(r.output.find(LONG + ": 70.000 s, 3 windows -> " + out + " rows 1-3") != std::string::npos);
     std::vector<int64_t> shape;
     std::vector<float> got = npy_load_f32(out.c_str(), &shape);
     REQUIRE(shape == std::vector<int64_t>{4, 1500, 128});
@@ -185,3 +185,114 @@ TEST_CASE("main: bad input gets a message and a non-zero exit, and no output fil
     CHECK(r.output.find("cannot open") != std::string::npos);
     CHECK(!exists(out));
 }
+
+namespace {
+
+std::vector<float> run_npy(const std::string & args, std::vector<int64_t> * shape, const char * out = "build/test-cli-opt.npy") {
+    remove(out);
+    run_result r = run_main("-m " + MODEL + " --device cpu " + args + " -o " + out);
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    std::vector<float> v = npy_load_f32(out, shape);
+    remove(out);
+    return v;
+}
+
+} // namespace
+
+TEST_CASE("main: --layer, --no-final-ln, --pool mean") {
+    std::vector<int64_t> shape;
+    std::vector<float> layer0 = run_npy("-f " + SPEECH + " --layer 0", &shape);
+    REQUIRE(shape == std::vector<int64_t>{1, 1500, 128});
+    std::vector<float> ref0 = npy_load_f32("tests/data/encoder/micro-80/speech_16k.layer0.npy", nullptr);
+    CHECK(rel_l2(layer0, 0, ref0) < 1e-5);
+
+    // micro-80 has two layers: the last layer's output without the final LayerNorm
+    std::vector<float> last_raw = run_npy("-f " + SPEECH + " --no-final-ln", &shape);
+    std::vector<float> layer1 = run_npy("-f " + SPEECH + " --layer 1", &shape);
+    CHECK(last_raw == layer1);
+    std::vector<float> ref = npy_load_f32("tests/data/encoder/micro-80/speech_16k.last_hidden_state.npy", nullptr);
+    CHECK(rel_l2(layer1, 0, ref) > 0.1);                             // it really lacks the final norm
+
+    // mean over the positions that cover audio: ceil(112259 / 320) = 351 of them
+    std::vector<float> pooled = run_npy("-f " + SPEECH + " -f " + LONG + " --pool mean", &shape);
+    REQUIRE(shape == std::vector<int64_t>{4, 128});
+    std::vector<double> want(128, 0.0);
+    for (int t = 0; t < 351; t++)
+        for (int c = 0; c < 128; c++) want[c] += ref[t * 128 + c] / 351.0;
+    std::vector<float> want_f(want.begin(), want.end());
+    CHECK(rel_l2(pooled, 0, want_f) < 1e-5);
+    // the long file's full windows average over all 1500 positions
+    std::vector<float> ref_long = npy_load_f32("tests/data/encoder/micro-80/long_70s_first30s.last_hidden_state.npy", nullptr);
+    std::vector<float> want_long(128, 0.0f);
+    for (int t = 0; t < 1500; t++)
+        for (int c = 0; c < 128; c++) want_long[c] += ref_long[t * 128 + c] / 1500.0f;
+    CHECK(rel_l2(pooled, 128, want_long) < 1e-5);
+
+    run_result r = run_main("-m " + MODEL + " -f " + SPEECH + " --layer 2");
+    CHECK(r.status == 2);
+    CHECK(r.output.find("layers 0 to 1") != std::string::npos);
+}
+
+TEST_CASE("main: --outtype f16, -o DIR/ one file per input, --json, --list") {
+    const std::string dir = "build/test-cli-dir/";
+    mkdir(dir.c_str(), 0755);
+    remove((dir + "speech_16k.npy").c_str());
+    remove((dir + "long_70s_16k.npy").c_str());
+    const std::string list = "build/test-cli-list.txt";
+    {
+        FILE * f = fopen(list.c_str(), "w");
+        REQUIRE(f);
+        fprintf(f, "%s\n# a comment\n\n%s\n", SPEECH.c_str(), LONG.c_str());
+        fclose(f);
+    }
+    run_result r = run_main("-m " + MODEL + " --device cpu --list " + list + " -o " + dir + " --outtype f16 --json");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(r.output.find("\"files\": [") != std::string::npos);
+    CHECK(r.output.find("\"path\": \"" + LONG + "\"") != std::string::npos);
+    CHECK(r.output.find("\"windows\": 3") != std::string::npos);
+    CHECK(r.output.find("\"timings_ms\"") != std::string::npos);
+    // f16 .npy: header says <f2; values are the f32 ones rounded
+    FILE * f = fopen((dir + "long_70s_16k.npy").c_str(), "rb");
+    REQUIRE(f);
+    char head[128];
+    REQUIRE(fread(head, 1, sizeof(head), f) == sizeof(head));
+    fclose(f);
+    const std::string header(head, sizeof(head));
+    CHECK(header.find("'descr': '<f2'") != std::string::npos);
+    CHECK(header.find("'shape': (3, 1500, 128)") != std::string::npos);
+    CHECK(exists(dir + "speech_16k.npy"));
+}
+
+TEST_CASE("main: --no-pad") {
+    std::vector<int64_t> shape;
+    std::vector<float> v = run_npy("-f " + SPEECH + " --no-pad", &shape);
+    REQUIRE(shape == std::vector<int64_t>{351, 128});                // ceil(112259 / 320) positions
+    for (float x : v) REQUIRE(std::isfinite(x));
+    // 70 s: two full windows and 10 s: 1500 + 1500 + 500 positions, in one array
+    v = run_npy("-f " + LONG + " --no-pad -b 4", &shape);
+    REQUIRE(shape == std::vector<int64_t>{3500, 128});
+    std::vector<float> ref1 = npy_load_f32("tests/data/encoder/micro-80/long_70s_first30s.last_hidden_state.npy", nullptr);
+    CHECK(rel_l2(v, 0, ref1) < 1e-5);                                // full windows are unchanged
+    // several inputs into one file cannot be joined
+    run_result r = run_main("-m " + MODEL + " -f " + SPEECH + " -f " + LONG + " --no-pad -o build/x.npy");
+    CHECK(r.status == 2);
+    CHECK(r.output.find("directory") != std::string::npos);
+}
+
+#ifdef WHISPER_AUDIO_PNG
+TEST_CASE("main: --png draws an image") {
+    const std::string png = "build/test-cli.png";
+    remove(png.c_str());
+    run_result r = run_main("-m " + MODEL + " --device cpu -f " + SPEECH + " --png " + png);
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    FILE * f = fopen(png.c_str(), "rb");
+    REQUIRE(f);
+    unsigned char magic[8];
+    REQUIRE(fread(magic, 1, 8, f) == 8);
+    fclose(f);
+    CHECK(memcmp(magic, "\x89PNG\r\n\x1a\n", 8) == 0);
+}
+#endif

@@ -42,36 +42,41 @@ def time_cuda(fn, warmup=3, iters=20):
     return ms[len(ms) // 2]
 
 
-def transformers_times(size, dtype, batch):
+def make_encoder(size, dtype):
     d, n_layer, n_head, ff, n_mels = SIZES[size]
+    cfg = WhisperConfig(d_model=d, encoder_layers=n_layer, encoder_attention_heads=n_head, encoder_ffn_dim=ff,
+                        decoder_layers=1, decoder_attention_heads=n_head, decoder_ffn_dim=ff, num_mel_bins=n_mels,
+                        max_source_positions=1500, vocab_size=128)
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        enc = WhisperEncoder(cfg)
+    return enc.to(dtype).eval(), n_mels
+
+
+def transformers_times(enc, n_mels, dtype, batch):
+    """eager and sdpa (the attention implementation is read at each forward), then sdpa as a CUDA graph."""
     res = {}
-    for attn in ("eager", "sdpa"):
-        cfg = WhisperConfig(d_model=d, encoder_layers=n_layer, encoder_attention_heads=n_head, encoder_ffn_dim=ff,
-                            decoder_layers=1, decoder_attention_heads=n_head, decoder_ffn_dim=ff, num_mel_bins=n_mels,
-                            max_source_positions=1500, vocab_size=128)
-        cfg._attn_implementation = attn
-        torch.manual_seed(0)
-        enc = WhisperEncoder(cfg).to("cuda", dtype).eval()
-        x = (torch.rand(batch, n_mels, 3000, device="cuda") * 2.3 - 0.9).to(dtype)
-        torch.cuda.reset_peak_memory_stats()
-        with torch.no_grad():
+    x = (torch.rand(batch, n_mels, 3000, device="cuda") * 2.3 - 0.9).to(dtype)
+    with torch.no_grad():
+        for attn in ("eager", "sdpa"):
+            enc.config._attn_implementation = attn
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
             res[attn] = time_cuda(lambda: enc(x))
-            res[attn + "_peak_mib"] = torch.cuda.max_memory_allocated() / 2**20
-            if attn == "sdpa":
-                # the same forward captured once as a CUDA graph and replayed
-                s = torch.cuda.Stream()
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
-                    for _ in range(3):
-                        enc(x)
-                torch.cuda.current_stream().wait_stream(s)
-                g = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(g):
-                    y = enc(x)
-                res["sdpa_graph"] = time_cuda(lambda: g.replay())
-                del g, y
-        del enc, x
-        torch.cuda.empty_cache()
+            res[attn + "_peak_mib"] = (torch.cuda.max_memory_allocated() - base) / 2**20   # activations only
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                enc(x)
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = enc(x)
+        res["sdpa_graph"] = time_cuda(lambda: g.replay())
+        del g, y
+    torch.cuda.empty_cache()
     return res
 
 
@@ -103,11 +108,12 @@ def main():
                             "--outtype", "f16"], check=True, stderr=subprocess.DEVNULL)
         for dt in args.dtypes.split(","):
             tdt = torch.float16 if dt == "f16" else torch.bfloat16
+            enc, n_mels = make_encoder(size, tdt)
             for b in (int(x) for x in args.batches.split(",")):
-                t = transformers_times(size, tdt, b)
+                t = transformers_times(enc, n_mels, tdt, b)
                 o = ours(model, dt, b, profile=(b in (1, 32)))
                 best = min(t["sdpa"], t["sdpa_graph"], t["eager"])
-                row = {"size": size, "dtype": dt, "batch": b, **{k: v for k, v in t.items()},
+                row = {"size": size, "dtype": dt, "batch": b, **t,
                        "ours_ms": o["ms"], "ours_tflops": o["tflops"], "ours_own_mib": o["own_mib"],
                        "ours_delta_mib": o["delta_mib"], "speedup_vs_best": best / o["ms"],
                        "speedup_vs_sdpa": t["sdpa"] / o["ms"], "speedup_vs_graph": t["sdpa_graph"] / o["ms"]}
@@ -115,18 +121,20 @@ def main():
                 print(f"{size} {dt} b{b}: transformers eager {t['eager']:.2f} sdpa {t['sdpa']:.2f} sdpa+graph "
                       f"{t['sdpa_graph']:.2f} ms | ours {o['ms']:.2f} ms ({o['tflops']:.0f} TFLOP/s) | "
                       f"x{row['speedup_vs_graph']:.2f} vs graph, x{row['speedup_vs_sdpa']:.2f} vs sdpa", flush=True)
-                with open(os.path.join(args.out, f"bench-{size}-{dt}-b{b}.txt"), "w") as f:
-                    f.write(o["text"])
+                if b in (1, 32):
+                    print(o["text"], flush=True)
+            del enc
+            torch.cuda.empty_cache()
     with open(os.path.join(args.out, "compare.json"), "w") as f:
         json.dump({"gpu": gpu, "torch": torch.__version__, "rows": rows}, f, indent=1)
     print()
     print(f"compare on {gpu}, torch {torch.__version__}: ms per batch (median), ours end to end")
-    print("| size | dtype | batch | tr eager | tr sdpa | tr sdpa graph | ours | ours ms/clip | ours TFLOP/s | vs graph | vs sdpa | tr peak MiB | ours own MiB |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| size | dtype | batch | tr eager | tr sdpa | tr sdpa graph | ours | ours ms/clip | ours TFLOP/s | vs graph | vs sdpa | tr sdpa act. MiB | ours own MiB | ours dev delta MiB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         print(f"| {r['size']} | {r['dtype']} | {r['batch']} | {r['eager']:.2f} | {r['sdpa']:.2f} | {r['sdpa_graph']:.2f} | "
               f"{r['ours_ms']:.2f} | {r['ours_ms'] / r['batch']:.2f} | {r['ours_tflops']:.0f} | x{r['speedup_vs_graph']:.2f} | "
-              f"x{r['speedup_vs_sdpa']:.2f} | {r['sdpa_peak_mib']:.0f} | {r['ours_own_mib']:.0f} |")
+              f"x{r['speedup_vs_sdpa']:.2f} | {r['sdpa_peak_mib']:.0f} | {r['ours_own_mib']:.0f} | {r['ours_delta_mib']} |")
 
 
 if __name__ == "__main__":

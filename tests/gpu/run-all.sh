@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# tests/gpu/run-all.sh - everything a GPU machine checks, in one call, from the repository
+# root: build, the whole test suite (CUDA tests included), the unpadded-window reference,
+# parity against transformers for every size, and the speed comparison. Logs under $OUT;
+# the tables are printed last.
+#
+#   STEPS="tests parity compare"   which steps (default: all; "nopad" makes the reference)
+#   PARITY_SIZES=tiny,base,...     COMPARE_SIZES=large-v3   COMPARE_BATCHES=1,8,32
+set -u
+OUT=${OUT:-build/gpu-logs}
+STEPS=${STEPS:-tests nopad parity compare}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$OUT/gpu.txt"
+python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)' | tee -a "$OUT/gpu.txt"
+nvcc --version | tail -n 2 | tee -a "$OUT/gpu.txt"
+
+make -j16 all build/micro-80-f32.gguf build/micro-80-f16.gguf build/micro-80-bf16.gguf build/micro-128-f32.gguf \
+    build/micro-128-f16.gguf build/micro-128-bf16.gguf >"$OUT/build.log" 2>&1 || { tail -n 30 "$OUT/build.log"; exit 1; }
+echo "build ok"
+
+if has tests; then
+    WA_MAIN=build/main build/test-all >"$OUT/tests.log" 2>&1
+    grep -E "MESSAGE: (f16|bf16) on|skipped|ERROR|FATAL" "$OUT/tests.log" | head -n 20
+    tail -n 3 "$OUT/tests.log"
+    ./main -m build/micro-80-f32.gguf -f samples/speech_16k.wav --device cuda -o "$OUT/main-cuda.npy" 2>&1 | tail -n 4
+fi
+has nopad && { python3 tests/gpu/make-nopad-reference.py 2>&1 | tail -n 6; }
+has parity && python3 tests/gpu/parity.py --sizes "${PARITY_SIZES:-tiny,base,small,medium,large-v3}" --out "$OUT" 2>&1 | tee "$OUT/parity.log" | grep -v "^|"
+has compare && python3 tests/gpu/compare.py --sizes "${COMPARE_SIZES:-large-v3}" --batches "${COMPARE_BATCHES:-1,8,32}" --out "$OUT" 2>&1 | tee "$OUT/compare.log" | grep -v "^|"
+
+echo
+has tests && { echo "tests:"; tail -n 3 "$OUT/tests.log"; }
+has parity && grep "^|\|^parity" "$OUT/parity.log"
+has compare && grep "^|\|^compare" "$OUT/compare.log"
+exit 0

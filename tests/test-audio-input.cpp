@@ -1,0 +1,557 @@
+// test-audio-input.cpp - the input side: the streaming decoder (whisper_audio_stream_*),
+// standard input, Ogg Vorbis, format detection by content, absurd headers through the
+// stream, bounded memory on long audio, and the fuzzers' regressions (tests/fuzz).
+#include <doctest/doctest.h>
+#include <whisper-audio.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+// ---- helpers -----------------------------------------------------------------------
+
+static std::string ai_path(const char * file) {
+    static const char * DIRS[] = { "tests/data/audio/", "../tests/data/audio/", "../../tests/data/audio/" };
+    for (const char * dir : DIRS) {
+        std::string path = std::string(dir) + file;
+        if (FILE * f = fopen(path.c_str(), "rb")) {
+            fclose(f);
+            return path;
+        }
+    }
+    return std::string(DIRS[0]) + file;
+}
+
+static std::string ai_tmp(const char * name) {
+    const char * tmp = getenv("TMPDIR");
+    return std::string(tmp && *tmp ? tmp : "/tmp") + "/whisper-audio-test-" + std::to_string(getpid()) + "-" + name;
+}
+
+static std::vector<uint8_t> ai_read(const std::string & path) {
+    std::vector<uint8_t> b;
+    if (FILE * f = fopen(path.c_str(), "rb")) {
+        uint8_t buf[65536];
+        size_t k;
+        while ((k = fread(buf, 1, sizeof(buf), f)) > 0) b.insert(b.end(), buf, buf + k);
+        fclose(f);
+    }
+    return b;
+}
+
+static void ai_write(const std::string & path, const std::vector<uint8_t> & b) {
+    FILE * f = fopen(path.c_str(), "wb");
+    REQUIRE(f);
+    REQUIRE(fwrite(b.data(), 1, b.size(), f) == b.size());
+    fclose(f);
+}
+
+struct ai_audio {
+    std::vector<float> pcm;
+    whisper_audio_info info = {};
+    bool ok = false;
+    std::string error;
+};
+
+static ai_audio ai_decode_file(const std::string & path) {
+    ai_audio a;
+    float * pcm = nullptr;
+    size_t n = 0;
+    a.ok = whisper_audio_decode_file(path.c_str(), &pcm, &n, &a.info);
+    if (a.ok) {
+        a.pcm.assign(pcm, pcm + n);
+        whisper_audio_pcm_free(pcm);
+    } else {
+        a.error = whisper_audio_last_error();
+    }
+    return a;
+}
+
+// The whole stream, read in blocks of block samples (cycling through odd sizes when 0).
+static ai_audio ai_stream(const std::string & path, size_t block) {
+    ai_audio a;
+    whisper_audio_stream * s = whisper_audio_stream_open(path.c_str(), &a.info);
+    if (!s) {
+        a.error = whisper_audio_last_error();
+        return a;
+    }
+    static const size_t ODD[] = { 1, 7, 160, 4093, 31, 65536, 2 };
+    std::vector<float> buf(65536);
+    for (size_t i = 0;; i++) {
+        const size_t want = block ? block : ODD[i % 7];
+        const int64_t got = whisper_audio_stream_read(s, buf.data(), want);
+        if (got < 0) {
+            a.error = whisper_audio_last_error();
+            whisper_audio_stream_close(s);
+            return a;
+        }
+        if (got == 0) break;
+        REQUIRE((size_t) got <= want);
+        a.pcm.insert(a.pcm.end(), buf.begin(), buf.begin() + got);
+    }
+    CHECK(whisper_audio_stream_read(s, buf.data(), 100) == 0);   // the end stays the end
+    whisper_audio_stream_close(s);
+    a.ok = true;
+    return a;
+}
+
+// Runs fn with standard input reading bytes from a pipe (fed by a thread), then restores it.
+template <typename F>
+static void ai_with_stdin(const std::vector<uint8_t> & bytes, F fn) {
+    fflush(stdin);
+    const int saved = dup(0);
+    REQUIRE(saved >= 0);
+    int p[2];
+    REQUIRE(pipe(p) == 0);
+    std::thread writer([&] {
+        size_t done = 0;
+        while (done < bytes.size()) {
+            const ssize_t k = write(p[1], bytes.data() + done, bytes.size() - done);
+            if (k <= 0) break;     // the reader stopped early (EPIPE)
+            done += (size_t) k;
+        }
+        close(p[1]);
+    });
+    REQUIRE(dup2(p[0], 0) == 0);
+    close(p[0]);
+    clearerr(stdin);
+    fn();
+    // drain what the reader left, so that the writer ends, then put stdin back
+    static char sink[65536];
+    while (fread(sink, 1, sizeof(sink), stdin) > 0) {}
+    writer.join();
+    dup2(saved, 0);
+    close(saved);
+    clearerr(stdin);
+}
+
+static double ai_rel_l2(const std::vector<float> & a, const std::vector<float> & ref) {
+    const size_t n = std::min(a.size(), ref.size());
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double) a[i] - ref[i]) * ((double) a[i] - ref[i]);
+        den += (double) ref[i] * ref[i];
+    }
+    return sqrt(num / den);
+}
+
+// WAV bytes: 16 kHz-style header with the given fields, then data (data_size -1: its size)
+static std::vector<uint8_t> ai_wav(uint32_t tag, uint32_t channels, uint32_t rate, uint32_t bits, uint32_t block_align,
+                                   const std::vector<uint8_t> & data, int64_t data_size = -1) {
+    std::vector<uint8_t> b;
+    auto u16 = [&](uint32_t v) { b.push_back((uint8_t) v); b.push_back((uint8_t) (v >> 8)); };
+    auto u32 = [&](uint32_t v) { u16(v & 0xFFFF); u16(v >> 16); };
+    auto id  = [&](const char * s) { b.insert(b.end(), s, s + 4); };
+    id("RIFF"); u32((uint32_t) (36 + data.size())); id("WAVE");
+    id("fmt "); u32(16); u16(tag); u16(channels); u32(rate); u32(rate * block_align); u16(block_align); u16(bits);
+    id("data"); u32(data_size < 0 ? (uint32_t) data.size() : (uint32_t) data_size);
+    b.insert(b.end(), data.begin(), data.end());
+    return b;
+}
+
+// ---- the stream gives decode_file's samples ---------------------------------------------
+
+TEST_CASE("stream: the same samples as decode_file, bit for bit, in any block size") {
+    const char * files[] = { "speech_16k.wav", "speech_44k1_stereo_s16.wav", "speech_22k05_mono_f32.wav",
+                             "speech_48k_mono_s24.wav", "speech_8k_mono_u8.wav" };
+    for (const char * file : files) {
+        CAPTURE(file);
+        const ai_audio whole = ai_decode_file(ai_path(file));
+        REQUIRE_MESSAGE(whole.ok, whole.error);
+        for (size_t block : { (size_t) 0, (size_t) 1, (size_t) 4096, (size_t) 1 << 20 }) {
+            CAPTURE(block);
+            const ai_audio s = ai_stream(ai_path(file), block);
+            REQUIRE_MESSAGE(s.ok, s.error);
+            REQUIRE(s.pcm.size() == whole.pcm.size());
+            CHECK(memcmp(s.pcm.data(), whole.pcm.data(), s.pcm.size() * sizeof(float)) == 0);
+            CHECK(s.info.frames == whole.info.frames);        // a file: known ahead
+            CHECK(s.info.sample_rate == whole.info.sample_rate);
+            CHECK(s.info.channels == whole.info.channels);
+            CHECK(std::string(s.info.format) == whole.info.format);
+        }
+        // and decode_memory on the same bytes
+        const std::vector<uint8_t> bytes = ai_read(ai_path(file));
+        float * pcm = nullptr;
+        size_t n = 0;
+        REQUIRE(whisper_audio_decode_memory(bytes.data(), bytes.size(), &pcm, &n, nullptr));
+        REQUIRE(n == whole.pcm.size());
+        CHECK(memcmp(pcm, whole.pcm.data(), n * sizeof(float)) == 0);
+        whisper_audio_pcm_free(pcm);
+    }
+}
+
+TEST_CASE("stream: the resampler in blocks equals whisper_audio_resample at every rate") {
+    // a WAV file per rate, streamed in odd blocks, against the one-shot resampler
+    uint32_t rng = 7;
+    std::vector<int16_t> x(30011);
+    for (int16_t & v : x) { rng = rng * 1664525u + 1013904223u; v = (int16_t) (rng >> 16); }
+    std::vector<uint8_t> data(x.size() * 2);
+    memcpy(data.data(), x.data(), data.size());
+    std::vector<float> xf(x.size());
+    for (size_t i = 0; i < x.size(); i++) xf[i] = (float) x[i] * (1.0f / 32768.0f);
+
+    const std::string path = ai_tmp("rates.wav");
+    for (int rate : { 1000, 8000, 11025, 16001, 22050, 44100, 48000, 96000, 999999 }) {
+        CAPTURE(rate);
+        ai_write(path, ai_wav(1, 1, (uint32_t) rate, 16, 2, data));
+        float * y = nullptr;
+        size_t n = 0;
+        REQUIRE(whisper_audio_resample(xf.data(), xf.size(), rate, 16000, &y, &n));
+        const ai_audio s = ai_stream(path, 0);
+        REQUIRE_MESSAGE(s.ok, s.error);
+        REQUIRE(s.pcm.size() == n);
+        CHECK(memcmp(s.pcm.data(), y, n * sizeof(float)) == 0);
+        whisper_audio_pcm_free(y);
+    }
+    remove(path.c_str());
+}
+
+// ---- standard input ----------------------------------------------------------------------
+
+TEST_CASE("stream: \"-\" reads standard input, with the data size of a pipe writer") {
+    const std::vector<uint8_t> bytes = ai_read(ai_path("speech_44k1_stereo_s16.wav"));
+    REQUIRE(bytes.size() > 44);
+    const ai_audio ref = ai_decode_file(ai_path("speech_44k1_stereo_s16.wav"));
+    REQUIRE(ref.ok);
+
+    // find the data chunk's size field, to write what a streaming writer writes there
+    size_t data_field = 0;
+    for (size_t i = 12; i + 8 <= bytes.size(); i++) {
+        if (memcmp(&bytes[i], "data", 4) == 0) { data_field = i + 4; break; }
+    }
+    REQUIRE(data_field > 0);
+    for (uint32_t size_field : { 0u, 0xFFFFFFFFu, 1u /* kept: the real size */ }) {
+        CAPTURE(size_field);
+        std::vector<uint8_t> piped = bytes;
+        if (size_field != 1) {
+            memcpy(&piped[data_field], &size_field, 4);   // little-endian host
+            memset(&piped[4], 0xFF, 4);                    // and a bogus RIFF size
+        }
+        ai_with_stdin(piped, [&] {
+            const ai_audio s = ai_stream("-", 0);
+            REQUIRE_MESSAGE(s.ok, s.error);
+            CHECK(s.info.frames == (size_field == 1 ? 309414 : -1));   // unknown ahead from a pipe
+            CHECK(s.info.sample_rate == 44100);
+            REQUIRE(s.pcm.size() == ref.pcm.size());
+            CHECK(memcmp(s.pcm.data(), ref.pcm.data(), s.pcm.size() * sizeof(float)) == 0);
+        });
+    }
+
+    // decode_file("-") too
+    ai_with_stdin(bytes, [&] {
+        const ai_audio a = ai_decode_file("-");
+        REQUIRE_MESSAGE(a.ok, a.error);
+        CHECK(a.pcm == ref.pcm);
+        CHECK(a.info.frames == 309414);   // what was decoded
+    });
+
+    // empty, not audio, and a data chunk before fmt (a pipe cannot seek back)
+    ai_with_stdin({}, [&] {
+        const ai_audio a = ai_decode_file("-");
+        CHECK_FALSE(a.ok);
+        CHECK(a.error.find("<stdin>") != std::string::npos);
+        CHECK(a.error.find("empty") != std::string::npos);
+    });
+    const std::string text = "hello, this is not audio at all";
+    ai_with_stdin(std::vector<uint8_t>(text.begin(), text.end()), [&] {
+        CHECK(whisper_audio_stream_open("-", nullptr) == nullptr);
+        const std::string msg = whisper_audio_last_error();
+        CHECK(msg.find("not a WAV file") != std::string::npos);
+        CHECK(msg.find("ffmpeg -i input -ar 16000 -ac 1 -c:a pcm_s16le output.wav") != std::string::npos);
+    });
+    {
+        std::vector<uint8_t> b = { 'R', 'I', 'F', 'F', 0, 0, 0, 0, 'W', 'A', 'V', 'E', 'd', 'a', 't', 'a', 4, 0, 0, 0, 1, 2, 3, 4,
+                                   'f', 'm', 't', ' ', 16, 0, 0, 0, 1, 0, 1, 0, 0x80, 0x3E, 0, 0, 0, 0x7D, 0, 0, 2, 0, 16, 0 };
+        ai_with_stdin(b, [&] {
+            CHECK(whisper_audio_stream_open("-", nullptr) == nullptr);
+            CHECK(std::string(whisper_audio_last_error()).find("before the fmt chunk") != std::string::npos);
+        });
+        // from a file, the same bytes decode (the reader seeks back)
+        const std::string path = ai_tmp("data-first.wav");
+        ai_write(path, b);
+        const ai_audio a = ai_stream(path, 0);
+        REQUIRE_MESSAGE(a.ok, a.error);
+        CHECK(a.pcm.size() == 2);
+        remove(path.c_str());
+    }
+}
+
+// ---- Ogg Vorbis -------------------------------------------------------------------------------
+
+#ifdef WHISPER_AUDIO_OGG
+
+TEST_CASE("ogg: speech_16k.ogg decodes close to speech_16k.wav, from a file, a stream, stdin and memory") {
+    const ai_audio wav = ai_decode_file(ai_path("speech_16k.wav"));
+    REQUIRE(wav.ok);
+    const ai_audio ogg = ai_decode_file(ai_path("speech_16k.ogg"));
+    REQUIRE_MESSAGE(ogg.ok, ogg.error);
+    CHECK(ogg.pcm.size() == 112259);
+    CHECK(ogg.info.sample_rate == 16000);
+    CHECK(ogg.info.channels == 1);
+    CHECK(ogg.info.bits_per_sample == 0);
+    CHECK(ogg.info.frames == 112259);
+    CHECK(std::string(ogg.info.format) == "ogg vorbis");
+    // Vorbis is lossy: measured 0.0757 relative L2 error against the WAV it was encoded from
+    const double err = ai_rel_l2(ogg.pcm, wav.pcm);
+    MESSAGE("speech_16k.ogg: relative L2 error vs speech_16k.wav " << err);
+    CHECK(err < 0.1);
+
+    const ai_audio s = ai_stream(ai_path("speech_16k.ogg"), 0);
+    REQUIRE_MESSAGE(s.ok, s.error);
+    CHECK(s.info.frames == -1);   // Ogg is always read as a stream
+    CHECK(s.pcm == ogg.pcm);
+
+    const std::vector<uint8_t> bytes = ai_read(ai_path("speech_16k.ogg"));
+    ai_with_stdin(bytes, [&] {
+        const ai_audio a = ai_stream("-", 4096);
+        REQUIRE_MESSAGE(a.ok, a.error);
+        CHECK(a.pcm == ogg.pcm);
+    });
+    float * pcm = nullptr;
+    size_t n = 0;
+    REQUIRE(whisper_audio_decode_memory(bytes.data(), bytes.size(), &pcm, &n, nullptr));
+    CHECK(std::vector<float>(pcm, pcm + n) == ogg.pcm);
+    whisper_audio_pcm_free(pcm);
+
+    // the format comes from the content: Ogg data in a file named .wav is Ogg
+    const std::string renamed = ai_tmp("really-ogg.wav");
+    ai_write(renamed, bytes);
+    const ai_audio r = ai_decode_file(renamed);
+    REQUIRE_MESSAGE(r.ok, r.error);
+    CHECK(std::string(r.info.format) == "ogg vorbis");
+    CHECK(r.pcm == ogg.pcm);
+    remove(renamed.c_str());
+
+    // and a WAV in a file named .ogg is WAV
+    const std::string renamed2 = ai_tmp("really-wav.ogg");
+    ai_write(renamed2, ai_read(ai_path("speech_16k.wav")));
+    const ai_audio r2 = ai_decode_file(renamed2);
+    REQUIRE(r2.ok);
+    CHECK(r2.pcm == wav.pcm);
+    remove(renamed2.c_str());
+}
+
+TEST_CASE("ogg: broken and foreign Ogg streams fail with a clear message") {
+    const std::vector<uint8_t> good = ai_read(ai_path("speech_16k.ogg"));
+    REQUIRE(good.size() > 4096);
+    auto fails_with = [](const std::vector<uint8_t> & b, std::vector<const char *> needles) {
+        float * pcm = nullptr;
+        size_t n = 0;
+        const bool ok = whisper_audio_decode_memory(b.data(), b.size(), &pcm, &n, nullptr);
+        if (ok) whisper_audio_pcm_free(pcm);
+        CHECK_FALSE(ok);
+        const std::string msg = whisper_audio_last_error();
+        CAPTURE(msg);
+        for (const char * needle : needles) CHECK(msg.find(needle) != std::string::npos);
+    };
+    // an Opus header page
+    std::vector<uint8_t> opus(good.begin(), good.begin() + 27 + 1 + 19);
+    opus[26] = 1;
+    opus[27] = 19;
+    memcpy(&opus[28], "OpusHead\x01\x01\x38\x01\x80\xbb\0\0\0\0\0", 19);
+    fails_with(opus, { "Opus", "only Ogg Vorbis", "ffmpeg" });
+    // headers only: no audio
+    fails_with(std::vector<uint8_t>(good.begin(), good.begin() + 3735), { "no audio samples" });
+    // cut inside the headers
+    fails_with(std::vector<uint8_t>(good.begin(), good.begin() + 200), { "Ogg Vorbis", "ffmpeg" });
+    // "OggS" and garbage
+    fails_with({ 'O', 'g', 'g', 'S', 0, 2, 0, 0 }, { "Ogg", "ffmpeg" });
+
+    // every prefix and random corruptions: an error or audio, never a crash
+    int n_ok = 0;
+    for (size_t len = 0; len < good.size(); len += 397) {
+        std::vector<uint8_t> cut(good.begin(), good.begin() + len);
+        float * pcm = nullptr;
+        size_t n = 0;
+        if (whisper_audio_decode_memory(cut.data(), cut.size(), &pcm, &n, nullptr)) {
+            n_ok++;
+            whisper_audio_pcm_free(pcm);
+        }
+    }
+    CHECK(n_ok > 0);
+    uint32_t rng = 99;
+    auto next = [&rng]() { rng = rng * 1664525u + 1013904223u; return rng >> 8; };
+    for (int iter = 0; iter < 200; iter++) {
+        std::vector<uint8_t> bad(good.begin(), good.begin() + 12000);
+        for (int k = 0; k < 4; k++) bad[next() % bad.size()] = (uint8_t) next();
+        float * pcm = nullptr;
+        size_t n = 0;
+        if (whisper_audio_decode_memory(bad.data(), bad.size(), &pcm, &n, nullptr)) whisper_audio_pcm_free(pcm);
+    }
+}
+
+#else
+
+TEST_CASE("ogg: without WHISPER_AUDIO_OGG, Ogg input says how to get it") {
+    const ai_audio a = ai_decode_file(ai_path("speech_16k.ogg"));
+    CHECK_FALSE(a.ok);
+    CHECK(a.error.find("no Ogg support") != std::string::npos);
+    CHECK(a.error.find("libvorbis-dev") != std::string::npos);
+    CHECK(a.error.find("ffmpeg") != std::string::npos);
+}
+
+#endif
+
+// ---- absurd headers, through the stream ------------------------------------------------------
+
+TEST_CASE("stream: absurd headers give a clear error or a correct decode") {
+    const std::vector<uint8_t> d = { 1, 0, 2, 0, 3, 0, 4, 0 };
+    struct bad {
+        const char * what;
+        std::vector<uint8_t> bytes;
+        const char * needle;
+    };
+    const std::vector<bad> cases = {
+        { "65535 channels s16",   ai_wav(1, 65535, 16000, 16, 65535u * 2 & 0xFFFF, d), "block align" },
+        { "65535 channels, 1 B",  ai_wav(1, 65535, 16000, 8, 65535, { 1, 2 }),       "no audio samples" },
+        { "rate 2^31",            ai_wav(1, 1, 0x80000000u, 16, 2, d),               "sample rate 2147483648 Hz" },
+        { "rate 0",               ai_wav(1, 1, 0, 16, 2, d),                         "sample rate 0 Hz" },
+        { "rate 1",               ai_wav(1, 1, 1, 16, 2, d),                         "sample rate 1 Hz" },
+        { "7 bits",               ai_wav(1, 1, 16000, 7, 1, d),                      "7 bits" },
+        { "truncated header",     std::vector<uint8_t>(ai_wav(1, 1, 16000, 16, 2, d).begin(),
+                                                       ai_wav(1, 1, 16000, 16, 2, d).begin() + 30), "truncated" },
+        { "RIFF only",            { 'R', 'I', 'F', 'F' },                            "truncated" },
+        { "zero length",          {},                                                "empty" },
+        { "not audio (png)",      { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n', 0, 0, 0, 0 }, "not a WAV file" },
+        { "flac",                 { 'f', 'L', 'a', 'C', 0, 0, 0, 0x22 },             "FLAC" },
+        { "mp3",                  { 'I', 'D', '3', 4, 0, 0, 0, 0, 0, 0 },            "MP3" },
+    };
+    const std::string path = ai_tmp("absurd.wav");
+    for (const bad & b : cases) {
+        const std::string what = b.what;
+        CAPTURE(what);
+        ai_write(path, b.bytes);
+        whisper_audio_info info;
+        whisper_audio_stream * s = whisper_audio_stream_open(path.c_str(), &info);
+        CHECK(s == nullptr);
+        if (s) whisper_audio_stream_close(s);
+        const std::string msg = whisper_audio_last_error();
+        CAPTURE(msg);
+        CHECK(msg.rfind(path, 0) == 0);   // the path first
+        CHECK(msg.find(b.needle) != std::string::npos);
+        if (!b.bytes.empty()) CHECK(msg.find("WAV") != std::string::npos);
+    }
+
+    // 65535 channels of u8 with one whole frame and a partial one: one sample
+    std::vector<uint8_t> frame(65535 + 100, 128);
+    frame[0] = 255;
+    ai_write(path, ai_wav(1, 65535, 16000, 8, 65535, frame));
+    const ai_audio a = ai_stream(path, 0);
+    REQUIRE_MESSAGE(a.ok, a.error);
+    REQUIRE(a.pcm.size() == 1);
+    CHECK(a.pcm[0] == doctest::Approx(127.0 / 128 / 65535).epsilon(1e-4));
+    CHECK(a.info.channels == 65535);
+    CHECK(a.info.frames == 1);
+
+    // a data size far past the end reads what is there
+    ai_write(path, ai_wav(1, 1, 16000, 16, 2, d, 0x7FFFFFF0));
+    const ai_audio big = ai_stream(path, 0);
+    REQUIRE_MESSAGE(big.ok, big.error);
+    CHECK(big.pcm.size() == 4);
+    CHECK(big.info.frames == 4);
+
+    // invalid arguments
+    CHECK(whisper_audio_stream_open(nullptr, nullptr) == nullptr);
+    CHECK(whisper_audio_stream_read(nullptr, nullptr, 1) == -1);
+    CHECK(whisper_audio_stream_open("no/such/dir/x.wav", nullptr) == nullptr);
+    CHECK(std::string(whisper_audio_last_error()).find("cannot open") != std::string::npos);
+    whisper_audio_stream_close(nullptr);
+    remove(path.c_str());
+}
+
+// ---- bounded memory on long audio -------------------------------------------------------------
+
+static long ai_status_kb(const char * key) {
+    FILE * f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long v = -1;
+    const size_t klen = strlen(key);
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, key, klen) == 0) { v = atol(line + klen + 1); break; }
+    }
+    fclose(f);
+    return v;
+}
+
+// Resets VmHWM to the current RSS (Linux >= 4.0: "5" > /proc/self/clear_refs).
+static bool ai_reset_hwm() {
+    FILE * f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return false;
+    const bool ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
+// Writes a 16-bit mono WAV of seconds at rate (a chirp plus noise), block by block.
+static void ai_write_long_wav(const std::string & path, int rate, int64_t seconds) {
+    FILE * f = fopen(path.c_str(), "wb");
+    REQUIRE(f);
+    const int64_t n = (int64_t) rate * seconds;
+    std::vector<uint8_t> h = ai_wav(1, 1, (uint32_t) rate, 16, 2, {}, (int64_t) (n * 2));
+    fwrite(h.data(), 1, h.size(), f);
+    std::vector<int16_t> block(1 << 16);
+    uint32_t rng = 1;
+    for (int64_t i = 0; i < n;) {
+        const size_t k = (size_t) std::min<int64_t>(block.size(), n - i);
+        for (size_t j = 0; j < k; j++, i++) {
+            rng = rng * 1664525u + 1013904223u;
+            block[j] = (int16_t) (8000.0 * sin(0.001 * (double) (i % 1000000)) + (int) (rng >> 24) - 128);
+        }
+        REQUIRE(fwrite(block.data(), 2, k, f) == k);
+    }
+    fclose(f);
+}
+
+// Streams path to its end; returns (samples, peak RSS growth in KiB over the RSS at open).
+static std::pair<int64_t, long> ai_stream_peak(const std::string & path) {
+    if (!ai_reset_hwm()) return { -1, -1 };
+    const long rss0 = ai_status_kb("VmRSS:");
+    whisper_audio_stream * s = whisper_audio_stream_open(path.c_str(), nullptr);
+    REQUIRE(s);
+    std::vector<float> buf(16000);   // 1 s at a time, as a caller would encode 30 s windows
+    int64_t total = 0, got;
+    while ((got = whisper_audio_stream_read(s, buf.data(), buf.size())) > 0) total += got;
+    CHECK(got == 0);
+    whisper_audio_stream_close(s);
+    return { total, ai_status_kb("VmHWM:") - rss0 };
+}
+
+TEST_CASE("stream: peak memory does not grow with the length (10 min vs 2 h)") {
+    const std::string short_path = ai_tmp("10min.wav"), long_path = ai_tmp("2h.wav");
+    ai_write_long_wav(short_path, 16000, 600);
+    ai_write_long_wav(long_path, 16000, 7200);
+    const auto a = ai_stream_peak(short_path);
+    const auto b = ai_stream_peak(long_path);
+    remove(short_path.c_str());
+    remove(long_path.c_str());
+    if (a.first < 0) {
+        MESSAGE("no /proc/self/clear_refs: peak memory not measured");
+        return;
+    }
+    CHECK(a.first == 600 * 16000);
+    CHECK(b.first == 7200 * 16000);
+    MESSAGE("peak RSS growth while streaming: 10 min " << a.second << " KiB, 2 h " << b.second
+            << " KiB (the 2 h file is " << 7200 * 16000 * 2 / 1024 << " KiB)");
+    CHECK(b.second < a.second + 1024);   // no growth with the length (1 MiB slack)
+    CHECK(b.second < 16 * 1024);         // and small in itself
+
+    // with resampling (48 kHz): 1 min vs 10 min
+    const std::string r1 = ai_tmp("48k-1min.wav"), r10 = ai_tmp("48k-10min.wav");
+    ai_write_long_wav(r1, 48000, 60);
+    ai_write_long_wav(r10, 48000, 600);
+    const auto c = ai_stream_peak(r1);
+    const auto e = ai_stream_peak(r10);
+    remove(r1.c_str());
+    remove(r10.c_str());
+    CHECK(c.first == 60 * 16000);
+    CHECK(e.first == 600 * 16000);
+    MESSAGE("48 kHz, resampled: 1 min " << c.second << " KiB, 10 min " << e.second << " KiB");
+    CHECK(e.second < c.second + 1024);
+}

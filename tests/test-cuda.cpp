@@ -1,0 +1,636 @@
+// test-cuda.cpp - every vt op on the CUDA backend against the CPU backend (the f32
+// reference), on random inputs of odd sizes, in f16 and bf16; CUDA-graph replay; profile;
+// the shapes the CUDA backend refuses. Without a device each test says "skipped" and passes.
+//
+// The CPU graph gets the same numbers: every tensor the CUDA side stores in the compute type
+// (matrices, activations) is drawn already rounded to that type, so only the arithmetic
+// differs (f32 vs f16/bf16 storage of intermediates and of the output, f32 accumulation on
+// both). The CUDA output is poisoned with NaN before each compute, so an unwritten element
+// fails the test. Tolerances (relative L2): f16 1e-3, bf16 1e-2 (attention: 2e-3 / 1e-2;
+// its probabilities are rounded to the compute type before P V).
+//
+// VT_CUDA_BENCH=1 build/test-all -tc="cuda bench*" times attention, layer_norm, the GEMMs
+// and one large-v3-sized layer (see tests/gpu/run-tests.sh); VT_CUDA_BENCH=attention, the
+// attention only.
+#include <doctest/doctest.h>
+
+#include "vt.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdarg>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+// ---- helpers -----------------------------------------------------------------------
+
+struct backend_deleter { void operator()(vt_backend * be) const { vt_backend_free(be); } };
+using backend_ptr = std::unique_ptr<vt_backend, backend_deleter>;
+
+const char * type_label(vt_type t) { return vt_type_name(t); }
+
+// vt_last_error() as a string (doctest would print a const char * as a pointer)
+std::string last_error() { return vt_last_error(); }
+
+// printf into a std::string, for doctest's messages
+std::string msg(const char * fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string msg(const char * fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    return buf;
+}
+
+// Normal(0, scale) numbers, rounded through `type` (F32: unrounded).
+std::vector<float> randn(size_t n, uint32_t seed, vt_type type, float scale = 1.0f, float mean = 0.0f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist(mean, scale);
+    std::vector<float> v(n);
+    for (float & x : v) x = dist(rng);
+    if (type != VT_TYPE_F32) {
+        std::vector<uint16_t> h(n);
+        vt_convert(h.data(), type, v.data(), VT_TYPE_F32, n);
+        vt_convert(v.data(), VT_TYPE_F32, h.data(), type, n);
+    }
+    return v;
+}
+
+// Uniform [-scale, scale), fast, for the large benchmark inputs.
+std::vector<float> rand_fast(size_t n, uint64_t seed, float scale = 1.0f) {
+    std::vector<float> v(n);
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (float & x : v) {
+        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+        x = ((float)(s >> 40) / (float)(1ull << 24) * 2.0f - 1.0f) * scale;
+    }
+    return v;
+}
+
+double rel_l2(const std::vector<float> & got, const std::vector<float> & ref) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ref.size(); i++) {
+        const double d = (double)got[i] - ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    return std::sqrt(num / std::max(den, 1e-300));
+}
+
+size_t count_nonfinite(const std::vector<float> & v) {
+    size_t n = 0;
+    for (float x : v) n += !std::isfinite(x);
+    return n;
+}
+
+backend_ptr cuda_or_skip(vt_type type) {
+    backend_ptr be(vt_backend_cuda_init(0, type));
+    if (!be) MESSAGE("skipped: no CUDA device: " << last_error());
+    return be;
+}
+
+// A leaf and the host numbers (f32) it is loaded with.
+struct leaf {
+    vt_tensor * t;
+    const std::vector<float> * data;
+};
+
+// Builds one graph's tensors in ctx: matrices in `mat`, activations in `act` (F32 and F32
+// for the CPU; the compute type for CUDA). Pushes the leaves to load, returns the output.
+using builder = std::function<vt_tensor *(vt_context * ctx, vt_type mat, vt_type act, std::vector<leaf> & leaves)>;
+
+// One graph on one backend: built, allocated, leaves loaded.
+struct instance {
+    vt_context * ctx = nullptr;
+    vt_graph * g = nullptr;
+    vt_tensor * y = nullptr;
+    std::vector<leaf> leaves;
+
+    ~instance() {
+        vt_graph_free(g);
+        vt_free(ctx);
+    }
+
+    bool setup(vt_backend * be, const builder & build, vt_type mat, vt_type act) {
+        ctx = vt_init(256);
+        y = build(ctx, mat, act, leaves);
+        g = vt_graph_build(ctx, &y, 1);
+        if (!vt_backend_alloc_weights(be, ctx)) return false;
+        if (!vt_backend_alloc_graph(be, g)) return false;
+        for (const leaf & l : leaves) {
+            if (!vt_backend_set_tensor(be, l.t, l.data->data(), VT_TYPE_F32)) return false;
+        }
+        return true;
+    }
+
+    // Replaces the numbers an input leaf is loaded with at the next run.
+    void set_input(vt_tensor * t, const std::vector<float> * data) {
+        for (leaf & l : leaves) if (l.t == t) l.data = data;
+    }
+
+    bool load_inputs(vt_backend * be) {
+        for (const leaf & l : leaves) {
+            if ((l.t->flags & VT_FLAG_INPUT) && !vt_backend_set_tensor(be, l.t, l.data->data(), VT_TYPE_F32)) return false;
+        }
+        return true;
+    }
+
+    // Poison (optional), load the inputs, compute, read y. The inputs are loaded after the
+    // poison: the planner may give y bytes of an input that is dead by then.
+    bool run(vt_backend * be, std::vector<float> & out, bool poison) {
+        out.assign((size_t)vt_nelements(y), 0.0f);
+        if (poison) {
+            std::vector<float> nan(out.size(), NAN);
+            if (!vt_backend_set_tensor(be, y, nan.data(), VT_TYPE_F32)) return false;
+        }
+        if (!load_inputs(be)) return false;
+        if (!vt_backend_compute(be, g)) return false;
+        return vt_backend_get_tensor_f32(be, y, out.data());
+    }
+};
+
+// CPU reference and CUDA result of one builder; returns the relative L2 error (or +inf on failure).
+double cuda_vs_cpu(vt_backend * cuda, vt_type ct, const builder & build, const char * what) {
+    static backend_ptr cpu(vt_backend_cpu_init(0));
+    std::vector<float> ref, got;
+    {
+        instance ci;
+        REQUIRE_MESSAGE(ci.setup(cpu.get(), build, VT_TYPE_F32, VT_TYPE_F32), last_error());
+        REQUIRE_MESSAGE(ci.run(cpu.get(), ref, false), last_error());
+    }
+    {
+        instance gi;
+        const bool ok = gi.setup(cuda, build, ct, ct) && gi.run(cuda, got, true);
+        CHECK_MESSAGE(ok, msg("%s: %s", what, vt_last_error()));
+        if (!ok) return INFINITY;
+    }
+    const size_t bad = count_nonfinite(got);
+    CHECK_MESSAGE(bad == 0, msg("%s: %zu non-finite outputs", what, bad));
+    const double err = rel_l2(got, ref);
+    MESSAGE(msg("%s %s: rel L2 %.3g", what, type_label(ct), err));
+    return err;
+}
+
+double tol_for(vt_type ct, double f16_tol = 1e-3) { return ct == VT_TYPE_F16 ? f16_tol : 1e-2; }
+
+const vt_type CTYPES[] = {VT_TYPE_F16, VT_TYPE_BF16};
+
+} // namespace
+
+// ---- ops -----------------------------------------------------------------------------
+
+TEST_CASE("cuda linear: bias, GELU, residual, odd sizes") {
+    struct shape { int B, M, K, N; bool bias; vt_act act; bool res; };
+    const shape shapes[] = {
+        {1, 1, 64, 64, true, VT_ACT_NONE, false},
+        {2, 37, 64, 96, true, VT_ACT_NONE, true},      // out_proj / fc2: bias + residual
+        {2, 37, 128, 512, true, VT_ACT_GELU, false},   // fc1
+        {1, 1500, 384, 1152, true, VT_ACT_NONE, false},// fused QKV, tiny's size
+        {1, 37, 33, 17, true, VT_ACT_GELU, true},      // odd everything, GELU then residual
+        {3, 5, 7, 3, false, VT_ACT_NONE, true},
+        {1, 11, 24, 40, false, VT_ACT_GELU, false},
+    };
+    for (vt_type ct : CTYPES) {
+        backend_ptr cuda = cuda_or_skip(ct);
+        if (!cuda) return;
+        for (const shape & s : shapes) {
+            const size_t nx = (size_t)s.B * s.M * s.K, nw = (size_t)s.N * s.K, ny = (size_t)s.B * s.M * s.N;
+            const std::vector<float> x = randn(nx, 1, ct), w = randn(nw, 2, ct, 1.0f / std::sqrt((float)s.K)),
+                                     b = randn(s.N, 3, VT_TYPE_F32, 0.5f), r = randn(ny, 4, ct);
+            builder build = [&](vt_context * ctx, vt_type mat, vt_type act, std::vector<leaf> & L) {
+                vt_tensor * tx = vt_new_tensor_3d(ctx, act, s.K, s.M, s.B);
+                vt_tensor * tw = vt_new_tensor_2d(ctx, mat, s.K, s.N);
+                vt_tensor * tb = s.bias ? vt_new_tensor_1d(ctx, VT_TYPE_F32, s.N) : nullptr;
+                vt_tensor * tr = s.res ? vt_new_tensor_3d(ctx, act, s.N, s.M, s.B) : nullptr;
+                vt_set_input(tx); vt_set_weight(tw);
+                L.push_back({tx, &x}); L.push_back({tw, &w});
+                if (tb) { vt_set_weight(tb); L.push_back({tb, &b}); }
+                if (tr) { vt_set_input(tr); L.push_back({tr, &r}); }
+                return vt_linear(ctx, tx, tw, tb, s.act, tr);
+            };
+            char what[128];
+            snprintf(what, sizeof(what), "linear B%d M%d K%d N%d%s%s%s", s.B, s.M, s.K, s.N, s.bias ? " +bias" : "",
+                     s.act == VT_ACT_GELU ? " gelu" : "", s.res ? " +res" : "");
+            CHECK(cuda_vs_cpu(cuda.get(), ct, build, what) < tol_for(ct));
+        }
+    }
+}
+
+TEST_CASE("cuda conv1d_k3: the mel stem (f32, transposed) and stride 2 with the positional add") {
+    struct shape { int B, C_in, T_in, C_out, stride; bool mel; bool add; };
+    const shape shapes[] = {
+        {2, 80, 3000, 64, 1, true, false},     // conv1 on a transposed [B, n_mels, 3000] f32 mel
+        {1, 13, 37, 24, 1, true, false},
+        {3, 8, 1, 16, 1, true, false},
+        {2, 64, 3000, 64, 2, false, true},     // conv2 + embed_positions
+        {1, 24, 37, 40, 2, false, true},
+        {2, 16, 1, 16, 2, false, true},
+        {1, 17, 38, 9, 2, false, false},       // odd C_out: the scalar epilogue
+        {2, 40, 20, 32, 1, false, true},
+    };
+    for (vt_type ct : CTYPES) {
+        backend_ptr cuda = cuda_or_skip(ct);
+        if (!cuda) return;
+        for (const shape & s : shapes) {
+            const int T_out = (s.T_in - 1) / s.stride + 1;
+            const std::vector<float> x = randn((size_t)s.B * s.C_in * s.T_in, 5, s.mel ? VT_TYPE_F32 : ct),
+                                     w = randn((size_t)s.C_out * s.C_in * 3, 6, ct, 1.0f / std::sqrt(3.0f * s.C_in)),
+                                     b = randn(s.C_out, 7, VT_TYPE_F32, 0.5f),
+                                     a = randn((size_t)T_out * s.C_out, 8, VT_TYPE_F32);
+            builder build = [&](vt_context * ctx, vt_type mat, vt_type act, std::vector<leaf> & L) {
+                vt_tensor * tx;
+                if (s.mel) {   // [B, n_mels, T] f32, seen as {n_mels, T, B} through a transpose
+                    vt_tensor * mel = vt_new_tensor_3d(ctx, VT_TYPE_F32, s.T_in, s.C_in, s.B);
+                    vt_set_input(mel);
+                    L.push_back({mel, &x});
+                    tx = vt_transpose(ctx, mel);
+                } else {
+                    tx = vt_new_tensor_3d(ctx, act, s.C_in, s.T_in, s.B);
+                    vt_set_input(tx);
+                    L.push_back({tx, &x});
+                }
+                vt_tensor * tw = vt_new_tensor_3d(ctx, mat, 3, s.C_in, s.C_out);
+                vt_tensor * tb = vt_new_tensor_1d(ctx, VT_TYPE_F32, s.C_out);
+                vt_set_weight(tw); vt_set_weight(tb);
+                L.push_back({tw, &w}); L.push_back({tb, &b});
+                vt_tensor * ta = nullptr;
+                if (s.add) {
+                    ta = vt_new_tensor_2d(ctx, VT_TYPE_F32, s.C_out, T_out);
+                    vt_set_weight(ta);
+                    L.push_back({ta, &a});
+                }
+                return vt_conv1d_k3(ctx, tx, tw, tb, s.stride, VT_ACT_GELU, ta);
+            };
+            char what[128];
+            snprintf(what, sizeof(what), "conv1d_k3 B%d C_in%d T_in%d C_out%d s%d%s%s", s.B, s.C_in, s.T_in, s.C_out,
+                     s.stride, s.mel ? " mel" : "", s.add ? " +add" : "");
+            CHECK(cuda_vs_cpu(cuda.get(), ct, build, what) < tol_for(ct));
+        }
+    }
+}
+
+TEST_CASE("cuda layer_norm: vectorised and generic rows") {
+    struct shape { int B, M, C; };
+    const shape shapes[] = {
+        {2, 37, 384}, {1, 1500, 1280}, {3, 1, 64}, {1, 3, 100} /* C % 8 != 0 */, {1, 5, 2560} /* > 2048 */, {1, 7, 8},
+    };
+    for (vt_type ct : CTYPES) {
+        backend_ptr cuda = cuda_or_skip(ct);
+        if (!cuda) return;
+        for (const shape & s : shapes) {
+            // an offset mean, as residual streams have, to test the statistics
+            const std::vector<float> x = randn((size_t)s.B * s.M * s.C, 9, ct, 2.0f, 3.0f),
+                                     w = randn(s.C, 10, VT_TYPE_F32, 0.5f, 1.0f), b = randn(s.C, 11, VT_TYPE_F32, 0.5f);
+            builder build = [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
+                vt_tensor * tx = vt_new_tensor_3d(ctx, act, s.C, s.M, s.B);
+                vt_tensor * tw = vt_new_tensor_1d(ctx, VT_TYPE_F32, s.C);
+                vt_tensor * tb = vt_new_tensor_1d(ctx, VT_TYPE_F32, s.C);
+                vt_set_input(tx); vt_set_weight(tw); vt_set_weight(tb);
+                L.push_back({tx, &x}); L.push_back({tw, &w}); L.push_back({tb, &b});
+                return vt_layer_norm(ctx, tx, tw, tb, 1e-5f);
+            };
+            char what[96];
+            snprintf(what, sizeof(what), "layer_norm B%d M%d C%d", s.B, s.M, s.C);
+            CHECK(cuda_vs_cpu(cuda.get(), ct, build, what) < tol_for(ct));
+        }
+    }
+}
+
+TEST_CASE("cuda attention: fused QKV views, any T, masked tails") {
+    struct shape { int B, T, H; bool fused; float q_scale; };
+    const shape shapes[] = {
+        {1, 1, 1, true, 1.0f},
+        {2, 37, 2, true, 1.0f},
+        {1, 64, 3, true, 1.0f},
+        {1, 65, 1, true, 2.0f},
+        {1, 129, 2, true, 3.0f},     // sharp softmax; one key past two query tiles
+        {2, 100, 2, false, 1.0f},    // separate contiguous q, k, v
+        {2, 1500, 4, true, 1.0f},    // a padded window
+    };
+    for (vt_type ct : CTYPES) {
+        backend_ptr cuda = cuda_or_skip(ct);
+        if (!cuda) return;
+        for (const shape & s : shapes) {
+            const int D = 64 * s.H;
+            const size_t n = (size_t)s.B * s.T * D;
+            const std::vector<float> qkv = randn(3 * n, 12, ct, s.q_scale), q = randn(n, 13, ct, s.q_scale),
+                                     k = randn(n, 14, ct), v = randn(n, 15, ct);
+            builder build = [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
+                vt_tensor * tq, * tk, * tv;
+                if (s.fused) {   // one [B, T, 3D] tensor, three row-strided views
+                    vt_tensor * t = vt_new_tensor_3d(ctx, act, 3 * D, s.T, s.B);
+                    vt_set_input(t);
+                    L.push_back({t, &qkv});
+                    const size_t es = vt_type_size(act);
+                    tq = vt_view_3d(ctx, t, D, s.T, s.B, t->nb[1], t->nb[2], 0);
+                    tk = vt_view_3d(ctx, t, D, s.T, s.B, t->nb[1], t->nb[2], D * es);
+                    tv = vt_view_3d(ctx, t, D, s.T, s.B, t->nb[1], t->nb[2], 2 * D * es);
+                } else {
+                    tq = vt_new_tensor_3d(ctx, act, D, s.T, s.B);
+                    tk = vt_new_tensor_3d(ctx, act, D, s.T, s.B);
+                    tv = vt_new_tensor_3d(ctx, act, D, s.T, s.B);
+                    vt_set_input(tq); vt_set_input(tk); vt_set_input(tv);
+                    L.push_back({tq, &q}); L.push_back({tk, &k}); L.push_back({tv, &v});
+                }
+                return vt_attention(ctx, tq, tk, tv, s.H, 0.125f);
+            };
+            char what[96];
+            snprintf(what, sizeof(what), "attention B%d T%d H%d%s", s.B, s.T, s.H, s.fused ? " fused" : "");
+            CHECK(cuda_vs_cpu(cuda.get(), ct, build, what) < tol_for(ct, 2e-3));
+        }
+    }
+}
+
+TEST_CASE("cuda attention: head_dim other than 64 is refused with a message") {
+    backend_ptr cuda = cuda_or_skip(VT_TYPE_F16);
+    if (!cuda) return;
+    const std::vector<float> x = randn(2 * 10 * 96, 16, VT_TYPE_F16);
+    builder build = [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
+        vt_tensor * t = vt_new_tensor_3d(ctx, act, 96, 10, 2);
+        vt_set_input(t);
+        L.push_back({t, &x});
+        return vt_attention(ctx, t, t, t, 3, 0.125f);   // head_dim 32
+    };
+    instance gi;
+    CHECK_FALSE(gi.setup(cuda.get(), build, VT_TYPE_F16, VT_TYPE_F16));
+    CHECK(std::string(last_error()).find("head_dim") != std::string::npos);
+}
+
+// ---- graphs ----------------------------------------------------------------------------
+
+namespace {
+
+// One pre-norm encoder layer (tiny-ish: D 128, 2 heads, FFN 512), as whisper-audio builds it.
+struct layer_data {
+    int B, T, D, H, F;
+    std::vector<float> x, ln1_w, ln1_b, qkv_w, qkv_b, out_w, out_b, ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b;
+
+    layer_data(int B_, int T_, int D_, int H_, int F_, vt_type ct, bool fast = false)
+        : B(B_), T(T_), D(D_), H(H_), F(F_) {
+        auto mat = [&](size_t n, uint32_t seed, float scale) {
+            return fast ? rand_fast(n, seed, scale * 1.7f) : randn(n, seed, ct, scale);
+        };
+        auto vec = [&](size_t n, uint32_t seed, float scale, float mean = 0.0f) {
+            return fast ? rand_fast(n, seed, scale) : randn(n, seed, VT_TYPE_F32, scale, mean);
+        };
+        x = mat((size_t)B * T * D, 20, 1.0f);
+        ln1_w = vec(D, 21, 0.2f, 1.0f); ln1_b = vec(D, 22, 0.2f);
+        qkv_w = mat((size_t)3 * D * D, 23, 1.0f / std::sqrt((float)D)); qkv_b = vec(3 * D, 24, 0.2f);
+        std::fill(qkv_b.begin() + D, qkv_b.begin() + 2 * D, 0.0f);   // k has no bias
+        out_w = mat((size_t)D * D, 25, 1.0f / std::sqrt((float)D)); out_b = vec(D, 26, 0.2f);
+        ln2_w = vec(D, 27, 0.2f, 1.0f); ln2_b = vec(D, 28, 0.2f);
+        fc1_w = mat((size_t)F * D, 29, 1.0f / std::sqrt((float)D)); fc1_b = vec(F, 30, 0.2f);
+        fc2_w = mat((size_t)D * F, 31, 1.0f / std::sqrt((float)F)); fc2_b = vec(D, 32, 0.2f);
+    }
+
+    builder make() const {
+        return [this](vt_context * ctx, vt_type mat, vt_type act, std::vector<leaf> & L) {
+            auto weight = [&](vt_tensor * t, const std::vector<float> & d) { vt_set_weight(t); L.push_back({t, &d}); return t; };
+            vt_tensor * inpL = vt_new_tensor_3d(ctx, act, D, T, B);
+            vt_set_name(inpL, "x");
+            vt_set_input(inpL);
+            L.push_back({inpL, &x});
+            vt_tensor * cur = vt_layer_norm(ctx, inpL, weight(vt_new_tensor_1d(ctx, VT_TYPE_F32, D), ln1_w),
+                                            weight(vt_new_tensor_1d(ctx, VT_TYPE_F32, D), ln1_b), 1e-5f);
+            cur = vt_linear(ctx, cur, weight(vt_new_tensor_2d(ctx, mat, D, 3 * D), qkv_w),
+                            weight(vt_new_tensor_1d(ctx, VT_TYPE_F32, 3 * D), qkv_b), VT_ACT_NONE, nullptr);
+            const size_t es = vt_type_size(act);
+            vt_tensor * q = vt_view_3d(ctx, cur, D, T, B, cur->nb[1], cur->nb[2], 0);
+            vt_tensor * k = vt_view_3d(ctx, cur, D, T, B, cur->nb[1], cur->nb[2], D * es);
+            vt_tensor * v = vt_view_3d(ctx, cur, D, T, B, cur->nb[1], cur->nb[2], 2 * D * es);
+            cur = vt_attention(ctx, q, k, v, H, 1.0f / std::sqrt((float)(D / H)));
+            vt_tensor * inpFF = vt_linear(ctx, cur, weight(vt_new_tensor_2d(ctx, mat, D, D), out_w),
+                                          weight(vt_new_tensor_1d(ctx, VT_TYPE_F32, D), out_b), VT_ACT_NONE, inpL);
+            cur = vt_layer_norm(ctx, inpFF, weight(vt_new_tensor_1d(ctx, VT_TYPE_F32, D), ln2_w),
+                                weight(vt_new_tensor_1d(ctx, VT_TYPE_F32, D), ln2_b), 1e-5f);
+            cur = vt_linear(ctx, cur, weight(vt_new_tensor_2d(ctx, mat, D, F), fc1_w),
+                            weight(vt_new_tensor_1d(ctx, VT_TYPE_F32, F), fc1_b), VT_ACT_GELU, nullptr);
+            cur = vt_linear(ctx, cur, weight(vt_new_tensor_2d(ctx, mat, F, D), fc2_w),
+                            weight(vt_new_tensor_1d(ctx, VT_TYPE_F32, D), fc2_b), VT_ACT_NONE, inpFF);
+            return cur;
+        };
+    }
+};
+
+} // namespace
+
+TEST_CASE("cuda graph replay: one layer, new inputs each compute, profile") {
+    for (vt_type ct : CTYPES) {
+        backend_ptr cuda = cuda_or_skip(ct);
+        if (!cuda) return;
+        backend_ptr cpu(vt_backend_cpu_init(0));
+        layer_data L(2, 50, 128, 2, 512, ct);
+        const std::vector<float> x1 = L.x, x2 = randn(L.x.size(), 40, ct);
+        const builder build = L.make();
+
+        // CPU references for both inputs
+        std::vector<float> ref1, ref2;
+        {
+            instance ci;
+            REQUIRE_MESSAGE(ci.setup(cpu.get(), build, VT_TYPE_F32, VT_TYPE_F32), last_error());
+            REQUIRE(ci.run(cpu.get(), ref1, false));
+            ci.set_input(vt_get_tensor(ci.ctx, "x"), &x2);
+            REQUIRE(ci.run(cpu.get(), ref2, false));
+        }
+
+        instance gi;
+        REQUIRE_MESSAGE(gi.setup(cuda.get(), build, ct, ct), last_error());
+        vt_tensor * x = vt_get_tensor(gi.ctx, "x");
+        std::vector<float> out1, out2, out1b;
+        REQUIRE_MESSAGE(gi.run(cuda.get(), out1, true), last_error());     // captures
+        gi.set_input(x, &x2);
+        REQUIRE_MESSAGE(gi.run(cuda.get(), out2, true), last_error());     // replays
+        gi.set_input(x, &x1);
+        REQUIRE_MESSAGE(gi.run(cuda.get(), out1b, true), last_error());
+
+        const double e1 = rel_l2(out1, ref1), e2 = rel_l2(out2, ref2);
+        MESSAGE(msg("layer %s: rel L2 first %.3g, replay %.3g", type_label(ct), e1, e2));
+        CHECK(count_nonfinite(out1) == 0);
+        CHECK(count_nonfinite(out2) == 0);
+        CHECK(e1 < tol_for(ct, 2e-3));
+        CHECK(e2 < tol_for(ct, 2e-3));
+        CHECK(rel_l2(out2, out1) > 0.1);                   // the replay saw the new input
+        CHECK(out1b == out1);                              // and replays are deterministic
+
+        const int n = vt_graph_n_nodes(gi.g);
+        std::vector<double> ms(n, -1.0);
+        REQUIRE(gi.load_inputs(cuda.get()));
+        REQUIRE_MESSAGE(vt_backend_profile(cuda.get(), gi.g, ms.data()), last_error());
+        double total = 0;
+        for (int i = 0; i < n; i++) {
+            CHECK(ms[i] >= 0.0);
+            total += ms[i];
+        }
+        CHECK(total > 0.0);
+        CHECK(vt_backend_allocated_bytes(cuda.get()) >= vt_graph_arena_size(gi.g));
+        std::vector<float> out_p(out1.size());
+        REQUIRE(vt_backend_get_tensor_f32(cuda.get(), gi.y, out_p.data()));
+        CHECK(out_p == out1);                              // profile computes the same thing
+    }
+}
+
+TEST_CASE("cuda backend: name, compute type, bad arguments") {
+    CHECK(vt_backend_cuda_init(0, VT_TYPE_F32) == nullptr);
+    CHECK(std::string(last_error()).size() > 0);
+    backend_ptr cuda = cuda_or_skip(VT_TYPE_BF16);
+    if (!cuda) return;
+    CHECK(std::string(vt_backend_name(cuda.get())).rfind("cuda (", 0) == 0);
+    CHECK(vt_backend_compute_type(cuda.get()) == VT_TYPE_BF16);
+    CHECK(vt_backend_cuda_init(1 << 20, VT_TYPE_F16) == nullptr);
+}
+
+// ---- benchmarks (VT_CUDA_BENCH=1) -----------------------------------------------------
+
+namespace {
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+// Median node times (ms) over `reps` profiles after one warm compute; fast random inputs.
+std::vector<double> bench_graph(vt_backend * be, const builder & build, vt_type ct, int reps = 9) {
+    instance gi;
+    REQUIRE_MESSAGE(gi.setup(be, build, ct, ct), last_error());
+    std::vector<float> out;
+    REQUIRE_MESSAGE(gi.run(be, out, false), last_error());
+    const int n = vt_graph_n_nodes(gi.g);
+    std::vector<std::vector<double>> all(n);
+    std::vector<double> ms(n);
+    for (int r = 0; r < reps; r++) {
+        REQUIRE_MESSAGE(vt_backend_profile(be, gi.g, ms.data()), last_error());
+        for (int i = 0; i < n; i++) all[i].push_back(ms[i]);
+    }
+    std::vector<double> med(n);
+    for (int i = 0; i < n; i++) med[i] = median(all[i]);
+    return med;
+}
+
+bool bench_enabled() { return getenv("VT_CUDA_BENCH") != nullptr; }
+// VT_CUDA_BENCH=attention: the attention timings only
+bool bench_all() { const char * e = getenv("VT_CUDA_BENCH"); return e && std::string(e) != "attention"; }
+
+} // namespace
+
+TEST_CASE("cuda bench: attention, layer_norm, GEMMs, one large layer") {
+    if (!bench_enabled()) return;
+    for (vt_type ct : CTYPES) {
+        backend_ptr cuda = cuda_or_skip(ct);
+        if (!cuda) return;
+        const char * tn = type_label(ct);
+
+        // attention, large-v3's shape: T 1500, 20 heads, fused QKV views
+        for (int B : {8, 16, 32}) {
+            const int T = 1500, H = 20, D = 64 * H;
+            const std::vector<float> qkv = rand_fast((size_t)B * T * 3 * D, 50 + B, 1.5f);
+            builder build = [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
+                vt_tensor * t = vt_new_tensor_3d(ctx, act, 3 * D, T, B);
+                vt_set_input(t);
+                L.push_back({t, &qkv});
+                const size_t es = vt_type_size(act);
+                return vt_attention(ctx, vt_view_3d(ctx, t, D, T, B, t->nb[1], t->nb[2], 0),
+                                    vt_view_3d(ctx, t, D, T, B, t->nb[1], t->nb[2], D * es),
+                                    vt_view_3d(ctx, t, D, T, B, t->nb[1], t->nb[2], 2 * D * es), H, 0.125f);
+            };
+            const double ms = bench_graph(cuda.get(), build, ct)[0];
+            const double flop = 4.0 * B * H * (double)T * T * 64;
+            printf("bench %-5s attention B=%-2d T=%d H=%d: %8.3f ms  %6.1f TFLOP/s\n", tn, B, T, H, ms, flop / ms * 1e-9);
+        }
+
+        if (!bench_all()) continue;
+
+        // layer_norm [32 x 1500, 1280]
+        {
+            const int B = 32, T = 1500, C = 1280;
+            const std::vector<float> x = rand_fast((size_t)B * T * C, 60, 2.0f), w = rand_fast(C, 61), b = rand_fast(C, 62);
+            builder build = [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
+                vt_tensor * tx = vt_new_tensor_3d(ctx, act, C, T, B);
+                vt_tensor * tw = vt_new_tensor_1d(ctx, VT_TYPE_F32, C), * tb = vt_new_tensor_1d(ctx, VT_TYPE_F32, C);
+                vt_set_input(tx); vt_set_weight(tw); vt_set_weight(tb);
+                L.push_back({tx, &x}); L.push_back({tw, &w}); L.push_back({tb, &b});
+                return vt_layer_norm(ctx, tx, tw, tb, 1e-5f);
+            };
+            const double ms = bench_graph(cuda.get(), build, ct)[0];
+            const double bytes = 2.0 * B * T * C * 2;
+            printf("bench %-5s layer_norm rows=%d C=%d: %8.3f ms  %6.0f GB/s\n", tn, B * T, C, ms, bytes / ms * 1e-6);
+        }
+
+        // the GEMMs of a large-v3 layer at B = 16 (rows 24000): qkv, out+res, fc1+gelu, fc2+res
+        {
+            const int rows = 16 * 1500, D = 1280;
+            struct g { const char * name; int K, N; vt_act act; bool res; };
+            const g gs[] = {{"qkv", D, 3 * D, VT_ACT_NONE, false}, {"out+res", D, D, VT_ACT_NONE, true},
+                            {"fc1+gelu", D, 4 * D, VT_ACT_GELU, false}, {"fc2+res", 4 * D, D, VT_ACT_NONE, true}};
+            for (const g & s : gs) {
+                const std::vector<float> x = rand_fast((size_t)rows * s.K, 70), w = rand_fast((size_t)s.N * s.K, 71, 0.03f),
+                                         b = rand_fast(s.N, 72), r = rand_fast((size_t)rows * s.N, 73);
+                builder build = [&](vt_context * ctx, vt_type mat, vt_type act, std::vector<leaf> & L) {
+                    vt_tensor * tx = vt_new_tensor_2d(ctx, act, s.K, rows);
+                    vt_tensor * tw = vt_new_tensor_2d(ctx, mat, s.K, s.N), * tb = vt_new_tensor_1d(ctx, VT_TYPE_F32, s.N);
+                    vt_tensor * tr = s.res ? vt_new_tensor_2d(ctx, act, s.N, rows) : nullptr;
+                    vt_set_input(tx); vt_set_weight(tw); vt_set_weight(tb);
+                    L.push_back({tx, &x}); L.push_back({tw, &w}); L.push_back({tb, &b});
+                    if (tr) { vt_set_input(tr); L.push_back({tr, &r}); }
+                    return vt_linear(ctx, tx, tw, tb, s.act, tr);
+                };
+                const double ms = bench_graph(cuda.get(), build, ct)[0];
+                const double flop = 2.0 * rows * s.K * (double)s.N;
+                printf("bench %-5s linear %-8s M=%d N=%d K=%d: %8.3f ms  %6.1f TFLOP/s\n", tn, s.name, rows, s.N, s.K, ms,
+                       flop / ms * 1e-9);
+            }
+        }
+
+        // conv2 of large-v3 at B = 8: [8, 3000, 1280] -> [8, 1500, 1280], + GELU + positions
+        {
+            const int B = 8, T_in = 3000, C = 1280, T_out = 1500;
+            const std::vector<float> x = rand_fast((size_t)B * T_in * C, 80), w = rand_fast((size_t)C * C * 3, 81, 0.02f),
+                                     b = rand_fast(C, 82), a = rand_fast((size_t)T_out * C, 83);
+            builder build = [&](vt_context * ctx, vt_type mat, vt_type act, std::vector<leaf> & L) {
+                vt_tensor * tx = vt_new_tensor_3d(ctx, act, C, T_in, B);
+                vt_tensor * tw = vt_new_tensor_3d(ctx, mat, 3, C, C), * tb = vt_new_tensor_1d(ctx, VT_TYPE_F32, C);
+                vt_tensor * ta = vt_new_tensor_2d(ctx, VT_TYPE_F32, C, T_out);
+                vt_set_input(tx); vt_set_weight(tw); vt_set_weight(tb); vt_set_weight(ta);
+                L.push_back({tx, &x}); L.push_back({tw, &w}); L.push_back({tb, &b}); L.push_back({ta, &a});
+                return vt_conv1d_k3(ctx, tx, tw, tb, 2, VT_ACT_GELU, ta);
+            };
+            const double ms = bench_graph(cuda.get(), build, ct)[0];
+            const double flop = 2.0 * B * T_out * (double)C * 3 * C;
+            printf("bench %-5s conv2 B=%d C=%d: %8.3f ms  %6.1f TFLOP/s\n", tn, B, C, ms, flop / ms * 1e-9);
+        }
+
+        // one large-v3 layer at B = 8 and 16: node profile, and the replayed CUDA graph's time
+        for (int B : {8, 16}) {
+            layer_data L(B, 1500, 1280, 20, 5120, ct, true);
+            const builder build = L.make();
+            instance gi;
+            REQUIRE_MESSAGE(gi.setup(cuda.get(), build, ct, ct), last_error());
+            std::vector<float> out;
+            REQUIRE_MESSAGE(gi.run(cuda.get(), out, false), last_error());
+            const int reps = 20;
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int r = 0; r < reps; r++) REQUIRE(vt_backend_compute(cuda.get(), gi.g));
+            const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
+            const int n = vt_graph_n_nodes(gi.g);
+            std::vector<double> nm(n);
+            REQUIRE(vt_backend_profile(cuda.get(), gi.g, nm.data()));
+            const double D = 1280, F = 5120, T = 1500;
+            const double flop = B * T * 2.0 * (D * 3 * D + D * D + 2 * D * F) + 4.0 * B * 20 * T * T * 64;
+            printf("bench %-5s large-v3 layer B=%d: %8.3f ms per replay (%.1f TFLOP/s; x32 layers = %.1f ms)\n", tn, B, ms,
+                   flop / ms * 1e-9, 32 * ms);
+            for (int i = 0; i < n; i++) {
+                vt_tensor * t = vt_graph_node(gi.g, i);
+                printf("    %-11s %8.3f ms\n", vt_op_name(t->op), nm[i]);
+            }
+        }
+    }
+}

@@ -1,0 +1,1267 @@
+// vt-cuda.cu - the CUDA backend of vt: f16/bf16 compute with f32 accumulation.
+//
+// What runs where (one stream per backend; the whole forward captured once per graph as a
+// CUDA graph and replayed by later vt_backend_compute calls):
+//
+//   linear      cuBLASLt GEMM (f32 compute), bias in its BIAS epilogue, residual as
+//               beta = 1 with C = residual; exact-erf GELU as one elementwise pass after it
+//   conv1d_k3   im2col_k3_kernel (on device, any input strides and type) + cuBLASLt GEMM,
+//               then epilogue_kernel: bias + exact GELU + the positional add, in f32
+//   layer_norm  layer_norm_vec_kernel: a warp per row, 16-byte loads, the row in registers,
+//               two-pass f32 statistics (layer_norm_kernel for the odd shapes)
+//   attention   attention_kernel: FlashAttention-2 style, head_dim 64, mma.sync m16n8k16,
+//               K/V tiles double-buffered through shared memory with cp.async, online
+//               softmax in f32, exact key count (the tail of the last tile masked)
+//
+// Biases live in f32 (as the model file has them); for the GEMM's BIAS epilogue, which
+// wants the output's type, alloc_weights keeps a compute-type shadow of every f32 weight,
+// filled by set_tensor.
+//
+// Limits (checked at alloc_graph, which fails with a message): attention needs head_dim
+// 64 and 16-byte aligned rows (row strides and view offsets multiples of 16 bytes); GEMM
+// operands must share one type (f16 or bf16; the conv input may be anything). cuBLASLt
+// takes any M, N, K (odd sizes run on its slower, less aligned kernels).
+//
+// Sections: utilities, kernels, launchers, the backend.
+//
+// Tuning knob: VT_CUDA_ATTN_ROWS=64|128 picks the attention query tile (default 128).
+//
+// attention_kernel versions (H200, T 1500, 20 heads, B 32, f16; bf16 the same within 1%;
+// VT_CUDA_BENCH in tests/test-cuda.cpp):
+//   v1  FA2 as above, 128 query rows per block:                          249 TFLOP/s
+//       (64 rows per block: 204, 221 with v2's changes: half the reuse of each K/V fragment)
+//   v2  per-lane ldmatrix offsets precomputed (the swizzle term depends on lane % 8
+//       only), ex2.approx.ftz instead of exp2f:                            280 TFLOP/s
+//   next: wgmma (sm_90a) with a producer warp and two consumer warpgroups (FA3's
+//   ping-pong), to hide the softmax behind the matrix units.
+
+#define VT_BACKEND_IMPL
+#include "vt.h"
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+// =====================================================================================
+// utilities
+// =====================================================================================
+
+// A failed CUDA call becomes an error value: the call, the error string, file:line.
+#define CUDA_CHECK(call)                                                                   \
+    do {                                                                                   \
+        const cudaError_t err_ = (call);                                                   \
+        if (err_ != cudaSuccess) {                                                         \
+            vt_set_error("cuda: %s failed: %s (%s:%d)", #call, cudaGetErrorString(err_),   \
+                         __FILE__, __LINE__);                                              \
+            return false;                                                                  \
+        }                                                                                  \
+    } while (0)
+
+#define CUBLAS_CHECK(call)                                                                 \
+    do {                                                                                   \
+        const cublasStatus_t st_ = (call);                                                 \
+        if (st_ != CUBLAS_STATUS_SUCCESS) {                                                \
+            vt_set_error("cublasLt: %s failed: %s (%s:%d)", #call,                         \
+                         cublasLtGetStatusString(st_), __FILE__, __LINE__);                \
+            return false;                                                                  \
+        }                                                                                  \
+    } while (0)
+
+// After a kernel launch: a bad configuration shows up here.
+#define LAUNCH_CHECK(name)                                                                 \
+    do {                                                                                   \
+        const cudaError_t err_ = cudaGetLastError();                                       \
+        if (err_ != cudaSuccess) {                                                         \
+            vt_set_error("cuda: launch of %s failed: %s (%s:%d)", name,                    \
+                         cudaGetErrorString(err_), __FILE__, __LINE__);                    \
+            return false;                                                                  \
+        }                                                                                  \
+    } while (0)
+
+static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static inline size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+// The largest power of two (at most 256) that divides an address or a byte count.
+static inline uint32_t alignment_of(uintptr_t x) {
+    uint32_t a = 256;
+    while (a > 1 && (x % a) != 0) a /= 2;
+    return a;
+}
+
+static const size_t LT_WORKSPACE_BYTES = 32u << 20;    // cuBLASLt's recommended size on Hopper
+static const size_t IM2COL_CAP_BYTES   = 96u << 20;    // conv GEMMs run in chunks of windows
+
+// Element conversion on the device; T is float, __half or __nv_bfloat16.
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <typename T> __device__ __forceinline__ T from_f32(float x);
+template <> __device__ __forceinline__ float from_f32<float>(float x) { return x; }
+template <> __device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+// Eight 16-bit elements in one 16-byte word, to and from f32.
+template <typename T> __device__ __forceinline__ void unpack8(const uint4 & u, float (&f)[8]) {
+    const T * h = reinterpret_cast<const T *>(&u);
+#pragma unroll
+    for (int i = 0; i < 8; i++) f[i] = to_f32(h[i]);
+}
+template <typename T> __device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
+    uint4 u;
+    T * h = reinterpret_cast<T *>(&u);
+#pragma unroll
+    for (int i = 0; i < 8; i++) h[i] = from_f32<T>(f[i]);
+    return u;
+}
+
+// Two f32 into one register of two 16-bit elements, the first in the low half.
+template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+
+// 2^x on the special-function unit, subnormals flushed (exp2(-inf) = 0)
+__device__ __forceinline__ float exp2_ftz(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+__device__ __forceinline__ float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// ---- PTX wrappers (sm_80+): cp.async, ldmatrix, mma.sync ----
+
+__device__ __forceinline__ uint32_t smem_addr(const void * p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+// 16 bytes global -> shared, asynchronous; when !pred nothing is read and 16 zeros land.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void * src, bool pred) {
+    const int n = pred ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+// d += a (16x16, row) * b (16x8, col), f32 accumulators.
+template <typename T> __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+template <> __device__ __forceinline__ void mma_16816<__half>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <> __device__ __forceinline__ void mma_16816<__nv_bfloat16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// =====================================================================================
+// kernels
+// =====================================================================================
+
+// im2col_k3_kernel: the GEMM operand of conv1d_k3 for windows [b0, b0 + n_rows / T_out).
+//   cols[r, i*3 + k] = x[b0 + r / T_out, (r % T_out) * stride + k - 1, i], 0 outside [0, T_in)
+//   (the column order of PyTorch's [C_out, C_in, 3] weight, so W needs no reshuffle).
+//   One thread per (r, i) in [0, n_rows) x [0, C_in), grid-stride: it reads x's three taps
+//   (strides sx* in elements: any layout, e.g. the transposed f32 mel) and writes three
+//   neighbouring columns. CPU twin: the col[] gather in vt.cpp's cpu_backend::conv1d_k3.
+template <typename Tin, typename T>
+__global__ void im2col_k3_kernel(T * __restrict__ cols, const Tin * __restrict__ x, int64_t b0, int64_t n_rows,
+                                 int64_t T_out, int64_t T_in, int64_t C_in, int stride,
+                                 int64_t sx0, int64_t sx1, int64_t sx2) {
+    const int64_t n = n_rows * C_in;
+    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = idx / C_in, i = idx % C_in;
+        const int64_t b = b0 + r / T_out, t = r % T_out;
+        const Tin * xb = x + b * sx2 + i * sx0;
+        T * dst = cols + r * 3 * C_in + i * 3;
+#pragma unroll
+        for (int k = 0; k < 3; k++) {
+            const int64_t ti = t * stride + k - 1;
+            dst[k] = from_f32<T>(ti >= 0 && ti < T_in ? to_f32(xb[ti * sx1]) : 0.0f);
+        }
+    }
+}
+
+// epilogue_kernel: in place on y [rows, N] (row-major), in f32:
+//   y[r, n] = act(y[r, n] + bias[n]) + res[r, n] + add[r % add_rows, n]
+//   (bias, res, add each optional; the order of vt.cpp's apply_epilogue, its CPU twin).
+//   VEC = 8: each thread owns 8 consecutive elements of one row (16-byte loads/stores;
+//   needs N % 8 == 0 and 16-byte aligned y/res); VEC = 1 for the rest. Grid-stride over
+//   rows * N / VEC.
+template <typename T, int VEC>
+__global__ void epilogue_kernel(T * __restrict__ y, const float * __restrict__ bias, const T * __restrict__ res,
+                                const float * __restrict__ add, int64_t add_rows, int64_t rows, int64_t N, int act) {
+    const int64_t nv = N / VEC, n = rows * nv;
+    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = idx / nv, c0 = (idx % nv) * VEC;
+        float v[VEC], rv[VEC];
+        if constexpr (VEC == 8) {
+            unpack8<T>(*reinterpret_cast<const uint4 *>(y + r * N + c0), v);
+            if (res) unpack8<T>(*reinterpret_cast<const uint4 *>(res + r * N + c0), rv);
+        } else {
+            v[0] = to_f32(y[r * N + c0]);
+            if (res) rv[0] = to_f32(res[r * N + c0]);
+        }
+        const float * a = add ? add + (r % add_rows) * N + c0 : nullptr;
+#pragma unroll
+        for (int e = 0; e < VEC; e++) {
+            float x = v[e];
+            if (bias) x += bias[c0 + e];
+            if (act == VT_ACT_GELU) x = gelu_erf(x);
+            if (res) x += rv[e];
+            if (a) x += a[e];
+            v[e] = x;
+        }
+        if constexpr (VEC == 8) {
+            *reinterpret_cast<uint4 *>(y + r * N + c0) = pack8<T>(v);
+        } else {
+            y[r * N + c0] = from_f32<T>(v[0]);
+        }
+    }
+}
+
+// layer_norm_vec_kernel: y = (x - mean) / sqrt(var + eps) * w + b over each row of C.
+//   A warp owns one row (rows in [0, n_rows), blockDim.x / 32 rows per block); lane l holds
+//   the 8-element vectors l, l + 32, ..., (VPL of them, C / 8 in all) in registers: one read
+//   of x, one write of y, f32 statistics in two passes over the registers. Needs C % 8 == 0,
+//   C <= 256 * VPL and 16-byte aligned rows. CPU twin: cpu_backend::layer_norm (double stats).
+template <typename T, int VPL>
+__global__ void layer_norm_vec_kernel(T * __restrict__ y, const T * __restrict__ x, const float * __restrict__ w,
+                                      const float * __restrict__ b, int64_t n_rows, int C, float eps) {
+    const int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= n_rows) return;
+    const int nv = C / 8;
+    const uint4 * xr = reinterpret_cast<const uint4 *>(x + row * C);
+    float v[VPL][8];
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < VPL; j++) {
+        const int c = lane + 32 * j;
+        if (c < nv) {
+            unpack8<T>(xr[c], v[j]);
+#pragma unroll
+            for (int e = 0; e < 8; e++) sum += v[j][e];
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[j][e] = 0.0f;
+        }
+    }
+    const float mean = warp_sum(sum) / C;
+    float sq = 0.0f;
+#pragma unroll
+    for (int j = 0; j < VPL; j++) {
+        if (lane + 32 * j < nv) {
+#pragma unroll
+            for (int e = 0; e < 8; e++) { const float d = v[j][e] - mean; sq += d * d; }
+        }
+    }
+    const float rstd = rsqrtf(warp_sum(sq) / C + eps);
+    uint4 * yr = reinterpret_cast<uint4 *>(y + row * C);
+#pragma unroll
+    for (int j = 0; j < VPL; j++) {
+        const int c = lane + 32 * j;
+        if (c < nv) {
+            const float4 w0 = reinterpret_cast<const float4 *>(w)[2 * c], w1 = reinterpret_cast<const float4 *>(w)[2 * c + 1];
+            const float4 b0 = reinterpret_cast<const float4 *>(b)[2 * c], b1 = reinterpret_cast<const float4 *>(b)[2 * c + 1];
+            const float ww[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+            const float bb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+            float o[8];
+#pragma unroll
+            for (int e = 0; e < 8; e++) o[e] = (v[j][e] - mean) * rstd * ww[e] + bb[e];
+            yr[c] = pack8<T>(o);
+        }
+    }
+}
+
+// layer_norm_kernel: the same for any C and type (f32 too): a warp per row, three passes
+// over the row in global memory (sum, squared deviations, write). CPU twin as above.
+template <typename T>
+__global__ void layer_norm_kernel(T * __restrict__ y, const T * __restrict__ x, const float * __restrict__ w,
+                                  const float * __restrict__ b, int64_t n_rows, int C, float eps) {
+    const int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= n_rows) return;
+    const T * xr = x + row * C;
+    float sum = 0.0f;
+    for (int c = lane; c < C; c += 32) sum += to_f32(xr[c]);
+    const float mean = warp_sum(sum) / C;
+    float sq = 0.0f;
+    for (int c = lane; c < C; c += 32) { const float d = to_f32(xr[c]) - mean; sq += d * d; }
+    const float rstd = rsqrtf(warp_sum(sq) / C + eps);
+    T * yr = y + row * C;
+    for (int c = lane; c < C; c += 32) yr[c] = from_f32<T>((to_f32(xr[c]) - mean) * rstd * w[c] + b[c]);
+}
+
+// attention_kernel: out[b, i, h*64 + d] = sum_j softmax_j(q_i . k_j * scale) v[j, d], over
+// all n_ctx keys (non-causal), for one (query tile, head, window) per block:
+//   grid (ceil(n_ctx / BR), n_head, B), 128 threads = 4 warps, BR = 64 * MT query rows;
+//   warp w owns rows [w * 16 * MT, (w + 1) * 16 * MT) of the tile: MT m16 tiles whose Q
+//   fragments stay in registers for the whole key loop.
+//   Keys go by tiles of 64 (BC): K and V tiles double-buffered in shared memory through
+//   cp.async (tile j + 1 loads while tile j computes). Per tile, per warp:
+//     S = Q K^T (mma m16n8k16, f32), masked to -inf past n_ctx on the last tile,
+//     online softmax in f32 (running max m and sum l per row, exp2 with the scale folded
+//     into scale_log2 = scale * log2 e), P rounded to T and fed from registers as the A
+//     operand of O += P V (V fragments via ldmatrix.trans).
+//   Rows past n_ctx compute on zero queries and are not stored; keys past n_ctx are
+//   zero-filled (so P = 0 meets finite V) and masked.
+//   Shared memory rows are 64 elements = 8 chunks of 16 bytes; chunk c of row r sits at
+//   slot c ^ (r & 7), so ldmatrix's 8 row reads and cp.async's row writes hit distinct banks.
+//   q/k/v rows: strides in elements (row, window); head h starts at column h * 64.
+//   CPU twin: cpu_backend::attention in vt.cpp.
+static const int ATT_HD = 64, ATT_BC = 64, ATT_THREADS = 128;
+
+template <typename T, int MT>
+__global__ void __launch_bounds__(ATT_THREADS, 2)
+attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * __restrict__ v, T * __restrict__ out,
+                 int n_ctx, int n_head, int64_t q_row, int64_t q_win, int64_t k_row, int64_t k_win,
+                 int64_t v_row, int64_t v_win, float scale_log2) {
+    constexpr int BR = 16 * MT * 4;
+    extern __shared__ uint4 smem[];
+    uint4 * sQ = smem;                       // [BR][8] chunks; reused to stage the output
+    uint4 * sK = smem + BR * 8;              // [2][BC][8]
+    uint4 * sV = sK + 2 * ATT_BC * 8;        // [2][BC][8]
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int q0 = blockIdx.x * BR, h = blockIdx.y, b = blockIdx.z;
+    const T * qg = q + b * q_win + h * ATT_HD;
+    const T * kg = k + b * k_win + h * ATT_HD;
+    const T * vg = v + b * v_win + h * ATT_HD;
+
+    // Q tile (rows past n_ctx zero-filled)
+#pragma unroll
+    for (int c = tid; c < BR * 8; c += ATT_THREADS) {
+        const int r = c / 8, ch = c % 8, qi = q0 + r;
+        const bool ok = qi < n_ctx;
+        cp_async16(smem_addr(&sQ[r * 8 + (ch ^ (r & 7))]), qg + (int64_t)(ok ? qi : 0) * q_row + ch * 8, ok);
+    }
+    auto load_kv = [&](int tile, int buf) {
+        uint4 * dk = sK + buf * ATT_BC * 8;
+        uint4 * dv = sV + buf * ATT_BC * 8;
+#pragma unroll
+        for (int c = tid; c < ATT_BC * 8; c += ATT_THREADS) {
+            const int r = c / 8, ch = c % 8, kj = tile * ATT_BC + r;
+            const bool ok = kj < n_ctx;
+            const int slot = r * 8 + (ch ^ (r & 7));
+            cp_async16(smem_addr(&dk[slot]), kg + (int64_t)(ok ? kj : 0) * k_row + ch * 8, ok);
+            cp_async16(smem_addr(&dv[slot]), vg + (int64_t)(ok ? kj : 0) * v_row + ch * 8, ok);
+        }
+    };
+    load_kv(0, 0);
+    cp_async_commit();
+
+    const int g = lane / 4, t4 = lane % 4;      // mma fragment coordinates: row group, thread in quad
+    const int wr = warp * 16 * MT;              // this warp's first row in the tile
+    const int n_tiles = (n_ctx + ATT_BC - 1) / ATT_BC;
+
+    // ldmatrix addresses: every row this lane points at is = lane (mod 8), so the swizzle
+    // term is a per-lane constant; what varies in the loop is a compile-time offset.
+    //   K (S = Q K^T): row jn*8 + lane%8, chunk (p*4 + lane/8) ^ (lane%8)
+    //   V (O += P V):  row kk*16 + lane%8 + (lane/8 & 1)*8, chunk (dp*2 + lane/16) ^ (lane%8)
+    const uint32_t sK_addr = smem_addr(sK), sV_addr = smem_addr(sV);
+    uint32_t k_off[2], v_off[4];
+#pragma unroll
+    for (int p = 0; p < 2; p++) k_off[p] = ((lane % 8) * 8 + ((p * 4 + lane / 8) ^ (lane % 8))) * 16;
+#pragma unroll
+    for (int dp = 0; dp < 4; dp++)
+        v_off[dp] = ((lane % 8 + ((lane / 8) & 1) * 8) * 8 + ((dp * 2 + lane / 16) ^ (lane % 8))) * 16;
+
+    uint32_t qf[MT][4][4];                      // Q as A fragments: [m tile][k step of 16 dims]
+    float o[MT][8][4];                          // O accumulators: [m tile][8-dim n tile]
+    float m_run[MT][2], l_run[MT][2];           // per row (g, g + 8): running max and partial sum
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int dn = 0; dn < 8; dn++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) o[mt][dn][e] = 0.0f;
+        m_run[mt][0] = m_run[mt][1] = -INFINITY;
+        l_run[mt][0] = l_run[mt][1] = 0.0f;
+    }
+
+    for (int j = 0; j < n_tiles; j++) {
+        if (j + 1 < n_tiles) load_kv(j + 1, (j + 1) & 1);
+        cp_async_commit();
+        cp_async_wait<1>();                     // everything but the newest group: tile j (and Q)
+        __syncthreads();
+
+        if (j == 0) {
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int ks = 0; ks < 4; ks++) {
+                    const int mi = lane / 8;
+                    const int r = wr + mt * 16 + (lane % 8) + (mi & 1) * 8, ch = ks * 2 + (mi >> 1);
+                    ldmatrix_x4(qf[mt][ks], smem_addr(&sQ[r * 8 + (ch ^ (r & 7))]));
+                }
+        }
+        const uint32_t tK = sK_addr + (j & 1) * ATT_BC * 8 * 16;   // this tile's buffers (bytes)
+        const uint32_t tV = sV_addr + (j & 1) * ATT_BC * 8 * 16;
+
+        // S = Q K^T: s[mt][n tile of 8 keys][4]
+        float s[MT][8][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int jn = 0; jn < 8; jn++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) s[mt][jn][e] = 0.0f;
+#pragma unroll
+        for (int jn = 0; jn < 8; jn++) {
+            uint32_t kf[2][4];                  // [pair of k steps] -> b0, b1 of k step 2p, then of 2p + 1
+#pragma unroll
+            for (int p = 0; p < 2; p++) ldmatrix_x4(kf[p], tK + jn * 8 * 8 * 16 + k_off[p]);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int ks = 0; ks < 4; ks++)
+                    mma_16816<T>(s[mt][jn], qf[mt][ks], kf[ks / 2][(ks % 2) * 2], kf[ks / 2][(ks % 2) * 2 + 1]);
+        }
+
+        // mask keys past n_ctx (last tile only)
+        if ((j + 1) * ATT_BC > n_ctx) {
+#pragma unroll
+            for (int jn = 0; jn < 8; jn++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int key = j * ATT_BC + jn * 8 + t4 * 2 + (e & 1);
+                    if (key >= n_ctx) {
+#pragma unroll
+                        for (int mt = 0; mt < MT; mt++) s[mt][jn][e] = -INFINITY;
+                    }
+                }
+        }
+
+        // online softmax: rows g (e = 0, 1) and g + 8 (e = 2, 3) of each m tile
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int hf = 0; hf < 2; hf++) {
+                float mx = -INFINITY;
+#pragma unroll
+                for (int jn = 0; jn < 8; jn++) mx = fmaxf(mx, fmaxf(s[mt][jn][2 * hf], s[mt][jn][2 * hf + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float m_new = fmaxf(m_run[mt][hf], mx);          // finite: each tile has a key
+                const float alpha = exp2_ftz((m_run[mt][hf] - m_new) * scale_log2);
+                const float ms = m_new * scale_log2;
+                m_run[mt][hf] = m_new;
+                float sum = 0.0f;
+#pragma unroll
+                for (int jn = 0; jn < 8; jn++)
+#pragma unroll
+                    for (int e = 2 * hf; e < 2 * hf + 2; e++) {
+                        const float p = exp2_ftz(fmaf(s[mt][jn][e], scale_log2, -ms));
+                        s[mt][jn][e] = p;
+                        sum += p;
+                    }
+                l_run[mt][hf] = l_run[mt][hf] * alpha + sum;
+#pragma unroll
+                for (int dn = 0; dn < 8; dn++) {
+                    o[mt][dn][2 * hf] *= alpha;
+                    o[mt][dn][2 * hf + 1] *= alpha;
+                }
+            }
+
+        // O += P V: k steps of 16 keys; P's A fragment is two S n tiles
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            uint32_t pa[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                pa[mt][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                pa[mt][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                pa[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                pa[mt][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            }
+#pragma unroll
+            for (int dp = 0; dp < 4; dp++) {
+                uint32_t vf[4];                 // b0, b1 of dim tile 2dp, then of 2dp + 1
+                ldmatrix_x4_trans(vf, tV + kk * 16 * 8 * 16 + v_off[dp]);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    mma_16816<T>(o[mt][2 * dp], pa[mt], vf[0], vf[1]);
+                    mma_16816<T>(o[mt][2 * dp + 1], pa[mt], vf[2], vf[3]);
+                }
+            }
+        }
+        __syncthreads();                        // buffer j & 1 is free for tile j + 2
+    }
+
+    // normalise, stage this warp's rows in sQ (its own rows only), then 16-byte stores
+    __syncwarp();
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+            float l = l_run[mt][hf];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const float inv = 1.0f / l;
+            const int r = wr + mt * 16 + g + hf * 8;
+#pragma unroll
+            for (int dn = 0; dn < 8; dn++) {
+                uint32_t * dst = reinterpret_cast<uint32_t *>(&sQ[r * 8 + (dn ^ (r & 7))]) + t4;
+                *dst = pack2<T>(o[mt][dn][2 * hf] * inv, o[mt][dn][2 * hf + 1] * inv);
+            }
+        }
+    __syncwarp();
+    const int64_t o_row = (int64_t)n_head * ATT_HD;
+    T * og = out + (int64_t)b * n_ctx * o_row + h * ATT_HD;
+#pragma unroll
+    for (int c = lane; c < 16 * MT * 8; c += 32) {
+        const int r = wr + c / 8, ch = c % 8, qi = q0 + r;
+        if (qi < n_ctx) *reinterpret_cast<uint4 *>(og + qi * o_row + ch * 8) = sQ[r * 8 + (ch ^ (r & 7))];
+    }
+}
+
+static size_t attention_smem_bytes(int mt) { return (size_t)(64 * mt) * 128 + 4 * ATT_BC * 128; }
+
+// =====================================================================================
+// launchers (one per op; they do the grid maths, launch on the stream and check)
+// =====================================================================================
+
+static int g_sm_count = 132;   // set at init; sizes the grid-stride launches
+
+static int grid_for(int64_t n, int threads) {
+    return (int)std::max<int64_t>(1, std::min<int64_t>(ceil_div(n, threads), (int64_t)g_sm_count * 32));
+}
+
+template <typename T>
+static bool launch_epilogue_t(cudaStream_t st, T * y, const float * bias, const T * res, const float * add,
+                              int64_t add_rows, int64_t rows, int64_t N, int act) {
+    const bool vec = N % 8 == 0 && (uintptr_t)y % 16 == 0 && (!res || (uintptr_t)res % 16 == 0);
+    const int threads = 256;
+    if (vec) {
+        epilogue_kernel<T, 8><<<grid_for(rows * N / 8, threads), threads, 0, st>>>(y, bias, res, add, add_rows, rows, N, act);
+    } else {
+        epilogue_kernel<T, 1><<<grid_for(rows * N, threads), threads, 0, st>>>(y, bias, res, add, add_rows, rows, N, act);
+    }
+    LAUNCH_CHECK("epilogue_kernel");
+    return true;
+}
+
+static bool launch_epilogue(cudaStream_t st, vt_type type, void * y, const float * bias, const void * res,
+                            const float * add, int64_t add_rows, int64_t rows, int64_t N, int act) {
+    if (type == VT_TYPE_F16)
+        return launch_epilogue_t<__half>(st, (__half *)y, bias, (const __half *)res, add, add_rows, rows, N, act);
+    return launch_epilogue_t<__nv_bfloat16>(st, (__nv_bfloat16 *)y, bias, (const __nv_bfloat16 *)res, add, add_rows, rows, N, act);
+}
+
+template <typename Tin, typename T>
+static bool launch_im2col_t(cudaStream_t st, void * cols, const vt_tensor * x, int64_t b0, int64_t n_rows,
+                            int64_t T_out, int stride) {
+    const size_t es = sizeof(Tin);
+    const int threads = 256;
+    im2col_k3_kernel<Tin, T><<<grid_for(n_rows * x->ne[0], threads), threads, 0, st>>>(
+        (T *)cols, (const Tin *)x->data, b0, n_rows, T_out, x->ne[1], x->ne[0], stride,
+        (int64_t)(x->nb[0] / es), (int64_t)(x->nb[1] / es), (int64_t)(x->nb[2] / es));
+    LAUNCH_CHECK("im2col_k3_kernel");
+    return true;
+}
+
+static bool launch_im2col(cudaStream_t st, vt_type out_type, void * cols, const vt_tensor * x, int64_t b0,
+                          int64_t n_rows, int64_t T_out, int stride) {
+    const bool f16 = out_type == VT_TYPE_F16;
+    switch (x->type) {
+        case VT_TYPE_F32:
+            return f16 ? launch_im2col_t<float, __half>(st, cols, x, b0, n_rows, T_out, stride)
+                       : launch_im2col_t<float, __nv_bfloat16>(st, cols, x, b0, n_rows, T_out, stride);
+        case VT_TYPE_F16:
+            return f16 ? launch_im2col_t<__half, __half>(st, cols, x, b0, n_rows, T_out, stride)
+                       : launch_im2col_t<__half, __nv_bfloat16>(st, cols, x, b0, n_rows, T_out, stride);
+        case VT_TYPE_BF16:
+            return f16 ? launch_im2col_t<__nv_bfloat16, __half>(st, cols, x, b0, n_rows, T_out, stride)
+                       : launch_im2col_t<__nv_bfloat16, __nv_bfloat16>(st, cols, x, b0, n_rows, T_out, stride);
+    }
+    vt_set_error("cuda: conv1d_k3: unsupported input type");
+    return false;
+}
+
+template <typename T>
+static bool launch_layer_norm_t(cudaStream_t st, vt_tensor * t) {
+    const vt_tensor * x = t->src[0];
+    const int C = (int)x->ne[0];
+    const int64_t rows = x->ne[1] * x->ne[2] * x->ne[3];
+    const float eps = t->fparams[0];
+    T * y = (T *)t->data;
+    const T * xp = (const T *)x->data;
+    const float * w = (const float *)t->src[1]->data;
+    const float * b = (const float *)t->src[2]->data;
+    const int threads = 128, rows_per_block = threads / 32;
+    const int grid = (int)ceil_div(rows, rows_per_block);
+    const int vpl = (int)ceil_div(C / 8, 32);
+    const bool vec = C % 8 == 0 && vpl <= 8 && (uintptr_t)y % 16 == 0 && (uintptr_t)xp % 16 == 0 &&
+                     (uintptr_t)w % 16 == 0 && (uintptr_t)b % 16 == 0;
+    if constexpr (sizeof(T) == 2) {
+        if (vec) {
+            switch (vpl) {
+                case 1: layer_norm_vec_kernel<T, 1><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps); break;
+                case 2: layer_norm_vec_kernel<T, 2><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps); break;
+                case 3: layer_norm_vec_kernel<T, 3><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps); break;
+                case 4: layer_norm_vec_kernel<T, 4><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps); break;
+                case 5: layer_norm_vec_kernel<T, 5><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps); break;
+                case 6: layer_norm_vec_kernel<T, 6><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps); break;
+                case 7: layer_norm_vec_kernel<T, 7><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps); break;
+                default: layer_norm_vec_kernel<T, 8><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps); break;
+            }
+            LAUNCH_CHECK("layer_norm_vec_kernel");
+            return true;
+        }
+    }
+    layer_norm_kernel<T><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps);
+    LAUNCH_CHECK("layer_norm_kernel");
+    return true;
+}
+
+static bool launch_layer_norm(cudaStream_t st, vt_tensor * t) {
+    switch (t->type) {
+        case VT_TYPE_F16:  return launch_layer_norm_t<__half>(st, t);
+        case VT_TYPE_BF16: return launch_layer_norm_t<__nv_bfloat16>(st, t);
+        case VT_TYPE_F32:  return launch_layer_norm_t<float>(st, t);
+    }
+    vt_set_error("cuda: layer_norm: unsupported type");
+    return false;
+}
+
+// The checks attention_kernel relies on; alloc_graph runs them so compute cannot fail.
+static bool attention_supported(const vt_tensor * t) {
+    const vt_tensor * q = t->src[0], * k = t->src[1], * v = t->src[2];
+    const int n_head = t->iparams[0];
+    if (q->type != VT_TYPE_F16 && q->type != VT_TYPE_BF16) {
+        vt_set_error("cuda: attention '%s': type %s; f16 or bf16 only", t->name, vt_type_name(q->type));
+        return false;
+    }
+    if (q->ne[0] != (int64_t)n_head * ATT_HD) {
+        vt_set_error("cuda: attention '%s': head_dim %lld; the CUDA kernel needs 64",
+                     t->name, (long long)(q->ne[0] / n_head));
+        return false;
+    }
+    if (q->ne[1] > INT32_MAX || q->ne[2] > 65535 || n_head > 65535) {
+        vt_set_error("cuda: attention '%s': too large (T %lld, B %lld)", t->name, (long long)q->ne[1], (long long)q->ne[2]);
+        return false;
+    }
+    for (const vt_tensor * s : {q, k, v}) {
+        if (s->nb[0] != vt_type_size(s->type) || s->nb[1] % 16 != 0 || s->nb[2] % 16 != 0 || (uintptr_t)s->data % 16 != 0) {
+            vt_set_error("cuda: attention '%s': rows of '%s' must be 16-byte aligned (row stride %zu bytes)",
+                         t->name, s->name, s->nb[1]);
+            return false;
+        }
+    }
+    if (!vt_is_contiguous(t)) {
+        vt_set_error("cuda: attention '%s': output must be contiguous", t->name);
+        return false;
+    }
+    return true;
+}
+
+static int g_attn_mt = 2;      // query rows per block / 64; VT_CUDA_ATTN_ROWS
+
+template <typename T, int MT>
+static bool launch_attention_mt(cudaStream_t st, vt_tensor * t) {
+    const vt_tensor * q = t->src[0], * k = t->src[1], * v = t->src[2];
+    const int n_head = t->iparams[0];
+    const int n_ctx = (int)q->ne[1], B = (int)q->ne[2];
+    const float scale_log2 = t->fparams[0] * 1.4426950408889634f;
+    const size_t es = sizeof(T);
+    const dim3 grid((unsigned)ceil_div(n_ctx, 64 * MT), (unsigned)n_head, (unsigned)B);
+    attention_kernel<T, MT><<<grid, ATT_THREADS, attention_smem_bytes(MT), st>>>(
+        (const T *)q->data, (const T *)k->data, (const T *)v->data, (T *)t->data, n_ctx, n_head,
+        (int64_t)(q->nb[1] / es), (int64_t)(q->nb[2] / es), (int64_t)(k->nb[1] / es), (int64_t)(k->nb[2] / es),
+        (int64_t)(v->nb[1] / es), (int64_t)(v->nb[2] / es), scale_log2);
+    LAUNCH_CHECK("attention_kernel");
+    return true;
+}
+
+static bool launch_attention(cudaStream_t st, vt_tensor * t) {
+    if (t->type == VT_TYPE_F16)
+        return g_attn_mt == 1 ? launch_attention_mt<__half, 1>(st, t) : launch_attention_mt<__half, 2>(st, t);
+    return g_attn_mt == 1 ? launch_attention_mt<__nv_bfloat16, 1>(st, t) : launch_attention_mt<__nv_bfloat16, 2>(st, t);
+}
+
+// ---- cuBLASLt GEMM: D[rows, N] = X[rows, K] W[N, K]^T (+ bias[N]) (+ beta C) ----
+//
+// cuBLASLt is column-major: D^T (N x rows, ld N) = op(A) B with A = W stored K x N (ld K,
+// transposed: op(A) is N x K) and B = X^T stored K x rows (ld K). The bias vector runs
+// along D^T's N rows, as the BIAS epilogue wants.
+
+struct lt_gemm {
+    cublasLtMatmulDesc_t   op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;   // c is also D's layout
+    cublasLtMatmulAlgo_t   algo;
+    bool bias = false;      // BIAS epilogue on
+    float beta = 0.0f;      // 1: C is a residual
+
+    void destroy() {
+        if (op) cublasLtMatmulDescDestroy(op);
+        if (a) cublasLtMatrixLayoutDestroy(a);
+        if (b) cublasLtMatrixLayoutDestroy(b);
+        if (c) cublasLtMatrixLayoutDestroy(c);
+        op = nullptr; a = b = c = nullptr;
+    }
+};
+
+static cudaDataType_t cuda_type(vt_type t) {
+    switch (t) {
+        case VT_TYPE_F16:  return CUDA_R_16F;
+        case VT_TYPE_BF16: return CUDA_R_16BF;
+        case VT_TYPE_F32:  return CUDA_R_32F;
+    }
+    return CUDA_R_32F;
+}
+
+// Builds descriptors and picks an algorithm (heuristic, once). align_*: the byte alignment
+// every pointer passed later will have.
+static bool lt_gemm_plan(cublasLtHandle_t lt, lt_gemm & gm, vt_type type, int64_t rows, int64_t N, int64_t K,
+                         const void * bias, bool residual, uint32_t align_a, uint32_t align_b, uint32_t align_cd,
+                         const char * name) {
+    const cudaDataType_t dt = cuda_type(type);
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&gm.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    gm.bias = bias != nullptr;
+    gm.beta = residual ? 1.0f : 0.0f;
+    if (gm.bias) {
+        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    }
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&gm.a, dt, (uint64_t)K, (uint64_t)N, K));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&gm.b, dt, (uint64_t)K, (uint64_t)rows, K));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&gm.c, dt, (uint64_t)N, (uint64_t)rows, N));
+
+    cublasLtMatmulPreference_t pref = nullptr;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const size_t ws = LT_WORKSPACE_BYTES;
+    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a));
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b));
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_cd, sizeof(align_cd));
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_cd, sizeof(align_cd));
+    cublasLtMatmulHeuristicResult_t res;
+    int n_res = 0;
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulAlgoGetHeuristic(lt, gm.op, gm.a, gm.b, gm.c, gm.c, pref, 1, &res, &n_res);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS || n_res == 0) {
+        vt_set_error("cublasLt: no algorithm for '%s' (%s, rows %lld, N %lld, K %lld, alignment %u/%u/%u): %s",
+                     name, vt_type_name(type), (long long)rows, (long long)N, (long long)K, align_a, align_b, align_cd,
+                     st != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusString(st) : "heuristic returned none");
+        return false;
+    }
+    gm.algo = res.algo;
+    return true;
+}
+
+static bool lt_gemm_run(cublasLtHandle_t lt, cudaStream_t stream, const lt_gemm & gm, const void * w, const void * x,
+                        const void * c, void * d, const void * bias, void * ws) {
+    const float alpha = 1.0f;
+    if (gm.bias) CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    CUBLAS_CHECK(cublasLtMatmul(lt, gm.op, &alpha, w, gm.a, x, gm.b, &gm.beta, gm.beta != 0.0f ? c : d, gm.c, d, gm.c,
+                                &gm.algo, ws, LT_WORKSPACE_BYTES, stream));
+    return true;
+}
+
+// =====================================================================================
+// the backend
+// =====================================================================================
+
+namespace {
+
+// What alloc_graph decides for one node, so that compute only launches.
+struct node_plan {
+    lt_gemm gemm;                // linear, conv1d_k3
+    bool epilogue = false;       // run epilogue_kernel after the GEMM
+    bool epi_bias = false;       // ... adding the f32 bias there (not in the GEMM)
+    bool epi_res = false;        // ... adding the residual there
+    int64_t chunk_windows = 0;   // conv1d_k3: windows per im2col chunk
+};
+
+struct graph_state {
+    void * arena = nullptr;
+    size_t arena_bytes = 0;
+    void * im2col = nullptr;
+    size_t im2col_bytes = 0;
+    std::vector<node_plan> plans;          // per g->nodes entry
+    cudaGraphExec_t exec = nullptr;        // the captured forward
+    uint64_t weights_gen = 0;              // weights generation it was captured with
+};
+
+struct cuda_backend : vt_backend {
+    int device = 0;
+    vt_type ctype = VT_TYPE_F16;
+    char label[300] = {0};
+    cudaStream_t stream = nullptr;
+    cublasLtHandle_t lt = nullptr;
+    void * lt_ws = nullptr;                     // cuBLASLt workspace, allocated with the first graph
+
+    std::vector<void *> weight_buffers;         // one per alloc_weights call
+    size_t weight_bytes = 0;
+    uint64_t weights_gen = 1;                   // bumped by alloc_weights: captured graphs re-capture
+    std::unordered_map<const vt_tensor *, void *> shadow;   // f32 weight -> its compute-type copy
+
+    void * staging = nullptr;                   // pinned host memory for uploads/downloads
+    size_t staging_bytes = 0;
+
+    std::set<vt_graph *> graphs;                // allocated here, released by the destructor
+    size_t graph_bytes = 0;
+
+    ~cuda_backend() override {
+        cudaSetDevice(device);
+        if (stream) cudaStreamSynchronize(stream);
+        std::vector<vt_graph *> gs(graphs.begin(), graphs.end());
+        for (vt_graph * g : gs) {
+            release_graph(g);
+            g->backend = nullptr;
+        }
+        for (void * p : weight_buffers) cudaFree(p);
+        if (lt_ws) cudaFree(lt_ws);
+        if (staging) cudaFreeHost(staging);
+        if (lt) cublasLtDestroy(lt);
+        if (stream) cudaStreamDestroy(stream);
+    }
+
+    bool init(int dev, vt_type type) {
+        device = dev;
+        ctype = type;
+        CUDA_CHECK(cudaSetDevice(device));
+        cudaDeviceProp prop;
+        CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+        if (prop.major < 8) {
+            vt_set_error("cuda: device %d (%s) has compute capability %d.%d; vt needs 8.0 or newer",
+                         device, prop.name, prop.major, prop.minor);
+            return false;
+        }
+        g_sm_count = prop.multiProcessorCount;
+        snprintf(label, sizeof(label), "cuda (%s)", prop.name);
+        CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        CUBLAS_CHECK(cublasLtCreate(&lt));
+        const char * rows = getenv("VT_CUDA_ATTN_ROWS");
+        if (rows && atoi(rows) == 64) g_attn_mt = 1;
+        CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<__half, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)attention_smem_bytes(1)));
+        CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<__half, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)attention_smem_bytes(2)));
+        CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<__nv_bfloat16, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)attention_smem_bytes(1)));
+        CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<__nv_bfloat16, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)attention_smem_bytes(2)));
+        return true;
+    }
+
+    const char * name() const override { return label; }
+    vt_type compute_type() const override { return ctype; }
+
+    // ---- memory ----
+
+    bool alloc_weights(vt_context * ctx) override {
+        CUDA_CHECK(cudaSetDevice(device));
+        size_t total = 0;
+        for (int i = 0; i < vt_n_tensors(ctx); i++) {
+            const vt_tensor * t = vt_get_tensor_at(ctx, i);
+            shadow.erase(t);   // an earlier context's tensor may have lived at this address
+            if (!(t->flags & VT_FLAG_WEIGHT)) continue;
+            total += align_up(vt_nbytes(t), VT_ARENA_ALIGN);
+            if (t->type == VT_TYPE_F32) total += align_up((size_t)vt_nelements(t) * vt_type_size(ctype), VT_ARENA_ALIGN);
+        }
+        char * buf = nullptr;
+        CUDA_CHECK(cudaMalloc((void **)&buf, std::max<size_t>(total, VT_ARENA_ALIGN)));
+        weight_buffers.push_back(buf);
+        weight_bytes += total;
+        weights_gen++;
+        size_t off = 0;
+        for (int i = 0; i < vt_n_tensors(ctx); i++) {
+            vt_tensor * t = vt_get_tensor_at(ctx, i);
+            if (!(t->flags & VT_FLAG_WEIGHT)) continue;
+            t->data = buf + off;
+            off += align_up(vt_nbytes(t), VT_ARENA_ALIGN);
+            if (t->type == VT_TYPE_F32) {
+                shadow[t] = buf + off;
+                off += align_up((size_t)vt_nelements(t) * vt_type_size(ctype), VT_ARENA_ALIGN);
+            }
+        }
+        return true;
+    }
+
+    bool ensure_staging(size_t bytes) {
+        if (bytes <= staging_bytes) return true;
+        if (staging) CUDA_CHECK(cudaFreeHost(staging));
+        staging = nullptr;
+        staging_bytes = 0;
+        CUDA_CHECK(cudaMallocHost(&staging, bytes));
+        staging_bytes = bytes;
+        return true;
+    }
+
+    // Host data of any type -> the tensor's type (and its shadow's), converted on the host
+    // into pinned staging, then one copy.
+    bool upload(void * dst, vt_type dst_type, const void * src, vt_type src_type, size_t n) {
+        const size_t bytes = n * vt_type_size(dst_type);
+        if (!ensure_staging(bytes)) return false;
+        vt_convert(staging, dst_type, src, src_type, n);
+        CUDA_CHECK(cudaMemcpyAsync(dst, staging, bytes, cudaMemcpyHostToDevice, stream));
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        return true;
+    }
+
+    bool set_tensor(vt_tensor * t, const void * src, vt_type src_type) override {
+        CUDA_CHECK(cudaSetDevice(device));
+        const size_t n = (size_t)vt_nelements(t);
+        if (!upload(t->data, t->type, src, src_type, n)) return false;
+        auto it = shadow.find(t);
+        if (it != shadow.end() && !upload(it->second, ctype, src, src_type, n)) return false;
+        return true;
+    }
+
+    bool get_tensor_f32(const vt_tensor * t, float * dst) override {
+        CUDA_CHECK(cudaSetDevice(device));
+        const size_t bytes = vt_nbytes(t);
+        if (!ensure_staging(bytes)) return false;
+        CUDA_CHECK(cudaMemcpyAsync(staging, t->data, bytes, cudaMemcpyDeviceToHost, stream));
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        vt_convert(dst, VT_TYPE_F32, staging, t->type, (size_t)vt_nelements(t));
+        return true;
+    }
+
+    size_t allocated_bytes() const override {
+        return weight_bytes + graph_bytes + (lt_ws ? LT_WORKSPACE_BYTES : 0);
+    }
+
+    // ---- graphs ----
+
+    bool plan_linear(vt_tensor * t, node_plan & p) {
+        const vt_tensor * x = t->src[0], * w = t->src[1], * b = t->src[2], * res = t->src[3];
+        const int act = t->iparams[1];
+        if (w->type != VT_TYPE_F16 && w->type != VT_TYPE_BF16) {
+            vt_set_error("cuda: linear '%s': weight type %s; f16 or bf16 only", t->name, vt_type_name(w->type));
+            return false;
+        }
+        const int64_t K = x->ne[0], N = w->ne[1], rows = x->ne[1] * x->ne[2] * x->ne[3];
+        // Act NONE: bias (its shadow) in the GEMM's epilogue, residual as beta = 1: one kernel.
+        // GELU: a plain GEMM, then epilogue_kernel (f32 bias, exact GELU, residual after it).
+        const void * lt_bias = nullptr;
+        if (act == VT_ACT_NONE && b) {
+            auto it = shadow.find(b);
+            if (it != shadow.end()) lt_bias = it->second;
+        }
+        const bool lt_res = act == VT_ACT_NONE && res;
+        p.epi_bias = b && !lt_bias;
+        p.epi_res = res && !lt_res;
+        p.epilogue = p.epi_bias || p.epi_res || act != VT_ACT_NONE;
+        uint32_t align_cd = alignment_of((uintptr_t)t->data);
+        if (lt_res) align_cd = std::min(align_cd, alignment_of((uintptr_t)res->data));
+        return lt_gemm_plan(lt, p.gemm, t->type, rows, N, K, lt_bias, lt_res, alignment_of((uintptr_t)w->data),
+                            alignment_of((uintptr_t)x->data), align_cd, t->name);
+    }
+
+    bool plan_conv(vt_tensor * t, node_plan & p, size_t & im2col_need) {
+        const vt_tensor * x = t->src[0], * w = t->src[1];
+        if (w->type != VT_TYPE_F16 && w->type != VT_TYPE_BF16) {
+            vt_set_error("cuda: conv1d_k3 '%s': weight type %s; f16 or bf16 only", t->name, vt_type_name(w->type));
+            return false;
+        }
+        for (int d = 0; d < 3; d++) {
+            if (x->nb[d] % vt_type_size(x->type) != 0) {
+                vt_set_error("cuda: conv1d_k3 '%s': input strides must be whole elements", t->name);
+                return false;
+            }
+        }
+        const int64_t C_in = x->ne[0], K = 3 * C_in, N = w->ne[2], T_out = t->ne[1], B = t->ne[2];
+        const size_t es = vt_type_size(t->type);
+        const size_t per_window = (size_t)T_out * K * es;
+        int64_t cw = 1;                                    // the largest divisor of B that fits the cap
+        for (int64_t d = B; d >= 1; d--) {
+            if (B % d == 0 && (d == 1 || (size_t)d * per_window <= IM2COL_CAP_BYTES)) { cw = d; break; }
+        }
+        p.chunk_windows = cw;
+        im2col_need = std::max(im2col_need, align_up((size_t)cw * per_window, VT_ARENA_ALIGN));
+        p.epilogue = p.epi_bias = true;
+        // D of chunk c starts at out + c * cw * T_out * N elements
+        const uint32_t align_d = std::min(alignment_of((uintptr_t)t->data), alignment_of((uintptr_t)(cw * T_out * N * es)));
+        return lt_gemm_plan(lt, p.gemm, t->type, cw * T_out, N, K, nullptr, false, alignment_of((uintptr_t)w->data),
+                            256, align_d, t->name);
+    }
+
+    void free_state(graph_state * s) {
+        for (node_plan & p : s->plans) p.gemm.destroy();
+        if (s->exec) cudaGraphExecDestroy(s->exec);
+        if (s->arena) cudaFree(s->arena);
+        if (s->im2col) cudaFree(s->im2col);
+        graph_bytes -= s->arena_bytes + s->im2col_bytes;
+        delete s;
+    }
+
+    bool alloc_graph(vt_graph * g) override {
+        CUDA_CHECK(cudaSetDevice(device));
+        for (vt_tensor * t : g->leaves) {
+            if ((t->flags & VT_FLAG_WEIGHT) && !(t->flags & VT_FLAG_INPUT) && !t->data) {
+                vt_set_error("cuda: weight '%s' has no storage: call vt_backend_alloc_weights first", t->name);
+                return false;
+            }
+        }
+        for (vt_tensor * t : g->nodes) {
+            if (t->type == VT_TYPE_F32 && t->op != VT_OP_LAYER_NORM) {
+                vt_set_error("cuda: '%s' (%s) is f32; the CUDA backend computes in f16/bf16", t->name, vt_op_name(t->op));
+                return false;
+            }
+        }
+        graph_state * s = new graph_state;
+        s->arena_bytes = std::max<size_t>(g->arena_size, VT_ARENA_ALIGN);
+        cudaError_t err = cudaMalloc(&s->arena, s->arena_bytes);
+        if (err != cudaSuccess) {
+            vt_set_error("cuda: cudaMalloc of the %zu-byte arena failed: %s", s->arena_bytes, cudaGetErrorString(err));
+            s->arena_bytes = 0;
+            delete s;
+            return false;
+        }
+        graph_bytes += s->arena_bytes;
+        for (vt_tensor * t : g->leaves) if (t->flags & VT_FLAG_INPUT) t->data = (char *)s->arena + t->arena_offset;
+        for (vt_tensor * t : g->nodes) t->data = (char *)s->arena + t->arena_offset;
+        vt_graph_resolve_views(g);
+
+        if (!lt_ws) {
+            err = cudaMalloc(&lt_ws, LT_WORKSPACE_BYTES);
+            if (err != cudaSuccess) {
+                lt_ws = nullptr;
+                vt_set_error("cuda: cudaMalloc of the cuBLASLt workspace failed: %s", cudaGetErrorString(err));
+                free_state(s);
+                return false;
+            }
+        }
+
+        s->plans.resize(g->nodes.size());
+        size_t im2col_need = 0;
+        bool ok = true;
+        for (size_t i = 0; ok && i < g->nodes.size(); i++) {
+            vt_tensor * t = g->nodes[i];
+            switch (t->op) {
+                case VT_OP_LINEAR:     ok = plan_linear(t, s->plans[i]); break;
+                case VT_OP_CONV1D_K3:  ok = plan_conv(t, s->plans[i], im2col_need); break;
+                case VT_OP_ATTENTION:  ok = attention_supported(t); break;
+                case VT_OP_LAYER_NORM: break;
+                default:
+                    vt_set_error("cuda: op %s ('%s') has no CUDA kernel", vt_op_name(t->op), t->name);
+                    ok = false;
+            }
+        }
+        if (ok && im2col_need > 0) {
+            err = cudaMalloc(&s->im2col, im2col_need);
+            if (err != cudaSuccess) {
+                s->im2col = nullptr;
+                vt_set_error("cuda: cudaMalloc of the %zu-byte im2col buffer failed: %s", im2col_need, cudaGetErrorString(err));
+                ok = false;
+            } else {
+                s->im2col_bytes = im2col_need;
+                graph_bytes += im2col_need;
+            }
+        }
+        if (!ok) {
+            free_state(s);
+            return false;
+        }
+        g->backend_state = s;
+        graphs.insert(g);
+        return true;
+    }
+
+    void release_graph(vt_graph * g) override {
+        graph_state * s = (graph_state *)g->backend_state;
+        graphs.erase(g);
+        if (!s) return;
+        cudaSetDevice(device);
+        cudaStreamSynchronize(stream);
+        free_state(s);
+        g->backend_state = nullptr;
+    }
+
+    // ---- running ----
+
+    bool run_node(graph_state * s, size_t i, vt_tensor * t) {
+        node_plan & p = s->plans[i];
+        switch (t->op) {
+            case VT_OP_LINEAR: {
+                const vt_tensor * x = t->src[0], * w = t->src[1], * b = t->src[2], * res = t->src[3];
+                const int64_t N = w->ne[1], rows = x->ne[1] * x->ne[2] * x->ne[3];
+                const void * lt_bias = p.gemm.bias ? shadow[b] : nullptr;
+                if (!lt_gemm_run(lt, stream, p.gemm, w->data, x->data, res ? res->data : nullptr, t->data, lt_bias, lt_ws)) return false;
+                if (p.epilogue) {
+                    return launch_epilogue(stream, t->type, t->data, p.epi_bias ? (const float *)b->data : nullptr,
+                                           p.epi_res ? res->data : nullptr, nullptr, 1, rows, N, t->iparams[1]);
+                }
+                return true;
+            }
+            case VT_OP_CONV1D_K3: {
+                const vt_tensor * x = t->src[0], * w = t->src[1], * b = t->src[2], * add = t->src[3];
+                const int64_t N = w->ne[2], T_out = t->ne[1], B = t->ne[2];
+                const int64_t cw = p.chunk_windows, chunk_rows = cw * T_out;
+                const size_t es = vt_type_size(t->type);
+                for (int64_t b0 = 0; b0 < B; b0 += cw) {
+                    if (!launch_im2col(stream, t->type, s->im2col, x, b0, chunk_rows, T_out, t->iparams[0])) return false;
+                    void * d = (char *)t->data + (size_t)(b0 * T_out * N) * es;
+                    if (!lt_gemm_run(lt, stream, p.gemm, w->data, s->im2col, nullptr, d, nullptr, lt_ws)) return false;
+                }
+                return launch_epilogue(stream, t->type, t->data, (const float *)b->data, nullptr,
+                                       add ? (const float *)add->data : nullptr, T_out, B * T_out, N, t->iparams[1]);
+            }
+            case VT_OP_LAYER_NORM: return launch_layer_norm(stream, t);
+            case VT_OP_ATTENTION:  return launch_attention(stream, t);
+            default:
+                vt_set_error("cuda: op %s ('%s') has no CUDA kernel", vt_op_name(t->op), t->name);
+                return false;
+        }
+    }
+
+    bool run_all(vt_graph * g, graph_state * s) {
+        for (size_t i = 0; i < g->nodes.size(); i++) {
+            if (!run_node(s, i, g->nodes[i])) return false;
+        }
+        return true;
+    }
+
+    // First call (or after alloc_weights moved the weights): capture the whole forward as
+    // a CUDA graph; every call: replay it and wait.
+    bool compute(vt_graph * g) override {
+        graph_state * s = (graph_state *)g->backend_state;
+        if (!s) { vt_set_error("cuda: graph not allocated"); return false; }
+        CUDA_CHECK(cudaSetDevice(device));
+        if (s->exec && s->weights_gen != weights_gen) {
+            CUDA_CHECK(cudaGraphExecDestroy(s->exec));
+            s->exec = nullptr;
+        }
+        if (!s->exec) {
+            CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+            const bool ok = run_all(g, s);
+            cudaGraph_t graph = nullptr;
+            const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+            if (!ok) {
+                if (graph) cudaGraphDestroy(graph);
+                return false;   // run_all's message stands
+            }
+            if (end != cudaSuccess) {
+                if (graph) cudaGraphDestroy(graph);
+                vt_set_error("cuda: cudaStreamEndCapture failed: %s", cudaGetErrorString(end));
+                return false;
+            }
+            const cudaError_t inst = cudaGraphInstantiate(&s->exec, graph, 0);
+            cudaGraphDestroy(graph);
+            if (inst != cudaSuccess) {
+                s->exec = nullptr;
+                vt_set_error("cuda: cudaGraphInstantiate failed: %s", cudaGetErrorString(inst));
+                return false;
+            }
+            s->weights_gen = weights_gen;
+        }
+        CUDA_CHECK(cudaGraphLaunch(s->exec, stream));
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        return true;
+    }
+
+    // Node by node, outside any CUDA graph, with an event pair around each node.
+    bool profile(vt_graph * g, double * ms) override {
+        graph_state * s = (graph_state *)g->backend_state;
+        if (!s) { vt_set_error("cuda: graph not allocated"); return false; }
+        CUDA_CHECK(cudaSetDevice(device));
+        const size_t n = g->nodes.size();
+        std::vector<cudaEvent_t> ev(n + 1, nullptr);
+        bool ok = true;
+        for (size_t i = 0; i <= n && ok; i++) {
+            const cudaError_t err = cudaEventCreate(&ev[i]);
+            if (err != cudaSuccess) {
+                ev[i] = nullptr;
+                vt_set_error("cuda: cudaEventCreate failed: %s", cudaGetErrorString(err));
+                ok = false;
+            }
+        }
+        if (ok) {
+            cudaError_t err = cudaEventRecord(ev[0], stream);
+            for (size_t i = 0; i < n && ok && err == cudaSuccess; i++) {
+                ok = run_node(s, i, g->nodes[i]);
+                if (ok) err = cudaEventRecord(ev[i + 1], stream);
+            }
+            if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+            for (size_t i = 0; i < n && ok && err == cudaSuccess; i++) {
+                float t = 0.0f;
+                err = cudaEventElapsedTime(&t, ev[i], ev[i + 1]);
+                ms[i] = t;
+            }
+            if (ok && err != cudaSuccess) {
+                vt_set_error("cuda: profiling failed: %s", cudaGetErrorString(err));
+                ok = false;
+            }
+        }
+        for (cudaEvent_t e : ev) if (e) cudaEventDestroy(e);
+        return ok;
+    }
+};
+
+} // namespace
+
+vt_backend * vt_backend_cuda_init(int device, enum vt_type compute_type) {
+    if (compute_type != VT_TYPE_F16 && compute_type != VT_TYPE_BF16) {
+        vt_set_error("cuda: compute type must be f16 or bf16, not %s", vt_type_name(compute_type));
+        return nullptr;
+    }
+    int n = 0;
+    const cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess || n == 0) {
+        vt_set_error("no CUDA device (%s)", err != cudaSuccess ? cudaGetErrorString(err) : "device count is 0");
+        cudaGetLastError();   // clear the sticky-free error state for later calls
+        return nullptr;
+    }
+    if (device < 0 || device >= n) {
+        vt_set_error("cuda: device %d does not exist (%d present)", device, n);
+        return nullptr;
+    }
+    cuda_backend * be = new cuda_backend;
+    if (!be->init(device, compute_type)) {
+        delete be;
+        return nullptr;
+    }
+    return be;
+}
+
+bool vt_cuda_built(void) { return true; }
+
+bool vt_cuda_memory_used(int device, size_t * used) {
+    int prev = 0;
+    CUDA_CHECK(cudaGetDevice(&prev));
+    CUDA_CHECK(cudaSetDevice(device));
+    size_t free_b = 0, total_b = 0;
+    const cudaError_t err = cudaMemGetInfo(&free_b, &total_b);
+    cudaSetDevice(prev);
+    if (err != cudaSuccess) {
+        vt_set_error("cuda: cudaMemGetInfo failed: %s", cudaGetErrorString(err));
+        return false;
+    }
+    *used = total_b - free_b;
+    return true;
+}
