@@ -9,7 +9,7 @@
 BUILD    ?= build
 CXX      ?= g++
 CXXFLAGS ?= -O3 -march=native
-CXXFLAGS += -std=c++17 -Wall -Wextra -fPIC -I. $(if $(wildcard .deps),-I.deps) -pthread
+CXXFLAGS += -std=c++17 -Wall -Wextra -fPIC -I. $(if $(wildcard .deps),-isystem .deps) -pthread
 LDLIBS   += -pthread
 # stb_image_write (Debian's libstb-dev) for main --png
 ifneq ($(wildcard /usr/include/stb/stb_image_write.h .deps/stb/stb_image_write.h),)

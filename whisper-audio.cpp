@@ -2124,18 +2124,27 @@ bool whisper_audio_encode_mel_frames(whisper_audio_encoder * enc, const float * 
     const size_t mel_win = (size_t)hp.n_mels * n_frames;
     const size_t out_win = (size_t)(n_frames / 2) * hp.n_state;
     const auto t0 = std::chrono::steady_clock::now();
+    whisper_audio_timings & tm = enc->timings;
+    tm.upload_ms = tm.compute_ms = tm.download_ms = 0.0;
     for (int w0 = 0; w0 < n_windows; w0 += enc->params.max_batch) {
         const int n = std::min(enc->params.max_batch, n_windows - w0);
         wa_graph * g = graph_for_batch(enc, n, n_frames);
         if (!g) return false;
-        if (!vt_backend_set_tensor(enc->backend, g->mel, mel + w0 * mel_win, VT_TYPE_F32) ||
-            !vt_backend_compute(enc->backend, g->graph) ||
-            !vt_backend_get_tensor_f32(enc->backend, g->out, out + w0 * out_win)) {
+        auto t = std::chrono::steady_clock::now();
+        bool ok = vt_backend_set_tensor(enc->backend, g->mel, mel + w0 * mel_win, VT_TYPE_F32);
+        tm.upload_ms += ms_since(t);
+        t = std::chrono::steady_clock::now();
+        ok = ok && vt_backend_compute(enc->backend, g->graph);
+        tm.compute_ms += ms_since(t);
+        t = std::chrono::steady_clock::now();
+        ok = ok && vt_backend_get_tensor_f32(enc->backend, g->out, out + w0 * out_win);
+        tm.download_ms += ms_since(t);
+        if (!ok) {
             wa_set_error("encoding on %s: %s", vt_backend_name(enc->backend), vt_last_error());
             return false;
         }
     }
-    enc->timings.encode_ms = ms_since(t0);
+    tm.encode_ms = ms_since(t0);
     return true;
 }
 

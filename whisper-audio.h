@@ -141,7 +141,10 @@ bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, si
 // Timings of the last encode call, in milliseconds.
 typedef struct whisper_audio_timings {
     double mel_ms;
-    double encode_ms;
+    double encode_ms;        // all of the encoder: upload + compute + download
+    double upload_ms;        // the mel into the backend
+    double compute_ms;       // the forward (on CUDA: the graph replay, synchronised)
+    double download_ms;      // the embeddings out, as f32
 } whisper_audio_timings;
 whisper_audio_timings whisper_audio_encoder_timings(const whisper_audio_encoder * enc);
 

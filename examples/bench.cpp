@@ -89,14 +89,18 @@ int main(int argc, char ** argv) {
     for (int i = 0; i < 3; i++) {
         if (!whisper_audio_encode_mel(enc, mel.data(), batch, out.data())) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return 1; }
     }
-    std::vector<double> ms;
+    std::vector<double> ms, compute_ms, transfer_ms;
     for (int i = 0; i < iters; i++) {
         const auto t0 = std::chrono::steady_clock::now();
         if (!whisper_audio_encode_mel(enc, mel.data(), batch, out.data())) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return 1; }
         ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        const whisper_audio_timings t = whisper_audio_encoder_timings(enc);
+        compute_ms.push_back(t.compute_ms);
+        transfer_ms.push_back(t.upload_ms + t.download_ms);
     }
+    auto median = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
     std::sort(ms.begin(), ms.end());
-    const double med = ms[ms.size() / 2];
+    const double med = ms[ms.size() / 2], med_compute = median(compute_ms), med_transfer = median(transfer_ms);
     const double tflops = encoder_flops(hp) * batch / (med * 1e-3) / 1e12;
     size_t used_after = 0;
     const bool have_after = have_mem && vt_cuda_memory_used(0, &used_after);
@@ -105,8 +109,11 @@ int main(int argc, char ** argv) {
            hp.n_layer, hp.n_mels, whisper_audio_encoder_backend(enc), cpu ? "" : ", ", cpu ? "" : dtype.c_str(), batch);
     printf("bench: %.3f ms per batch (median of %d; min %.3f, max %.3f), %.3f ms per clip, %.1f clips/s\n", med, iters,
            ms.front(), ms.back(), med / batch, batch * 1000.0 / med);
-    printf("bench: %.1f GFLOP per clip, %.1f TFLOP/s (%.1f%% of the H200's %.0f TFLOP/s bf16 GEMM peak)\n",
-           encoder_flops(hp) / 1e9, tflops, 100.0 * tflops / H200_BF16_PEAK_TFLOPS, H200_BF16_PEAK_TFLOPS);
+    printf("bench: of which compute %.3f ms (%.3f ms per clip), mel upload + f32 download %.3f ms\n", med_compute,
+           med_compute / batch, med_transfer);
+    const double tflops_compute = encoder_flops(hp) * batch / (med_compute * 1e-3) / 1e12;
+    printf("bench: %.1f GFLOP per clip, %.1f TFLOP/s end to end, %.1f TFLOP/s in the forward (%.1f%% of the H200's %.0f TFLOP/s bf16 GEMM peak)\n",
+           encoder_flops(hp) / 1e9, tflops, tflops_compute, 100.0 * tflops_compute / H200_BF16_PEAK_TFLOPS, H200_BF16_PEAK_TFLOPS);
     printf("bench: own allocations %.1f MiB (weights, arena, workspaces)", whisper_audio_encoder_memory(enc) / 1048576.0);
     if (have_after) printf(", device used-memory delta %.1f MiB", ((double)used_after - (double)used_before) / 1048576.0);
     printf("\n");

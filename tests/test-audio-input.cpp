@@ -49,7 +49,7 @@ static std::vector<uint8_t> ai_read(const std::string & path) {
 static void ai_write(const std::string & path, const std::vector<uint8_t> & b) {
     FILE * f = fopen(path.c_str(), "wb");
     REQUIRE(f);
-    REQUIRE(fwrite(b.data(), 1, b.size(), f) == b.size());
+    if (!b.empty()) REQUIRE(fwrite(b.data(), 1, b.size(), f) == b.size());
     fclose(f);
 }
 
@@ -83,7 +83,7 @@ static ai_audio ai_stream(const std::string & path, size_t block) {
         return a;
     }
     static const size_t ODD[] = { 1, 7, 160, 4093, 31, 65536, 2 };
-    std::vector<float> buf(65536);
+    std::vector<float> buf(std::max<size_t>(block, 65536));
     for (size_t i = 0;; i++) {
         const size_t want = block ? block : ODD[i % 7];
         const int64_t got = whisper_audio_stream_read(s, buf.data(), want);
@@ -105,7 +105,6 @@ static ai_audio ai_stream(const std::string & path, size_t block) {
 // Runs fn with standard input reading bytes from a pipe (fed by a thread), then restores it.
 template <typename F>
 static void ai_with_stdin(const std::vector<uint8_t> & bytes, F fn) {
-    fflush(stdin);
     const int saved = dup(0);
     REQUIRE(saved >= 0);
     int p[2];
@@ -122,7 +121,12 @@ static void ai_with_stdin(const std::vector<uint8_t> & bytes, F fn) {
     REQUIRE(dup2(p[0], 0) == 0);
     close(p[0]);
     clearerr(stdin);
-    fn();
+    bool threw = false;
+    try {
+        fn();
+    } catch (...) {
+        threw = true;   // a failed REQUIRE: clean up first, then fail
+    }
     // drain what the reader left, so that the writer ends, then put stdin back
     static char sink[65536];
     while (fread(sink, 1, sizeof(sink), stdin) > 0) {}
@@ -130,6 +134,7 @@ static void ai_with_stdin(const std::vector<uint8_t> & bytes, F fn) {
     dup2(saved, 0);
     close(saved);
     clearerr(stdin);
+    REQUIRE_FALSE(threw);
 }
 
 static double ai_rel_l2(const std::vector<float> & a, const std::vector<float> & ref) {
@@ -148,12 +153,16 @@ static std::vector<uint8_t> ai_wav(uint32_t tag, uint32_t channels, uint32_t rat
     std::vector<uint8_t> b;
     auto u16 = [&](uint32_t v) { b.push_back((uint8_t) v); b.push_back((uint8_t) (v >> 8)); };
     auto u32 = [&](uint32_t v) { u16(v & 0xFFFF); u16(v >> 16); };
-    auto id  = [&](const char * s) { b.insert(b.end(), s, s + 4); };
+    auto id  = [&](const char * s) { for (int i = 0; i < 4; i++) b.push_back((uint8_t) s[i]); };
     id("RIFF"); u32((uint32_t) (36 + data.size())); id("WAVE");
     id("fmt "); u32(16); u16(tag); u16(channels); u32(rate); u32(rate * block_align); u16(block_align); u16(bits);
     id("data"); u32(data_size < 0 ? (uint32_t) data.size() : (uint32_t) data_size);
     b.insert(b.end(), data.begin(), data.end());
     return b;
+}
+
+static std::vector<uint8_t> ai_prefix(const std::vector<uint8_t> & b, size_t n) {
+    return std::vector<uint8_t>(b.begin(), b.begin() + (ptrdiff_t) std::min(n, b.size()));
 }
 
 // ---- the stream gives decode_file's samples ---------------------------------------------
@@ -298,7 +307,7 @@ TEST_CASE("ogg: speech_16k.ogg decodes close to speech_16k.wav, from a file, a s
     CHECK(ogg.info.bits_per_sample == 0);
     CHECK(ogg.info.frames == 112259);
     CHECK(std::string(ogg.info.format) == "ogg vorbis");
-    // Vorbis is lossy: measured 0.0757 relative L2 error against the WAV it was encoded from
+    // Vorbis is lossy: measured 0.0707 relative L2 error against the WAV it was encoded from
     const double err = ai_rel_l2(ogg.pcm, wav.pcm);
     MESSAGE("speech_16k.ogg: relative L2 error vs speech_16k.wav " << err);
     CHECK(err < 0.1);
@@ -387,6 +396,31 @@ TEST_CASE("ogg: broken and foreign Ogg streams fail with a clear message") {
     }
 }
 
+// fuzz-ogg's first finding: libvorbisfile's seekable open (ov_open_callbacks with a seek
+// callback, as ov_fopen) leaks memory when a later link of a chained file has a broken setup
+// header (xiph/vorbis issue 125). We open every Ogg input as a stream: the first link
+// decodes, the second fails with a clear error, nothing leaks (the sanitizer build checks).
+TEST_CASE("ogg: chained streams; a broken second link is an error after the first link's audio") {
+    const std::string dir = ai_path("speech_16k.ogg").substr(0, ai_path("speech_16k.ogg").size() - strlen("data/audio/speech_16k.ogg"));
+    const ai_audio one = ai_decode_file(dir + "fuzz/corpus/ogg/speech_cut.ogg");
+    REQUIRE_MESSAGE(one.ok, one.error);
+    const ai_audio two = ai_decode_file(dir + "fuzz/corpus/ogg/chained.ogg");
+    REQUIRE_MESSAGE(two.ok, two.error);
+    CHECK(two.pcm.size() == 2 * one.pcm.size());
+
+    whisper_audio_stream * s = whisper_audio_stream_open((dir + "fuzz/corpus/ogg/chained_bad_link2.ogg").c_str(), nullptr);
+    REQUIRE(s);
+    std::vector<float> buf(4096);
+    int64_t total = 0, got;
+    while ((got = whisper_audio_stream_read(s, buf.data(), buf.size())) > 0) total += got;
+    CHECK(got == -1);
+    CHECK(std::string(whisper_audio_last_error()).find("invalid Vorbis header") != std::string::npos);
+    CHECK(total >= (int64_t) one.pcm.size() - 4096);
+    CHECK(whisper_audio_stream_read(s, buf.data(), buf.size()) == -1);   // failed stays failed
+    whisper_audio_stream_close(s);
+    CHECK_FALSE(ai_decode_file(dir + "fuzz/corpus/ogg/chained_bad_link2.ogg").ok);
+}
+
 #else
 
 TEST_CASE("ogg: without WHISPER_AUDIO_OGG, Ogg input says how to get it") {
@@ -415,8 +449,7 @@ TEST_CASE("stream: absurd headers give a clear error or a correct decode") {
         { "rate 0",               ai_wav(1, 1, 0, 16, 2, d),                         "sample rate 0 Hz" },
         { "rate 1",               ai_wav(1, 1, 1, 16, 2, d),                         "sample rate 1 Hz" },
         { "7 bits",               ai_wav(1, 1, 16000, 7, 1, d),                      "7 bits" },
-        { "truncated header",     std::vector<uint8_t>(ai_wav(1, 1, 16000, 16, 2, d).begin(),
-                                                       ai_wav(1, 1, 16000, 16, 2, d).begin() + 30), "truncated" },
+        { "truncated header",     ai_prefix(ai_wav(1, 1, 16000, 16, 2, d), 30),     "truncated" },
         { "RIFF only",            { 'R', 'I', 'F', 'F' },                            "truncated" },
         { "zero length",          {},                                                "empty" },
         { "not audio (png)",      { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n', 0, 0, 0, 0 }, "not a WAV file" },
@@ -542,16 +575,16 @@ TEST_CASE("stream: peak memory does not grow with the length (10 min vs 2 h)") {
     CHECK(b.second < a.second + 1024);   // no growth with the length (1 MiB slack)
     CHECK(b.second < 16 * 1024);         // and small in itself
 
-    // with resampling (48 kHz): 1 min vs 10 min
-    const std::string r1 = ai_tmp("48k-1min.wav"), r10 = ai_tmp("48k-10min.wav");
-    ai_write_long_wav(r1, 48000, 60);
-    ai_write_long_wav(r10, 48000, 600);
+    // with resampling (48 kHz): 20 s vs 3 min
+    const std::string r1 = ai_tmp("48k-20s.wav"), r10 = ai_tmp("48k-3min.wav");
+    ai_write_long_wav(r1, 48000, 20);
+    ai_write_long_wav(r10, 48000, 180);
     const auto c = ai_stream_peak(r1);
     const auto e = ai_stream_peak(r10);
     remove(r1.c_str());
     remove(r10.c_str());
-    CHECK(c.first == 60 * 16000);
-    CHECK(e.first == 600 * 16000);
-    MESSAGE("48 kHz, resampled: 1 min " << c.second << " KiB, 10 min " << e.second << " KiB");
+    CHECK(c.first == 20 * 16000);
+    CHECK(e.first == 180 * 16000);
+    MESSAGE("48 kHz, resampled: 20 s " << c.second << " KiB, 3 min " << e.second << " KiB");
     CHECK(e.second < c.second + 1024);
 }

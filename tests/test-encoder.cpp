@@ -94,6 +94,38 @@ TEST_CASE("encoder matches transformers float64 at post_conv, layer 0 and the ou
     }
 }
 
+TEST_CASE("unpadded windows (--no-pad) match transformers' modules on the shorter sequence") {
+    for (std::string name : {"micro-80", "micro-128"}) {
+        whisper_audio_model * model = whisper_audio_model_load(("build/" + name + "-f32.gguf").c_str());
+        REQUIRE_MESSAGE(model, whisper_audio_last_error());
+        for (std::string clip : {"speech_16k", "long_70s_last"}) {
+            const std::string base = "tests/data/encoder/" + name + "/" + clip + ".nopad.";
+            std::vector<int64_t> shape;
+            std::vector<float> mel = npy_load_f32((base + "mel.npy").c_str(), &shape);
+            REQUIRE(shape.size() == 2);
+            const int n_frames = (int)shape[1];
+            struct { int layer; std::string ref; } stages[] = {
+                {WHISPER_AUDIO_POST_CONV, "post_conv"}, {0, "layer0"}, {-1, "last_hidden_state"}};
+            for (auto & st : stages) {
+                std::vector<float> ref = npy_load_f32((base + st.ref + ".npy").c_str(), nullptr);
+                REQUIRE(ref.size() == (size_t)(n_frames / 2) * 128);
+                whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
+                p.device = WHISPER_AUDIO_DEVICE_CPU;
+                p.output_layer = st.layer;
+                whisper_audio_encoder * enc = whisper_audio_encoder_init(model, p);
+                REQUIRE(enc);
+                std::vector<float> out(ref.size(), NAN);
+                REQUIRE_MESSAGE(whisper_audio_encode_mel_frames(enc, mel.data(), 1, n_frames, out.data()), whisper_audio_last_error());
+                const double err = rel_l2(out.data(), ref);
+                MESSAGE(name << " " << clip << " unpadded (" << n_frames / 2 << " positions) " << st.ref << ": relative L2 error " << err);
+                CHECK(err < 2e-6);
+                whisper_audio_encoder_free(enc);
+            }
+        }
+        whisper_audio_model_free(model);
+    }
+}
+
 TEST_CASE("a batch of windows gives each window's own result") {
     whisper_audio_model * model = whisper_audio_model_load("build/micro-80-f32.gguf");
     REQUIRE_MESSAGE(model, whisper_audio_last_error());

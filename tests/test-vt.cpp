@@ -272,3 +272,24 @@ TEST_CASE("the CUDA entry point fails cleanly when it cannot run") {
     CHECK(vt_backend_cuda_init(0, VT_TYPE_F16) == nullptr);
     CHECK(std::strstr(vt_last_error(), "CUDA") != nullptr);
 }
+
+TEST_CASE("vt_convert agrees with the scalar conversions, every f16 value and random f32") {
+    std::vector<uint16_t> all(65536);
+    for (int i = 0; i < 65536; i++) all[i] = (uint16_t)i;
+    std::vector<float> f(65536);
+    vt_convert(f.data(), VT_TYPE_F32, all.data(), VT_TYPE_F16, all.size());
+    for (int i = 0; i < 65536; i++) {
+        const float want = vt_f16_to_f32((uint16_t)i);
+        if (std::isnan(want)) CHECK(std::isnan(f[i]));
+        else REQUIRE(memcmp(&f[i], &want, 4) == 0);
+    }
+    std::vector<float> x = randn(100003, 40, 100.0f);
+    x[0] = 65520.0f; x[1] = 1e-8f; x[2] = -0.0f; x[3] = 6.1e-5f; x[4] = 1.0f + 1.0f / 2048;
+    std::vector<uint16_t> h(x.size()), b(x.size());
+    vt_convert(h.data(), VT_TYPE_F16, x.data(), VT_TYPE_F32, x.size());
+    vt_convert(b.data(), VT_TYPE_BF16, x.data(), VT_TYPE_F32, x.size());
+    for (size_t i = 0; i < x.size(); i++) {
+        REQUIRE(h[i] == vt_f32_to_f16(x[i]));
+        REQUIRE(b[i] == vt_f32_to_bf16(x[i]));
+    }
+}

@@ -46,7 +46,7 @@ def run(encoder, mel):
             if i == 0:
                 layer0 = x
         out = encoder.layer_norm(x)
-    return [t[0].float().numpy() for t in (post_conv, layer0, out)]
+    return [np.ascontiguousarray(t[0].float().numpy()) for t in (post_conv, layer0, out)]
 
 
 def main():
