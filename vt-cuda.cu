@@ -550,6 +550,15 @@ attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * _
 
 static size_t attention_smem_bytes(int mt) { return (size_t)(64 * mt) * 128 + 4 * ATT_BC * 128; }
 
+// to_f32: y[i] = x[i] as f32, for i in [0, n); a grid-stride loop, one element per thread
+// per step. Makes the f32 copy of a graph output inside the captured graph, so that the
+// download is one plain copy. CPU twin: vt_convert.
+template <typename T>
+__global__ void to_f32_kernel(float * __restrict__ y, const T * __restrict__ x, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = to_f32(x[i]);
+}
+
 // =====================================================================================
 // launchers (one per op; they do the grid maths, launch on the stream and check)
 // =====================================================================================
@@ -813,6 +822,8 @@ struct node_plan {
 struct graph_state {
     void * arena = nullptr;
     size_t arena_bytes = 0;
+    std::vector<std::pair<const vt_tensor *, float *>> f32_outputs;   // outputs and their f32 copies
+    size_t f32_bytes = 0;
     void * im2col = nullptr;
     size_t im2col_bytes = 0;
     std::vector<node_plan> plans;          // per g->nodes entry
@@ -833,6 +844,7 @@ struct cuda_backend : vt_backend {
     uint64_t weights_gen = 1;                   // bumped by alloc_weights: captured graphs re-capture
     std::unordered_map<const vt_tensor *, void *> shadow;   // f32 weight -> its compute-type copy
 
+    std::unordered_map<const vt_tensor *, float *> f32_copies;   // graph outputs -> their f32 copies
     void * staging = nullptr;                   // pinned host memory for uploads/downloads
     size_t staging_bytes = 0;
 
@@ -936,6 +948,11 @@ struct cuda_backend : vt_backend {
     bool set_tensor(vt_tensor * t, const void * src, vt_type src_type) override {
         CUDA_CHECK(cudaSetDevice(device));
         const size_t n = (size_t)vt_nelements(t);
+        if (src_type == t->type && shadow.find(t) == shadow.end()) {   // as is: one copy, no staging
+            CUDA_CHECK(cudaMemcpyAsync(t->data, src, n * vt_type_size(src_type), cudaMemcpyHostToDevice, stream));
+            CUDA_CHECK(cudaStreamSynchronize(stream));
+            return true;
+        }
         if (!upload(t->data, t->type, src, src_type, n)) return false;
         auto it = shadow.find(t);
         if (it != shadow.end() && !upload(it->second, ctype, src, src_type, n)) return false;
@@ -944,6 +961,13 @@ struct cuda_backend : vt_backend {
 
     bool get_tensor_f32(const vt_tensor * t, float * dst) override {
         CUDA_CHECK(cudaSetDevice(device));
+        auto copy = f32_copies.find(t);
+        if (t->type == VT_TYPE_F32 || copy != f32_copies.end()) {   // f32 on the device: one copy
+            const void * src = t->type == VT_TYPE_F32 ? t->data : copy->second;
+            CUDA_CHECK(cudaMemcpyAsync(dst, src, (size_t)vt_nelements(t) * sizeof(float), cudaMemcpyDeviceToHost, stream));
+            CUDA_CHECK(cudaStreamSynchronize(stream));
+            return true;
+        }
         const size_t bytes = vt_nbytes(t);
         if (!ensure_staging(bytes)) return false;
         CUDA_CHECK(cudaMemcpyAsync(staging, t->data, bytes, cudaMemcpyDeviceToHost, stream));
@@ -1016,7 +1040,11 @@ struct cuda_backend : vt_backend {
         if (s->exec) cudaGraphExecDestroy(s->exec);
         if (s->arena) cudaFree(s->arena);
         if (s->im2col) cudaFree(s->im2col);
-        graph_bytes -= s->arena_bytes + s->im2col_bytes;
+        for (auto & o : s->f32_outputs) {
+            cudaFree(o.second);
+            f32_copies.erase(o.first);
+        }
+        graph_bytes -= s->arena_bytes + s->im2col_bytes + s->f32_bytes;
         delete s;
     }
 
@@ -1084,6 +1112,22 @@ struct cuda_backend : vt_backend {
                 graph_bytes += im2col_need;
             }
         }
+        // each output that is not f32 gets an f32 copy, made at the end of the forward
+        for (vt_tensor * t : g->nodes) {
+            if (!ok || !(t->flags & VT_FLAG_OUTPUT) || t->type == VT_TYPE_F32) continue;
+            float * copy = nullptr;
+            const size_t bytes = (size_t)vt_nelements(t) * sizeof(float);
+            err = cudaMalloc(&copy, bytes);
+            if (err != cudaSuccess) {
+                vt_set_error("cuda: cudaMalloc of the %zu-byte f32 output copy failed: %s", bytes, cudaGetErrorString(err));
+                ok = false;
+                break;
+            }
+            s->f32_outputs.push_back({t, copy});
+            s->f32_bytes += bytes;
+            graph_bytes += bytes;
+            f32_copies[t] = copy;
+        }
         if (!ok) {
             free_state(s);
             return false;
@@ -1143,6 +1187,17 @@ struct cuda_backend : vt_backend {
     bool run_all(vt_graph * g, graph_state * s) {
         for (size_t i = 0; i < g->nodes.size(); i++) {
             if (!run_node(s, i, g->nodes[i])) return false;
+        }
+        return convert_outputs(s);
+    }
+
+    bool convert_outputs(graph_state * s) {
+        for (auto & o : s->f32_outputs) {
+            const size_t n = (size_t)vt_nelements(o.first);
+            const int blocks = (int)std::min<int64_t>(ceil_div((int64_t)n, 256), (int64_t)g_sm_count * 16);
+            if (o.first->type == VT_TYPE_F16) to_f32_kernel<<<blocks, 256, 0, stream>>>(o.second, (const __half *)o.first->data, n);
+            else to_f32_kernel<<<blocks, 256, 0, stream>>>(o.second, (const __nv_bfloat16 *)o.first->data, n);
+            CUDA_CHECK(cudaGetLastError());
         }
         return true;
     }
@@ -1207,6 +1262,7 @@ struct cuda_backend : vt_backend {
                 ok = run_node(s, i, g->nodes[i]);
                 if (ok) err = cudaEventRecord(ev[i + 1], stream);
             }
+            if (ok && err == cudaSuccess) ok = convert_outputs(s);
             if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
             for (size_t i = 0; i < n && ok && err == cudaSuccess; i++) {
                 float t = 0.0f;
