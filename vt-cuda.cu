@@ -252,6 +252,36 @@ __global__ void epilogue_kernel(T * __restrict__ y, const float * __restrict__ b
     }
 }
 
+// epilogue_vec8_kernel: the same epilogue with no index division in the loop. Thread x owns
+//   the 8 columns [c0, c0 + 8), c0 = 8 * (blockIdx.x * blockDim.x + threadIdx.x) < N, and
+//   keeps their bias in registers; blocks in y walk the rows (grid-stride). Needs N % 8 == 0
+//   and 16-byte aligned y/res.
+template <typename T>
+__global__ void epilogue_vec8_kernel(T * __restrict__ y, const float * __restrict__ bias, const T * __restrict__ res,
+                                     const float * __restrict__ add, int add_rows, int rows, int N, int act) {
+    const int c0 = 8 * (blockIdx.x * blockDim.x + threadIdx.x);
+    if (c0 >= N) return;
+    float bv[8];
+#pragma unroll
+    for (int e = 0; e < 8; e++) bv[e] = bias ? bias[c0 + e] : 0.0f;
+    for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+        const size_t off = (size_t)r * N + c0;
+        float v[8], rv[8];
+        unpack8<T>(*reinterpret_cast<const uint4 *>(y + off), v);
+        if (res) unpack8<T>(*reinterpret_cast<const uint4 *>(res + off), rv);
+        const float * a = add ? add + (size_t)(r % add_rows) * N + c0 : nullptr;
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            float x = v[e] + bv[e];
+            if (act == VT_ACT_GELU) x = gelu_erf(x);
+            if (res) x += rv[e];
+            if (a) x += a[e];
+            v[e] = x;
+        }
+        *reinterpret_cast<uint4 *>(y + off) = pack8<T>(v);
+    }
+}
+
 // layer_norm_vec_kernel: y = (x - mean) / sqrt(var + eps) * w + b over each row of C.
 //   A warp owns one row (rows in [0, n_rows), blockDim.x / 32 rows per block); lane l holds
 //   the 8-element vectors l, l + 32, ..., (VPL of them, C / 8 in all) in registers: one read
@@ -574,7 +604,14 @@ static bool launch_epilogue_t(cudaStream_t st, T * y, const float * bias, const 
                               int64_t add_rows, int64_t rows, int64_t N, int act) {
     const bool vec = N % 8 == 0 && (uintptr_t)y % 16 == 0 && (!res || (uintptr_t)res % 16 == 0);
     const int threads = 256;
-    if (vec) {
+    if (vec && rows < INT32_MAX && N < INT32_MAX) {
+        const int nv = (int)(N / 8);
+        const int tx = std::min(256, (nv + 31) / 32 * 32);
+        const int gx = (nv + tx - 1) / tx;
+        const int gy = (int)std::min<int64_t>(rows, std::max(1, g_sm_count * 16 / gx));
+        epilogue_vec8_kernel<T><<<dim3(gx, gy), tx, 0, st>>>(y, bias, res, add, (int)std::max<int64_t>(add_rows, 1),
+                                                              (int)rows, (int)N, act);
+    } else if (vec) {
         epilogue_kernel<T, 8><<<grid_for(rows * N / 8, threads), threads, 0, st>>>(y, bias, res, add, add_rows, rows, N, act);
     } else {
         epilogue_kernel<T, 1><<<grid_for(rows * N, threads), threads, 0, st>>>(y, bias, res, add, add_rows, rows, N, act);

@@ -4,11 +4,12 @@
 # parity against transformers for every size, and the speed comparison. Logs under $OUT;
 # the tables are printed last.
 #
-#   STEPS="tests parity compare"   which steps (default: all; "nopad" makes the reference)
+#   STEPS="tests parity compare"   which steps (default: all; "nopad" makes the reference,
+#                                  "stages" times main's stages on long audio)
 #   PARITY_SIZES=tiny,base,...     COMPARE_SIZES=large-v3   COMPARE_BATCHES=1,8,32
 set -u
 OUT=${OUT:-build/gpu-logs}
-STEPS=${STEPS:-tests nopad parity compare}
+STEPS=${STEPS:-tests nopad parity compare stages}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -37,9 +38,11 @@ fi
 has nopad && { python3 tests/gpu/make-nopad-reference.py 2>&1 | tail -n 6; }
 has parity && python3 tests/gpu/parity.py --sizes "${PARITY_SIZES:-tiny,base,small,medium,large-v3}" --out "$OUT" 2>&1 | tee "$OUT/parity.log" | grep -v "^|"
 has compare && python3 tests/gpu/compare.py --sizes "${COMPARE_SIZES:-large-v3}" --batches "${COMPARE_BATCHES:-1,8,32}" --out "$OUT" 2>&1 | tee "$OUT/compare.log" | grep -v "^|"
+has stages && python3 tests/gpu/stages.py 2>&1 | tee "$OUT/stages.log"
 
 echo
 has tests && { echo "tests:"; tail -n 3 "$OUT/tests.log"; }
 has parity && grep "^|\|^parity" "$OUT/parity.log"
+has stages && cat "$OUT/stages.log"
 has compare && grep "^|\|^compare" "$OUT/compare.log"
 exit 0
