@@ -4,7 +4,8 @@
 #   make test            build and run every test (the converter's too)
 #   make test-sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer (CPU build)
 #   make CUDA=0          build without CUDA; CUDA_ARCH=... to choose GPU targets
-# Missing Debian packages (doctest-dev, libstb-dev, python3) are installed with apt-get when needed.
+# Missing Debian packages (doctest-dev, libstb-dev, libvorbis-dev, python3) are installed with apt-get
+# when needed; `make fuzz` also installs clang.
 
 BUILD    ?= build
 CXX      ?= g++
@@ -52,12 +53,15 @@ CONVERT = python3 convert/convert-hf-to-gguf.py
 .PHONY: all deps demo test test-run test-sanitize test-embed clean
 all: main bench $(BUILD)/test-all $(BUILD)/libwhisper-audio.so
 
+# one apt-get for whatever is missing (Ogg's library unless OGG=0 was asked for)
+WANT_OGG = $(if $(filter command line environment,$(origin OGG)),$(OGG),1)
 deps:
-	@command -v python3 >/dev/null || { echo "installing python3"; $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq python3; }
-	@test -f /usr/include/doctest/doctest.h || test -f .deps/doctest/doctest.h || \
-		{ echo "installing doctest-dev"; $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq doctest-dev; }
-	@test -f /usr/include/stb/stb_image_write.h || test -f .deps/stb/stb_image_write.h || \
-		{ echo "installing libstb-dev"; $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq libstb-dev; }
+	@missing=""; \
+	command -v python3 >/dev/null || missing="$$missing python3"; \
+	[ -f /usr/include/doctest/doctest.h ] || [ -f .deps/doctest/doctest.h ] || missing="$$missing doctest-dev"; \
+	[ -f /usr/include/stb/stb_image_write.h ] || [ -f .deps/stb/stb_image_write.h ] || missing="$$missing libstb-dev"; \
+	[ -f /usr/include/vorbis/vorbisfile.h ] || [ "$(WANT_OGG)" = 0 ] || missing="$$missing libvorbis-dev"; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; fi
 
 $(BUILD):
 	mkdir -p $@
@@ -114,7 +118,7 @@ demo: deps
 	./main -m $(BUILD)/tiny-random.gguf -f samples/speech_16k.wav -o $(BUILD)/speech_16k.npy
 
 clean:
-	rm -rf build build-san main bench
+	rm -rf build build-san build-fuzz main bench
 
 # libFuzzer targets (tests/fuzz/, docs/FUZZING.md): make fuzz builds them with clang and runs
 # each for FUZZ_SECONDS on a copy of its seed corpus (new inputs land in $(FUZZ_BUILD)/corpus-*)

@@ -73,7 +73,8 @@ void whisper_audio_pcm_free(float * pcm);
 // input. info->frames is -1 when the length is not known ahead (a pipe, a streaming WAV).
 typedef struct whisper_audio_stream whisper_audio_stream;
 whisper_audio_stream * whisper_audio_stream_open(const char * path, whisper_audio_info * info);
-// Reads up to max samples of 16 kHz mono into out: the count, 0 at the end, -1 on error.
+// Reads up to max samples of 16 kHz mono into out: the count, 0 at the end (or when max is
+// 0), -1 on error.
 int64_t whisper_audio_stream_read(whisper_audio_stream * s, float * out, size_t max);
 void    whisper_audio_stream_close(whisper_audio_stream * s);
 
