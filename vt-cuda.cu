@@ -144,17 +144,8 @@ __device__ __forceinline__ float exp2_ftz(float x) {
     return y;
 }
 
-// The exact (erf) GELU, 0.5 x (1 + erf(x / sqrt 2)), as Whisper's. erf by Abramowitz & Stegun
-// 7.1.26 (absolute error <= 1.5e-7; with f32 rounding the GELU is within 4.2e-7 of the
-// float64 value on [-12, 12], as erff's is): branch-free and about half of erff's
-// instructions, which made the pass after fc1 compute-bound. CPU twin: vt.cpp's gelu_erf.
-__device__ __forceinline__ float gelu_erf(float x) {
-    const float z = fabsf(x) * 0.70710678118654752f;
-    const float t = __frcp_rn(1.0f + 0.3275911f * z);
-    const float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-    const float erfc_z = poly * __expf(-z * z);               // erfc(|x| / sqrt 2)
-    return 0.5f * x * (x >= 0.0f ? 2.0f - erfc_z : erfc_z);
-}
+// The exact (erf) GELU, 0.5 x (1 + erf(x / sqrt 2)), as Whisper's. CPU twin: vt.cpp's gelu_erf.
+__device__ __forceinline__ float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
