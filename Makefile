@@ -18,7 +18,7 @@ CXXFLAGS += -DWHISPER_AUDIO_PNG
 endif
 
 ifeq ($(SANITIZE),1)
-CXXFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -g
+CXXFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g
 LDLIBS   += -fsanitize=address,undefined
 CUDA      = 0
 endif
@@ -85,7 +85,7 @@ main bench: %: $(BUILD)/%
 $(BUILD)/libwhisper-audio.so: $(OBJS)
 	$(CXX) -shared $^ -o $@ $(LDLIBS)
 
-$(BUILD)/test-all: $(TEST_SRCS) tests/npy.h $(OBJS) | $(BUILD)
+$(BUILD)/test-all: $(TEST_SRCS) tests/test-util.h $(OBJS) | $(BUILD)
 	$(CXX) $(CXXFLAGS) $(TEST_SRCS) $(OBJS) -o $@ $(LDLIBS)
 
 # the fixtures' random micro models, converted by our own converter

@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 #include <whisper-audio.h>
 
+#include "test-util.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -21,65 +23,9 @@
 
 // ---- helpers -----------------------------------------------------------------------
 
-static std::string ai_path(const char * file) {
-    static const char * DIRS[] = { "tests/data/audio/", "../tests/data/audio/", "../../tests/data/audio/" };
-    for (const char * dir : DIRS) {
-        std::string path = std::string(dir) + file;
-        if (FILE * f = fopen(path.c_str(), "rb")) {
-            fclose(f);
-            return path;
-        }
-    }
-    return std::string(DIRS[0]) + file;
-}
-
-static std::string ai_tmp(const char * name) {
-    const char * tmp = getenv("TMPDIR");
-    return std::string(tmp && *tmp ? tmp : "/tmp") + "/whisper-audio-test-" + std::to_string(getpid()) + "-" + name;
-}
-
-static std::vector<uint8_t> ai_read(const std::string & path) {
-    std::vector<uint8_t> b;
-    if (FILE * f = fopen(path.c_str(), "rb")) {
-        uint8_t buf[65536];
-        size_t k;
-        while ((k = fread(buf, 1, sizeof(buf), f)) > 0) b.insert(b.end(), buf, buf + k);
-        fclose(f);
-    }
-    return b;
-}
-
-static void ai_write(const std::string & path, const std::vector<uint8_t> & b) {
-    FILE * f = fopen(path.c_str(), "wb");
-    REQUIRE(f);
-    if (!b.empty()) REQUIRE(fwrite(b.data(), 1, b.size(), f) == b.size());
-    fclose(f);
-}
-
-struct ai_audio {
-    std::vector<float> pcm;
-    whisper_audio_info info = {};
-    bool ok = false;
-    std::string error;
-};
-
-static ai_audio ai_decode_file(const std::string & path) {
-    ai_audio a;
-    float * pcm = nullptr;
-    size_t n = 0;
-    a.ok = whisper_audio_decode_file(path.c_str(), &pcm, &n, &a.info);
-    if (a.ok) {
-        a.pcm.assign(pcm, pcm + n);
-        whisper_audio_pcm_free(pcm);
-    } else {
-        a.error = whisper_audio_last_error();
-    }
-    return a;
-}
-
 // The whole stream, read in blocks of block samples (cycling through odd sizes when 0).
-static ai_audio ai_stream(const std::string & path, size_t block) {
-    ai_audio a;
+static decoded_audio ai_stream(const std::string & path, size_t block) {
+    decoded_audio a;
     whisper_audio_stream * s = whisper_audio_stream_open(path.c_str(), &a.info);
     if (!s) {
         a.error = whisper_audio_last_error();
@@ -140,30 +86,6 @@ static void ai_with_stdin(const std::vector<uint8_t> & bytes, F fn) {
     REQUIRE_FALSE(threw);
 }
 
-static double ai_rel_l2(const std::vector<float> & a, const std::vector<float> & ref) {
-    const size_t n = std::min(a.size(), ref.size());
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        num += ((double) a[i] - ref[i]) * ((double) a[i] - ref[i]);
-        den += (double) ref[i] * ref[i];
-    }
-    return sqrt(num / den);
-}
-
-// WAV bytes: 16 kHz-style header with the given fields, then data (data_size -1: its size)
-static std::vector<uint8_t> ai_wav(uint32_t tag, uint32_t channels, uint32_t rate, uint32_t bits, uint32_t block_align,
-                                   const std::vector<uint8_t> & data, int64_t data_size = -1) {
-    std::vector<uint8_t> b;
-    auto u16 = [&](uint32_t v) { b.push_back((uint8_t) v); b.push_back((uint8_t) (v >> 8)); };
-    auto u32 = [&](uint32_t v) { u16(v & 0xFFFF); u16(v >> 16); };
-    auto id  = [&](const char * s) { for (int i = 0; i < 4; i++) b.push_back((uint8_t) s[i]); };
-    id("RIFF"); u32((uint32_t) (36 + data.size())); id("WAVE");
-    id("fmt "); u32(16); u16(tag); u16(channels); u32(rate); u32(rate * block_align); u16(block_align); u16(bits);
-    id("data"); u32(data_size < 0 ? (uint32_t) data.size() : (uint32_t) data_size);
-    b.insert(b.end(), data.begin(), data.end());
-    return b;
-}
-
 static std::vector<uint8_t> ai_prefix(const std::vector<uint8_t> & b, size_t n) {
     return std::vector<uint8_t>(b.begin(), b.begin() + (ptrdiff_t) std::min(n, b.size()));
 }
@@ -175,11 +97,11 @@ TEST_CASE("stream: the same samples as decode_file, bit for bit, in any block si
                              "speech_48k_mono_s24.wav", "speech_8k_mono_u8.wav" };
     for (const char * file : files) {
         CAPTURE(file);
-        const ai_audio whole = ai_decode_file(ai_path(file));
+        const decoded_audio whole = decode_file(test_data(std::string("audio/") + file));
         REQUIRE_MESSAGE(whole.ok, whole.error);
         for (size_t block : { (size_t) 0, (size_t) 1, (size_t) 4096, (size_t) 1 << 20 }) {
             CAPTURE(block);
-            const ai_audio s = ai_stream(ai_path(file), block);
+            const decoded_audio s = ai_stream(test_data(std::string("audio/") + file), block);
             REQUIRE_MESSAGE(s.ok, s.error);
             REQUIRE(s.pcm.size() == whole.pcm.size());
             CHECK(memcmp(s.pcm.data(), whole.pcm.data(), s.pcm.size() * sizeof(float)) == 0);
@@ -189,7 +111,7 @@ TEST_CASE("stream: the same samples as decode_file, bit for bit, in any block si
             CHECK(std::string(s.info.format) == whole.info.format);
         }
         // and decode_memory on the same bytes
-        const std::vector<uint8_t> bytes = ai_read(ai_path(file));
+        const std::vector<uint8_t> bytes = read_bytes(test_data(std::string("audio/") + file));
         float * pcm = nullptr;
         size_t n = 0;
         REQUIRE(whisper_audio_decode_memory(bytes.data(), bytes.size(), &pcm, &n, nullptr));
@@ -209,14 +131,14 @@ TEST_CASE("stream: the resampler in blocks equals whisper_audio_resample at ever
     std::vector<float> xf(x.size());
     for (size_t i = 0; i < x.size(); i++) xf[i] = (float) x[i] * (1.0f / 32768.0f);
 
-    const std::string path = ai_tmp("rates.wav");
+    const std::string path = test_tmp("rates.wav");
     for (int rate : { 1000, 8000, 11025, 16001, 22050, 44100, 48000, 96000, 999999 }) {
         CAPTURE(rate);
-        ai_write(path, ai_wav(1, 1, (uint32_t) rate, 16, 2, data));
+        write_bytes(path, wav_file(1, 1, (uint32_t) rate, 16, data, 2));
         float * y = nullptr;
         size_t n = 0;
         REQUIRE(whisper_audio_resample(xf.data(), xf.size(), rate, 16000, &y, &n));
-        const ai_audio s = ai_stream(path, 0);
+        const decoded_audio s = ai_stream(path, 0);
         REQUIRE_MESSAGE(s.ok, s.error);
         REQUIRE(s.pcm.size() == n);
         CHECK(memcmp(s.pcm.data(), y, n * sizeof(float)) == 0);
@@ -228,9 +150,9 @@ TEST_CASE("stream: the resampler in blocks equals whisper_audio_resample at ever
 // ---- standard input ----------------------------------------------------------------------
 
 TEST_CASE("stream: \"-\" reads standard input, with the data size of a pipe writer") {
-    const std::vector<uint8_t> bytes = ai_read(ai_path("speech_44k1_stereo_s16.wav"));
+    const std::vector<uint8_t> bytes = read_bytes(test_data("audio/speech_44k1_stereo_s16.wav"));
     REQUIRE(bytes.size() > 44);
-    const ai_audio ref = ai_decode_file(ai_path("speech_44k1_stereo_s16.wav"));
+    const decoded_audio ref = decode_file(test_data("audio/speech_44k1_stereo_s16.wav"));
     REQUIRE(ref.ok);
 
     // find the data chunk's size field, to write what a streaming writer writes there
@@ -247,7 +169,7 @@ TEST_CASE("stream: \"-\" reads standard input, with the data size of a pipe writ
             memset(&piped[4], 0xFF, 4);                    // and a bogus RIFF size
         }
         ai_with_stdin(piped, [&] {
-            const ai_audio s = ai_stream("-", 0);
+            const decoded_audio s = ai_stream("-", 0);
             REQUIRE_MESSAGE(s.ok, s.error);
             CHECK(s.info.frames == (size_field == 1 ? 309414 : -1));   // unknown ahead from a pipe
             CHECK(s.info.sample_rate == 44100);
@@ -258,7 +180,7 @@ TEST_CASE("stream: \"-\" reads standard input, with the data size of a pipe writ
 
     // decode_file("-") too
     ai_with_stdin(bytes, [&] {
-        const ai_audio a = ai_decode_file("-");
+        const decoded_audio a = decode_file("-");
         REQUIRE_MESSAGE(a.ok, a.error);
         CHECK(a.pcm == ref.pcm);
         CHECK(a.info.frames == 309414);   // what was decoded
@@ -266,7 +188,7 @@ TEST_CASE("stream: \"-\" reads standard input, with the data size of a pipe writ
 
     // empty, not audio, and a data chunk before fmt (a pipe cannot seek back)
     ai_with_stdin({}, [&] {
-        const ai_audio a = ai_decode_file("-");
+        const decoded_audio a = decode_file("-");
         CHECK_FALSE(a.ok);
         CHECK(a.error.find("<stdin>") != std::string::npos);
         CHECK(a.error.find("empty") != std::string::npos);
@@ -286,9 +208,9 @@ TEST_CASE("stream: \"-\" reads standard input, with the data size of a pipe writ
             CHECK(std::string(whisper_audio_last_error()).find("before the fmt chunk") != std::string::npos);
         });
         // from a file, the same bytes decode (the reader seeks back)
-        const std::string path = ai_tmp("data-first.wav");
-        ai_write(path, b);
-        const ai_audio a = ai_stream(path, 0);
+        const std::string path = test_tmp("data-first.wav");
+        write_bytes(path, b);
+        const decoded_audio a = ai_stream(path, 0);
         REQUIRE_MESSAGE(a.ok, a.error);
         CHECK(a.pcm.size() == 2);
         remove(path.c_str());
@@ -300,9 +222,9 @@ TEST_CASE("stream: \"-\" reads standard input, with the data size of a pipe writ
 #ifdef WHISPER_AUDIO_OGG
 
 TEST_CASE("ogg: speech_16k.ogg decodes close to speech_16k.wav, from a file, a stream, stdin and memory") {
-    const ai_audio wav = ai_decode_file(ai_path("speech_16k.wav"));
+    const decoded_audio wav = decode_file(test_data("audio/speech_16k.wav"));
     REQUIRE(wav.ok);
-    const ai_audio ogg = ai_decode_file(ai_path("speech_16k.ogg"));
+    const decoded_audio ogg = decode_file(test_data("audio/speech_16k.ogg"));
     REQUIRE_MESSAGE(ogg.ok, ogg.error);
     CHECK(ogg.pcm.size() == 112259);
     CHECK(ogg.info.sample_rate == 16000);
@@ -311,18 +233,18 @@ TEST_CASE("ogg: speech_16k.ogg decodes close to speech_16k.wav, from a file, a s
     CHECK(ogg.info.frames == 112259);
     CHECK(std::string(ogg.info.format) == "ogg vorbis");
     // Vorbis is lossy: measured 0.0707 relative L2 error against the WAV it was encoded from
-    const double err = ai_rel_l2(ogg.pcm, wav.pcm);
+    const double err = rel_l2(ogg.pcm, wav.pcm);
     MESSAGE("speech_16k.ogg: relative L2 error vs speech_16k.wav " << err);
     CHECK(err < 0.1);
 
-    const ai_audio s = ai_stream(ai_path("speech_16k.ogg"), 0);
+    const decoded_audio s = ai_stream(test_data("audio/speech_16k.ogg"), 0);
     REQUIRE_MESSAGE(s.ok, s.error);
     CHECK(s.info.frames == -1);   // Ogg is always read as a stream
     CHECK(s.pcm == ogg.pcm);
 
-    const std::vector<uint8_t> bytes = ai_read(ai_path("speech_16k.ogg"));
+    const std::vector<uint8_t> bytes = read_bytes(test_data("audio/speech_16k.ogg"));
     ai_with_stdin(bytes, [&] {
-        const ai_audio a = ai_stream("-", 4096);
+        const decoded_audio a = ai_stream("-", 4096);
         REQUIRE_MESSAGE(a.ok, a.error);
         CHECK(a.pcm == ogg.pcm);
     });
@@ -333,25 +255,25 @@ TEST_CASE("ogg: speech_16k.ogg decodes close to speech_16k.wav, from a file, a s
     whisper_audio_pcm_free(pcm);
 
     // the format comes from the content: Ogg data in a file named .wav is Ogg
-    const std::string renamed = ai_tmp("really-ogg.wav");
-    ai_write(renamed, bytes);
-    const ai_audio r = ai_decode_file(renamed);
+    const std::string renamed = test_tmp("really-ogg.wav");
+    write_bytes(renamed, bytes);
+    const decoded_audio r = decode_file(renamed);
     REQUIRE_MESSAGE(r.ok, r.error);
     CHECK(std::string(r.info.format) == "ogg vorbis");
     CHECK(r.pcm == ogg.pcm);
     remove(renamed.c_str());
 
     // and a WAV in a file named .ogg is WAV
-    const std::string renamed2 = ai_tmp("really-wav.ogg");
-    ai_write(renamed2, ai_read(ai_path("speech_16k.wav")));
-    const ai_audio r2 = ai_decode_file(renamed2);
+    const std::string renamed2 = test_tmp("really-wav.ogg");
+    write_bytes(renamed2, read_bytes(test_data("audio/speech_16k.wav")));
+    const decoded_audio r2 = decode_file(renamed2);
     REQUIRE(r2.ok);
     CHECK(r2.pcm == wav.pcm);
     remove(renamed2.c_str());
 }
 
 TEST_CASE("ogg: broken and foreign Ogg streams fail with a clear message") {
-    const std::vector<uint8_t> good = ai_read(ai_path("speech_16k.ogg"));
+    const std::vector<uint8_t> good = read_bytes(test_data("audio/speech_16k.ogg"));
     REQUIRE(good.size() > 4096);
     auto fails_with = [](const std::vector<uint8_t> & b, std::vector<const char *> needles) {
         float * pcm = nullptr;
@@ -404,14 +326,14 @@ TEST_CASE("ogg: broken and foreign Ogg streams fail with a clear message") {
 // header (xiph/vorbis issue 125). We open every Ogg input as a stream: the first link
 // decodes, the second fails with a clear error, nothing leaks (the sanitizer build checks).
 TEST_CASE("ogg: chained streams; a broken second link is an error after the first link's audio") {
-    const std::string dir = ai_path("speech_16k.ogg").substr(0, ai_path("speech_16k.ogg").size() - strlen("data/audio/speech_16k.ogg"));
-    const ai_audio one = ai_decode_file(dir + "fuzz/corpus/ogg/speech_cut.ogg");
+    const std::string dir = "tests/fuzz/corpus/ogg/";
+    const decoded_audio one = decode_file(dir + "speech_cut.ogg");
     REQUIRE_MESSAGE(one.ok, one.error);
-    const ai_audio two = ai_decode_file(dir + "fuzz/corpus/ogg/chained.ogg");
+    const decoded_audio two = decode_file(dir + "chained.ogg");
     REQUIRE_MESSAGE(two.ok, two.error);
     CHECK(two.pcm.size() == 2 * one.pcm.size());
 
-    whisper_audio_stream * s = whisper_audio_stream_open((dir + "fuzz/corpus/ogg/chained_bad_link2.ogg").c_str(), nullptr);
+    whisper_audio_stream * s = whisper_audio_stream_open((dir + "chained_bad_link2.ogg").c_str(), nullptr);
     REQUIRE(s);
     std::vector<float> buf(4096);
     int64_t total = 0, got;
@@ -421,13 +343,13 @@ TEST_CASE("ogg: chained streams; a broken second link is an error after the firs
     CHECK(total >= (int64_t) one.pcm.size() - 4096);
     CHECK(whisper_audio_stream_read(s, buf.data(), buf.size()) == -1);   // failed stays failed
     whisper_audio_stream_close(s);
-    CHECK_FALSE(ai_decode_file(dir + "fuzz/corpus/ogg/chained_bad_link2.ogg").ok);
+    CHECK_FALSE(decode_file(dir + "chained_bad_link2.ogg").ok);
 }
 
 #else
 
 TEST_CASE("ogg: without WHISPER_AUDIO_OGG, Ogg input says how to get it") {
-    const ai_audio a = ai_decode_file(ai_path("speech_16k.ogg"));
+    const decoded_audio a = decode_file(test_data("audio/speech_16k.ogg"));
     CHECK_FALSE(a.ok);
     CHECK(a.error.find("no Ogg support") != std::string::npos);
     CHECK(a.error.find("libvorbis-dev") != std::string::npos);
@@ -446,24 +368,24 @@ TEST_CASE("stream: absurd headers give a clear error or a correct decode") {
         const char * needle;
     };
     const std::vector<bad> cases = {
-        { "65535 channels s16",   ai_wav(1, 65535, 16000, 16, 65535u * 2 & 0xFFFF, d), "block align" },
-        { "65535 channels, 1 B",  ai_wav(1, 65535, 16000, 8, 65535, { 1, 2 }),       "no audio samples" },
-        { "rate 2^31",            ai_wav(1, 1, 0x80000000u, 16, 2, d),               "sample rate 2147483648 Hz" },
-        { "rate 0",               ai_wav(1, 1, 0, 16, 2, d),                         "sample rate 0 Hz" },
-        { "rate 1",               ai_wav(1, 1, 1, 16, 2, d),                         "sample rate 1 Hz" },
-        { "7 bits",               ai_wav(1, 1, 16000, 7, 1, d),                      "7 bits" },
-        { "truncated header",     ai_prefix(ai_wav(1, 1, 16000, 16, 2, d), 30),     "truncated" },
+        { "65535 channels s16",   wav_file(1, 65535, 16000, 16, d, 65535u * 2 & 0xFFFF), "block align" },
+        { "65535 channels, 1 B",  wav_file(1, 65535, 16000, 8, { 1, 2 }, 65535),       "no audio samples" },
+        { "rate 2^31",            wav_file(1, 1, 0x80000000u, 16, d, 2),               "sample rate 2147483648 Hz" },
+        { "rate 0",               wav_file(1, 1, 0, 16, d, 2),                         "sample rate 0 Hz" },
+        { "rate 1",               wav_file(1, 1, 1, 16, d, 2),                         "sample rate 1 Hz" },
+        { "7 bits",               wav_file(1, 1, 16000, 7, d, 1),                      "7 bits" },
+        { "truncated header",     ai_prefix(wav_file(1, 1, 16000, 16, d, 2), 30),     "truncated" },
         { "RIFF only",            { 'R', 'I', 'F', 'F' },                            "truncated" },
         { "zero length",          {},                                                "empty" },
         { "not audio (png)",      { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n', 0, 0, 0, 0 }, "not a WAV file" },
         { "flac",                 { 'f', 'L', 'a', 'C', 0, 0, 0, 0x22 },             "FLAC" },
         { "mp3",                  { 'I', 'D', '3', 4, 0, 0, 0, 0, 0, 0 },            "MP3" },
     };
-    const std::string path = ai_tmp("absurd.wav");
+    const std::string path = test_tmp("absurd.wav");
     for (const bad & b : cases) {
         const std::string what = b.what;
         CAPTURE(what);
-        ai_write(path, b.bytes);
+        write_bytes(path, b.bytes);
         whisper_audio_info info;
         whisper_audio_stream * s = whisper_audio_stream_open(path.c_str(), &info);
         CHECK(s == nullptr);
@@ -478,8 +400,8 @@ TEST_CASE("stream: absurd headers give a clear error or a correct decode") {
     // 65535 channels of u8 with one whole frame and a partial one: one sample
     std::vector<uint8_t> frame(65535 + 100, 128);
     frame[0] = 255;
-    ai_write(path, ai_wav(1, 65535, 16000, 8, 65535, frame));
-    const ai_audio a = ai_stream(path, 0);
+    write_bytes(path, wav_file(1, 65535, 16000, 8, frame, 65535));
+    const decoded_audio a = ai_stream(path, 0);
     REQUIRE_MESSAGE(a.ok, a.error);
     REQUIRE(a.pcm.size() == 1);
     CHECK(a.pcm[0] == doctest::Approx(127.0 / 128 / 65535).epsilon(1e-4));
@@ -487,8 +409,8 @@ TEST_CASE("stream: absurd headers give a clear error or a correct decode") {
     CHECK(a.info.frames == 1);
 
     // a data size far past the end reads what is there
-    ai_write(path, ai_wav(1, 1, 16000, 16, 2, d, 0x7FFFFFF0));
-    const ai_audio big = ai_stream(path, 0);
+    write_bytes(path, wav_file(1, 1, 16000, 16, d, 2, 0x7FFFFFF0));
+    const decoded_audio big = ai_stream(path, 0);
     REQUIRE_MESSAGE(big.ok, big.error);
     CHECK(big.pcm.size() == 4);
     CHECK(big.info.frames == 4);
@@ -530,7 +452,7 @@ static void ai_write_long_wav(const std::string & path, int rate, int64_t second
     FILE * f = fopen(path.c_str(), "wb");
     REQUIRE(f);
     const int64_t n = (int64_t) rate * seconds;
-    std::vector<uint8_t> h = ai_wav(1, 1, (uint32_t) rate, 16, 2, {}, (int64_t) (n * 2));
+    std::vector<uint8_t> h = wav_file(1, 1, (uint32_t) rate, 16, {}, 2, (int64_t) (n * 2));
     fwrite(h.data(), 1, h.size(), f);
     std::vector<int16_t> block(1 << 16);
     uint32_t rng = 1;
@@ -585,7 +507,7 @@ static ai_peak ai_stream_peak(const std::string & path) {
 }
 
 TEST_CASE("stream: peak memory does not grow with the length (10 min vs 2 h)") {
-    const std::string short_path = ai_tmp("10min.wav"), long_path = ai_tmp("2h.wav");
+    const std::string short_path = test_tmp("10min.wav"), long_path = test_tmp("2h.wav");
     ai_write_long_wav(short_path, 16000, 600);
     ai_write_long_wav(long_path, 16000, 7200);
     const ai_peak a = ai_stream_peak(short_path);
@@ -607,7 +529,7 @@ TEST_CASE("stream: peak memory does not grow with the length (10 min vs 2 h)") {
     CHECK(b.heap_kb < 4 * 1024);
 
     // with resampling (48 kHz): 20 s vs 3 min
-    const std::string r1 = ai_tmp("48k-20s.wav"), r10 = ai_tmp("48k-3min.wav");
+    const std::string r1 = test_tmp("48k-20s.wav"), r10 = test_tmp("48k-3min.wav");
     ai_write_long_wav(r1, 48000, 20);
     ai_write_long_wav(r10, 48000, 180);
     const ai_peak c = ai_stream_peak(r1);

@@ -1,7 +1,7 @@
 // The command line: runs ./main (or $WA_MAIN) as a user would, on good and bad input.
 #include <doctest/doctest.h>
 
-#include "npy.h"
+#include "test-util.h"
 
 #include <algorithm>
 #include <cmath>
@@ -38,40 +38,9 @@ bool exists(const std::string & path) {
     return stat(path.c_str(), &st) == 0;
 }
 
-void write_bytes(const std::string & path, const std::vector<uint8_t> & data) {
-    FILE * f = fopen(path.c_str(), "wb");
-    REQUIRE(f);
-    fwrite(data.data(), 1, data.size(), f);
-    fclose(f);
-}
-
-// A WAV file: header fields as given, data as given (all little-endian).
-std::vector<uint8_t> make_wav(uint16_t tag, uint16_t channels, uint32_t rate, uint16_t bits, const std::vector<uint8_t> & data) {
-    std::vector<uint8_t> w;
-    auto u32 = [&](uint32_t v) { for (int i = 0; i < 4; i++) w.push_back((v >> (8 * i)) & 0xff); };
-    auto u16 = [&](uint16_t v) { w.push_back(v & 0xff); w.push_back(v >> 8); };
-    auto id = [&](const char * s) { for (int i = 0; i < 4; i++) w.push_back((uint8_t)s[i]); };
-    const uint16_t align = (uint16_t)(channels * ((bits + 7) / 8));
-    id("RIFF"); u32(36 + (uint32_t)data.size()); id("WAVE");
-    id("fmt "); u32(16); u16(tag); u16(channels); u32(rate); u32(rate * align); u16(align); u16(bits);
-    id("data"); u32((uint32_t)data.size());
-    w.insert(w.end(), data.begin(), data.end());
-    return w;
-}
-
-double rel_l2(const std::vector<float> & got, size_t offset, const std::vector<float> & ref) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < ref.size(); i++) {
-        const double d = (double)got[offset + i] - ref[i];
-        num += d * d;
-        den += (double)ref[i] * ref[i];
-    }
-    return std::sqrt(num / den);
-}
-
 const std::string MODEL = "build/micro-80-f32.gguf";
-const std::string SPEECH = "tests/data/audio/speech_16k.wav";
-const std::string LONG = "tests/data/audio/long_70s_16k.wav";
+const std::string SPEECH = test_data("audio/speech_16k.wav");
+const std::string LONG = test_data("audio/long_70s_16k.wav");
 
 } // namespace
 
@@ -104,8 +73,8 @@ TEST_CASE("main: audio in, the reference embeddings out") {
     std::vector<int64_t> shape;
     std::vector<float> got = npy_load_f32(out.c_str(), &shape);
     REQUIRE(shape == std::vector<int64_t>{1, 1500, 128});
-    std::vector<float> ref = npy_load_f32("tests/data/encoder/micro-80/speech_16k.last_hidden_state.npy", nullptr);
-    const double err = rel_l2(got, 0, ref);
+    std::vector<float> ref = npy_load_f32(test_data("encoder/micro-80/speech_16k.last_hidden_state.npy"), nullptr);
+    const double err = rel_l2(got.data(), ref.data(), ref.size());
     MESSAGE("main on speech_16k.wav vs transformers float64: relative L2 error " << err);
     CHECK(err < 1e-5);
     remove(out.c_str());
@@ -121,10 +90,10 @@ TEST_CASE("main: several files share one array, rows in order") {
     std::vector<int64_t> shape;
     std::vector<float> got = npy_load_f32(out.c_str(), &shape);
     REQUIRE(shape == std::vector<int64_t>{4, 1500, 128});
-    std::vector<float> ref0 = npy_load_f32("tests/data/encoder/micro-80/speech_16k.last_hidden_state.npy", nullptr);
-    std::vector<float> ref1 = npy_load_f32("tests/data/encoder/micro-80/long_70s_first30s.last_hidden_state.npy", nullptr);
-    CHECK(rel_l2(got, 0, ref0) < 1e-5);
-    CHECK(rel_l2(got, ref1.size(), ref1) < 1e-5);
+    std::vector<float> ref0 = npy_load_f32(test_data("encoder/micro-80/speech_16k.last_hidden_state.npy"), nullptr);
+    std::vector<float> ref1 = npy_load_f32(test_data("encoder/micro-80/long_70s_first30s.last_hidden_state.npy"), nullptr);
+    CHECK(rel_l2(got.data(), ref0.data(), ref0.size()) < 1e-5);
+    CHECK(rel_l2(got.data() + ref1.size(), ref1.data(), ref1.size()) < 1e-5);
     remove(out.c_str());
 }
 
@@ -155,10 +124,10 @@ TEST_CASE("main: bad input gets a message and a non-zero exit, and no output fil
     std::vector<bad_case> cases = {
         {"empty.wav", {}, false, "empty"},
         {"text.wav", std::vector<uint8_t>{'h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd', '\n'}, false, "not a WAV"},
-        {"alaw.wav", make_wav(6, 1, 8000, 8, pcm), false, "ffmpeg"},
-        {"zero-channels.wav", make_wav(1, 0, 16000, 16, pcm), false, "channel"},
-        {"rate0.wav", make_wav(1, 1, 0, 16, pcm), false, "rate"},
-        {"no-samples.wav", make_wav(1, 1, 16000, 16, {}), false, "no audio samples"},
+        {"alaw.wav", wav_file(6, 1, 8000, 8, pcm), false, "ffmpeg"},
+        {"zero-channels.wav", wav_file(1, 0, 16000, 16, pcm), false, "channel"},
+        {"rate0.wav", wav_file(1, 1, 0, 16, pcm), false, "rate"},
+        {"no-samples.wav", wav_file(1, 1, 16000, 16, {}), false, "no audio samples"},
         {"wrong-magic.gguf", wrong_magic, true, "magic"},
         {"truncated.gguf", truncated, true, "truncated"},
         {"shapes.gguf", shapes, true, "the hyperparameters need"},
@@ -204,15 +173,15 @@ TEST_CASE("main: --layer, --no-final-ln, --pool mean") {
     std::vector<int64_t> shape;
     std::vector<float> layer0 = run_npy("-f " + SPEECH + " --layer 0", &shape);
     REQUIRE(shape == std::vector<int64_t>{1, 1500, 128});
-    std::vector<float> ref0 = npy_load_f32("tests/data/encoder/micro-80/speech_16k.layer0.npy", nullptr);
-    CHECK(rel_l2(layer0, 0, ref0) < 1e-5);
+    std::vector<float> ref0 = npy_load_f32(test_data("encoder/micro-80/speech_16k.layer0.npy"), nullptr);
+    CHECK(rel_l2(layer0.data(), ref0.data(), ref0.size()) < 1e-5);
 
     // micro-80 has two layers: the last layer's output without the final LayerNorm
     std::vector<float> last_raw = run_npy("-f " + SPEECH + " --no-final-ln", &shape);
     std::vector<float> layer1 = run_npy("-f " + SPEECH + " --layer 1", &shape);
     CHECK(last_raw == layer1);
-    std::vector<float> ref = npy_load_f32("tests/data/encoder/micro-80/speech_16k.last_hidden_state.npy", nullptr);
-    CHECK(rel_l2(layer1, 0, ref) > 0.1);                             // it really lacks the final norm
+    std::vector<float> ref = npy_load_f32(test_data("encoder/micro-80/speech_16k.last_hidden_state.npy"), nullptr);
+    CHECK(rel_l2(layer1.data(), ref.data(), ref.size()) > 0.1);       // it really lacks the final norm
 
     // mean over the positions that cover audio: ceil(112259 / 320) = 351 of them
     std::vector<float> pooled = run_npy("-f " + SPEECH + " -f " + LONG + " --pool mean", &shape);
@@ -221,13 +190,13 @@ TEST_CASE("main: --layer, --no-final-ln, --pool mean") {
     for (int t = 0; t < 351; t++)
         for (int c = 0; c < 128; c++) want[c] += ref[t * 128 + c] / 351.0;
     std::vector<float> want_f(want.begin(), want.end());
-    CHECK(rel_l2(pooled, 0, want_f) < 1e-5);
+    CHECK(rel_l2(pooled.data(), want_f.data(), want_f.size()) < 1e-5);
     // the long file's full windows average over all 1500 positions
-    std::vector<float> ref_long = npy_load_f32("tests/data/encoder/micro-80/long_70s_first30s.last_hidden_state.npy", nullptr);
+    std::vector<float> ref_long = npy_load_f32(test_data("encoder/micro-80/long_70s_first30s.last_hidden_state.npy"), nullptr);
     std::vector<float> want_long(128, 0.0f);
     for (int t = 0; t < 1500; t++)
         for (int c = 0; c < 128; c++) want_long[c] += ref_long[t * 128 + c] / 1500.0f;
-    CHECK(rel_l2(pooled, 128, want_long) < 1e-5);
+    CHECK(rel_l2(pooled.data() + 128, want_long.data(), want_long.size()) < 1e-5);
 
     run_result r = run_main("-m " + MODEL + " -f " + SPEECH + " --layer 2");
     CHECK(r.status == 2);
@@ -269,17 +238,17 @@ TEST_CASE("main: --no-pad") {
     std::vector<int64_t> shape;
     std::vector<float> v = run_npy("-f " + SPEECH + " --no-pad", &shape);
     REQUIRE(shape == std::vector<int64_t>{351, 128});                // ceil(112259 / 320) positions
-    std::vector<float> ref = npy_load_f32("tests/data/encoder/micro-80/speech_16k.nopad.last_hidden_state.npy", nullptr);
-    const double err = rel_l2(v, 0, ref);
+    std::vector<float> ref = npy_load_f32(test_data("encoder/micro-80/speech_16k.nopad.last_hidden_state.npy"), nullptr);
+    const double err = rel_l2(v.data(), ref.data(), ref.size());
     MESSAGE("main --no-pad on speech_16k.wav vs transformers float64: relative L2 error " << err);
     CHECK(err < 1e-5);
     // 70 s: two full windows and 10 s: 1500 + 1500 + 500 positions, in one array
     v = run_npy("-f " + LONG + " --no-pad -b 4", &shape);
     REQUIRE(shape == std::vector<int64_t>{3500, 128});
-    std::vector<float> ref1 = npy_load_f32("tests/data/encoder/micro-80/long_70s_first30s.last_hidden_state.npy", nullptr);
-    CHECK(rel_l2(v, 0, ref1) < 1e-5);                                // full windows are unchanged
-    std::vector<float> ref_last = npy_load_f32("tests/data/encoder/micro-80/long_70s_last.nopad.last_hidden_state.npy", nullptr);
-    CHECK(rel_l2(v, 3000 * 128, ref_last) < 1e-5);                   // the last 10 s, unpadded
+    std::vector<float> ref1 = npy_load_f32(test_data("encoder/micro-80/long_70s_first30s.last_hidden_state.npy"), nullptr);
+    CHECK(rel_l2(v.data(), ref1.data(), ref1.size()) < 1e-5);        // full windows are unchanged
+    std::vector<float> ref_last = npy_load_f32(test_data("encoder/micro-80/long_70s_last.nopad.last_hidden_state.npy"), nullptr);
+    CHECK(rel_l2(v.data() + 3000 * 128, ref_last.data(), ref_last.size()) < 1e-5);  // the last 10 s, unpadded
     // several inputs into one file cannot be joined
     run_result r = run_main("-m " + MODEL + " -f " + SPEECH + " -f " + LONG + " --no-pad -o build/x.npy");
     CHECK(r.status == 2);
@@ -301,3 +270,57 @@ TEST_CASE("main: --png draws an image") {
     CHECK(memcmp(magic, "\x89PNG\r\n\x1a\n", 8) == 0);
 }
 #endif
+
+TEST_CASE("main: standard input and Ogg Vorbis") {
+    // a WAV through a pipe (the reader sees no file size) gives the same rows as the file
+    std::vector<int64_t> shape;
+    const char * out = "build/test-cli-stdin.npy";
+    remove(out);
+    run_result r = run_main("-m " + MODEL + " --device cpu -f - -o " + std::string(out) + " < " + SPEECH);
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    std::vector<float> got = npy_load_f32(out, &shape);
+    std::vector<float> ref = npy_load_f32(test_data("encoder/micro-80/speech_16k.last_hidden_state.npy"), nullptr);
+    CHECK(rel_l2(got.data(), ref.data(), ref.size()) < 1e-5);
+    remove(out);
+    r = run_main("-m " + MODEL + " -f - -f - < " + SPEECH);
+    CHECK(r.status == 1);
+    CHECK(r.output.find("only once") != std::string::npos);
+#ifdef WHISPER_AUDIO_OGG
+    // Ogg Vorbis is lossy: the embeddings are close to the WAV's, not equal
+    got = run_npy("-f " + test_data("audio/speech_16k.ogg"), &shape);
+    REQUIRE(shape == std::vector<int64_t>{1, 1500, 128});
+    const double err = rel_l2(got.data(), ref.data(), ref.size());
+    MESSAGE("main on speech_16k.ogg vs the WAV's float64 reference: relative L2 error " << err);
+    CHECK(err < 0.05);
+#else
+    r = run_main("-m " + MODEL + " -f " + test_data("audio/speech_16k.ogg"));
+    CHECK(r.status == 1);
+    CHECK(r.output.find("ffmpeg") != std::string::npos);
+#endif
+}
+
+TEST_CASE("main: a progress line on a terminal only, and never with --no-progress") {
+    if (system("command -v script >/dev/null 2>&1") != 0) {
+        MESSAGE("skipped: util-linux's script (to run main on a pseudo-terminal) is not installed");
+        return;
+    }
+    const char * bin = getenv("WA_MAIN") ? getenv("WA_MAIN") : "./main";
+    const std::string args = std::string(bin) + " -m " + MODEL + " -f " + LONG + " --device cpu -b 1";
+    auto on_terminal = [](const std::string & cmd) {       // stdout and stderr on a pseudo-terminal
+        FILE * p = popen(("script -qec '" + cmd + "' /dev/null 2>&1").c_str(), "r");
+        REQUIRE(p);
+        std::string out;
+        char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+        pclose(p);
+        return out;
+    };
+    const std::string tty = on_terminal(args);
+    INFO(tty);
+    CHECK(tty.find("3/3 windows") != std::string::npos);
+    CHECK(tty.find("windows/s") != std::string::npos);
+    CHECK(on_terminal(args + " --no-progress").find("windows/s") == std::string::npos);
+    CHECK(run_main(args.substr(args.find(" -m "))).output.find("windows/s") == std::string::npos);   // a pipe
+}

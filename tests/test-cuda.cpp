@@ -14,6 +14,7 @@
 // attention only.
 #include <doctest/doctest.h>
 
+#include "test-util.h"
 #include "vt.h"
 
 #include <algorithm>
@@ -75,16 +76,6 @@ std::vector<float> rand_fast(size_t n, uint64_t seed, float scale = 1.0f) {
         x = ((float)(s >> 40) / (float)(1ull << 24) * 2.0f - 1.0f) * scale;
     }
     return v;
-}
-
-double rel_l2(const std::vector<float> & got, const std::vector<float> & ref) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < ref.size(); i++) {
-        const double d = (double)got[i] - ref[i];
-        num += d * d;
-        den += (double)ref[i] * ref[i];
-    }
-    return std::sqrt(num / std::max(den, 1e-300));
 }
 
 size_t count_nonfinite(const std::vector<float> & v) {

@@ -3,7 +3,7 @@
 // loader's answers to broken files.
 #include <doctest/doctest.h>
 
-#include "npy.h"
+#include "test-util.h"
 #include "whisper-audio.h"
 
 #include <algorithm>
@@ -14,15 +14,6 @@
 #include <vector>
 
 namespace {
-
-double rel_l2(const float * got, const std::vector<float> & ref) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < ref.size(); i++) {
-        num += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
-        den += (double)ref[i] * ref[i];
-    }
-    return std::sqrt(num / den);
-}
 
 std::vector<float> encode(const whisper_audio_model * model, const std::vector<float> & mel, int n_windows,
                           int output_layer, int max_batch = 1) {
@@ -38,23 +29,6 @@ std::vector<float> encode(const whisper_audio_model * model, const std::vector<f
     REQUIRE_MESSAGE(whisper_audio_encode_mel(enc, mel.data(), n_windows, out.data()), whisper_audio_last_error());
     whisper_audio_encoder_free(enc);
     return out;
-}
-
-std::vector<uint8_t> read_file(const std::string & path) {
-    std::vector<uint8_t> data;
-    FILE * f = fopen(path.c_str(), "rb");
-    REQUIRE_MESSAGE(f, path);
-    int c;
-    while ((c = fgetc(f)) != EOF) data.push_back((uint8_t)c);
-    fclose(f);
-    return data;
-}
-
-void write_file(const std::string & path, const std::vector<uint8_t> & data) {
-    FILE * f = fopen(path.c_str(), "wb");
-    REQUIRE(f);
-    fwrite(data.data(), 1, data.size(), f);
-    fclose(f);
 }
 
 // Loading must fail, and the message must contain `expect`.
@@ -75,17 +49,17 @@ TEST_CASE("encoder matches transformers float64 at post_conv, layer 0 and the ou
         REQUIRE_MESSAGE(model, whisper_audio_last_error());
         const int n_mels = whisper_audio_model_hparams(model)->n_mels;
         for (std::string clip : {"speech_16k", "long_70s_first30s"}) {
-            const std::string mel_path = std::string("tests/data/features/") + clip + ".mel" + std::to_string(n_mels) + ".npy";
-            std::vector<float> mel = npy_load_f32(mel_path.c_str(), nullptr);
+            const std::string mel_path = test_data("features/" + clip + ".mel" + std::to_string(n_mels) + ".npy");
+            std::vector<float> mel = npy_load_f32(mel_path, nullptr);
             REQUIRE(mel.size() == (size_t)n_mels * 3000);
             struct { int layer; std::string ref; } stages[] = {
                 {WHISPER_AUDIO_POST_CONV, "post_conv"}, {0, "layer0"}, {-1, "last_hidden_state"}};
             for (auto & s : stages) {
-                const std::string ref_path = std::string("tests/data/encoder/") + name + "/" + clip + "." + s.ref + ".npy";
-                std::vector<float> ref = npy_load_f32(ref_path.c_str(), nullptr);
+                const std::string ref_path = test_data("encoder/" + name + "/" + clip + "." + s.ref + ".npy");
+                std::vector<float> ref = npy_load_f32(ref_path, nullptr);
                 std::vector<float> got = encode(model, mel, 1, s.layer);
                 REQUIRE(got.size() == ref.size());
-                const double err = rel_l2(got.data(), ref);
+                const double err = rel_l2(got.data(), ref.data(), ref.size());
                 MESSAGE(name << " " << clip << " " << s.ref << ": relative L2 error " << err);
                 CHECK(err < 2e-6);
             }
@@ -99,15 +73,15 @@ TEST_CASE("unpadded windows (--no-pad) match transformers' modules on the shorte
         whisper_audio_model * model = whisper_audio_model_load(("build/" + name + "-f32.gguf").c_str());
         REQUIRE_MESSAGE(model, whisper_audio_last_error());
         for (std::string clip : {"speech_16k", "long_70s_last"}) {
-            const std::string base = "tests/data/encoder/" + name + "/" + clip + ".nopad.";
+            const std::string base = test_data("encoder/" + name + "/" + clip + ".nopad.");
             std::vector<int64_t> shape;
-            std::vector<float> mel = npy_load_f32((base + "mel.npy").c_str(), &shape);
+            std::vector<float> mel = npy_load_f32(base + "mel.npy", &shape);
             REQUIRE(shape.size() == 2);
             const int n_frames = (int)shape[1];
             struct { int layer; std::string ref; } stages[] = {
                 {WHISPER_AUDIO_POST_CONV, "post_conv"}, {0, "layer0"}, {-1, "last_hidden_state"}};
             for (auto & st : stages) {
-                std::vector<float> ref = npy_load_f32((base + st.ref + ".npy").c_str(), nullptr);
+                std::vector<float> ref = npy_load_f32(base + st.ref + ".npy", nullptr);
                 REQUIRE(ref.size() == (size_t)(n_frames / 2) * 128);
                 whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
                 p.device = WHISPER_AUDIO_DEVICE_CPU;
@@ -116,7 +90,7 @@ TEST_CASE("unpadded windows (--no-pad) match transformers' modules on the shorte
                 REQUIRE(enc);
                 std::vector<float> out(ref.size(), NAN);
                 REQUIRE_MESSAGE(whisper_audio_encode_mel_frames(enc, mel.data(), 1, n_frames, out.data()), whisper_audio_last_error());
-                const double err = rel_l2(out.data(), ref);
+                const double err = rel_l2(out.data(), ref.data(), ref.size());
                 MESSAGE(name << " " << clip << " unpadded (" << n_frames / 2 << " positions) " << st.ref << ": relative L2 error " << err);
                 CHECK(err < 2e-6);
                 whisper_audio_encoder_free(enc);
@@ -129,8 +103,8 @@ TEST_CASE("unpadded windows (--no-pad) match transformers' modules on the shorte
 TEST_CASE("a batch of windows gives each window's own result") {
     whisper_audio_model * model = whisper_audio_model_load("build/micro-80-f32.gguf");
     REQUIRE_MESSAGE(model, whisper_audio_last_error());
-    std::vector<float> a = npy_load_f32("tests/data/features/speech_16k.mel80.npy", nullptr);
-    std::vector<float> b = npy_load_f32("tests/data/features/long_70s_first30s.mel80.npy", nullptr);
+    std::vector<float> a = npy_load_f32(test_data("features/speech_16k.mel80.npy"), nullptr);
+    std::vector<float> b = npy_load_f32(test_data("features/long_70s_first30s.mel80.npy"), nullptr);
     std::vector<float> ab = a;
     ab.insert(ab.end(), b.begin(), b.end());
     ab.insert(ab.end(), a.begin(), a.end());
@@ -139,20 +113,20 @@ TEST_CASE("a batch of windows gives each window's own result") {
     const size_t win = one.size();
     CHECK(std::memcmp(batched.data(), one.data(), win * sizeof(float)) == 0);
     CHECK(std::memcmp(batched.data() + 2 * win, one.data(), win * sizeof(float)) == 0);
-    std::vector<float> ref_b = npy_load_f32("tests/data/encoder/micro-80/long_70s_first30s.last_hidden_state.npy", nullptr);
-    CHECK(rel_l2(batched.data() + win, ref_b) < 2e-6);
+    std::vector<float> ref_b = npy_load_f32(test_data("encoder/micro-80/long_70s_first30s.last_hidden_state.npy"), nullptr);
+    CHECK(rel_l2(batched.data() + win, ref_b.data(), ref_b.size()) < 2e-6);
     whisper_audio_model_free(model);
 }
 
 TEST_CASE("f16 and bf16 model files run on the CPU within their rounding") {
-    std::vector<float> mel = npy_load_f32("tests/data/features/speech_16k.mel80.npy", nullptr);
-    std::vector<float> ref = npy_load_f32("tests/data/encoder/micro-80/speech_16k.last_hidden_state.npy", nullptr);
+    std::vector<float> mel = npy_load_f32(test_data("features/speech_16k.mel80.npy"), nullptr);
+    std::vector<float> ref = npy_load_f32(test_data("encoder/micro-80/speech_16k.last_hidden_state.npy"), nullptr);
     for (std::string type : {"f16", "bf16"}) {
         const std::string path = std::string("build/micro-80-") + type + ".gguf";
         whisper_audio_model * model = whisper_audio_model_load(path.c_str());
         REQUIRE_MESSAGE(model, whisper_audio_last_error());
         CHECK(whisper_audio_model_hparams(model)->weight_type == (type[0] == 'f' ? 1 : 30));
-        const double err = rel_l2(encode(model, mel, 1, -1).data(), ref);
+        const double err = rel_l2(encode(model, mel, 1, -1).data(), ref.data(), ref.size());
         MESSAGE(type << " weights: relative L2 error " << err);
         CHECK(err < (type[0] == 'f' ? 2e-3 : 1.5e-2));
         CHECK(err > 1e-6);                                             // the weights really were rounded
@@ -176,26 +150,27 @@ TEST_CASE("encoder parameters are checked") {
 
 TEST_CASE("broken model files are refused with a message") {
     const std::string good_path = "build/micro-80-f32.gguf";
-    const std::vector<uint8_t> good = read_file(good_path);
+    const std::vector<uint8_t> good = read_bytes(good_path);
+    REQUIRE_MESSAGE(!good.empty(), good_path);
     const std::string tmp = "build/test-broken.gguf";
 
     check_load_fails("build/does-not-exist.gguf", "cannot open");
     check_load_fails("build", "not a regular file");
-    write_file(tmp, {});
+    write_bytes(tmp, {});
     check_load_fails(tmp, "empty");
-    write_file(tmp, std::vector<uint8_t>(good.begin(), good.begin() + 10));
+    write_bytes(tmp, std::vector<uint8_t>(good.begin(), good.begin() + 10));
     check_load_fails(tmp, "too small");
     std::vector<uint8_t> bad = good;
     memcpy(bad.data(), "GGML", 4);
-    write_file(tmp, bad);
+    write_bytes(tmp, bad);
     check_load_fails(tmp, "bad magic");
     bad = good;
     bad[4] = 2;                                                        // version 2
-    write_file(tmp, bad);
+    write_bytes(tmp, bad);
     check_load_fails(tmp, "version");
     for (size_t cut : {good.size() / 2, good.size() - 1, (size_t)200, (size_t)40}) {
         CAPTURE(cut);
-        write_file(tmp, std::vector<uint8_t>(good.begin(), good.begin() + cut));
+        write_bytes(tmp, std::vector<uint8_t>(good.begin(), good.begin() + cut));
         whisper_audio_model * m = whisper_audio_model_load(tmp.c_str());
         CHECK(m == nullptr);
         CHECK(std::string(whisper_audio_last_error()).size() > 10);
@@ -209,7 +184,7 @@ TEST_CASE("broken model files are refused with a message") {
         const size_t value_at = (it - bad.begin()) + strlen(key) + 4;  // after the uint32 type
         REQUIRE(bad[value_at] == 128);
         bad[value_at + 1] = 1;                                         // 128 + 256 = 384
-        write_file(tmp, bad);
+        write_bytes(tmp, bad);
         check_load_fails(tmp, "the hyperparameters need");
     }
     // a tensor renamed: missing
@@ -219,14 +194,14 @@ TEST_CASE("broken model files are refused with a message") {
         auto it = std::search(bad.begin(), bad.end(), name, name + strlen(name));
         REQUIRE(it != bad.end());
         *(it + 8) = 'X';
-        write_file(tmp, bad);
+        write_bytes(tmp, bad);
         check_load_fails(tmp, "missing");
     }
     // an absurd tensor count
     {
         bad = good;
         for (int i = 0; i < 8; i++) bad[8 + i] = 0xff;
-        write_file(tmp, bad);
+        write_bytes(tmp, bad);
         check_load_fails(tmp, "implausible");
     }
     remove(tmp.c_str());
@@ -235,8 +210,8 @@ TEST_CASE("broken model files are refused with a message") {
 TEST_CASE("encoder on CUDA matches transformers float64 within f16/bf16 rounding") {
     whisper_audio_model * model = whisper_audio_model_load("build/micro-80-f32.gguf");
     REQUIRE(model);
-    std::vector<float> mel = npy_load_f32("tests/data/features/speech_16k.mel80.npy", nullptr);
-    std::vector<float> ref = npy_load_f32("tests/data/encoder/micro-80/speech_16k.last_hidden_state.npy", nullptr);
+    std::vector<float> mel = npy_load_f32(test_data("features/speech_16k.mel80.npy"), nullptr);
+    std::vector<float> ref = npy_load_f32(test_data("encoder/micro-80/speech_16k.last_hidden_state.npy"), nullptr);
     for (whisper_audio_dtype dtype : {WHISPER_AUDIO_DTYPE_F16, WHISPER_AUDIO_DTYPE_BF16}) {
         whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
         p.device = WHISPER_AUDIO_DEVICE_CUDA;
@@ -248,7 +223,7 @@ TEST_CASE("encoder on CUDA matches transformers float64 within f16/bf16 rounding
         }
         std::vector<float> out((size_t)1500 * 128, NAN);
         REQUIRE_MESSAGE(whisper_audio_encode_mel(enc, mel.data(), 1, out.data()), whisper_audio_last_error());
-        const double err = rel_l2(out.data(), ref);
+        const double err = rel_l2(out.data(), ref.data(), ref.size());
         MESSAGE((dtype == WHISPER_AUDIO_DTYPE_F16 ? "f16" : "bf16") << " on " << whisper_audio_encoder_backend(enc)
                 << ": relative L2 error " << err);
         CHECK(err < (dtype == WHISPER_AUDIO_DTYPE_F16 ? 3e-3 : 2.5e-2));

@@ -5,8 +5,8 @@
 // repository root.
 #include <doctest/doctest.h>
 
+#include "test-util.h"
 #include "whisper-audio.h"
-#include "npy.h"
 
 #include <algorithm>
 #include <cmath>
@@ -21,15 +21,9 @@ static const int N_FRAMES = WHISPER_AUDIO_N_FRAMES;
 static const int N_BINS   = WHISPER_AUDIO_N_BINS;
 
 // mono PCM s16 samples of a WAV file, as int16 / 32768 (how the reference features were made)
-static std::vector<float> mel_test_read_wav_s16(const char * path) {
+static std::vector<float> mel_test_read_wav_s16(const std::string & path) {
     std::vector<float> out;
-    FILE * f = fopen(path, "rb");
-    if (!f) return out;
-    std::vector<unsigned char> b;
-    unsigned char buf[65536];
-    size_t got;
-    while ((got = fread(buf, 1, sizeof(buf), f)) > 0) b.insert(b.end(), buf, buf + got);
-    fclose(f);
+    const std::vector<uint8_t> b = read_bytes(path);
     auto u32 = [&](size_t p) { return (uint32_t) b[p] | (uint32_t) b[p + 1] << 8 | (uint32_t) b[p + 2] << 16 | (uint32_t) b[p + 3] << 24; };
     auto u16 = [&](size_t p) { return (uint32_t) b[p] | (uint32_t) b[p + 1] << 8; };
     if (b.size() < 12 || memcmp(&b[0], "RIFF", 4) != 0 || memcmp(&b[8], "WAVE", 4) != 0) return out;
@@ -73,10 +67,10 @@ static std::vector<float> mel_test_compute(const std::vector<float> & filters, i
 }
 
 TEST_CASE("log-mel: matches WhisperFeatureExtractor on speech and the 70 s clip's first 30 s") {
-    struct clip { const char * name; const char * wav; };
+    struct clip { const char * name; const char * wav; };   // wav: under tests/data
     const clip clips[] = {
-        { "speech_16k",        "tests/data/audio/speech_16k.wav" },
-        { "long_70s_first30s", "tests/data/audio/long_70s_16k.wav" },
+        { "speech_16k",        "audio/speech_16k.wav" },
+        { "long_70s_first30s", "audio/long_70s_16k.wav" },
     };
     for (int n_mels : { 80, 128 }) {
         const std::vector<float> filters = mel_test_filters(n_mels);
@@ -84,13 +78,13 @@ TEST_CASE("log-mel: matches WhisperFeatureExtractor on speech and the 70 s clip'
             CAPTURE(n_mels);
             const std::string name = c.name;
             CAPTURE(name);
-            std::vector<float> pcm = mel_test_read_wav_s16(c.wav);
+            std::vector<float> pcm = mel_test_read_wav_s16(test_data(c.wav));
             REQUIRE(pcm.size() > 0);
             if (pcm.size() > WHISPER_AUDIO_N_SAMPLES) pcm.resize(WHISPER_AUDIO_N_SAMPLES);
 
-            const std::string ref_path = std::string("tests/data/features/") + c.name + ".mel" + std::to_string(n_mels) + ".npy";
+            const std::string ref_path = test_data(std::string("features/") + c.name + ".mel" + std::to_string(n_mels) + ".npy");
             std::vector<int64_t> shape;
-            const std::vector<float> ref = npy_load_f32(ref_path.c_str(), &shape);
+            const std::vector<float> ref = npy_load_f32(ref_path, &shape);
             REQUIRE(shape == std::vector<int64_t>{ n_mels, N_FRAMES });
 
             const std::vector<float> out = mel_test_compute(filters, n_mels, pcm.data(), pcm.size());

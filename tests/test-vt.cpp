@@ -2,6 +2,7 @@
 // sizes; the arena planner; type conversion.
 #include <doctest/doctest.h>
 
+#include "test-util.h"
 #include "vt.h"
 
 #include <cmath>
@@ -17,15 +18,6 @@ std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
     std::vector<float> v(n);
     for (float & x : v) x = dist(rng);
     return v;
-}
-
-double rel_l2(const std::vector<float> & got, const std::vector<double> & ref) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < ref.size(); i++) {
-        num += (got[i] - ref[i]) * (got[i] - ref[i]);
-        den += ref[i] * ref[i];
-    }
-    return std::sqrt(num / den);
 }
 
 double gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }

@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 #include <whisper-audio.h>
 
+#include "test-util.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -15,43 +17,12 @@
 
 // ---- helpers -----------------------------------------------------------------------
 
-static std::string wav_test_path(const char * file) {
-    static const char * DIRS[] = { "tests/data/audio/", "../tests/data/audio/", "../../tests/data/audio/" };
-    for (const char * dir : DIRS) {
-        std::string path = std::string(dir) + file;
-        if (FILE * f = fopen(path.c_str(), "rb")) {
-            fclose(f);
-            return path;
-        }
-    }
-    return std::string(DIRS[0]) + file;
-}
-
 static bool wav_test_error_has(const char * needle) {
     return strstr(whisper_audio_last_error(), needle) != nullptr;
 }
 
-// A decoded file: 16 kHz mono samples and the file's info.
-struct wav_test_audio {
-    std::vector<float> pcm;
-    whisper_audio_info info = {};
-    bool ok = false;
-};
-
-static wav_test_audio wav_test_decode_file(const char * file) {
-    wav_test_audio a;
-    float * pcm = nullptr;
-    size_t n = 0;
-    a.ok = whisper_audio_decode_file(wav_test_path(file).c_str(), &pcm, &n, &a.info);
-    if (a.ok) {
-        a.pcm.assign(pcm, pcm + n);
-        whisper_audio_pcm_free(pcm);
-    }
-    return a;
-}
-
-static wav_test_audio wav_test_decode(const std::vector<uint8_t> & bytes) {
-    wav_test_audio a;
+static decoded_audio wav_test_decode(const std::vector<uint8_t> & bytes) {
+    decoded_audio a;
     float * pcm = nullptr;
     size_t n = 0;
     a.ok = whisper_audio_decode_memory(bytes.data(), bytes.size(), &pcm, &n, &a.info);
@@ -65,48 +36,11 @@ static wav_test_audio wav_test_decode(const std::vector<uint8_t> & bytes) {
     return a;
 }
 
-// Builds WAV files byte by byte.
-struct wav_test_bytes {
-    std::vector<uint8_t> b;
-
-    wav_test_bytes & u8(uint32_t v)  { b.push_back((uint8_t) v); return *this; }
-    wav_test_bytes & u16(uint32_t v) { return u8(v).u8(v >> 8); }
-    wav_test_bytes & u24(uint32_t v) { return u16(v).u8(v >> 16); }
-    wav_test_bytes & u32(uint32_t v) { return u16(v).u16(v >> 16); }
-    wav_test_bytes & id(const char * s) { for (int i = 0; i < 4; i++) b.push_back((uint8_t) s[i]); return *this; }
-    wav_test_bytes & raw(const std::vector<uint8_t> & v) { b.insert(b.end(), v.begin(), v.end()); return *this; }
-    wav_test_bytes & f32(float f) { uint32_t u; memcpy(&u, &f, 4); return u32(u); }
-    wav_test_bytes & f64(double d) { uint64_t u; memcpy(&u, &d, 8); return u32((uint32_t) u).u32((uint32_t) (u >> 32)); }
-
-    // a chunk: id, size field (the body's size unless given), body, pad byte when odd
-    wav_test_bytes & chunk(const char * ck, const std::vector<uint8_t> & body, int64_t size_field = -1, bool pad = true) {
-        id(ck).u32(size_field < 0 ? (uint32_t) body.size() : (uint32_t) size_field).raw(body);
-        if (pad && (body.size() & 1)) u8(0);
-        return *this;
-    }
-};
-
-// "RIFF" <size> "WAVE" + chunks; riff_size -1: the right size
-static std::vector<uint8_t> wav_test_riff(const std::vector<uint8_t> & chunks, int64_t riff_size = -1) {
-    wav_test_bytes w;
-    w.id("RIFF").u32(riff_size < 0 ? (uint32_t) (chunks.size() + 4) : (uint32_t) riff_size).id("WAVE").raw(chunks);
-    return w.b;
-}
-
-// fmt chunk body (16 bytes, or 18 with cbSize)
-static std::vector<uint8_t> wav_test_fmt(uint32_t tag, uint32_t channels, uint32_t rate, uint32_t bits,
-                                         int64_t block_align = -1) {
-    const uint32_t ba = block_align < 0 ? channels * ((bits + 7) / 8) : (uint32_t) block_align;
-    wav_test_bytes w;
-    w.u16(tag).u16(channels).u32(rate).u32(rate * ba).u16(ba).u16(bits);
-    return w.b;
-}
-
 // WAVE_FORMAT_EXTENSIBLE fmt body (40 bytes) with the sub-format GUID of sub_tag
 static std::vector<uint8_t> wav_test_fmt_ext(uint32_t sub_tag, uint32_t channels, uint32_t rate, uint32_t bits,
                                              uint32_t valid_bits, bool good_guid = true) {
     const uint32_t ba = channels * (bits / 8);
-    wav_test_bytes w;
+    wav_bytes w;
     w.u16(0xFFFE).u16(channels).u32(rate).u32(rate * ba).u16(ba).u16(bits);
     w.u16(22).u16(valid_bits).u32(channels == 2 ? 3 : 4);
     w.u16(sub_tag).raw({ 0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80, 0x00, 0x00, 0xAA, 0x00, 0x38, 0x9B,
@@ -114,33 +48,17 @@ static std::vector<uint8_t> wav_test_fmt_ext(uint32_t sub_tag, uint32_t channels
     return w.b;
 }
 
-static std::vector<uint8_t> wav_test_s16(const std::vector<int> & v) {
-    wav_test_bytes w;
-    for (int x : v) w.u16((uint32_t) x);
-    return w.b;
-}
-
 // a valid 16 kHz mono s16 file
 static std::vector<uint8_t> wav_test_simple(const std::vector<int> & samples) {
-    wav_test_bytes c;
-    c.chunk("fmt ", wav_test_fmt(1, 1, 16000, 16)).chunk("data", wav_test_s16(samples));
-    return wav_test_riff(c.b);
-}
-
-static double wav_test_rel_l2(const std::vector<float> & a, const std::vector<float> & ref) {
-    const size_t n = std::min(a.size(), ref.size());
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        num += ((double) a[i] - ref[i]) * ((double) a[i] - ref[i]);
-        den += (double) ref[i] * ref[i];
-    }
-    return sqrt(num / den);
+    wav_bytes c;
+    c.chunk("fmt ", wav_fmt(1, 1, 16000, 16)).chunk("data", wav_s16(samples));
+    return wav_riff(c.b);
 }
 
 // ---- the fixtures ------------------------------------------------------------------
 
 TEST_CASE("wav: fixtures decode with the right info and match speech_16k after resampling") {
-    const wav_test_audio ref = wav_test_decode_file("speech_16k.wav");
+    const decoded_audio ref = decode_file(test_data("audio/speech_16k.wav"));
     REQUIRE_MESSAGE(ref.ok, whisper_audio_last_error());
     CHECK(ref.pcm.size() == 112259);
     CHECK(ref.info.sample_rate == 16000);
@@ -172,7 +90,7 @@ TEST_CASE("wav: fixtures decode with the right info and match speech_16k after r
     for (const fixture & fx : fixtures) {
         const std::string file = fx.file;
         CAPTURE(file);
-        const wav_test_audio a = wav_test_decode_file(fx.file);
+        const decoded_audio a = decode_file(test_data("audio/" + file));
         REQUIRE_MESSAGE(a.ok, whisper_audio_last_error());
         CHECK(a.info.sample_rate == fx.rate);
         CHECK(a.info.channels == fx.channels);
@@ -180,7 +98,7 @@ TEST_CASE("wav: fixtures decode with the right info and match speech_16k after r
         CHECK(a.info.frames == fx.frames);
         CHECK(std::string(a.info.format) == fx.format);
         CHECK(a.pcm.size() == fx.n_16k);
-        const double err = wav_test_rel_l2(a.pcm, ref.pcm);
+        const double err = rel_l2(a.pcm, ref.pcm);
         MESSAGE(file << ": relative L2 error vs speech_16k.wav " << err);
         CHECK(err < fx.max_err_ref);
         if (fx.rate == 44100) {
@@ -188,7 +106,7 @@ TEST_CASE("wav: fixtures decode with the right info and match speech_16k after r
         } else if (fx.rate != 8000) {
             // the wide-band files agree with each other far more closely (measured: 5.4e-5
             // for 22.05k f32, 1.0e-4 for 48k s24, against 44.1k s16)
-            const double err_44k1 = wav_test_rel_l2(a.pcm, from_44k1);
+            const double err_44k1 = rel_l2(a.pcm, from_44k1);
             MESSAGE(file << ": relative L2 error vs the 44.1 kHz file " << err_44k1);
             CHECK(err_44k1 < 3e-4);
         }
@@ -203,8 +121,7 @@ TEST_CASE("wav: decode_file errors name the path") {
     CHECK(wav_test_error_has("cannot open"));
     CHECK(pcm == nullptr);
 
-    const char * tmp = getenv("TMPDIR");
-    const std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/whisper-audio-test-empty.wav";
+    const std::string path = test_tmp("empty.wav");
     if (FILE * f = fopen(path.c_str(), "wb")) {
         fclose(f);
         CHECK_FALSE(whisper_audio_decode_file(path.c_str(), &pcm, &n, nullptr));
@@ -218,7 +135,7 @@ TEST_CASE("wav: decode_file errors name the path") {
 
 TEST_CASE("wav: every encoding decodes to the right values") {
     SUBCASE("s16") {
-        const wav_test_audio a = wav_test_decode(wav_test_simple({ 0, 16384, -16384, 32767, -32768 }));
+        const decoded_audio a = wav_test_decode(wav_test_simple({ 0, 16384, -16384, 32767, -32768 }));
         REQUIRE(a.ok);
         REQUIRE(a.pcm.size() == 5);
         CHECK(a.pcm[0] == 0.0f);
@@ -229,9 +146,9 @@ TEST_CASE("wav: every encoding decodes to the right values") {
         CHECK(std::string(a.info.format) == "wav pcm s16");
     }
     SUBCASE("u8") {
-        wav_test_bytes c;
-        c.chunk("fmt ", wav_test_fmt(1, 1, 16000, 8)).chunk("data", { 128, 192, 64, 0, 255 });
-        const wav_test_audio a = wav_test_decode(wav_test_riff(c.b));
+        wav_bytes c;
+        c.chunk("fmt ", wav_fmt(1, 1, 16000, 8)).chunk("data", { 128, 192, 64, 0, 255 });
+        const decoded_audio a = wav_test_decode(wav_riff(c.b));
         REQUIRE(a.ok);
         REQUIRE(a.pcm.size() == 5);
         CHECK(a.pcm[0] == 0.0f);
@@ -242,11 +159,11 @@ TEST_CASE("wav: every encoding decodes to the right values") {
         CHECK(std::string(a.info.format) == "wav pcm u8");
     }
     SUBCASE("s24") {
-        wav_test_bytes d;
+        wav_bytes d;
         d.u24(0x400000).u24(0xC00000).u24(0x800000).u24(0x7FFFFF);
-        wav_test_bytes c;
-        c.chunk("fmt ", wav_test_fmt(1, 1, 16000, 24)).chunk("data", d.b);
-        const wav_test_audio a = wav_test_decode(wav_test_riff(c.b));
+        wav_bytes c;
+        c.chunk("fmt ", wav_fmt(1, 1, 16000, 24)).chunk("data", d.b);
+        const decoded_audio a = wav_test_decode(wav_riff(c.b));
         REQUIRE(a.ok);
         REQUIRE(a.pcm.size() == 4);
         CHECK(a.pcm[0] == 0.5f);
@@ -257,11 +174,11 @@ TEST_CASE("wav: every encoding decodes to the right values") {
         CHECK(std::string(a.info.format) == "wav pcm s24");
     }
     SUBCASE("s32") {
-        wav_test_bytes d;
+        wav_bytes d;
         d.u32(0x40000000).u32(0xC0000000).u32(0x80000000);
-        wav_test_bytes c;
-        c.chunk("fmt ", wav_test_fmt(1, 1, 16000, 32)).chunk("data", d.b);
-        const wav_test_audio a = wav_test_decode(wav_test_riff(c.b));
+        wav_bytes c;
+        c.chunk("fmt ", wav_fmt(1, 1, 16000, 32)).chunk("data", d.b);
+        const decoded_audio a = wav_test_decode(wav_riff(c.b));
         REQUIRE(a.ok);
         REQUIRE(a.pcm.size() == 3);
         CHECK(a.pcm[0] == 0.5f);
@@ -270,14 +187,14 @@ TEST_CASE("wav: every encoding decodes to the right values") {
         CHECK(std::string(a.info.format) == "wav pcm s32");
     }
     SUBCASE("float32 and float64") {
-        wav_test_bytes d32, d64;
+        wav_bytes d32, d64;
         d32.f32(0.25f).f32(-0.75f).f32(1.5f);
         d64.f64(0.25).f64(-0.75).f64(1.5);
-        wav_test_bytes c32, c64;
-        c32.chunk("fmt ", wav_test_fmt(3, 1, 16000, 32)).chunk("data", d32.b);
-        c64.chunk("fmt ", wav_test_fmt(3, 1, 16000, 64)).chunk("data", d64.b);
-        const wav_test_audio a = wav_test_decode(wav_test_riff(c32.b));
-        const wav_test_audio b = wav_test_decode(wav_test_riff(c64.b));
+        wav_bytes c32, c64;
+        c32.chunk("fmt ", wav_fmt(3, 1, 16000, 32)).chunk("data", d32.b);
+        c64.chunk("fmt ", wav_fmt(3, 1, 16000, 64)).chunk("data", d64.b);
+        const decoded_audio a = wav_test_decode(wav_riff(c32.b));
+        const decoded_audio b = wav_test_decode(wav_riff(c64.b));
         REQUIRE(a.ok);
         REQUIRE(b.ok);
         CHECK(a.pcm == std::vector<float>{ 0.25f, -0.75f, 1.5f });
@@ -287,20 +204,20 @@ TEST_CASE("wav: every encoding decodes to the right values") {
         CHECK(b.info.bits_per_sample == 64);
     }
     SUBCASE("12-bit PCM, MSB-aligned in 16-bit containers") {
-        wav_test_bytes c;
-        c.chunk("fmt ", wav_test_fmt(1, 1, 16000, 12, 2)).chunk("data", wav_test_s16({ 0x4000, -0x4000 }));
-        const wav_test_audio a = wav_test_decode(wav_test_riff(c.b));
+        wav_bytes c;
+        c.chunk("fmt ", wav_fmt(1, 1, 16000, 12, 2)).chunk("data", wav_s16({ 0x4000, -0x4000 }));
+        const decoded_audio a = wav_test_decode(wav_riff(c.b));
         REQUIRE(a.ok);
         CHECK(a.pcm == std::vector<float>{ 0.5f, -0.5f });
         CHECK(a.info.bits_per_sample == 12);
         CHECK(std::string(a.info.format) == "wav pcm s16");
     }
     SUBCASE("extensible float32 stereo is averaged") {
-        wav_test_bytes d;
+        wav_bytes d;
         d.f32(0.5f).f32(0.25f).f32(-1.0f).f32(0.0f);
-        wav_test_bytes c;
+        wav_bytes c;
         c.chunk("fmt ", wav_test_fmt_ext(3, 2, 16000, 32, 32)).chunk("data", d.b);
-        const wav_test_audio a = wav_test_decode(wav_test_riff(c.b));
+        const decoded_audio a = wav_test_decode(wav_riff(c.b));
         REQUIRE_MESSAGE(a.ok, whisper_audio_last_error());
         CHECK(a.pcm == std::vector<float>{ 0.375f, -0.5f });
         CHECK(a.info.channels == 2);
@@ -308,20 +225,20 @@ TEST_CASE("wav: every encoding decodes to the right values") {
         CHECK(std::string(a.info.format) == "wav float32 (extensible)");
     }
     SUBCASE("extensible PCM: 20 valid bits in 24") {
-        wav_test_bytes d;
+        wav_bytes d;
         d.u24(0x400000).u24(0xC00000);
-        wav_test_bytes c;
+        wav_bytes c;
         c.chunk("fmt ", wav_test_fmt_ext(1, 1, 16000, 24, 20)).chunk("data", d.b);
-        const wav_test_audio a = wav_test_decode(wav_test_riff(c.b));
+        const decoded_audio a = wav_test_decode(wav_riff(c.b));
         REQUIRE_MESSAGE(a.ok, whisper_audio_last_error());
         CHECK(a.pcm == std::vector<float>{ 0.5f, -0.5f });
         CHECK(a.info.bits_per_sample == 20);
         CHECK(std::string(a.info.format) == "wav pcm s24 (extensible)");
     }
     SUBCASE("three channels are averaged") {
-        wav_test_bytes c;
-        c.chunk("fmt ", wav_test_fmt(1, 3, 16000, 16)).chunk("data", wav_test_s16({ 3000, 6000, 9000, -300, 0, 0 }));
-        const wav_test_audio a = wav_test_decode(wav_test_riff(c.b));
+        wav_bytes c;
+        c.chunk("fmt ", wav_fmt(1, 3, 16000, 16)).chunk("data", wav_s16({ 3000, 6000, 9000, -300, 0, 0 }));
+        const decoded_audio a = wav_test_decode(wav_riff(c.b));
         REQUIRE(a.ok);
         REQUIRE(a.pcm.size() == 2);
         CHECK(a.pcm[0] == doctest::Approx(6000.0 / 32768).epsilon(1e-6));
@@ -331,36 +248,36 @@ TEST_CASE("wav: every encoding decodes to the right values") {
 
 TEST_CASE("wav: chunk layout") {
     const std::vector<float> expect = { 0.5f, -0.5f, 0.25f };
-    const std::vector<uint8_t> data = wav_test_s16({ 16384, -16384, 8192 });
-    const std::vector<uint8_t> fmt  = wav_test_fmt(1, 1, 16000, 16);
+    const std::vector<uint8_t> data = wav_s16({ 16384, -16384, 8192 });
+    const std::vector<uint8_t> fmt  = wav_fmt(1, 1, 16000, 16);
 
     SUBCASE("data before fmt, unknown chunks between") {
-        wav_test_bytes c;
+        wav_bytes c;
         c.chunk("LIST", { 'I', 'N', 'F', 'O' }).chunk("data", data).chunk("junk", std::vector<uint8_t>(10, 7)).chunk("fmt ", fmt);
-        const wav_test_audio a = wav_test_decode(wav_test_riff(c.b));
+        const decoded_audio a = wav_test_decode(wav_riff(c.b));
         REQUIRE_MESSAGE(a.ok, whisper_audio_last_error());
         CHECK(a.pcm == expect);
     }
     SUBCASE("odd-sized chunk followed by its pad byte") {
-        wav_test_bytes c;
+        wav_bytes c;
         c.chunk("fmt ", fmt).chunk("odd ", { 1, 2, 3, 4, 5 }).chunk("data", data);
-        const wav_test_audio a = wav_test_decode(wav_test_riff(c.b));
+        const decoded_audio a = wav_test_decode(wav_riff(c.b));
         REQUIRE_MESSAGE(a.ok, whisper_audio_last_error());
         CHECK(a.pcm == expect);
     }
     SUBCASE("odd-sized chunk whose writer forgot the pad byte") {
-        wav_test_bytes c;
+        wav_bytes c;
         c.chunk("fmt ", fmt).chunk("odd ", { 1, 2, 3, 4, 5 }, -1, false).chunk("data", data);
-        const wav_test_audio a = wav_test_decode(wav_test_riff(c.b));
+        const decoded_audio a = wav_test_decode(wav_riff(c.b));
         REQUIRE_MESSAGE(a.ok, whisper_audio_last_error());
         CHECK(a.pcm == expect);
     }
     SUBCASE("odd data size: the last partial frame is dropped, the pad skipped") {
         std::vector<uint8_t> odd = data;
         odd.push_back(0x55);
-        wav_test_bytes c;
+        wav_bytes c;
         c.chunk("fmt ", fmt).chunk("data", odd).chunk("LIST", { 'a', 'b' });
-        const wav_test_audio a = wav_test_decode(wav_test_riff(c.b));
+        const decoded_audio a = wav_test_decode(wav_riff(c.b));
         REQUIRE_MESSAGE(a.ok, whisper_audio_last_error());
         CHECK(a.pcm == expect);
     }
@@ -368,17 +285,17 @@ TEST_CASE("wav: chunk layout") {
         std::vector<uint8_t> fmt18 = fmt;
         fmt18.push_back(0);
         fmt18.push_back(0);
-        wav_test_bytes c;
+        wav_bytes c;
         c.chunk("fmt ", fmt18).chunk("fact", { 3, 0, 0, 0 }).chunk("data", data);
-        const wav_test_audio a = wav_test_decode(wav_test_riff(c.b));
+        const decoded_audio a = wav_test_decode(wav_riff(c.b));
         REQUIRE_MESSAGE(a.ok, whisper_audio_last_error());
         CHECK(a.pcm == expect);
     }
     SUBCASE("bogus RIFF size is ignored") {
         for (int64_t riff_size : { 0LL, 4LL, 0xFFFFFFFFLL, 12345678LL }) {
-            wav_test_bytes c;
+            wav_bytes c;
             c.chunk("fmt ", fmt).chunk("data", data);
-            const wav_test_audio a = wav_test_decode(wav_test_riff(c.b, riff_size));
+            const decoded_audio a = wav_test_decode(wav_riff(c.b, riff_size));
             REQUIRE_MESSAGE(a.ok, whisper_audio_last_error());
             CHECK(a.pcm == expect);
         }
@@ -386,39 +303,39 @@ TEST_CASE("wav: chunk layout") {
     SUBCASE("data size 0, 0xFFFFFFFF or too large reads to the end, whole frames only") {
         for (int64_t size_field : { 0LL, 0xFFFFFFFFLL, 1000LL, 7LL + 2 }) {
             CAPTURE(size_field);
-            wav_test_bytes c;
+            wav_bytes c;
             c.chunk("fmt ", fmt).chunk("data", data, size_field);
-            std::vector<uint8_t> bytes = wav_test_riff(c.b);
+            std::vector<uint8_t> bytes = wav_riff(c.b);
             if (size_field == 9) bytes.push_back(0x11); // 7 bytes present + 1: truncated mid-frame
-            const wav_test_audio a = wav_test_decode(bytes);
+            const decoded_audio a = wav_test_decode(bytes);
             REQUIRE_MESSAGE(a.ok, whisper_audio_last_error());
             CHECK(a.pcm == expect);
         }
     }
     SUBCASE("RF64 with the 0xFFFFFFFF data size") {
-        wav_test_bytes c;
+        wav_bytes c;
         c.chunk("ds64", std::vector<uint8_t>(28, 0)).chunk("fmt ", fmt).chunk("data", data, 0xFFFFFFFFLL);
-        std::vector<uint8_t> bytes = wav_test_riff(c.b, 0xFFFFFFFFLL);
+        std::vector<uint8_t> bytes = wav_riff(c.b, 0xFFFFFFFFLL);
         memcpy(bytes.data(), "RF64", 4);
-        const wav_test_audio a = wav_test_decode(bytes);
+        const decoded_audio a = wav_test_decode(bytes);
         REQUIRE_MESSAGE(a.ok, whisper_audio_last_error());
         CHECK(a.pcm == expect);
     }
     SUBCASE("65535 channels of u8: one whole frame decodes") {
         std::vector<uint8_t> frame(65535, 128);
         frame[0] = 255; // (127/128) / 65535 on average
-        wav_test_bytes c;
-        c.chunk("fmt ", wav_test_fmt(1, 65535, 16000, 8)).chunk("data", frame);
-        const wav_test_audio a = wav_test_decode(wav_test_riff(c.b));
+        wav_bytes c;
+        c.chunk("fmt ", wav_fmt(1, 65535, 16000, 8)).chunk("data", frame);
+        const decoded_audio a = wav_test_decode(wav_riff(c.b));
         REQUIRE_MESSAGE(a.ok, whisper_audio_last_error());
         REQUIRE(a.pcm.size() == 1);
         CHECK(a.pcm[0] == doctest::Approx(127.0 / 128 / 65535).epsilon(1e-4));
         CHECK(a.info.channels == 65535);
     }
     SUBCASE("a rate other than 16 kHz is resampled") {
-        wav_test_bytes c;
-        c.chunk("fmt ", wav_test_fmt(1, 1, 8000, 16)).chunk("data", wav_test_s16(std::vector<int>(80, 1000)));
-        const wav_test_audio a = wav_test_decode(wav_test_riff(c.b));
+        wav_bytes c;
+        c.chunk("fmt ", wav_fmt(1, 1, 8000, 16)).chunk("data", wav_s16(std::vector<int>(80, 1000)));
+        const decoded_audio a = wav_test_decode(wav_riff(c.b));
         REQUIRE(a.ok);
         CHECK(a.pcm.size() == 160);
         CHECK(a.info.frames == 80);
@@ -430,16 +347,16 @@ TEST_CASE("wav: chunk layout") {
 // ---- hand-built files: what is rejected ------------------------------------------------
 
 TEST_CASE("wav: clear errors") {
-    const std::vector<uint8_t> data = wav_test_s16({ 1, 2, 3, 4 });
+    const std::vector<uint8_t> data = wav_s16({ 1, 2, 3, 4 });
     struct bad {
         const char * what;
         std::vector<uint8_t> bytes;
         std::vector<const char *> needles;   // all must appear in the message
     };
     auto riff = [](const std::vector<uint8_t> & fmt, const std::vector<uint8_t> & d) {
-        wav_test_bytes c;
+        wav_bytes c;
         c.chunk("fmt ", fmt).chunk("data", d);
-        return wav_test_riff(c.b);
+        return wav_riff(c.b);
     };
     auto magic = [](const char * s, size_t n) {
         std::vector<uint8_t> v(s, s + n);
@@ -447,25 +364,25 @@ TEST_CASE("wav: clear errors") {
         return v;
     };
     std::vector<bad> cases = {
-        { "0 channels",        riff(wav_test_fmt(1, 0, 16000, 16, 2), data),        { "0 channels" } },
-        { "rate 0",            riff(wav_test_fmt(1, 1, 0, 16), data),               { "sample rate 0 Hz" } },
-        { "rate 2 MHz",        riff(wav_test_fmt(1, 1, 2000000, 16), data),         { "sample rate 2000000 Hz" } },
-        { "7 bits",            riff(wav_test_fmt(1, 1, 16000, 7, 1), data),         { "7 bits" } },
-        { "0 bits",            riff(wav_test_fmt(1, 1, 16000, 0, 2), data),         { "0 bits" } },
-        { "12 bits packed",    riff(wav_test_fmt(1, 2, 16000, 12, 3), data),        { "block align 3" } },
-        { "block align wrong", riff(wav_test_fmt(1, 2, 16000, 16, 2), data),        { "block align 2", "expected 4" } },
-        { "65535 ch s16",      riff(wav_test_fmt(1, 65535, 16000, 16, 65535), data),{ "block align" } },
-        { "float 16 bits",     riff(wav_test_fmt(3, 1, 16000, 16), data),           { "float", "16 bits" } },
-        { "a-law",             riff(wav_test_fmt(6, 1, 8000, 8), data),             { "0x0006", "A-law", "ffmpeg" } },
-        { "mu-law",            riff(wav_test_fmt(7, 1, 8000, 8), data),             { "0x0007", "mu-law" } },
-        { "ms adpcm",          riff(wav_test_fmt(2, 1, 8000, 4, 256), data),        { "0x0002", "ADPCM" } },
-        { "ima adpcm",         riff(wav_test_fmt(0x11, 1, 8000, 4, 256), data),     { "0x0011", "IMA ADPCM" } },
+        { "0 channels",        riff(wav_fmt(1, 0, 16000, 16, 2), data),        { "0 channels" } },
+        { "rate 0",            riff(wav_fmt(1, 1, 0, 16), data),               { "sample rate 0 Hz" } },
+        { "rate 2 MHz",        riff(wav_fmt(1, 1, 2000000, 16), data),         { "sample rate 2000000 Hz" } },
+        { "7 bits",            riff(wav_fmt(1, 1, 16000, 7, 1), data),         { "7 bits" } },
+        { "0 bits",            riff(wav_fmt(1, 1, 16000, 0, 2), data),         { "0 bits" } },
+        { "12 bits packed",    riff(wav_fmt(1, 2, 16000, 12, 3), data),        { "block align 3" } },
+        { "block align wrong", riff(wav_fmt(1, 2, 16000, 16, 2), data),        { "block align 2", "expected 4" } },
+        { "65535 ch s16",      riff(wav_fmt(1, 65535, 16000, 16, 65535), data),{ "block align" } },
+        { "float 16 bits",     riff(wav_fmt(3, 1, 16000, 16), data),           { "float", "16 bits" } },
+        { "a-law",             riff(wav_fmt(6, 1, 8000, 8), data),             { "0x0006", "A-law", "ffmpeg" } },
+        { "mu-law",            riff(wav_fmt(7, 1, 8000, 8), data),             { "0x0007", "mu-law" } },
+        { "ms adpcm",          riff(wav_fmt(2, 1, 8000, 4, 256), data),        { "0x0002", "ADPCM" } },
+        { "ima adpcm",         riff(wav_fmt(0x11, 1, 8000, 4, 256), data),     { "0x0011", "IMA ADPCM" } },
         { "extensible a-law",  riff(wav_test_fmt_ext(6, 1, 8000, 8, 8), data),      { "A-law", "EXTENSIBLE" } },
         { "extensible guid",   riff(wav_test_fmt_ext(1, 1, 8000, 16, 16, false), data), { "GUID" } },
         { "fmt too small",     riff({ 1, 0, 1, 0 }, data),                          { "fmt chunk too small" } },
-        { "65535 ch, 1 byte",  riff(wav_test_fmt(1, 65535, 16000, 8), { 1, 2 }),    { "contains no audio samples" } },
-        { "no samples",        riff(wav_test_fmt(1, 1, 16000, 16), { 9 }),          { "contains no audio samples" } },
-        { "header only",       wav_test_riff({}),                                   { "no fmt chunk" } },
+        { "65535 ch, 1 byte",  riff(wav_fmt(1, 65535, 16000, 8), { 1, 2 }),    { "contains no audio samples" } },
+        { "no samples",        riff(wav_fmt(1, 1, 16000, 16), { 9 }),          { "contains no audio samples" } },
+        { "header only",       wav_riff({}),                                   { "no fmt chunk" } },
         { "RIFF, too short",   { 'R', 'I', 'F', 'F', 4, 0, 0, 0 },                  { "truncated" } },
         { "not WAVE",          magic("RIFF\x20\0\0\0AVI ", 12),                     { "not a WAV file", "AVI " } },
         { "RIFX",              magic("RIFX\x20\0\0\0WAVE", 12),                     { "big-endian" } },
@@ -482,25 +399,25 @@ TEST_CASE("wav: clear errors") {
         { "tiny",              { 'R' },                                             { "not a WAV file" } },
     };
     {
-        wav_test_bytes c;
-        c.chunk("fmt ", wav_test_fmt(1, 1, 16000, 16));
-        cases.push_back({ "no data", wav_test_riff(c.b), { "no data chunk" } });
+        wav_bytes c;
+        c.chunk("fmt ", wav_fmt(1, 1, 16000, 16));
+        cases.push_back({ "no data", wav_riff(c.b), { "no data chunk" } });
     }
     {
-        wav_test_bytes c;
+        wav_bytes c;
         c.chunk("LIST", { 1, 2, 3, 4 }).chunk("data", data);
-        cases.push_back({ "no fmt", wav_test_riff(c.b), { "no fmt chunk" } });
+        cases.push_back({ "no fmt", wav_riff(c.b), { "no fmt chunk" } });
     }
     {
-        wav_test_bytes c;
+        wav_bytes c;
         c.id("fmt ").u32(16).u16(1).u16(1);
-        cases.push_back({ "fmt truncated", wav_test_riff(c.b), { "fmt chunk truncated" } });
+        cases.push_back({ "fmt truncated", wav_riff(c.b), { "fmt chunk truncated" } });
     }
 
     for (const bad & b : cases) {
         const std::string what = b.what;
         CAPTURE(what);
-        const wav_test_audio a = wav_test_decode(b.bytes);
+        const decoded_audio a = wav_test_decode(b.bytes);
         CHECK_FALSE(a.ok);
         const std::string msg = whisper_audio_last_error();
         CAPTURE(msg);
@@ -521,10 +438,10 @@ TEST_CASE("wav: clear errors") {
 }
 
 TEST_CASE("wav: truncations and corruptions never crash") {
-    wav_test_bytes c;
+    wav_bytes c;
     c.chunk("fmt ", wav_test_fmt_ext(1, 2, 22050, 24, 24)).chunk("odd ", { 1, 2, 3 })
      .chunk("data", std::vector<uint8_t>(6 * 50, 0x40)).chunk("LIST", { 'x', 'y' });
-    const std::vector<uint8_t> good = wav_test_riff(c.b);
+    const std::vector<uint8_t> good = wav_riff(c.b);
     REQUIRE(wav_test_decode(good).ok);
 
     // every prefix (in a buffer of exactly that size, so a sanitizer sees any overread)
