@@ -64,8 +64,6 @@ grep -E 'MESSAGE: (linear|conv1d_k3|layer_norm|attention|layer) ' "$OUT/tests.lo
 if [ "$BENCH" = 1 ]; then
     VT_CUDA_BENCH=1 timeout 600 "$bin" -tc='cuda bench*' >"$OUT/bench.log" 2>&1
     note "bench: exit $?"
-    VT_CUDA_BENCH=attention VT_CUDA_ATTN_ROWS=64 timeout 300 "$bin" -tc='cuda bench*' 2>&1 |
-        grep '^bench.*attention' | sed 's/attention/attention(64 rows)/' >>"$OUT/bench.log"
 fi
 
 # ---- compute-sanitizer on the CUDA op tests ----
