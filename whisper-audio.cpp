@@ -2152,30 +2152,37 @@ bool whisper_audio_encode_mel(whisper_audio_encoder * enc, const float * mel, in
     return whisper_audio_encode_mel_frames(enc, mel, n_windows, WHISPER_AUDIO_N_FRAMES, out);
 }
 
+bool whisper_audio_log_mel_windows(const whisper_audio_model * model, const float * pcm, size_t n, int n_windows,
+                                   float * out, int n_threads) {
+    const size_t mel_win = (size_t)model->hparams.n_mels * WHISPER_AUDIO_N_FRAMES;
+    std::atomic<int> next{0};
+    std::atomic<bool> failed{false};
+    auto work = [&] {
+        for (int i; (i = next.fetch_add(1)) < n_windows;) {
+            const size_t start = std::min(n, (size_t)i * WHISPER_AUDIO_N_SAMPLES);
+            if (!whisper_audio_log_mel(model, pcm ? pcm + start : nullptr, n - start, out + i * mel_win)) failed = true;
+        }
+    };
+    std::vector<std::thread> threads;
+    for (int t = 1; t < std::min(n_windows, n_threads); t++) threads.emplace_back(work);
+    work();
+    for (std::thread & t : threads) t.join();
+    return !failed;   // a failing window left its message (the same for every window)
+}
+
 bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out) {
     const whisper_audio_hparams & hp = enc->model->hparams;
     const size_t n_win = whisper_audio_n_windows(n);
-    const size_t mel_win = (size_t)hp.n_mels * WHISPER_AUDIO_N_FRAMES;
     const size_t out_win = (size_t)hp.n_ctx * hp.n_state;
     const int batch = enc->params.max_batch;
-    std::vector<float> mel((size_t)batch * mel_win);
+    std::vector<float> mel((size_t)batch * hp.n_mels * WHISPER_AUDIO_N_FRAMES);
     double mel_ms = 0.0, encode_ms = 0.0;
     for (size_t w0 = 0; w0 < n_win; w0 += batch) {
         const int nb = (int)std::min<size_t>(batch, n_win - w0);
-        // log-mel of each window of this batch, in parallel
+        const size_t start = w0 * WHISPER_AUDIO_N_SAMPLES;
         const auto t0 = std::chrono::steady_clock::now();
-        std::atomic<int> next{0}, failed{0};
-        auto work = [&] {
-            for (int i; (i = next.fetch_add(1)) < nb;) {
-                const size_t start = (w0 + i) * WHISPER_AUDIO_N_SAMPLES;
-                if (!whisper_audio_log_mel(enc->model, pcm + start, n - start, mel.data() + i * mel_win)) failed = 1;
-            }
-        };
-        std::vector<std::thread> threads;
-        for (int t = 1; t < std::min(nb, enc->params.n_threads); t++) threads.emplace_back(work);
-        work();
-        for (std::thread & t : threads) t.join();
-        if (failed) return false;
+        if (!whisper_audio_log_mel_windows(enc->model, pcm ? pcm + start : nullptr, n - start, nb, mel.data(), enc->params.n_threads))
+            return false;
         mel_ms += ms_since(t0);
         if (!whisper_audio_encode_mel(enc, mel.data(), nb, out + w0 * out_win)) return false;
         encode_ms += enc->timings.encode_ms;

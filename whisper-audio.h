@@ -87,6 +87,11 @@ bool whisper_audio_resample(const float * in, size_t n_in, int rate_in, int rate
 bool whisper_audio_log_mel(const whisper_audio_model * model, const float * pcm, size_t n, float * out);
 // The same with a caller's mel bank: filters [n_mels, 201] (the model file's mel_filters).
 bool whisper_audio_log_mel_filters(const float * filters, int n_mels, const float * pcm, size_t n, float * out);
+// Log-mel of n_windows consecutive 30 s windows of pcm (window i: samples [480000 i,
+// 480000 (i + 1)), the last zero-padded past n), on up to n_threads threads.
+// out: [n_windows, n_mels, 3000].
+bool whisper_audio_log_mel_windows(const whisper_audio_model * model, const float * pcm, size_t n, int n_windows,
+                                   float * out, int n_threads);
 
 // ---- encoder -----------------------------------------------------------------------
 

@@ -10,7 +10,6 @@
 #include "whisper-audio.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -19,7 +18,6 @@
 #include <cstring>
 #include <string>
 #include <sys/stat.h>
-#include <thread>
 #include <vector>
 
 #include <unistd.h>
@@ -475,18 +473,10 @@ int main(int argc, char ** argv) {
     // log-mel of n windows (in parallel), encoded with n_frames frames each, rows emitted
     auto encode = [&](const window * ws, int n, const float * pcm_base, int n_frames) -> bool {
         auto t = std::chrono::steady_clock::now();
-        std::atomic<int> next{0};
-        std::atomic<bool> failed{false};
-        auto work = [&] {
-            for (int b; (b = next.fetch_add(1)) < n;)
-                if (!whisper_audio_log_mel(model, pcm_base + (size_t)b * WHISPER_AUDIO_N_SAMPLES, WHISPER_AUDIO_N_SAMPLES,
-                                           mel.data() + b * mel_win)) failed = true;
-        };
-        std::vector<std::thread> threads;
-        for (int i = 1; i < std::min(n, ep.n_threads); i++) threads.emplace_back(work);
-        work();
-        for (std::thread & th : threads) th.join();
-        if (failed) { fail(whisper_audio_last_error()); return false; }
+        if (!whisper_audio_log_mel_windows(model, pcm_base, (size_t)n * WHISPER_AUDIO_N_SAMPLES, n, mel.data(), ep.n_threads)) {
+            fail(whisper_audio_last_error());
+            return false;
+        }
         if (!p.png.empty() && n_windows == 0) png_mel.assign(mel.begin(), mel.begin() + mel_win);
         if (n_frames < WHISPER_AUDIO_N_FRAMES) {  // keep the first n_frames of each mel row, packed
             for (int b = 0; b < n; b++)

@@ -231,3 +231,27 @@ TEST_CASE("encoder on CUDA matches transformers float64 within f16/bf16 rounding
     }
     whisper_audio_model_free(model);
 }
+
+TEST_CASE("encode_pcm: audio of any length, windows and batches as main makes them") {
+    whisper_audio_model * model = whisper_audio_model_load("build/micro-80-f32.gguf");
+    REQUIRE(model);
+    float * pcm = nullptr;
+    size_t n = 0;
+    REQUIRE_MESSAGE(whisper_audio_decode_file(test_data("audio/long_70s_16k.wav").c_str(), &pcm, &n, nullptr),
+                    whisper_audio_last_error());
+    REQUIRE(whisper_audio_n_windows(n) == 3);
+    whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
+    p.device = WHISPER_AUDIO_DEVICE_CPU;
+    p.max_batch = 2;                                                   // a batch of 2, then 1
+    whisper_audio_encoder * enc = whisper_audio_encoder_init(model, p);
+    REQUIRE(enc);
+    std::vector<float> out((size_t)3 * 1500 * 128, NAN);
+    REQUIRE_MESSAGE(whisper_audio_encode_pcm(enc, pcm, n, out.data()), whisper_audio_last_error());
+    std::vector<float> ref = npy_load_f32(test_data("encoder/micro-80/long_70s_first30s.last_hidden_state.npy"), nullptr);
+    CHECK(rel_l2(out.data(), ref.data(), ref.size()) < 1e-5);        // audio in: our log-mel, then the encoder
+    for (float v : out) REQUIRE(std::isfinite(v));
+    CHECK(whisper_audio_encoder_timings(enc).mel_ms > 0.0);
+    whisper_audio_encoder_free(enc);
+    whisper_audio_pcm_free(pcm);
+    whisper_audio_model_free(model);
+}
