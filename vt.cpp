@@ -606,6 +606,31 @@ struct thread_pool {
 
 inline float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 
+// exp(x) for the softmax's x <= 0, in a form the compiler vectorises (expf does not):
+// x = n ln2 + r with |r| <= ln2 / 2, e^r by its Taylor series to r^7 (truncation under
+// 6e-9 relative), 2^n built in the exponent bits. Below -87 (e^-87 = 1.6e-38) it returns
+// e^-87: beside the row's maximum term, 1, that is nothing.
+inline float exp_nonpositive(float x) {
+    x = std::max(x, -87.0f);
+    const float t = x * 1.44269504089f + 12582912.0f;        // 1.5 * 2^23: round(x / ln2) in t's low bits
+    const float n = t - 12582912.0f;
+    const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;   // ln2 = 0.693359375 - 2.12194440e-4
+    float p = 1.0f / 5040;
+    p = p * r + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t bits;
+    memcpy(&bits, &t, 4);
+    const int32_t e = (bits - 0x4B400000 + 127) << 23;          // n + 127 in the exponent field
+    float scale;
+    memcpy(&scale, &e, 4);
+    return p * scale;
+}
+
 // ---- GEMM: C[M, N] = A[M, K] W[N, K]^T, f32 ----------------------------------------
 // Work is split in tiles of GEMM_MB rows x GEMM_NB columns; within a tile, K goes in
 // chunks of GEMM_KC: W's chunk is packed into 16-column strips (bp[k][16]) so that the
@@ -895,9 +920,10 @@ struct cpu_backend : vt_backend {
                 float * s = scores + (size_t)r * T;
                 float mx = -INFINITY;
                 for (int j = 0; j < T; j++) mx = std::max(mx, s[j] *= scale);
-                float sum = 0.0f;
-                for (int j = 0; j < T; j++) sum += (s[j] = expf(s[j] - mx));
-                inv_sum[r] = 1.0f / sum;
+                for (int j = 0; j < T; j++) s[j] = exp_nonpositive(s[j] - mx);
+                double sum = 0.0;
+                for (int j = 0; j < T; j++) sum += s[j];
+                inv_sum[r] = (float)(1.0 / sum);
             }
             for (int j = 0; j < T; j++) {
                 const float * vj = rows(v, j);
