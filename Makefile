@@ -139,7 +139,7 @@ $(FUZZ_BUILD)/%.o: %.cpp vt.h whisper-audio.h | fuzz-deps
 	@mkdir -p $(FUZZ_BUILD)
 	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
-$(FUZZ_BUILD)/fuzz-%: tests/fuzz/fuzz-%.cpp $(FUZZ_BUILD)/vt.o $(FUZZ_BUILD)/whisper-audio.o whisper-audio.h
+$(FUZZ_BUILD)/fuzz-%: tests/fuzz/fuzz-%.cpp tests/fuzz/fuzz-util.h $(FUZZ_BUILD)/vt.o $(FUZZ_BUILD)/whisper-audio.o whisper-audio.h
 	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer $(filter %.cpp %.o,$^) -o $@ $(FUZZ_LDLIBS)
 
 fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz-%)

@@ -2,6 +2,7 @@
 // written to a memfd and loaded through its /proc/self/fd path, so the loader runs exactly
 // as on a file (open, fstat, mmap). Seeds: tests/fuzz/corpus/model. docs/FUZZING.md.
 #include "whisper-audio.h"
+#include "fuzz-util.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -10,16 +11,8 @@
 #include <unistd.h>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
-    const int fd = memfd_create("fuzz-model", 0);
-    if (fd < 0) abort();
-    size_t done = 0;
-    while (done < size) {
-        const ssize_t k = write(fd, data + done, size - done);
-        if (k <= 0) abort();
-        done += (size_t) k;
-    }
     char path[64];
-    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    const int fd = fuzz_memfd(data, size, "fuzz-model", path);
     whisper_audio_model * model = whisper_audio_model_load(path);
     if (model) {
         // a model that loads must describe itself consistently

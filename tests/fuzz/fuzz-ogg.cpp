@@ -4,6 +4,7 @@
 // is capped at 2^22 samples (4.4 minutes), since a few bytes of Vorbis can legitimately
 // expand to minutes of audio. Seeds: tests/fuzz/corpus/ogg. docs/FUZZING.md.
 #include "whisper-audio.h"
+#include "fuzz-util.h"
 
 #include <cerrno>
 #include <cstdint>
@@ -27,10 +28,8 @@ static void fuzz_drain(whisper_audio_stream * s) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     // from a file
-    const int fd = memfd_create("fuzz-ogg", 0);
-    if (fd < 0 || write(fd, data, size) != (ssize_t) size) abort();
     char path[64];
-    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    const int fd = fuzz_memfd(data, size, "fuzz-ogg", path);
     whisper_audio_info info;
     whisper_audio_stream * s = whisper_audio_stream_open(path, &info);
     if (!s && whisper_audio_last_error()[0] == 0) __builtin_trap();   // a failure must say why

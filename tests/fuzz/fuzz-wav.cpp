@@ -3,6 +3,7 @@
 // Also decodes the same bytes from a file through the stream API, in odd-sized reads, and
 // traps unless both paths agree bit for bit. make fuzz builds and runs it (docs/FUZZING.md).
 #include "whisper-audio.h"
+#include "fuzz-util.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -11,19 +12,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-// The bytes as a file: a memfd, opened through /proc/self/fd (no temp files left behind).
-static int fuzz_memfd(const uint8_t * data, size_t size) {
-    const int fd = memfd_create("fuzz-wav", 0);
-    if (fd < 0) abort();
-    size_t done = 0;
-    while (done < size) {
-        const ssize_t k = write(fd, data + done, size - done);
-        if (k <= 0) abort();
-        done += (size_t) k;
-    }
-    return fd;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     float * pcm = nullptr;
     size_t n = 0;
@@ -31,9 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     const bool ok = whisper_audio_decode_memory(data, size, &pcm, &n, &info);
     if (!ok && (pcm || n || whisper_audio_last_error()[0] == 0)) __builtin_trap();
 
-    const int fd = fuzz_memfd(data, size);
     char path[64];
-    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    const int fd = fuzz_memfd(data, size, "fuzz-wav", path);
     whisper_audio_info sinfo;
     whisper_audio_stream * s = whisper_audio_stream_open(path, &sinfo);
     if ((s != nullptr) != ok && size > 0) __builtin_trap();
