@@ -3,14 +3,18 @@
 #   make demo            the quick start: a random tiny model, then main on samples/speech_16k.wav
 #   make test            build and run every test (the converter's too)
 #   make test-sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer (CPU build)
-#   make CUDA=0          build without CUDA; CUDA_ARCH=... to choose GPU targets
-# Missing Debian packages (doctest-dev, libstb-dev, libvorbis-dev, python3) are installed with apt-get
+#   make CUDA=0          build without CUDA (a CPU-only build where nvcc is installed); CUDA_ARCH=... to
+#                        choose GPU targets
+#   make install         main (as whisper-audio), whisper-audio.h, the shared and static library, a
+#                        pkg-config file and a CMake package into $(DESTDIR)$(PREFIX) (PREFIX=/usr/local)
+# Missing Debian packages (doctest-dev, libstb-dev, libvorbis-dev, libflac-dev, libmpg123-dev,
+# libopusfile-dev, python3, and for test-install cmake and pkg-config) are installed with apt-get
 # when needed; `make fuzz` also installs clang.
 
 BUILD    ?= build
 CXX      ?= g++
 CXXFLAGS ?= -O3 -march=native
-CXXFLAGS += -std=c++17 -Wall -Wextra -fPIC -I. $(if $(wildcard .deps),-isystem .deps) -pthread
+CXXFLAGS += -std=c++17 -Wall -Wextra -fPIC -fvisibility=hidden -I. $(if $(wildcard .deps),-isystem .deps) -pthread
 LDLIBS   += -pthread
 # stb_image_write (Debian's libstb-dev) for main --png
 ifneq ($(wildcard /usr/include/stb/stb_image_write.h .deps/stb/stb_image_write.h),)
@@ -23,13 +27,20 @@ LDLIBS   += -fsanitize=address,undefined
 CUDA      = 0
 endif
 
-# Ogg Vorbis input through Xiph's libvorbisfile (Debian: libvorbis-dev), when its header is
-# there; OGG=0 builds without it (Ogg input then fails with a message that says how to get it)
-OGG ?= $(if $(wildcard /usr/include/vorbis/vorbisfile.h),1,0)
-ifeq ($(OGG),1)
-CXXFLAGS += -DWHISPER_AUDIO_OGG
-LDLIBS   += -lvorbisfile -lvorbis -logg
-endif
+# Compressed audio input, each format through its reference decoder when that header is there;
+# OGG=0 (FLAC=0, ...) builds without it, and that input then fails with a message that says how
+# to get it. Ogg Vorbis: Xiph's libvorbisfile (Debian: libvorbis-dev); FLAC and Ogg FLAC: libFLAC
+# (libflac-dev); MP3: libmpg123 (libmpg123-dev); Opus: Xiph's opusfile (libopusfile-dev).
+OGG  ?= $(if $(wildcard /usr/include/vorbis/vorbisfile.h),1,0)
+FLAC ?= $(if $(wildcard /usr/include/FLAC/stream_decoder.h),1,0)
+MP3  ?= $(if $(wildcard /usr/include/mpg123.h /usr/include/*/mpg123.h),1,0)
+OPUS ?= $(if $(wildcard /usr/include/opus/opusfile.h),1,0)
+AUDIO_DEFS = $(if $(filter 1,$(OGG)),-DWHISPER_AUDIO_OGG) $(if $(filter 1,$(FLAC)),-DWHISPER_AUDIO_FLAC) \
+             $(if $(filter 1,$(MP3)),-DWHISPER_AUDIO_MP3) $(if $(filter 1,$(OPUS)),-DWHISPER_AUDIO_OPUS -I/usr/include/opus)
+AUDIO_LIBS = $(if $(filter 1,$(OGG)),-lvorbisfile -lvorbis -logg) $(if $(filter 1,$(FLAC)),-lFLAC) \
+             $(if $(filter 1,$(MP3)),-lmpg123) $(if $(filter 1,$(OPUS)),-lopusfile)
+CXXFLAGS += $(AUDIO_DEFS)
+LDLIBS   += $(AUDIO_LIBS)
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 CUDA ?= $(if $(NVCC),1,0)
@@ -50,17 +61,22 @@ TEST_SRCS = $(wildcard tests/test-*.cpp)
 TEST_MODELS = $(foreach m,micro-80 micro-128,$(foreach t,f32 f16 bf16,build/$(m)-$(t).gguf))
 CONVERT = python3 convert/convert-hf-to-gguf.py
 
-.PHONY: all deps demo test test-run test-sanitize test-embed clean
-all: main bench $(BUILD)/test-all $(BUILD)/libwhisper-audio.so
+.PHONY: all deps demo test test-run test-sanitize test-embed test-install install clean
+all: main bench $(BUILD)/test-all $(BUILD)/libwhisper-audio.so $(BUILD)/libwhisper-audio.a
 
-# one apt-get for whatever is missing (Ogg's library unless OGG=0 was asked for)
-WANT_OGG = $(if $(filter command line environment,$(origin OGG)),$(OGG),1)
+# one apt-get for whatever is missing (each audio library unless OGG=0, FLAC=0, ... was asked for)
+WANT = $(if $(filter command line environment,$(origin $(1))),$($(1)),1)
 deps:
 	@missing=""; \
 	command -v python3 >/dev/null || missing="$$missing python3"; \
+	command -v cmake >/dev/null || missing="$$missing cmake"; \
+	command -v pkg-config >/dev/null || missing="$$missing pkg-config"; \
 	[ -f /usr/include/doctest/doctest.h ] || [ -f .deps/doctest/doctest.h ] || missing="$$missing doctest-dev"; \
 	[ -f /usr/include/stb/stb_image_write.h ] || [ -f .deps/stb/stb_image_write.h ] || missing="$$missing libstb-dev"; \
-	[ -f /usr/include/vorbis/vorbisfile.h ] || [ "$(WANT_OGG)" = 0 ] || missing="$$missing libvorbis-dev"; \
+	[ -f /usr/include/vorbis/vorbisfile.h ] || [ "$(call WANT,OGG)" = 0 ] || missing="$$missing libvorbis-dev"; \
+	[ -f /usr/include/FLAC/stream_decoder.h ] || [ "$(call WANT,FLAC)" = 0 ] || missing="$$missing libflac-dev"; \
+	ls /usr/include/mpg123.h /usr/include/*/mpg123.h >/dev/null 2>&1 || [ "$(call WANT,MP3)" = 0 ] || missing="$$missing libmpg123-dev"; \
+	[ -f /usr/include/opus/opusfile.h ] || [ "$(call WANT,OPUS)" = 0 ] || missing="$$missing libopusfile-dev"; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; fi
 
 $(BUILD):
@@ -70,7 +86,7 @@ $(BUILD)/%.o: %.cpp vt.h whisper-audio.h | $(BUILD)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
 $(BUILD)/vt-cuda.o: vt-cuda.cu vt.h | $(BUILD)
-	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -I. -DVT_USE_CUDA -Xcompiler -Wall,-Wextra,-fPIC -c $< -o $@
+	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -I. -DVT_USE_CUDA -Xcompiler -Wall,-Wextra,-fPIC,-fvisibility=hidden -c $< -o $@
 
 $(BUILD)/main: examples/main.cpp $(OBJS)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
@@ -81,9 +97,18 @@ $(BUILD)/bench: examples/bench.cpp $(OBJS)
 main bench: %: $(BUILD)/%
 	cp $< $@
 
-# the C API as a shared library (tests/gpu/parity.py calls it through ctypes)
+# the C API as a shared library (tests/gpu/parity.py calls it through ctypes): only the
+# whisper_audio_* functions are exported (WHISPER_AUDIO_API), vt stays inside
+VERSION   := $(shell sed -n 's/^\#define WHISPER_AUDIO_VERSION "\(.*\)"/\1/p' whisper-audio.h)
+SOVERSION := $(firstword $(subst ., ,$(VERSION)))
+# (a version script as well: the C++ library's template code has default visibility)
 $(BUILD)/libwhisper-audio.so: $(OBJS)
-	$(CXX) -shared $^ -o $@ $(LDLIBS)
+	printf '{ global: whisper_audio_*; local: *; };\n' > $(BUILD)/exports.map
+	$(CXX) -shared -Wl,-soname,libwhisper-audio.so.$(SOVERSION) -Wl,--version-script=$(BUILD)/exports.map $^ -o $@ $(LDLIBS)
+	ln -sf libwhisper-audio.so $@.$(SOVERSION)
+
+$(BUILD)/libwhisper-audio.a: $(OBJS)
+	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/test-all: $(TEST_SRCS) tests/test-util.h $(OBJS) | $(BUILD)
 	$(CXX) $(CXXFLAGS) $(TEST_SRCS) $(OBJS) -o $@ $(LDLIBS)
@@ -98,7 +123,7 @@ $(BUILD)/tiny-random.gguf: convert/convert-hf-to-gguf.py | $(BUILD)
 
 # "drop two files into your tree": a consumer built by one plain compiler command
 $(BUILD)/embed: examples/embed/embed.cpp vt.cpp whisper-audio.cpp vt.h whisper-audio.h | $(BUILD)
-	$(CXX) -std=c++17 -O2 -I. examples/embed/embed.cpp vt.cpp whisper-audio.cpp -o $@ -pthread
+	$(CXX) -std=c++17 -O3 -march=native -I. examples/embed/embed.cpp vt.cpp whisper-audio.cpp -o $@ -pthread
 
 test-embed: $(BUILD)/embed build/micro-80-f32.gguf
 	$(BUILD)/embed build/micro-80-f32.gguf samples/speech_16k.wav
@@ -109,13 +134,53 @@ test: deps
 test-run: $(BUILD)/main $(BUILD)/test-all $(TEST_MODELS) test-embed
 	python3 tests/test-convert.py
 	WA_MAIN=$(BUILD)/main $(BUILD)/test-all
+	$(if $(filter 1,$(SANITIZE)),,BUILD=$(BUILD) tests/test-install.sh)
 
 test-sanitize:
 	$(MAKE) BUILD=build-san SANITIZE=1 test
 
 demo: deps
-	$(MAKE) main $(BUILD)/tiny-random.gguf
+	$(MAKE) main bench $(BUILD)/tiny-random.gguf
 	./main -m $(BUILD)/tiny-random.gguf -f samples/speech_16k.wav -o $(BUILD)/speech_16k.npy
+
+# ---- install -------------------------------------------------------------------------
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCDIR ?= $(PREFIX)/include
+# what a static link needs besides the library (pkg-config --static, the CMake package)
+PRIVATE_LIBS = $(filter-out -L% -Wl%,$(LDLIBS)) $(if $(filter 1,$(CUDA)),-L$(CUDA_HOME)/lib64)
+# the installed files find each other by relative paths, so a DESTDIR tree works where it is
+relpath = $(shell realpath -m --relative-to=$(1) $(2))
+
+install: main $(BUILD)/libwhisper-audio.so $(BUILD)/libwhisper-audio.a
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(INCDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(LIBDIR)/cmake/whisper-audio
+	install -m 755 $(BUILD)/main $(DESTDIR)$(PREFIX)/bin/whisper-audio
+	install -m 644 whisper-audio.h $(DESTDIR)$(INCDIR)/
+	install -m 755 $(BUILD)/libwhisper-audio.so $(DESTDIR)$(LIBDIR)/libwhisper-audio.so.$(VERSION)
+	ln -sf libwhisper-audio.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libwhisper-audio.so.$(SOVERSION)
+	ln -sf libwhisper-audio.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libwhisper-audio.so
+	install -m 644 $(BUILD)/libwhisper-audio.a $(DESTDIR)$(LIBDIR)/
+	printf '%s\n' 'libdir=$${pcfiledir}/..' 'includedir=$${pcfiledir}/$(call relpath,$(LIBDIR)/pkgconfig,$(INCDIR))' '' \
+		'Name: whisper-audio' 'Description: Whisper audio encoder embeddings' 'Version: $(VERSION)' \
+		'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lwhisper-audio' 'Libs.private: $(PRIVATE_LIBS) -lstdc++ -lm' \
+		> $(DESTDIR)$(LIBDIR)/pkgconfig/whisper-audio.pc
+	printf '%s\n' '# find_package(whisper-audio) -> the target whisper-audio::whisper-audio (written by make install)' \
+		'if(NOT TARGET whisper-audio::whisper-audio)' \
+		'  add_library(whisper-audio::whisper-audio SHARED IMPORTED)' \
+		'  set_target_properties(whisper-audio::whisper-audio PROPERTIES' \
+		'    IMPORTED_LOCATION "$${CMAKE_CURRENT_LIST_DIR}/../../libwhisper-audio.so.$(SOVERSION)"' \
+		'    IMPORTED_SONAME libwhisper-audio.so.$(SOVERSION)' \
+		'    INTERFACE_INCLUDE_DIRECTORIES "$${CMAKE_CURRENT_LIST_DIR}/$(call relpath,$(LIBDIR)/cmake/whisper-audio,$(INCDIR))")' \
+		'endif()' > $(DESTDIR)$(LIBDIR)/cmake/whisper-audio/whisper-audio-config.cmake
+	printf '%s\n' 'set(PACKAGE_VERSION $(VERSION))' \
+		'if(PACKAGE_FIND_VERSION VERSION_GREATER PACKAGE_VERSION OR NOT PACKAGE_FIND_VERSION_MAJOR EQUAL $(SOVERSION))' \
+		'  set(PACKAGE_VERSION_COMPATIBLE FALSE)' 'else()' '  set(PACKAGE_VERSION_COMPATIBLE TRUE)' 'endif()' \
+		> $(DESTDIR)$(LIBDIR)/cmake/whisper-audio/whisper-audio-config-version.cmake
+
+# installs into a scratch DESTDIR and builds consumers against it: pkg-config, CMake's
+# find_package, and add_subdirectory next to a consumer's own `main` target
+test-install: $(BUILD)/main build/micro-80-f32.gguf
+	tests/test-install.sh
 
 clean:
 	rm -rf build build-san build-fuzz main bench
@@ -125,11 +190,10 @@ clean:
 FUZZ_CXX     ?= clang++
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD   ?= build-fuzz
-FUZZ_TARGETS  = wav ogg model
+FUZZ_TARGETS  = wav ogg flac mp3 opus model
 FUZZ_FLAGS    = -O1 -g -std=c++17 -I. -pthread -fno-omit-frame-pointer \
-                -fsanitize=address,undefined -fno-sanitize-recover=undefined \
-                $(if $(filter 1,$(OGG)),-DWHISPER_AUDIO_OGG)
-FUZZ_LDLIBS   = -pthread $(if $(filter 1,$(OGG)),-lvorbisfile -lvorbis -logg)
+                -fsanitize=address,undefined -fno-sanitize-recover=undefined $(AUDIO_DEFS)
+FUZZ_LDLIBS   = -pthread $(AUDIO_LIBS)
 
 .PHONY: fuzz fuzz-deps
 fuzz-deps:

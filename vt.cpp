@@ -557,12 +557,19 @@ struct thread_pool {
     bool stop = false;
 
     explicit thread_pool(int n) : n_threads(std::max(1, n)) {
-        for (int i = 1; i < n_threads; i++) workers.emplace_back([this, i] { worker(i); });
+        try {
+            for (int i = 1; i < n_threads; i++) workers.emplace_back([this, i] { worker(i); });
+        } catch (...) {          // no thread: join those started (a joinable one would terminate)
+            shutdown();
+            throw;
+        }
     }
-    ~thread_pool() {
+    ~thread_pool() { shutdown(); }
+    void shutdown() {
         { std::lock_guard<std::mutex> lock(mutex); stop = true; }
         wake.notify_all();
         for (std::thread & t : workers) t.join();
+        workers.clear();
     }
     void drain(int thread) {
         for (int task; (task = next.fetch_add(1)) < n_tasks;) fn(fn_ctx, task, thread);
@@ -608,10 +615,12 @@ inline float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.7071067811
 
 // exp(x) for the softmax's x <= 0, in a form the compiler vectorises (expf does not):
 // x = n ln2 + r with |r| <= ln2 / 2, e^r by its Taylor series to r^7 (truncation under
-// 6e-9 relative), 2^n built in the exponent bits. Below -87 (e^-87 = 1.6e-38) it returns
-// e^-87: beside the row's maximum term, 1, that is nothing.
+// 6e-9 relative), 2^n built in the exponent bits. Total for any float, as non-finite
+// activations reach it: below -87 (e^-87 = 1.6e-38, -inf too) it returns 0, a NaN
+// stays NaN, and x > 0 (only a NaN row's difference could be) is taken as 0.
 inline float exp_nonpositive(float x) {
-    x = std::max(x, -87.0f);
+    const bool underflow = x < -87.0f;
+    x = std::min(std::max(x, -87.0f), 0.0f);                   // NaN passes both
     const float t = x * 1.44269504089f + 12582912.0f;        // 1.5 * 2^23: round(x / ln2) in t's low bits
     const float n = t - 12582912.0f;
     const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;   // ln2 = 0.693359375 - 2.12194440e-4
@@ -623,12 +632,12 @@ inline float exp_nonpositive(float x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    int32_t bits;
+    uint32_t bits;                                             // unsigned: a NaN's bits wrap, no UB
     memcpy(&bits, &t, 4);
-    const int32_t e = (bits - 0x4B400000 + 127) << 23;          // n + 127 in the exponent field
+    const uint32_t e = (bits - 0x4B400000u + 127u) << 23;      // n + 127 in the exponent field
     float scale;
     memcpy(&scale, &e, 4);
-    return p * scale;
+    return underflow ? 0.0f : p * scale;
 }
 
 // ---- GEMM: C[M, N] = A[M, K] W[N, K]^T, f32 ----------------------------------------
@@ -784,7 +793,13 @@ struct cpu_backend : vt_backend {
         if (!arena) { vt_set_error("out of memory: arena of %zu bytes", g->arena_size); return false; }
         size_t need = 0;
         for (vt_tensor * t : g->nodes) need = std::max(need, scratch_floats(t));
-        for (std::vector<float> & s : scratch) if (s.size() < need) s.resize(need);
+        try {
+            for (std::vector<float> & s : scratch) if (s.size() < need) s.resize(need);
+        } catch (const std::bad_alloc &) {
+            free(arena);
+            vt_set_error("out of memory: %d x %zu bytes of thread scratch", pool.n_threads, need * sizeof(float));
+            return false;
+        }
         g->backend_state = new graph_state{arena, g->arena_size};
         graph_bytes += g->arena_size;
         for (vt_tensor * t : g->leaves) if (t->flags & VT_FLAG_INPUT) t->data = (char *)arena + t->arena_offset;
@@ -915,7 +930,7 @@ struct cpu_backend : vt_backend {
                 gemm_tile(rows(q, i0), q->nb[1] / sizeof(float), m, rows(k, 0), k->nb[1] / sizeof(float), hd, n0,
                           std::min(GEMM_NB, T - n0), scores, T, panel);
             }
-            std::vector<float> inv_sum(m);
+            float inv_sum[GEMM_MB];                            // no allocation inside a task
             for (int r = 0; r < m; r++) {
                 float * s = scores + (size_t)r * T;
                 float mx = -INFINITY;
@@ -964,6 +979,16 @@ struct cpu_backend : vt_backend {
 } // namespace
 
 vt_backend * vt_backend_cpu_init(int n_threads) {
-    if (n_threads <= 0) n_threads = (int)std::max(1u, std::thread::hardware_concurrency());
-    return new cpu_backend(n_threads);
+    // threads past the hardware's only cost memory: each has its own scratch
+    const int hw = (int)std::max(1u, std::thread::hardware_concurrency());
+    if (n_threads <= 0 || n_threads > hw) n_threads = hw;
+    try {
+        return new cpu_backend(n_threads);
+    } catch (const std::bad_alloc &) {
+        vt_set_error("cpu backend: out of memory");
+        return nullptr;
+    } catch (const std::exception & e) {
+        vt_set_error("cpu backend: cannot start %d threads: %s", n_threads, e.what());
+        return nullptr;
+    }
 }

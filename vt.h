@@ -165,7 +165,9 @@ size_t      vt_graph_naive_size(const vt_graph * g);      // bytes if nothing we
 
 // ---- backends ----------------------------------------------------------------------
 
-vt_backend * vt_backend_cpu_init(int n_threads);          // computes in f32
+// Computes in f32 on n_threads threads: <= 0 or more than the hardware runs means as many
+// as it runs. NULL with vt_last_error() set when the threads cannot be started.
+vt_backend * vt_backend_cpu_init(int n_threads);
 // compute_type VT_TYPE_F16 or VT_TYPE_BF16. NULL with vt_last_error() set when there is
 // no device, or when this build has no CUDA.
 vt_backend * vt_backend_cuda_init(int device, enum vt_type compute_type);

@@ -13,13 +13,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <new>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <cerrno>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,6 +33,8 @@ static thread_local char g_wa_error[512];
 
 const char * whisper_audio_last_error(void) { return g_wa_error; }
 
+const char * whisper_audio_version(void) { return WHISPER_AUDIO_VERSION; }
+
 static void wa_set_error(const char * fmt, ...) {
     char buf[sizeof(g_wa_error)];
     va_list ap;
@@ -40,12 +44,32 @@ static void wa_set_error(const char * fmt, ...) {
     memcpy(g_wa_error, buf, sizeof(buf));
 }
 
+// The C API's boundary: what C++ throws inside (std::bad_alloc, std::system_error from a
+// thread that cannot start) becomes an error value, as the header promises.
+template <typename R, typename F> static R wa_catch(const char * func, R fail, F && f) {
+    try {
+        return f();
+    } catch (const std::bad_alloc &) {
+        wa_set_error("%s: out of memory", func);
+    } catch (const std::exception & e) {
+        wa_set_error("%s: %s", func, e.what());
+    }
+    return fail;
+}
+
+// CPU threads: <= 0 means as many as the hardware runs (llama.cpp's -t convention), and
+// more than that are capped to it, as vt_backend_cpu_init does.
+static int wa_n_threads(int n_threads) {
+    const int hw = (int)std::max(1u, std::thread::hardware_concurrency());
+    return n_threads <= 0 || n_threads > hw ? hw : n_threads;
+}
+
 static double ms_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // =====================================================================================
-// model file: GGUF v3 (ggml's docs/gguf.md), mapped read-only and validated
+// model file: GGUF v3 (ggml's docs/gguf.md), validated, then read into memory we own
 // =====================================================================================
 
 enum gguf_value_type {
@@ -59,16 +83,27 @@ struct gguf_tensor_info {
     int64_t ne[4] = {1, 1, 1, 1};   // innermost first
     int type = 0;                   // vt_type
     uint64_t offset = 0;            // from the data section's start
-    const void * data = nullptr;
+    uint64_t bytes = 0;
+    const void * data = nullptr;    // in the model's weights, for the tensors the encoder uses
 };
 
-// A bounds-checked cursor over the mapped file: every read checks that it stays inside.
+// Limits beyond which a file is refused before anything is allocated for it: an encoder of
+// 256 layers has 3848 tensors; gguf.md caps tensor names at 64 bytes and keys at 65535.
+static const uint64_t GGUF_MAX_TENSORS = 16384;
+static const uint64_t GGUF_MAX_KV      = 16384;
+static const uint64_t GGUF_MAX_NAME    = 64;
+static const uint64_t GGUF_MAX_KEY     = 65535;
+static const uint64_t GGUF_MAX_STRING  = 1u << 20;
+
+// A bounds-checked cursor over the file's first bytes: every read checks that it stays
+// inside. past_end: a read ran past them (a longer prefix of the file may hold it).
 struct gguf_reader {
     const uint8_t * data;
     size_t size, pos = 0;
-    bool ok = true;
+    bool ok = true, past_end = false;
 
     bool need(size_t n) {
+        if (ok && n > size - pos) past_end = true;
         if (!ok || n > size - pos) { ok = false; return false; }
         return true;
     }
@@ -77,9 +112,9 @@ struct gguf_reader {
         if (need(sizeof(T))) { memcpy(&v, data + pos, sizeof(T)); pos += sizeof(T); }
         return v;
     }
-    std::string get_string() {
+    std::string get_string(uint64_t max = GGUF_MAX_STRING) {
         const uint64_t n = get<uint64_t>();
-        if (n > (1u << 20) || !need(n)) { ok = false; return ""; }
+        if (n > max || !need(n)) { ok = false; return ""; }
         std::string s((const char *)data + pos, n);
         pos += n;
         return s;
@@ -94,7 +129,7 @@ struct gguf_reader {
             const uint64_t n = get<uint64_t>();
             if (et >= GGUF_TYPE_COUNT) { ok = false; return; }
             if (et != GGUF_STRING && et != GGUF_ARRAY) {
-                if (n > size || !need(n * sizes[et])) { ok = false; return; }
+                if (n > SIZE_MAX / 8 || !need(n * sizes[et])) { ok = false; return; }
                 pos += n * sizes[et];
                 return;
             }
@@ -105,19 +140,22 @@ struct gguf_reader {
     }
 };
 
+// The encoder's tensors are read into `weights` at load, not mapped: a mapping faults
+// (SIGBUS) when the file is truncated under it, as `cp new.gguf model.gguf` does.
 struct whisper_audio_model {
     std::string path;
-    void * map = nullptr;
-    size_t map_size = 0;
+    size_t file_size = 0;
+    uint64_t data_start = 0;                             // the data section's offset in the file
     whisper_audio_hparams hparams{};
-    std::vector<gguf_tensor_info> tensors;
-    const float * mel_filters = nullptr;   // [n_mels, 201], inside the mapping
+    std::vector<gguf_tensor_info> tensors;               // every tensor of the file
+    std::unordered_map<std::string, size_t> index;       // name -> position in tensors
+    std::unique_ptr<uint8_t[]> weights;                  // the encoder's tensors' bytes
+    const float * mel_filters = nullptr;                 // [n_mels, 201], in weights
 
     const gguf_tensor_info * find(const std::string & name) const {
-        for (const gguf_tensor_info & t : tensors) if (t.name == name) return &t;
-        return nullptr;
+        auto it = index.find(name);
+        return it == index.end() ? nullptr : &tensors[it->second];
     }
-    ~whisper_audio_model() { if (map) munmap(map, map_size); }
 };
 
 // Checks one tensor against the shape the hyperparameters imply (PyTorch order given,
@@ -179,13 +217,12 @@ template <typename F> static bool for_each_expected_tensor(const whisper_audio_h
     return ok;
 }
 
-// Stages, as whisper.cpp's loader: map -> header -> key/values (hparams) -> tensor infos
-// -> data offsets -> expected tensors and shapes. Any mismatch names what and where.
-static bool model_parse(whisper_audio_model * m) {
+// Stages, as whisper.cpp's loader: header -> key/values (hparams) -> tensor infos -> data
+// offsets, from r, the file's first bytes. Any mismatch names what and where.
+static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
     const char * path = m->path.c_str();
-    gguf_reader r{(const uint8_t *)m->map, m->map_size};
-    if (m->map_size < 24) { wa_set_error("%s: file too small to be a GGUF model (%zu bytes)", path, m->map_size); return false; }
-    if (memcmp(m->map, "GGUF", 4) != 0) {
+    if (m->file_size < 24) { wa_set_error("%s: file too small to be a GGUF model (%zu bytes)", path, m->file_size); return false; }
+    if (memcmp(r.data, "GGUF", 4) != 0) {
         wa_set_error("%s: not a GGUF model file (bad magic)\n---> HINT: convert a Hugging Face Whisper checkpoint with "
                      "convert/convert-hf-to-gguf.py", path);
         return false;
@@ -194,24 +231,28 @@ static bool model_parse(whisper_audio_model * m) {
     const uint32_t version = r.get<uint32_t>();
     if (version != 3) { wa_set_error("%s: GGUF version %u, this reader reads version 3", path, version); return false; }
     const uint64_t n_tensors = r.get<uint64_t>(), n_kv = r.get<uint64_t>();
-    if (n_tensors > 100000 || n_kv > 100000) {
-        wa_set_error("%s: implausible counts in GGUF header (%llu tensors, %llu keys)", path,
-                     (unsigned long long)n_tensors, (unsigned long long)n_kv);
+    if (n_tensors > GGUF_MAX_TENSORS || n_kv > GGUF_MAX_KV) {
+        wa_set_error("%s: implausible counts in GGUF header (%llu tensors, %llu keys; at most %llu and %llu)", path,
+                     (unsigned long long)n_tensors, (unsigned long long)n_kv, (unsigned long long)GGUF_MAX_TENSORS,
+                     (unsigned long long)GGUF_MAX_KV);
         return false;
     }
 
     // key/values: the ones we need, type-checked; the rest skipped
+    const char * eps_key = "whisper.encoder.attention.layer_norm_epsilon";
     std::string arch;
     uint32_t alignment = 32;
     std::map<std::string, uint32_t> u32;
-    float eps = -1.0f;
+    bool has_eps = false;
+    float eps = 0.0f;
     for (uint64_t i = 0; i < n_kv && r.ok; i++) {
-        const std::string key = r.get_string();
+        const std::string key = r.get_string(GGUF_MAX_KEY);
         const uint32_t type = r.get<uint32_t>();
         if (!r.ok) break;
         if (key == "general.architecture" && type == GGUF_STRING) arch = r.get_string();
         else if (key == "general.alignment" && type == GGUF_UINT32) alignment = r.get<uint32_t>();
-        else if (key == "whisper.encoder.attention.layer_norm_epsilon" && type == GGUF_FLOAT32) eps = r.get<float>();
+        else if (key == eps_key && type == GGUF_FLOAT32) { eps = r.get<float>(); has_eps = true; }
+        else if (key == eps_key) { wa_set_error("%s: %s has GGUF type %u, not float32 (6)", path, eps_key, type); return false; }
         else if (key.rfind("whisper.encoder.", 0) == 0 && type == GGUF_UINT32) u32[key] = r.get<uint32_t>();
         else r.skip(type);
     }
@@ -247,19 +288,31 @@ static bool model_parse(whisper_audio_model * m) {
         wa_set_error("%s: embedding_length %d is not a multiple of head_count %d", path, hp.n_state, hp.n_head);
         return false;
     }
-    hp.eps = eps > 0.0f && std::isfinite(eps) ? eps : 1e-5f;
+    // the converter always writes eps; without it, Whisper's own (PyTorch's LayerNorm default)
+    if (has_eps && !(std::isfinite(eps) && eps > 0.0f)) {
+        wa_set_error("%s: %s is %g; it must be a positive finite number (Whisper's is 1e-05)", path, eps_key, eps);
+        return false;
+    }
+    hp.eps = has_eps ? eps : 1e-5f;
 
     // tensor infos
     for (uint64_t i = 0; i < n_tensors && r.ok; i++) {
         gguf_tensor_info t;
-        t.name = r.get_string();
+        t.name = r.get_string(GGUF_MAX_NAME);
+        if (!r.ok && !r.past_end) {
+            wa_set_error("%s: tensor %llu: name longer than %llu bytes (GGUF's limit)", path, (unsigned long long)i,
+                         (unsigned long long)GGUF_MAX_NAME);
+            return false;
+        }
         t.n_dims = (int)r.get<uint32_t>();
-        if (!r.ok || t.n_dims < 1 || t.n_dims > 4) {
+        if (!r.ok) break;                                   // the file ends here: said below
+        if (t.n_dims < 1 || t.n_dims > 4) {
             wa_set_error("%s: tensor %llu ('%s'): bad dimension count %d", path, (unsigned long long)i, t.name.c_str(), t.n_dims);
             return false;
         }
-        for (int d = 0; d < t.n_dims; d++) {
+        for (int d = 0; d < t.n_dims && r.ok; d++) {
             const uint64_t ne = r.get<uint64_t>();
+            if (!r.ok) break;
             if (ne == 0 || ne > (1u << 24)) { wa_set_error("%s: tensor '%s': bad dimension %llu", path, t.name.c_str(), (unsigned long long)ne); return false; }
             t.ne[d] = (int64_t)ne;
         }
@@ -270,38 +323,150 @@ static bool model_parse(whisper_audio_model * m) {
             wa_set_error("%s: tensor '%s' has ggml type %d; supported: F32 (0), F16 (1), BF16 (30)", path, t.name.c_str(), t.type);
             return false;
         }
-        if (m->find(t.name)) { wa_set_error("%s: duplicate tensor name '%s'", path, t.name.c_str()); return false; }
+        if (!m->index.emplace(t.name, m->tensors.size()).second) {
+            wa_set_error("%s: duplicate tensor name '%s'", path, t.name.c_str());
+            return false;
+        }
         m->tensors.push_back(t);
     }
     if (!r.ok) { wa_set_error("%s: truncated or corrupt GGUF tensor-info section", path); return false; }
 
-    // data: each tensor must lie inside the file
-    const size_t data_start = (r.pos + alignment - 1) / alignment * alignment;
+    // data: each tensor aligned, inside the file, and no two sharing bytes
+    m->data_start = (r.pos + alignment - 1) / alignment * alignment;
+    const uint64_t data_size = m->file_size - std::min<uint64_t>(m->data_start, m->file_size);
     for (gguf_tensor_info & t : m->tensors) {
-        const uint64_t bytes = (uint64_t)t.ne[0] * t.ne[1] * t.ne[2] * t.ne[3] * vt_type_size((vt_type)t.type);
-        if (t.offset % alignment != 0 || data_start > m->map_size || t.offset > m->map_size - data_start ||
-            bytes > m->map_size - data_start - t.offset) {
-            wa_set_error("%s: tensor '%s' (%llu bytes at offset %llu) lies outside the file (%zu bytes): truncated?",
-                         path, t.name.c_str(), (unsigned long long)bytes, (unsigned long long)t.offset, m->map_size);
+        if (t.offset % alignment != 0) {
+            wa_set_error("%s: tensor '%s' is at offset %llu, which is not a multiple of the alignment (%u)", path,
+                         t.name.c_str(), (unsigned long long)t.offset, alignment);
             return false;
         }
-        t.data = (const uint8_t *)m->map + data_start + t.offset;
+        uint64_t bytes = vt_type_size((vt_type)t.type);    // step by step: the product can pass 2^64
+        bool fits = true;
+        for (int d = 0; d < 4 && fits; d++) {
+            fits = (uint64_t)t.ne[d] <= data_size / bytes;
+            if (fits) bytes *= t.ne[d];
+        }
+        if (!fits) {
+            wa_set_error("%s: tensor '%s' has dims [%lld, %lld, %lld, %lld] (%s): more bytes than the file's %llu bytes of data hold: truncated?",
+                         path, t.name.c_str(), (long long)t.ne[0], (long long)t.ne[1], (long long)t.ne[2], (long long)t.ne[3],
+                         vt_type_name((vt_type)t.type), (unsigned long long)data_size);
+            return false;
+        }
+        if (t.offset > data_size - bytes) {
+            wa_set_error("%s: tensor '%s' (%llu bytes at offset %llu) lies outside the file (%zu bytes): truncated?",
+                         path, t.name.c_str(), (unsigned long long)bytes, (unsigned long long)t.offset, m->file_size);
+            return false;
+        }
+        t.bytes = bytes;
     }
+    std::vector<const gguf_tensor_info *> by_offset;
+    for (const gguf_tensor_info & t : m->tensors) by_offset.push_back(&t);
+    std::stable_sort(by_offset.begin(), by_offset.end(), [](auto a, auto b) { return a->offset < b->offset; });
+    for (size_t i = 1; i < by_offset.size(); i++) {
+        const gguf_tensor_info * a = by_offset[i - 1], * b = by_offset[i];
+        if (a->offset + a->bytes > b->offset) {
+            wa_set_error("%s: tensors '%s' and '%s' overlap (data bytes [%llu, %llu) and [%llu, %llu))", path,
+                         a->name.c_str(), b->name.c_str(), (unsigned long long)a->offset,
+                         (unsigned long long)(a->offset + a->bytes), (unsigned long long)b->offset,
+                         (unsigned long long)(b->offset + b->bytes));
+            return false;
+        }
+    }
+    return true;
+}
 
-    // the encoder's tensors, shapes checked against the hyperparameters
-    if (!for_each_expected_tensor(hp, [&](const std::string & name, std::vector<int64_t> shape, bool matrix) {
-            return check_tensor(m, name, shape, matrix);
+// pread of n bytes at offset; false with the error set when the file fails or ends early.
+static bool read_at(const whisper_audio_model * m, int fd, void * dst, size_t n, uint64_t offset) {
+    for (size_t done = 0; done < n;) {
+        const ssize_t k = pread(fd, (char *)dst + done, std::min<size_t>(n - done, 1u << 30), (off_t)(offset + done));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            if (k == 0) wa_set_error("%s: the file ended at byte %llu, before its %zu bytes: it changed while loading",
+                                     m->path.c_str(), (unsigned long long)(offset + done), m->file_size);
+            else wa_set_error("%s: read failed at byte %llu: %s", m->path.c_str(), (unsigned long long)(offset + done), strerror(errno));
+            return false;
+        }
+        done += (size_t)k;
+    }
+    return true;
+}
+
+// The first of n elements whose exponent bits are all set (NaN or +-inf), or n. A block is
+// scanned without branches, which vectorises; only a block that has one is searched.
+template <typename T> static size_t first_nonfinite(const uint8_t * p, size_t n, T exp_mask) {
+    for (size_t i0 = 0; i0 < n; i0 += 4096) {
+        const size_t i1 = std::min(n, i0 + 4096);
+        unsigned bad = 0;
+        for (size_t i = i0; i < i1; i++) {
+            T v;
+            memcpy(&v, p + i * sizeof(T), sizeof(T));
+            bad |= (v & exp_mask) == exp_mask;
+        }
+        for (size_t i = i0; bad && i < i1; i++) {
+            T v;
+            memcpy(&v, p + i * sizeof(T), sizeof(T));
+            if ((v & exp_mask) == exp_mask) return i;
+        }
+    }
+    return n;
+}
+
+// The tensors the encoder uses: shapes checked against the hyperparameters, then read into
+// the model's own memory and refused when a value is not finite (NaN would reach every
+// output; inf the softmax).
+static bool model_read_weights(whisper_audio_model * m, int fd) {
+    std::vector<gguf_tensor_info *> used;
+    if (!for_each_expected_tensor(m->hparams, [&](const std::string & name, std::vector<int64_t> shape, bool matrix) {
+            if (!check_tensor(m, name, shape, matrix)) return false;
+            used.push_back(&m->tensors[m->index.at(name)]);
+            return true;
         })) {
         return false;
     }
-    hp.weight_type = m->find("encoder.layers.0.fc1.weight")->type;
+    const size_t ALIGN = 64;
+    size_t total = 0;
+    for (const gguf_tensor_info * t : used) total += (t->bytes + ALIGN - 1) / ALIGN * ALIGN;
+    m->weights.reset(new (std::nothrow) uint8_t[total + ALIGN]);
+    if (!m->weights) { wa_set_error("%s: out of memory for %zu bytes of weights", m->path.c_str(), total); return false; }
+    uint8_t * dst = m->weights.get() + (ALIGN - (uintptr_t)m->weights.get() % ALIGN) % ALIGN;
+    for (gguf_tensor_info * t : used) {
+        if (!read_at(m, fd, dst, t->bytes, m->data_start + t->offset)) return false;
+        const size_t n = t->bytes / vt_type_size((vt_type)t->type);
+        const size_t bad = t->type == VT_TYPE_F32 ? first_nonfinite<uint32_t>(dst, n, 0x7f800000u)
+                         : first_nonfinite<uint16_t>(dst, n, t->type == VT_TYPE_F16 ? 0x7c00 : 0x7f80);
+        if (bad < n) {
+            float v;
+            vt_convert(&v, VT_TYPE_F32, dst + bad * vt_type_size((vt_type)t->type), (vt_type)t->type, 1);
+            wa_set_error("%s: tensor '%s' holds %g at element %zu: a non-finite weight (a corrupt file, or a conversion "
+                         "that overflowed)", m->path.c_str(), t->name.c_str(), v, bad);
+            return false;
+        }
+        t->data = dst;
+        dst += (t->bytes + ALIGN - 1) / ALIGN * ALIGN;
+    }
+    m->hparams.weight_type = m->find("encoder.layers.0.fc1.weight")->type;
     m->mel_filters = (const float *)m->find("mel_filters")->data;
     return true;
 }
 
-whisper_audio_model * whisper_audio_model_load(const char * path) {
+// The metadata from a prefix of the file, grown until the parse fits in it, then the weights.
+static bool model_read(whisper_audio_model * m, int fd) {
+    std::vector<uint8_t> head;
+    for (size_t have = std::min<size_t>(m->file_size, 1u << 20);; have = std::min<size_t>(m->file_size, have * 4)) {
+        head.resize(have);
+        if (!read_at(m, fd, head.data(), have, 0)) return false;
+        gguf_reader r{head.data(), have};
+        m->tensors.clear();
+        m->index.clear();
+        if (model_parse(m, r)) break;
+        if (!r.past_end || have == m->file_size) return false;
+    }
+    return model_read_weights(m, fd);
+}
+
+static whisper_audio_model * model_load(const char * path) {
     if (!path) { wa_set_error("no model path given"); return nullptr; }
-    const int fd = open(path, O_RDONLY);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) { wa_set_error("%s: cannot open model file: %s", path, strerror(errno)); return nullptr; }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -309,35 +474,40 @@ whisper_audio_model * whisper_audio_model_load(const char * path) {
         close(fd);
         return nullptr;
     }
-    whisper_audio_model * m = new whisper_audio_model;
-    m->path = path;
-    m->map_size = (size_t)st.st_size;
-    if (m->map_size == 0) {
+    if (st.st_size == 0) {
         wa_set_error("%s: the model file is empty", path);
         close(fd);
-        delete m;
         return nullptr;
     }
-    m->map = mmap(nullptr, m->map_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    std::unique_ptr<whisper_audio_model> m(new whisper_audio_model);
+    m->path = path;
+    m->file_size = (size_t)st.st_size;
+    bool ok = false;
+    try {
+        ok = model_read(m.get(), fd);
+    } catch (...) {
+        close(fd);
+        throw;
+    }
     close(fd);
-    if (m->map == MAP_FAILED) {
-        m->map = nullptr;
-        wa_set_error("%s: mmap failed: %s", path, strerror(errno));
-        delete m;
-        return nullptr;
-    }
-    if (!model_parse(m)) {
-        delete m;
-        return nullptr;
-    }
-    return m;
+    return ok ? m.release() : nullptr;
+}
+
+whisper_audio_model * whisper_audio_model_load(const char * path) {
+    return wa_catch(__func__, (whisper_audio_model *)nullptr, [&] { return model_load(path); });
 }
 
 void whisper_audio_model_free(whisper_audio_model * model) { delete model; }
 
-const whisper_audio_hparams * whisper_audio_model_hparams(const whisper_audio_model * model) { return &model->hparams; }
+const whisper_audio_hparams * whisper_audio_model_hparams(const whisper_audio_model * model) {
+    if (!model) { wa_set_error("%s: no model", __func__); return nullptr; }
+    return &model->hparams;
+}
 
-const float * whisper_audio_model_mel_filters(const whisper_audio_model * model) { return model->mel_filters; }
+const float * whisper_audio_model_mel_filters(const whisper_audio_model * model) {
+    if (!model) { wa_set_error("%s: no model", __func__); return nullptr; }
+    return model->mel_filters;
+}
 
 // =====================================================================================
 // audio decoding (WAV) and resampling
@@ -361,9 +531,17 @@ const float * whisper_audio_model_mel_filters(const whisper_audio_model * model)
 //   - channels 1..65535 (averaged to mono), sample rate 1000..1000000 Hz (below 1 kHz there
 //     is no speech, and a 1 Hz header would turn each input byte into 16000 outputs).
 // Samples scale to [-1, 1): u8 (x - 128) / 128, sN x / 2^(N-1), floats as stored.
+//
+// Float samples are nominally in [-1, 1]; clipped mixes go a little past 1, and those pass
+// as they are. A NaN or an infinity, or a magnitude past WAV_FLOAT_MAX (+80 dBFS: no
+// recording is that loud), means a corrupt file or another scale (floats at 16-bit integer
+// scale, say). Such a file is refused, not clamped: a clamp would change the audio without
+// a word, and a NaN, or a value as large as 1e30 (whose power overflows the log-mel's
+// float), makes the encoder's whole window NaN.
 
 static const uint32_t WAV_MIN_SAMPLE_RATE = 1000;
 static const uint32_t WAV_MAX_SAMPLE_RATE = 1000000;
+static const double   WAV_FLOAT_MAX       = 1e4;
 
 static const char * WAV_FFMPEG_HINT =
     "convert it first: ffmpeg -i input -ar 16000 -ac 1 -c:a pcm_s16le output.wav";
@@ -471,8 +649,13 @@ static bool wav_parse_fmt(const char * name, const uint8_t * p, uint32_t size, w
         // The GUID is {tag-00000-0010-8000-00AA00389B71}: the first two bytes are a plain format tag.
         static const uint8_t GUID_TAIL[14] = { 0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x80, 0x00,
                                                0x00, 0xAA, 0x00, 0x38, 0x9B, 0x71 };
-        if (size < 40 || wav_u16(p + 16) < 22) {
+        if (size < 40) {
             return wav_fail(name, "WAVE_FORMAT_EXTENSIBLE fmt chunk too small (%u bytes, need 40)", size);
+        }
+        if (wav_u16(p + 16) < 22) {
+            return wav_fail(name, "malformed WAVE_FORMAT_EXTENSIBLE fmt chunk: its cbSize field says %u bytes "
+                "of extension, but the extension (valid bits, channel mask, sub-format GUID) needs 22",
+                wav_u16(p + 16));
         }
         const uint8_t * guid = p + 24;
         if (memcmp(guid + 2, GUID_TAIL, sizeof(GUID_TAIL)) != 0) {
@@ -624,9 +807,9 @@ static bool wav_parse(const char * name, const uint8_t * p, size_t size, wav_hea
     return true;
 }
 
-// Reads the little-endian sample at s and scales it to [-1, 1).
+// Reads the little-endian sample at s and scales it to [-1, 1) (floats: as stored).
 template <wav_encoding ENC>
-static inline float wav_sample(const uint8_t * s) {
+static inline double wav_sample(const uint8_t * s) {
     switch (ENC) {
         case WAV_PCM_U8:  return ((int) s[0] - 128) * (1.0f / 128.0f);
         case WAV_PCM_S16: return (float) (int16_t) wav_u16(s) * (1.0f / 32768.0f);
@@ -646,22 +829,27 @@ static inline float wav_sample(const uint8_t * s) {
             uint64_t u = (uint64_t) wav_u32(s) | ((uint64_t) wav_u32(s + 4) << 32);
             double d;
             memcpy(&d, &u, sizeof(d));
-            return (float) d;
+            return d;
         }
     }
-    return 0.0f;
+    return 0.0;
 }
 
-// Decodes n_frames frames at data to mono (the average of the channels).
+// Decodes n_frames frames at data to mono (the average of the channels). Returns the index
+// (frame * channels + channel) of the first float sample that is NaN, infinite or past
+// WAV_FLOAT_MAX, or SIZE_MAX when there is none.
 template <wav_encoding ENC>
-static void wav_to_mono(const uint8_t * data, size_t n_frames, uint32_t channels, float * mono) {
+static size_t wav_to_mono(const uint8_t * data, size_t n_frames, uint32_t channels, float * mono) {
+    const bool   check = ENC == WAV_FLOAT32 || ENC == WAV_FLOAT64;   // integers are in range
     const size_t bytes = ENC == WAV_PCM_U8 ? 1 : ENC == WAV_PCM_S16 ? 2 : ENC == WAV_PCM_S24 ? 3 :
                          ENC == WAV_FLOAT64 ? 8 : 4;
     if (channels == 1) {
         for (size_t i = 0; i < n_frames; i++) {
-            mono[i] = wav_sample<ENC>(data + i * bytes);
+            const double v = wav_sample<ENC>(data + i * bytes);
+            if (check && !(fabs(v) <= WAV_FLOAT_MAX)) return i;   // (false for NaN too)
+            mono[i] = (float) v;
         }
-        return;
+        return SIZE_MAX;
     }
     const double scale = 1.0 / channels;
     const size_t frame = bytes * channels;
@@ -669,10 +857,13 @@ static void wav_to_mono(const uint8_t * data, size_t n_frames, uint32_t channels
         const uint8_t * f = data + i * frame;
         double sum = 0.0;
         for (uint32_t c = 0; c < channels; c++) {
-            sum += wav_sample<ENC>(f + c * bytes);
+            const double v = wav_sample<ENC>(f + c * bytes);
+            if (check && !(fabs(v) <= WAV_FLOAT_MAX)) return i * channels + c;
+            sum += v;
         }
         mono[i] = (float) (sum * scale);
     }
+    return SIZE_MAX;
 }
 
 static const char * wav_format_name(const wav_header & h) {
@@ -704,15 +895,20 @@ static const char * wav_format_name(const wav_header & h) {
 //
 // With L / M = rate_out / rate_in in lowest terms there are L distinct sub-sample phases:
 // their coefficients are precomputed as a polyphase table [L, n_taps] when it is small
-// enough; otherwise (large L, e.g. 16001 -> 16000) each output's coefficients are
-// interpolated from a finely sampled kernel.
+// enough. Otherwise (large L, e.g. 16001 -> 16000, or 999983 -> 16000) the table holds
+// P + 1 rows at the phases 0, 1/P, ..., 1, with P = RESAMPLE_FINE per zero crossing of
+// the sinc, and an output between two rows is the linear interpolation of their two dot
+// products (the kernel's error from that is below (pi / RESAMPLE_FINE)^2 / 8 of its peak,
+// -106 dB). Its size, (P + 1) * n_taps, is about 115k floats whatever the rates, since P
+// shrinks as n_taps grows; both modes cost O(taps) per output, about 230 multiply-adds per
+// input sample when downsampling (twice that when interpolating).
 
 static const double RESAMPLE_PI        = 3.14159265358979323846;
 static const double RESAMPLE_PASS      = 0.95;  // passband edge, fraction of min(in, out) / 2 (sox's default)
 static const double RESAMPLE_STOP      = 1.00;  // stopband edge, fraction of min(in, out) / 2
 static const double RESAMPLE_ATTEN_DB  = 90.0;  // Kaiser design attenuation
 static const size_t RESAMPLE_MAX_TABLE = 1u << 20; // polyphase table entries (4 MiB)
-static const int    RESAMPLE_FINE      = 512;   // kernel points per zero crossing (fallback)
+static const int    RESAMPLE_FINE      = 512;   // table rows per zero crossing (interpolated mode)
 static const int    RESAMPLE_TAP_ALIGN = 8;     // taps per row rounded up to this (SIMD)
 
 // Modified Bessel function of the first kind, order 0 (power series).
@@ -784,10 +980,9 @@ struct wa_resampler {
     int64_t  L = 1, M = 1;          // rate_out / rate_in = L / M in lowest terms
     int64_t  step_int = 0, step_frac = 0; // M / L and M % L: input step per output
     int      n_taps = 0;            // 2 K taps rounded up to RESAMPLE_TAP_ALIGN (zeros past 2 K)
-    std::vector<float> table;       // [L, n_taps] polyphase rows; empty: the fine kernel below
-    std::vector<float> fine;        // the kernel over tau >= 0, per_tau points per input sample
-    double   per_tau = 0.0;
-    std::vector<float> h;           // one output's taps (fine-kernel mode)
+    int64_t  P = 0;                 // 0: table is [L, n_taps], row p at phase p / L; else it is
+                                    // [P + 1, n_taps], row p at phase p / P, interpolated
+    std::vector<float> table;
     // the next output: index i, at input position n0 + phase / L
     uint64_t i = 0;
     int64_t  n0 = 0, phase = 0;
@@ -827,31 +1022,26 @@ static void resample_init(wa_resampler & rs, int rate_in, int rate_out) {
     rs.step_int  = rs.M / rs.L;
     rs.step_frac = rs.M % rs.L;
 
-    if ((uint64_t) rs.L * rs.n_taps <= RESAMPLE_MAX_TABLE) {
-        // polyphase table [L, n_taps], each row normalised to sum 1
-        rs.table.assign((size_t) rs.L * rs.n_taps, 0.0f);
-        std::vector<double> row(rs.n_taps);
-        for (int64_t p = 0; p < rs.L; p++) {
-            const double frac = (double) p / rs.L;
-            double sum = 0.0;
-            for (int j = 0; j < 2 * kr.k; j++) {
-                row[j] = resample_kernel_at(kr, frac + kr.k - 1 - j);
-                sum += row[j];
-            }
-            for (int j = 0; j < 2 * kr.k; j++) {
-                rs.table[(size_t) p * rs.n_taps + j] = (float) (row[j] / sum);
-            }
+    // the table's rows: the L exact phases when they fit, else P + 1 to interpolate between
+    // (a zero crossing is 1 / scale input samples)
+    int64_t rows = rs.L;
+    if ((uint64_t) rs.L * rs.n_taps > RESAMPLE_MAX_TABLE) {
+        rs.P = (int64_t) ceil(RESAMPLE_FINE * kr.scale);
+        rows = rs.P + 1;
+    }
+    // row p at phase p / L (or p / P), normalised to sum 1
+    rs.table.assign((size_t) rows * rs.n_taps, 0.0f);
+    std::vector<double> row(rs.n_taps);
+    for (int64_t p = 0; p < rows; p++) {
+        const double frac = (double) p / (rs.P ? rs.P : rs.L);
+        double sum = 0.0;
+        for (int j = 0; j < 2 * kr.k; j++) {
+            row[j] = resample_kernel_at(kr, frac + kr.k - 1 - j);
+            sum += row[j];
         }
-    } else {
-        // fine kernel table over tau >= 0, RESAMPLE_FINE points per zero crossing of the
-        // sinc (1 / scale input samples), linearly interpolated
-        rs.per_tau = RESAMPLE_FINE * kr.scale; // table points per input sample
-        const size_t n_fine = (size_t) ceil(kr.half * rs.per_tau) + 2;
-        rs.fine.resize(n_fine);
-        for (size_t i = 0; i < n_fine; i++) {
-            rs.fine[i] = (float) resample_kernel_at(kr, (double) i / rs.per_tau);
+        for (int j = 0; j < 2 * kr.k; j++) {
+            rs.table[(size_t) p * rs.n_taps + j] = (float) (row[j] / sum);
         }
-        rs.h.assign(rs.n_taps, 0.0f);
     }
 }
 
@@ -884,24 +1074,17 @@ static size_t resample_run(wa_resampler & rs, const float * in, int64_t base, in
     for (; k < max; k++) {
         const int64_t first = rs.n0 - kr.k + 1;   // the first tap's input index
         if (!final && first + rs.n_taps > end) break;   // it needs inputs not read yet
-        if (!rs.table.empty()) {
+        if (rs.P == 0) {
             y[k] = resample_tap(in, n_avail, first - base, &rs.table[(size_t) rs.phase * rs.n_taps], rs.n_taps);
         } else {
-            const double frac = (double) rs.phase / rs.L;
-            double sum = 0.0;
-            for (int j = 0; j < 2 * kr.k; j++) {
-                const double pos = fabs(frac + kr.k - 1 - j) * rs.per_tau;
-                const size_t idx = (size_t) pos;
-                float v = 0.0f;
-                if (idx + 1 < rs.fine.size()) {
-                    const float w = (float) (pos - (double) idx);
-                    v = rs.fine[idx] + w * (rs.fine[idx + 1] - rs.fine[idx]);
-                }
-                rs.h[j] = v;
-                sum += v;
-            }
-            const float inv = (float) (1.0 / sum);
-            y[k] = inv * resample_tap(in, n_avail, first - base, rs.h.data(), rs.n_taps);
+            // phase / L = (p + w) / P: between rows p and p + 1 (phase * P < 2^31 * 512)
+            const int64_t at = rs.phase * rs.P;
+            const int64_t p  = at / rs.L;
+            const float   w  = (float) ((double) (at - p * rs.L) / (double) rs.L);
+            const float * h0 = &rs.table[(size_t) p * rs.n_taps];
+            const float   y0 = resample_tap(in, n_avail, first - base, h0, rs.n_taps);
+            const float   y1 = resample_tap(in, n_avail, first - base, h0 + rs.n_taps, rs.n_taps);
+            y[k] = y0 + w * (y1 - y0);
         }
         rs.i++;
         rs.n0 += rs.step_int;
@@ -948,7 +1131,7 @@ bool whisper_audio_resample(const float * in, size_t n_in, int rate_in, int rate
 }
 
 // ----------------------------------------------------------------------------
-// streaming decode: WAV and Ogg Vorbis, a block at a time
+// streaming decode: WAV, Ogg Vorbis, FLAC, MP3 and Opus, a block at a time
 // ----------------------------------------------------------------------------
 //
 // One path decodes everything: whisper_audio_decode_file and _decode_memory read a stream
@@ -958,9 +1141,15 @@ bool whisper_audio_resample(const float * in, size_t n_in, int rate_in, int rate
 // block size and the filter length, not by the length of the input.
 //
 // The format is found from the content, never from the file name: "RIFF"/"RF64"/"BW64" +
-// "WAVE" is WAV, "OggS" is Ogg (decoded with Xiph's libvorbisfile when built with
-// WHISPER_AUDIO_OGG; docs/FUZZING.md says why not stb_vorbis). Anything else gets a
-// message that names the format where it is recognisable, and the ffmpeg command.
+// "WAVE" is WAV; "OggS" is Ogg, and the first packet says Vorbis, Opus or FLAC; "fLaC" is
+// FLAC; an MPEG audio frame header is MP3 (or MP2); an ID3v2 tag is skipped and what follows
+// decides. Each compressed format goes through its reference decoder, built in when its
+// library is found (WHISPER_AUDIO_OGG: Xiph's libvorbisfile, docs/FUZZING.md says why not
+// stb_vorbis; WHISPER_AUDIO_FLAC: libFLAC; WHISPER_AUDIO_MP3: libmpg123; WHISPER_AUDIO_OPUS:
+// Xiph's opusfile). Each one reads through a callback that only reads, never seeks, so files,
+// memory and pipes take the same path and nothing is scanned ahead (docs/FUZZING.md says why
+// not libsndfile, which needs seeking). Anything else gets a message that names the format
+// where it is recognisable, and the ffmpeg command.
 //
 // Streaming WAV: the chunks are read in order; a data chunk that comes before the fmt
 // chunk is found again by seeking back, which a pipe cannot do (an error there).
@@ -968,10 +1157,21 @@ bool whisper_audio_resample(const float * in, size_t n_in, int rate_in, int rate
 #ifdef WHISPER_AUDIO_OGG
 #include <vorbis/vorbisfile.h>
 #endif
+#ifdef WHISPER_AUDIO_FLAC
+#include <FLAC/stream_decoder.h>
+#endif
+#ifdef WHISPER_AUDIO_MP3
+#include <mpg123.h>
+#endif
+#ifdef WHISPER_AUDIO_OPUS
+#include <opusfile.h>
+#endif
 
 static const size_t WA_READ_BUF     = (size_t) 1 << 16;  // reader buffer (grows to hold a frame)
 static const size_t WA_BLOCK_BYTES  = (size_t) 1 << 16;  // WAV bytes decoded per block
 static const int    WA_OGG_BLOCK    = 4096;              // Vorbis frames asked per block
+static const size_t WA_DEC_BLOCK    = 16384;             // floats per MP3/Opus read (interleaved)
+static const size_t WA_MP3_FEED     = 16384;             // bytes given to mpg123 at a time
 
 // The input, read through a buffer. Memory inputs are read in place.
 struct wa_reader {
@@ -1060,8 +1260,8 @@ static uint64_t rd_skip(wa_reader & r, uint64_t n) {
     return done;
 }
 
-#ifdef WHISPER_AUDIO_OGG
-// Copies up to n bytes to dst; returns how many (for vorbisfile's callbacks).
+#if defined(WHISPER_AUDIO_OGG) || defined(WHISPER_AUDIO_FLAC) || defined(WHISPER_AUDIO_OPUS)
+// Copies up to n bytes to dst; returns how many (for the decoders' read callbacks).
 static size_t rd_read(wa_reader & r, void * dst, size_t n) {
     size_t done = 0;
     while (done < n) {
@@ -1077,12 +1277,18 @@ static size_t rd_read(wa_reader & r, void * dst, size_t n) {
 }
 #endif
 
+enum wa_codec { WA_CODEC_WAV, WA_CODEC_VORBIS, WA_CODEC_FLAC, WA_CODEC_MP3, WA_CODEC_OPUS };
+
 struct whisper_audio_stream {
     std::string name;               // prefixes every message: the path, "<stdin>" or "<memory>"
     wa_reader   rd;
-    bool        is_ogg = false;
+    wa_codec    codec = WA_CODEC_WAV;
+    const char * format = "";       // info->format of a compressed format ("flac", "mp3", ...)
     int         sample_rate = 0;
     int         channels = 0;
+    int         bits = 0;           // FLAC's bits per sample (0 for the lossy formats)
+    int64_t     frames_total = -1;  // the length the header says (FLAC, MP3 with a Xing/LAME tag), or -1
+    std::vector<float> dec;         // interleaved decoder output (MP3, Opus)
 
     // WAV
     wav_header  wav = {};
@@ -1091,17 +1297,47 @@ struct whisper_audio_stream {
 #ifdef WHISPER_AUDIO_OGG
     OggVorbis_File vf;
     bool        vf_open = false;
+    int         vf_link = 0;        // the link (chained stream section) of the last samples
+#endif
+#ifdef WHISPER_AUDIO_FLAC
+    FLAC__StreamDecoder * flac = nullptr;
+    int         flac_status = -1;   // the first error libFLAC reported (FLAC__StreamDecoderErrorStatus)
+    bool        flac_refused = false; // the write callback refused a frame (its message is set)
+#endif
+#ifdef WHISPER_AUDIO_MP3
+    mpg123_handle * mp3 = nullptr;
+    int         mp3_channels = 0;   // of the current frames (mpg123 may switch mono <-> stereo)
+#endif
+#ifdef WHISPER_AUDIO_OPUS
+    OggOpusFile * opus = nullptr;
 #endif
 
     int64_t     frames_in = 0;      // frames decoded so far
     bool        src_end = false;    // the decoder has no more frames
-    bool        failed = false;     // an error: every later read fails
+    bool        failed = false;     // an error: every later read fails with its message
+    char        error[512] = "";
 
     // the resampler and its input: mono samples [hist_base, hist_base + hist.size())
     wa_resampler       rs;
     std::vector<float> hist;
     int64_t            hist_base = 0;
 };
+
+// The error for a float sample that is NaN, infinite or past WAV_FLOAT_MAX; frame counts
+// from 0, channel from 0 (said from 1).
+static void wav_bad_sample(const whisper_audio_stream * s, int64_t frame, int channel, double v) {
+    char where[96];
+    snprintf(where, sizeof(where), "sample %lld (channel %d of %d, at %.3f s)", (long long) frame, channel + 1,
+        s->channels, (double) frame / s->sample_rate);
+    if (!std::isfinite(v)) {
+        wav_fail(s->name.c_str(), "%s is %s: the file is corrupt", where,
+            std::isnan(v) ? "NaN" : v < 0 ? "-inf" : "+inf");
+    } else {
+        wav_fail(s->name.c_str(), "%s is %g, far outside the [-1, 1] of audio samples (the limit is %g): "
+            "the file is corrupt or uses another scale; if it is audio, normalise it first "
+            "(sox input.wav output.wav norm)", where, v, WAV_FLOAT_MAX);
+    }
+}
 
 // ---- WAV ----------------------------------------------------------------------------
 
@@ -1232,13 +1468,20 @@ static int64_t wav_stream_block(whisper_audio_stream * s) {
     s->hist.resize(old + n_frames);
     float * mono = s->hist.data() + old;
     const uint8_t * data = r.p + r.pos;
+    size_t bad = SIZE_MAX;
     switch (h.enc) {
-        case WAV_PCM_U8:  wav_to_mono<WAV_PCM_U8> (data, n_frames, h.channels, mono); break;
-        case WAV_PCM_S16: wav_to_mono<WAV_PCM_S16>(data, n_frames, h.channels, mono); break;
-        case WAV_PCM_S24: wav_to_mono<WAV_PCM_S24>(data, n_frames, h.channels, mono); break;
-        case WAV_PCM_S32: wav_to_mono<WAV_PCM_S32>(data, n_frames, h.channels, mono); break;
-        case WAV_FLOAT32: wav_to_mono<WAV_FLOAT32>(data, n_frames, h.channels, mono); break;
-        case WAV_FLOAT64: wav_to_mono<WAV_FLOAT64>(data, n_frames, h.channels, mono); break;
+        case WAV_PCM_U8:  bad = wav_to_mono<WAV_PCM_U8> (data, n_frames, h.channels, mono); break;
+        case WAV_PCM_S16: bad = wav_to_mono<WAV_PCM_S16>(data, n_frames, h.channels, mono); break;
+        case WAV_PCM_S24: bad = wav_to_mono<WAV_PCM_S24>(data, n_frames, h.channels, mono); break;
+        case WAV_PCM_S32: bad = wav_to_mono<WAV_PCM_S32>(data, n_frames, h.channels, mono); break;
+        case WAV_FLOAT32: bad = wav_to_mono<WAV_FLOAT32>(data, n_frames, h.channels, mono); break;
+        case WAV_FLOAT64: bad = wav_to_mono<WAV_FLOAT64>(data, n_frames, h.channels, mono); break;
+    }
+    if (bad != SIZE_MAX) {
+        const uint8_t * p = data + bad * (ba / h.channels);
+        const double v = h.enc == WAV_FLOAT32 ? wav_sample<WAV_FLOAT32>(p) : wav_sample<WAV_FLOAT64>(p);
+        wav_bad_sample(s, s->frames_in + (int64_t) (bad / h.channels), (int) (bad % h.channels), v);
+        return -1;
     }
     rd_skip(r, (uint64_t) n_frames * ba);
     if (s->data_left != UINT64_MAX) s->data_left -= (uint64_t) n_frames * ba;
@@ -1291,11 +1534,6 @@ static const char * ogg_error_name(long rc) {
 static bool ogg_stream_open(whisper_audio_stream * s) {
     const char * name = s->name.c_str();
     wa_reader & r = s->rd;
-    const size_t head = rd_fill(r, 27 + 255 + 8);
-    const char * codec = ogg_sniff_codec(r.p + r.pos, head);
-    if (codec && strcmp(codec, "Vorbis") != 0) {
-        return wav_fail(name, "an Ogg %s stream; only Ogg Vorbis is supported; %s", codec, WAV_FFMPEG_HINT);
-    }
 
     // always opened as a stream (no seek callback), files as pipes: vorbisfile's seekable open
     // scans the whole file for its length, which is more code exposed to hostile input, and
@@ -1303,6 +1541,12 @@ static bool ogg_stream_open(whisper_audio_stream * s) {
     const ov_callbacks cb = { ogg_cb_read, NULL, NULL, NULL };
     const int rc = ov_open_callbacks(&r, &s->vf, NULL, 0, cb);
     if (rc < 0) {   // vorbisfile has already released what it allocated
+        // it says "not Vorbis data" also when the input ends inside the headers
+        if (rc != OV_EREAD && rd_fill(r, 1) == 0) {
+            return wav_fail(name, "not a valid Ogg Vorbis stream: the input ends after %llu bytes, before its "
+                "Vorbis headers are complete (truncated or corrupt headers; libvorbisfile %d); if it is audio, %s",
+                (unsigned long long) r.off, rc, WAV_FFMPEG_HINT);
+        }
         return wav_fail(name, "not a valid Ogg Vorbis stream (%s, libvorbisfile %d); if it is audio, %s",
             ogg_error_name(rc), rc, WAV_FFMPEG_HINT);
     }
@@ -1317,7 +1561,8 @@ static bool ogg_stream_open(whisper_audio_stream * s) {
     }
     s->sample_rate = (int) vi->rate;
     s->channels    = vi->channels;
-    s->is_ogg      = true;
+    s->codec       = WA_CODEC_VORBIS;
+    s->format      = "ogg vorbis";
     return true;
 }
 
@@ -1326,16 +1571,36 @@ static int64_t ogg_stream_block(whisper_audio_stream * s) {
     const char * name = s->name.c_str();
     float ** pcm = NULL;
     int link = 0;
-    long got;
-    do {
-        // OV_HOLE: pages were lost; vorbisfile resynchronises and the samples go on
+    long got = ov_read_float(&s->vf, &pcm, WA_OGG_BLOCK, &link);
+    if (got == OV_HOLE && s->vf.current_link != s->vf_link) {
+        // vorbisfile (1.3.7), reading a chained stream without seeking, submits the last header
+        // page of each new link twice, which libogg reports as a hole; nothing is lost
+        s->vf_link = s->vf.current_link;
         got = ov_read_float(&s->vf, &pcm, WA_OGG_BLOCK, &link);
-    } while (got == OV_HOLE);
+    }
+    // Damage is an error, as a broken header is: the audio would go on with a gap (a hole:
+    // pages lost or failing their checksum), so that later windows shift in time, or stop
+    // early (no end-of-stream page: a writer flags the last page when it closes the stream).
+    // A WAV cannot tell: a data chunk shorter than its size field is read as it is, as
+    // streaming writers leave that field wrong.
+    const double at = (double) s->frames_in / s->sample_rate;
+    if (got == OV_HOLE) {
+        wav_fail(name, "corrupt Ogg Vorbis stream: pages are missing or damaged after %.3f s of audio; "
+            "to decode what is there, %s", at, WAV_FFMPEG_HINT);
+        return -1;
+    }
     if (got < 0) {
         wav_fail(name, "corrupt Ogg Vorbis stream (%s, libvorbisfile %ld)", ogg_error_name(got), got);
         return -1;
     }
-    if (got == 0) return 0;
+    if (got == 0) {
+        if (!ogg_stream_eos(&s->vf.os)) {
+            wav_fail(name, "truncated Ogg Vorbis stream: the input ends after %.3f s of audio without the "
+                "stream's last page (the end-of-stream flag); to decode what is there, %s", at, WAV_FFMPEG_HINT);
+            return -1;
+        }
+        return 0;
+    }
 
     // a chained stream may change the channels (mixed per block), not the rate
     const vorbis_info * vi = ov_info(&s->vf, link);
@@ -1345,6 +1610,7 @@ static int64_t ogg_stream_block(whisper_audio_stream * s) {
         return -1;
     }
     const int channels = vi->channels;
+    s->vf_link = link;
     const size_t old = s->hist.size();
     s->hist.resize(old + (size_t) got);
     float * mono = s->hist.data() + old;
@@ -1363,6 +1629,346 @@ static int64_t ogg_stream_block(whisper_audio_stream * s) {
 
 #endif // WHISPER_AUDIO_OGG
 
+// Appends n interleaved frames of x to s->hist as mono (the average of the channels, as WAV).
+static void wa_append_mono(whisper_audio_stream * s, const float * x, size_t n, int channels) {
+    const size_t old = s->hist.size();
+    s->hist.resize(old + n);
+    float * mono = s->hist.data() + old;
+    if (channels == 1) {
+        memcpy(mono, x, n * sizeof(float));
+        return;
+    }
+    const double scale = 1.0 / channels;
+    for (size_t i = 0; i < n; i++) {
+        double sum = 0.0;
+        for (int c = 0; c < channels; c++) sum += x[i * channels + c];
+        mono[i] = (float) (sum * scale);
+    }
+}
+
+// The error for a format that this build has no decoder for: what to install, or ffmpeg.
+[[maybe_unused]] static bool wa_fail_unbuilt(const char * name, const char * what, const char * support, const char * macro,
+                            const char * lib, const char * package) {
+    return wav_fail(name, "%s file, and this build of whisper-audio has no %s support (build it with -D%s and -l%s: "
+        "apt-get install %s, and make finds it); or %s", what, support, macro, lib, package, WAV_FFMPEG_HINT);
+}
+
+// ---- FLAC ---------------------------------------------------------------------------
+
+#ifdef WHISPER_AUDIO_FLAC
+
+// libFLAC's callbacks. There are no seek, tell, length or eof callbacks: the stream is read
+// front to back, and the end of the input is a read of 0 bytes.
+static FLAC__StreamDecoderReadStatus flac_cb_read(const FLAC__StreamDecoder *, FLAC__byte buf[], size_t * n, void * src) {
+    wa_reader & r = ((whisper_audio_stream *) src)->rd;
+    *n = rd_read(r, buf, *n);
+    if (r.err) return FLAC__STREAM_DECODER_READ_STATUS_ABORT;
+    return *n ? FLAC__STREAM_DECODER_READ_STATUS_CONTINUE : FLAC__STREAM_DECODER_READ_STATUS_END_OF_STREAM;
+}
+
+static void flac_cb_metadata(const FLAC__StreamDecoder *, const FLAC__StreamMetadata * m, void * src) {
+    whisper_audio_stream * s = (whisper_audio_stream *) src;
+    if (m->type != FLAC__METADATA_TYPE_STREAMINFO) return;
+    s->sample_rate  = (int) m->data.stream_info.sample_rate;
+    s->channels     = (int) m->data.stream_info.channels;
+    s->bits         = (int) m->data.stream_info.bits_per_sample;
+    s->frames_total = m->data.stream_info.total_samples ? (int64_t) m->data.stream_info.total_samples : -1;
+}
+
+static void flac_cb_error(const FLAC__StreamDecoder *, FLAC__StreamDecoderErrorStatus status, void * src) {
+    whisper_audio_stream * s = (whisper_audio_stream *) src;
+    if (s->flac_status < 0) s->flac_status = (int) status;
+}
+
+// A decoded frame, to mono at the end of s->hist. Integers scale as WAV's: x / 2^(bits - 1),
+// each channel rounded to float before the average, so a FLAC made from a WAV decodes to its
+// samples bit for bit.
+static FLAC__StreamDecoderWriteStatus flac_cb_write(const FLAC__StreamDecoder *, const FLAC__Frame * frame,
+                                                    const FLAC__int32 * const buf[], void * src) {
+    whisper_audio_stream * s = (whisper_audio_stream *) src;
+    const FLAC__FrameHeader & h = frame->header;
+    if ((int) h.sample_rate != s->sample_rate) {
+        wav_fail(s->name.c_str(), "a FLAC stream whose sample rate changes (%d -> %u Hz at %.3f s) is not supported; %s",
+            s->sample_rate, h.sample_rate, (double) s->frames_in / s->sample_rate, WAV_FFMPEG_HINT);
+        s->flac_refused = true;
+        return FLAC__STREAM_DECODER_WRITE_STATUS_ABORT;
+    }
+    const double k = ldexp(1.0, 1 - (int) h.bits_per_sample);
+    const double scale = 1.0 / h.channels;
+    const size_t old = s->hist.size();
+    s->hist.resize(old + h.blocksize);
+    float * mono = s->hist.data() + old;
+    for (unsigned i = 0; i < h.blocksize; i++) {
+        double sum = 0.0;
+        for (unsigned c = 0; c < h.channels; c++) sum += (float) (buf[c][i] * k);
+        mono[i] = h.channels == 1 ? (float) sum : (float) (sum * scale);
+    }
+    return FLAC__STREAM_DECODER_WRITE_STATUS_CONTINUE;
+}
+
+// Native FLAC ("fLaC"), or FLAC in Ogg.
+static bool flac_stream_open(whisper_audio_stream * s, bool ogg) {
+    const char * name = s->name.c_str();
+    const char * what = ogg ? "Ogg FLAC" : "FLAC";
+    s->flac = FLAC__stream_decoder_new();
+    if (!s->flac) return wav_fail(name, "out of memory opening the %s decoder", what);
+    const FLAC__StreamDecoderInitStatus st = ogg ?
+        FLAC__stream_decoder_init_ogg_stream(s->flac, flac_cb_read, NULL, NULL, NULL, NULL, flac_cb_write,
+                                             flac_cb_metadata, flac_cb_error, s) :
+        FLAC__stream_decoder_init_stream(s->flac, flac_cb_read, NULL, NULL, NULL, NULL, flac_cb_write,
+                                         flac_cb_metadata, flac_cb_error, s);
+    if (st != FLAC__STREAM_DECODER_INIT_STATUS_OK) {
+        return wav_fail(name, "cannot decode %s (libFLAC: %s)", what, FLAC__StreamDecoderInitStatusString[st]);
+    }
+    const bool ok = FLAC__stream_decoder_process_until_end_of_metadata(s->flac);
+    if (s->rd.err) return wav_fail(name, "read error: %s", strerror(s->rd.err));
+    if (!ok || s->flac_status >= 0 || s->sample_rate == 0) {
+        return wav_fail(name, "not a valid %s stream: %s after %llu bytes; if it is audio, %s", what,
+            s->flac_status >= 0 ? FLAC__StreamDecoderErrorStatusString[s->flac_status] :
+            FLAC__stream_decoder_get_state(s->flac) == FLAC__STREAM_DECODER_END_OF_STREAM ?
+                "the input ends before its headers are complete (truncated)" :
+            s->sample_rate == 0 ? "no STREAMINFO header" :
+            FLAC__StreamDecoderStateString[FLAC__stream_decoder_get_state(s->flac)],
+            (unsigned long long) s->rd.off, WAV_FFMPEG_HINT);
+    }
+    // (libFLAC checks the channels, 1..8, and the bits, 4..32)
+    if (s->sample_rate < (int) WAV_MIN_SAMPLE_RATE || s->sample_rate > (int) WAV_MAX_SAMPLE_RATE) {
+        return wav_fail(name, "%s sample rate %d Hz is not supported (expected %u to %u Hz)", what,
+            s->sample_rate, WAV_MIN_SAMPLE_RATE, WAV_MAX_SAMPLE_RATE);
+    }
+    s->codec  = WA_CODEC_FLAC;
+    s->format = ogg ? "ogg flac" : "flac";
+    return true;
+}
+
+// Decodes the next frame(s) to mono at the end of s->hist; returns the count (0 at the end).
+// A damaged frame (a CRC mismatch, lost sync) is an error, as a hole in Ogg is; so is a stream
+// that ends before the length its STREAMINFO says. Bytes after that length (an ID3v1 tag) are
+// not read.
+static int64_t flac_stream_block(whisper_audio_stream * s) {
+    const char * name = s->name.c_str();
+    const double at = (double) s->frames_in / s->sample_rate;
+    const size_t old = s->hist.size();
+    while (s->hist.size() == old) {
+        if (s->frames_total >= 0 && s->frames_in >= s->frames_total) return 0;
+        if (FLAC__stream_decoder_get_state(s->flac) == FLAC__STREAM_DECODER_END_OF_STREAM) break;
+        const bool ok = FLAC__stream_decoder_process_single(s->flac);
+        if (s->flac_refused) return -1;
+        if (s->rd.err) {
+            wav_fail(name, "read error: %s", strerror(s->rd.err));
+            return -1;
+        }
+        if (s->flac_status >= 0) {
+            wav_fail(name, "corrupt FLAC stream (%s) after %.3f s of audio; to decode what is there, %s",
+                FLAC__StreamDecoderErrorStatusString[s->flac_status], at, WAV_FFMPEG_HINT);
+            return -1;
+        }
+        if (!ok) {
+            wav_fail(name, "corrupt FLAC stream (libFLAC: %s) after %.3f s of audio",
+                FLAC__StreamDecoderStateString[FLAC__stream_decoder_get_state(s->flac)], at);
+            return -1;
+        }
+    }
+    const int64_t got = (int64_t) (s->hist.size() - old);
+    if (got == 0 && s->frames_total >= 0 && s->frames_in < s->frames_total) {
+        wav_fail(name, "truncated FLAC stream: the input ends after %.3f s of audio, and its header says %.3f s; "
+            "to decode what is there, %s", at, (double) s->frames_total / s->sample_rate, WAV_FFMPEG_HINT);
+        return -1;
+    }
+    return got;
+}
+
+#endif // WHISPER_AUDIO_FLAC
+
+// ---- MP3 ----------------------------------------------------------------------------
+
+// An MPEG audio frame header: the 11-bit sync, then no reserved value in the version, layer,
+// bitrate or sample rate fields (what tells it from ADTS AAC and from random bytes).
+static bool mp3_frame_header(const uint8_t * p, size_t size) {
+    return size >= 4 && p[0] == 0xFF && (p[1] & 0xE0) == 0xE0 && (p[1] & 0x18) != 0x08 && (p[1] & 0x06) != 0 &&
+           (p[2] & 0xF0) != 0xF0 && (p[2] & 0x0C) != 0x0C;
+}
+
+#ifdef WHISPER_AUDIO_MP3
+
+// mpg123_read, feeding mpg123 from the reader while it asks for more (mpg123's feed mode:
+// no seeking, and it holds at most what it was last given). MPG123_NEED_MORE at the end.
+static int mp3_read(whisper_audio_stream * s, size_t * done) {
+    wa_reader & r = s->rd;
+    for (;;) {
+        const int rc = mpg123_read(s->mp3, s->dec.data(), s->dec.size() * sizeof(float), done);
+        if (rc != MPG123_NEED_MORE || *done > 0) return rc;
+        const size_t have = std::min(rd_fill(r, 1), WA_MP3_FEED);
+        if (have == 0) return MPG123_NEED_MORE;
+        if (mpg123_feed(s->mp3, r.p + r.pos, have) != MPG123_OK) return MPG123_ERR;
+        rd_skip(r, have);
+    }
+}
+
+// The output format after MPG123_NEW_FORMAT: the rate must stay, the channels may change.
+static bool mp3_new_format(whisper_audio_stream * s) {
+    long rate = 0;
+    int channels = 0, enc = 0;
+    mpg123_getformat(s->mp3, &rate, &channels, &enc);
+    if (s->sample_rate && rate != s->sample_rate) {
+        return wav_fail(s->name.c_str(), "an MP3 stream whose sample rate changes (%d -> %ld Hz at %.3f s) is not "
+            "supported; %s", s->sample_rate, rate, (double) s->frames_in / s->sample_rate, WAV_FFMPEG_HINT);
+    }
+    s->sample_rate  = (int) rate;
+    s->mp3_channels = channels;
+    return true;
+}
+
+static bool mp3_stream_open(whisper_audio_stream * s) {
+    static const int init = mpg123_init();   // once (a no-op since mpg123 1.27)
+    const char * name = s->name.c_str();
+    int err = init;
+    s->mp3 = err == MPG123_OK ? mpg123_new(NULL, &err) : NULL;
+    if (!s->mp3) return wav_fail(name, "cannot start the MP3 decoder (libmpg123: %s)", mpg123_plain_strerror(err));
+    // quiet (a library does not print), gapless (the encoder's delay and padding are cut, as
+    // the LAME tag says), float at the stream's own rate and channels (no resampling in mpg123)
+    mpg123_param(s->mp3, MPG123_ADD_FLAGS, MPG123_QUIET | MPG123_GAPLESS, 0.0);
+    mpg123_format_none(s->mp3);
+    const long * rates = NULL;
+    size_t n_rates = 0;
+    mpg123_rates(&rates, &n_rates);
+    for (size_t i = 0; i < n_rates; i++) mpg123_format(s->mp3, rates[i], MPG123_MONO | MPG123_STEREO, MPG123_ENC_FLOAT_32);
+    if (mpg123_open_feed(s->mp3) != MPG123_OK) {
+        return wav_fail(name, "cannot start the MP3 decoder (libmpg123: %s)", mpg123_strerror(s->mp3));
+    }
+    s->dec.resize(WA_DEC_BLOCK);
+
+    // the first frame gives the format
+    size_t done = 0;
+    const int rc = mp3_read(s, &done);
+    if (s->rd.err) return wav_fail(name, "read error: %s", strerror(s->rd.err));
+    if (rc != MPG123_NEW_FORMAT) {
+        return wav_fail(name, "not a valid MP3 stream: %s after %llu bytes; if it is audio, %s",
+            rc == MPG123_NEED_MORE || rc == MPG123_DONE ? "no complete MPEG audio frame" : mpg123_strerror(s->mp3),
+            (unsigned long long) s->rd.off, WAV_FFMPEG_HINT);
+    }
+    if (!mp3_new_format(s)) return false;
+    mpg123_frameinfo fi;
+    const bool have_fi = mpg123_info(s->mp3, &fi) == MPG123_OK;
+    const off_t len = mpg123_length(s->mp3);   // from a Xing/LAME tag; unknown without one (no seeking)
+    s->channels     = s->mp3_channels;
+    s->frames_total = len > 0 ? (int64_t) len : -1;
+    s->codec        = WA_CODEC_MP3;
+    s->format       = !have_fi || fi.layer == 3 ? "mp3" : fi.layer == 2 ? "mp2" : "mp1";
+    return true;
+}
+
+// Decodes the next frame(s) to mono at the end of s->hist; returns the count (0 at the end).
+// mpg123 skips over damaged data (MP3 frames carry no checksum, mostly) and resyncs; a stream
+// that ends before the length its Xing/LAME tag says is an error.
+static int64_t mp3_stream_block(whisper_audio_stream * s) {
+    const char * name = s->name.c_str();
+    for (;;) {
+        size_t done = 0;
+        const int rc = mp3_read(s, &done);
+        const size_t n = done / (sizeof(float) * (size_t) s->mp3_channels);
+        if (n > 0) {
+            wa_append_mono(s, s->dec.data(), n, s->mp3_channels);
+            return (int64_t) n;
+        }
+        if (rc == MPG123_OK) continue;
+        if (rc == MPG123_NEW_FORMAT) {
+            if (!mp3_new_format(s)) return -1;
+            continue;
+        }
+        if (s->rd.err) {
+            wav_fail(name, "read error: %s", strerror(s->rd.err));
+            return -1;
+        }
+        const double at = (double) s->frames_in / s->sample_rate;
+        if (rc != MPG123_NEED_MORE && rc != MPG123_DONE) {
+            wav_fail(name, "corrupt MP3 stream after %.3f s of audio (libmpg123: %s)", at, mpg123_strerror(s->mp3));
+            return -1;
+        }
+        if (s->frames_total >= 0 && s->frames_in < s->frames_total) {
+            wav_fail(name, "truncated MP3 stream: the input ends after %.3f s of audio, and its Xing/LAME tag says "
+                "%.3f s; to decode what is there, %s", at, (double) s->frames_total / s->sample_rate, WAV_FFMPEG_HINT);
+            return -1;
+        }
+        return 0;
+    }
+}
+
+#endif // WHISPER_AUDIO_MP3
+
+// ---- Opus ---------------------------------------------------------------------------
+
+#ifdef WHISPER_AUDIO_OPUS
+
+// opusfile's read callback (no seek or tell: a stream, as Vorbis; so info->frames is -1).
+static int opus_cb_read(void * src, unsigned char * ptr, int n) {
+    wa_reader & r = *(wa_reader *) src;
+    const size_t got = rd_read(r, ptr, (size_t) n);
+    return got == 0 && r.err ? -1 : (int) got;
+}
+
+static const char * opus_error_name(int rc) {
+    switch (rc) {
+        case OP_HOLE:          return "pages missing or damaged";
+        case OP_EREAD:         return "read error";
+        case OP_EFAULT:        return "internal decoder error";
+        case OP_EIMPL:         return "a feature the decoder does not implement";
+        case OP_ENOTFORMAT:    return "not Opus data";
+        case OP_EBADHEADER:    return "invalid Opus header";
+        case OP_EVERSION:      return "unsupported Opus version";
+        case OP_EBADPACKET:    return "invalid packet";
+        case OP_EBADLINK:      return "invalid stream section";
+        case OP_EBADTIMESTAMP: return "invalid timestamp";
+        default:               return "corrupt data";
+    }
+}
+
+static bool opus_stream_open(whisper_audio_stream * s) {
+    const char * name = s->name.c_str();
+    wa_reader & r = s->rd;
+    const OpusFileCallbacks cb = { opus_cb_read, NULL, NULL, NULL };
+    int rc = 0;
+    s->opus = op_open_callbacks(&r, &cb, NULL, 0, &rc);
+    if (!s->opus) {
+        if (rc != OP_EREAD && rd_fill(r, 1) == 0) {
+            return wav_fail(name, "not a valid Ogg Opus stream: the input ends after %llu bytes, before its Opus "
+                "headers are complete (truncated or corrupt headers; opusfile %d); if it is audio, %s",
+                (unsigned long long) r.off, rc, WAV_FFMPEG_HINT);
+        }
+        return wav_fail(name, "not a valid Ogg Opus stream (%s, opusfile %d); if it is audio, %s",
+            opus_error_name(rc), rc, WAV_FFMPEG_HINT);
+    }
+    s->sample_rate = 48000;   // Opus always decodes at 48 kHz (the header's input rate is a note)
+    s->channels    = op_channel_count(s->opus, -1);
+    s->codec       = WA_CODEC_OPUS;
+    s->format      = "ogg opus";
+    s->dec.resize(WA_DEC_BLOCK);   // >= 255 channels x 64 frames
+    return true;
+}
+
+// Decodes the next packet(s) to mono at the end of s->hist; returns the count (0 at the end).
+// A hole (pages lost or failing their checksum) is an error, as in Vorbis.
+static int64_t opus_stream_block(whisper_audio_stream * s) {
+    const char * name = s->name.c_str();
+    int link = 0;
+    const int got = op_read_float(s->opus, s->dec.data(), (int) s->dec.size(), &link);
+    const double at = (double) s->frames_in / s->sample_rate;
+    if (got == OP_HOLE) {
+        wav_fail(name, "corrupt Ogg Opus stream: pages are missing or damaged after %.3f s of audio; "
+            "to decode what is there, %s", at, WAV_FFMPEG_HINT);
+        return -1;
+    }
+    if (got < 0) {
+        wav_fail(name, "corrupt Ogg Opus stream (%s, opusfile %d) after %.3f s of audio", opus_error_name(got), got, at);
+        return -1;
+    }
+    // a chained stream may change the channels (mixed per block); the rate is always 48 kHz
+    wa_append_mono(s, s->dec.data(), (size_t) got, op_channel_count(s->opus, link));
+    return got;
+}
+
+#endif // WHISPER_AUDIO_OPUS
+
 // ---- the stream -------------------------------------------------------------------------
 
 static void wa_stream_free(whisper_audio_stream * s) {
@@ -1370,8 +1976,94 @@ static void wa_stream_free(whisper_audio_stream * s) {
 #ifdef WHISPER_AUDIO_OGG
     if (s->vf_open) ov_clear(&s->vf);  // its close callback is NULL: the FILE is ours
 #endif
+#ifdef WHISPER_AUDIO_FLAC
+    if (s->flac) FLAC__stream_decoder_delete(s->flac);
+#endif
+#ifdef WHISPER_AUDIO_MP3
+    if (s->mp3) mpg123_delete(s->mp3);
+#endif
+#ifdef WHISPER_AUDIO_OPUS
+    if (s->opus) op_free(s->opus);
+#endif
     if (s->rd.own_f && s->rd.f) fclose(s->rd.f);
     delete s;
+}
+
+// Ogg: the codec of the first stream picks the decoder.
+static bool ogg_open(whisper_audio_stream * s) {
+    const char * name = s->name.c_str();
+    wa_reader & r = s->rd;
+    const char * codec = ogg_sniff_codec(r.p + r.pos, rd_fill(r, 27 + 255 + 8));
+    if (codec && strcmp(codec, "Opus") == 0) {
+#ifdef WHISPER_AUDIO_OPUS
+        return opus_stream_open(s);
+#else
+        return wa_fail_unbuilt(name, "an Ogg Opus", "Opus", "WHISPER_AUDIO_OPUS", "opusfile", "libopusfile-dev");
+#endif
+    }
+    if (codec && strcmp(codec, "FLAC") == 0) {
+#ifdef WHISPER_AUDIO_FLAC
+        return flac_stream_open(s, true);
+#else
+        return wa_fail_unbuilt(name, "an Ogg FLAC", "FLAC", "WHISPER_AUDIO_FLAC", "FLAC", "libflac-dev");
+#endif
+    }
+    if (codec && strcmp(codec, "Vorbis") != 0) {
+        return wav_fail(name, "an Ogg %s stream; whisper-audio decodes Ogg Vorbis, Opus and FLAC; %s", codec,
+            WAV_FFMPEG_HINT);
+    }
+    // Vorbis, or nothing recognisable: vorbisfile says what is wrong
+#ifdef WHISPER_AUDIO_OGG
+    return ogg_stream_open(s);
+#else
+    return wa_fail_unbuilt(name, codec ? "an Ogg Vorbis" : "an Ogg (Vorbis/Opus)", "Ogg", "WHISPER_AUDIO_OGG",
+        "vorbisfile", "libvorbis-dev");
+#endif
+}
+
+// Skips ID3v2 tags: MP3's metadata, also found in front of FLAC. A tag is "ID3", version (2
+// bytes), flags, its size in 4 x 7 bits, and 10 bytes more with a footer (flag 0x10).
+static bool id3_skip(whisper_audio_stream * s) {
+    const char * name = s->name.c_str();
+    wa_reader & r = s->rd;
+    while (rd_fill(r, 3) >= 3 && memcmp(r.p + r.pos, "ID3", 3) == 0) {
+        const size_t have = rd_fill(r, 10);
+        const uint8_t * h = r.p + r.pos;
+        if (have < 10 || ((h[6] | h[7] | h[8] | h[9]) & 0x80)) {
+            return wav_fail(name, "an MP3 file (ID3 tag) whose tag header is %s; if it is audio, %s",
+                have < 10 ? "truncated" : "corrupt", WAV_FFMPEG_HINT);
+        }
+        const uint64_t size = 10 + ((uint64_t) h[6] << 21 | h[7] << 14 | h[8] << 7 | h[9]) + (h[5] & 0x10 ? 10 : 0);
+        if (rd_skip(r, size) < size) {
+            return wav_fail(name, "truncated MP3 file: the input ends inside its ID3 tag (%llu bytes); if it is audio, %s",
+                (unsigned long long) size, WAV_FFMPEG_HINT);
+        }
+    }
+    return true;
+}
+
+// FLAC or MP3, after any ID3v2 tag.
+static bool flac_mp3_open(whisper_audio_stream * s) {
+    const char * name = s->name.c_str();
+    if (!id3_skip(s)) return false;
+    wa_reader & r = s->rd;
+    const size_t head = rd_fill(r, 4);
+    const uint8_t * p = r.p + r.pos;
+    if (head >= 4 && wav_id(p, "fLaC")) {
+#ifdef WHISPER_AUDIO_FLAC
+        return flac_stream_open(s, false);
+#else
+        return wa_fail_unbuilt(name, "a FLAC", "FLAC", "WHISPER_AUDIO_FLAC", "FLAC", "libflac-dev");
+#endif
+    }
+    if (mp3_frame_header(p, head)) {
+#ifdef WHISPER_AUDIO_MP3
+        return mp3_stream_open(s);
+#else
+        return wa_fail_unbuilt(name, "an MP3", "MP3", "WHISPER_AUDIO_MP3", "mpg123", "libmpg123-dev");
+#endif
+    }
+    return wav_fail(name, "an ID3 tag, but neither MP3 nor FLAC audio after it; if it is audio, %s", WAV_FFMPEG_HINT);
 }
 
 // Finds the format, reads the headers and fills info. Takes s; NULL on error.
@@ -1386,16 +2078,11 @@ static whisper_audio_stream * wa_stream_start(whisper_audio_stream * s, whisper_
     } else if (head == 0) {
         ok = wav_fail(name, "%s is empty (0 bytes)", s->rd.f == stdin ? "standard input" : r.f ? "file" : "input");
     } else if (head >= 4 && wav_id(p, "OggS")) {
-#ifdef WHISPER_AUDIO_OGG
-        ok = ogg_stream_open(s);
-#else
-        const char * codec = ogg_sniff_codec(p, rd_fill(r, 27 + 255 + 8));
-        ok = wav_fail(name, "an Ogg %s file, and this build of whisper-audio has no Ogg support (build it with "
-            "-DWHISPER_AUDIO_OGG and -lvorbisfile: apt-get install libvorbis-dev, and make finds it); "
-            "or %s", codec ? codec : "(Vorbis/Opus)", WAV_FFMPEG_HINT);
-#endif
+        ok = ogg_open(s);
     } else if (head >= 12 && (wav_id(p, "RIFF") || wav_id(p, "RF64") || wav_id(p, "BW64")) && wav_id(p + 8, "WAVE")) {
         ok = wav_stream_open(s);
+    } else if ((head >= 3 && memcmp(p, "ID3", 3) == 0) || (head >= 4 && wav_id(p, "fLaC")) || mp3_frame_header(p, head)) {
+        ok = flac_mp3_open(s);
     } else {
         wav_header h;
         ok = wav_parse(name, p, head, &h);  // not WAV: its message names what it is
@@ -1411,17 +2098,15 @@ static whisper_audio_stream * wa_stream_start(whisper_audio_stream * s, whisper_
         memset(info, 0, sizeof(*info));
         info->sample_rate = s->sample_rate;
         info->channels    = s->channels;
-#ifdef WHISPER_AUDIO_OGG
-        if (s->is_ogg) {
-            info->bits_per_sample = 0;
-            snprintf(info->format, sizeof(info->format), "ogg vorbis");
-            info->frames = -1;   // not known ahead (ogg_stream_open says why)
-        } else
-#endif
-        {
+        if (s->codec == WA_CODEC_WAV) {
             info->bits_per_sample = (int) s->wav.bits;
             snprintf(info->format, sizeof(info->format), "%s", wav_format_name(s->wav));
             info->frames = wav_stream_frames(s);
+        } else {
+            // (-1 frames for Ogg Vorbis and Opus: they are read as streams, ogg_stream_open says why)
+            info->bits_per_sample = s->bits;
+            snprintf(info->format, sizeof(info->format), "%s", s->format);
+            info->frames = s->frames_total;
         }
     }
     return s;
@@ -1482,7 +2167,7 @@ int64_t whisper_audio_stream_read(whisper_audio_stream * s, float * out, size_t 
         return -1;
     }
     if (s->failed) {
-        wa_set_error("%s: the stream has failed before (a decode error)", s->name.c_str());
+        wa_set_error("%s", s->error);
         return -1;
     }
     try {
@@ -1498,14 +2183,30 @@ int64_t whisper_audio_stream_read(whisper_audio_stream * s, float * out, size_t 
                 s->hist.erase(s->hist.begin(), s->hist.begin() + (keep - s->hist_base));
                 s->hist_base = keep;
             }
-            int64_t got = 0;
+            int64_t got = -1;
+            switch (s->codec) {
+                case WA_CODEC_WAV:    got = wav_stream_block(s);  break;
 #ifdef WHISPER_AUDIO_OGG
-            if (s->is_ogg) got = ogg_stream_block(s); else
+                case WA_CODEC_VORBIS: got = ogg_stream_block(s);  break;
 #endif
-            got = wav_stream_block(s);
+#ifdef WHISPER_AUDIO_FLAC
+                case WA_CODEC_FLAC:   got = flac_stream_block(s); break;
+#endif
+#ifdef WHISPER_AUDIO_MP3
+                case WA_CODEC_MP3:    got = mp3_stream_block(s);  break;
+#endif
+#ifdef WHISPER_AUDIO_OPUS
+                case WA_CODEC_OPUS:   got = opus_stream_block(s); break;
+#endif
+                default: VT_ASSERT(!"a codec that this build does not have");
+            }
             if (got < 0) {
+                // the samples made before the error are returned first (a cut file's audio
+                // reaches the caller); the next read gives the error
                 s->failed = true;
-                return -1;
+                snprintf(s->error, sizeof(s->error), "%s", whisper_audio_last_error());
+                if (k == 0) return -1;
+                break;
             }
             if (got == 0) s->src_end = true;
             s->frames_in += got;
@@ -1514,6 +2215,7 @@ int64_t whisper_audio_stream_read(whisper_audio_stream * s, float * out, size_t 
     } catch (const std::bad_alloc &) {
         s->failed = true;
         wa_set_error("%s: out of memory while decoding", s->name.c_str());
+        snprintf(s->error, sizeof(s->error), "%s", whisper_audio_last_error());
         return -1;
     }
 }
@@ -1756,15 +2458,23 @@ static void wa_mel_power(const double * x, double * power, const wa_mel_tables &
     }
 }
 
-bool whisper_audio_log_mel_filters(const float * filters, int n_mels, const float * pcm, size_t n, float * out) {
-    if (filters == NULL || out == NULL || (pcm == NULL && n > 0)) {
-        wa_set_error("whisper_audio_log_mel_filters: NULL %s", filters == NULL ? "filters" : out == NULL ? "out" : "pcm");
-        return false;
+// Checks the samples that the log-mel reads, as the decoders check theirs: a NaN or an
+// infinity makes the whole window NaN, and a magnitude past WAV_FLOAT_MAX is not audio (and
+// from about 1e18 on, its power overflows the float mel sum). Names the first bad sample,
+// counting from first.
+static bool wa_mel_check_pcm(const char * func, const float * pcm, size_t n, size_t first) {
+    for (size_t i = 0; i < n; i++) {
+        if (!(fabsf(pcm[i]) <= (float) WAV_FLOAT_MAX)) {   // (false for NaN too)
+            wa_set_error("%s: sample %zu is %g; PCM samples must be finite and within +-%g (audio is in [-1, 1])",
+                func, first + i, (double) pcm[i], WAV_FLOAT_MAX);
+            return false;
+        }
     }
-    if (n_mels <= 0) {
-        wa_set_error("whisper_audio_log_mel_filters: n_mels is %d (expected > 0, e.g. 80 or 128)", n_mels);
-        return false;
-    }
+    return true;
+}
+
+// One window, its samples already checked.
+static void log_mel_window(const float * filters, int n_mels, const float * pcm, size_t n, float * out) {
     const wa_mel_tables & tb = wa_mel_get_tables();
 
     // pad with zeros or truncate to 480000 samples (WhisperFeatureExtractor: padding="max_length",
@@ -1827,10 +2537,24 @@ bool whisper_audio_log_mel_filters(const float * filters, int n_mels, const floa
     for (size_t i = 0; i < total; i++) {
         out[i] = (std::max(out[i], floor_v) + 4.0f) / 4.0f;
     }
+}
+
+bool whisper_audio_log_mel_filters(const float * filters, int n_mels, const float * pcm, size_t n, float * out) {
+    if (filters == NULL || out == NULL || (pcm == NULL && n > 0)) {
+        wa_set_error("whisper_audio_log_mel_filters: NULL %s", filters == NULL ? "filters" : out == NULL ? "out" : "pcm");
+        return false;
+    }
+    if (n_mels <= 0) {
+        wa_set_error("whisper_audio_log_mel_filters: n_mels is %d (expected > 0, e.g. 80 or 128)", n_mels);
+        return false;
+    }
+    if (!wa_mel_check_pcm(__func__, pcm, std::min(n, (size_t) WA_MEL_N_SAMP), 0)) return false;
+    log_mel_window(filters, n_mels, pcm, n, out);
     return true;
 }
 
 bool whisper_audio_log_mel(const whisper_audio_model * model, const float * pcm, size_t n, float * out) {
+    if (!model) { wa_set_error("%s: NULL model", __func__); return false; }
     return whisper_audio_log_mel_filters(model->mel_filters, model->hparams.n_mels, pcm, n, out);
 }
 
@@ -1856,9 +2580,12 @@ struct wa_graph {                        // one batch shape, built once and repl
     vt_tensor * out = nullptr;           // [B, 1500, d]
 };
 
+// It keeps copies of what it needs from the model, so the model may be freed before it.
 struct whisper_audio_encoder {
-    const whisper_audio_model * model;
-    whisper_audio_encoder_params params;
+    whisper_audio_hparams hparams;
+    std::vector<float> mel_filters;      // [n_mels, 201]
+    whisper_audio_encoder_params params; // n_threads resolved (wa_n_threads)
+    std::atomic<bool> busy{false};       // a call is running (wa_encoder_lock)
     vt_backend * backend = nullptr;
     vt_context * wctx = nullptr;         // weights
     vt_tensor * conv1_w, * conv1_b;      // encoder.conv1   [d, n_mels, 3], [d]
@@ -1873,7 +2600,7 @@ struct whisper_audio_encoder {
 // Builds the forward for a batch of mel windows: mel [B, n_mels, F] -> [B, F/2, d]; F is 3000
 // for a padded 30 s window, or any even count up to that for an unpadded one.
 static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * mel) {
-    const whisper_audio_hparams & hp = enc->model->hparams;
+    const whisper_audio_hparams & hp = enc->hparams;
     const int n_state = hp.n_state, n_head = hp.n_head;
     const int n_ctx = (int)mel->ne[0] / 2;   // positions: 1500 for a 30 s window, fewer unpadded
     const int n_batch = (int)mel->ne[2];
@@ -1942,9 +2669,9 @@ whisper_audio_encoder_params whisper_audio_encoder_default_params(void) {
     return p;
 }
 
-// Copies one weight from the file to the backend, converting the type.
-static bool upload(whisper_audio_encoder * enc, vt_tensor * t, const char * name) {
-    const gguf_tensor_info * info = enc->model->find(name);
+// Copies one weight from the model to the backend, converting the type.
+static bool upload(whisper_audio_encoder * enc, const whisper_audio_model * model, vt_tensor * t, const char * name) {
+    const gguf_tensor_info * info = model->find(name);
     if (!vt_backend_set_tensor(enc->backend, t, info->data, (vt_type)info->type)) {
         wa_set_error("uploading %s: %s", name, vt_last_error());
         return false;
@@ -1952,13 +2679,14 @@ static bool upload(whisper_audio_encoder * enc, vt_tensor * t, const char * name
     return true;
 }
 
-static bool upload_weights(whisper_audio_encoder * enc) {
-    const whisper_audio_hparams & hp = enc->model->hparams;
+static bool upload_weights(whisper_audio_encoder * enc, const whisper_audio_model * model) {
+    const whisper_audio_hparams & hp = enc->hparams;
     const size_t d = hp.n_state;
-    if (!upload(enc, enc->conv1_w, "encoder.conv1.weight") || !upload(enc, enc->conv1_b, "encoder.conv1.bias") ||
-        !upload(enc, enc->conv2_w, "encoder.conv2.weight") || !upload(enc, enc->conv2_b, "encoder.conv2.bias") ||
-        !upload(enc, enc->pos, "encoder.embed_positions.weight") ||
-        !upload(enc, enc->ln_post_w, "encoder.layer_norm.weight") || !upload(enc, enc->ln_post_b, "encoder.layer_norm.bias")) {
+    auto up = [&](vt_tensor * t, const std::string & name) { return upload(enc, model, t, name.c_str()); };
+    if (!up(enc->conv1_w, "encoder.conv1.weight") || !up(enc->conv1_b, "encoder.conv1.bias") ||
+        !up(enc->conv2_w, "encoder.conv2.weight") || !up(enc->conv2_b, "encoder.conv2.bias") ||
+        !up(enc->pos, "encoder.embed_positions.weight") ||
+        !up(enc->ln_post_w, "encoder.layer_norm.weight") || !up(enc->ln_post_b, "encoder.layer_norm.bias")) {
         return false;
     }
     std::vector<float> qkv_w(3 * d * d), qkv_b(3 * d);
@@ -1967,53 +2695,71 @@ static bool upload_weights(whisper_audio_encoder * enc) {
         const std::string p = "encoder.layers." + std::to_string(il) + ".";
         const char * parts[3] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"};
         for (int i = 0; i < 3; i++) {
-            const gguf_tensor_info * t = enc->model->find(p + parts[i]);
+            const gguf_tensor_info * t = model->find(p + parts[i]);
             vt_convert(qkv_w.data() + i * d * d, VT_TYPE_F32, t->data, (vt_type)t->type, d * d);
         }
-        memcpy(qkv_b.data(), enc->model->find(p + "self_attn.q_proj.bias")->data, d * sizeof(float));
+        memcpy(qkv_b.data(), model->find(p + "self_attn.q_proj.bias")->data, d * sizeof(float));
         std::fill(qkv_b.begin() + d, qkv_b.begin() + 2 * d, 0.0f);
-        memcpy(qkv_b.data() + 2 * d, enc->model->find(p + "self_attn.v_proj.bias")->data, d * sizeof(float));
+        memcpy(qkv_b.data() + 2 * d, model->find(p + "self_attn.v_proj.bias")->data, d * sizeof(float));
         if (!vt_backend_set_tensor(enc->backend, l.qkv_w, qkv_w.data(), VT_TYPE_F32) ||
             !vt_backend_set_tensor(enc->backend, l.qkv_b, qkv_b.data(), VT_TYPE_F32)) {
             wa_set_error("uploading %sself_attn: %s", p.c_str(), vt_last_error());
             return false;
         }
-        if (!upload(enc, l.attn_ln_w, (p + "self_attn_layer_norm.weight").c_str()) ||
-            !upload(enc, l.attn_ln_b, (p + "self_attn_layer_norm.bias").c_str()) ||
-            !upload(enc, l.out_w, (p + "self_attn.out_proj.weight").c_str()) ||
-            !upload(enc, l.out_b, (p + "self_attn.out_proj.bias").c_str()) ||
-            !upload(enc, l.ffn_ln_w, (p + "final_layer_norm.weight").c_str()) ||
-            !upload(enc, l.ffn_ln_b, (p + "final_layer_norm.bias").c_str()) ||
-            !upload(enc, l.fc1_w, (p + "fc1.weight").c_str()) || !upload(enc, l.fc1_b, (p + "fc1.bias").c_str()) ||
-            !upload(enc, l.fc2_w, (p + "fc2.weight").c_str()) || !upload(enc, l.fc2_b, (p + "fc2.bias").c_str())) {
+        if (!up(l.attn_ln_w, p + "self_attn_layer_norm.weight") || !up(l.attn_ln_b, p + "self_attn_layer_norm.bias") ||
+            !up(l.out_w, p + "self_attn.out_proj.weight") || !up(l.out_b, p + "self_attn.out_proj.bias") ||
+            !up(l.ffn_ln_w, p + "final_layer_norm.weight") || !up(l.ffn_ln_b, p + "final_layer_norm.bias") ||
+            !up(l.fc1_w, p + "fc1.weight") || !up(l.fc1_b, p + "fc1.bias") ||
+            !up(l.fc2_w, p + "fc2.weight") || !up(l.fc2_b, p + "fc2.bias")) {
             return false;
         }
     }
     return true;
 }
 
-whisper_audio_encoder * whisper_audio_encoder_init(const whisper_audio_model * model, whisper_audio_encoder_params params) {
-    if (!model) { wa_set_error("no model"); return nullptr; }
+static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, whisper_audio_encoder_params params) {
+    if (!model) { wa_set_error("whisper_audio_encoder_init: no model"); return nullptr; }
     const whisper_audio_hparams & hp = model->hparams;
-    if (params.max_batch < 1 || params.max_batch > 4096) { wa_set_error("batch size %d is outside [1, 4096]", params.max_batch); return nullptr; }
+    // a C caller may store any int in the enum fields, which C++ may not load as the enum: read the bytes
+    static_assert(sizeof(params.device) == sizeof(int) && sizeof(params.dtype) == sizeof(int), "enums as int");
+    int device, dtype;
+    memcpy(&device, &params.device, sizeof(int));
+    memcpy(&dtype, &params.dtype, sizeof(int));
+    if (device != WHISPER_AUDIO_DEVICE_AUTO && device != WHISPER_AUDIO_DEVICE_CPU && device != WHISPER_AUDIO_DEVICE_CUDA) {
+        wa_set_error("device %d is not WHISPER_AUDIO_DEVICE_AUTO, _CPU or _CUDA", device);
+        return nullptr;
+    }
+    if (dtype != WHISPER_AUDIO_DTYPE_F16 && dtype != WHISPER_AUDIO_DTYPE_BF16) {
+        wa_set_error("dtype %d is not WHISPER_AUDIO_DTYPE_F16 or _BF16", dtype);
+        return nullptr;
+    }
+    if (params.gpu_device < 0) { wa_set_error("gpu_device %d is negative", params.gpu_device); return nullptr; }
+    if (params.max_batch < 1 || params.max_batch > WHISPER_AUDIO_MAX_BATCH) {
+        wa_set_error("batch size %d is outside [1, %d]", params.max_batch, WHISPER_AUDIO_MAX_BATCH);
+        return nullptr;
+    }
     if (params.output_layer < WHISPER_AUDIO_POST_CONV || params.output_layer >= hp.n_layer) {
         wa_set_error("output layer %d is outside [0, %d] (-1: the last layer)", params.output_layer, hp.n_layer - 1);
         return nullptr;
     }
 
-    whisper_audio_encoder * enc = new whisper_audio_encoder;
-    enc->model = model;
+    std::unique_ptr<whisper_audio_encoder, void (*)(whisper_audio_encoder *)> owner(new whisper_audio_encoder,
+                                                                                  whisper_audio_encoder_free);
+    whisper_audio_encoder * enc = owner.get();
+    enc->hparams = hp;
+    enc->mel_filters.assign(model->mel_filters, model->mel_filters + (size_t)hp.n_mels * WHISPER_AUDIO_N_BINS);
     enc->params = params;
+    enc->params.n_threads = wa_n_threads(params.n_threads);
     const vt_type cuda_type = params.dtype == WHISPER_AUDIO_DTYPE_BF16 ? VT_TYPE_BF16 : VT_TYPE_F16;
     if (params.device != WHISPER_AUDIO_DEVICE_CPU) {
         enc->backend = vt_backend_cuda_init(params.gpu_device, cuda_type);
         if (!enc->backend && params.device == WHISPER_AUDIO_DEVICE_CUDA) {
             wa_set_error("CUDA backend unavailable: %s", vt_last_error());
-            delete enc;
             return nullptr;
         }
     }
-    if (!enc->backend) enc->backend = vt_backend_cpu_init(params.n_threads);
+    if (!enc->backend) enc->backend = vt_backend_cpu_init(enc->params.n_threads);
+    if (!enc->backend) { wa_set_error("%s", vt_last_error()); return nullptr; }
 
     // weights: matrices in the compute type, vectors in f32
     const vt_type mt = vt_backend_compute_type(enc->backend);
@@ -2049,14 +2795,14 @@ whisper_audio_encoder * whisper_audio_encoder_init(const whisper_audio_model * m
     }
     if (!vt_backend_alloc_weights(enc->backend, ctx)) {
         wa_set_error("allocating weights on %s: %s", vt_backend_name(enc->backend), vt_last_error());
-        whisper_audio_encoder_free(enc);
         return nullptr;
     }
-    if (!upload_weights(enc)) {
-        whisper_audio_encoder_free(enc);
-        return nullptr;
-    }
-    return enc;
+    if (!upload_weights(enc, model)) return nullptr;
+    return owner.release();
+}
+
+whisper_audio_encoder * whisper_audio_encoder_init(const whisper_audio_model * model, whisper_audio_encoder_params params) {
+    return wa_catch(__func__, (whisper_audio_encoder *)nullptr, [&] { return encoder_init(model, params); });
 }
 
 void whisper_audio_encoder_free(whisper_audio_encoder * enc) {
@@ -2070,15 +2816,34 @@ void whisper_audio_encoder_free(whisper_audio_encoder * enc) {
     delete enc;
 }
 
-const char * whisper_audio_encoder_backend(const whisper_audio_encoder * enc) { return vt_backend_name(enc->backend); }
-
-size_t whisper_audio_encoder_memory(const whisper_audio_encoder * enc) { return vt_backend_allocated_bytes(enc->backend); }
-
-whisper_audio_timings whisper_audio_encoder_timings(const whisper_audio_encoder * enc) { return enc->timings; }
-
-size_t whisper_audio_n_windows(size_t n_samples) {
-    return std::max<size_t>(1, (n_samples + WHISPER_AUDIO_N_SAMPLES - 1) / WHISPER_AUDIO_N_SAMPLES);
+const char * whisper_audio_encoder_backend(const whisper_audio_encoder * enc) {
+    if (!enc) { wa_set_error("%s: no encoder", __func__); return nullptr; }
+    return vt_backend_name(enc->backend);
 }
+
+size_t whisper_audio_encoder_memory(const whisper_audio_encoder * enc) {
+    if (!enc) { wa_set_error("%s: no encoder", __func__); return 0; }
+    return vt_backend_allocated_bytes(enc->backend);
+}
+
+whisper_audio_timings whisper_audio_encoder_timings(const whisper_audio_encoder * enc) {
+    if (!enc) { wa_set_error("%s: no encoder", __func__); return whisper_audio_timings{}; }
+    return enc->timings;
+}
+
+size_t whisper_audio_n_windows(size_t n_samples) {   // ceil without n + 479999, which wraps near SIZE_MAX
+    return std::max<size_t>(1, n_samples / WHISPER_AUDIO_N_SAMPLES + (n_samples % WHISPER_AUDIO_N_SAMPLES != 0));
+}
+
+// One call at a time on an encoder: a second thread's call fails instead of racing it.
+struct wa_encoder_lock {
+    whisper_audio_encoder * enc;
+    bool held;
+    wa_encoder_lock(whisper_audio_encoder * e, const char * func) : enc(e), held(!e->busy.exchange(true)) {
+        if (!held) wa_set_error("%s: the encoder is busy with a call from another thread (one call at a time)", func);
+    }
+    ~wa_encoder_lock() { if (held) enc->busy = false; }
+};
 
 // The graph for a batch of n windows of n_frames each, built and allocated on first use.
 // Only the full batch of padded windows and one other shape are kept, so memory stays at
@@ -2096,26 +2861,26 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_fram
             ++i;
         }
     }
-    const whisper_audio_hparams & hp = enc->model->hparams;
-    wa_graph g;
-    g.ctx = vt_init(32 + 16 * hp.n_layer);
-    g.mel = vt_new_tensor_3d(g.ctx, VT_TYPE_F32, n_frames, hp.n_mels, n);
-    vt_set_name(g.mel, "mel");
-    vt_set_input(g.mel);
-    g.out = whisper_audio_build_encoder(enc, g.ctx, g.mel);
-    g.graph = vt_graph_build(g.ctx, &g.out, 1);
-    if (!vt_backend_alloc_graph(enc->backend, g.graph)) {
+    // owned by these until the map holds them, so that nothing leaks if something throws
+    const whisper_audio_hparams & hp = enc->hparams;
+    std::unique_ptr<vt_context, void (*)(vt_context *)> ctx(vt_init(32 + 16 * hp.n_layer), vt_free);
+    vt_tensor * mel = vt_new_tensor_3d(ctx.get(), VT_TYPE_F32, n_frames, hp.n_mels, n);
+    vt_set_name(mel, "mel");
+    vt_set_input(mel);
+    vt_tensor * out = whisper_audio_build_encoder(enc, ctx.get(), mel);
+    std::unique_ptr<vt_graph, void (*)(vt_graph *)> graph(vt_graph_build(ctx.get(), &out, 1), vt_graph_free);
+    if (!vt_backend_alloc_graph(enc->backend, graph.get())) {
         wa_set_error("allocating the encoder graph (batch %d, %d frames, %.1f MiB) on %s: %s", n, n_frames,
-                     vt_graph_arena_size(g.graph) / 1048576.0, vt_backend_name(enc->backend), vt_last_error());
-        vt_graph_free(g.graph);
-        vt_free(g.ctx);
+                     vt_graph_arena_size(graph.get()) / 1048576.0, vt_backend_name(enc->backend), vt_last_error());
         return nullptr;
     }
-    return &(enc->graphs[key] = g);
+    wa_graph & g = enc->graphs[key];
+    g = wa_graph{ctx.release(), graph.release(), mel, out};
+    return &g;
 }
 
-bool whisper_audio_encode_mel_frames(whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames, float * out) {
-    const whisper_audio_hparams & hp = enc->model->hparams;
+static bool encode_mel_frames(whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames, float * out) {
+    const whisper_audio_hparams & hp = enc->hparams;
     if (n_frames < 2 || n_frames > WHISPER_AUDIO_N_FRAMES || n_frames % 2) {
         wa_set_error("%d mel frames: the encoder takes an even count from 2 to %d", n_frames, WHISPER_AUDIO_N_FRAMES);
         return false;
@@ -2148,43 +2913,68 @@ bool whisper_audio_encode_mel_frames(whisper_audio_encoder * enc, const float * 
     return true;
 }
 
+bool whisper_audio_encode_mel_frames(whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames, float * out) {
+    if (!enc || !mel || !out) { wa_set_error("%s: NULL %s", __func__, !enc ? "encoder" : !mel ? "mel" : "out"); return false; }
+    wa_encoder_lock lock(enc, __func__);
+    return lock.held && wa_catch(__func__, false, [&] { return encode_mel_frames(enc, mel, n_windows, n_frames, out); });
+}
+
 bool whisper_audio_encode_mel(whisper_audio_encoder * enc, const float * mel, int n_windows, float * out) {
     return whisper_audio_encode_mel_frames(enc, mel, n_windows, WHISPER_AUDIO_N_FRAMES, out);
 }
 
-bool whisper_audio_log_mel_windows(const whisper_audio_model * model, const float * pcm, size_t n, int n_windows,
-                                   float * out, int n_threads) {
-    const size_t mel_win = (size_t)model->hparams.n_mels * WHISPER_AUDIO_N_FRAMES;
+// The windows on up to n_threads threads; if the system refuses a thread, fewer do the work.
+static bool log_mel_windows(const float * filters, int n_mels, const float * pcm, size_t n, int n_windows,
+                            float * out, int n_threads) {
+    const size_t mel_win = (size_t)n_mels * WHISPER_AUDIO_N_FRAMES;
     std::atomic<int> next{0};
     std::atomic<bool> failed{false};
     auto work = [&] {
         for (int i; (i = next.fetch_add(1)) < n_windows;) {
             const size_t start = std::min(n, (size_t)i * WHISPER_AUDIO_N_SAMPLES);
-            if (!whisper_audio_log_mel(model, pcm ? pcm + start : nullptr, n - start, out + i * mel_win)) failed = true;
+            if (!whisper_audio_log_mel_filters(filters, n_mels, pcm ? pcm + start : nullptr, n - start, out + i * mel_win))
+                failed = true;
         }
     };
+    const int n_extra = std::min(n_windows, wa_n_threads(n_threads)) - 1;
     std::vector<std::thread> threads;
-    for (int t = 1; t < std::min(n_windows, n_threads); t++) threads.emplace_back(work);
+    threads.reserve(n_extra);
+    try {
+        for (int t = 0; t < n_extra; t++) threads.emplace_back(work);
+    } catch (const std::exception &) {}   // no more threads: this one and those started share the rest
     work();
     for (std::thread & t : threads) t.join();
     return !failed;   // a failing window left its message (the same for every window)
 }
 
-bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out) {
-    const whisper_audio_hparams & hp = enc->model->hparams;
+bool whisper_audio_log_mel_windows(const whisper_audio_model * model, const float * pcm, size_t n, int n_windows,
+                                   float * out, int n_threads) {
+    if (!model || !out || (!pcm && n > 0)) {
+        wa_set_error("%s: NULL %s", __func__, !model ? "model" : !out ? "out" : "pcm");
+        return false;
+    }
+    if (n_windows < 1) { wa_set_error("%s: %d windows (at least 1)", __func__, n_windows); return false; }
+    return wa_catch(__func__, false, [&] {
+        return log_mel_windows(model->mel_filters, model->hparams.n_mels, pcm, n, n_windows, out, n_threads);
+    });
+}
+
+static bool encode_pcm(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out) {
+    const whisper_audio_hparams & hp = enc->hparams;
     const size_t n_win = whisper_audio_n_windows(n);
     const size_t out_win = (size_t)hp.n_ctx * hp.n_state;
-    const int batch = enc->params.max_batch;
+    const int batch = (int)std::min<size_t>(enc->params.max_batch, n_win);   // the mel of what there is
     std::vector<float> mel((size_t)batch * hp.n_mels * WHISPER_AUDIO_N_FRAMES);
     double mel_ms = 0.0, encode_ms = 0.0;
     for (size_t w0 = 0; w0 < n_win; w0 += batch) {
         const int nb = (int)std::min<size_t>(batch, n_win - w0);
         const size_t start = w0 * WHISPER_AUDIO_N_SAMPLES;
         const auto t0 = std::chrono::steady_clock::now();
-        if (!whisper_audio_log_mel_windows(enc->model, pcm ? pcm + start : nullptr, n - start, nb, mel.data(), enc->params.n_threads))
+        if (!log_mel_windows(enc->mel_filters.data(), hp.n_mels, pcm ? pcm + start : nullptr, n - start, nb, mel.data(),
+                             enc->params.n_threads))
             return false;
         mel_ms += ms_since(t0);
-        if (!whisper_audio_encode_mel(enc, mel.data(), nb, out + w0 * out_win)) return false;
+        if (!encode_mel_frames(enc, mel.data(), nb, WHISPER_AUDIO_N_FRAMES, out + w0 * out_win)) return false;
         encode_ms += enc->timings.encode_ms;
     }
     enc->timings.mel_ms = mel_ms;
@@ -2192,8 +2982,17 @@ bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, si
     return true;
 }
 
-int whisper_audio_encoder_profile(whisper_audio_encoder * enc, const float * mel, int n_windows,
-                                  whisper_audio_op_time * times, int max_times) {
+bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out) {
+    if (!enc || !out || (!pcm && n > 0)) {
+        wa_set_error("%s: NULL %s", __func__, !enc ? "encoder" : !out ? "out" : "pcm");
+        return false;
+    }
+    wa_encoder_lock lock(enc, __func__);
+    return lock.held && wa_catch(__func__, false, [&] { return encode_pcm(enc, pcm, n, out); });
+}
+
+static int encoder_profile(whisper_audio_encoder * enc, const float * mel, int n_windows, whisper_audio_op_time * times,
+                           int max_times) {
     if (n_windows < 1 || n_windows > enc->params.max_batch) {
         wa_set_error("profile: %d windows, the encoder takes 1 to %d", n_windows, enc->params.max_batch);
         return -1;
@@ -2220,4 +3019,15 @@ int whisper_audio_encoder_profile(whisper_audio_encoder * enc, const float * mel
         }
     }
     return n;
+}
+
+int whisper_audio_encoder_profile(whisper_audio_encoder * enc, const float * mel, int n_windows,
+                                  whisper_audio_op_time * times, int max_times) {
+    if (!enc || !mel || (!times && max_times > 0)) {
+        wa_set_error("%s: NULL %s", __func__, !enc ? "encoder" : !mel ? "mel" : "times");
+        return -1;
+    }
+    if (max_times < 0) { wa_set_error("%s: max_times is %d (0 or more)", __func__, max_times); return -1; }
+    wa_encoder_lock lock(enc, __func__);
+    return lock.held ? wa_catch(__func__, -1, [&] { return encoder_profile(enc, mel, n_windows, times, max_times); }) : -1;
 }

@@ -10,12 +10,34 @@
 //   whisper_audio_encode_pcm(enc, pcm, n, emb);              // [n_win, 1500, d_model]
 //
 // Every function that can fail returns NULL, false or a negative number, and
-// whisper_audio_last_error() then says why (per thread). Nothing here exits the process.
+// whisper_audio_last_error() then says why (per thread). Nothing here exits the process:
+// NULL arguments, out-of-range values, out of memory and threads that cannot start are all
+// such failures.
+//
+// Threads and lifetimes:
+// - A model is read-only once loaded: any number of threads may use it at once (hparams,
+//   mel_filters, log_mel*, encoder_init). Its memory holds the encoder's weights (read
+//   from the file at load; the file may then change or go). Encoders copy what they need,
+//   so it may be freed as soon as its encoders are made; pointers it returned go with it.
+// - An encoder runs one call at a time: a second thread's encode or profile call while one
+//   runs fails ("busy") instead of racing it. Different encoders may run at once. Free an
+//   encoder only when no call on it is running.
+// - A stream is for one thread at a time.
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#define WHISPER_AUDIO_VERSION_MAJOR 0   // the shared library's SONAME: libwhisper-audio.so.MAJOR
+#define WHISPER_AUDIO_VERSION_MINOR 1
+#define WHISPER_AUDIO_VERSION_PATCH 0
+#define WHISPER_AUDIO_VERSION "0.1.0"
+
+// Built with -fvisibility=hidden, the library exports these functions alone (vt stays inside).
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -43,9 +65,12 @@ typedef struct whisper_audio_hparams {
 } whisper_audio_hparams;
 
 const char * whisper_audio_last_error(void);
+// The library's version, "MAJOR.MINOR.PATCH": WHISPER_AUDIO_VERSION of the build that runs.
+const char * whisper_audio_version(void);
 
 // ---- model file --------------------------------------------------------------------
 
+// Checks the whole file and reads the encoder's tensors into memory: the file is not used after.
 whisper_audio_model *         whisper_audio_model_load(const char * path);
 void                          whisper_audio_model_free(whisper_audio_model * model);
 const whisper_audio_hparams * whisper_audio_model_hparams(const whisper_audio_model * model);
@@ -87,8 +112,9 @@ bool whisper_audio_resample(const float * in, size_t n_in, int rate_in, int rate
 bool whisper_audio_log_mel(const whisper_audio_model * model, const float * pcm, size_t n, float * out);
 // The same with a caller's mel bank: filters [n_mels, 201] (the model file's mel_filters).
 bool whisper_audio_log_mel_filters(const float * filters, int n_mels, const float * pcm, size_t n, float * out);
-// Log-mel of n_windows consecutive 30 s windows of pcm (window i: samples [480000 i,
-// 480000 (i + 1)), the last zero-padded past n), on up to n_threads threads.
+// Log-mel of n_windows (>= 1) consecutive 30 s windows of pcm (window i: samples [480000 i,
+// 480000 (i + 1)), the last zero-padded past n), on up to n_threads threads (as the
+// encoder's n_threads; fewer when the system refuses more).
 // out: [n_windows, n_mels, 3000].
 bool whisper_audio_log_mel_windows(const whisper_audio_model * model, const float * pcm, size_t n, int n_windows,
                                    float * out, int n_threads);
@@ -109,15 +135,18 @@ enum whisper_audio_dtype {      // compute type on CUDA (the CPU always computes
 typedef struct whisper_audio_encoder_params {
     enum whisper_audio_device device;
     enum whisper_audio_dtype  dtype;
-    int n_threads;              // CPU threads (also used for the log-mel)
+    int n_threads;              // CPU threads (also used for the log-mel); <= 0: as many as the
+                                // hardware runs (llama.cpp's -t), and never more than that
     int gpu_device;             // CUDA device index
-    int max_batch;              // windows per encoder call
+    int max_batch;              // windows per encoder call, 1..WHISPER_AUDIO_MAX_BATCH; memory
+                                // follows the largest batch actually encoded
     int output_layer;           // -1: the last layer; N: the hidden state after layer N
                                 // (0-based); WHISPER_AUDIO_POST_CONV: the input of layer 0
     bool final_ln;              // apply the final LayerNorm (only with output_layer -1)
 } whisper_audio_encoder_params;
 
 #define WHISPER_AUDIO_POST_CONV (-2)
+#define WHISPER_AUDIO_MAX_BATCH 256   // windows per encoder call, at most
 
 whisper_audio_encoder_params whisper_audio_encoder_default_params(void);
 
@@ -167,4 +196,8 @@ int whisper_audio_encoder_profile(whisper_audio_encoder * enc, const float * mel
 
 #ifdef __cplusplus
 }
+#endif
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
 #endif

@@ -112,8 +112,12 @@ int main(int argc, char ** argv) {
     printf("bench: of which compute %.3f ms (%.3f ms per clip), mel upload + f32 download %.3f ms\n", med_compute,
            med_compute / batch, med_transfer);
     const double tflops_compute = encoder_flops(hp) * batch / (med_compute * 1e-3) / 1e12;
-    printf("bench: %.1f GFLOP per clip, %.1f TFLOP/s end to end, %.1f TFLOP/s in the forward (%.1f%% of the H200's %.0f TFLOP/s bf16 GEMM peak)\n",
-           encoder_flops(hp) / 1e9, tflops, tflops_compute, 100.0 * tflops_compute / H200_BF16_PEAK_TFLOPS, H200_BF16_PEAK_TFLOPS);
+    if (cpu)        // the H200's peak means nothing next to a CPU's figure
+        printf("bench: %.1f GFLOP per clip, %.1f GFLOP/s end to end, %.1f GFLOP/s in the forward\n", encoder_flops(hp) / 1e9,
+               tflops * 1e3, tflops_compute * 1e3);
+    else
+        printf("bench: %.1f GFLOP per clip, %.1f TFLOP/s end to end, %.1f TFLOP/s in the forward (%.1f%% of the H200's %.0f TFLOP/s bf16 GEMM peak)\n",
+               encoder_flops(hp) / 1e9, tflops, tflops_compute, 100.0 * tflops_compute / H200_BF16_PEAK_TFLOPS, H200_BF16_PEAK_TFLOPS);
     printf("bench: own allocations %.1f MiB (weights, arena, workspaces)", whisper_audio_encoder_memory(enc) / 1048576.0);
     if (have_after) printf(", device used-memory delta %.1f MiB", ((double)used_after - (double)used_before) / 1048576.0);
     printf("\n");

@@ -5,21 +5,33 @@
 // Each file is cut into 30 s windows (the last one zero-padded, as transformers does);
 // the windows of all files, in the order given, share batches. Audio is decoded, log-mel'd
 // and encoded a batch at a time, and the output is written as it comes, so memory does
-// not grow with the length of the input.
+// not grow with the length or the number of the inputs.
+//
+// Parts, in the order main() runs them: command line -> output files -> inputs (each
+// header checked up front, then opened one at a time) -> the run (batch by batch) -> summary.
 #include "vt.h"
 #include "whisper-audio.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <new>
+#include <set>
+#include <stdexcept>
 #include <string>
 #include <sys/stat.h>
+#include <utility>
 #include <vector>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #ifdef WHISPER_AUDIO_PNG
@@ -34,7 +46,7 @@
 struct params {
     std::string model;
     std::vector<std::string> files;
-    std::string output;
+    std::string output;           // empty: no output file
     std::string outtype = "f32";
     std::string png;
     int n_threads = 0;            // 0: the library's default
@@ -58,12 +70,14 @@ static void print_usage(const char * argv0) {
             "\n"
             "options:\n"
             "  -h, --help           show this help and exit\n"
+            "  --version            print the version and exit\n"
             "  -m, --model FILE     model file (.gguf, from convert/convert-hf-to-gguf.py)\n"
             "  -f, --file FILE      audio file, WAV or OGG Vorbis, any rate and channels; '-' reads standard\n"
             "                       input; repeat for several files\n"
             "  --list FILE          read audio file names from FILE, one per line\n"
-            "  -o, --output PATH    write the embeddings: PATH.npy, or one .npy per input when PATH ends in '/'\n"
-            "                       or is a directory\n"
+            "  -o, --output PATH    write the embeddings to PATH ('-': standard output), or one .npy per input\n"
+            "                       when PATH ends in '/' or is a directory: DIR/<input's path>.npy, the path\n"
+            "                       taken below the inputs' common directory\n"
             "  --outtype T          f32 (default) or f16 for the .npy\n"
             "  --layer N            the hidden state after encoder layer N (0-based), without the final LayerNorm\n"
             "  --no-final-ln        the last layer's output before the final LayerNorm\n"
@@ -76,7 +90,11 @@ static void print_usage(const char * argv0) {
             "  -b, --batch N        30 s windows per encoder call (default: 8)\n"
             "  --device D           cpu, cuda or auto (default: auto, CUDA when a GPU is present)\n"
             "  --dtype T            CUDA compute type: f16 or bf16 (default: f16)\n"
-            "  --no-progress        no progress line on stderr (it shows only on a terminal anyway)\n",
+            "  --no-progress        no progress line on stderr (it shows only on a terminal anyway)\n"
+            "\n"
+            "Outputs appear whole or not at all: each is written under a temporary name beside it and\n"
+            "renamed into place when complete. With one .npy per input, each is complete when its input\n"
+            "is; an error later keeps them and names the input that failed.\n",
             argv0);
 }
 
@@ -89,20 +107,26 @@ static bool parse_int(const char * s, int lo, int hi, int * out) {
     return true;
 }
 
+// One path per line; blank lines and lines starting with '#' are skipped.
 static bool read_list(const char * path, std::vector<std::string> & files) {
     FILE * f = fopen(path, "r");
     if (!f) { fprintf(stderr, "error: cannot open list '%s': %s\n", path, strerror(errno)); return false; }
-    char line[4096];
-    while (fgets(line, sizeof(line), f)) {
-        std::string s(line);
+    char * line = nullptr;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, f)) >= 0) {
+        std::string s(line, (size_t)n);
         while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
         if (!s.empty() && s[0] != '#') files.push_back(s);
     }
+    const bool ok = !ferror(f);
+    if (!ok) fprintf(stderr, "error: reading list '%s' failed: %s\n", path, strerror(errno));
+    free(line);
     fclose(f);
-    return true;
+    return ok;
 }
 
-// Returns 0 to go on, 1 after -h, -1 on a bad argument (message printed).
+// Returns 0 to go on, 1 after -h or --version, -1 on a bad argument (message printed).
 static int parse_args(int argc, char ** argv, params & p) {
     for (int i = 1; i < argc; i++) {
         const std::string arg = argv[i];
@@ -119,6 +143,7 @@ static int parse_args(int argc, char ** argv, params & p) {
             return false;
         };
         if (arg == "-h" || arg == "--help") { print_usage(argv[0]); return 1; }
+        else if (arg == "--version") { printf("whisper-audio %s\n", whisper_audio_version()); return 1; }
         else if (arg == "--no-progress") p.progress = false;
         else if (arg == "--no-final-ln") p.final_ln = false;
         else if (arg == "--no-pad") p.no_pad = true;
@@ -126,8 +151,11 @@ static int parse_args(int argc, char ** argv, params & p) {
         else if (arg == "-m" || arg == "--model") { if (!value()) return -1; p.model = v; }
         else if (arg == "-f" || arg == "--file") { if (!value()) return -1; p.files.push_back(v); }
         else if (arg == "--list") { if (!value() || !read_list(v, p.files)) return -1; }
-        else if (arg == "-o" || arg == "--output") { if (!value()) return -1; p.output = v; }
-        else if (arg == "--png") { if (!value()) return -1; p.png = v; }
+        else if (arg == "-o" || arg == "--output" || arg == "--png") {
+            if (!value()) return -1;
+            if (!*v) { fprintf(stderr, "error: %s was given an empty path\n", arg.c_str()); return -1; }
+            (arg == "--png" ? p.png : p.output) = v;
+        }
         else if (arg == "--outtype") { if (!choice(p.outtype, {"f32", "f16"})) return -1; }
         else if (arg == "--device") { if (!choice(p.device, {"cpu", "cuda", "auto"})) return -1; }
         else if (arg == "--dtype") { if (!choice(p.dtype, {"f16", "bf16"})) return -1; }
@@ -146,6 +174,14 @@ static int parse_args(int argc, char ** argv, params & p) {
     }
     if (p.model.empty()) { fprintf(stderr, "error: no model given (-m MODEL)\n"); print_usage(argv[0]); return -1; }
     if (p.files.empty()) { fprintf(stderr, "error: no audio file given (-f AUDIO)\n"); print_usage(argv[0]); return -1; }
+    if (p.output == "-" && p.json) {
+        fprintf(stderr, "error: -o - writes the array to standard output, which --json needs for itself\n");
+        return -1;
+    }
+    if (p.output == "-" && isatty(1)) {
+        fprintf(stderr, "error: -o - would write binary .npy data to a terminal; redirect it to a file or a pipe\n");
+        return -1;
+    }
 #ifndef WHISPER_AUDIO_PNG
     if (!p.png.empty()) { fprintf(stderr, "error: --png needs stb_image_write (Debian's libstb-dev) at build time\n"); return -1; }
 #endif
@@ -153,38 +189,188 @@ static int parse_args(int argc, char ** argv, params & p) {
 }
 
 // =====================================================================================
-// .npy output, written as rows come: a header with room for any shape, rewritten at the
-// end; a temporary name renamed on success, so that an error leaves nothing behind
+// output files: never half-written, never one we did not make deleted
 // =====================================================================================
+//
+// A regular file is written under a unique temporary name beside it (mkstemp: two runs
+// never share one, and a user's own "x.npy.tmp" is never touched) and renamed over the
+// target only when complete, so an error, a signal or a concurrent run leaves either the
+// old file or a whole new one. A symlink is followed: the file it points to is replaced,
+// the link stays. Anything that cannot be renamed over (standard output, a FIFO, a device)
+// is written straight through.
 
-struct npy_writer {
-    std::string path, tmp;
+// The temporaries that exist now, for the signal handler to remove. A fixed table of
+// fixed buffers, so that the handler reads nothing that is being freed; slots are taken
+// round-robin, so a slot is not reused while a handler on another thread may read it.
+static const int MAX_TEMPS = 16;
+static char g_temp_path[MAX_TEMPS][PATH_MAX];
+static std::atomic<int> g_temp_used[MAX_TEMPS];
+static int g_temp_next = 0;
+static const int CLEANUP_SIGNALS[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+
+static void on_signal(int sig) {
+    for (int i = 0; i < MAX_TEMPS; i++)
+        if (g_temp_used[i].load()) unlink(g_temp_path[i]);
+    signal(sig, SIG_DFL);       // then die of the signal, as the caller expects
+    raise(sig);
+}
+
+static void install_signal_handlers() {
+    for (int sig : CLEANUP_SIGNALS) {
+        struct sigaction sa{};
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        for (int s : CLEANUP_SIGNALS) sigaddset(&sa.sa_mask, s);
+        sigaction(sig, &sa, nullptr);
+    }
+}
+
+static int temp_register(const std::string & path) {
+    for (int k = 0; k < MAX_TEMPS; k++) {
+        const int i = (g_temp_next + k) % MAX_TEMPS;
+        if (g_temp_used[i].load()) continue;
+        memcpy(g_temp_path[i], path.c_str(), path.size() + 1);
+        g_temp_used[i].store(1);
+        g_temp_next = i + 1;
+        return i;
+    }
+    return -1;
+}
+
+static void temp_forget(int slot) {
+    if (slot >= 0) g_temp_used[slot].store(0);
+}
+
+static mode_t g_new_file_mode = 0644;   // 0666 & ~umask, as fopen would create it
+
+struct output_file {
+    std::string path;       // the target, a symlink resolved to the file it points to
+    std::string tmp;        // our temporary beside it; empty when written straight through
     FILE * f = nullptr;
+    int slot = -1;          // in the signal handler's table
+    bool committed = false;
+
+    bool seekable() const { return !tmp.empty(); }
+
+    // Opens target for writing; false with a message.
+    bool open(const std::string & target) {
+        path = target;
+        if (target == "-") { f = stdout; return true; }
+        struct stat st;
+        if (lstat(target.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+            char * real = realpath(target.c_str(), nullptr);
+            if (!real) {
+                fprintf(stderr, "error: '%s' is a symlink that does not lead to a file: %s\n", target.c_str(), strerror(errno));
+                return false;
+            }
+            path = real;
+            free(real);
+        }
+        const bool exists = stat(path.c_str(), &st) == 0;
+        if (exists && S_ISDIR(st.st_mode)) { fprintf(stderr, "error: '%s' is a directory\n", path.c_str()); return false; }
+        if (exists && !S_ISREG(st.st_mode)) {           // a FIFO, a device: write through
+            f = fopen(path.c_str(), "wb");
+            if (!f) { fprintf(stderr, "error: cannot write '%s': %s\n", path.c_str(), strerror(errno)); return false; }
+            return true;
+        }
+        if (path.size() + 8 >= PATH_MAX) { fprintf(stderr, "error: '%s': path too long\n", path.c_str()); return false; }
+        std::string name = path + ".XXXXXX";
+        const int fd = mkstemp(&name[0]);
+        if (fd < 0) {
+            fprintf(stderr, "error: cannot create a temporary file beside '%s': %s\n", path.c_str(), strerror(errno));
+            return false;
+        }
+        tmp = name;
+        slot = temp_register(tmp);
+        // the new file keeps the mode of the one it replaces, else gets the usual one
+        if (fchmod(fd, exists ? (st.st_mode & 07777) : g_new_file_mode) != 0 || slot < 0 || !(f = fdopen(fd, "wb"))) {
+            fprintf(stderr, "error: cannot write '%s': %s\n", tmp.c_str(), slot < 0 ? "too many open outputs" : strerror(errno));
+            if (!f) close(fd);
+            discard();
+            return false;
+        }
+        return true;
+    }
+
+    // Flushes, closes and renames into place; false with a message (the temporary removed).
+    bool commit() {
+        const bool is_stdout = f == stdout;
+        bool ok = fflush(f) == 0 && !ferror(f);
+        int err = errno;
+        if (!is_stdout) {
+            ok = (fclose(f) == 0) && ok;
+            if (!ok && err == 0) err = errno;
+        }
+        f = nullptr;
+        if (ok && seekable() && rename(tmp.c_str(), path.c_str()) != 0) { ok = false; err = errno; }
+        if (!ok) {
+            fprintf(stderr, "error: writing '%s' failed: %s\n", path.c_str(), strerror(err));
+            discard();
+            return false;
+        }
+        temp_forget(slot);
+        slot = -1;
+        committed = true;
+        return true;
+    }
+
+    // Closes and removes our temporary; what was at the target stays as it was.
+    void discard() {
+        if (f && f != stdout) fclose(f);
+        f = nullptr;
+        if (!tmp.empty() && !committed) unlink(tmp.c_str());
+        temp_forget(slot);
+        slot = -1;
+    }
+
+    ~output_file() { if (!committed) discard(); }
+};
+
+// A .npy written as rows come: a fixed-size header with room for any shape, rewritten at
+// the end. A target that cannot seek gets the final row count up front when it is known
+// (promised, checked at the end), or else the rows go to an anonymous spool file first.
+struct npy_writer {
+    output_file out;
     bool f16 = false;
-    size_t rows = 0;                // leading dimension so far
-    bool done = false;              // finished and renamed
-    std::vector<size_t> row_shape;  // the other dimensions
+    std::vector<size_t> row_shape;      // the dimensions after the first
+    size_t rows = 0;                    // the first dimension so far
+    long long promised = -1;            // rows in the header already written to a stream
+    FILE * spool = nullptr;
+    bool is_open = false;
     static const size_t HEADER = 128;
 
-    bool open(const std::string & p, bool half, std::vector<size_t> shape_of_row) {
-        path = p;
-        tmp = p + ".tmp";
+    FILE * dst() const { return spool ? spool : out.f; }
+
+    // expected_rows: the final count when known (else -1), for a target that cannot seek.
+    bool open(const std::string & target, bool half, const std::vector<size_t> & shape, long long expected_rows) {
         f16 = half;
-        row_shape = shape_of_row;
-        f = fopen(tmp.c_str(), "wb");
-        if (!f) { fprintf(stderr, "error: cannot write '%s': %s\n", tmp.c_str(), strerror(errno)); return false; }
-        return write_header();
+        row_shape = shape;
+        if (!out.open(target)) return false;
+        is_open = true;
+        if (!out.seekable()) {
+            if (expected_rows >= 0) promised = expected_rows;
+            else if (!(spool = tmpfile())) {
+                fprintf(stderr, "error: cannot create a spool file for '%s': %s\n", out.path.c_str(), strerror(errno));
+                return false;
+            }
+        }
+        if (!write_header(promised >= 0 ? (size_t)promised : 0)) return fail_write();
+        return true;
     }
-    bool write_header() {
-        std::string dims = std::to_string(rows) + ",";
+    bool write_header(size_t n_rows) {
+        std::string dims = std::to_string(n_rows) + ",";
         for (size_t d : row_shape) dims += " " + std::to_string(d) + ",";
         if (row_shape.size() > 0) dims.pop_back();
         std::string h = std::string("{'descr': '") + (f16 ? "<f2" : "<f4") + "', 'fortran_order': False, 'shape': (" + dims + "), }";
         h.append(HEADER - 10 - 1 - h.size(), ' ');
         h += '\n';
         const uint16_t len = (uint16_t)h.size();
-        return fseek(f, 0, SEEK_SET) == 0 && fwrite("\x93NUMPY\x01\x00", 1, 8, f) == 8 && fwrite(&len, 2, 1, f) == 1 &&
-               fwrite(h.data(), 1, h.size(), f) == h.size() && fseek(f, 0, SEEK_END) == 0;
+        FILE * f = dst();
+        return fwrite("\x93NUMPY\x01\x00", 1, 8, f) == 8 && fwrite(&len, 2, 1, f) == 1 && fwrite(h.data(), 1, h.size(), f) == h.size();
+    }
+    bool fail_write() {
+        fprintf(stderr, "error: writing '%s' failed: %s\n", out.path.c_str(), strerror(errno));
+        return false;
     }
     bool append(const float * data, size_t n_rows) {
         size_t n = n_rows;
@@ -193,30 +379,118 @@ struct npy_writer {
         if (f16) {
             std::vector<uint16_t> h(n);
             vt_convert(h.data(), VT_TYPE_F16, data, VT_TYPE_F32, n);
-            ok = fwrite(h.data(), 2, n, f) == n;
+            ok = fwrite(h.data(), 2, n, dst()) == n;
         } else {
-            ok = fwrite(data, 4, n, f) == n;
+            ok = fwrite(data, 4, n, dst()) == n;
         }
-        if (!ok) fprintf(stderr, "error: writing '%s' failed: %s\n", tmp.c_str(), strerror(errno));
         rows += n_rows;
-        return ok;
+        return ok || fail_write();
     }
     bool finish() {
-        bool ok = write_header();
-        ok = (fclose(f) == 0) && ok;
-        f = nullptr;
-        if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
-            fprintf(stderr, "error: writing '%s' failed: %s\n", path.c_str(), strerror(errno));
-            remove(tmp.c_str());
+        is_open = false;
+        if (promised >= 0 && rows != (size_t)promised) {
+            fprintf(stderr, "error: '%s': %zu rows written after a header that promised %lld (an input's length "
+                    "differed from what its header said)\n", out.path.c_str(), rows, promised);
+            out.discard();
             return false;
         }
-        done = true;
-        return true;
+        bool ok = true;
+        if (spool) {                    // the header with the count, then the spool's rows, to the stream
+            ok = fseek(spool, 0, SEEK_SET) == 0 && write_header(rows) && fseek(spool, 0, SEEK_SET) == 0;
+            char buf[1 << 16];
+            size_t k;
+            while (ok && (k = fread(buf, 1, sizeof(buf), spool)) > 0) ok = fwrite(buf, 1, k, out.f) == k;
+            ok = ok && !ferror(spool);
+            fclose(spool);
+            spool = nullptr;
+        } else if (out.seekable()) {
+            ok = fseek(out.f, 0, SEEK_SET) == 0 && write_header(rows);
+        }
+        if (!ok) { fail_write(); out.discard(); return false; }
+        return out.commit();
     }
     void abandon() {
-        if (f) { fclose(f); f = nullptr; remove(tmp.c_str()); }
+        is_open = false;
+        if (spool) { fclose(spool); spool = nullptr; }
+        out.discard();
     }
 };
+
+// --------------------------------------------------------------------------- paths
+
+// The parts of a path, made absolute from the working directory and normalised
+// lexically ("/a/./b/../c" -> {"a", "c"}), so that "x.wav", "./x.wav" and "d/../x.wav" agree.
+static std::vector<std::string> path_parts(const std::string & path) {
+    std::string full = path;
+    if (path.empty() || path[0] != '/') {
+        char cwd[PATH_MAX];
+        full = std::string(getcwd(cwd, sizeof(cwd)) ? cwd : ".") + "/" + path;
+    }
+    std::vector<std::string> parts;
+    size_t i = 0;
+    while (i <= full.size()) {
+        size_t j = full.find('/', i);
+        if (j == std::string::npos) j = full.size();
+        const std::string part = full.substr(i, j - i);
+        if (part == "..") { if (!parts.empty()) parts.pop_back(); }
+        else if (!part.empty() && part != ".") parts.push_back(part);
+        i = j + 1;
+    }
+    return parts;
+}
+
+// The .npy of each input in the output directory dir: the input's path below the inputs'
+// deepest common directory, its extension replaced ("a/x.wav", "b/x.wav" -> dir/a/x.npy,
+// dir/b/x.npy; inputs of one directory -> dir/x.npy). Standard input is dir/stdin.npy.
+static std::vector<std::string> output_names(const std::string & dir, const std::vector<std::string> & files) {
+    std::vector<std::vector<std::string>> parts;
+    for (const std::string & f : files)
+        if (f != "-") parts.push_back(path_parts(f));
+    size_t common = SIZE_MAX;                   // the common directory's depth
+    for (const auto & p : parts) {
+        size_t k = 0;
+        while (k + 1 < p.size() && k + 1 < parts[0].size() && p[k] == parts[0][k]) k++;
+        common = std::min(common, k);
+    }
+    std::vector<std::string> names;
+    size_t next = 0;
+    for (const std::string & f : files) {
+        std::string rel = "stdin";
+        if (f != "-") {
+            const std::vector<std::string> & p = parts[next++];
+            rel.clear();
+            for (size_t k = common; k < p.size(); k++) rel += (rel.empty() ? "" : "/") + p[k];
+            const size_t dot = rel.find_last_of('.'), slash = rel.find_last_of('/');
+            if (dot != std::string::npos && (slash == std::string::npos || dot > slash + 1)) rel.resize(dot);
+        }
+        names.push_back(dir + (dir.back() == '/' ? "" : "/") + rel + ".npy");
+    }
+    return names;
+}
+
+// mkdir -p for the directory that holds path.
+static bool make_parent_dirs(const std::string & path) {
+    for (size_t i = 1; i < path.size(); i++) {
+        if (path[i] != '/') continue;
+        const std::string dir = path.substr(0, i);
+        struct stat st;
+        if (stat(dir.c_str(), &st) == 0) {
+            if (S_ISDIR(st.st_mode)) continue;
+            fprintf(stderr, "error: cannot make directory '%s': a file of that name exists\n", dir.c_str());
+            return false;
+        }
+        if (mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
+            fprintf(stderr, "error: cannot make directory '%s': %s\n", dir.c_str(), strerror(errno));
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool is_dir_output(const std::string & p) {
+    struct stat st;
+    return !p.empty() && p != "-" && (p.back() == '/' || (stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)));
+}
 
 // =====================================================================================
 // PNG: the log-mel over the embedding, time running left to right
@@ -231,8 +505,14 @@ static void colour(float x, uint8_t * rgb) {
     rgb[2] = (uint8_t)(255 * std::max(0.0f, 1.0f - 2.0f * x) * 0.8f + 40 * x);
 }
 
-// mel [n_mels, 3000] (two frames to a pixel), emb [n_pos, d]; each panel scaled by its own range.
-static bool write_png(const std::string & path, const float * mel, int n_mels, const float * emb, int n_pos, int d) {
+static void png_write_to(void * context, void * data, int size) {
+    FILE * f = (FILE *)context;
+    if (fwrite(data, 1, (size_t)size, f) != (size_t)size && !ferror(f)) errno = EIO;
+}
+
+// mel [n_mels, 3000] (two frames to a pixel), emb [n_pos, d]; each panel scaled by its own
+// range. Written to out (not yet committed); false with a message.
+static bool write_png(output_file & out, const float * mel, int n_mels, const float * emb, int n_pos, int d) {
     const int W = n_pos, gap = 4, H = n_mels + gap + d;
     std::vector<uint8_t> img((size_t)W * H * 3, 255);
     auto range = [](const float * v, size_t n, float & lo, float & hi) {
@@ -255,8 +535,9 @@ static bool write_png(const std::string & path, const float * mel, int n_mels, c
     for (int c = 0; c < d; c++)
         for (int x = 0; x < W; x++)
             colour((emb[(size_t)x * d + c] - mean) / (6 * sd) + 0.5f, &img[((size_t)(n_mels + gap + c) * W + x) * 3]);
-    if (!stbi_write_png(path.c_str(), W, H, 3, img.data(), W * 3)) {
-        fprintf(stderr, "error: cannot write '%s'\n", path.c_str());
+    errno = 0;
+    if (!stbi_write_png_to_func(png_write_to, out.f, W, H, 3, img.data(), W * 3) || ferror(out.f) || fflush(out.f) != 0) {
+        fprintf(stderr, "error: writing '%s' failed: %s\n", out.path.c_str(), errno ? strerror(errno) : "PNG encoder error");
         return false;
     }
     return true;
@@ -264,12 +545,332 @@ static bool write_png(const std::string & path, const float * mel, int n_mels, c
 #endif
 
 // =====================================================================================
-// main
+// inputs
 // =====================================================================================
+
+// One input: its header is read up front (so that a bad file stops the run before the
+// expensive part) and the file closed again; it is reopened when its turn comes and closed
+// when read, so that thousands of inputs hold neither file descriptors nor memory.
+// Standard input cannot be reopened and stays open.
+struct input {
+    std::string path;
+    whisper_audio_stream * stream = nullptr;
+    whisper_audio_info info{};
+    size_t samples = 0;           // 16 kHz samples read so far
+    size_t first_row = 0, rows = 0, windows = 0;
+    std::vector<int> audio_positions;   // per window: the positions that hold audio, ceil(samples / 320)
+};
+
+// The 16 kHz samples a file of known length decodes to (the resampler's rounding), or -1.
+static long long samples_16k(const whisper_audio_info & in) {
+    if (in.frames < 0) return -1;
+    return llround((double)in.frames * WHISPER_AUDIO_SAMPLE_RATE / in.sample_rate);
+}
+
+static bool check_inputs(std::vector<input> & inputs) {
+    size_t stdin_uses = 0;
+    for (input & in : inputs) {
+        if (in.path == "-" && ++stdin_uses > 1) {
+            fprintf(stderr, "error: standard input ('-') can be read only once\n");
+            return false;
+        }
+        in.stream = whisper_audio_stream_open(in.path.c_str(), &in.info);
+        if (!in.stream) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return false; }
+        if (in.path != "-") { whisper_audio_stream_close(in.stream); in.stream = nullptr; }
+        const whisper_audio_info & i = in.info;
+        if (i.frames >= 0)
+            fprintf(stderr, "main: '%s': %s, %d Hz, %d channel%s, %.3f s\n", in.path.c_str(), i.format, i.sample_rate,
+                    i.channels, i.channels == 1 ? "" : "s", (double)i.frames / i.sample_rate);
+        else
+            fprintf(stderr, "main: '%s': %s, %d Hz, %d channel%s, length not known ahead\n", in.path.c_str(), i.format,
+                    i.sample_rate, i.channels, i.channels == 1 ? "" : "s");
+    }
+    return true;
+}
+
+// =====================================================================================
+// the run: batch by batch, read a window per slot, log-mel the slots in parallel, encode,
+// write the rows
+// =====================================================================================
+
+// One window of a batch: where its samples came from.
+struct window {
+    size_t input;
+    size_t samples;               // of audio in it (the rest is padding)
+};
+
+struct job {
+    const params & p;
+    const whisper_audio_hparams & hp;
+    whisper_audio_model * model;
+    whisper_audio_encoder * enc = nullptr;
+    int n_threads = 0;
+    std::vector<input> inputs;
+    bool per_file = false;
+    std::vector<std::string> out_names;          // per input, with per_file
+    std::vector<npy_writer> writers;             // one per input with per_file, else one or none
+    size_t n_committed = 0;                      // per_file: inputs [0, n_committed) are written
+    std::vector<size_t> row_shape;
+    bool rows_are_positions = false;             // --no-pad: a row per position
+    output_file png;
+
+    // batch buffers, grown to the largest batch actually met
+    std::vector<float> pcm, mel, out, png_mel, png_emb;
+    size_t cur = 0;                              // the input being read
+    size_t n_windows = 0, n_rows = 0, expected_windows = 0;
+    double decode_ms = 0, mel_ms = 0, encode_ms = 0;
+    double sum = 0, sum2 = 0;
+    float vmin = INFINITY, vmax = -INFINITY;
+    size_t n_values = 0;
+    bool show_progress = false;
+    std::chrono::steady_clock::time_point t_work;
+
+    job(const params & p_, whisper_audio_model * m) : p(p_), hp(*whisper_audio_model_hparams(m)), model(m) {}
+
+    size_t d() const { return (size_t)hp.n_state; }
+
+    // The rows an input of n 16 kHz samples makes: windows, or with --no-pad positions
+    // (1500 per full window, ceil(rest / 320) for the short last one).
+    long long rows_for(long long n) const {
+        if (n < 0) return -1;
+        if (!rows_are_positions) return (long long)whisper_audio_n_windows((size_t)n);
+        const long long N = WHISPER_AUDIO_N_SAMPLES;
+        return n / N * hp.n_ctx + (n % N + 319) / 320;
+    }
+
+    bool open_outputs();
+    bool next_window(float * dst, window & w, int & status);
+    bool emit(const window & w, const float * emb, int n_pos);
+    bool encode(const window * ws, int n, const float * pcm_base, int n_frames);
+    bool commit_inputs_before(size_t k);
+    bool run();
+    void abandon();
+};
 
 static double ms_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
+
+// Plans the outputs and refuses, before any work, what would lose data: two inputs that
+// map to one .npy, an output that is one of the inputs.
+bool job::open_outputs() {
+    per_file = is_dir_output(p.output);
+    const bool half = p.outtype == "f16";
+    std::set<std::pair<dev_t, ino_t>> input_files;
+    for (const input & in : inputs) {
+        struct stat st;
+        if (in.path != "-" && stat(in.path.c_str(), &st) == 0) input_files.insert({st.st_dev, st.st_ino});
+    }
+    auto overwrites_input = [&](const std::string & target) {
+        struct stat st;
+        if (target == "-" || stat(target.c_str(), &st) != 0 || !input_files.count({st.st_dev, st.st_ino})) return false;
+        fprintf(stderr, "error: the output '%s' is one of the inputs\n", target.c_str());
+        return true;
+    };
+    if (!p.png.empty() && overwrites_input(p.png)) return false;
+    if (per_file) {
+        out_names = output_names(p.output, p.files);
+        std::map<std::string, size_t> seen;
+        for (size_t i = 0; i < out_names.size(); i++) {
+            auto it = seen.emplace(out_names[i], i);
+            if (!it.second) {
+                fprintf(stderr, "error: '%s' and '%s' would both be written to '%s'; nothing was written\n",
+                        inputs[it.first->second].path.c_str(), inputs[i].path.c_str(), out_names[i].c_str());
+                return false;
+            }
+            if (overwrites_input(out_names[i])) return false;
+        }
+        for (const std::string & name : out_names)
+            if (!make_parent_dirs(name)) return false;
+        writers.resize(inputs.size());         // opened as each input's first row comes
+    } else if (!p.output.empty()) {
+        if (overwrites_input(p.output)) return false;
+        long long expected = 0;
+        for (const input & in : inputs) {
+            const long long r = rows_for(samples_16k(in.info));
+            expected = r < 0 || expected < 0 ? -1 : expected + r;
+        }
+        writers.resize(1);
+        if (!writers[0].open(p.output, half, row_shape, expected)) return false;
+    }
+    if (!p.png.empty() && !png.open(p.png)) return false;
+    return true;
+}
+
+// The next window of audio into dst, zero-padded. status: 1 a window, 0 every input done.
+bool job::next_window(float * dst, window & w, int & status) {
+    status = 0;
+    while (cur < inputs.size()) {
+        input & in = inputs[cur];
+        if (!in.stream && !(in.stream = whisper_audio_stream_open(in.path.c_str(), &in.info))) {
+            fprintf(stderr, "error: %s\n", whisper_audio_last_error());
+            return false;
+        }
+        size_t got = 0;
+        while (got < WHISPER_AUDIO_N_SAMPLES) {
+            const int64_t n = whisper_audio_stream_read(in.stream, dst + got, WHISPER_AUDIO_N_SAMPLES - got);
+            if (n < 0) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return false; }
+            if (n == 0) break;
+            got += (size_t)n;
+        }
+        if (got == 0 || got < WHISPER_AUDIO_N_SAMPLES) {  // this input is done: release it
+            whisper_audio_stream_close(in.stream);
+            in.stream = nullptr;
+            cur++;
+        }
+        if (got == 0) {
+            if (in.samples == 0) { fprintf(stderr, "error: %s: no audio samples\n", in.path.c_str()); return false; }
+            continue;
+        }
+        in.samples += got;
+        std::fill(dst + got, dst + WHISPER_AUDIO_N_SAMPLES, 0.0f);
+        w = {got < WHISPER_AUDIO_N_SAMPLES ? cur - 1 : cur, got};
+        status = 1;
+        return true;
+    }
+    return true;
+}
+
+// Per file: every input before k is complete, so its .npy is renamed into place.
+bool job::commit_inputs_before(size_t k) {
+    for (; n_committed < k && n_committed < writers.size(); n_committed++)
+        if (writers[n_committed].is_open && !writers[n_committed].finish()) return false;
+    return true;
+}
+
+// The rows of one encoded window into the statistics and the writer.
+bool job::emit(const window & w, const float * emb, int n_pos) {
+    input & in = inputs[w.input];
+    if (per_file && !commit_inputs_before(w.input)) return false;
+    std::vector<float> pooled;
+    const float * rows = emb;
+    const size_t n_out_rows = rows_are_positions ? (size_t)n_pos : 1;
+    if (p.pool_mean) {                          // the positions that cover audio: ceil(samples / 320)
+        const int n_audio = std::max(1, std::min(n_pos, (int)((w.samples + 319) / 320)));
+        pooled.assign(d(), 0.0f);
+        for (int t = 0; t < n_audio; t++)
+            for (size_t c = 0; c < d(); c++) pooled[c] += emb[(size_t)t * d() + c];
+        for (float & v : pooled) v /= n_audio;
+        rows = pooled.data();
+    }
+    const size_t n = n_out_rows * (p.pool_mean || rows_are_positions ? d() : (size_t)hp.n_ctx * d());
+    for (size_t i = 0; i < n; i++) {
+        const float v = rows[i];
+        if (!std::isfinite(v)) {
+            fprintf(stderr, "error: %s: window %zu of the encoder output holds non-finite values (%s); nothing of it "
+                    "was written\n", in.path.c_str(), in.windows, std::isnan(v) ? "NaN" : "Inf");
+            return false;
+        }
+        sum += v; sum2 += (double)v * v; vmin = std::min(vmin, v); vmax = std::max(vmax, v);
+    }
+    n_values += n;
+    in.audio_positions.push_back(std::min(n_pos, (int)((w.samples + 319) / 320)));
+    if (in.rows == 0) in.first_row = per_file ? 0 : n_rows;
+    in.rows += n_out_rows;
+    in.windows++;
+    n_rows += n_out_rows;
+    n_windows++;
+    npy_writer * wr = per_file ? &writers[w.input] : writers.empty() ? nullptr : &writers[0];
+    if (wr && per_file && !wr->is_open &&
+        !wr->open(out_names[w.input], p.outtype == "f16", row_shape, rows_for(samples_16k(in.info))))
+        return false;
+    return !wr || wr->append(rows, n_out_rows);
+}
+
+// Log-mel of n windows (in parallel), encoded with n_frames frames each, rows emitted.
+bool job::encode(const window * ws, int n, const float * pcm_base, int n_frames) {
+    const size_t mel_win = (size_t)hp.n_mels * WHISPER_AUDIO_N_FRAMES;
+    if (mel.size() < n * mel_win) mel.resize(n * mel_win);
+    if (out.size() < n * hp.n_ctx * d()) out.resize(n * hp.n_ctx * d());
+    auto t = std::chrono::steady_clock::now();
+    if (!whisper_audio_log_mel_windows(model, pcm_base, (size_t)n * WHISPER_AUDIO_N_SAMPLES, n, mel.data(), n_threads)) {
+        fprintf(stderr, "error: %s\n", whisper_audio_last_error());
+        return false;
+    }
+    if (!p.png.empty() && n_windows == 0) png_mel.assign(mel.begin(), mel.begin() + mel_win);
+    if (n_frames < WHISPER_AUDIO_N_FRAMES) {    // keep the first n_frames of each mel row, packed
+        for (int b = 0; b < n; b++)
+            for (int m = 0; m < hp.n_mels; m++)
+                memmove(mel.data() + ((size_t)b * hp.n_mels + m) * n_frames, mel.data() + b * mel_win + (size_t)m * WHISPER_AUDIO_N_FRAMES,
+                        n_frames * sizeof(float));
+    }
+    mel_ms += ms_since(t);
+    t = std::chrono::steady_clock::now();
+    if (!whisper_audio_encode_mel_frames(enc, mel.data(), n, n_frames, out.data())) {
+        fprintf(stderr, "error: %s\n", whisper_audio_last_error());
+        return false;
+    }
+    encode_ms += ms_since(t);
+    const int n_pos = n_frames / 2;
+    if (!p.png.empty() && n_windows == 0) {
+        png_emb.assign(out.begin(), out.begin() + (size_t)n_pos * d());
+#ifdef WHISPER_AUDIO_PNG                        // drawn now, so that a failure stops the run before any output lands
+        if (!write_png(png, png_mel.data(), hp.n_mels, png_emb.data(), n_pos, (int)d())) return false;
+#endif
+    }
+    for (int b = 0; b < n; b++)
+        if (!emit(ws[b], out.data() + (size_t)b * n_pos * d(), n_pos)) return false;
+    if (show_progress) {
+        const double s = ms_since(t_work) / 1000.0;
+        if (expected_windows >= n_windows)
+            fprintf(stderr, "\rmain: %zu/%zu windows, %.1f windows/s   ", n_windows, expected_windows, n_windows / s);
+        else
+            fprintf(stderr, "\rmain: %zu windows, %.1f windows/s   ", n_windows, n_windows / s);
+    }
+    return true;
+}
+
+// Batch by batch; with --no-pad a short last window goes alone, after the batch before it.
+// Then every output is finished.
+bool job::run() {
+    const size_t N = WHISPER_AUDIO_N_SAMPLES;
+    std::vector<window> slots;
+    t_work = std::chrono::steady_clock::now();
+    for (bool more = true; more;) {
+        int n = 0;
+        slots.clear();
+        auto t0 = std::chrono::steady_clock::now();
+        while (n < p.batch) {
+            if (pcm.size() < (size_t)(n + 1) * N) pcm.resize((size_t)(n + 1) * N);
+            window w;
+            int status;
+            if (!next_window(pcm.data() + (size_t)n * N, w, status)) return false;
+            if (status == 0) { more = false; break; }
+            if (p.no_pad && w.samples < N) {
+                decode_ms += ms_since(t0);
+                if (n > 0 && !encode(slots.data(), n, pcm.data(), WHISPER_AUDIO_N_FRAMES)) return false;
+                if (!encode(&w, 1, pcm.data() + (size_t)n * N, 2 * (int)((w.samples + 319) / 320))) return false;
+                n = 0;
+                slots.clear();
+                t0 = std::chrono::steady_clock::now();
+                continue;
+            }
+            slots.push_back(w);
+            n++;
+        }
+        decode_ms += ms_since(t0);
+        if (n > 0 && !encode(slots.data(), n, pcm.data(), WHISPER_AUDIO_N_FRAMES)) return false;
+        if (per_file && !commit_inputs_before(cur)) return false;
+    }
+    if (show_progress && n_windows > 0) fprintf(stderr, "\n");
+    if (per_file && !commit_inputs_before(inputs.size())) return false;
+    if (!per_file && !writers.empty() && !writers[0].finish()) return false;
+    return png.path.empty() || png.commit();
+}
+
+// After an error: every temporary removed; outputs already complete (per file) stay.
+void job::abandon() {
+    for (npy_writer & w : writers) if (w.is_open) w.abandon();
+    png.discard();
+    if (per_file && n_committed > 0)
+        fprintf(stderr, "main: the %zu output%s of the inputs before '%s' %s complete and kept\n", n_committed,
+                n_committed == 1 ? "" : "s", inputs[std::min(n_committed, inputs.size() - 1)].path.c_str(),
+                n_committed == 1 ? "is" : "are");
+}
+
+// =====================================================================================
+// main
+// =====================================================================================
 
 static std::string json_escape(const std::string & s) {
     std::string o;
@@ -281,88 +882,94 @@ static std::string json_escape(const std::string & s) {
     return o;
 }
 
-static bool is_dir_output(const std::string & p) {
-    struct stat st;
-    return !p.empty() && (p.back() == '/' || (stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)));
+static void print_summary(const job & j, FILE * human, double load_ms, double init_ms, double total_ms) {
+    const params & p = j.p;
+    const double mean = j.n_values ? j.sum / j.n_values : 0.0;
+    const double sd = j.n_values ? std::sqrt(std::max(0.0, j.sum2 / j.n_values - mean * mean)) : 0.0;
+    std::string shape = std::to_string(j.n_rows);
+    for (size_t x : j.row_shape) shape += ", " + std::to_string(x);
+    fprintf(human, "output: %s[%s] %s: mean %.6f, std %.6f, min %.6f, max %.6f\n", j.per_file ? "per file, in all " : "",
+            shape.c_str(), p.outtype == "f16" ? "float16" : "float32", mean, sd, j.vmin, j.vmax);
+    const std::string where = p.output == "-" ? "standard output" : p.output.empty() ? "output" : p.output;
+    for (size_t i = 0; i < j.inputs.size(); i++) {
+        const input & in = j.inputs[i];
+        fprintf(human, "  %s: %.3f s, %zu window%s -> %s rows %zu-%zu\n", in.path.c_str(),
+                (double)in.samples / WHISPER_AUDIO_SAMPLE_RATE, in.windows, in.windows == 1 ? "" : "s",
+                j.per_file ? j.writers[i].out.path.c_str() : where.c_str(), in.first_row, in.first_row + in.rows - 1);
+    }
+    fprintf(stderr, "\ntimings: load %.1f ms, decode %.1f ms, init %.1f ms, mel %.1f ms, encode %.1f ms (%.1f ms per window), total %.1f ms\n",
+            load_ms, j.decode_ms, init_ms, j.mel_ms, j.encode_ms, j.n_windows ? j.encode_ms / j.n_windows : 0.0, total_ms);
+    if (!p.json) return;
+    const whisper_audio_hparams & hp = j.hp;
+    printf("{\"version\": \"%s\", \"model\": \"%s\", \"backend\": \"%s\", \"n_state\": %d, \"n_layer\": %d, \"n_mels\": %d,\n",
+           whisper_audio_version(), json_escape(p.model).c_str(), json_escape(whisper_audio_encoder_backend(j.enc)).c_str(), hp.n_state, hp.n_layer, hp.n_mels);
+    printf(" \"output\": %s, \"outtype\": \"%s\", \"per_file\": %s, \"shape\": [%s], \"windows\": %zu,\n",
+           p.output.empty() ? "null" : ("\"" + json_escape(p.output) + "\"").c_str(), p.outtype.c_str(),
+           j.per_file ? "true" : "false", shape.c_str(), j.n_windows);
+    printf(" \"settings\": {\"layer\": %d, \"final_ln\": %s, \"pool\": %s, \"no_pad\": %s, \"batch\": %d, \"device\": \"%s\", "
+           "\"dtype\": \"%s\", \"threads\": %d},\n",
+           p.layer, p.final_ln && p.layer < 0 ? "true" : "false", p.pool_mean ? "\"mean\"" : "null", p.no_pad ? "true" : "false",
+           p.batch, p.device.c_str(), p.dtype.c_str(), j.n_threads);
+    printf(" \"files\": [");
+    for (size_t i = 0; i < j.inputs.size(); i++) {
+        const input & in = j.inputs[i];
+        std::string positions;
+        for (int n : in.audio_positions) positions += (positions.empty() ? "" : ", ") + std::to_string(n);
+        printf("%s\n  {\"path\": \"%s\", \"format\": \"%s\", \"sample_rate\": %d, \"channels\": %d, \"seconds\": %.6f, "
+               "\"windows\": %zu, \"first_row\": %zu, \"rows\": %zu, \"audio_positions\": [%s]%s%s%s}",
+               i ? "," : "", json_escape(in.path).c_str(), json_escape(in.info.format).c_str(), in.info.sample_rate,
+               in.info.channels, (double)in.samples / WHISPER_AUDIO_SAMPLE_RATE, in.windows, in.first_row, in.rows,
+               positions.c_str(), j.per_file ? ", \"output\": \"" : "", j.per_file ? json_escape(j.writers[i].out.path).c_str() : "",
+               j.per_file ? "\"" : "");
+    }
+    printf("],\n \"timings_ms\": {\"load\": %.3f, \"decode\": %.3f, \"init\": %.3f, \"mel\": %.3f, \"encode\": %.3f, \"total\": %.3f}}\n",
+           load_ms, j.decode_ms, init_ms, j.mel_ms, j.encode_ms, total_ms);
 }
 
-// The .npy name for an input in an output directory: its base name, extension replaced.
-static std::string output_name(const std::string & dir, const std::string & input) {
-    std::string base = input == "-" ? "stdin" : input.substr(input.find_last_of('/') + 1);
-    const size_t dot = base.find_last_of('.');
-    if (dot != std::string::npos && dot > 0) base.resize(dot);
-    return dir + (dir.back() == '/' ? "" : "/") + base + ".npy";
-}
-
-// One input being read, and what has come out of it.
-struct input {
-    std::string path;
-    whisper_audio_stream * stream = nullptr;
-    whisper_audio_info info{};
-    size_t samples = 0;           // 16 kHz samples read so far
-    size_t first_row = 0, rows = 0, windows = 0;
-};
-
-// One window of a batch: where its samples came from.
-struct window {
-    size_t input;
-    size_t samples;               // of audio in it (the rest is padding)
-};
-
-int main(int argc, char ** argv) {
-    params p;
-    const int rc = parse_args(argc, argv, p);
-    if (rc != 0) return rc > 0 ? 0 : 2;
-    FILE * human = p.json ? stderr : stdout;      // stdout carries only the JSON with --json
+// Everything after the command line; returns the exit code.
+static int run_main(const params & p) {
+    FILE * human = p.json || p.output == "-" ? stderr : stdout;   // stdout carries only the JSON or the array
     const auto t_start = std::chrono::steady_clock::now();
 
     // model
     auto t0 = std::chrono::steady_clock::now();
     whisper_audio_model * model = whisper_audio_model_load(p.model.c_str());
     if (!model) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return 1; }
-    const whisper_audio_hparams & hp = *whisper_audio_model_hparams(model);
     const double load_ms = ms_since(t0);
+    job j(p, model);
+    const whisper_audio_hparams & hp = j.hp;
     const char * wtype = hp.weight_type == 0 ? "f32" : hp.weight_type == 1 ? "f16" : "bf16";
     fprintf(stderr, "main: model '%s': n_mels %d, n_ctx %d, n_state %d, n_head %d, n_layer %d, n_ff %d, weights %s\n",
             p.model.c_str(), hp.n_mels, hp.n_ctx, hp.n_state, hp.n_head, hp.n_layer, hp.n_ff, wtype);
-
-    bool ok = true;
-    auto fail = [&](const char * what) { fprintf(stderr, "error: %s\n", what); ok = false; };
     if (p.layer >= hp.n_layer) {
         fprintf(stderr, "error: --layer %d: the model has layers 0 to %d\n", p.layer, hp.n_layer - 1);
         whisper_audio_model_free(model);
         return 2;
     }
-    const bool per_file = is_dir_output(p.output);
-    if (p.no_pad && !p.output.empty() && !per_file && p.files.size() > 1) {
+
+    if (p.no_pad && !p.output.empty() && !is_dir_output(p.output) && p.files.size() > 1) {
         fprintf(stderr, "error: --no-pad makes one array per input: with %zu inputs, give -o a directory (ending in '/')\n",
                 p.files.size());
         whisper_audio_model_free(model);
         return 2;
     }
 
-    // inputs: all opened (headers checked) before any encoding, so that a bad file stops
-    // the run before the expensive part
+    // inputs, outputs: a row is [1500, d] (a window), [d] (pooled), or with --no-pad [d] per position
+    j.rows_are_positions = p.no_pad && !p.pool_mean;
+    j.row_shape = p.pool_mean || j.rows_are_positions ? std::vector<size_t>{j.d()} : std::vector<size_t>{(size_t)hp.n_ctx, j.d()};
     t0 = std::chrono::steady_clock::now();
-    std::vector<input> inputs(p.files.size());
-    size_t stdin_uses = 0;
-    for (size_t i = 0; i < inputs.size() && ok; i++) {
-        inputs[i].path = p.files[i];
-        if (p.files[i] == "-" && ++stdin_uses > 1) { fail("standard input ('-') can be read only once"); break; }
-        inputs[i].stream = whisper_audio_stream_open(p.files[i].c_str(), &inputs[i].info);
-        if (!inputs[i].stream) { fail(whisper_audio_last_error()); break; }
-        const whisper_audio_info & in = inputs[i].info;
-        if (in.frames >= 0)
-            fprintf(stderr, "main: '%s': %s, %d Hz, %d channel%s, %.3f s\n", p.files[i].c_str(), in.format, in.sample_rate,
-                    in.channels, in.channels == 1 ? "" : "s", (double)in.frames / in.sample_rate);
-        else
-            fprintf(stderr, "main: '%s': %s, %d Hz, %d channel%s, length not known ahead\n", p.files[i].c_str(), in.format,
-                    in.sample_rate, in.channels, in.channels == 1 ? "" : "s");
+    for (const std::string & f : p.files) { j.inputs.emplace_back(); j.inputs.back().path = f; }
+    bool ok = check_inputs(j.inputs);
+    j.decode_ms = ms_since(t0);
+    bool lengths_known = true;
+    for (const input & in : j.inputs) {
+        const long long n = samples_16k(in.info);
+        if (n >= 0) j.expected_windows += whisper_audio_n_windows((size_t)n);
+        else lengths_known = false;
     }
-    double decode_ms = ms_since(t0);
+    ok = ok && j.open_outputs();
 
-    // encoder
-    whisper_audio_encoder * enc = nullptr;
+    // encoder: batches no larger than the work present
     whisper_audio_encoder_params ep = whisper_audio_encoder_default_params();
     double init_ms = 0.0;
     if (ok) {
@@ -370,215 +977,50 @@ int main(int argc, char ** argv) {
                                                                                          : WHISPER_AUDIO_DEVICE_AUTO;
         ep.dtype = p.dtype == "bf16" ? WHISPER_AUDIO_DTYPE_BF16 : WHISPER_AUDIO_DTYPE_F16;
         if (p.n_threads > 0) ep.n_threads = p.n_threads;
-        ep.max_batch = p.batch;
+        ep.max_batch = lengths_known ? (int)std::min<size_t>(p.batch, std::max<size_t>(1, j.expected_windows)) : p.batch;
         ep.output_layer = p.layer;
         ep.final_ln = p.final_ln;
         t0 = std::chrono::steady_clock::now();
-        enc = whisper_audio_encoder_init(model, ep);
+        j.enc = whisper_audio_encoder_init(model, ep);
         init_ms = ms_since(t0);
-        if (!enc) fail(whisper_audio_last_error());
-        else if (strcmp(whisper_audio_encoder_backend(enc), "cpu") == 0)
-            fprintf(stderr, "main: backend cpu, %d threads, batch %d\n", ep.n_threads, ep.max_batch);
+        j.n_threads = ep.n_threads;
+        if (!j.enc) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); ok = false; }
+        else if (strcmp(whisper_audio_encoder_backend(j.enc), "cpu") == 0)
+            fprintf(stderr, "main: backend cpu, %d threads, batch %d\n", ep.n_threads, p.batch);
         else
-            fprintf(stderr, "main: backend %s, %s, batch %d\n", whisper_audio_encoder_backend(enc), p.dtype.c_str(), ep.max_batch);
+            fprintf(stderr, "main: backend %s, %s, batch %d\n", whisper_audio_encoder_backend(j.enc), p.dtype.c_str(), p.batch);
     }
 
-    // outputs: one array, or one per input. A row is [1500, d] (a window), [d] (pooled), or
-    // with --no-pad [d] per position.
-    const size_t d = hp.n_state;
-    const bool rows_are_positions = p.no_pad && !p.pool_mean;
-    const std::vector<size_t> row_shape = p.pool_mean || rows_are_positions ? std::vector<size_t>{d}
-                                                                            : std::vector<size_t>{(size_t)hp.n_ctx, d};
-    std::vector<npy_writer> writers(per_file ? inputs.size() : (p.output.empty() ? 0 : 1));
-    if (ok && !p.output.empty() && !per_file && !writers[0].open(p.output, p.outtype == "f16", row_shape)) ok = false;
-    if (ok && per_file) {
-        for (size_t i = 0; i < inputs.size() && ok; i++)
-            if (!writers[i].open(output_name(p.output, p.files[i]), p.outtype == "f16", row_shape)) ok = false;
-    }
+    j.show_progress = p.progress && isatty(2);
+    if (ok) ok = j.run();
+    if (!ok) j.abandon();
+    if (ok) print_summary(j, human, load_ms, init_ms, ms_since(t_start));
 
-    // batch by batch: read a window per slot, log-mel the slots in parallel, encode, write
-    const int B = p.batch;
-    const size_t mel_win = (size_t)hp.n_mels * WHISPER_AUDIO_N_FRAMES, out_win = (size_t)hp.n_ctx * d;
-    std::vector<float> pcm(ok ? (size_t)B * WHISPER_AUDIO_N_SAMPLES : 0), mel(ok ? B * mel_win : 0), out(ok ? B * out_win : 0);
-    std::vector<float> png_mel, png_emb;
-    double mel_ms = 0.0, encode_ms = 0.0, sum = 0.0, sum2 = 0.0;
-    float vmin = INFINITY, vmax = -INFINITY;
-    size_t n_values = 0, n_nonfinite = 0, n_windows = 0, n_rows = 0, cur = 0;   // cur: the input being read
-    size_t expected_windows = 0;                // for the progress line, when lengths are known
-    for (const input & in : inputs)
-        if (in.stream && in.info.frames >= 0)
-            expected_windows += whisper_audio_n_windows((size_t)llround((double)in.info.frames * WHISPER_AUDIO_SAMPLE_RATE / in.info.sample_rate));
-    const bool show_progress = p.progress && isatty(2);
-    const auto t_work = std::chrono::steady_clock::now();
-
-    // the rows of one encoded window into the statistics and the writer(s)
-    auto emit = [&](const window & w, const float * emb, int n_pos) -> bool {
-        input & in = inputs[w.input];
-        std::vector<float> pooled;
-        const float * rows = emb;
-        size_t n_out_rows = rows_are_positions ? (size_t)n_pos : 1;
-        if (p.pool_mean) {                      // the positions that cover audio: ceil(samples / 320)
-            const int n_audio = std::max(1, std::min(n_pos, (int)((w.samples + 319) / 320)));
-            pooled.assign(d, 0.0f);
-            for (int t = 0; t < n_audio; t++)
-                for (size_t c = 0; c < d; c++) pooled[c] += emb[(size_t)t * d + c];
-            for (float & v : pooled) v /= n_audio;
-            rows = pooled.data();
-        }
-        const size_t n = n_out_rows * (p.pool_mean ? d : rows_are_positions ? d : out_win);
-        for (size_t i = 0; i < n; i++) {
-            const float v = rows[i];
-            if (!std::isfinite(v)) { n_nonfinite++; continue; }
-            sum += v; sum2 += (double)v * v; vmin = std::min(vmin, v); vmax = std::max(vmax, v);
-            n_values++;
-        }
-        if (in.rows == 0) in.first_row = per_file ? 0 : n_rows;
-        in.rows += n_out_rows;
-        in.windows++;
-        n_rows += n_out_rows;
-        n_windows++;
-        npy_writer * wr = per_file ? &writers[w.input] : writers.empty() ? nullptr : &writers[0];
-        return !wr || wr->append(rows, n_out_rows);
-    };
-
-    // the next window of audio into dst (zero-padded): 1, or 0 when every input is done, or -1
-    auto next_window = [&](float * dst, window & w) -> int {
-        while (cur < inputs.size()) {
-            input & in = inputs[cur];
-            size_t got = 0;
-            while (got < WHISPER_AUDIO_N_SAMPLES) {
-                const int64_t n = whisper_audio_stream_read(in.stream, dst + got, WHISPER_AUDIO_N_SAMPLES - got);
-                if (n < 0) { fail(whisper_audio_last_error()); return -1; }
-                if (n == 0) break;
-                got += (size_t)n;
-            }
-            if (got == 0) {                     // this input is done
-                if (in.samples == 0) {
-                    fprintf(stderr, "error: %s: no audio samples\n", in.path.c_str());
-                    ok = false;
-                    return -1;
-                }
-                cur++;
-                continue;
-            }
-            in.samples += got;
-            std::fill(dst + got, dst + WHISPER_AUDIO_N_SAMPLES, 0.0f);
-            w = {cur, got};
-            if (got < WHISPER_AUDIO_N_SAMPLES) cur++; // a short window is the last one
-            return 1;
-        }
-        return 0;
-    };
-
-    // log-mel of n windows (in parallel), encoded with n_frames frames each, rows emitted
-    auto encode = [&](const window * ws, int n, const float * pcm_base, int n_frames) -> bool {
-        auto t = std::chrono::steady_clock::now();
-        if (!whisper_audio_log_mel_windows(model, pcm_base, (size_t)n * WHISPER_AUDIO_N_SAMPLES, n, mel.data(), ep.n_threads)) {
-            fail(whisper_audio_last_error());
-            return false;
-        }
-        if (!p.png.empty() && n_windows == 0) png_mel.assign(mel.begin(), mel.begin() + mel_win);
-        if (n_frames < WHISPER_AUDIO_N_FRAMES) {  // keep the first n_frames of each mel row, packed
-            for (int b = 0; b < n; b++)
-                for (int m = 0; m < hp.n_mels; m++)
-                    memmove(mel.data() + ((size_t)b * hp.n_mels + m) * n_frames, mel.data() + b * mel_win + (size_t)m * WHISPER_AUDIO_N_FRAMES,
-                            n_frames * sizeof(float));
-        }
-        mel_ms += ms_since(t);
-        t = std::chrono::steady_clock::now();
-        if (!whisper_audio_encode_mel_frames(enc, mel.data(), n, n_frames, out.data())) { fail(whisper_audio_last_error()); return false; }
-        encode_ms += ms_since(t);
-        const int n_pos = n_frames / 2;
-        if (!p.png.empty() && n_windows == 0) png_emb.assign(out.begin(), out.begin() + (size_t)n_pos * d);
-        for (int b = 0; b < n; b++)
-            if (!emit(ws[b], out.data() + (size_t)b * n_pos * d, n_pos)) { ok = false; return false; }
-        if (show_progress) {
-            const double s = ms_since(t_work) / 1000.0;
-            if (expected_windows >= n_windows)
-                fprintf(stderr, "\rmain: %zu/%zu windows, %.1f windows/s   ", n_windows, expected_windows, n_windows / s);
-            else
-                fprintf(stderr, "\rmain: %zu windows, %.1f windows/s   ", n_windows, n_windows / s);
-        }
-        return true;
-    };
-
-    // batch by batch; with --no-pad a short last window goes alone, after the batch before it
-    std::vector<window> slots(B);
-    for (bool more = ok; more && ok;) {
-        int n = 0;
-        t0 = std::chrono::steady_clock::now();
-        while (n < B) {
-            window w;
-            const int r = next_window(pcm.data() + (size_t)n * WHISPER_AUDIO_N_SAMPLES, w);
-            if (r <= 0) { more = false; break; }
-            if (p.no_pad && w.samples < WHISPER_AUDIO_N_SAMPLES) {
-                decode_ms += ms_since(t0);
-                if (n > 0 && !encode(slots.data(), n, pcm.data(), WHISPER_AUDIO_N_FRAMES)) break;
-                if (!encode(&w, 1, pcm.data() + (size_t)n * WHISPER_AUDIO_N_SAMPLES, 2 * (int)((w.samples + 319) / 320))) break;
-                n = 0;
-                t0 = std::chrono::steady_clock::now();
-                continue;
-            }
-            slots[n++] = w;
-        }
-        decode_ms += ms_since(t0);
-        if (ok && n > 0) encode(slots.data(), n, pcm.data(), WHISPER_AUDIO_N_FRAMES);
-    }
-    if (show_progress && n_windows > 0) fprintf(stderr, "\n");
-
-    // finish the outputs, or remove them all
-    for (npy_writer & w : writers) {
-        if (ok) ok = w.finish();
-        else w.abandon();
-    }
-    if (!ok)                                    // an error after some outputs were finished
-        for (npy_writer & w : writers) if (w.done) remove(w.path.c_str());
-#ifdef WHISPER_AUDIO_PNG
-    if (ok && !p.png.empty())
-        ok = write_png(p.png, png_mel.data(), hp.n_mels, png_emb.data(), (int)(png_emb.size() / d), (int)d);
-#endif
-
-    // summary
-    const double total_ms = ms_since(t_start);
-    if (ok) {
-        const double mean = n_values ? sum / n_values : 0.0;
-        const double sd = n_values ? std::sqrt(std::max(0.0, sum2 / n_values - mean * mean)) : 0.0;
-        std::string shape = std::to_string(n_rows);
-        for (size_t x : row_shape) shape += ", " + std::to_string(x);
-        fprintf(human, "output: %s[%s] %s: mean %.6f, std %.6f, min %.6f, max %.6f%s\n", per_file ? "per file, in all " : "",
-                shape.c_str(), p.outtype == "f16" ? "float16" : "float32", mean, sd, vmin, vmax,
-                n_nonfinite ? " (NON-FINITE VALUES PRESENT)" : "");
-        for (size_t i = 0; i < inputs.size(); i++) {
-            const input & in = inputs[i];
-            fprintf(human, "  %s: %.3f s, %zu window%s -> %s rows %zu-%zu\n", in.path.c_str(),
-                    (double)in.samples / WHISPER_AUDIO_SAMPLE_RATE, in.windows, in.windows == 1 ? "" : "s",
-                    per_file ? writers[i].path.c_str() : (p.output.empty() ? "output" : p.output.c_str()), in.first_row,
-                    in.first_row + in.rows - 1);
-        }
-        fprintf(stderr, "\ntimings: load %.1f ms, decode %.1f ms, init %.1f ms, mel %.1f ms, encode %.1f ms (%.1f ms per window), total %.1f ms\n",
-                load_ms, decode_ms, init_ms, mel_ms, encode_ms, n_windows ? encode_ms / n_windows : 0.0, total_ms);
-        if (p.json) {
-            printf("{\"model\": \"%s\", \"backend\": \"%s\", \"n_state\": %d, \"n_layer\": %d, \"n_mels\": %d,\n",
-                   json_escape(p.model).c_str(), json_escape(whisper_audio_encoder_backend(enc)).c_str(), hp.n_state, hp.n_layer, hp.n_mels);
-            printf(" \"output\": %s, \"outtype\": \"%s\", \"per_file\": %s, \"shape\": [%s], \"windows\": %zu,\n",
-                   p.output.empty() ? "null" : ("\"" + json_escape(p.output) + "\"").c_str(), p.outtype.c_str(),
-                   per_file ? "true" : "false", shape.c_str(), n_windows);
-            printf(" \"files\": [");
-            for (size_t i = 0; i < inputs.size(); i++) {
-                const input & in = inputs[i];
-                printf("%s\n  {\"path\": \"%s\", \"format\": \"%s\", \"sample_rate\": %d, \"channels\": %d, \"seconds\": %.6f, "
-                       "\"windows\": %zu, \"first_row\": %zu, \"rows\": %zu%s%s%s}",
-                       i ? "," : "", json_escape(in.path).c_str(), json_escape(in.info.format).c_str(), in.info.sample_rate,
-                       in.info.channels, (double)in.samples / WHISPER_AUDIO_SAMPLE_RATE, in.windows, in.first_row, in.rows,
-                       per_file ? ", \"output\": \"" : "", per_file ? json_escape(writers[i].path).c_str() : "", per_file ? "\"" : "");
-            }
-            printf("],\n \"timings_ms\": {\"load\": %.3f, \"decode\": %.3f, \"init\": %.3f, \"mel\": %.3f, \"encode\": %.3f, \"total\": %.3f}}\n",
-                   load_ms, decode_ms, init_ms, mel_ms, encode_ms, total_ms);
-        }
-    }
-
-    for (input & in : inputs) whisper_audio_stream_close(in.stream);
-    whisper_audio_encoder_free(enc);
+    for (input & in : j.inputs) whisper_audio_stream_close(in.stream);
+    whisper_audio_encoder_free(j.enc);
     whisper_audio_model_free(model);
     return ok ? 0 : 1;
+}
+
+int main(int argc, char ** argv) {
+    params p;
+    const int rc = parse_args(argc, argv, p);
+    if (rc != 0) return rc > 0 ? 0 : 2;
+    if (p.batch > WHISPER_AUDIO_MAX_BATCH) {
+        fprintf(stderr, "main: -b %d: the encoder takes at most %d windows a call; using %d\n", p.batch,
+                WHISPER_AUDIO_MAX_BATCH, WHISPER_AUDIO_MAX_BATCH);
+        p.batch = WHISPER_AUDIO_MAX_BATCH;
+    }
+    const mode_t mask = umask(0);
+    umask(mask);
+    g_new_file_mode = 0666 & ~mask;
+    install_signal_handlers();
+    try {
+        return run_main(p);
+    } catch (const std::bad_alloc &) {          // temporaries are removed as the stack unwinds
+        fprintf(stderr, "error: out of memory (try a smaller -b)\n");
+    } catch (const std::exception & e) {
+        fprintf(stderr, "error: %s\n", e.what());
+    }
+    return 1;
 }

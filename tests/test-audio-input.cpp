@@ -291,25 +291,19 @@ TEST_CASE("ogg: broken and foreign Ogg streams fail with a clear message") {
     opus[27] = 19;
     memcpy(&opus[28], "OpusHead\x01\x01\x38\x01\x80\xbb\0\0\0\0\0", 19);
     fails_with(opus, { "Opus", "only Ogg Vorbis", "ffmpeg" });
-    // headers only: no audio
-    fails_with(std::vector<uint8_t>(good.begin(), good.begin() + 3735), { "no audio samples" });
+    // headers only: cut before the audio
+    fails_with(std::vector<uint8_t>(good.begin(), good.begin() + 3735), { "truncated Ogg Vorbis stream", "after 0.000 s" });
     // cut inside the headers
-    fails_with(std::vector<uint8_t>(good.begin(), good.begin() + 200), { "Ogg Vorbis", "ffmpeg" });
+    fails_with(std::vector<uint8_t>(good.begin(), good.begin() + 200), { "Ogg Vorbis", "truncated", "ffmpeg" });
     // "OggS" and garbage
     fails_with({ 'O', 'g', 'g', 'S', 0, 2, 0, 0 }, { "Ogg", "ffmpeg" });
 
-    // every prefix and random corruptions: an error or audio, never a crash
-    int n_ok = 0;
-    for (size_t len = 0; len < good.size(); len += 397) {
-        std::vector<uint8_t> cut(good.begin(), good.begin() + len);
-        float * pcm = nullptr;
-        size_t n = 0;
-        if (whisper_audio_decode_memory(cut.data(), cut.size(), &pcm, &n, nullptr)) {
-            n_ok++;
-            whisper_audio_pcm_free(pcm);
-        }
+    // every proper prefix is truncated (the whole decodes: above); random corruptions: an
+    // error or audio, never a crash
+    for (size_t len = 397; len < good.size(); len += 397) {
+        CAPTURE(len);
+        fails_with(std::vector<uint8_t>(good.begin(), good.begin() + len), { "truncated" });
     }
-    CHECK(n_ok > 0);
     uint32_t rng = 99;
     auto next = [&rng]() { rng = rng * 1664525u + 1013904223u; return rng >> 8; };
     for (int iter = 0; iter < 200; iter++) {
@@ -327,11 +321,13 @@ TEST_CASE("ogg: broken and foreign Ogg streams fail with a clear message") {
 // decodes, the second fails with a clear error, nothing leaks (the sanitizer build checks).
 TEST_CASE("ogg: chained streams; a broken second link is an error after the first link's audio") {
     const std::string dir = "tests/fuzz/corpus/ogg/";
-    const decoded_audio one = decode_file(dir + "speech_cut.ogg");
+    const decoded_audio one = decode_file(dir + "speech_short.ogg");
     REQUIRE_MESSAGE(one.ok, one.error);
-    const decoded_audio two = decode_file(dir + "chained.ogg");
+    const decoded_audio two = decode_file(dir + "chained.ogg");   // speech_short.ogg twice
     REQUIRE_MESSAGE(two.ok, two.error);
-    CHECK(two.pcm.size() == 2 * one.pcm.size());
+    REQUIRE(two.pcm.size() == 2 * one.pcm.size());
+    // the second link loses nothing to the hole that vorbisfile reports as it starts
+    CHECK(std::vector<float>(two.pcm.begin() + (ptrdiff_t) one.pcm.size(), two.pcm.end()) == one.pcm);
 
     whisper_audio_stream * s = whisper_audio_stream_open((dir + "chained_bad_link2.ogg").c_str(), nullptr);
     REQUIRE(s);
@@ -344,6 +340,78 @@ TEST_CASE("ogg: chained streams; a broken second link is an error after the firs
     CHECK(whisper_audio_stream_read(s, buf.data(), buf.size()) == -1);   // failed stays failed
     whisper_audio_stream_close(s);
     CHECK_FALSE(decode_file(dir + "chained_bad_link2.ogg").ok);
+}
+
+// Issue 7, finding 15: a file cut inside its headers said "not Vorbis data".
+TEST_CASE("ogg: a file cut inside its headers says its headers are truncated") {
+    const std::vector<uint8_t> good = read_bytes(test_data("audio/speech_16k.ogg"));
+    REQUIRE(good.size() > 3735);
+    // 40: inside the first page; 200 and 3734: inside the second (the comment and setup headers)
+    for (size_t len : { (size_t) 40, (size_t) 200, (size_t) 3734 }) {
+        CAPTURE(len);
+        const std::string path = test_tmp("cut-headers.ogg");
+        write_bytes(path, ai_prefix(good, len));
+        const decoded_audio a = decode_file(path);
+        CHECK_FALSE(a.ok);
+        CHECK(a.error.rfind(path + ": not a valid Ogg Vorbis stream: the input ends after " + std::to_string(len) +
+                            " bytes, before its Vorbis headers are complete (truncated or corrupt headers; "
+                            "libvorbisfile -", 0) == 0);
+        remove(path.c_str());
+    }
+}
+
+// Issue 7, finding 15: an Ogg cut mid-stream decoded to fewer windows without a word. A
+// stream without its end-of-stream page, or with pages missing, is an error after the audio
+// that is there (a WAV cannot tell: its data size is read as it is, see test-wav.cpp).
+TEST_CASE("ogg: a stream cut short or with pages missing is an error after its audio") {
+    const std::string dir = "tests/fuzz/corpus/ogg/";
+    const decoded_audio whole = decode_file(dir + "speech_short.ogg");   // 2 audio pages, the last flagged
+    REQUIRE_MESSAGE(whole.ok, whole.error);
+    REQUIRE(whole.pcm.size() == 21888);
+    struct cut_case {
+        const char * file;
+        int64_t samples;       // what the stream gives before the error
+        const char * message;  // after "<path>: "
+    };
+    const cut_case cases[] = {
+        // the same pages as speech_short.ogg, without the flag
+        { "speech_cut.ogg", 21888,
+          "truncated Ogg Vorbis stream: the input ends after 1.368 s of audio without the stream's last page "
+          "(the end-of-stream flag); to decode what is there, convert it first: ffmpeg -i input -ar 16000 -ac 1 "
+          "-c:a pcm_s16le output.wav" },
+        { "truncated_mid_page.ogg", 10368,
+          "truncated Ogg Vorbis stream: the input ends after 0.648 s of audio without the stream's last page" },
+        // speech_short.ogg without its first audio page
+        { "hole.ogg", 0,
+          "corrupt Ogg Vorbis stream: pages are missing or damaged after 0.000 s of audio; to decode what is "
+          "there, convert it first" },
+    };
+    for (const cut_case & c : cases) {
+        const std::string path = dir + c.file;
+        CAPTURE(path);
+        whisper_audio_stream * s = whisper_audio_stream_open(path.c_str(), nullptr);
+        REQUIRE(s);
+        std::vector<float> buf(1000), got_pcm;
+        int64_t got;
+        while ((got = whisper_audio_stream_read(s, buf.data(), buf.size())) > 0) {
+            got_pcm.insert(got_pcm.end(), buf.begin(), buf.begin() + got);
+        }
+        CHECK(got == -1);
+        CHECK(std::string(whisper_audio_last_error()).rfind(path + ": " + c.message, 0) == 0);
+        CHECK((int64_t) got_pcm.size() == c.samples);
+        CHECK(std::equal(got_pcm.begin(), got_pcm.end(), whole.pcm.begin()));
+        whisper_audio_stream_close(s);
+
+        const decoded_audio a = decode_file(path);
+        CHECK_FALSE(a.ok);
+        CHECK(a.error.rfind(path + ": " + c.message, 0) == 0);
+    }
+    // and from a pipe
+    ai_with_stdin(read_bytes(dir + "speech_cut.ogg"), [&] {
+        const decoded_audio a = decode_file("-");
+        CHECK_FALSE(a.ok);
+        CHECK(a.error.rfind("<stdin>: truncated Ogg Vorbis stream: the input ends after 1.368 s", 0) == 0);
+    });
 }
 
 #else

@@ -4,12 +4,15 @@
 #include "test-util.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <vector>
 
@@ -223,15 +226,25 @@ TEST_CASE("main: --outtype f16, -o DIR/ one file per input, --json, --list") {
     CHECK(r.output.find("\"windows\": 3") != std::string::npos);
     CHECK(r.output.find("\"timings_ms\"") != std::string::npos);
     // f16 .npy: header says <f2; values are the f32 ones rounded
-    FILE * f = fopen((dir + "long_70s_16k.npy").c_str(), "rb");
-    REQUIRE(f);
-    char head[128];
-    REQUIRE(fread(head, 1, sizeof(head), f) == sizeof(head));
-    fclose(f);
-    const std::string header(head, sizeof(head));
+    const std::vector<uint8_t> f16_file = read_bytes(dir + "long_70s_16k.npy");
+    REQUIRE(f16_file.size() == 128 + (size_t)3 * 1500 * 128 * 2);
+    const std::string header(f16_file.begin(), f16_file.begin() + 128);
     CHECK(header.find("'descr': '<f2'") != std::string::npos);
     CHECK(header.find("'shape': (3, 1500, 128)") != std::string::npos);
     CHECK(exists(dir + "speech_16k.npy"));
+    // every value is the f32 run's value rounded to f16: within half an f16 ulp (2^-11
+    // relative; the values here are far from f16's subnormals)
+    std::vector<int64_t> shape;
+    const std::vector<float> f32 = run_npy("-f " + LONG, &shape);
+    REQUIRE(f32.size() == (size_t)3 * 1500 * 128);
+    size_t bad = 0;
+    for (size_t i = 0; i < f32.size(); i++) {
+        const uint16_t h = (uint16_t)(f16_file[128 + 2 * i] | f16_file[128 + 2 * i + 1] << 8);
+        const int e = (h >> 10) & 31, m = h & 1023;                        // IEEE half, decoded by hand
+        const float v = (h >> 15 ? -1.0f : 1.0f) * (e ? std::ldexp(1.0f + m / 1024.0f, e - 15) : std::ldexp(m / 1024.0f, -14));
+        bad += !(e < 31 && std::fabs(v - f32[i]) <= std::ldexp(std::fabs(f32[i]), -11) + 1e-7f);
+    }
+    CHECK(bad == 0);
 }
 
 TEST_CASE("main: --no-pad") {
@@ -323,4 +336,322 @@ TEST_CASE("main: a progress line on a terminal only, and never with --no-progres
     CHECK(tty.find("windows/s") != std::string::npos);
     CHECK(on_terminal(args + " --no-progress").find("windows/s") == std::string::npos);
     CHECK(run_main(args.substr(args.find(" -m "))).output.find("windows/s") == std::string::npos);   // a pipe
+}
+
+// ---- hostile and careless use (issue 7): nothing lost, nothing half-written -------------
+
+namespace {
+
+// A shell command's exit status (or 128 + signal) and its stdout and stderr together.
+run_result run_shell(const std::string & cmd) {
+    FILE * p = popen(("(" + cmd + ") 2>&1").c_str(), "r");
+    REQUIRE(p);
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+    const int st = pclose(p);
+    return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
+}
+
+std::string main_bin() { return getenv("WA_MAIN") ? getenv("WA_MAIN") : "./main"; }
+
+// A fresh scratch directory under build/ (not /tmp, which may be mounted nodev), this
+// process's own, removed when the test is done.
+struct scratch {
+    std::string dir;
+    explicit scratch(const std::string & name) : dir("build/test-cli-" + name + "-" + std::to_string(getpid())) {
+        REQUIRE(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
+    }
+    ~scratch() { if (system(("rm -rf " + dir).c_str()) != 0) fprintf(stderr, "cannot remove %s\n", dir.c_str()); }
+};
+
+void copy_file(const std::string & from, const std::string & to) { write_bytes(to, read_bytes(from)); }
+
+// The files in dir whose names start with prefix.
+std::vector<std::string> files_starting(const std::string & dir, const std::string & prefix) {
+    run_result r = run_shell("ls -A " + dir);
+    std::vector<std::string> found;
+    size_t i = 0;
+    while (i < r.output.size()) {
+        size_t j = r.output.find('\n', i);
+        if (j == std::string::npos) j = r.output.size();
+        const std::string name = r.output.substr(i, j - i);
+        if (name.rfind(prefix, 0) == 0) found.push_back(name);
+        i = j + 1;
+    }
+    return found;
+}
+
+const std::vector<float> & speech_ref() {
+    static const std::vector<float> ref = npy_load_f32(test_data("encoder/micro-80/speech_16k.last_hidden_state.npy"), nullptr);
+    return ref;
+}
+
+bool sanitized() {
+#if defined(__SANITIZE_ADDRESS__)
+    return true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    return true;
+#endif
+#endif
+    return false;
+}
+
+} // namespace
+
+TEST_CASE("main -o DIR/: inputs with one base name keep their relative paths; clashes are refused before any work") {
+    const scratch sd("samename");
+    const std::string & d = sd.dir;
+    REQUIRE(system(("mkdir -p " + d + "/in/a " + d + "/in/b").c_str()) == 0);
+    copy_file(SPEECH, d + "/in/a/x.wav");
+    copy_file(SPEECH, d + "/in/b/x.wav");
+    copy_file(test_data("audio/speech_16k.ogg"), d + "/in/a/x.ogg");
+    run_result r = run_main("-m " + MODEL + " --device cpu -f " + d + "/in/a/x.wav -f " + d + "/in/b/x.wav -o " + d + "/out/");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    for (const char * sub : {"/out/a/x.npy", "/out/b/x.npy"}) {
+        CAPTURE(sub);
+        std::vector<int64_t> shape;
+        std::vector<float> got = npy_load_f32(d + sub, &shape);
+        REQUIRE(shape == std::vector<int64_t>{1, 1500, 128});
+        CHECK(rel_l2(got, speech_ref()) < 1e-5);
+    }
+    // x.wav and x.ogg, or one file twice, would share an output: refused, and the output
+    // already there is left as it was
+    write_bytes(d + "/out/x.npy", {'o', 'l', 'd'});
+    for (const std::string & second : {d + "/in/a/x.ogg", d + "/in/a/x.wav"}) {
+        CAPTURE(second);
+        r = run_main("-m " + MODEL + " --device cpu -f " + d + "/in/a/x.wav -f " + second + " -o " + d + "/out/");
+        INFO(r.output);
+        CHECK(r.status == 1);
+        CHECK(r.output.find("would both be written to '" + d + "/out/x.npy'") != std::string::npos);
+        CHECK(r.output.find("backend") == std::string::npos);          // refused before the encoder was made
+        CHECK(read_bytes(d + "/out/x.npy") == std::vector<uint8_t>{'o', 'l', 'd'});
+        CHECK(files_starting(d + "/out", "x.npy.").empty());
+    }
+    // an output that is one of the inputs
+    copy_file(d + "/out/a/x.npy", d + "/in/a/y.npy");
+    r = run_main("-m " + MODEL + " -f " + d + "/in/a/x.wav -o " + d + "/in/a/x.wav");
+    CHECK(r.status == 1);
+    CHECK(r.output.find("is one of the inputs") != std::string::npos);
+}
+
+TEST_CASE("main -o: standard output, a FIFO, a device node and a symlink") {
+    const scratch sd("targets");
+    const std::string & d = sd.dir;
+    const std::string want = d + "/want.npy";
+    REQUIRE(run_main("-m " + MODEL + " --device cpu -f " + SPEECH + " -o " + want).status == 0);
+    const std::vector<uint8_t> want_bytes = read_bytes(want);
+    REQUIRE(want_bytes.size() == 128 + 1500 * 128 * 4);
+
+    // standard output: the array alone on stdout (the summary goes to stderr), from a file
+    // of known length and from a pipe of unknown length (spooled)
+    run_result r = run_shell(main_bin() + " -m " + MODEL + " --device cpu -f " + SPEECH + " -o - > " + d + "/stdout.npy");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("output: [1, 1500, 128]") != std::string::npos);
+    CHECK(read_bytes(d + "/stdout.npy") == want_bytes);
+    r = run_shell("cat " + SPEECH + " | " + main_bin() + " -m " + MODEL + " --device cpu -f - -o - | cat > " + d + "/pipe.npy");
+    CHECK(r.status == 0);
+    CHECK(read_bytes(d + "/pipe.npy") == want_bytes);
+    r = run_main("-m " + MODEL + " -f " + SPEECH + " -o - --json");
+    CHECK(r.status == 2);
+    CHECK(r.output.find("--json") != std::string::npos);
+
+    // a FIFO is written through (a reader in the background), and stays a FIFO
+    REQUIRE(mkfifo((d + "/fifo").c_str(), 0644) == 0);
+    r = run_shell("timeout 60 cat " + d + "/fifo > " + d + "/from-fifo.npy & " + main_bin() + " -m " + MODEL + " --device cpu -f " +
+                  SPEECH + " -o " + d + "/fifo; s=$?; wait; exit $s");
+    CHECK(r.status == 0);
+    CHECK(read_bytes(d + "/from-fifo.npy") == want_bytes);
+    struct stat st;
+    REQUIRE(lstat((d + "/fifo").c_str(), &st) == 0);
+    CHECK(S_ISFIFO(st.st_mode));
+    CHECK(files_starting(d, "fifo.").empty());
+
+    // a symlink: the file it points to gets the array, the link stays a link
+    write_bytes(d + "/target.npy", {'o', 'l', 'd'});
+    REQUIRE(symlink("target.npy", (d + "/link.npy").c_str()) == 0);
+    r = run_main("-m " + MODEL + " --device cpu -f " + SPEECH + " -o " + d + "/link.npy");
+    CHECK(r.status == 0);
+    REQUIRE(lstat((d + "/link.npy").c_str(), &st) == 0);
+    CHECK(S_ISLNK(st.st_mode));
+    CHECK(read_bytes(d + "/target.npy") == want_bytes);
+
+    // device nodes made here (never the machine's own /dev files): a twin of /dev/null takes
+    // the array and stays a device; a twin of /dev/full fails with the reason
+    if (mknod((d + "/null").c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0 ||
+        mknod((d + "/full").c_str(), S_IFCHR | 0666, makedev(1, 7)) != 0) {
+        MESSAGE("skipped the device-node cases: mknod needs root (" << strerror(errno) << ")");
+        return;
+    }
+    r = run_main("-m " + MODEL + " --device cpu -f " + SPEECH + " -o " + d + "/null");
+    CHECK(r.status == 0);
+    REQUIRE(lstat((d + "/null").c_str(), &st) == 0);
+    CHECK(S_ISCHR(st.st_mode));
+    r = run_main("-m " + MODEL + " --device cpu -f " + SPEECH + " -o " + d + "/full");
+    CHECK(r.status == 1);
+    CHECK(r.output.find("No space left on device") != std::string::npos);
+    REQUIRE(lstat((d + "/full").c_str(), &st) == 0);
+    CHECK(S_ISCHR(st.st_mode));
+    CHECK(files_starting(d, "full.").empty());
+    CHECK(files_starting(d, "null.").empty());
+}
+
+TEST_CASE("main: unique temporary names; two runs on one output leave one whole array") {
+    const scratch sd("tmpnames");
+    const std::string & d = sd.dir;
+    write_bytes(d + "/notes.npy.tmp", {'m', 'i', 'n', 'e'});            // a user's own file
+    run_result r = run_main("-m " + MODEL + " --device cpu -f " + SPEECH + " -o " + d + "/notes.npy");
+    CHECK(r.status == 0);
+    CHECK(read_bytes(d + "/notes.npy.tmp") == std::vector<uint8_t>{'m', 'i', 'n', 'e'});
+    // two runs at once, different inputs, one output: the survivor is entirely one of them
+    const std::string out = d + "/both.npy";
+    r = run_shell(main_bin() + " -m " + MODEL + " --device cpu -t 1 -f " + SPEECH + " -o " + out + " & " + main_bin() +
+                  " -m " + MODEL + " --device cpu -t 1 -f " + LONG + " -o " + out + " & wait");
+    std::vector<int64_t> shape;
+    std::vector<float> got = npy_load_f32(out, &shape);
+    REQUIRE(shape.size() == 3);
+    CHECK((shape[0] == 1 || shape[0] == 3));
+    std::vector<float> ref_long = npy_load_f32(test_data("encoder/micro-80/long_70s_first30s.last_hidden_state.npy"), nullptr);
+    CHECK(rel_l2(got.data(), shape[0] == 1 ? speech_ref().data() : ref_long.data(), 1500 * 128) < 1e-5);
+    CHECK(files_starting(d, "both.npy.").empty());
+}
+
+TEST_CASE("main: a signal removes the temporary and keeps the old output") {
+    const scratch sd("signal");
+    const std::string & d = sd.dir;
+    // 4 minutes of audio: 8 windows at -b 1, long enough to be caught in the middle
+    std::vector<int> pcm(16000 * 240);
+    for (size_t i = 0; i < pcm.size(); i++) pcm[i] = (int)(8000 * std::sin(0.05 * i));
+    write_bytes(d + "/long.wav", wav_file(1, 1, 16000, 16, wav_s16(pcm)));
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+        CAPTURE(sig);
+        write_bytes(d + "/out.npy", {'o', 'l', 'd'});
+        fflush(stdout);                                         // or the child would repeat our buffered output
+        fflush(stderr);
+        const pid_t pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            freopen("/dev/null", "w", stdout);
+            freopen("/dev/null", "w", stderr);
+            const std::string bin = main_bin();
+            execl(bin.c_str(), bin.c_str(), "-m", MODEL.c_str(), "--device", "cpu", "-t", "1", "-b", "1", "-f",
+                  (d + "/long.wav").c_str(), "-o", (d + "/out.npy").c_str(), (char *)nullptr);
+            _exit(127);
+        }
+        // wait for the temporary to hold a row (past the header), then signal
+        bool seen = false;
+        for (int i = 0; i < 3000 && !seen; i++) {
+            for (const std::string & t : files_starting(d, "out.npy."))
+                if (read_bytes(d + "/" + t).size() > 128) seen = true;
+            if (!seen) usleep(10000);
+        }
+        CHECK(seen);
+        kill(pid, sig);
+        int st = 0;
+        REQUIRE(waitpid(pid, &st, 0) == pid);
+        CHECK(WIFSIGNALED(st));
+        CHECK((WIFSIGNALED(st) && WTERMSIG(st) == sig));
+        CHECK(files_starting(d, "out.npy.").empty());
+        CHECK(read_bytes(d + "/out.npy") == std::vector<uint8_t>{'o', 'l', 'd'});
+    }
+}
+
+TEST_CASE("main: non-finite output is an error, and nothing is written") {
+    const scratch sd("nonfinite");
+    const std::string & d = sd.dir;
+    std::vector<uint8_t> model = read_bytes(MODEL);
+    const size_t at = gguf_tensor_data_at(model, "encoder.layer_norm.weight");
+    REQUIRE(at > 0);
+    const float huge = 3e38f;                                    // finite, but LN's output overflows
+    for (int i = 0; i < 128; i++) memcpy(&model[at + 4 * i], &huge, 4);
+    write_bytes(d + "/huge.gguf", model);
+    write_bytes(d + "/out.npy", {'o', 'l', 'd'});
+    run_result r = run_main("-m " + d + "/huge.gguf --device cpu -f " + SPEECH + " -o " + d + "/out.npy");
+    INFO(r.output);
+    CHECK(r.status == 1);
+    CHECK(r.output.find("non-finite") != std::string::npos);
+    CHECK(r.output.find(SPEECH) != std::string::npos);
+    CHECK(read_bytes(d + "/out.npy") == std::vector<uint8_t>{'o', 'l', 'd'});
+    CHECK(files_starting(d, "out.npy.").empty());
+}
+
+TEST_CASE("main: empty paths, --png failures and the old output") {
+    const scratch sd("png");
+    const std::string & d = sd.dir;
+    for (const char * args : {"-o ''", "--png ''"}) {
+        CAPTURE(args);
+        run_result r = run_main("-m " + MODEL + " -f " + SPEECH + " " + args);
+        CHECK(r.status == 2);
+        CHECK(r.output.find("empty path") != std::string::npos);
+    }
+#ifdef WHISPER_AUDIO_PNG
+    write_bytes(d + "/out.npy", {'o', 'l', 'd'});
+    run_result r = run_main("-m " + MODEL + " --device cpu -f " + SPEECH + " -o " + d + "/out.npy --png " + d + "/no/such/dir/x.png");
+    CHECK(r.status == 1);
+    CHECK(r.output.find("No such file or directory") != std::string::npos);
+    CHECK(read_bytes(d + "/out.npy") == std::vector<uint8_t>{'o', 'l', 'd'});
+    if (mknod((d + "/full").c_str(), S_IFCHR | 0666, makedev(1, 7)) == 0) {   // the PNG fails after the run began
+        r = run_main("-m " + MODEL + " --device cpu -f " + SPEECH + " -o " + d + "/out.npy --png " + d + "/full");
+        CHECK(r.status == 1);
+        CHECK(r.output.find("No space left on device") != std::string::npos);
+        CHECK(read_bytes(d + "/out.npy") == std::vector<uint8_t>{'o', 'l', 'd'});
+        CHECK(files_starting(d, "out.npy.").empty());
+    } else {
+        MESSAGE("skipped the /dev/full case: mknod needs root");
+    }
+#endif
+}
+
+TEST_CASE("main: thousands of inputs, a huge batch and many threads need no more than the work") {
+    const scratch sd("many");
+    const std::string & d = sd.dir;
+    // 60 inputs under an open-files limit of 24: each is opened only when its turn comes
+    std::vector<int> pcm(1600);
+    for (size_t i = 0; i < pcm.size(); i++) pcm[i] = (int)(6000 * std::sin(0.02 * i * (1 + i % 7)));
+    write_bytes(d + "/a.wav", wav_file(1, 1, 16000, 16, wav_s16(pcm)));
+    {
+        FILE * f = fopen((d + "/list.txt").c_str(), "w");
+        REQUIRE(f);
+        for (int i = 0; i < 60; i++) fprintf(f, "%s/a.wav\n", d.c_str());
+        fclose(f);
+    }
+    run_result r = run_shell("ulimit -n 24 && " + main_bin() + " -m " + MODEL + " --device cpu -b 64 --pool mean --list " +
+                             d + "/list.txt -o " + d + "/pooled.npy");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    std::vector<int64_t> shape;
+    npy_load_f32(d + "/pooled.npy", &shape);
+    CHECK(shape == std::vector<int64_t>{60, 128});
+    if (sanitized()) {
+        MESSAGE("skipped the memory-limit cases: the sanitizer reserves terabytes of address space");
+        return;
+    }
+    // -b 4096 and -t 4096 on a 0.1 s clip, in 2 GB of address space
+    for (const char * opt : {"-b 4096", "-t 4096"}) {
+        CAPTURE(opt);
+        r = run_shell("ulimit -v 2000000 && " + main_bin() + " -m " + MODEL + " --device cpu " + opt + " -f " + d + "/a.wav -o " +
+                      d + "/one.npy");
+        INFO(r.output);
+        CHECK(r.status == 0);
+        if (std::string(opt) == "-b 4096") CHECK(r.output.find("-b 4096: the encoder takes at most") != std::string::npos);
+    }
+}
+
+TEST_CASE("main --version; --json carries the version, the settings and the positions that hold audio") {
+    run_result r = run_main("--version");
+    CHECK(r.status == 0);
+    CHECK(r.output == std::string("whisper-audio ") + WHISPER_AUDIO_VERSION + "\n");
+    CHECK(std::string(whisper_audio_version()) == WHISPER_AUDIO_VERSION);
+    r = run_shell(main_bin() + " -m " + MODEL + " --device cpu -f " + SPEECH + " -f " + LONG + " --layer 1 --pool mean --json 2>/dev/null");
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK(r.output.rfind(std::string("{\"version\": \"") + WHISPER_AUDIO_VERSION + "\"", 0) == 0);
+    CHECK(r.output.find("\"settings\": {\"layer\": 1, \"final_ln\": false, \"pool\": \"mean\", \"no_pad\": false, \"batch\": 8") !=
+          std::string::npos);
+    CHECK(r.output.find("\"audio_positions\": [351]") != std::string::npos);           // ceil(112259 / 320)
+    CHECK(r.output.find("\"audio_positions\": [1500, 1500, 500]") != std::string::npos); // 70 s
 }

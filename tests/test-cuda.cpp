@@ -1,6 +1,6 @@
 // test-cuda.cpp - every vt op on the CUDA backend against the CPU backend (the f32
 // reference), on random inputs of odd sizes, in f16 and bf16; CUDA-graph replay; profile;
-// the shapes the CUDA backend refuses. Without a device each test says "skipped" and passes.
+// the shapes the CUDA backend refuses. Without a device doctest reports each test "skipped" (WA_REQUIRE_GPU=1: they run, and fail).
 //
 // The CPU graph gets the same numbers: every tensor the CUDA side stores in the compute type
 // (matrices, activations) is drawn already rounded to that type, so only the arithmetic
@@ -84,9 +84,11 @@ size_t count_nonfinite(const std::vector<float> & v) {
     return n;
 }
 
-backend_ptr cuda_or_skip(vt_type type) {
+// The tests below are skipped without a device (no_gpu()); with one, a backend that does
+// not start is a failure.
+backend_ptr cuda_backend(vt_type type) {
     backend_ptr be(vt_backend_cuda_init(0, type));
-    if (!be) MESSAGE("skipped: no CUDA device: " << last_error());
+    REQUIRE_MESSAGE(be, "no CUDA backend: " << last_error());
     return be;
 }
 
@@ -180,7 +182,7 @@ const vt_type CTYPES[] = {VT_TYPE_F16, VT_TYPE_BF16};
 
 // ---- ops -----------------------------------------------------------------------------
 
-TEST_CASE("cuda linear: bias, GELU, residual, odd sizes") {
+TEST_CASE("cuda linear: bias, GELU, residual, odd sizes" * doctest::skip(no_gpu())) {
     struct shape { int B, M, K, N; bool bias; vt_act act; bool res; };
     const shape shapes[] = {
         {1, 1, 64, 64, true, VT_ACT_NONE, false},
@@ -192,8 +194,7 @@ TEST_CASE("cuda linear: bias, GELU, residual, odd sizes") {
         {1, 11, 24, 40, false, VT_ACT_GELU, false},
     };
     for (vt_type ct : CTYPES) {
-        backend_ptr cuda = cuda_or_skip(ct);
-        if (!cuda) return;
+        backend_ptr cuda = cuda_backend(ct);
         for (const shape & s : shapes) {
             const size_t nx = (size_t)s.B * s.M * s.K, nw = (size_t)s.N * s.K, ny = (size_t)s.B * s.M * s.N;
             const std::vector<float> x = randn(nx, 1, ct), w = randn(nw, 2, ct, 1.0f / std::sqrt((float)s.K)),
@@ -217,7 +218,7 @@ TEST_CASE("cuda linear: bias, GELU, residual, odd sizes") {
     }
 }
 
-TEST_CASE("cuda conv1d_k3: the mel stem (f32, transposed) and stride 2 with the positional add") {
+TEST_CASE("cuda conv1d_k3: the mel stem (f32, transposed) and stride 2 with the positional add" * doctest::skip(no_gpu())) {
     struct shape { int B, C_in, T_in, C_out, stride; bool mel; bool add; };
     const shape shapes[] = {
         {2, 80, 3000, 64, 1, true, false},     // conv1 on a transposed [B, n_mels, 3000] f32 mel
@@ -230,8 +231,7 @@ TEST_CASE("cuda conv1d_k3: the mel stem (f32, transposed) and stride 2 with the 
         {2, 40, 20, 32, 1, false, true},
     };
     for (vt_type ct : CTYPES) {
-        backend_ptr cuda = cuda_or_skip(ct);
-        if (!cuda) return;
+        backend_ptr cuda = cuda_backend(ct);
         for (const shape & s : shapes) {
             const int T_out = (s.T_in - 1) / s.stride + 1;
             const std::vector<float> x = randn((size_t)s.B * s.C_in * s.T_in, 5, s.mel ? VT_TYPE_F32 : ct),
@@ -270,14 +270,13 @@ TEST_CASE("cuda conv1d_k3: the mel stem (f32, transposed) and stride 2 with the 
     }
 }
 
-TEST_CASE("cuda layer_norm: vectorised and generic rows") {
+TEST_CASE("cuda layer_norm: vectorised and generic rows" * doctest::skip(no_gpu())) {
     struct shape { int B, M, C; };
     const shape shapes[] = {
         {2, 37, 384}, {1, 1500, 1280}, {3, 1, 64}, {1, 3, 100} /* C % 8 != 0 */, {1, 5, 2560} /* > 2048 */, {1, 7, 8},
     };
     for (vt_type ct : CTYPES) {
-        backend_ptr cuda = cuda_or_skip(ct);
-        if (!cuda) return;
+        backend_ptr cuda = cuda_backend(ct);
         for (const shape & s : shapes) {
             // an offset mean, as residual streams have, to test the statistics
             const std::vector<float> x = randn((size_t)s.B * s.M * s.C, 9, ct, 2.0f, 3.0f),
@@ -297,7 +296,7 @@ TEST_CASE("cuda layer_norm: vectorised and generic rows") {
     }
 }
 
-TEST_CASE("cuda attention: fused QKV views, any T, masked tails") {
+TEST_CASE("cuda attention: fused QKV views, any T, masked tails" * doctest::skip(no_gpu())) {
     struct shape { int B, T, H; bool fused; float q_scale; };
     const shape shapes[] = {
         {1, 1, 1, true, 1.0f},
@@ -309,8 +308,7 @@ TEST_CASE("cuda attention: fused QKV views, any T, masked tails") {
         {2, 1500, 4, true, 1.0f},    // a padded window
     };
     for (vt_type ct : CTYPES) {
-        backend_ptr cuda = cuda_or_skip(ct);
-        if (!cuda) return;
+        backend_ptr cuda = cuda_backend(ct);
         for (const shape & s : shapes) {
             const int D = 64 * s.H;
             const size_t n = (size_t)s.B * s.T * D;
@@ -342,9 +340,8 @@ TEST_CASE("cuda attention: fused QKV views, any T, masked tails") {
     }
 }
 
-TEST_CASE("cuda attention: head_dim other than 64 is refused with a message") {
-    backend_ptr cuda = cuda_or_skip(VT_TYPE_F16);
-    if (!cuda) return;
+TEST_CASE("cuda attention: head_dim other than 64 is refused with a message" * doctest::skip(no_gpu())) {
+    backend_ptr cuda = cuda_backend(VT_TYPE_F16);
     const std::vector<float> x = randn(2 * 10 * 96, 16, VT_TYPE_F16);
     builder build = [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
         vt_tensor * t = vt_new_tensor_3d(ctx, act, 96, 10, 2);
@@ -415,10 +412,9 @@ struct layer_data {
 
 } // namespace
 
-TEST_CASE("cuda graph replay: one layer, new inputs each compute, profile") {
+TEST_CASE("cuda graph replay: one layer, new inputs each compute, profile" * doctest::skip(no_gpu())) {
     for (vt_type ct : CTYPES) {
-        backend_ptr cuda = cuda_or_skip(ct);
-        if (!cuda) return;
+        backend_ptr cuda = cuda_backend(ct);
         backend_ptr cpu(vt_backend_cpu_init(0));
         layer_data L(2, 50, 128, 2, 512, ct);
         const std::vector<float> x1 = L.x, x2 = randn(L.x.size(), 40, ct);
@@ -470,11 +466,10 @@ TEST_CASE("cuda graph replay: one layer, new inputs each compute, profile") {
     }
 }
 
-TEST_CASE("cuda backend: name, compute type, bad arguments") {
+TEST_CASE("cuda backend: name, compute type, bad arguments" * doctest::skip(no_gpu())) {
     CHECK(vt_backend_cuda_init(0, VT_TYPE_F32) == nullptr);
     CHECK(std::string(last_error()).size() > 0);
-    backend_ptr cuda = cuda_or_skip(VT_TYPE_BF16);
-    if (!cuda) return;
+    backend_ptr cuda = cuda_backend(VT_TYPE_BF16);
     CHECK(std::string(vt_backend_name(cuda.get())).rfind("cuda (", 0) == 0);
     CHECK(vt_backend_compute_type(cuda.get()) == VT_TYPE_BF16);
     CHECK(vt_backend_cuda_init(1 << 20, VT_TYPE_F16) == nullptr);
@@ -513,11 +508,10 @@ bool bench_all() { const char * e = getenv("VT_CUDA_BENCH"); return e && std::st
 
 } // namespace
 
-TEST_CASE("cuda bench: attention, layer_norm, GEMMs, one large layer") {
+TEST_CASE("cuda bench: attention, layer_norm, GEMMs, one large layer" * doctest::skip(no_gpu())) {
     if (!bench_enabled()) return;
     for (vt_type ct : CTYPES) {
-        backend_ptr cuda = cuda_or_skip(ct);
-        if (!cuda) return;
+        backend_ptr cuda = cuda_backend(ct);
         const char * tn = type_label(ct);
 
         // attention, large-v3's shape: T 1500, 20 heads, fused QKV views

@@ -173,7 +173,9 @@ TEST_CASE("broken model files are refused with a message") {
         write_bytes(tmp, std::vector<uint8_t>(good.begin(), good.begin() + cut));
         whisper_audio_model * m = whisper_audio_model_load(tmp.c_str());
         CHECK(m == nullptr);
-        CHECK(std::string(whisper_audio_last_error()).size() > 10);
+        const std::string e = whisper_audio_last_error();
+        CHECK_MESSAGE(e.rfind(tmp + ": ", 0) == 0, e);                  // names the file
+        CHECK_MESSAGE(e.find("truncated") != std::string::npos, e);    // and says what is wrong
     }
     // a hyperparameter that disagrees with the tensors: embedding_length 128 -> 256
     {
@@ -207,7 +209,7 @@ TEST_CASE("broken model files are refused with a message") {
     remove(tmp.c_str());
 }
 
-TEST_CASE("encoder on CUDA matches transformers float64 within f16/bf16 rounding") {
+TEST_CASE("encoder on CUDA matches transformers float64 within f16/bf16 rounding" * doctest::skip(no_gpu())) {
     whisper_audio_model * model = whisper_audio_model_load("build/micro-80-f32.gguf");
     REQUIRE(model);
     std::vector<float> mel = npy_load_f32(test_data("features/speech_16k.mel80.npy"), nullptr);
@@ -217,10 +219,7 @@ TEST_CASE("encoder on CUDA matches transformers float64 within f16/bf16 rounding
         p.device = WHISPER_AUDIO_DEVICE_CUDA;
         p.dtype = dtype;
         whisper_audio_encoder * enc = whisper_audio_encoder_init(model, p);
-        if (!enc) {
-            MESSAGE("skipped: no CUDA device: " << whisper_audio_last_error());
-            break;
-        }
+        REQUIRE_MESSAGE(enc, whisper_audio_last_error());
         std::vector<float> out((size_t)1500 * 128, NAN);
         REQUIRE_MESSAGE(whisper_audio_encode_mel(enc, mel.data(), 1, out.data()), whisper_audio_last_error());
         const double err = rel_l2(out.data(), ref.data(), ref.size());
@@ -251,6 +250,15 @@ TEST_CASE("encode_pcm: audio of any length, windows and batches as main makes th
     CHECK(rel_l2(out.data(), ref.data(), ref.size()) < 1e-5);        // audio in: our log-mel, then the encoder
     for (float v : out) REQUIRE(std::isfinite(v));
     CHECK(whisper_audio_encoder_timings(enc).mel_ms > 0.0);
+    // every window, the padded last one too, equals its own log-mel encoded alone
+    std::vector<float> mel((size_t)80 * 3000), one((size_t)1500 * 128);
+    for (size_t w = 0; w < 3; w++) {
+        CAPTURE(w);
+        const size_t at = w * WHISPER_AUDIO_N_SAMPLES;
+        REQUIRE(whisper_audio_log_mel(model, pcm + at, std::min<size_t>(n - at, WHISPER_AUDIO_N_SAMPLES), mel.data()));
+        REQUIRE(whisper_audio_encode_mel(enc, mel.data(), 1, one.data()));
+        CHECK(std::equal(one.begin(), one.end(), out.begin() + w * one.size()));
+    }
     whisper_audio_encoder_free(enc);
     whisper_audio_pcm_free(pcm);
     whisper_audio_model_free(model);

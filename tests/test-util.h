@@ -11,6 +11,7 @@
 
 #include <doctest/doctest.h>
 
+#include "vt.h"
 #include "whisper-audio.h"
 
 #include <algorithm>
@@ -251,4 +252,72 @@ static inline std::vector<float> npy_load_f32(const std::string & path, std::vec
     }
     if (shape) *shape = dims;
     return data;
+}
+
+// ---- GGUF ----------------------------------------------------------------------------
+
+// Where the data of tensor `name` starts in a GGUF v3 file's bytes (for tests that plant
+// values in a model); 0 when the file does not parse or has no such tensor.
+static inline size_t gguf_tensor_data_at(const std::vector<uint8_t> & file, const std::string & name) {
+    size_t pos = 0;
+    bool ok = true;
+    auto get = [&](size_t n) -> uint64_t {                 // a little-endian integer of n bytes
+        uint64_t v = 0;
+        if (!ok || n > file.size() - pos) { ok = false; return 0; }
+        for (size_t i = 0; i < n; i++) v |= (uint64_t)file[pos + i] << (8 * i);
+        pos += n;
+        return v;
+    };
+    auto skip_string = [&]() { const uint64_t n = get(8); if (n > file.size() - pos) ok = false; else pos += n; };
+    static const size_t sizes[] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+    if (file.size() < 24 || memcmp(file.data(), "GGUF", 4) != 0) return 0;
+    pos = 8;
+    const uint64_t n_tensors = get(8), n_kv = get(8);
+    uint64_t alignment = 32;
+    for (uint64_t i = 0; i < n_kv && ok; i++) {
+        const uint64_t klen = get(8);
+        const bool is_alignment = ok && klen == 17 && klen <= file.size() - pos &&
+                                  memcmp(&file[pos], "general.alignment", 17) == 0;
+        pos += ok ? klen : 0;
+        const uint64_t type = get(4);
+        if (type == 8) skip_string();
+        else if (type == 9) {                                  // arrays of scalars or strings
+            const uint64_t et = get(4), n = get(8);
+            for (uint64_t k = 0; k < n && ok; k++) { if (et == 8) skip_string(); else if (et < 13) get(sizes[et]); else ok = false; }
+        } else if (type < 13) {
+            const uint64_t v = get(sizes[type]);
+            if (is_alignment) alignment = v;
+        } else ok = false;
+    }
+    uint64_t found = UINT64_MAX;
+    for (uint64_t i = 0; i < n_tensors && ok; i++) {
+        const uint64_t nlen = get(8);
+        const bool match = ok && nlen == name.size() && nlen <= file.size() - pos && memcmp(&file[pos], name.data(), nlen) == 0;
+        pos += ok ? nlen : 0;
+        const uint64_t n_dims = get(4);
+        for (uint64_t d = 0; d < n_dims && ok; d++) get(8);
+        get(4);
+        const uint64_t offset = get(8);
+        if (match) found = offset;
+    }
+    if (!ok || found == UINT64_MAX || alignment == 0) return 0;
+    return (pos + alignment - 1) / alignment * alignment + found;
+}
+
+// ---- GPU tests ---------------------------------------------------------------------
+
+// GPU tests are declared TEST_CASE("..." * doctest::skip(no_gpu())): doctest reports them
+// "skipped" where no CUDA device can be used (no GPU, or a build without CUDA).
+// WA_REQUIRE_GPU=1 (tests/gpu/run-tests.sh sets it) runs them regardless, so that a GPU
+// machine whose device is missing fails instead of passing unnoticed.
+static inline bool no_gpu() {
+    static const bool skip = [] {
+        const char * require = getenv("WA_REQUIRE_GPU");
+        if (require && strcmp(require, "1") == 0) return false;
+        vt_backend * be = vt_backend_cuda_init(0, VT_TYPE_F16);
+        if (!be) return true;
+        vt_backend_free(be);
+        return false;
+    }();
+    return skip;
 }

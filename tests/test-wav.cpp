@@ -478,6 +478,85 @@ TEST_CASE("wav: truncations and corruptions never crash") {
     }
 }
 
+// Issue 7, finding 4: one NaN, inf or 1e30 in a float WAV made the encoder's output NaN.
+TEST_CASE("wav: a NaN, infinite or huge float sample is an error that says where it is") {
+    // float32 mono, 40000 samples (three 64 KiB blocks), one bad value at sample `at`
+    auto f32_file = [](size_t at, float bad) {
+        wav_bytes d;
+        for (size_t i = 0; i < 40000; i++) d.f32(i == at ? bad : 0.25f * (float) sin(0.01 * (double) i));
+        return wav_file(3, 1, 16000, 32, d.b);
+    };
+    struct bad_case {
+        const char * what;
+        std::vector<uint8_t> bytes;
+        const char * message;   // all after "<memory>: "
+    };
+    wav_bytes st, d64, d64big;
+    st.f32(0.5f).f32(-0.5f).f32(0.1f).f32(-INFINITY).f32(0.0f).f32(0.0f);
+    d64.f64(0.5).f64(1e30).f64(0.0);
+    d64big.f64(0.5).f64(-0.5).f64(-1e300);   // past float's range: inf once converted
+    const std::vector<bad_case> cases = {
+        { "f32 NaN in the second block", f32_file(30001, NAN),
+          "sample 30001 (channel 1 of 1, at 1.875 s) is NaN: the file is corrupt" },
+        { "f32 +inf at 0", f32_file(0, INFINITY),
+          "sample 0 (channel 1 of 1, at 0.000 s) is +inf: the file is corrupt" },
+        { "f32 -1e5", f32_file(12345, -1e5f),
+          "sample 12345 (channel 1 of 1, at 0.772 s) is -100000, far outside the [-1, 1] of audio samples "
+          "(the limit is 10000): the file is corrupt or uses another scale; if it is audio, normalise it first "
+          "(sox input.wav output.wav norm)" },
+        { "f32 stereo, -inf in channel 2", wav_file(3, 2, 16000, 32, st.b),
+          "sample 1 (channel 2 of 2, at 0.000 s) is -inf: the file is corrupt" },
+        { "f64 1e30", wav_file(3, 1, 16000, 64, d64.b),
+          "sample 1 (channel 1 of 1, at 0.000 s) is 1e+30, far outside" },
+        { "f64 -1e300", wav_file(3, 1, 8000, 64, d64big.b),
+          "sample 2 (channel 1 of 1, at 0.000 s) is -1e+300, far outside" },
+    };
+    for (const bad_case & b : cases) {
+        const std::string what = b.what;
+        CAPTURE(what);
+        CHECK_FALSE(wav_test_decode(b.bytes).ok);
+        const std::string msg = whisper_audio_last_error();
+        CHECK(msg.rfind(std::string("<memory>: ") + b.message, 0) == 0);
+    }
+
+    // through a file: the message starts with the path, and the stream fails at that block
+    const std::string path = test_tmp("nan.wav");
+    write_bytes(path, f32_file(30001, NAN));
+    const decoded_audio a = decode_file(path);
+    CHECK_FALSE(a.ok);
+    CHECK(a.error == path + ": sample 30001 (channel 1 of 1, at 1.875 s) is NaN: the file is corrupt");
+    remove(path.c_str());
+
+    // clipped mixes go past 1: up to the limit the samples pass as they are
+    wav_bytes ok32, ok64;
+    ok32.f32(1.5f).f32(-3.0f).f32(10000.0f).f32(-10000.0f);
+    ok64.f64(1.5).f64(-3.0).f64(10000.0).f64(-10000.0);
+    for (const std::vector<uint8_t> & bytes : { wav_file(3, 1, 16000, 32, ok32.b), wav_file(3, 1, 16000, 64, ok64.b) }) {
+        const decoded_audio c = wav_test_decode(bytes);
+        REQUIRE_MESSAGE(c.ok, whisper_audio_last_error());
+        CHECK(c.pcm == std::vector<float>{ 1.5f, -3.0f, 10000.0f, -10000.0f });
+    }
+}
+
+// Issue 7, finding 15: an extensible fmt chunk with cbSize 0 said "too small (40 bytes, need 40)".
+TEST_CASE("wav: an extensible fmt chunk with a short cbSize says what is wrong") {
+    std::vector<uint8_t> fmt = wav_test_fmt_ext(1, 1, 16000, 16, 16);
+    fmt[16] = 0;   // cbSize 0, the chunk still 40 bytes
+    wav_bytes c;
+    c.chunk("fmt ", fmt).chunk("data", wav_s16({ 1, 2 }));
+    CHECK_FALSE(wav_test_decode(wav_riff(c.b)).ok);
+    CHECK(std::string(whisper_audio_last_error()) ==
+          "<memory>: malformed WAVE_FORMAT_EXTENSIBLE fmt chunk: its cbSize field says 0 bytes of extension, "
+          "but the extension (valid bits, channel mask, sub-format GUID) needs 22");
+
+    // a chunk that is short in itself still says so
+    wav_bytes c2;
+    c2.chunk("fmt ", std::vector<uint8_t>(fmt.begin(), fmt.begin() + 24)).chunk("data", wav_s16({ 1, 2 }));
+    CHECK_FALSE(wav_test_decode(wav_riff(c2.b)).ok);
+    CHECK(std::string(whisper_audio_last_error()) ==
+          "<memory>: WAVE_FORMAT_EXTENSIBLE fmt chunk too small (24 bytes, need 40)");
+}
+
 // ---- the resampler -------------------------------------------------------------------
 
 static std::vector<float> wav_test_sine(double freq, int rate, size_t n, double amp = 0.5) {
@@ -537,6 +616,59 @@ TEST_CASE("resample: content above 8 kHz is rejected, 7 kHz passes") {
         const double gain = rms(y, 1000, 15000) / rms(x, 3000, 45000);
         MESSAGE("48 kHz, 7 kHz sine: gain " << gain);
         CHECK(fabs(gain - 1.0) < 0.01);
+    }
+}
+
+// Issue 7, finding 16: rates whose polyphase table would be too large (16001, 44101,
+// 999983 Hz: L = 16000 phases) took 17 s for 20 s of audio. They now interpolate between
+// the rows of a smaller table; the same accuracy checks as the exact table's above.
+TEST_CASE("resample: odd rates (interpolated phases) keep 1 kHz and 7 kHz, reject 8.2 and 10 kHz") {
+    auto rms = [](const std::vector<float> & v, size_t i0, size_t i1) {
+        double e = 0;
+        for (size_t i = i0; i < i1; i++) e += (double) v[i] * v[i];
+        return sqrt(e / (i1 - i0));
+    };
+    for (int rate : { 16001, 44101, 999983 }) {
+        CAPTURE(rate);
+        // 1 kHz: amplitude and phase (projection on sin and cos over 0.5 s)
+        const std::vector<float> y = wav_test_resample(wav_test_sine(1000.0, rate, (size_t) rate), rate, 16000);
+        REQUIRE(y.size() == 16000);
+        double s = 0, c = 0;
+        for (size_t i = 4000; i < 12000; i++) {
+            s += y[i] * sin(2 * M_PI * 1000.0 * i / 16000);
+            c += y[i] * cos(2 * M_PI * 1000.0 * i / 16000);
+        }
+        CHECK(fabs(s * 2.0 / 8000 - 0.5) < 0.5e-3);
+        CHECK(fabs(c * 2.0 / 8000) < 0.5e-3);
+
+        // 7 kHz passes with its gain, and nothing else comes out: the residual after removing
+        // the 7 kHz sine (projections over 3500 whole periods) shows any error in the
+        // sub-sample timing (a phase error of 1 / P input samples leaves 1e-3)
+        const std::vector<float> x7 = wav_test_sine(7000.0, rate, (size_t) rate);
+        const std::vector<float> y7 = wav_test_resample(x7, rate, 16000);
+        const double gain = rms(y7, 1000, 15000) / rms(x7, rate / 16, rate - rate / 16);
+        double s7 = 0, c7 = 0, res = 0;
+        for (size_t i = 4000; i < 12000; i++) {
+            s7 += y7[i] * sin(2 * M_PI * 7000.0 * i / 16000) * (2.0 / 8000);
+            c7 += y7[i] * cos(2 * M_PI * 7000.0 * i / 16000) * (2.0 / 8000);
+        }
+        for (size_t i = 4000; i < 12000; i++) {
+            const double e = y7[i] - s7 * sin(2 * M_PI * 7000.0 * i / 16000) - c7 * cos(2 * M_PI * 7000.0 * i / 16000);
+            res += e * e;
+        }
+        res = sqrt(res / 8000) / (0.5 / sqrt(2.0));
+        MESSAGE(rate << " Hz, 7 kHz sine: gain " << gain << ", residual " << res);
+        CHECK(fabs(gain - 1.0) < 0.01);
+        CHECK(res < 1e-4);
+
+        if (rate > 20000) {   // (16001 Hz holds nothing above 8 kHz)
+            for (double f : { 8200.0, 10000.0 }) {
+                const std::vector<float> x = wav_test_sine(f, rate, (size_t) rate);
+                const double ratio = rms(wav_test_resample(x, rate, 16000), 1000, 15000) / rms(x, rate / 16, rate - rate / 16);
+                MESSAGE(rate << " Hz, " << f << " Hz sine: output/input RMS " << ratio);
+                CHECK(ratio < 1e-3);
+            }
+        }
     }
 }
 

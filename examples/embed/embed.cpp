@@ -1,7 +1,7 @@
 // embed: what another project writes to get Whisper embeddings with whisper-audio's two
 // source files dropped into its tree. Built by one plain compiler command:
 //
-//   g++ -std=c++17 -O2 -I. examples/embed/embed.cpp vt.cpp whisper-audio.cpp -o embed -pthread
+//   g++ -std=c++17 -O3 -march=native -I. examples/embed/embed.cpp vt.cpp whisper-audio.cpp -o embed -pthread
 //
 // (add vt-cuda.cu through nvcc and -DVT_USE_CUDA -lcublasLt -lcudart for the GPU).
 #include "whisper-audio.h"

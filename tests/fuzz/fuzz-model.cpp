@@ -1,6 +1,6 @@
 // fuzz-model.cpp - libFuzzer target: whisper_audio_model_load on any bytes. The bytes are
 // written to a memfd and loaded through its /proc/self/fd path, so the loader runs exactly
-// as on a file (open, fstat, mmap). Seeds: tests/fuzz/corpus/model. docs/FUZZING.md.
+// as on a file (open, fstat, pread). Seeds: tests/fuzz/corpus/model. docs/FUZZING.md.
 #include "whisper-audio.h"
 #include "fuzz-util.h"
 

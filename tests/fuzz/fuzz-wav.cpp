@@ -23,20 +23,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     const int fd = fuzz_memfd(data, size, "fuzz-wav", path);
     whisper_audio_info sinfo;
     whisper_audio_stream * s = whisper_audio_stream_open(path, &sinfo);
-    if ((s != nullptr) != ok && size > 0) __builtin_trap();
+    if (ok && !s) __builtin_trap();
     if (s) {
+        // a decode error after the headers (a NaN sample, a cut Ogg): the samples before it,
+        // then -1, where decode_memory fails
         static float buf[1237];
         size_t at = 0;
-        for (;;) {
-            const int64_t got = whisper_audio_stream_read(s, buf, 1 + at % 1237);
-            if (got < 0) break;    // a decode error after the headers: decode_memory failed too
-            if (got == 0) break;
-            if (!ok || at + (size_t) got > n || memcmp(buf, pcm + at, (size_t) got * sizeof(float)) != 0) {
+        int64_t got;
+        while ((got = whisper_audio_stream_read(s, buf, 1 + at % 1237)) > 0) {
+            if (ok && (at + (size_t) got > n || memcmp(buf, pcm + at, (size_t) got * sizeof(float)) != 0)) {
                 __builtin_trap();  // the file stream and the memory decoder disagree
             }
             at += (size_t) got;
         }
-        if (ok && at != n) __builtin_trap();
+        if (ok && (got < 0 || at != n)) __builtin_trap();
+        if (!ok && got == 0 && at > 0) __builtin_trap();   // the stream decoded what decode_memory refused
         whisper_audio_stream_close(s);
     }
     close(fd);

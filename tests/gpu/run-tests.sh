@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/gpu/run-tests.sh - on a machine with an NVIDIA GPU, from the repository root:
 # build everything, run the test binary, then the CUDA kernel benchmarks; logs go under
-# $OUT (default build/gpu-logs) and a short summary is printed last.
+# $OUT (default build/gpu-logs) and a short summary is printed last. WA_REQUIRE_GPU=1: the GPU
+# tests run, so a device that is missing fails them instead of leaving them "skipped".
 #
 #   TESTS='cuda*'  doctest -tc filter for the test run (default: every test)
 #   BENCH=0        skip the benchmarks
@@ -54,7 +55,7 @@ fi
 
 # ---- tests ----
 t0=$(date +%s)
-timeout 900 "$bin" -tc="$TESTS" >"$OUT/tests.log" 2>&1
+WA_REQUIRE_GPU=1 timeout 900 "$bin" -tc="$TESTS" >"$OUT/tests.log" 2>&1
 rc=$?
 note "tests ($bin -tc='$TESTS'): exit $rc, $(( $(date +%s) - t0 )) s: $(grep -E '^\[doctest\] test cases' "$OUT/tests.log" | tail -n 1)"
 grep -E 'ERROR|FATAL|skipped' "$OUT/tests.log" | head -n 20
@@ -62,14 +63,14 @@ grep -E 'MESSAGE: (linear|conv1d_k3|layer_norm|attention|layer) ' "$OUT/tests.lo
 
 # ---- benchmarks ----
 if [ "$BENCH" = 1 ]; then
-    VT_CUDA_BENCH=1 timeout 600 "$bin" -tc='cuda bench*' >"$OUT/bench.log" 2>&1
+    WA_REQUIRE_GPU=1 VT_CUDA_BENCH=1 timeout 600 "$bin" -tc='cuda bench*' >"$OUT/bench.log" 2>&1
     note "bench: exit $?"
 fi
 
 # ---- compute-sanitizer on the CUDA op tests ----
 if [ "$CUDA_SANITIZE" = 1 ] && command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do
-        timeout "${CUDA_SANITIZE_TIMEOUT:-120}" compute-sanitizer --tool "$tool" --error-exitcode 99 "$bin" \
+        WA_REQUIRE_GPU=1 timeout "${CUDA_SANITIZE_TIMEOUT:-120}" compute-sanitizer --tool "$tool" --error-exitcode 99 "$bin" \
             -tc='cuda attention*,cuda graph*' >"$OUT/sanitize-$tool.log" 2>&1
         note "compute-sanitizer $tool: exit $? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool.log" | tail -n 1))"
     done

@@ -1,0 +1,585 @@
+// Hardening of the library against hostile model files, non-finite numbers, exhausted
+// resources and misuse of the C API (issue 7): one test per finding, each checking the
+// exact message or value that the unhardened code got wrong.
+#include <doctest/doctest.h>
+
+#include "test-util.h"
+#include "vt.h"
+#include "whisper-audio.h"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+// AddressSanitizer reserves terabytes of shadow memory: address-space limits cannot be tested under it
+#if defined(__SANITIZE_ADDRESS__)
+#define WA_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define WA_TEST_ASAN 1
+#endif
+#endif
+
+namespace {
+
+// ---- GGUF files built field by field -------------------------------------------------
+
+struct gguf_tensor {
+    std::string name;
+    std::vector<uint64_t> ne;      // innermost first
+    uint32_t type;                 // 0 F32, 1 F16, 30 BF16
+    std::vector<uint8_t> data;
+    uint64_t offset;               // from the data section's start
+};
+
+// A GGUF v3 file: key/values, tensor infos, data at each tensor's offset.
+struct gguf_file {
+    wav_bytes kv;                  // the little-endian field writer test-util.h has for WAV
+    uint64_t n_kv = 0;
+    std::vector<gguf_tensor> tensors;
+    uint32_t alignment = 32;
+    uint64_t data_end = 0;         // where add() puts the next tensor (aligned up)
+
+    static void str(wav_bytes & w, const std::string & s) {
+        w.u32((uint32_t)s.size()).u32(0);
+        for (char c : s) w.u8((uint8_t)c);
+    }
+    void key(const std::string & k, uint32_t type) { str(kv, k); kv.u32(type); n_kv++; }
+    void u32(const std::string & k, uint32_t v) { key(k, 4); kv.u32(v); }
+    void f32(const std::string & k, float v) { key(k, 6); kv.f32(v); }
+    void string(const std::string & k, const std::string & v) { key(k, 8); str(kv, v); }
+
+    // a tensor after the last one, its values converted to the type
+    void add(const std::string & name, std::vector<uint64_t> ne, uint32_t type, const std::vector<float> & v) {
+        std::vector<uint8_t> data;
+        for (float x : v) {
+            uint32_t bits;
+            memcpy(&bits, &x, 4);
+            if (type != 0) bits = type == 1 ? vt_f32_to_f16(x) : vt_f32_to_bf16(x);
+            for (int i = 0; i < (type == 0 ? 4 : 2); i++) data.push_back((uint8_t)(bits >> (8 * i)));
+        }
+        const uint64_t offset = (data_end + alignment - 1) / alignment * alignment;
+        data_end = offset + data.size();
+        tensors.push_back({name, ne, type, data, offset});
+    }
+    gguf_tensor & tensor(const std::string & name) {
+        for (gguf_tensor & t : tensors) if (t.name == name) return t;
+        FAIL("no tensor " << name);
+        return tensors[0];
+    }
+
+    std::vector<uint8_t> bytes() const {
+        wav_bytes w;
+        w.id("GGUF").u32(3).u32((uint32_t)tensors.size()).u32(0).u32((uint32_t)n_kv).u32(0).raw(kv.b);
+        for (const gguf_tensor & t : tensors) {
+            str(w, t.name);
+            w.u32((uint32_t)t.ne.size());
+            for (uint64_t n : t.ne) w.u32((uint32_t)n).u32((uint32_t)(n >> 32));
+            w.u32(t.type).u32((uint32_t)t.offset).u32((uint32_t)(t.offset >> 32));
+        }
+        while (w.b.size() % alignment) w.u8(0);
+        const size_t start = w.b.size();
+        for (const gguf_tensor & t : tensors) {
+            if (w.b.size() < start + t.offset + t.data.size()) w.b.resize(start + t.offset + t.data.size());
+            std::copy(t.data.begin(), t.data.end(), w.b.begin() + start + t.offset);
+        }
+        return w.b;
+    }
+};
+
+std::vector<float> values(size_t n, float scale, float offset = 0.0f) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; i++) v[i] = offset + scale * std::sin(0.7f * (float)i + 0.3f);
+    return v;
+}
+
+// A whisper model of the smallest shape: 2 mels, d 8, 2 heads, 1 layer, ff 16 (1500
+// positions, as every Whisper). Matrices in `type`, the rest f32.
+gguf_file tiny_model(uint32_t type = 0) {
+    const uint64_t n_mels = 2, d = 8, ff = 16, n_ctx = 1500;
+    gguf_file f;
+    f.string("general.architecture", "whisper");
+    f.u32("whisper.encoder.context_length", (uint32_t)n_ctx);
+    f.u32("whisper.encoder.embedding_length", (uint32_t)d);
+    f.u32("whisper.encoder.block_count", 1);
+    f.u32("whisper.encoder.mels_count", (uint32_t)n_mels);
+    f.u32("whisper.encoder.attention.head_count", 2);
+    f.u32("whisper.encoder.feed_forward_length", (uint32_t)ff);
+    f.f32("whisper.encoder.attention.layer_norm_epsilon", 1e-5f);
+    f.add("encoder.conv1.weight", {3, n_mels, d}, type, values(3 * n_mels * d, 0.3f));
+    f.add("encoder.conv1.bias", {d}, 0, values(d, 0.1f));
+    f.add("encoder.conv2.weight", {3, d, d}, type, values(3 * d * d, 0.2f));
+    f.add("encoder.conv2.bias", {d}, 0, values(d, 0.1f));
+    f.add("encoder.embed_positions.weight", {d, n_ctx}, 0, values(d * n_ctx, 0.5f));
+    f.add("encoder.layer_norm.weight", {d}, 0, values(d, 0.1f, 1.0f));
+    f.add("encoder.layer_norm.bias", {d}, 0, values(d, 0.1f));
+    f.add("mel_filters", {201, n_mels}, 0, values(201 * n_mels, 0.01f, 0.01f));
+    const std::string p = "encoder.layers.0.";
+    for (const char * m : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj"}) {
+        f.add(p + m + ".weight", {d, d}, type, values(d * d, 0.3f));
+        if (std::string(m) != "self_attn.k_proj") f.add(p + m + ".bias", {d}, 0, values(d, 0.1f));
+    }
+    for (const char * ln : {"self_attn_layer_norm", "final_layer_norm"}) {
+        f.add(p + ln + ".weight", {d}, 0, values(d, 0.1f, 1.0f));
+        f.add(p + ln + ".bias", {d}, 0, values(d, 0.1f));
+    }
+    f.add(p + "fc1.weight", {d, ff}, type, values(d * ff, 0.3f));
+    f.add(p + "fc1.bias", {ff}, 0, values(ff, 0.1f));
+    f.add(p + "fc2.weight", {ff, d}, type, values(ff * d, 0.3f));
+    f.add(p + "fc2.bias", {d}, 0, values(d, 0.1f));
+    return f;
+}
+
+// Loads the bytes as a model file: the model, or NULL with the message in *msg.
+whisper_audio_model * load_bytes(const std::vector<uint8_t> & b, std::string * msg = nullptr) {
+    const std::string path = test_tmp("hardening.gguf");
+    write_bytes(path, b);
+    whisper_audio_model * m = whisper_audio_model_load(path.c_str());
+    if (msg) *msg = m ? "" : whisper_audio_last_error();
+    remove(path.c_str());
+    return m;
+}
+
+// Loading must fail with a message that contains `expect`.
+void check_refused(const gguf_file & f, const std::string & expect) {
+    std::string msg;
+    whisper_audio_model * m = load_bytes(f.bytes(), &msg);
+    CHECK(m == nullptr);
+    CHECK_MESSAGE(msg.find(expect) != std::string::npos, msg);
+    whisper_audio_model_free(m);
+}
+
+whisper_audio_encoder * cpu_encoder(const whisper_audio_model * model, int n_threads = 1, int max_batch = 1) {
+    whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
+    p.device = WHISPER_AUDIO_DEVICE_CPU;
+    p.n_threads = n_threads;
+    p.max_batch = max_batch;
+    return whisper_audio_encoder_init(model, p);
+}
+
+// ---- processes with little address space ---------------------------------------------
+
+// Bytes of address space this process has mapped (/proc/self/statm, in pages).
+size_t mapped_bytes() {
+    size_t pages = 0;
+    if (FILE * f = fopen("/proc/self/statm", "r")) {
+        if (fscanf(f, "%zu", &pages) != 1) pages = 0;
+        fclose(f);
+    }
+    return pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+// Runs f in a fork()ed child whose address space may grow by `margin` bytes past what it
+// has mapped when f starts: f's return value, or 128 + the signal that ended the child.
+template <typename F> int in_small_child(size_t margin, F && f) {
+    fflush(nullptr);
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        const rlimit lim = {mapped_bytes() + margin, RLIM_INFINITY};
+        if (setrlimit(RLIMIT_AS, &lim) != 0) _exit(99);
+        _exit(f());
+    }
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// ---- attention through vt, for the softmax's exp ---------------------------------------
+
+// One query against three keys (one head of width 1), on the CPU backend: the output.
+float attend(float q, const float k[3], const float v[3]) {
+    vt_context * ctx = vt_init(8);
+    vt_tensor * tq = vt_new_tensor_3d(ctx, VT_TYPE_F32, 1, 3, 1);
+    vt_tensor * tk = vt_new_tensor_3d(ctx, VT_TYPE_F32, 1, 3, 1);
+    vt_tensor * tv = vt_new_tensor_3d(ctx, VT_TYPE_F32, 1, 3, 1);
+    vt_set_input(tq);
+    vt_set_input(tk);
+    vt_set_input(tv);
+    vt_tensor * y = vt_attention(ctx, tq, tk, tv, 1, 1.0f);
+    vt_graph * g = vt_graph_build(ctx, &y, 1);
+    vt_backend * be = vt_backend_cpu_init(1);
+    REQUIRE(be);
+    REQUIRE(vt_backend_alloc_graph(be, g));
+    const float qs[3] = {q, 0.0f, 0.0f};
+    REQUIRE(vt_backend_set_tensor(be, tq, qs, VT_TYPE_F32));
+    REQUIRE(vt_backend_set_tensor(be, tk, k, VT_TYPE_F32));
+    REQUIRE(vt_backend_set_tensor(be, tv, v, VT_TYPE_F32));
+    REQUIRE(vt_backend_compute(be, g));
+    float out[3];
+    REQUIRE(vt_backend_get_tensor_f32(be, y, out));
+    vt_graph_free(g);
+    vt_backend_free(be);
+    vt_free(ctx);
+    return out[0];   // query 0
+}
+
+} // namespace
+
+// ---- finding 4: non-finite numbers ------------------------------------------------------
+
+TEST_CASE("the softmax's exp is total: very negative and -inf scores weigh 0, NaN and inf give NaN") {
+    // scores 0, -100, -inf; the values behind the last two are huge, so any weight they get shows
+    const float k[3] = {0.0f, -100.0f, -INFINITY}, v[3] = {0.0f, 1e38f, 1e38f};
+    CHECK(attend(1.0f, k, v) == 0.0f);                                 // clamped to e^-87 each: 3.3
+    const float kf[3] = {1.0f, 2.0f, 3.0f}, vf[3] = {1.0f, 2.0f, 3.0f};
+    CHECK(std::isnan(attend(NAN, kf, vf)));                            // NaN scores (UB before)
+    const float kb[3] = {1e30f, -1e30f, 0.0f};
+    CHECK(std::isnan(attend(1e30f, kb, vf)));                          // inf - inf in the row
+}
+
+TEST_CASE("non-finite weights are refused at load, naming the tensor") {
+    struct { uint32_t type; float bad; const char * shows; } cases[] = {
+        {0, NAN, "nan"}, {1, INFINITY, "inf"}, {30, -INFINITY, "-inf"}, {30, NAN, "nan"}};
+    for (auto & c : cases) {
+        CAPTURE(c.type);
+        gguf_file f = tiny_model(c.type);
+        whisper_audio_model * ok = load_bytes(f.bytes());
+        CHECK(ok != nullptr);                                          // the same file, finite, loads
+        whisper_audio_model_free(ok);
+        gguf_tensor & t = f.tensor("encoder.layers.0.fc1.weight");
+        const size_t es = c.type == 0 ? 4 : 2, at = 37;
+        uint32_t bits;
+        memcpy(&bits, &c.bad, 4);
+        if (c.type != 0) bits = c.type == 1 ? vt_f32_to_f16(c.bad) : vt_f32_to_bf16(c.bad);
+        for (size_t i = 0; i < es; i++) t.data[at * es + i] = (uint8_t)(bits >> (8 * i));
+        check_refused(f, "tensor 'encoder.layers.0.fc1.weight' holds " + std::string(c.shows) + " at element 37");
+    }
+    gguf_file f = tiny_model();
+    f.tensor("mel_filters").data[3] = 0x7f;                            // element 0: bits 0x7fc0...., a NaN
+    f.tensor("mel_filters").data[2] = 0xc0;
+    check_refused(f, "tensor 'mel_filters' holds nan at element 0");
+}
+
+// ---- finding 5: the file changes after load ----------------------------------------------
+
+TEST_CASE("a model file truncated after load: encoders still init and encode (no SIGBUS)") {
+    const std::string path = test_tmp("truncated.gguf");
+    write_bytes(path, read_bytes("build/micro-80-f32.gguf"));
+    whisper_audio_model * model = whisper_audio_model_load(path.c_str());
+    REQUIRE_MESSAGE(model, whisper_audio_last_error());
+    REQUIRE(truncate(path.c_str(), 8) == 0);                           // as `cp new.gguf model.gguf` begins
+
+    std::vector<float> mel(80 * 3000, NAN);
+    std::vector<float> pcm(16000, 0.25f);
+    REQUIRE(whisper_audio_log_mel(model, pcm.data(), pcm.size(), mel.data()));   // the mel bank, after the cut
+    whisper_audio_encoder * enc = cpu_encoder(model, 2);
+    REQUIRE_MESSAGE(enc, whisper_audio_last_error());
+    mel = npy_load_f32(test_data("features/speech_16k.mel80.npy"), nullptr);
+    std::vector<float> out((size_t)1500 * 128, NAN);
+    REQUIRE_MESSAGE(whisper_audio_encode_mel(enc, mel.data(), 1, out.data()), whisper_audio_last_error());
+    const std::vector<float> ref = npy_load_f32(test_data("encoder/micro-80/speech_16k.last_hidden_state.npy"), nullptr);
+    CHECK(rel_l2(out, ref) < 2e-6);
+    whisper_audio_encoder_free(enc);
+    whisper_audio_model_free(model);
+    remove(path.c_str());
+}
+
+// ---- finding 6: exhausted resources ------------------------------------------------------
+
+TEST_CASE("memory and threads follow the work: batch and thread caps, buffers sized by the input") {
+    whisper_audio_model * model = whisper_audio_model_load("build/micro-80-f32.gguf");
+    REQUIRE(model);
+    whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
+    p.device = WHISPER_AUDIO_DEVICE_CPU;
+    p.max_batch = 4096;                                                // asked 21 GB
+    CHECK(whisper_audio_encoder_init(model, p) == nullptr);
+    CHECK(std::string(whisper_audio_last_error()) == "batch size 4096 is outside [1, 256]");
+
+    // threads past the hardware's are capped: each would hold its own scratch
+    std::vector<float> pcm(16000, 0.1f), out((size_t)1500 * 128);
+    size_t bytes[2];
+    for (int i = 0; i < 2; i++) {
+        whisper_audio_encoder * enc = cpu_encoder(model, i == 0 ? 0 : 4096);
+        REQUIRE_MESSAGE(enc, whisper_audio_last_error());
+        REQUIRE(whisper_audio_encode_pcm(enc, pcm.data(), pcm.size(), out.data()));
+        bytes[i] = whisper_audio_encoder_memory(enc);
+        whisper_audio_encoder_free(enc);
+    }
+    CHECK(bytes[1] == bytes[0]);
+
+#ifndef WA_TEST_ASAN
+    // a 1 s clip with max_batch 256 needs one window's buffers, not 256 (245 MB of mel)
+    whisper_audio_encoder * enc = cpu_encoder(model, 1, 256);
+    REQUIRE(enc);
+    const int rc = in_small_child((size_t)64 << 20, [&] {
+        if (whisper_audio_encode_pcm(enc, pcm.data(), pcm.size(), out.data())) return 0;
+        fprintf(stderr, "encode_pcm: %s\n", whisper_audio_last_error());
+        return 1;
+    });
+    CHECK(rc == 0);
+    // 256 windows (of the zero page: no memory) with no room for their mel: std::bad_alloc
+    // ended the process
+    const size_t n = (size_t)256 * WHISPER_AUDIO_N_SAMPLES;
+    void * zeros = mmap(nullptr, n * sizeof(float), PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    REQUIRE(zeros != MAP_FAILED);
+    const int rc2 = in_small_child(0, [&] {
+        if (whisper_audio_encode_pcm(enc, (const float *)zeros, n, out.data())) return 1;
+        return std::string(whisper_audio_last_error()) == "whisper_audio_encode_pcm: out of memory" ? 0 : 2;
+    });
+    CHECK(rc2 == 0);
+    munmap(zeros, n * sizeof(float));
+    whisper_audio_encoder_free(enc);
+#endif
+    whisper_audio_model_free(model);
+}
+
+TEST_CASE("threads that cannot start are an error value (std::system_error ended the process)") {
+#ifdef WA_TEST_ASAN
+    MESSAGE("skipped under AddressSanitizer (its shadow memory defeats RLIMIT_AS)");
+#else
+    if (std::thread::hardware_concurrency() < 2) {
+        MESSAGE("skipped: one hardware thread, so the backend starts no thread");
+        return;
+    }
+    whisper_audio_model * model = load_bytes(tiny_model().bytes());
+    REQUIRE(model);
+    // room for one more encoder, but not for a thread's stack, 64 MiB here: larger than the
+    // stacks of threads that have ended, which glibc keeps mapped for reuse
+    const int rc = in_small_child((size_t)8 << 20, [&] {
+        pthread_attr_t attr;
+        if (pthread_attr_init(&attr) != 0 || pthread_attr_setstacksize(&attr, (size_t)64 << 20) != 0 ||
+            pthread_setattr_default_np(&attr) != 0)
+            return 5;
+        whisper_audio_encoder * one = cpu_encoder(model, 1);
+        if (!one) { fprintf(stderr, "control: %s\n", whisper_audio_last_error()); return 1; }
+        whisper_audio_encoder_free(one);
+        if (cpu_encoder(model, 2) != nullptr) return 2;
+        const std::string msg = whisper_audio_last_error();
+        if (msg.find("cpu backend: cannot start 2 threads") != 0) { fprintf(stderr, "got: %s\n", msg.c_str()); return 3; }
+        // the log-mel goes on with the threads it has
+        std::vector<float> pcm(16000, 0.1f), mel(2 * 2 * 3000);
+        return whisper_audio_log_mel_windows(model, pcm.data(), pcm.size(), 2, mel.data(), 2) ? 0 : 4;
+    });
+    CHECK(rc == 0);
+    whisper_audio_model_free(model);
+#endif
+}
+
+// ---- finding 8: the tensor table ---------------------------------------------------------
+
+TEST_CASE("GGUF tensor table: duplicates found in linear time, counts and name lengths capped") {
+    gguf_file f = tiny_model();
+    char name[65];                                                     // 64 bytes: each comparison reads them all
+    for (int i = 0; i < 16000; i++) {
+        snprintf(name, sizeof(name), "%s%05d", std::string(59, 'x').c_str(), i);
+        f.add(name, {1}, 0, {1.0f});
+    }
+    f.add(name, {1}, 0, {1.0f});
+    const std::string path = test_tmp("many-tensors.gguf");
+    write_bytes(path, f.bytes());
+    double best = 1e9;
+    for (int i = 0; i < 3; i++) {
+        const auto t0 = std::chrono::steady_clock::now();
+        CHECK(whisper_audio_model_load(path.c_str()) == nullptr);
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    remove(path.c_str());
+    CHECK(std::string(whisper_audio_last_error()).find("duplicate tensor name '" + std::string(name) + "'") != std::string::npos);
+    MESSAGE("16001 tensors: " << best * 1e3 << " ms");
+    CHECK(best < 0.1);                                                 // a linear scan per name: 0.36 s at -O3
+
+    f = tiny_model();
+    std::vector<uint8_t> b = f.bytes();
+    b[8] = 0x01; b[9] = 0x40;                                          // 16385 tensors
+    std::string msg;
+    CHECK(load_bytes(b, &msg) == nullptr);
+    CHECK_MESSAGE(msg.find("implausible counts in GGUF header (16385 tensors") != std::string::npos, msg);
+
+    f = tiny_model();
+    f.add(std::string(64, 'n'), {1}, 0, {1.0f});                       // gguf.md's limit: loads
+    whisper_audio_model * m = load_bytes(f.bytes(), &msg);
+    CHECK_MESSAGE(m != nullptr, msg);
+    whisper_audio_model_free(m);
+    f.tensors.back().name += "n";
+    check_refused(f, "name longer than 64 bytes");
+}
+
+// ---- finding 9: tensor data regions -------------------------------------------------------
+
+TEST_CASE("tensors whose data overlap are refused") {
+    gguf_file f = tiny_model();
+    f.tensor("encoder.layers.0.fc2.bias").offset = f.tensor("encoder.layers.0.fc2.weight").offset;
+    check_refused(f, "tensors 'encoder.layers.0.fc2.weight' and 'encoder.layers.0.fc2.bias' overlap");
+    // every tensor at offset 0: a small file asking for many times its size
+    f = tiny_model();
+    for (gguf_tensor & t : f.tensors) t.offset = 0;
+    check_refused(f, "overlap");
+}
+
+// ---- finding 10: the C API's arguments, threads and lifetimes ------------------------------
+
+TEST_CASE("C API: NULL and out-of-range arguments fail with a message") {
+    auto failed_with = [](const char * expect) {
+        const std::string msg = whisper_audio_last_error();
+        CHECK_MESSAGE(msg.find(expect) != std::string::npos, msg);
+    };
+    float buf[4];
+    whisper_audio_op_time times[4];
+    CHECK(whisper_audio_model_hparams(nullptr) == nullptr);
+    failed_with("whisper_audio_model_hparams: no model");
+    CHECK(whisper_audio_model_mel_filters(nullptr) == nullptr);
+    failed_with("whisper_audio_model_mel_filters: no model");
+    CHECK(!whisper_audio_log_mel(nullptr, buf, 4, buf));
+    failed_with("whisper_audio_log_mel: NULL model");
+    CHECK(!whisper_audio_log_mel_windows(nullptr, buf, 4, 1, buf, 1));
+    failed_with("whisper_audio_log_mel_windows: NULL model");
+    CHECK(whisper_audio_encoder_backend(nullptr) == nullptr);
+    failed_with("whisper_audio_encoder_backend: no encoder");
+    CHECK(whisper_audio_encoder_memory(nullptr) == 0);
+    failed_with("whisper_audio_encoder_memory: no encoder");
+    CHECK(whisper_audio_encoder_timings(nullptr).encode_ms == 0.0);
+    failed_with("whisper_audio_encoder_timings: no encoder");
+    CHECK(!whisper_audio_encode_mel(nullptr, buf, 1, buf));
+    failed_with("whisper_audio_encode_mel_frames: NULL encoder");
+    CHECK(!whisper_audio_encode_pcm(nullptr, buf, 4, buf));
+    failed_with("whisper_audio_encode_pcm: NULL encoder");
+    CHECK(whisper_audio_encoder_profile(nullptr, buf, 1, times, 4) == -1);
+    failed_with("whisper_audio_encoder_profile: NULL encoder");
+    CHECK(whisper_audio_n_windows(SIZE_MAX) == SIZE_MAX / 480000 + 1);   // n + 479999 wrapped to 1
+    CHECK(whisper_audio_n_windows(0) == 1);
+    CHECK(whisper_audio_n_windows(480001) == 2);
+
+    whisper_audio_model * model = load_bytes(tiny_model().bytes());
+    REQUIRE(model);
+    std::vector<float> mel(2 * 3000, 0.0f), out(1500 * 8);
+    CHECK(!whisper_audio_log_mel_windows(model, buf, 4, -5, mel.data(), 1));
+    failed_with("whisper_audio_log_mel_windows: -5 windows (at least 1)");
+    CHECK(!whisper_audio_log_mel_windows(model, nullptr, 4, 1, mel.data(), 1));
+    failed_with("whisper_audio_log_mel_windows: NULL pcm");
+
+    // enum fields holding any int, as C allows (in C++ a cast to the enum would be UB)
+    const int bad_device = 77, bad_dtype = 9;
+    whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
+    memcpy(&p.device, &bad_device, sizeof(int));
+    CHECK(whisper_audio_encoder_init(model, p) == nullptr);
+    failed_with("device 77 is not WHISPER_AUDIO_DEVICE_AUTO, _CPU or _CUDA");
+    p = whisper_audio_encoder_default_params();
+    memcpy(&p.dtype, &bad_dtype, sizeof(int));
+    CHECK(whisper_audio_encoder_init(model, p) == nullptr);
+    failed_with("dtype 9 is not");
+    p = whisper_audio_encoder_default_params();
+    p.gpu_device = -1;
+    CHECK(whisper_audio_encoder_init(model, p) == nullptr);
+    failed_with("gpu_device -1 is negative");
+
+    whisper_audio_encoder * enc = cpu_encoder(model, 0);               // 0 threads: the hardware's
+    REQUIRE_MESSAGE(enc, whisper_audio_last_error());
+    CHECK(whisper_audio_encode_mel(enc, mel.data(), 1, out.data()));
+    CHECK(whisper_audio_encoder_profile(enc, mel.data(), 1, times, -1) == -1);
+    failed_with("whisper_audio_encoder_profile: max_times is -1 (0 or more)");
+    CHECK(whisper_audio_encoder_profile(enc, mel.data(), 1, nullptr, 4) == -1);
+    failed_with("whisper_audio_encoder_profile: NULL times");
+    CHECK(whisper_audio_encoder_profile(enc, mel.data(), 1, nullptr, 0) == 0);  // none asked, none filled
+    CHECK(!whisper_audio_encode_mel(enc, nullptr, 1, out.data()));
+    failed_with("whisper_audio_encode_mel_frames: NULL mel");
+    CHECK(!whisper_audio_encode_pcm(enc, nullptr, 4, out.data()));
+    failed_with("whisper_audio_encode_pcm: NULL pcm");
+    whisper_audio_encoder_free(enc);
+    whisper_audio_model_free(model);
+}
+
+TEST_CASE("an encoder used from two threads at once: calls that would race fail as busy") {
+    whisper_audio_model * model = whisper_audio_model_load("build/micro-80-f32.gguf");
+    REQUIRE(model);
+    whisper_audio_encoder * enc = cpu_encoder(model, 1);
+    REQUIRE(enc);
+    const std::vector<float> mel = npy_load_f32(test_data("features/speech_16k.mel80.npy"), nullptr);
+    const std::vector<float> ref = npy_load_f32(test_data("encoder/micro-80/speech_16k.last_hidden_state.npy"), nullptr);
+    // two threads call 8 times each; a call either runs alone (right output) or is refused
+    struct tally { int ran = 0, busy = 0, wrong = 0; std::string other; } t[2];
+    auto hammer = [&](tally & c) {
+        std::vector<float> out(ref.size());
+        for (int i = 0; i < 8; i++) {
+            std::fill(out.begin(), out.end(), NAN);
+            if (whisper_audio_encode_mel(enc, mel.data(), 1, out.data())) {
+                c.ran++;
+                c.wrong += !(rel_l2(out, ref) < 2e-6);
+            } else if (std::string(whisper_audio_last_error()).find("the encoder is busy") != std::string::npos) {
+                c.busy++;
+            } else {
+                c.other = whisper_audio_last_error();
+            }
+        }
+    };
+    std::thread a(hammer, std::ref(t[0]));
+    hammer(t[1]);
+    a.join();
+    MESSAGE("ran " << t[0].ran << " + " << t[1].ran << ", refused as busy " << t[0].busy << " + " << t[1].busy);
+    CHECK(t[0].busy + t[1].busy > 0);
+    CHECK(t[0].ran + t[1].ran > 0);
+    CHECK(t[0].wrong + t[1].wrong == 0);
+    const std::string other = t[0].other + t[1].other;
+    CHECK_MESSAGE(other.empty(), other);
+    whisper_audio_encoder_free(enc);
+    whisper_audio_model_free(model);
+}
+
+TEST_CASE("the model may be freed before its encoders: they hold what they need") {
+    whisper_audio_model * model = whisper_audio_model_load("build/micro-80-f32.gguf");
+    REQUIRE(model);
+    whisper_audio_encoder * enc = cpu_encoder(model, 2);
+    REQUIRE(enc);
+    float * pcm = nullptr;
+    size_t n = 0;
+    REQUIRE(whisper_audio_decode_file(test_data("audio/long_70s_16k.wav").c_str(), &pcm, &n, nullptr));
+    std::vector<float> out((size_t)3 * 1500 * 128, NAN), again(out.size(), NAN);
+    REQUIRE(whisper_audio_encode_pcm(enc, pcm, n, out.data()));
+    whisper_audio_model_free(model);                                   // used after free before
+    REQUIRE_MESSAGE(whisper_audio_encode_pcm(enc, pcm, n, again.data()), whisper_audio_last_error());
+    CHECK(memcmp(out.data(), again.data(), out.size() * sizeof(float)) == 0);
+    whisper_audio_pcm_free(pcm);
+    whisper_audio_encoder_free(enc);
+}
+
+// ---- finding 15: messages that say what is wrong ------------------------------------------
+
+TEST_CASE("model messages: unaligned offsets, bad eps and dims whose byte count wraps") {
+    gguf_file f = tiny_model();
+    f.tensor("encoder.conv1.bias").offset += 4;
+    check_refused(f, "tensor 'encoder.conv1.bias' is at offset " + std::to_string(f.tensor("encoder.conv1.bias").offset) +
+                     ", which is not a multiple of the alignment (32)");
+
+    for (float eps : {NAN, INFINITY, 0.0f, -1.0f}) {
+        CAPTURE(eps);
+        f = tiny_model();
+        const char key[] = "whisper.encoder.attention.layer_norm_epsilon";
+        auto it = std::search(f.kv.b.begin(), f.kv.b.end(), key, key + strlen(key));
+        REQUIRE(it != f.kv.b.end());
+        memcpy(&*(it + strlen(key) + 4), &eps, 4);                     // the value after the type
+        char want[128];
+        snprintf(want, sizeof(want), "%s is %g; it must be a positive finite number", key, eps);
+        check_refused(f, want);
+    }
+
+    // no eps key at all: Whisper's 1e-5
+    {
+        gguf_file t = tiny_model();
+        const char key[] = "whisper.encoder.attention.layer_norm_epsilon";
+        auto it = std::search(t.kv.b.begin(), t.kv.b.end(), key, key + strlen(key));
+        REQUIRE(it != t.kv.b.end());
+        t.kv.b.erase(it - 8, it + strlen(key) + 8);                    // length, key, type, value
+        t.n_kv--;
+        std::string msg;
+        whisper_audio_model * m = load_bytes(t.bytes(), &msg);
+        REQUIRE_MESSAGE(m, msg);
+        CHECK(whisper_audio_model_hparams(m)->eps == 1e-5f);
+        whisper_audio_model_free(m);
+    }
+
+    // an unused tensor of 2^24 x 2^24 x 2^14 f32: 2^64 bytes, which wrapped to 0
+    f = tiny_model();
+    f.add("unused", {1u << 24, 1u << 24, 1u << 14}, 0, {});
+    check_refused(f, "tensor 'unused' has dims [16777216, 16777216, 16384, 1] (f32): more bytes than the file's");
+}

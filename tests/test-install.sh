@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The library as C and C++ users take it: `make install` into a scratch DESTDIR, then
+# consumers built against it with pkg-config (shared and static) and CMake's find_package,
+# and one that adds this tree with add_subdirectory next to its own `main` target (then
+# installs it with cmake --install and builds against that too). Run from the repository
+# root by `make test` (after the build); prints one line per check and a closing summary.
+set -euo pipefail
+BUILD=${BUILD:-build}
+MODEL=build/micro-80-f32.gguf
+AUDIO=samples/speech_16k.wav
+ROOT=$(pwd)
+T=$(mktemp -d "${TMPDIR:-/tmp}/whisper-audio-install.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+passed=0
+ok() { echo "test-install: ok: $*"; passed=$((passed + 1)); }
+fail() { echo "test-install: FAILED: $*"; exit 1; }
+
+version=$(sed -n 's/^#define WHISPER_AUDIO_VERSION "\(.*\)"/\1/p' whisper-audio.h)
+[ -n "$version" ] || fail "no WHISPER_AUDIO_VERSION in whisper-audio.h"
+major=${version%%.*}
+
+# ---- make install ---------------------------------------------------------------------
+make -s BUILD="$BUILD" install DESTDIR="$T/stage" PREFIX=/usr >/dev/null
+P="$T/stage/usr"
+for f in bin/whisper-audio include/whisper-audio.h lib/libwhisper-audio.a lib/libwhisper-audio.so \
+         lib/libwhisper-audio.so.$major lib/libwhisper-audio.so.$version lib/pkgconfig/whisper-audio.pc \
+         lib/cmake/whisper-audio/whisper-audio-config.cmake lib/cmake/whisper-audio/whisper-audio-config-version.cmake; do
+    [ -e "$P/$f" ] || fail "make install did not install $f"
+done
+ok "make install DESTDIR=... PREFIX=/usr installs main, the header, both libraries, pkg-config and CMake files"
+
+soname=$(readelf -d "$P/lib/libwhisper-audio.so.$version" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
+[ "$soname" = "libwhisper-audio.so.$major" ] || fail "SONAME is '$soname', expected libwhisper-audio.so.$major"
+exported=$(nm -D --defined-only "$P/lib/libwhisper-audio.so.$version" | awk '{print $3}')
+echo "$exported" | grep -q '^whisper_audio_encode_pcm$' || fail "whisper_audio_encode_pcm is not exported"
+leaked=$(echo "$exported" | grep -v '^whisper_audio_' | grep -v '^_init$\|^_fini$' || true)
+[ -z "$leaked" ] || fail "the shared library exports more than the API: $(echo $leaked | head -c 300)"
+ok "SONAME libwhisper-audio.so.$major; only whisper_audio_* exported ($(echo "$exported" | grep -c '^whisper_audio_') functions)"
+
+"$P/bin/whisper-audio" --version | grep -q "$version" || fail "whisper-audio --version does not say $version"
+ok "the installed main says its version ($version)"
+
+# ---- pkg-config, shared and static ---------------------------------------------------------
+command -v pkg-config >/dev/null || fail "pkg-config is not installed (make deps installs it)"
+export PKG_CONFIG_PATH="$P/lib/pkgconfig"
+[ "$(pkg-config --modversion whisper-audio)" = "$version" ] || fail "pkg-config --modversion"
+g++ -std=c++17 -O2 examples/embed/embed.cpp $(pkg-config --cflags --libs whisper-audio) -o "$T/embed-shared"
+LD_LIBRARY_PATH="$P/lib" "$T/embed-shared" "$MODEL" "$AUDIO" > "$T/shared.txt" || fail "the pkg-config (shared) consumer failed"
+readelf -d "$T/embed-shared" | grep -q "libwhisper-audio.so.$major" || fail "the consumer does not link the shared library"
+ok "a consumer built with pkg-config --cflags --libs runs against the shared library"
+g++ -std=c++17 -O2 examples/embed/embed.cpp $(pkg-config --cflags whisper-audio) "$P/lib/libwhisper-audio.a" \
+    $(pkg-config --static --libs-only-other --libs-only-l whisper-audio | sed 's/-lwhisper-audio//') \
+    $(pkg-config --static --libs-only-L whisper-audio | tr ' ' '\n' | grep -v "$P/lib" | tr '\n' ' ') -o "$T/embed-static"
+"$T/embed-static" "$MODEL" "$AUDIO" > "$T/static.txt" || fail "the static consumer failed"
+cmp -s "$T/shared.txt" "$T/static.txt" || fail "the static and shared consumers disagree"
+ok "a consumer linked to libwhisper-audio.a with pkg-config --static gives the same output"
+
+# ---- CMake: find_package on the make-install tree ------------------------------------
+mkdir -p "$T/pkg"
+cp examples/embed/embed.cpp "$T/pkg/"
+cat > "$T/pkg/CMakeLists.txt" <<EOF
+cmake_minimum_required(VERSION 3.18)
+project(consumer CXX)
+find_package(whisper-audio $major REQUIRED)
+add_executable(embed embed.cpp)
+target_link_libraries(embed PRIVATE whisper-audio::whisper-audio)
+EOF
+cmake -S "$T/pkg" -B "$T/pkg/build" -DCMAKE_PREFIX_PATH="$P" >/dev/null
+cmake --build "$T/pkg/build" >/dev/null
+LD_LIBRARY_PATH="$P/lib" "$T/pkg/build/embed" "$MODEL" "$AUDIO" | cmp -s - "$T/shared.txt" || fail "the find_package consumer"
+ok "find_package(whisper-audio $major) on the make-install tree gives whisper-audio::whisper-audio"
+
+# ---- CMake: add_subdirectory beside the consumer's own main, then cmake --install ------
+mkdir -p "$T/sub"
+cp examples/embed/embed.cpp "$T/sub/main.cpp"
+cat > "$T/sub/CMakeLists.txt" <<EOF
+cmake_minimum_required(VERSION 3.18)
+project(consumer CXX)
+add_subdirectory("$ROOT" whisper-audio)
+add_executable(main main.cpp)          # the consumer's own main: no clash with ours
+target_link_libraries(main PRIVATE whisper-audio::whisper-audio)
+EOF
+cmake -S "$T/sub" -B "$T/sub/build" -DWHISPER_AUDIO_CUDA=OFF >/dev/null
+cmake --build "$T/sub/build" -j"$(nproc)" >/dev/null
+"$T/sub/build/main" "$MODEL" "$AUDIO" | cmp -s - "$T/shared.txt" || fail "the add_subdirectory consumer"
+ok "add_subdirectory next to a consumer's own main target builds and runs (CUDA off)"
+cmake --install "$T/sub/build" --prefix "$T/cmake-prefix" >/dev/null
+cmake -S "$T/pkg" -B "$T/pkg/build2" -DCMAKE_PREFIX_PATH="$T/cmake-prefix" >/dev/null
+cmake --build "$T/pkg/build2" >/dev/null
+"$T/pkg/build2/embed" "$MODEL" "$AUDIO" | cmp -s - "$T/shared.txt" || fail "find_package on cmake --install's tree"
+ok "find_package(whisper-audio) on cmake --install's tree"
+
+echo "test-install: $passed checks passed"
