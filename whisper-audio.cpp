@@ -158,63 +158,149 @@ struct whisper_audio_model {
     }
 };
 
-// Checks one tensor against the shape the hyperparameters imply (PyTorch order given,
-// compared innermost first) and the type rule: matrices F32/F16/BF16, the rest F32.
-static bool check_tensor(const whisper_audio_model * m, const std::string & name,
-                         std::vector<int64_t> torch_shape, bool matrix) {
-    const gguf_tensor_info * t = m->find(name);
-    if (!t) {
-        wa_set_error("%s: tensor '%s' is missing from the model file", m->path.c_str(), name.c_str());
-        return false;
-    }
-    std::reverse(torch_shape.begin(), torch_shape.end());
-    bool same = t->n_dims == (int)torch_shape.size();
-    for (int i = 0; same && i < t->n_dims; i++) same = t->ne[i] == torch_shape[i];
-    if (!same) {
-        std::string got, want;
-        for (int i = 0; i < t->n_dims; i++) got += (i ? ", " : "") + std::to_string(t->ne[i]);
-        for (size_t i = 0; i < torch_shape.size(); i++) want += (i ? ", " : "") + std::to_string(torch_shape[i]);
-        wa_set_error("%s: tensor '%s' has dims [%s], the hyperparameters need [%s] (innermost first)",
-                     m->path.c_str(), name.c_str(), got.c_str(), want.c_str());
-        return false;
-    }
-    if (!matrix && t->type != VT_TYPE_F32) {
-        wa_set_error("%s: tensor '%s' is %s, expected f32", m->path.c_str(), name.c_str(), vt_type_name((vt_type)t->type));
-        return false;
+// ---- the encoder's weights: one table of the file's tensors --------------------------------
+
+// encoder.layers.N.*: q, k and v are stored as one [3d, d] matrix so that one GEMM
+// makes all three; k's bias slots are zero (Whisper's k_proj has no bias).
+struct wa_layer {
+    vt_tensor * attn_ln_w, * attn_ln_b;   // self_attn_layer_norm.{weight,bias}  [d]
+    vt_tensor * qkv_w, * qkv_b;           // self_attn.{q,k,v}_proj              [3d, d], [3d]
+    vt_tensor * out_w, * out_b;           // self_attn.out_proj                  [d, d], [d]
+    vt_tensor * ffn_ln_w, * ffn_ln_b;     // final_layer_norm                    [d]
+    vt_tensor * fc1_w, * fc1_b;           // fc1                                 [ff, d], [ff]
+    vt_tensor * fc2_w, * fc2_b;           // fc2                                 [d, ff], [d]
+};
+
+// The encoder's weights in its backend (the mel bank stays on the host).
+struct wa_weights {
+    vt_tensor * conv1_w, * conv1_b;      // encoder.conv1   [d, n_mels, 3], [d]
+    vt_tensor * conv2_w, * conv2_b;      // encoder.conv2   [d, d, 3], [d]
+    vt_tensor * pos;                     // encoder.embed_positions.weight [1500, d]
+    vt_tensor * ln_post_w, * ln_post_b;  // encoder.layer_norm [d]
+    std::vector<wa_layer> layers;        // encoder.layers.N
+};
+
+// A shape's entries: a hyperparameter (these) or a constant (positive).
+enum wa_dim { WA_D = -1, WA_FF = -2, WA_MELS = -3, WA_CTX = -4 };
+
+// One tensor of the model file and where it goes. A row with a layer field stands for one
+// tensor per layer. A fused tensor (qkv) is n_parts blocks of rows stacked on PyTorch's
+// first dimension; its rows are consecutive, from part 0 to part n_parts - 1, and a part
+// without a row (k's bias) stays zero.
+struct wa_tensor_desc {
+    const char * name;                         // in the model file; "%d": the layer index
+    int shape[3];                              // PyTorch's (outermost first) in wa_dim; 0 ends it
+    bool matrix;                               // F32, F16 or BF16 in the file, the compute type
+                                               // in the backend; otherwise F32 in both
+    vt_tensor * wa_layer::* layer;             // the tensor it fills in each layer, or
+    vt_tensor * wa_weights::* top = nullptr;   // the one outside the layers; neither: host only
+    int part = 0, n_parts = 1;                 // block `part` of n_parts in a fused tensor
+};
+
+static const bool WA_MATRIX = true, WA_F32 = false;
+static constexpr wa_tensor_desc WA_TENSORS[] = {
+    // name in the model file                        PyTorch shape                    type       goes to (layer, top, part, n_parts)
+    {"mel_filters",                                   {WA_MELS, WHISPER_AUDIO_N_BINS}, WA_F32,    nullptr, nullptr},
+    {"encoder.conv1.weight",                          {WA_D, WA_MELS, 3},              WA_MATRIX, nullptr, &wa_weights::conv1_w},
+    {"encoder.conv1.bias",                            {WA_D},                          WA_F32,    nullptr, &wa_weights::conv1_b},
+    {"encoder.conv2.weight",                          {WA_D, WA_D, 3},                 WA_MATRIX, nullptr, &wa_weights::conv2_w},
+    {"encoder.conv2.bias",                            {WA_D},                          WA_F32,    nullptr, &wa_weights::conv2_b},
+    {"encoder.embed_positions.weight",                {WA_CTX, WA_D},                  WA_F32,    nullptr, &wa_weights::pos},
+    {"encoder.layer_norm.weight",                     {WA_D},                          WA_F32,    nullptr, &wa_weights::ln_post_w},
+    {"encoder.layer_norm.bias",                       {WA_D},                          WA_F32,    nullptr, &wa_weights::ln_post_b},
+    {"encoder.layers.%d.self_attn_layer_norm.weight", {WA_D},                          WA_F32,    &wa_layer::attn_ln_w},
+    {"encoder.layers.%d.self_attn_layer_norm.bias",   {WA_D},                          WA_F32,    &wa_layer::attn_ln_b},
+    {"encoder.layers.%d.self_attn.q_proj.weight",     {WA_D, WA_D},                    WA_MATRIX, &wa_layer::qkv_w, nullptr, 0, 3},
+    {"encoder.layers.%d.self_attn.k_proj.weight",     {WA_D, WA_D},                    WA_MATRIX, &wa_layer::qkv_w, nullptr, 1, 3},
+    {"encoder.layers.%d.self_attn.v_proj.weight",     {WA_D, WA_D},                    WA_MATRIX, &wa_layer::qkv_w, nullptr, 2, 3},
+    {"encoder.layers.%d.self_attn.q_proj.bias",       {WA_D},                          WA_F32,    &wa_layer::qkv_b, nullptr, 0, 3},
+    {"encoder.layers.%d.self_attn.v_proj.bias",       {WA_D},                          WA_F32,    &wa_layer::qkv_b, nullptr, 2, 3},
+    {"encoder.layers.%d.self_attn.out_proj.weight",   {WA_D, WA_D},                    WA_MATRIX, &wa_layer::out_w},
+    {"encoder.layers.%d.self_attn.out_proj.bias",     {WA_D},                          WA_F32,    &wa_layer::out_b},
+    {"encoder.layers.%d.final_layer_norm.weight",     {WA_D},                          WA_F32,    &wa_layer::ffn_ln_w},
+    {"encoder.layers.%d.final_layer_norm.bias",       {WA_D},                          WA_F32,    &wa_layer::ffn_ln_b},
+    {"encoder.layers.%d.fc1.weight",                  {WA_FF, WA_D},                   WA_MATRIX, &wa_layer::fc1_w},
+    {"encoder.layers.%d.fc1.bias",                    {WA_FF},                         WA_F32,    &wa_layer::fc1_b},
+    {"encoder.layers.%d.fc2.weight",                  {WA_D, WA_FF},                   WA_MATRIX, &wa_layer::fc2_w},
+    {"encoder.layers.%d.fc2.bias",                    {WA_D},                          WA_F32,    &wa_layer::fc2_b},
+};
+
+// The backend tensors the table makes (one per whole tensor or fused part 0), in a layer or
+// outside: every field of wa_layer and wa_weights must be one of them.
+static constexpr int wa_n_made(bool in_layer) {
+    int n = 0;
+    for (const wa_tensor_desc & t : WA_TENSORS) n += (in_layer ? t.layer != nullptr : t.top != nullptr) && t.part == 0;
+    return n;
+}
+static_assert(wa_n_made(true) * sizeof(vt_tensor *) == sizeof(wa_layer), "a field of wa_layer has no row in WA_TENSORS");
+static_assert(wa_n_made(false) * sizeof(vt_tensor *) + sizeof(std::vector<wa_layer>) == sizeof(wa_weights),
+              "a field of wa_weights has no row in WA_TENSORS");
+
+// Calls f(row, il, name) for each tensor of the file that the encoder uses: the rows outside
+// the layers (il -1), then layer by layer; name is the row's with the layer index put in.
+template <typename F> static bool wa_for_each_tensor(int n_layer, F && f) {
+    for (const wa_tensor_desc & t : WA_TENSORS)
+        if (!t.layer && !f(t, -1, t.name)) return false;
+    char name[GGUF_MAX_NAME + 1];
+    for (int il = 0; il < n_layer; il++) {
+        for (const wa_tensor_desc & t : WA_TENSORS) {
+            if (!t.layer) continue;
+            snprintf(name, sizeof(name), t.name, il);
+            if (!f(t, il, name)) return false;
+        }
     }
     return true;
 }
 
-// The tensors the encoder needs, by name, with their PyTorch shapes.
-template <typename F> static bool for_each_expected_tensor(const whisper_audio_hparams & hp, F && f) {
-    const int64_t d = hp.n_state, ff = hp.n_ff;
-    bool ok = f("encoder.conv1.weight", std::vector<int64_t>{d, hp.n_mels, 3}, true) &&
-              f("encoder.conv1.bias", std::vector<int64_t>{d}, false) &&
-              f("encoder.conv2.weight", std::vector<int64_t>{d, d, 3}, true) &&
-              f("encoder.conv2.bias", std::vector<int64_t>{d}, false) &&
-              f("encoder.embed_positions.weight", std::vector<int64_t>{hp.n_ctx, d}, false) &&
-              f("encoder.layer_norm.weight", std::vector<int64_t>{d}, false) &&
-              f("encoder.layer_norm.bias", std::vector<int64_t>{d}, false) &&
-              f("mel_filters", std::vector<int64_t>{hp.n_mels, WHISPER_AUDIO_N_BINS}, false);
-    for (int il = 0; ok && il < hp.n_layer; il++) {
-        const std::string p = "encoder.layers." + std::to_string(il) + ".";
-        ok = f(p + "self_attn.q_proj.weight", std::vector<int64_t>{d, d}, true) &&
-             f(p + "self_attn.q_proj.bias", std::vector<int64_t>{d}, false) &&
-             f(p + "self_attn.k_proj.weight", std::vector<int64_t>{d, d}, true) &&
-             f(p + "self_attn.v_proj.weight", std::vector<int64_t>{d, d}, true) &&
-             f(p + "self_attn.v_proj.bias", std::vector<int64_t>{d}, false) &&
-             f(p + "self_attn.out_proj.weight", std::vector<int64_t>{d, d}, true) &&
-             f(p + "self_attn.out_proj.bias", std::vector<int64_t>{d}, false) &&
-             f(p + "self_attn_layer_norm.weight", std::vector<int64_t>{d}, false) &&
-             f(p + "self_attn_layer_norm.bias", std::vector<int64_t>{d}, false) &&
-             f(p + "fc1.weight", std::vector<int64_t>{ff, d}, true) &&
-             f(p + "fc1.bias", std::vector<int64_t>{ff}, false) &&
-             f(p + "fc2.weight", std::vector<int64_t>{d, ff}, true) &&
-             f(p + "fc2.bias", std::vector<int64_t>{d}, false) &&
-             f(p + "final_layer_norm.weight", std::vector<int64_t>{d}, false) &&
-             f(p + "final_layer_norm.bias", std::vector<int64_t>{d}, false);
+// The row's shape in vt's order (innermost first); returns the dimension count.
+static int wa_shape(const whisper_audio_hparams & hp, const wa_tensor_desc & t, int64_t ne[3]) {
+    int n_dims = 0;
+    for (; n_dims < 3 && t.shape[n_dims] != 0; n_dims++) {
+        const int s = t.shape[n_dims];
+        ne[n_dims] = s == WA_D ? hp.n_state : s == WA_FF ? hp.n_ff : s == WA_MELS ? hp.n_mels : s == WA_CTX ? hp.n_ctx : s;
     }
-    return ok;
+    std::reverse(ne, ne + n_dims);
+    return n_dims;
+}
+
+// Where a row goes in w: nullptr for the host-only mel bank.
+static vt_tensor ** wa_dst(wa_weights & w, const wa_tensor_desc & t, int il) {
+    return t.layer ? &(w.layers[il].*t.layer) : t.top ? &(w.*t.top) : nullptr;
+}
+
+static whisper_audio_weight_type wa_weight_type(vt_type type) {
+    switch (type) {
+        case VT_TYPE_F32:  return WHISPER_AUDIO_WEIGHT_F32;
+        case VT_TYPE_F16:  return WHISPER_AUDIO_WEIGHT_F16;
+        case VT_TYPE_BF16: return WHISPER_AUDIO_WEIGHT_BF16;
+    }
+    VT_ASSERT(!"a type vt_type_valid accepts");
+    return WHISPER_AUDIO_WEIGHT_F32;
+}
+
+// Checks one tensor against the shape the hyperparameters imply (ne innermost first) and the
+// type rule: matrices F32/F16/BF16, the rest F32.
+static bool check_tensor(const whisper_audio_model * m, const char * name, int n_dims, const int64_t * ne, bool matrix) {
+    const gguf_tensor_info * t = m->find(name);
+    if (!t) {
+        wa_set_error("%s: tensor '%s' is missing from the model file", m->path.c_str(), name);
+        return false;
+    }
+    bool same = t->n_dims == n_dims;
+    for (int i = 0; same && i < n_dims; i++) same = t->ne[i] == ne[i];
+    if (!same) {
+        std::string got, want;
+        for (int i = 0; i < t->n_dims; i++) got += (i ? ", " : "") + std::to_string(t->ne[i]);
+        for (int i = 0; i < n_dims; i++) want += (i ? ", " : "") + std::to_string(ne[i]);
+        wa_set_error("%s: tensor '%s' has dims [%s], the hyperparameters need [%s] (innermost first)",
+                     m->path.c_str(), name, got.c_str(), want.c_str());
+        return false;
+    }
+    if (!matrix && t->type != VT_TYPE_F32) {
+        wa_set_error("%s: tensor '%s' is %s, expected f32", m->path.c_str(), name, vt_type_name((vt_type)t->type));
+        return false;
+    }
+    return true;
 }
 
 // Stages, as whisper.cpp's loader: header -> key/values (hparams) -> tensor infos -> data
@@ -416,8 +502,10 @@ template <typename T> static size_t first_nonfinite(const uint8_t * p, size_t n,
 // output; inf the softmax).
 static bool model_read_weights(whisper_audio_model * m, int fd) {
     std::vector<gguf_tensor_info *> used;
-    if (!for_each_expected_tensor(m->hparams, [&](const std::string & name, std::vector<int64_t> shape, bool matrix) {
-            if (!check_tensor(m, name, shape, matrix)) return false;
+    if (!wa_for_each_tensor(m->hparams.n_layer, [&](const wa_tensor_desc & t, int, const char * name) {
+            int64_t ne[3];
+            const int n_dims = wa_shape(m->hparams, t, ne);
+            if (!check_tensor(m, name, n_dims, ne, t.matrix)) return false;
             used.push_back(&m->tensors[m->index.at(name)]);
             return true;
         })) {
@@ -444,7 +532,7 @@ static bool model_read_weights(whisper_audio_model * m, int fd) {
         t->data = dst;
         dst += (t->bytes + ALIGN - 1) / ALIGN * ALIGN;
     }
-    m->hparams.weight_type = m->find("encoder.layers.0.fc1.weight")->type;
+    m->hparams.weight_type = wa_weight_type((vt_type)m->find("encoder.layers.0.fc1.weight")->type);
     m->mel_filters = (const float *)m->find("mel_filters")->data;
     return true;
 }
@@ -502,6 +590,16 @@ void whisper_audio_model_free(whisper_audio_model * model) { delete model; }
 const whisper_audio_hparams * whisper_audio_model_hparams(const whisper_audio_model * model) {
     if (!model) { wa_set_error("%s: no model", __func__); return nullptr; }
     return &model->hparams;
+}
+
+const char * whisper_audio_weight_type_name(enum whisper_audio_weight_type type) {
+    static const char * names[] = {"f32", "f16", "bf16"};
+    static_assert(sizeof(names) / sizeof(names[0]) == WHISPER_AUDIO_WEIGHT_COUNT, "a weight type without a name");
+    static_assert(sizeof(type) == sizeof(int), "enums as int");
+    int t;                                    // as encoder_init reads the enums: a C caller may pass any int
+    memcpy(&t, &type, sizeof(int));
+    if (t < 0 || t >= WHISPER_AUDIO_WEIGHT_COUNT) { wa_set_error("%s: %d is not a weight type", __func__, t); return nullptr; }
+    return names[t];
 }
 
 const float * whisper_audio_model_mel_filters(const whisper_audio_model * model) {
@@ -1742,12 +1840,14 @@ static bool flac_stream_open(whisper_audio_stream * s, bool ogg) {
 }
 
 // Decodes the next frame(s) to mono at the end of s->hist; returns the count (0 at the end).
-// A damaged frame (a CRC mismatch, lost sync) is an error, as a hole in Ogg is; so is a stream
-// that ends before the length its STREAMINFO says. Bytes after that length (an ID3v1 tag) are
-// not read.
+// Damage is an error, as a hole in Ogg is: a frame that fails its CRC, or lost sync with
+// frames after it (a gap). Lost sync with nothing after it is a cut inside the last frame, and
+// a stream that ends before the length its STREAMINFO says is cut too. Bytes after that
+// length (an ID3v1 tag) are not read.
 static int64_t flac_stream_block(whisper_audio_stream * s) {
     const char * name = s->name.c_str();
     const double at = (double) s->frames_in / s->sample_rate;
+    const int lost_sync = FLAC__STREAM_DECODER_ERROR_STATUS_LOST_SYNC;
     const size_t old = s->hist.size();
     while (s->hist.size() == old) {
         if (s->frames_total >= 0 && s->frames_in >= s->frames_total) return 0;
@@ -1758,21 +1858,24 @@ static int64_t flac_stream_block(whisper_audio_stream * s) {
             wav_fail(name, "read error: %s", strerror(s->rd.err));
             return -1;
         }
-        if (s->flac_status >= 0) {
-            wav_fail(name, "corrupt FLAC stream (%s) after %.3f s of audio; to decode what is there, %s",
-                FLAC__StreamDecoderErrorStatusString[s->flac_status], at, WAV_FFMPEG_HINT);
-            return -1;
-        }
         if (!ok) {
             wav_fail(name, "corrupt FLAC stream (libFLAC: %s) after %.3f s of audio",
                 FLAC__StreamDecoderStateString[FLAC__stream_decoder_get_state(s->flac)], at);
             return -1;
         }
+        if (s->flac_status >= 0 && s->flac_status != lost_sync) break;
     }
     const int64_t got = (int64_t) (s->hist.size() - old);
-    if (got == 0 && s->frames_total >= 0 && s->frames_in < s->frames_total) {
-        wav_fail(name, "truncated FLAC stream: the input ends after %.3f s of audio, and its header says %.3f s; "
-            "to decode what is there, %s", at, (double) s->frames_total / s->sample_rate, WAV_FFMPEG_HINT);
+    if ((s->flac_status >= 0 && s->flac_status != lost_sync) || (s->flac_status == lost_sync && got > 0)) {
+        wav_fail(name, "corrupt FLAC stream (%s) after %.3f s of audio; to decode what is there, %s",
+            FLAC__StreamDecoderErrorStatusString[s->flac_status], at, WAV_FFMPEG_HINT);
+        return -1;
+    }
+    if (got == 0 && (s->flac_status == lost_sync || (s->frames_total >= 0 && s->frames_in < s->frames_total))) {
+        char says[64] = "";
+        if (s->frames_total >= 0) snprintf(says, sizeof(says), ", and its header says %.3f s", (double) s->frames_total / s->sample_rate);
+        wav_fail(name, "truncated FLAC stream: the input ends after %.3f s of audio%s; to decode what is there, %s",
+            at, says, WAV_FFMPEG_HINT);
         return -1;
     }
     return got;
@@ -1809,7 +1912,9 @@ static int mp3_read(whisper_audio_stream * s, size_t * done) {
 static bool mp3_new_format(whisper_audio_stream * s) {
     long rate = 0;
     int channels = 0, enc = 0;
-    mpg123_getformat(s->mp3, &rate, &channels, &enc);
+    if (mpg123_getformat(s->mp3, &rate, &channels, &enc) != MPG123_OK || channels < 1 || rate < 1) {
+        return wav_fail(s->name.c_str(), "corrupt MP3 stream (libmpg123: %s)", mpg123_strerror(s->mp3));
+    }
     if (s->sample_rate && rate != s->sample_rate) {
         return wav_fail(s->name.c_str(), "an MP3 stream whose sample rate changes (%d -> %ld Hz at %.3f s) is not "
             "supported; %s", s->sample_rate, rate, (double) s->frames_in / s->sample_rate, WAV_FFMPEG_HINT);
@@ -2562,17 +2667,6 @@ bool whisper_audio_log_mel(const whisper_audio_model * model, const float * pcm,
 // the encoder graph
 // =====================================================================================
 
-// encoder.layers.N.*: q, k and v are stored as one [3d, d] matrix so that one GEMM
-// makes all three; k's bias slots are zero (Whisper's k_proj has no bias).
-struct wa_layer {
-    vt_tensor * attn_ln_w, * attn_ln_b;   // self_attn_layer_norm.{weight,bias}  [d]
-    vt_tensor * qkv_w, * qkv_b;           // self_attn.{q,k,v}_proj              [3d, d], [3d]
-    vt_tensor * out_w, * out_b;           // self_attn.out_proj                  [d, d], [d]
-    vt_tensor * ffn_ln_w, * ffn_ln_b;     // final_layer_norm                    [d]
-    vt_tensor * fc1_w, * fc1_b;           // fc1                                 [ff, d], [ff]
-    vt_tensor * fc2_w, * fc2_b;           // fc2                                 [d, ff], [d]
-};
-
 struct wa_graph {                        // one batch shape, built once and replayed
     vt_context * ctx = nullptr;
     vt_graph * graph = nullptr;
@@ -2587,20 +2681,17 @@ struct whisper_audio_encoder {
     whisper_audio_encoder_params params; // n_threads resolved (wa_n_threads)
     std::atomic<bool> busy{false};       // a call is running (wa_encoder_lock)
     vt_backend * backend = nullptr;
-    vt_context * wctx = nullptr;         // weights
-    vt_tensor * conv1_w, * conv1_b;      // encoder.conv1   [d, n_mels, 3], [d]
-    vt_tensor * conv2_w, * conv2_b;      // encoder.conv2   [d, d, 3], [d]
-    vt_tensor * pos;                     // encoder.embed_positions.weight [1500, d]
-    vt_tensor * ln_post_w, * ln_post_b;  // encoder.layer_norm [d]
-    std::vector<wa_layer> layers;
+    vt_context * wctx = nullptr;         // the weights' tensors
+    wa_weights w{};                      // made and filled by walking WA_TENSORS
     std::map<std::pair<int, int>, wa_graph> graphs;   // by (batch size, mel frames)
-    whisper_audio_timings timings{};
+    whisper_audio_timings timings{};     // since init or the last reset
 };
 
 // Builds the forward for a batch of mel windows: mel [B, n_mels, F] -> [B, F/2, d]; F is 3000
 // for a padded 30 s window, or any even count up to that for an unpadded one.
 static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * mel) {
     const whisper_audio_hparams & hp = enc->hparams;
+    const wa_weights & w = enc->w;
     const int n_state = hp.n_state, n_head = hp.n_head;
     const int n_ctx = (int)mel->ne[0] / 2;   // positions: 1500 for a 30 s window, fewer unpadded
     const int n_batch = (int)mel->ne[2];
@@ -2608,17 +2699,17 @@ static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc
     const int out_layer = enc->params.output_layer;
 
     // conv stem: conv1 + GELU, conv2 (stride 2) + GELU + positional embedding
-    vt_tensor * cur = vt_conv1d_k3(ctx, vt_transpose(ctx, mel), enc->conv1_w, enc->conv1_b, 1, VT_ACT_GELU, nullptr);
-    vt_tensor * pos = n_ctx == hp.n_ctx ? enc->pos                 // the first n_ctx rows, as Ultravox slices them
-                                        : vt_view_3d(ctx, enc->pos, n_state, n_ctx, 1, n_state * sizeof(float),
+    vt_tensor * cur = vt_conv1d_k3(ctx, vt_transpose(ctx, mel), w.conv1_w, w.conv1_b, 1, VT_ACT_GELU, nullptr);
+    vt_tensor * pos = n_ctx == hp.n_ctx ? w.pos                   // the first n_ctx rows, as Ultravox slices them
+                                        : vt_view_3d(ctx, w.pos, n_state, n_ctx, 1, n_state * sizeof(float),
                                                      (size_t)n_ctx * n_state * sizeof(float), 0);
-    cur = vt_conv1d_k3(ctx, cur, enc->conv2_w, enc->conv2_b, 2, VT_ACT_GELU, pos);
+    cur = vt_conv1d_k3(ctx, cur, w.conv2_w, w.conv2_b, 2, VT_ACT_GELU, pos);
     vt_set_name(cur, "post_conv");
     if (out_layer == WHISPER_AUDIO_POST_CONV) return cur;
 
     const size_t es = vt_type_size(cur->type);
     for (int il = 0; il < hp.n_layer; il++) {
-        const wa_layer & layer = enc->layers[il];
+        const wa_layer & layer = w.layers[il];
         vt_tensor * inpL = cur;
 
         // norm
@@ -2647,7 +2738,7 @@ static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc
 
     // final norm
     if (enc->params.final_ln) {
-        cur = vt_layer_norm(ctx, cur, enc->ln_post_w, enc->ln_post_b, hp.eps);
+        cur = vt_layer_norm(ctx, cur, w.ln_post_w, w.ln_post_b, hp.eps);
         vt_set_name(cur, "output");
     }
     return cur;
@@ -2669,52 +2760,31 @@ whisper_audio_encoder_params whisper_audio_encoder_default_params(void) {
     return p;
 }
 
-// Copies one weight from the model to the backend, converting the type.
-static bool upload(whisper_audio_encoder * enc, const whisper_audio_model * model, vt_tensor * t, const char * name) {
-    const gguf_tensor_info * info = model->find(name);
-    if (!vt_backend_set_tensor(enc->backend, t, info->data, (vt_type)info->type)) {
-        wa_set_error("uploading %s: %s", name, vt_last_error());
-        return false;
-    }
-    return true;
-}
-
+// Copies the encoder's tensors from the model to the backend, converting the type. The parts
+// of a fused tensor are gathered in f32 and copied once the last is in.
 static bool upload_weights(whisper_audio_encoder * enc, const whisper_audio_model * model) {
-    const whisper_audio_hparams & hp = enc->hparams;
-    const size_t d = hp.n_state;
-    auto up = [&](vt_tensor * t, const std::string & name) { return upload(enc, model, t, name.c_str()); };
-    if (!up(enc->conv1_w, "encoder.conv1.weight") || !up(enc->conv1_b, "encoder.conv1.bias") ||
-        !up(enc->conv2_w, "encoder.conv2.weight") || !up(enc->conv2_b, "encoder.conv2.bias") ||
-        !up(enc->pos, "encoder.embed_positions.weight") ||
-        !up(enc->ln_post_w, "encoder.layer_norm.weight") || !up(enc->ln_post_b, "encoder.layer_norm.bias")) {
-        return false;
-    }
-    std::vector<float> qkv_w(3 * d * d), qkv_b(3 * d);
-    for (int il = 0; il < hp.n_layer; il++) {
-        const wa_layer & l = enc->layers[il];
-        const std::string p = "encoder.layers." + std::to_string(il) + ".";
-        const char * parts[3] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"};
-        for (int i = 0; i < 3; i++) {
-            const gguf_tensor_info * t = model->find(p + parts[i]);
-            vt_convert(qkv_w.data() + i * d * d, VT_TYPE_F32, t->data, (vt_type)t->type, d * d);
+    std::vector<float> fused;
+    return wa_for_each_tensor(enc->hparams.n_layer, [&](const wa_tensor_desc & t, int il, const char * name) {
+        vt_tensor ** dst = wa_dst(enc->w, t, il);
+        if (!dst) return true;
+        const gguf_tensor_info * src = model->find(name);
+        const void * data = src->data;
+        vt_type type = (vt_type)src->type;
+        if (t.n_parts > 1) {
+            const size_t n = src->bytes / vt_type_size(type);
+            if (t.part == 0) fused.assign(n * t.n_parts, 0.0f);          // a part with no row stays zero
+            VT_ASSERT(fused.size() == (size_t)vt_nelements(*dst));
+            vt_convert(fused.data() + t.part * n, VT_TYPE_F32, src->data, type, n);
+            if (t.part < t.n_parts - 1) return true;
+            data = fused.data();
+            type = VT_TYPE_F32;
         }
-        memcpy(qkv_b.data(), model->find(p + "self_attn.q_proj.bias")->data, d * sizeof(float));
-        std::fill(qkv_b.begin() + d, qkv_b.begin() + 2 * d, 0.0f);
-        memcpy(qkv_b.data() + 2 * d, model->find(p + "self_attn.v_proj.bias")->data, d * sizeof(float));
-        if (!vt_backend_set_tensor(enc->backend, l.qkv_w, qkv_w.data(), VT_TYPE_F32) ||
-            !vt_backend_set_tensor(enc->backend, l.qkv_b, qkv_b.data(), VT_TYPE_F32)) {
-            wa_set_error("uploading %sself_attn: %s", p.c_str(), vt_last_error());
+        if (!vt_backend_set_tensor(enc->backend, *dst, data, type)) {
+            wa_set_error("uploading %s: %s", name, vt_last_error());
             return false;
         }
-        if (!up(l.attn_ln_w, p + "self_attn_layer_norm.weight") || !up(l.attn_ln_b, p + "self_attn_layer_norm.bias") ||
-            !up(l.out_w, p + "self_attn.out_proj.weight") || !up(l.out_b, p + "self_attn.out_proj.bias") ||
-            !up(l.ffn_ln_w, p + "final_layer_norm.weight") || !up(l.ffn_ln_b, p + "final_layer_norm.bias") ||
-            !up(l.fc1_w, p + "fc1.weight") || !up(l.fc1_b, p + "fc1.bias") ||
-            !up(l.fc2_w, p + "fc2.weight") || !up(l.fc2_b, p + "fc2.bias")) {
-            return false;
-        }
-    }
-    return true;
+        return true;
+    });
 }
 
 static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, whisper_audio_encoder_params params) {
@@ -2761,38 +2831,22 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
     if (!enc->backend) enc->backend = vt_backend_cpu_init(enc->params.n_threads);
     if (!enc->backend) { wa_set_error("%s", vt_last_error()); return nullptr; }
 
-    // weights: matrices in the compute type, vectors in f32
+    // weights: a tensor per row of WA_TENSORS (one for a fused tensor's rows), matrices in the
+    // compute type, the rest in f32, named as in the model file (a fused one as its first part)
     const vt_type mt = vt_backend_compute_type(enc->backend);
-    const int64_t d = hp.n_state, ff = hp.n_ff;
-    vt_context * ctx = enc->wctx = vt_init(16 + 16 * hp.n_layer);
-    auto weight = [&](vt_type type, int64_t ne0, int64_t ne1, int64_t ne2, const char * name) {
-        vt_tensor * t = vt_new_tensor_3d(ctx, type, ne0, ne1, ne2);
-        vt_set_weight(t);
-        return vt_set_name(t, "%s", name);
-    };
-    enc->conv1_w = weight(mt, 3, hp.n_mels, d, "encoder.conv1.weight");
-    enc->conv1_b = weight(VT_TYPE_F32, d, 1, 1, "encoder.conv1.bias");
-    enc->conv2_w = weight(mt, 3, d, d, "encoder.conv2.weight");
-    enc->conv2_b = weight(VT_TYPE_F32, d, 1, 1, "encoder.conv2.bias");
-    enc->pos = weight(VT_TYPE_F32, d, hp.n_ctx, 1, "encoder.embed_positions.weight");
-    enc->ln_post_w = weight(VT_TYPE_F32, d, 1, 1, "encoder.layer_norm.weight");
-    enc->ln_post_b = weight(VT_TYPE_F32, d, 1, 1, "encoder.layer_norm.bias");
-    enc->layers.resize(hp.n_layer);
-    for (int il = 0; il < hp.n_layer; il++) {
-        wa_layer & l = enc->layers[il];
-        l.attn_ln_w = weight(VT_TYPE_F32, d, 1, 1, "self_attn_layer_norm.weight");
-        l.attn_ln_b = weight(VT_TYPE_F32, d, 1, 1, "self_attn_layer_norm.bias");
-        l.qkv_w = weight(mt, d, 3 * d, 1, "self_attn.qkv.weight");
-        l.qkv_b = weight(VT_TYPE_F32, 3 * d, 1, 1, "self_attn.qkv.bias");
-        l.out_w = weight(mt, d, d, 1, "self_attn.out_proj.weight");
-        l.out_b = weight(VT_TYPE_F32, d, 1, 1, "self_attn.out_proj.bias");
-        l.ffn_ln_w = weight(VT_TYPE_F32, d, 1, 1, "final_layer_norm.weight");
-        l.ffn_ln_b = weight(VT_TYPE_F32, d, 1, 1, "final_layer_norm.bias");
-        l.fc1_w = weight(mt, d, ff, 1, "fc1.weight");
-        l.fc1_b = weight(VT_TYPE_F32, ff, 1, 1, "fc1.bias");
-        l.fc2_w = weight(mt, ff, d, 1, "fc2.weight");
-        l.fc2_b = weight(VT_TYPE_F32, d, 1, 1, "fc2.bias");
-    }
+    vt_context * ctx = enc->wctx = vt_init(wa_n_made(false) + wa_n_made(true) * hp.n_layer);
+    enc->w.layers.resize(hp.n_layer);
+    wa_for_each_tensor(hp.n_layer, [&](const wa_tensor_desc & t, int il, const char * name) {
+        vt_tensor ** dst = wa_dst(enc->w, t, il);
+        if (!dst || t.part > 0) return true;
+        int64_t ne[3];
+        const int n_dims = wa_shape(hp, t, ne);
+        ne[n_dims - 1] *= t.n_parts;                                    // PyTorch's first dimension
+        *dst = vt_new_tensor(ctx, t.matrix ? mt : VT_TYPE_F32, n_dims, ne);
+        vt_set_weight(*dst);
+        vt_set_name(*dst, "%s", name);
+        return true;
+    });
     if (!vt_backend_alloc_weights(enc->backend, ctx)) {
         wa_set_error("allocating weights on %s: %s", vt_backend_name(enc->backend), vt_last_error());
         return nullptr;
@@ -2831,8 +2885,38 @@ whisper_audio_timings whisper_audio_encoder_timings(const whisper_audio_encoder 
     return enc->timings;
 }
 
+void whisper_audio_encoder_reset_timings(whisper_audio_encoder * enc) {
+    if (!enc) { wa_set_error("%s: no encoder", __func__); return; }
+    enc->timings = whisper_audio_timings{};
+}
+
 size_t whisper_audio_n_windows(size_t n_samples) {   // ceil without n + 479999, which wraps near SIZE_MAX
     return std::max<size_t>(1, n_samples / WHISPER_AUDIO_N_SAMPLES + (n_samples % WHISPER_AUDIO_N_SAMPLES != 0));
+}
+
+// conv2 has stride 2 over frames of 160 samples: a position covers 320 samples, and the
+// last, partly covered one counts (transformers' attention mask rounds the same way).
+int whisper_audio_n_positions(size_t n_samples) {
+    const size_t n = std::min<size_t>(n_samples, WHISPER_AUDIO_N_SAMPLES);
+    return (int)(n / 320 + (n % 320 != 0));
+}
+
+size_t whisper_audio_n_positions_total(size_t n_samples) {
+    const size_t full = n_samples / WHISPER_AUDIO_N_SAMPLES;
+    return full * (WHISPER_AUDIO_N_SAMPLES / 320) + (size_t)whisper_audio_n_positions(n_samples % WHISPER_AUDIO_N_SAMPLES);
+}
+
+bool whisper_audio_pool_mean(const float * emb, int n_pos, int n_state, size_t n_samples, float * out) {
+    if (!emb || !out || n_pos < 1 || n_state < 1) {
+        wa_set_error("%s: %s", __func__, !emb || !out ? "NULL emb or out" : "n_pos and n_state must be positive");
+        return false;
+    }
+    const int n = std::max(1, std::min(n_pos, whisper_audio_n_positions(n_samples)));
+    std::fill(out, out + n_state, 0.0f);
+    for (int t = 0; t < n; t++)
+        for (int c = 0; c < n_state; c++) out[c] += emb[(size_t)t * n_state + c];
+    for (int c = 0; c < n_state; c++) out[c] /= n;
+    return true;
 }
 
 // One call at a time on an encoder: a second thread's call fails instead of racing it.
@@ -2888,11 +2972,10 @@ static bool encode_mel_frames(whisper_audio_encoder * enc, const float * mel, in
     if (n_windows < 1) { wa_set_error("%d windows to encode", n_windows); return false; }
     const size_t mel_win = (size_t)hp.n_mels * n_frames;
     const size_t out_win = (size_t)(n_frames / 2) * hp.n_state;
-    const auto t0 = std::chrono::steady_clock::now();
-    whisper_audio_timings & tm = enc->timings;
-    tm.upload_ms = tm.compute_ms = tm.download_ms = 0.0;
+    whisper_audio_timings & tm = enc->timings;                        // added to, batch by batch
     for (int w0 = 0; w0 < n_windows; w0 += enc->params.max_batch) {
         const int n = std::min(enc->params.max_batch, n_windows - w0);
+        const auto t0 = std::chrono::steady_clock::now();
         wa_graph * g = graph_for_batch(enc, n, n_frames);
         if (!g) return false;
         auto t = std::chrono::steady_clock::now();
@@ -2904,19 +2987,25 @@ static bool encode_mel_frames(whisper_audio_encoder * enc, const float * mel, in
         t = std::chrono::steady_clock::now();
         ok = ok && vt_backend_get_tensor_f32(enc->backend, g->out, out + w0 * out_win);
         tm.download_ms += ms_since(t);
+        tm.encode_ms += ms_since(t0);
         if (!ok) {
             wa_set_error("encoding on %s: %s", vt_backend_name(enc->backend), vt_last_error());
             return false;
         }
+        tm.n_batches++;
+        tm.n_windows += n;
     }
-    tm.encode_ms = ms_since(t0);
     return true;
 }
 
 bool whisper_audio_encode_mel_frames(whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames, float * out) {
     if (!enc || !mel || !out) { wa_set_error("%s: NULL %s", __func__, !enc ? "encoder" : !mel ? "mel" : "out"); return false; }
     wa_encoder_lock lock(enc, __func__);
-    return lock.held && wa_catch(__func__, false, [&] { return encode_mel_frames(enc, mel, n_windows, n_frames, out); });
+    if (!lock.held) return false;
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool ok = wa_catch(__func__, false, [&] { return encode_mel_frames(enc, mel, n_windows, n_frames, out); });
+    enc->timings.wall_ms += ms_since(t0);
+    return ok;
 }
 
 bool whisper_audio_encode_mel(whisper_audio_encoder * enc, const float * mel, int n_windows, float * out) {
@@ -2924,16 +3013,17 @@ bool whisper_audio_encode_mel(whisper_audio_encoder * enc, const float * mel, in
 }
 
 // The windows on up to n_threads threads; if the system refuses a thread, fewer do the work.
+// The samples are checked first, in one pass; first is the index of pcm[0] in the caller's
+// input (for the message).
 static bool log_mel_windows(const float * filters, int n_mels, const float * pcm, size_t n, int n_windows,
-                            float * out, int n_threads) {
+                            float * out, int n_threads, size_t first = 0) {
+    if (!wa_mel_check_pcm("log-mel", pcm, std::min(n, (size_t)n_windows * WHISPER_AUDIO_N_SAMPLES), first)) return false;
     const size_t mel_win = (size_t)n_mels * WHISPER_AUDIO_N_FRAMES;
     std::atomic<int> next{0};
-    std::atomic<bool> failed{false};
     auto work = [&] {
         for (int i; (i = next.fetch_add(1)) < n_windows;) {
             const size_t start = std::min(n, (size_t)i * WHISPER_AUDIO_N_SAMPLES);
-            if (!whisper_audio_log_mel_filters(filters, n_mels, pcm ? pcm + start : nullptr, n - start, out + i * mel_win))
-                failed = true;
+            log_mel_window(filters, n_mels, pcm ? pcm + start : nullptr, n - start, out + i * mel_win);
         }
     };
     const int n_extra = std::min(n_windows, wa_n_threads(n_threads)) - 1;
@@ -2944,7 +3034,7 @@ static bool log_mel_windows(const float * filters, int n_mels, const float * pcm
     } catch (const std::exception &) {}   // no more threads: this one and those started share the rest
     work();
     for (std::thread & t : threads) t.join();
-    return !failed;   // a failing window left its message (the same for every window)
+    return true;
 }
 
 bool whisper_audio_log_mel_windows(const whisper_audio_model * model, const float * pcm, size_t n, int n_windows,
@@ -2965,7 +3055,6 @@ static bool encode_pcm(whisper_audio_encoder * enc, const float * pcm, size_t n,
     const size_t out_win = (size_t)hp.n_ctx * hp.n_state;
     const int batch = (int)std::min<size_t>(enc->params.max_batch, n_win);   // the mel of what there is
     std::vector<float> mel((size_t)batch * hp.n_mels * WHISPER_AUDIO_N_FRAMES);
-    double mel_ms = 0.0, encode_ms = 0.0;
     for (size_t w0 = 0; w0 < n_win; w0 += batch) {
         const int nb = (int)std::min<size_t>(batch, n_win - w0);
         const size_t start = w0 * WHISPER_AUDIO_N_SAMPLES;
@@ -2973,12 +3062,9 @@ static bool encode_pcm(whisper_audio_encoder * enc, const float * pcm, size_t n,
         if (!log_mel_windows(enc->mel_filters.data(), hp.n_mels, pcm ? pcm + start : nullptr, n - start, nb, mel.data(),
                              enc->params.n_threads))
             return false;
-        mel_ms += ms_since(t0);
+        enc->timings.mel_ms += ms_since(t0);
         if (!encode_mel_frames(enc, mel.data(), nb, WHISPER_AUDIO_N_FRAMES, out + w0 * out_win)) return false;
-        encode_ms += enc->timings.encode_ms;
     }
-    enc->timings.mel_ms = mel_ms;
-    enc->timings.encode_ms = encode_ms;
     return true;
 }
 
@@ -2988,7 +3074,11 @@ bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, si
         return false;
     }
     wa_encoder_lock lock(enc, __func__);
-    return lock.held && wa_catch(__func__, false, [&] { return encode_pcm(enc, pcm, n, out); });
+    if (!lock.held) return false;
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool ok = wa_catch(__func__, false, [&] { return encode_pcm(enc, pcm, n, out); });
+    enc->timings.wall_ms += ms_since(t0);
+    return ok;
 }
 
 static int encoder_profile(whisper_audio_encoder * enc, const float * mel, int n_windows, whisper_audio_op_time * times,

@@ -53,6 +53,15 @@ extern "C" {
 typedef struct whisper_audio_model   whisper_audio_model;
 typedef struct whisper_audio_encoder whisper_audio_encoder;
 
+// The type of the encoder's matrices (conv kernels and linear weights) in the model file;
+// biases, LayerNorm parameters, the positional embedding and the mel bank are always f32.
+enum whisper_audio_weight_type {
+    WHISPER_AUDIO_WEIGHT_F32,
+    WHISPER_AUDIO_WEIGHT_F16,
+    WHISPER_AUDIO_WEIGHT_BF16,
+    WHISPER_AUDIO_WEIGHT_COUNT,
+};
+
 typedef struct whisper_audio_hparams {
     int   n_mels;     // whisper.encoder.mels_count: 80, or 128 for large-v3
     int   n_ctx;      // whisper.encoder.context_length: 1500 positions
@@ -61,7 +70,7 @@ typedef struct whisper_audio_hparams {
     int   n_layer;    // whisper.encoder.block_count
     int   n_ff;       // whisper.encoder.feed_forward_length
     float eps;        // whisper.encoder.attention.layer_norm_epsilon
-    int   weight_type;// type of the matrices in the file (vt_type: 0 F32, 1 F16, 30 BF16)
+    enum whisper_audio_weight_type weight_type;  // the matrices' (encoder.layers.0.fc1.weight's)
 } whisper_audio_hparams;
 
 const char * whisper_audio_last_error(void);
@@ -74,6 +83,8 @@ const char * whisper_audio_version(void);
 whisper_audio_model *         whisper_audio_model_load(const char * path);
 void                          whisper_audio_model_free(whisper_audio_model * model);
 const whisper_audio_hparams * whisper_audio_model_hparams(const whisper_audio_model * model);
+// "f32", "f16" or "bf16"; NULL for a value outside the enum.
+const char *                  whisper_audio_weight_type_name(enum whisper_audio_weight_type type);
 const float *                 whisper_audio_model_mel_filters(const whisper_audio_model * model); // [n_mels, 201]
 
 // ---- audio -------------------------------------------------------------------------
@@ -82,12 +93,17 @@ typedef struct whisper_audio_info {
     int     sample_rate;      // of the file
     int     channels;
     int     bits_per_sample;  // 0 where it does not apply
-    char    format[32];       // "wav pcm s16", "wav float32", ...
-    int64_t frames;           // samples per channel in the file
+    char    format[32];       // "wav pcm s16", "wav float32", "flac", "ogg flac", "mp3",
+                              // "ogg vorbis", "ogg opus", ...
+    int64_t frames;           // samples per channel in the file; -1 when not known ahead
 } whisper_audio_info;
 
-// Decodes a WAV or OGG Vorbis file ("-": standard input) to 16 kHz mono float (channels
-// averaged, resampled when needed).
+// Decodes an audio file ("-": standard input) to 16 kHz mono float (channels averaged,
+// resampled when needed). The format comes from the content, never the name: WAV (PCM u8,
+// s16, s24, s32, float32/64; RF64), and where this build has the library for it (each one
+// optional, found by the build), Ogg Vorbis (libvorbisfile), FLAC and Ogg FLAC (libFLAC),
+// MP3 (libmpg123) and Ogg Opus (opusfile, decoded at 48 kHz). Anything else fails with a
+// message that names the format and the ffmpeg command that converts it.
 // *pcm is malloc'ed: release it with whisper_audio_pcm_free. info may be NULL.
 bool whisper_audio_decode_file(const char * path, float ** pcm, size_t * n, whisper_audio_info * info);
 bool whisper_audio_decode_memory(const void * data, size_t size, float ** pcm, size_t * n, whisper_audio_info * info);
@@ -95,7 +111,9 @@ void whisper_audio_pcm_free(float * pcm);
 
 // Streaming decode, for long audio in bounded memory: the same decoding, resampling and
 // channel mixing as whisper_audio_decode_file, a block at a time. path "-" reads standard
-// input. info->frames is -1 when the length is not known ahead (a pipe, a streaming WAV).
+// input; every format streams from a pipe (only a WAV whose data chunk comes before its fmt
+// chunk needs a file). info->frames is -1 when the length is not known ahead (a pipe, a
+// streaming WAV, Ogg Vorbis and Opus, an MP3 without a Xing/LAME tag).
 typedef struct whisper_audio_stream whisper_audio_stream;
 whisper_audio_stream * whisper_audio_stream_open(const char * path, whisper_audio_info * info);
 // Reads up to max samples of 16 kHz mono into out: the count, 0 at the end (or when max is
@@ -109,6 +127,8 @@ bool whisper_audio_resample(const float * in, size_t n_in, int rate_in, int rate
 
 // Log-mel of one 30 s window as transformers' WhisperFeatureExtractor: the first
 // min(n, 480000) samples of pcm, zero-padded to 480000. out: [n_mels, 3000].
+// The samples read must be finite and within +-1e4 (audio is in [-1, 1]); otherwise an error
+// that names the first bad one (the log-mel windows and whisper_audio_encode_pcm too).
 bool whisper_audio_log_mel(const whisper_audio_model * model, const float * pcm, size_t n, float * out);
 // The same with a caller's mel bank: filters [n_mels, 201] (the model file's mel_filters).
 bool whisper_audio_log_mel_filters(const float * filters, int n_mels, const float * pcm, size_t n, float * out);
@@ -156,8 +176,21 @@ void         whisper_audio_encoder_free(whisper_audio_encoder * enc);
 const char * whisper_audio_encoder_backend(const whisper_audio_encoder * enc); // "cpu", "cuda (...)"
 size_t       whisper_audio_encoder_memory(const whisper_audio_encoder * enc);  // backend bytes
 
+// ---- windows, positions, pooling: the rules that turn audio into rows -------------
+// (main follows them; every caller gets the same rows from the same audio)
+
 // Number of 30 s windows for n samples of 16 kHz audio (at least 1).
 size_t whisper_audio_n_windows(size_t n_samples);
+// Encoder positions that hold audio in a window of n samples (at most 480000; the rest is
+// padding): ceil(n / 320), each position covering two 160-sample mel frames. 0 for n = 0.
+// An unpadded window (--no-pad) is encoded from the first 2 * this many mel frames.
+int    whisper_audio_n_positions(size_t n_samples);
+// Positions in all of n samples of audio: 1500 per full window, then the last window's.
+// The rows of --no-pad (one per position); n_windows rows otherwise.
+size_t whisper_audio_n_positions_total(size_t n_samples);
+// The mean of a window's embeddings [n_pos, n_state] over the positions that hold audio
+// (whisper_audio_n_positions(n_samples), at least 1, at most n_pos): out [n_state].
+bool   whisper_audio_pool_mean(const float * emb, int n_pos, int n_state, size_t n_samples, float * out);
 
 // Encodes n_windows log-mel windows [n_windows, n_mels, 3000] to [n_windows, 1500, n_state],
 // in batches of up to max_batch.
@@ -173,15 +206,23 @@ bool whisper_audio_encode_mel_frames(whisper_audio_encoder * enc, const float * 
 // Log-mel and encode of 16 kHz mono audio of any length: out [n_windows, 1500, n_state].
 bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out);
 
-// Timings of the last encode call, in milliseconds.
+// Timings of the encode calls (encode_mel, encode_mel_frames, encode_pcm) since the encoder
+// was made or its timings reset, in milliseconds. Each stage's field is its busy time, the
+// sum over the batches it ran; wall_ms is the calls' own wall time. Stages run one after
+// another today, so wall_ms is about the sum of the stages; once they overlap it will be
+// less. Read or reset them between calls, not while another thread's call runs.
 typedef struct whisper_audio_timings {
-    double mel_ms;
-    double encode_ms;        // all of the encoder: upload + compute + download
+    double mel_ms;           // the log-mel (encode_pcm only)
+    double encode_ms;        // all of the encoder: graph setup + upload + compute + download
     double upload_ms;        // the mel into the backend
     double compute_ms;       // the forward (on CUDA: the graph replay, synchronised)
     double download_ms;      // the embeddings out, as f32
+    double wall_ms;          // the encode calls from start to end
+    int64_t n_batches;       // encoder runs (each of up to max_batch windows)
+    int64_t n_windows;       // windows encoded
 } whisper_audio_timings;
 whisper_audio_timings whisper_audio_encoder_timings(const whisper_audio_encoder * enc);
+void                  whisper_audio_encoder_reset_timings(whisper_audio_encoder * enc);  // all to 0
 
 // Profile: runs one batch of n_windows mel windows op by op (no graph replay) and fills
 // times[0..n) with each op's name and milliseconds. Returns the number of ops, or -1.

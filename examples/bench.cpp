@@ -91,6 +91,7 @@ int main(int argc, char ** argv) {
     }
     std::vector<double> ms, compute_ms, transfer_ms;
     for (int i = 0; i < iters; i++) {
+        whisper_audio_encoder_reset_timings(enc);                       // they add up over calls: this call's alone
         const auto t0 = std::chrono::steady_clock::now();
         if (!whisper_audio_encode_mel(enc, mel.data(), batch, out.data())) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return 1; }
         ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());

@@ -558,7 +558,7 @@ struct input {
     whisper_audio_info info{};
     size_t samples = 0;           // 16 kHz samples read so far
     size_t first_row = 0, rows = 0, windows = 0;
-    std::vector<int> audio_positions;   // per window: the positions that hold audio, ceil(samples / 320)
+    std::vector<int> audio_positions;   // per window: the positions that hold audio
 };
 
 // The 16 kHz samples a file of known length decodes to (the resampler's rounding), or -1.
@@ -629,13 +629,11 @@ struct job {
 
     size_t d() const { return (size_t)hp.n_state; }
 
-    // The rows an input of n 16 kHz samples makes: windows, or with --no-pad positions
-    // (1500 per full window, ceil(rest / 320) for the short last one).
+    // The rows an input of n 16 kHz samples makes (-1: not known): windows, or with
+    // --no-pad positions.
     long long rows_for(long long n) const {
         if (n < 0) return -1;
-        if (!rows_are_positions) return (long long)whisper_audio_n_windows((size_t)n);
-        const long long N = WHISPER_AUDIO_N_SAMPLES;
-        return n / N * hp.n_ctx + (n % N + 319) / 320;
+        return (long long)(rows_are_positions ? whisper_audio_n_positions_total((size_t)n) : whisper_audio_n_windows((size_t)n));
     }
 
     bool open_outputs();
@@ -745,12 +743,12 @@ bool job::emit(const window & w, const float * emb, int n_pos) {
     std::vector<float> pooled;
     const float * rows = emb;
     const size_t n_out_rows = rows_are_positions ? (size_t)n_pos : 1;
-    if (p.pool_mean) {                          // the positions that cover audio: ceil(samples / 320)
-        const int n_audio = std::max(1, std::min(n_pos, (int)((w.samples + 319) / 320)));
-        pooled.assign(d(), 0.0f);
-        for (int t = 0; t < n_audio; t++)
-            for (size_t c = 0; c < d(); c++) pooled[c] += emb[(size_t)t * d() + c];
-        for (float & v : pooled) v /= n_audio;
+    if (p.pool_mean) {
+        pooled.resize(d());
+        if (!whisper_audio_pool_mean(emb, n_pos, (int)d(), w.samples, pooled.data())) {
+            fprintf(stderr, "error: %s\n", whisper_audio_last_error());
+            return false;
+        }
         rows = pooled.data();
     }
     const size_t n = n_out_rows * (p.pool_mean || rows_are_positions ? d() : (size_t)hp.n_ctx * d());
@@ -764,7 +762,7 @@ bool job::emit(const window & w, const float * emb, int n_pos) {
         sum += v; sum2 += (double)v * v; vmin = std::min(vmin, v); vmax = std::max(vmax, v);
     }
     n_values += n;
-    in.audio_positions.push_back(std::min(n_pos, (int)((w.samples + 319) / 320)));
+    in.audio_positions.push_back(std::min(n_pos, whisper_audio_n_positions(w.samples)));
     if (in.rows == 0) in.first_row = per_file ? 0 : n_rows;
     in.rows += n_out_rows;
     in.windows++;
@@ -839,7 +837,7 @@ bool job::run() {
             if (p.no_pad && w.samples < N) {
                 decode_ms += ms_since(t0);
                 if (n > 0 && !encode(slots.data(), n, pcm.data(), WHISPER_AUDIO_N_FRAMES)) return false;
-                if (!encode(&w, 1, pcm.data() + (size_t)n * N, 2 * (int)((w.samples + 319) / 320))) return false;
+                if (!encode(&w, 1, pcm.data() + (size_t)n * N, 2 * whisper_audio_n_positions(w.samples))) return false;
                 n = 0;
                 slots.clear();
                 t0 = std::chrono::steady_clock::now();
@@ -938,9 +936,8 @@ static int run_main(const params & p) {
     const double load_ms = ms_since(t0);
     job j(p, model);
     const whisper_audio_hparams & hp = j.hp;
-    const char * wtype = hp.weight_type == 0 ? "f32" : hp.weight_type == 1 ? "f16" : "bf16";
     fprintf(stderr, "main: model '%s': n_mels %d, n_ctx %d, n_state %d, n_head %d, n_layer %d, n_ff %d, weights %s\n",
-            p.model.c_str(), hp.n_mels, hp.n_ctx, hp.n_state, hp.n_head, hp.n_layer, hp.n_ff, wtype);
+            p.model.c_str(), hp.n_mels, hp.n_ctx, hp.n_state, hp.n_head, hp.n_layer, hp.n_ff, whisper_audio_weight_type_name(hp.weight_type));
     if (p.layer >= hp.n_layer) {
         fprintf(stderr, "error: --layer %d: the model has layers 0 to %d\n", p.layer, hp.n_layer - 1);
         whisper_audio_model_free(model);

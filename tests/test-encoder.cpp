@@ -118,14 +118,21 @@ TEST_CASE("a batch of windows gives each window's own result") {
     whisper_audio_model_free(model);
 }
 
-TEST_CASE("f16 and bf16 model files run on the CPU within their rounding") {
+TEST_CASE("f32, f16 and bf16 model files run on the CPU within their rounding") {
+    whisper_audio_model * f32 = whisper_audio_model_load("build/micro-80-f32.gguf");
+    REQUIRE(f32);
+    CHECK(whisper_audio_model_hparams(f32)->weight_type == WHISPER_AUDIO_WEIGHT_F32);
+    CHECK(whisper_audio_weight_type_name(WHISPER_AUDIO_WEIGHT_F32) == std::string("f32"));
+    whisper_audio_model_free(f32);
     std::vector<float> mel = npy_load_f32(test_data("features/speech_16k.mel80.npy"), nullptr);
     std::vector<float> ref = npy_load_f32(test_data("encoder/micro-80/speech_16k.last_hidden_state.npy"), nullptr);
     for (std::string type : {"f16", "bf16"}) {
         const std::string path = std::string("build/micro-80-") + type + ".gguf";
         whisper_audio_model * model = whisper_audio_model_load(path.c_str());
         REQUIRE_MESSAGE(model, whisper_audio_last_error());
-        CHECK(whisper_audio_model_hparams(model)->weight_type == (type[0] == 'f' ? 1 : 30));
+        const whisper_audio_weight_type wt = whisper_audio_model_hparams(model)->weight_type;
+        CHECK(wt == (type == "f16" ? WHISPER_AUDIO_WEIGHT_F16 : WHISPER_AUDIO_WEIGHT_BF16));
+        CHECK(whisper_audio_weight_type_name(wt) == type);
         const double err = rel_l2(encode(model, mel, 1, -1).data(), ref.data(), ref.size());
         MESSAGE(type << " weights: relative L2 error " << err);
         CHECK(err < (type[0] == 'f' ? 2e-3 : 1.5e-2));
@@ -249,7 +256,10 @@ TEST_CASE("encode_pcm: audio of any length, windows and batches as main makes th
     std::vector<float> ref = npy_load_f32(test_data("encoder/micro-80/long_70s_first30s.last_hidden_state.npy"), nullptr);
     CHECK(rel_l2(out.data(), ref.data(), ref.size()) < 1e-5);        // audio in: our log-mel, then the encoder
     for (float v : out) REQUIRE(std::isfinite(v));
-    CHECK(whisper_audio_encoder_timings(enc).mel_ms > 0.0);
+    const whisper_audio_timings t = whisper_audio_encoder_timings(enc);
+    CHECK(t.mel_ms > 0.0);
+    CHECK(t.n_batches == 2);
+    CHECK(t.n_windows == 3);
     // every window, the padded last one too, equals its own log-mel encoded alone
     std::vector<float> mel((size_t)80 * 3000), one((size_t)1500 * 128);
     for (size_t w = 0; w < 3; w++) {
@@ -262,4 +272,102 @@ TEST_CASE("encode_pcm: audio of any length, windows and batches as main makes th
     whisper_audio_encoder_free(enc);
     whisper_audio_pcm_free(pcm);
     whisper_audio_model_free(model);
+}
+
+TEST_CASE("timings add up: each stage's time is the sum over its batches, across calls") {
+    whisper_audio_model * model = whisper_audio_model_load("build/micro-80-f32.gguf");
+    REQUIRE(model);
+    whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
+    p.device = WHISPER_AUDIO_DEVICE_CPU;
+    p.n_threads = 2;
+    whisper_audio_encoder * enc = whisper_audio_encoder_init(model, p);
+    REQUIRE(enc);
+    std::vector<float> mel = npy_load_f32(test_data("features/speech_16k.mel80.npy"), nullptr);
+    std::vector<float> out((size_t)3 * 1500 * 128);
+    auto stages = [](const whisper_audio_timings & t) {
+        return std::vector<double>{t.encode_ms, t.upload_ms, t.compute_ms, t.download_ms, t.wall_ms};
+    };
+
+    // one window per call: each call adds a batch, and every stage's time grows by that call's
+    whisper_audio_timings prev = whisper_audio_encoder_timings(enc);
+    CHECK(prev.n_batches == 0);
+    CHECK(prev.wall_ms == 0.0);
+    std::vector<double> sum(5, 0.0), most(5, 0.0);
+    for (int call = 1; call <= 3; call++) {
+        CAPTURE(call);
+        REQUIRE(whisper_audio_encode_mel(enc, mel.data(), 1, out.data()));
+        const whisper_audio_timings t = whisper_audio_encoder_timings(enc);
+        CHECK(t.n_batches == call);
+        CHECK(t.n_windows == call);
+        CHECK(t.encode_ms >= t.upload_ms + t.compute_ms + t.download_ms - 1e-9);   // stages inside the encoder
+        CHECK(t.wall_ms >= t.encode_ms - 1e-9);
+        for (size_t i = 0; i < sum.size(); i++) {
+            const double step = stages(t)[i] - stages(prev)[i];
+            CHECK(step > 0.0);
+            sum[i] += step;
+            most[i] = std::max(most[i], step);
+        }
+        prev = t;
+    }
+    for (size_t i = 0; i < sum.size(); i++) {
+        CAPTURE(i);
+        CHECK(stages(prev)[i] == doctest::Approx(sum[i]).epsilon(1e-9));
+        CHECK(stages(prev)[i] > most[i]);
+    }
+    CHECK(prev.mel_ms == 0.0);                                         // encode_mel runs no log-mel
+
+    // a reset starts the count again
+    whisper_audio_encoder_reset_timings(enc);
+    CHECK(whisper_audio_encoder_timings(enc).n_batches == 0);
+    CHECK(whisper_audio_encoder_timings(enc).compute_ms == 0.0);
+    std::vector<float> mel3;
+    for (int i = 0; i < 3; i++) mel3.insert(mel3.end(), mel.begin(), mel.end());
+    REQUIRE(whisper_audio_encode_mel(enc, mel3.data(), 3, out.data())); // max_batch 1: 3 batches in one call
+    CHECK(whisper_audio_encoder_timings(enc).n_batches == 3);
+    CHECK(whisper_audio_encoder_timings(enc).n_windows == 3);
+
+    // encode_pcm over 3 windows at max_batch 1: 3 batches, each with its log-mel
+    float * pcm = nullptr;
+    size_t n = 0;
+    REQUIRE(whisper_audio_decode_file(test_data("audio/long_70s_16k.wav").c_str(), &pcm, &n, nullptr));
+    REQUIRE(whisper_audio_n_windows(n) == 3);
+    whisper_audio_encoder_reset_timings(enc);
+    REQUIRE(whisper_audio_encode_pcm(enc, pcm, n, out.data()));
+    const whisper_audio_timings t = whisper_audio_encoder_timings(enc);
+    CHECK(t.n_batches == 3);
+    CHECK(t.n_windows == 3);
+    CHECK(t.mel_ms > 0.0);
+    CHECK(t.wall_ms >= t.mel_ms + t.encode_ms - 1e-9);                // the stages, one after another
+    whisper_audio_pcm_free(pcm);
+    whisper_audio_encoder_free(enc);
+    whisper_audio_model_free(model);
+}
+
+TEST_CASE("windows, positions and pooling: the rules that turn audio into rows") {
+    CHECK(whisper_audio_n_windows(0) == 1);
+    CHECK(whisper_audio_n_windows(480000) == 1);
+    CHECK(whisper_audio_n_windows(480001) == 2);
+    CHECK(whisper_audio_n_positions(0) == 0);
+    CHECK(whisper_audio_n_positions(1) == 1);
+    CHECK(whisper_audio_n_positions(320) == 1);
+    CHECK(whisper_audio_n_positions(321) == 2);
+    CHECK(whisper_audio_n_positions(112259) == 351);                  // speech_16k.wav: ceil(112259 / 320)
+    CHECK(whisper_audio_n_positions(480000) == 1500);
+    CHECK(whisper_audio_n_positions(10000000) == 1500);               // one window at most
+    CHECK(whisper_audio_n_positions_total(70 * 16000) == 3500);       // 1500 + 1500 + 500
+    CHECK(whisper_audio_n_positions_total(960000) == 3000);
+    CHECK(whisper_audio_n_positions_total(0) == 0);
+    // the mean over the positions that hold audio, and at least one
+    const std::vector<float> emb = {1, 10, 3, 30, 100, 1000};         // [3 positions, 2 channels]
+    float out[2];
+    REQUIRE(whisper_audio_pool_mean(emb.data(), 3, 2, 640, out));    // two positions
+    CHECK(out[0] == 2.0f);
+    CHECK(out[1] == 20.0f);
+    REQUIRE(whisper_audio_pool_mean(emb.data(), 3, 2, 0, out));      // none: the first
+    CHECK(out[0] == 1.0f);
+    REQUIRE(whisper_audio_pool_mean(emb.data(), 3, 2, 480000, out)); // more than there are: all 3
+    CHECK(out[1] == 1040.0f / 3);
+    CHECK(!whisper_audio_pool_mean(nullptr, 3, 2, 640, out));
+    CHECK(std::string(whisper_audio_last_error()).find("whisper_audio_pool_mean") != std::string::npos);
+    CHECK(!whisper_audio_pool_mean(emb.data(), 0, 2, 640, out));
 }

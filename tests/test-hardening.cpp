@@ -406,6 +406,33 @@ TEST_CASE("GGUF tensor table: duplicates found in linear time, counts and name l
     check_refused(f, "name longer than 64 bytes");
 }
 
+// ---- the loader walks the tensor table ----------------------------------------------------
+
+TEST_CASE("every tensor the encoder uses is checked, its full name in the message") {
+    const gguf_file good = tiny_model(1);                              // matrices f16, the rest f32
+    whisper_audio_model * m = load_bytes(good.bytes());
+    REQUIRE(m);
+    CHECK(whisper_audio_model_hparams(m)->weight_type == WHISPER_AUDIO_WEIGHT_F16);
+    whisper_audio_model_free(m);
+    REQUIRE(good.tensors.size() == 8 + 15);                            // 8 outside the layers, 15 in the one
+    for (size_t i = 0; i < good.tensors.size(); i++) {
+        const gguf_tensor & t = good.tensors[i];
+        CAPTURE(t.name);
+        gguf_file f = good;
+        f.tensors.erase(f.tensors.begin() + i);
+        check_refused(f, "tensor '" + t.name + "' is missing from the model file");
+        f = good;                                                      // other dims, the same bytes
+        f.tensors[i].ne = t.ne.size() == 1 ? std::vector<uint64_t>{t.ne[0] / 2, 2} : std::vector<uint64_t>{t.data.size() / (t.type ? 2 : 4)};
+        check_refused(f, "tensor '" + t.name + "' has dims [");
+        if (t.type == 0) {                                             // must stay f32
+            f = good;
+            f.tensors[i].type = 30;
+            f.tensors[i].data.resize(t.data.size() / 2);
+            check_refused(f, "tensor '" + t.name + "' is bf16, expected f32");
+        }
+    }
+}
+
 // ---- finding 9: tensor data regions -------------------------------------------------------
 
 TEST_CASE("tensors whose data overlap are refused") {
@@ -441,6 +468,10 @@ TEST_CASE("C API: NULL and out-of-range arguments fail with a message") {
     failed_with("whisper_audio_encoder_memory: no encoder");
     CHECK(whisper_audio_encoder_timings(nullptr).encode_ms == 0.0);
     failed_with("whisper_audio_encoder_timings: no encoder");
+    whisper_audio_encoder_reset_timings(nullptr);
+    failed_with("whisper_audio_encoder_reset_timings: no encoder");
+    CHECK(whisper_audio_weight_type_name(WHISPER_AUDIO_WEIGHT_COUNT) == nullptr);
+    failed_with("whisper_audio_weight_type_name: 3 is not a weight type");
     CHECK(!whisper_audio_encode_mel(nullptr, buf, 1, buf));
     failed_with("whisper_audio_encode_mel_frames: NULL encoder");
     CHECK(!whisper_audio_encode_pcm(nullptr, buf, 4, buf));

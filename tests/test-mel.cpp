@@ -181,3 +181,38 @@ TEST_CASE("log-mel: bad arguments are errors") {
     CHECK_FALSE(whisper_audio_log_mel_filters(filters.data(), 80, nullptr, pcm.size(), out.data()));
     CHECK_FALSE(whisper_audio_log_mel_filters(filters.data(), 80, pcm.data(), pcm.size(), nullptr));
 }
+
+// PCM passed straight to the log-mel (or to whisper_audio_encode_pcm) skips the decoders'
+// sample check; a NaN would make the window NaN, and from about 1e18 on the power overflows
+// the float mel sum. The log-mel refuses them, as the WAV reader does, naming the sample.
+TEST_CASE("log-mel: non-finite or absurd samples are refused, naming the sample") {
+    std::vector<float> filters(80 * N_BINS, 0.01f), out(80 * N_FRAMES);
+    const float bad[] = { NAN, INFINITY, -INFINITY, 1e30f, -2e4f };
+    for (float v : bad) {
+        std::vector<float> pcm(1000, 0.1f);
+        pcm[777] = v;
+        CAPTURE(v);
+        CHECK_FALSE(whisper_audio_log_mel_filters(filters.data(), 80, pcm.data(), pcm.size(), out.data()));
+        CHECK(std::string(whisper_audio_last_error()).find("sample 777 is") != std::string::npos);
+    }
+    // the limit is the WAV reader's (1e4: +80 dBFS); loud but plausible samples pass
+    std::vector<float> pcm(1000, 0.1f);
+    pcm[5] = 9999.0f;
+    pcm[6] = -1.5f;
+    CHECK(whisper_audio_log_mel_filters(filters.data(), 80, pcm.data(), pcm.size(), out.data()));
+    // only the 30 s that the window reads are checked
+    std::vector<float> longer(WHISPER_AUDIO_N_SAMPLES + 10, 0.0f);
+    longer.back() = NAN;
+    CHECK(whisper_audio_log_mel_filters(filters.data(), 80, longer.data(), longer.size(), out.data()));
+
+    // several windows: the index counts from the start of the input
+    whisper_audio_model * model = whisper_audio_model_load("build/micro-80-f32.gguf");
+    REQUIRE_MESSAGE(model != nullptr, whisper_audio_last_error());
+    std::vector<float> two(WHISPER_AUDIO_N_SAMPLES + 5000, 0.0f), mels(2 * 80 * N_FRAMES);
+    two[WHISPER_AUDIO_N_SAMPLES + 1234] = -INFINITY;
+    CHECK_FALSE(whisper_audio_log_mel_windows(model, two.data(), two.size(), 2, mels.data(), 2));
+    CHECK(std::string(whisper_audio_last_error()).find("sample 481234 is -inf") != std::string::npos);
+    // a window past what is asked for is not read
+    CHECK(whisper_audio_log_mel_windows(model, two.data(), two.size(), 1, mels.data(), 2));
+    whisper_audio_model_free(model);
+}

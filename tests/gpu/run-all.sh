@@ -23,11 +23,11 @@ make -j16 all build/micro-80-f32.gguf build/micro-80-f16.gguf build/micro-80-bf1
 echo "build ok"
 
 if has tests; then
-    if ! WA_MAIN=build/main build/test-all >"$OUT/tests.log" 2>&1; then
+    if ! WA_REQUIRE_GPU=1 WA_MAIN=build/main build/test-all >"$OUT/tests.log" 2>&1; then
         # find what failed: each test case in a process of its own
         n=$(build/test-all -ltc | grep -v '^\[doctest\]' | grep -vc '^===')
         for i in $(seq 1 "$n"); do
-            WA_MAIN=build/main timeout 300 build/test-all --first="$i" --last="$i" >"$OUT/case.log" 2>&1 ||
+            WA_REQUIRE_GPU=1 WA_MAIN=build/main timeout 300 build/test-all --first="$i" --last="$i" >"$OUT/case.log" 2>&1 ||
                 { echo "test case $i failed:"; grep -E "TEST CASE|ERROR|FATAL|Fatal|MESSAGE" "$OUT/case.log" | head -n 8; }
         done | tee "$OUT/tests-by-case.log"
     fi
