@@ -86,8 +86,9 @@ static void print_usage(const char * argv0) {
             "                       input becomes one [n_positions, d_model] array\n"
             "  --json               print a machine-readable summary on stdout (the human one goes to stderr)\n"
             "  --png FILE           draw the first window's log-mel and embedding as a PNG image\n"
-            "  -t, --threads N      CPU threads for decoding, log-mel and the CPU backend (default: up to 8)\n"
-            "  -b, --batch N        30 s windows per encoder call (default: 8)\n"
+            "  -t, --threads N      CPU threads for log-mel and the CPU backend (default: up to 8; at most the\n"
+            "                       hardware's)\n"
+            "  -b, --batch N        30 s windows per encoder call (default: 8, at most 256)\n"
             "  --device D           cpu, cuda or auto (default: auto, CUDA when a GPU is present)\n"
             "  --dtype T            CUDA compute type: f16 or bf16 (default: f16)\n"
             "  --no-progress        no progress line on stderr (it shows only on a terminal anyway)\n"
@@ -636,6 +637,7 @@ struct job {
         return (long long)(rows_are_positions ? whisper_audio_n_positions_total((size_t)n) : whisper_audio_n_windows((size_t)n));
     }
 
+    bool plan_outputs();
     bool open_outputs();
     bool next_window(float * dst, window & w, int & status);
     bool emit(const window & w, const float * emb, int n_pos);
@@ -649,11 +651,10 @@ static double ms_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Plans the outputs and refuses, before any work, what would lose data: two inputs that
-// map to one .npy, an output that is one of the inputs.
-bool job::open_outputs() {
+// Plans the outputs and refuses, before any input is opened, what would lose data: two
+// inputs that map to one .npy, an output that is one of the inputs.
+bool job::plan_outputs() {
     per_file = is_dir_output(p.output);
-    const bool half = p.outtype == "f16";
     std::set<std::pair<dev_t, ino_t>> input_files;
     for (const input & in : inputs) {
         struct stat st;
@@ -680,9 +681,16 @@ bool job::open_outputs() {
         }
         for (const std::string & name : out_names)
             if (!make_parent_dirs(name)) return false;
+    }
+    return p.output.empty() || per_file || !overwrites_input(p.output);
+}
+
+// Opens the output (one array) and the PNG, once the inputs' headers have been read.
+bool job::open_outputs() {
+    const bool half = p.outtype == "f16";
+    if (per_file) {
         writers.resize(inputs.size());         // opened as each input's first row comes
     } else if (!p.output.empty()) {
-        if (overwrites_input(p.output)) return false;
         long long expected = 0;
         for (const input & in : inputs) {
             const long long r = rows_for(samples_16k(in.info));
@@ -956,7 +964,7 @@ static int run_main(const params & p) {
     j.row_shape = p.pool_mean || j.rows_are_positions ? std::vector<size_t>{j.d()} : std::vector<size_t>{(size_t)hp.n_ctx, j.d()};
     t0 = std::chrono::steady_clock::now();
     for (const std::string & f : p.files) { j.inputs.emplace_back(); j.inputs.back().path = f; }
-    bool ok = check_inputs(j.inputs);
+    bool ok = j.plan_outputs() && check_inputs(j.inputs);
     j.decode_ms = ms_since(t0);
     bool lengths_known = true;
     for (const input & in : j.inputs) {
