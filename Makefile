@@ -75,7 +75,7 @@ deps:
 	[ -f /usr/include/stb/stb_image_write.h ] || [ -f .deps/stb/stb_image_write.h ] || missing="$$missing libstb-dev"; \
 	[ -f /usr/include/vorbis/vorbisfile.h ] || [ "$(call WANT,OGG)" = 0 ] || missing="$$missing libvorbis-dev"; \
 	[ -f /usr/include/FLAC/stream_decoder.h ] || [ "$(call WANT,FLAC)" = 0 ] || missing="$$missing libflac-dev"; \
-	ls /usr/include/mpg123.h /usr/include/*/mpg123.h >/dev/null 2>&1 || [ "$(call WANT,MP3)" = 0 ] || missing="$$missing libmpg123-dev"; \
+	[ -n "$$(ls /usr/include/mpg123.h /usr/include/*/mpg123.h 2>/dev/null)" ] || [ "$(call WANT,MP3)" = 0 ] || missing="$$missing libmpg123-dev"; \
 	[ -f /usr/include/opus/opusfile.h ] || [ "$(call WANT,OPUS)" = 0 ] || missing="$$missing libopusfile-dev"; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; fi
 
@@ -133,7 +133,9 @@ test: deps
 
 test-run: $(BUILD)/main $(BUILD)/test-all $(TEST_MODELS) test-embed
 	python3 tests/test-convert.py
+	WA_MAIN=$(BUILD)/main python3 tests/test-convert-ct2.py
 	WA_MAIN=$(BUILD)/main $(BUILD)/test-all
+	WA_MAIN=$(BUILD)/main python3 tests/test-real-weights.py
 	$(if $(filter 1,$(SANITIZE)),,BUILD=$(BUILD) tests/test-install.sh)
 
 test-sanitize:
@@ -190,7 +192,7 @@ clean:
 FUZZ_CXX     ?= clang++
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD   ?= build-fuzz
-FUZZ_TARGETS  = wav ogg flac mp3 opus model
+FUZZ_TARGETS  = wav ogg flac mp3 opus model ggml ct2
 FUZZ_FLAGS    = -O1 -g -std=c++17 -I. -pthread -fno-omit-frame-pointer \
                 -fsanitize=address,undefined -fno-sanitize-recover=undefined $(AUDIO_DEFS)
 FUZZ_LDLIBS   = -pthread $(AUDIO_LIBS)

@@ -191,6 +191,10 @@ size_t vt_backend_allocated_bytes(const vt_backend * be); // weights + arenas + 
 // Bytes in use on a CUDA device, by anyone (cudaMemGetInfo); false without CUDA.
 bool   vt_cuda_memory_used(int device, size_t * used);
 
+// A broken internal invariant (a bug in our code, not the caller's): prints file:line, aborts.
+#define VT_ASSERT(x) do { if (!(x)) { vt_abort(__FILE__, __LINE__, #x); } } while (0)
+void vt_abort(const char * file, int line, const char * what) __attribute__((noreturn));
+
 #ifdef __cplusplus
 }
 #endif
@@ -228,6 +232,4 @@ struct vt_backend {
 // Sets data of every view in g from its source (after the arena or weights are placed).
 void vt_graph_resolve_views(vt_graph * g);
 
-#define VT_ASSERT(x) do { if (!(x)) { vt_abort(__FILE__, __LINE__, #x); } } while (0)
-[[noreturn]] void vt_abort(const char * file, int line, const char * what);
 #endif

@@ -1,6 +1,6 @@
-// whisper-audio.cpp - the Whisper audio encoder: model file loading, audio decoding,
-// log-mel, the encoder graph and the encode API. The tensor work is vt's (vt.h).
-#define VT_BACKEND_IMPL
+// whisper-audio.cpp - the Whisper audio encoder, in data-flow order, one banner a part:
+// errors, model file (GGUF, whisper.cpp ggml, CTranslate2), audio input, log-mel, the
+// encoder graph, the encode API. The tensor work is vt's (vt.h).
 #include "whisper-audio.h"
 #include "vt.h"
 
@@ -278,8 +278,84 @@ static whisper_audio_weight_type wa_weight_type(vt_type type) {
     return WHISPER_AUDIO_WEIGHT_F32;
 }
 
+// ---- ggml's block types: quantised matrices, dequantised to f32 at load ---------------------
+
+// A quantised whisper.cpp model (and our GGUF conversion of one) stores its matrices in
+// ggml's blocks of 32 weights: an f16 scale d (the _1 types add an f16 minimum m), then the
+// quants (ggml-quants.c, dequantize_row_*). They become f32 at load, exactly (a quant times an
+// f16 scale fits in f32's mantissa): the backends take f32 matrices as they take any other,
+// and nothing computes in the block types.
+static const int QK = 32;
+struct wa_block_type {
+    int type;                 // ggml's type number
+    const char * name;
+    size_t bytes;             // per block of QK weights
+};
+static const wa_block_type WA_BLOCK_TYPES[] = {
+    {2, "q4_0", 18}, {3, "q4_1", 20}, {6, "q5_0", 22}, {7, "q5_1", 24}, {8, "q8_0", 34},
+};
+
+static const wa_block_type * wa_block(int type) {
+    for (const wa_block_type & b : WA_BLOCK_TYPES)
+        if (b.type == type) return &b;
+    return nullptr;
+}
+
+static const char * wa_type_name(int type) {
+    const wa_block_type * b = wa_block(type);
+    return b ? b->name : vt_type_valid(type) ? vt_type_name((vt_type)type) : "unknown";
+}
+
+// The bytes of a tensor of the given type (F32/F16/BF16 or a block type whose rows are whole
+// blocks) and dims; false when they pass limit (step by step: the product can pass 2^64).
+static bool wa_tensor_bytes(int type, const int64_t ne[4], uint64_t limit, uint64_t * bytes) {
+    const wa_block_type * b = wa_block(type);
+    uint64_t n = b ? b->bytes : vt_type_size((vt_type)type);
+    for (int d = 0; d < 4; d++) {
+        const uint64_t k = d == 0 && b ? (uint64_t)ne[0] / QK : (uint64_t)ne[d];
+        if (k > limit / n) return false;
+        n *= k;
+    }
+    *bytes = n;
+    return true;
+}
+
+static float wa_f16(const uint8_t * p) {
+    float v;
+    vt_convert(&v, VT_TYPE_F32, p, VT_TYPE_F16, 1);
+    return v;
+}
+
+// n_blocks blocks of type at x -> n_blocks * QK floats at y. Quants j and j + 16 of a block
+// share byte j: the low nibble is j, the high one j + 16; q5's fifth bits are qh's bit j.
+static void wa_dequantize(int type, const uint8_t * x, float * y, size_t n_blocks) {
+    const size_t bytes = wa_block(type)->bytes;
+    for (size_t i = 0; i < n_blocks; i++, x += bytes, y += QK) {
+        const float d = wa_f16(x);
+        const bool has_min = type == 3 || type == 7;
+        const float m = has_min ? wa_f16(x + 2) : 0.0f;
+        const uint8_t * q = x + (has_min ? 4 : 2);
+        uint32_t qh = 0;
+        if (type == 6 || type == 7) { memcpy(&qh, q, 4); q += 4; }
+        for (int j = 0; j < QK / 2; j++) {
+            int q0, q1;
+            switch (type) {
+                case 8:  q0 = (int8_t)q[j]; q1 = (int8_t)q[j + 16]; break;               // q8_0: q * d
+                case 2:  q0 = (q[j] & 15) - 8; q1 = (q[j] >> 4) - 8; break;                // q4_0: (q - 8) * d
+                case 3:  q0 = q[j] & 15; q1 = q[j] >> 4; break;                            // q4_1: q * d + m
+                case 6:  q0 = ((q[j] & 15) | ((qh >> j) & 1) << 4) - 16;                   // q5_0: (q - 16) * d
+                         q1 = ((q[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - 16; break;
+                default: q0 = (q[j] & 15) | ((qh >> j) & 1) << 4;                          // q5_1: q * d + m
+                         q1 = (q[j] >> 4) | ((qh >> (j + 16)) & 1) << 4; break;
+            }
+            y[j] = q0 * d + m;
+            y[j + QK / 2] = q1 * d + m;
+        }
+    }
+}
+
 // Checks one tensor against the shape the hyperparameters imply (ne innermost first) and the
-// type rule: matrices F32/F16/BF16, the rest F32.
+// type rule: matrices F32/F16/BF16 or a block type, the rest F32.
 static bool check_tensor(const whisper_audio_model * m, const char * name, int n_dims, const int64_t * ne, bool matrix) {
     const gguf_tensor_info * t = m->find(name);
     if (!t) {
@@ -297,7 +373,7 @@ static bool check_tensor(const whisper_audio_model * m, const char * name, int n
         return false;
     }
     if (!matrix && t->type != VT_TYPE_F32) {
-        wa_set_error("%s: tensor '%s' is %s, expected f32", m->path.c_str(), name, vt_type_name((vt_type)t->type));
+        wa_set_error("%s: tensor '%s' is %s, expected f32", m->path.c_str(), name, wa_type_name(t->type));
         return false;
     }
     return true;
@@ -405,8 +481,14 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
         t.type = (int)r.get<uint32_t>();
         t.offset = r.get<uint64_t>();
         if (!r.ok) break;
-        if (!vt_type_valid(t.type)) {
-            wa_set_error("%s: tensor '%s' has ggml type %d; supported: F32 (0), F16 (1), BF16 (30)", path, t.name.c_str(), t.type);
+        if (!vt_type_valid(t.type) && !wa_block(t.type)) {
+            wa_set_error("%s: tensor '%s' has ggml type %d; supported: F32 (0), F16 (1), BF16 (30), Q4_0 (2), Q4_1 (3), "
+                         "Q5_0 (6), Q5_1 (7), Q8_0 (8)", path, t.name.c_str(), t.type);
+            return false;
+        }
+        if (wa_block(t.type) && t.ne[0] % QK != 0) {
+            wa_set_error("%s: tensor '%s' is %s with rows of %lld: not whole blocks of %d", path, t.name.c_str(),
+                         wa_type_name(t.type), (long long)t.ne[0], QK);
             return false;
         }
         if (!m->index.emplace(t.name, m->tensors.size()).second) {
@@ -426,16 +508,11 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
                          t.name.c_str(), (unsigned long long)t.offset, alignment);
             return false;
         }
-        uint64_t bytes = vt_type_size((vt_type)t.type);    // step by step: the product can pass 2^64
-        bool fits = true;
-        for (int d = 0; d < 4 && fits; d++) {
-            fits = (uint64_t)t.ne[d] <= data_size / bytes;
-            if (fits) bytes *= t.ne[d];
-        }
-        if (!fits) {
+        uint64_t bytes = 0;
+        if (!wa_tensor_bytes(t.type, t.ne, data_size, &bytes)) {
             wa_set_error("%s: tensor '%s' has dims [%lld, %lld, %lld, %lld] (%s): more bytes than the file's %llu bytes of data hold: truncated?",
                          path, t.name.c_str(), (long long)t.ne[0], (long long)t.ne[1], (long long)t.ne[2], (long long)t.ne[3],
-                         vt_type_name((vt_type)t.type), (unsigned long long)data_size);
+                         wa_type_name(t.type), (unsigned long long)data_size);
             return false;
         }
         if (t.offset > data_size - bytes) {
@@ -511,14 +588,28 @@ static bool model_read_weights(whisper_audio_model * m, int fd) {
         })) {
         return false;
     }
+    // a block type's tensor takes its f32 size (4 bytes a weight)
+    auto loaded_bytes = [](const gguf_tensor_info * t) {
+        const wa_block_type * b = wa_block(t->type);
+        return b ? t->bytes / b->bytes * QK * 4 : t->bytes;
+    };
     const size_t ALIGN = 64;
     size_t total = 0;
-    for (const gguf_tensor_info * t : used) total += (t->bytes + ALIGN - 1) / ALIGN * ALIGN;
+    for (const gguf_tensor_info * t : used) total += (loaded_bytes(t) + ALIGN - 1) / ALIGN * ALIGN;
     m->weights.reset(new (std::nothrow) uint8_t[total + ALIGN]);
     if (!m->weights) { wa_set_error("%s: out of memory for %zu bytes of weights", m->path.c_str(), total); return false; }
     uint8_t * dst = m->weights.get() + (ALIGN - (uintptr_t)m->weights.get() % ALIGN) % ALIGN;
+    std::vector<uint8_t> blocks;
     for (gguf_tensor_info * t : used) {
-        if (!read_at(m, fd, dst, t->bytes, m->data_start + t->offset)) return false;
+        if (const wa_block_type * b = wa_block(t->type)) {   // dequantised, then checked as any f32 tensor
+            blocks.resize(t->bytes);
+            if (!read_at(m, fd, blocks.data(), t->bytes, m->data_start + t->offset)) return false;
+            wa_dequantize(t->type, blocks.data(), (float *)dst, t->bytes / b->bytes);
+            t->bytes = loaded_bytes(t);
+            t->type = VT_TYPE_F32;
+        } else if (!read_at(m, fd, dst, t->bytes, m->data_start + t->offset)) {
+            return false;
+        }
         const size_t n = t->bytes / vt_type_size((vt_type)t->type);
         const size_t bad = t->type == VT_TYPE_F32 ? first_nonfinite<uint32_t>(dst, n, 0x7f800000u)
                          : first_nonfinite<uint16_t>(dst, n, t->type == VT_TYPE_F16 ? 0x7c00 : 0x7f80);
@@ -537,8 +628,546 @@ static bool model_read_weights(whisper_audio_model * m, int fd) {
     return true;
 }
 
+// ---- CTranslate2 / faster-whisper models: model.bin, read through the same table ----------
+// CTranslate2's models.cc, binary version 6: uint32 version, string spec name, uint32 spec
+// revision, uint32 n_vars; per variable: string name, uint8 rank, uint32 dims[rank] (outermost
+// first), uint8 dtype, uint32 n_bytes, data; then uint32 n_aliases of (string alias, string
+// target). A string is a uint16 length (its trailing NUL included) and the bytes. int8 weights
+// keep a float scale per row in "<name>_scale", int16 ones a scalar one: w = q / scale.
+
+enum ct2_dtype { CT2_F32, CT2_I8, CT2_I16, CT2_I32, CT2_F16, CT2_BF16, CT2_DTYPE_COUNT };
+static const int      CT2_DTYPE_SIZE[CT2_DTYPE_COUNT] = {4, 1, 2, 4, 2, 2};
+static const char *   CT2_DTYPE_NAME[CT2_DTYPE_COUNT] = {"float32", "int8", "int16", "int32", "float16", "bfloat16"};
+static const uint32_t CT2_VERSION  = 6;
+static const int      CT2_MAX_RANK = 4;
+static const char     CT2_MAGIC[]  = "\x06\0\0\0\x0c\0WhisperSpec";   // version, spec name's length, spec name + NUL
+
+// The CTranslate2 variable of each row of WA_TENSORS ("%d": the layer), row by row. The
+// variable of a fused row is the whole fused tensor (q, k, v as [3d, d]: our own layout),
+// its part's rows at part * rows; mel_filters is not stored and is computed.
+struct wa_ct2_name { const char * ours, * ct2; };
+static constexpr wa_ct2_name WA_CT2_NAMES[] = {
+    {"mel_filters",                                   nullptr},
+    {"encoder.conv1.weight",                          "encoder/conv1/weight"},
+    {"encoder.conv1.bias",                            "encoder/conv1/bias"},
+    {"encoder.conv2.weight",                          "encoder/conv2/weight"},
+    {"encoder.conv2.bias",                            "encoder/conv2/bias"},
+    {"encoder.embed_positions.weight",                "encoder/position_encodings/encodings"},
+    {"encoder.layer_norm.weight",                     "encoder/layer_norm/gamma"},
+    {"encoder.layer_norm.bias",                       "encoder/layer_norm/beta"},
+    {"encoder.layers.%d.self_attn_layer_norm.weight", "encoder/layer_%d/self_attention/layer_norm/gamma"},
+    {"encoder.layers.%d.self_attn_layer_norm.bias",   "encoder/layer_%d/self_attention/layer_norm/beta"},
+    {"encoder.layers.%d.self_attn.q_proj.weight",     "encoder/layer_%d/self_attention/linear_0/weight"},
+    {"encoder.layers.%d.self_attn.k_proj.weight",     "encoder/layer_%d/self_attention/linear_0/weight"},
+    {"encoder.layers.%d.self_attn.v_proj.weight",     "encoder/layer_%d/self_attention/linear_0/weight"},
+    {"encoder.layers.%d.self_attn.q_proj.bias",       "encoder/layer_%d/self_attention/linear_0/bias"},
+    {"encoder.layers.%d.self_attn.v_proj.bias",       "encoder/layer_%d/self_attention/linear_0/bias"},
+    {"encoder.layers.%d.self_attn.out_proj.weight",   "encoder/layer_%d/self_attention/linear_1/weight"},
+    {"encoder.layers.%d.self_attn.out_proj.bias",     "encoder/layer_%d/self_attention/linear_1/bias"},
+    {"encoder.layers.%d.final_layer_norm.weight",     "encoder/layer_%d/ffn/layer_norm/gamma"},
+    {"encoder.layers.%d.final_layer_norm.bias",       "encoder/layer_%d/ffn/layer_norm/beta"},
+    {"encoder.layers.%d.fc1.weight",                  "encoder/layer_%d/ffn/linear_0/weight"},
+    {"encoder.layers.%d.fc1.bias",                    "encoder/layer_%d/ffn/linear_0/bias"},
+    {"encoder.layers.%d.fc2.weight",                  "encoder/layer_%d/ffn/linear_1/weight"},
+    {"encoder.layers.%d.fc2.bias",                    "encoder/layer_%d/ffn/linear_1/bias"},
+};
+static constexpr bool wa_same(const char * a, const char * b) { return *a == *b && (*a == 0 || wa_same(a + 1, b + 1)); }
+static constexpr bool wa_ct2_names_follow_table() {
+    if (sizeof(WA_CT2_NAMES) / sizeof(WA_CT2_NAMES[0]) != sizeof(WA_TENSORS) / sizeof(WA_TENSORS[0])) return false;
+    for (size_t i = 0; i < sizeof(WA_TENSORS) / sizeof(WA_TENSORS[0]); i++)
+        if (!wa_same(WA_CT2_NAMES[i].ours, WA_TENSORS[i].name)) return false;
+    return true;
+}
+static_assert(wa_ct2_names_follow_table(), "WA_CT2_NAMES must name the rows of WA_TENSORS in order");
+
+// The slaney mel bank [n_mels, 201], 0-8000 Hz at 16 kHz: transformers' audio_utils
+// mel_filter_bank(norm="slaney", mel_scale="slaney") as WhisperFeatureExtractor calls it (librosa's
+// filters.mel the same), in float64; the converter's mel_filters() writes the same values.
+static void wa_mel_filters_slaney(int n_mels, float * out) {
+    // linear below 1 kHz (3 mels per 200 Hz), logarithmic above (27 mels per factor 6.4)
+    auto hz_to_mel = [](double f) { return f < 1000.0 ? 3.0 * f / 200.0 : 15.0 + std::log(f / 1000.0) * (27.0 / std::log(6.4)); };
+    auto mel_to_hz = [](double m) { return m < 15.0 ? 200.0 * m / 3.0 : 1000.0 * std::exp((std::log(6.4) / 27.0) * (m - 15.0)); };
+    // numpy.linspace: a + i * step, the last point exactly b
+    auto linspace = [](double a, double b, int n, int i) { return i == n - 1 ? b : i * ((b - a) / (n - 1)) + a; };
+    // n_mels + 2 points equally spaced in mel, back in Hz: filter i rises from point i to
+    // i + 1 and falls to i + 2; bin k's frequency is linspace(0, 8000, 201)[k]
+    std::vector<double> hz(n_mels + 2);
+    for (int i = 0; i < n_mels + 2; i++) hz[i] = mel_to_hz(linspace(hz_to_mel(0.0), hz_to_mel(8000.0), n_mels + 2, i));
+    for (int i = 0; i < n_mels; i++) {
+        const double lo = hz[i], mid = hz[i + 1], hi = hz[i + 2], enorm = 2.0 / (hi - lo);   // unit area in Hz
+        for (int k = 0; k < WHISPER_AUDIO_N_BINS; k++) {
+            const double f = linspace(0.0, 8000.0, WHISPER_AUDIO_N_BINS, k);
+            const double down = -(lo - f) / (mid - lo), up = (hi - f) / (hi - mid);
+            out[(size_t)i * WHISPER_AUDIO_N_BINS + k] = (float)(std::max(0.0, std::min(down, up)) * enorm);
+        }
+    }
+}
+
+struct ct2_var {
+    int rank = 0, dtype = 0;
+    uint32_t dims[CT2_MAX_RANK] = {};
+    uint64_t offset = 0, bytes = 0;     // the data's place in the file
+};
+
+// A bounds-checked cursor over the file through pread: model.bin interleaves the variables'
+// headers with their data, and only the encoder's data is read.
+struct ct2_reader {
+    const whisper_audio_model * m;
+    int fd;
+    uint64_t pos = 0;
+    bool ok = true;
+
+    bool get(void * dst, uint64_t n) {
+        if (ok && n > m->file_size - pos) ok = false;
+        if (ok && !read_at(m, fd, dst, n, pos)) ok = false;
+        if (ok) pos += n;
+        return ok;
+    }
+    template <typename T> T get() { T v{}; get(&v, sizeof(T)); return v; }
+    std::string get_string() {
+        const uint16_t n = get<uint16_t>();
+        std::string s(n, '\0');
+        if (n == 0 || !get(&s[0], n) || s.back() != '\0') { ok = false; return ""; }
+        s.pop_back();
+        return s;
+    }
+};
+
+using ct2_vars = std::unordered_map<std::string, ct2_var>;
+
+static const ct2_var * ct2_find(const ct2_vars & vars, const std::string & name) {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : &it->second;
+}
+
+// The variables of model.bin, aliases resolved, each inside the file and of the size its dims say.
+static bool ct2_parse(whisper_audio_model * m, int fd, ct2_vars & vars) {
+    const char * path = m->path.c_str();
+    ct2_reader r{m, fd};
+    const uint32_t version = r.get<uint32_t>();
+    if (r.ok && version != CT2_VERSION) {
+        wa_set_error("%s: CTranslate2 binary version %u; this reader reads version %u", path, version, CT2_VERSION);
+        return false;
+    }
+    r.pos = sizeof(CT2_MAGIC);                              // the spec name: checked by the caller
+    r.get<uint32_t>();                                      // spec revision
+    const uint32_t n_vars = r.get<uint32_t>();
+    for (uint32_t i = 0; i < n_vars && r.ok; i++) {         // each variable takes bytes: the file bounds the loop
+        const std::string name = r.get_string();
+        ct2_var v;
+        v.rank = r.get<uint8_t>();
+        if (!r.ok) break;
+        if (v.rank > CT2_MAX_RANK) {
+            wa_set_error("%s: variable '%s' has rank %d (at most %d)", path, name.c_str(), v.rank, CT2_MAX_RANK);
+            return false;
+        }
+        for (int d = 0; d < v.rank; d++) v.dims[d] = r.get<uint32_t>();
+        v.dtype = r.get<uint8_t>();
+        v.bytes = r.get<uint32_t>();
+        if (!r.ok) break;
+        if (v.dtype >= CT2_DTYPE_COUNT) {
+            wa_set_error("%s: variable '%s' has dtype %d; known: 0-5 (float32, int8, int16, int32, float16, bfloat16)",
+                         path, name.c_str(), v.dtype);
+            return false;
+        }
+        uint64_t want = CT2_DTYPE_SIZE[v.dtype];           // capped at 2^32 before each step: no wrap
+        for (int d = 0; d < v.rank; d++) want = std::min<uint64_t>(want, 1ull << 32) * v.dims[d];
+        if (want != v.bytes) {
+            wa_set_error("%s: variable '%s': %llu bytes, its dims and dtype (%s) need %llu", path, name.c_str(),
+                         (unsigned long long)v.bytes, CT2_DTYPE_NAME[v.dtype], (unsigned long long)want);
+            return false;
+        }
+        if (v.bytes > m->file_size - r.pos) {
+            wa_set_error("%s: variable '%s' (%llu bytes at byte %llu) lies outside the file (%zu bytes): truncated?", path,
+                         name.c_str(), (unsigned long long)v.bytes, (unsigned long long)r.pos, m->file_size);
+            return false;
+        }
+        v.offset = r.pos;
+        r.pos += v.bytes;
+        if (!vars.emplace(name, v).second) { wa_set_error("%s: duplicate variable '%s'", path, name.c_str()); return false; }
+    }
+    const uint32_t n_aliases = r.get<uint32_t>();
+    for (uint32_t i = 0; i < n_aliases && r.ok; i++) {
+        const std::string alias = r.get_string(), target = r.get_string();
+        if (!r.ok) break;
+        const ct2_var * v = ct2_find(vars, target);
+        if (!v) { wa_set_error("%s: alias '%s' names '%s', which is not a variable", path, alias.c_str(), target.c_str()); return false; }
+        const ct2_var copy = *v;
+        if (!vars.emplace(alias, copy).second) { wa_set_error("%s: duplicate variable '%s'", path, alias.c_str()); return false; }
+    }
+    if (!r.ok) { wa_set_error("%s: truncated or corrupt CTranslate2 model (at byte %llu)", path, (unsigned long long)r.pos); return false; }
+    return true;
+}
+
+// The hyperparameters from the variables' shapes: conv1 [d, n_mels, 3], layer_0's fc1 [ff, d],
+// the layers present, the scalar encoder/num_heads.
+static bool ct2_hparams(whisper_audio_model * m, int fd, const ct2_vars & vars) {
+    const char * path = m->path.c_str();
+    const ct2_var * conv1 = ct2_find(vars, "encoder/conv1/weight"), * fc1 = ct2_find(vars, "encoder/layer_0/ffn/linear_0/weight");
+    const ct2_var * heads = ct2_find(vars, "encoder/num_heads");
+    if (!conv1 || conv1->rank != 3 || !fc1 || fc1->rank != 2 || !heads || heads->rank != 0 ||
+        (heads->dtype != CT2_I8 && heads->dtype != CT2_I16 && heads->dtype != CT2_I32)) {
+        wa_set_error("%s: not a Whisper encoder: it needs encoder/conv1/weight [d, n_mels, 3], "
+                     "encoder/layer_0/ffn/linear_0/weight [ff, d] and the integer scalar encoder/num_heads", path);
+        return false;
+    }
+    uint8_t b[4] = {};
+    if (!read_at(m, fd, b, heads->bytes, heads->offset)) return false;
+    const int64_t n_head = heads->dtype == CT2_I8 ? (int8_t)b[0] : heads->dtype == CT2_I16 ? (int16_t)(b[0] | b[1] << 8)
+                         : (int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24);
+    int64_t n_layer = 0;
+    for (char name[64]; n_layer <= 256; n_layer++) {
+        snprintf(name, sizeof(name), "encoder/layer_%d/ffn/linear_0/weight", (int)n_layer);
+        if (!ct2_find(vars, name)) break;
+    }
+    whisper_audio_hparams & hp = m->hparams;
+    struct { const char * what; int64_t v; int * dst; int lo, hi; } keys[] = {
+        {"n_mels (encoder/conv1/weight's dims[1])", conv1->dims[1], &hp.n_mels, 1, 512},
+        {"d_model (encoder/conv1/weight's dims[0])", conv1->dims[0], &hp.n_state, 1, 16384},
+        {"encoder/num_heads", n_head, &hp.n_head, 1, 256},
+        {"the layer count (encoder/layer_N)", n_layer, &hp.n_layer, 1, 256},
+        {"the FFN width (encoder/layer_0/ffn/linear_0/weight's dims[0])", fc1->dims[0], &hp.n_ff, 1, 65536},
+    };
+    for (auto & k : keys) {
+        if (k.v < k.lo || k.v > k.hi) { wa_set_error("%s: %s = %lld is outside [%d, %d]", path, k.what, (long long)k.v, k.lo, k.hi); return false; }
+        *k.dst = (int)k.v;
+    }
+    if (hp.n_state % hp.n_head != 0) {
+        wa_set_error("%s: d_model %d is not a multiple of encoder/num_heads %d", path, hp.n_state, hp.n_head);
+        return false;
+    }
+    hp.n_ctx = 1500;
+    hp.eps = 1e-5f;                                         // CTranslate2's LayerNorm, as Whisper's
+    return true;
+}
+
+// A variable's data as float32 (n values from element `first`), through a scratch buffer.
+static bool ct2_read_f32(whisper_audio_model * m, int fd, const ct2_var & v, uint64_t first, size_t n, float * out,
+                         std::vector<uint8_t> & tmp) {
+    static const vt_type types[CT2_DTYPE_COUNT] = {VT_TYPE_F32, VT_TYPE_F32, VT_TYPE_F32, VT_TYPE_F32, VT_TYPE_F16, VT_TYPE_BF16};
+    VT_ASSERT(v.dtype == CT2_F32 || v.dtype == CT2_F16 || v.dtype == CT2_BF16);
+    const size_t es = CT2_DTYPE_SIZE[v.dtype];
+    tmp.resize(n * es);
+    if (!read_at(m, fd, tmp.data(), n * es, v.offset + first * es)) return false;
+    vt_convert(out, VT_TYPE_F32, tmp.data(), types[v.dtype], n);
+    return true;
+}
+
+// The encoder's tensors, row by row of WA_TENSORS, made from their CTranslate2 variables into
+// the model's memory under our names, as model_read_weights leaves a GGUF file's: float16 and
+// bfloat16 matrices kept, int8 ones dequantised to float32, the rest float32.
+static bool ct2_read_weights(whisper_audio_model * m, int fd, const ct2_vars & vars) {
+    const char * path = m->path.c_str();
+    const whisper_audio_hparams & hp = m->hparams;
+    struct use {
+        const ct2_var * v = nullptr, * scale = nullptr;   // none: the computed mel bank
+        gguf_tensor_info t;
+        uint64_t first = 0;                                 // the part's first element in v
+    };
+    std::vector<use> uses;
+    std::map<std::string, std::pair<int, unsigned>> fused; // fused variable -> n_parts, parts with a row
+    const size_t ALIGN = 64;
+    size_t total = 0;
+    const bool found = wa_for_each_tensor(hp.n_layer, [&](const wa_tensor_desc & t, int il, const char * name) {
+        use u;
+        u.t.name = name;
+        u.t.n_dims = wa_shape(hp, t, u.t.ne);
+        u.t.type = VT_TYPE_F32;
+        const char * ct2 = WA_CT2_NAMES[&t - WA_TENSORS].ct2;
+        char vname[128];
+        if (ct2) {
+            snprintf(vname, sizeof(vname), ct2, il);
+            u.v = ct2_find(vars, vname);
+            if (!u.v) { wa_set_error("%s: variable '%s' (%s) is missing", path, vname, name); return false; }
+            // dims outermost first; a fused variable holds n_parts parts on its first
+            bool same = u.v->rank == u.t.n_dims;
+            for (int i = 0; same && i < u.t.n_dims; i++) same = u.v->dims[i] == u.t.ne[u.t.n_dims - 1 - i] * (i == 0 ? t.n_parts : 1);
+            if (!same) {
+                std::string got, want;
+                for (int i = 0; i < u.v->rank; i++) got += (i ? ", " : "") + std::to_string(u.v->dims[i]);
+                for (int i = 0; i < u.t.n_dims; i++) want += (i ? ", " : "") + std::to_string(u.t.ne[u.t.n_dims - 1 - i] * (i == 0 ? t.n_parts : 1));
+                wa_set_error("%s: variable '%s' has dims [%s], the encoder needs [%s]", path, vname, got.c_str(), want.c_str());
+                return false;
+            }
+            const int dt = u.v->dtype;
+            if (dt != CT2_F32 && dt != CT2_F16 && dt != CT2_BF16 && !(t.matrix && (dt == CT2_I8 || dt == CT2_I16))) {
+                wa_set_error("%s: variable '%s' is %s; expected float32, float16, bfloat16%s", path, vname,
+                             CT2_DTYPE_NAME[dt], t.matrix ? ", int8 or int16" : "");
+                return false;
+            }
+            if (dt == CT2_I8 || dt == CT2_I16) {                // int8: a scale per row; int16: one scale
+                const std::string sname = std::string(vname) + "_scale";
+                u.scale = ct2_find(vars, sname);
+                if (!u.scale || u.scale->rank != (dt == CT2_I8) || (dt == CT2_I8 && u.scale->dims[0] != u.v->dims[0]) ||
+                    (u.scale->dtype != CT2_F32 && u.scale->dtype != CT2_F16 && u.scale->dtype != CT2_BF16)) {
+                    wa_set_error("%s: %s variable '%s' needs '%s', a float %s", path, CT2_DTYPE_NAME[dt], vname, sname.c_str(),
+                                 dt == CT2_I8 ? "per row (rank 1)" : "scalar");
+                    return false;
+                }
+            }
+            if (t.matrix && dt == CT2_F16) u.t.type = VT_TYPE_F16;
+            if (t.matrix && dt == CT2_BF16) u.t.type = VT_TYPE_BF16;
+            u.first = (uint64_t)t.part * (u.v->dims[0] / t.n_parts) * (u.v->bytes / CT2_DTYPE_SIZE[dt] / u.v->dims[0]);
+            if (t.n_parts > 1) {
+                auto & f = fused[vname];
+                f.first = t.n_parts;
+                f.second |= 1u << t.part;
+            }
+        }
+        u.t.bytes = vt_type_size((vt_type)u.t.type);
+        for (int i = 0; i < u.t.n_dims; i++) u.t.bytes *= u.t.ne[i];
+        total += (u.t.bytes + ALIGN - 1) / ALIGN * ALIGN;
+        uses.push_back(u);
+        return true;
+    });
+    if (!found) return false;
+
+    // the parts of a fused variable that no row takes (k's bias) must be zero: they are dropped
+    std::vector<uint8_t> tmp;
+    std::vector<float> vals;
+    for (const auto & kv : fused) {
+        const ct2_var & v = *ct2_find(vars, kv.first);
+        const size_t n = v.bytes / CT2_DTYPE_SIZE[v.dtype] / kv.second.first;
+        for (int p = 0; p < kv.second.first; p++) {
+            if (kv.second.second >> p & 1) continue;
+            vals.resize(n);
+            if (!ct2_read_f32(m, fd, v, p * n, n, vals.data(), tmp)) return false;
+            for (size_t i = 0; i < n; i++) {
+                if (vals[i] != 0.0f) {
+                    wa_set_error("%s: variable '%s': part %d of %d holds %g, but Whisper has no such weight (k_proj has no bias)",
+                                 path, kv.first.c_str(), p, kv.second.first, vals[i]);
+                    return false;
+                }
+            }
+        }
+    }
+
+    m->weights.reset(new (std::nothrow) uint8_t[total + ALIGN]);
+    if (!m->weights) { wa_set_error("%s: out of memory for %zu bytes of weights", path, total); return false; }
+    uint8_t * dst = m->weights.get() + (ALIGN - (uintptr_t)m->weights.get() % ALIGN) % ALIGN;
+    for (use & u : uses) {
+        const size_t n = u.t.bytes / vt_type_size((vt_type)u.t.type);
+        float * f32 = (float *)dst;
+        if (!u.v) {
+            wa_mel_filters_slaney(hp.n_mels, f32);
+        } else if (u.scale) {                               // w = q / scale, int8's scale per row
+            const bool i8 = u.v->dtype == CT2_I8;
+            const size_t cols = i8 ? u.v->bytes / u.v->dims[0] : n, row0 = u.first / cols, rows = n / cols;
+            tmp.resize(n * (i8 ? 1 : 2));
+            vals.resize(rows);
+            if (!read_at(m, fd, tmp.data(), tmp.size(), u.v->offset + u.first * (i8 ? 1 : 2))) return false;
+            std::vector<uint8_t> stmp;
+            if (!ct2_read_f32(m, fd, *u.scale, i8 ? row0 : 0, rows, vals.data(), stmp)) return false;
+            for (size_t i = 0; i < n; i++)
+                f32[i] = (float)(i8 ? (int8_t)tmp[i] : (int16_t)(tmp[2 * i] | tmp[2 * i + 1] << 8)) / vals[i / cols];
+        } else if (u.t.type == VT_TYPE_F32) {
+            if (!ct2_read_f32(m, fd, *u.v, u.first, n, f32, tmp)) return false;
+        } else {                                            // float16 or bfloat16 kept
+            if (!read_at(m, fd, dst, u.t.bytes, u.v->offset + u.first * 2)) return false;
+        }
+        const size_t bad = u.t.type == VT_TYPE_F32 ? first_nonfinite<uint32_t>(dst, n, 0x7f800000u)
+                         : first_nonfinite<uint16_t>(dst, n, u.t.type == VT_TYPE_F16 ? 0x7c00 : 0x7f80);
+        if (bad < n) {
+            wa_set_error("%s: tensor '%s' has a non-finite value at element %zu (a corrupt file, or a zero int8 scale)",
+                         path, u.t.name.c_str(), bad);
+            return false;
+        }
+        u.t.data = dst;
+        m->index.emplace(u.t.name, m->tensors.size());
+        m->tensors.push_back(u.t);
+        dst += (u.t.bytes + ALIGN - 1) / ALIGN * ALIGN;
+    }
+    m->hparams.weight_type = wa_weight_type((vt_type)m->find("encoder.layers.0.fc1.weight")->type);
+    m->mel_filters = (const float *)m->find("mel_filters")->data;
+    return true;
+}
+
+static bool ct2_model_read(whisper_audio_model * m, int fd) {
+    ct2_vars vars;
+    return ct2_parse(m, fd, vars) && ct2_hparams(m, fd, vars) && ct2_read_weights(m, fd, vars);
+}
+
+// ---- whisper.cpp's legacy ggml-*.bin, read through the same table ------------------------
+// What whisper.cpp's models/convert-pt-to-ggml.py and convert-h5-to-ggml.py write (and its
+// quantize rewrites): uint32 magic 0x67676d6c; 11 int32 hparams (n_vocab, n_audio_ctx,
+// n_audio_state, n_audio_head, n_audio_layer, 4 of the decoder, n_mels, ftype); the mel bank
+// (int32 n_mel, n_fft, f32 [n_mel][n_fft]); the vocabulary (int32 count, then int32 length +
+// bytes each); then tensors up to the end of the file: int32 n_dims, name length, ggml type,
+// dims (innermost first), name, data, unaligned. The scripts store the conv biases as [d, 1].
+// The encoder's feed-forward width is not stored: fc1's shape says it.
+
+static const uint32_t GGML_FILE_MAGIC = 0x67676d6c;   // "lmgg" on disk
+
+// whisper.cpp's name of each row of WA_TENSORS ("%d": the layer), row by row; the mel bank is
+// the file's own block.
+struct wa_ggml_name { const char * ours, * ggml; };
+static constexpr wa_ggml_name WA_GGML_NAMES[] = {
+    {"mel_filters",                                   nullptr},
+    {"encoder.conv1.weight",                          "encoder.conv1.weight"},
+    {"encoder.conv1.bias",                            "encoder.conv1.bias"},
+    {"encoder.conv2.weight",                          "encoder.conv2.weight"},
+    {"encoder.conv2.bias",                            "encoder.conv2.bias"},
+    {"encoder.embed_positions.weight",                "encoder.positional_embedding"},
+    {"encoder.layer_norm.weight",                     "encoder.ln_post.weight"},
+    {"encoder.layer_norm.bias",                       "encoder.ln_post.bias"},
+    {"encoder.layers.%d.self_attn_layer_norm.weight", "encoder.blocks.%d.attn_ln.weight"},
+    {"encoder.layers.%d.self_attn_layer_norm.bias",   "encoder.blocks.%d.attn_ln.bias"},
+    {"encoder.layers.%d.self_attn.q_proj.weight",     "encoder.blocks.%d.attn.query.weight"},
+    {"encoder.layers.%d.self_attn.k_proj.weight",     "encoder.blocks.%d.attn.key.weight"},
+    {"encoder.layers.%d.self_attn.v_proj.weight",     "encoder.blocks.%d.attn.value.weight"},
+    {"encoder.layers.%d.self_attn.q_proj.bias",       "encoder.blocks.%d.attn.query.bias"},
+    {"encoder.layers.%d.self_attn.v_proj.bias",       "encoder.blocks.%d.attn.value.bias"},
+    {"encoder.layers.%d.self_attn.out_proj.weight",   "encoder.blocks.%d.attn.out.weight"},
+    {"encoder.layers.%d.self_attn.out_proj.bias",     "encoder.blocks.%d.attn.out.bias"},
+    {"encoder.layers.%d.final_layer_norm.weight",     "encoder.blocks.%d.mlp_ln.weight"},
+    {"encoder.layers.%d.final_layer_norm.bias",       "encoder.blocks.%d.mlp_ln.bias"},
+    {"encoder.layers.%d.fc1.weight",                  "encoder.blocks.%d.mlp.0.weight"},
+    {"encoder.layers.%d.fc1.bias",                    "encoder.blocks.%d.mlp.0.bias"},
+    {"encoder.layers.%d.fc2.weight",                  "encoder.blocks.%d.mlp.2.weight"},
+    {"encoder.layers.%d.fc2.bias",                    "encoder.blocks.%d.mlp.2.bias"},
+};
+static constexpr bool wa_ggml_names_follow_table() {
+    if (sizeof(WA_GGML_NAMES) / sizeof(WA_GGML_NAMES[0]) != sizeof(WA_TENSORS) / sizeof(WA_TENSORS[0])) return false;
+    for (size_t i = 0; i < sizeof(WA_TENSORS) / sizeof(WA_TENSORS[0]); i++)
+        if (!wa_same(WA_GGML_NAMES[i].ours, WA_TENSORS[i].name)) return false;
+    return true;
+}
+static_assert(wa_ggml_names_follow_table(), "WA_GGML_NAMES must name the rows of WA_TENSORS in order");
+
+// Header, hyperparameters, mel bank and vocabulary from r (the file's first bytes; past_end
+// when they go beyond), then the tensor headers, walked with pread to the end of the file.
+// The encoder tensors that the table names are recorded under our names, offsets from the
+// file's start; the rest (the decoder's) are only stepped over.
+static bool ggml_parse(whisper_audio_model * m, gguf_reader & r, int fd) {
+    const char * path = m->path.c_str();
+    r.pos = 4;
+    int32_t h[11];
+    for (int32_t & v : h) v = r.get<int32_t>();
+    if (!r.ok) { wa_set_error("%s: truncated whisper.cpp ggml header", path); return false; }
+    whisper_audio_hparams & hp = m->hparams;
+    struct { const char * name; int32_t v; int * dst; int lo, hi; } keys[] = {
+        {"n_audio_ctx", h[1], &hp.n_ctx, 1500, 1500},
+        {"n_audio_state", h[2], &hp.n_state, 1, 16384},
+        {"n_audio_head", h[3], &hp.n_head, 1, 256},
+        {"n_audio_layer", h[4], &hp.n_layer, 1, 256},
+        {"n_mels", h[9], &hp.n_mels, 1, 512},
+    };
+    for (auto & k : keys) {
+        if (k.v < k.lo || k.v > k.hi) {
+            wa_set_error("%s: whisper.cpp ggml hparam %s = %d is outside [%d, %d]", path, k.name, k.v, k.lo, k.hi);
+            return false;
+        }
+        *k.dst = k.v;
+    }
+    if (hp.n_state % hp.n_head != 0) {
+        wa_set_error("%s: n_audio_state %d is not a multiple of n_audio_head %d", path, hp.n_state, hp.n_head);
+        return false;
+    }
+    hp.eps = 1e-5f;                                            // Whisper's; the file has none
+
+    // the mel bank, as the tensor mel_filters [n_mels, 201]
+    const int32_t n_mel = r.get<int32_t>(), n_fft = r.get<int32_t>();
+    if (!r.ok) { wa_set_error("%s: truncated whisper.cpp ggml mel filters", path); return false; }
+    if (n_mel != hp.n_mels || n_fft != WHISPER_AUDIO_N_BINS) {
+        wa_set_error("%s: the mel filters are [%d, %d], n_mels needs [%d, %d]", path, n_mel, n_fft, hp.n_mels, WHISPER_AUDIO_N_BINS);
+        return false;
+    }
+    gguf_tensor_info mel;
+    mel.name = "mel_filters";
+    mel.n_dims = 2;
+    mel.ne[0] = n_fft;
+    mel.ne[1] = n_mel;
+    mel.offset = r.pos;
+    mel.bytes = (uint64_t)n_mel * n_fft * sizeof(float);
+    if (!r.need(mel.bytes)) { wa_set_error("%s: truncated whisper.cpp ggml mel filters", path); return false; }
+    r.pos += mel.bytes;
+
+    // the vocabulary, stepped over
+    const int32_t n_vocab = r.get<int32_t>();
+    if (r.ok && (n_vocab < 0 || n_vocab > (1 << 20))) { wa_set_error("%s: implausible vocabulary size %d", path, n_vocab); return false; }
+    for (int32_t i = 0; i < n_vocab && r.ok; i++) {
+        const uint32_t len = r.get<uint32_t>();
+        if (r.ok && len > GGUF_MAX_STRING) { wa_set_error("%s: vocabulary entry %d is %u bytes long", path, i, len); return false; }
+        if (r.need(len)) r.pos += len;
+    }
+    if (!r.ok) { wa_set_error("%s: truncated whisper.cpp ggml vocabulary", path); return false; }
+
+    // the tensors: ours by their whisper.cpp names (the mel bank is already ours)
+    std::unordered_map<std::string, std::pair<std::string, int>> ours;   // -> our name, dimension count
+    wa_for_each_tensor(hp.n_layer, [&](const wa_tensor_desc & t, int il, const char * name) {
+        const char * ggml = WA_GGML_NAMES[&t - WA_TENSORS].ggml;
+        char buf[GGUF_MAX_NAME + 1];
+        int64_t ne[3];
+        if (ggml) snprintf(buf, sizeof(buf), ggml, il);
+        if (ggml) ours[buf] = {name, wa_shape(hp, t, ne)};
+        return true;
+    });
+    m->index.emplace(mel.name, 0);
+    m->tensors.push_back(mel);
+    uint64_t pos = r.pos;
+    for (uint64_t i = 0; pos < m->file_size; i++) {
+        if (i == GGUF_MAX_TENSORS) { wa_set_error("%s: more than %llu tensors", path, (unsigned long long)GGUF_MAX_TENSORS); return false; }
+        int32_t th[3 + 4];                                   // n_dims, name length, type, dims
+        char name[GGUF_MAX_NAME];
+        if (m->file_size - pos < 12) { wa_set_error("%s: truncated tensor header at byte %llu", path, (unsigned long long)pos); return false; }
+        if (!read_at(m, fd, th, 12, pos)) return false;
+        const int n_dims = th[0], name_len = th[1], type = th[2];
+        if (n_dims < 1 || n_dims > 4 || name_len < 1 || name_len > (int)GGUF_MAX_NAME) {
+            wa_set_error("%s: tensor %llu at byte %llu: bad header (%d dims, name of %d bytes)", path, (unsigned long long)i,
+                         (unsigned long long)pos, n_dims, name_len);
+            return false;
+        }
+        const uint64_t head = 12 + 4 * n_dims + name_len;
+        if (m->file_size - pos < head) { wa_set_error("%s: truncated tensor header at byte %llu", path, (unsigned long long)pos); return false; }
+        if (!read_at(m, fd, th + 3, 4 * n_dims, pos + 12) || !read_at(m, fd, name, name_len, pos + 12 + 4 * n_dims)) return false;
+        gguf_tensor_info t;
+        t.name.assign(name, name_len);
+        if (!vt_type_valid(type) && !wa_block(type)) {
+            wa_set_error("%s: tensor '%s' has ggml type %d; supported: F32 (0), F16 (1), BF16 (30), Q4_0 (2), Q4_1 (3), "
+                         "Q5_0 (6), Q5_1 (7), Q8_0 (8)", path, t.name.c_str(), type);
+            return false;
+        }
+        t.type = type;
+        t.n_dims = n_dims;
+        for (int d = 0; d < n_dims; d++) {
+            if (th[3 + d] < 1 || th[3 + d] > (1 << 24)) { wa_set_error("%s: tensor '%s': bad dimension %d", path, t.name.c_str(), th[3 + d]); return false; }
+            t.ne[d] = th[3 + d];
+        }
+        if (wa_block(type) && t.ne[0] % QK != 0) {
+            wa_set_error("%s: tensor '%s' is %s with rows of %lld: not whole blocks of %d", path, t.name.c_str(),
+                         wa_type_name(type), (long long)t.ne[0], QK);
+            return false;
+        }
+        if (!wa_tensor_bytes(type, t.ne, m->file_size - pos - head, &t.bytes)) {
+            wa_set_error("%s: tensor '%s' (%s, [%lld, %lld, %lld, %lld]) runs past the end of the file: truncated?", path,
+                         t.name.c_str(), wa_type_name(type), (long long)t.ne[0], (long long)t.ne[1], (long long)t.ne[2], (long long)t.ne[3]);
+            return false;
+        }
+        t.offset = pos + head;
+        pos = t.offset + t.bytes;
+        auto it = ours.find(t.name);
+        if (it == ours.end()) continue;
+        t.name = it->second.first;
+        for (int d = 0; d < t.n_dims && t.n_dims > it->second.second;)   // dims of 1 beyond ours: [d, 1] is [d]
+            if (t.ne[d] == 1) { std::copy(t.ne + d + 1, t.ne + 4, t.ne + d); t.ne[3] = 1; t.n_dims--; } else d++;
+        if (!m->index.emplace(t.name, m->tensors.size()).second) {
+            wa_set_error("%s: duplicate tensor '%s'", path, it->first.c_str());
+            return false;
+        }
+        m->tensors.push_back(t);
+    }
+    // the feed-forward width from fc1 [n_ff, d]; without it the table's check says what is missing
+    const gguf_tensor_info * fc1 = m->find("encoder.layers.0.fc1.weight");
+    hp.n_ff = fc1 && fc1->n_dims == 2 ? (int)fc1->ne[1] : 4 * hp.n_state;
+    if (hp.n_ff > 65536) { wa_set_error("%s: fc1 is %d wide, more than 65536", path, hp.n_ff); return false; }
+    return true;
+}
+
 // The metadata from a prefix of the file, grown until the parse fits in it, then the weights.
 static bool model_read(whisper_audio_model * m, int fd) {
+    char magic[sizeof(CT2_MAGIC)];                        // a CTranslate2 model.bin, by content (any version)
+    if (m->file_size >= sizeof(magic) && read_at(m, fd, magic, sizeof(magic), 0) && memcmp(magic + 4, CT2_MAGIC + 4, sizeof(magic) - 4) == 0)
+        return ct2_model_read(m, fd);
     std::vector<uint8_t> head;
     for (size_t have = std::min<size_t>(m->file_size, 1u << 20);; have = std::min<size_t>(m->file_size, have * 4)) {
         head.resize(have);
@@ -546,7 +1175,9 @@ static bool model_read(whisper_audio_model * m, int fd) {
         gguf_reader r{head.data(), have};
         m->tensors.clear();
         m->index.clear();
-        if (model_parse(m, r)) break;
+        uint32_t magic = 0;
+        memcpy(&magic, head.data(), std::min<size_t>(have, 4));
+        if (magic == GGML_FILE_MAGIC ? ggml_parse(m, r, fd) : model_parse(m, r)) break;
         if (!r.past_end || have == m->file_size) return false;
     }
     return model_read_weights(m, fd);
@@ -554,8 +1185,17 @@ static bool model_read(whisper_audio_model * m, int fd) {
 
 static whisper_audio_model * model_load(const char * path) {
     if (!path) { wa_set_error("no model path given"); return nullptr; }
+    // a directory: a CTranslate2 / faster-whisper model, its model.bin (recognised by content)
+    struct stat dir;
+    const bool is_dir = stat(path, &dir) == 0 && S_ISDIR(dir.st_mode);
+    const std::string file = is_dir ? std::string(path) + "/model.bin" : path;
+    path = file.c_str();
     const int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) { wa_set_error("%s: cannot open model file: %s", path, strerror(errno)); return nullptr; }
+    if (fd < 0) {
+        wa_set_error("%s: cannot open model file: %s%s", path, strerror(errno),
+                     is_dir ? " (a model directory is a CTranslate2 / faster-whisper one: model.bin + config.json)" : "");
+        return nullptr;
+    }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         wa_set_error("%s: not a regular file", path);
@@ -608,7 +1248,7 @@ const float * whisper_audio_model_mel_filters(const whisper_audio_model * model)
 }
 
 // =====================================================================================
-// audio decoding (WAV) and resampling
+// audio input: decoding (WAV, Ogg Vorbis, FLAC, MP3, Opus), resampling, streaming
 // =====================================================================================
 //
 // WAV rules (RIFF/WAVE, little-endian):
@@ -823,86 +1463,26 @@ static bool wav_parse_fmt(const char * name, const uint8_t * p, uint32_t size, w
     return true;
 }
 
-// Checks the RIFF/WAVE header and finds the fmt and data chunks.
-static bool wav_parse(const char * name, const uint8_t * p, size_t size, wav_header * h) {
-    if (size < 12 || !(wav_id(p, "RIFF") || wav_id(p, "RF64") || wav_id(p, "BW64")) ||
-        !wav_id(p + 8, "WAVE")) {
-        if (size >= 4 && wav_id(p, "RIFX")) {
-            return wav_fail(name, "big-endian WAV (RIFX) is not supported; %s", WAV_FFMPEG_HINT);
-        }
-        if (size >= 12 && wav_id(p, "RIFF")) {
-            return wav_fail(name, "not a WAV file (a RIFF file of type '%c%c%c%c', not WAVE); %s",
-                wav_id_printable(p + 8) ? p[8] : '?', wav_id_printable(p + 8) ? p[9] : '?',
-                wav_id_printable(p + 8) ? p[10] : '?', wav_id_printable(p + 8) ? p[11] : '?',
-                WAV_FFMPEG_HINT);
-        }
-        if (size < 12 && size >= 4 && wav_id(p, "RIFF")) {
-            return wav_fail(name, "truncated WAV file (%zu bytes, the RIFF header alone needs 12)", size);
-        }
-        const char * other = wav_sniff_other_format(p, size);
-        if (other) {
-            return wav_fail(name, "not a WAV file (it looks like %s); %s", other, WAV_FFMPEG_HINT);
-        }
-        return wav_fail(name, "not a WAV file (no RIFF/WAVE header); if it is audio, %s", WAV_FFMPEG_HINT);
+// The message for an input that is none of the formats we read: what it looks like, and
+// the command that converts it. Always returns false.
+static bool wav_not_audio(const char * name, const uint8_t * p, size_t size) {
+    if (size >= 4 && wav_id(p, "RIFX")) {
+        return wav_fail(name, "big-endian WAV (RIFX) is not supported; %s", WAV_FFMPEG_HINT);
     }
-
-    bool have_fmt = false, have_data = false;
-    size_t off = 12;
-    while (size - off >= 8) {
-        const uint8_t * ck = p + off;
-        const uint32_t ck_size = wav_u32(ck + 4);
-        const size_t   body    = off + 8;
-        const size_t   avail   = size - body;
-
-        if (wav_id(ck, "fmt ")) {
-            if (ck_size > avail) {
-                return wav_fail(name, "WAV fmt chunk truncated (%u bytes declared, %zu present)", ck_size, avail);
-            }
-            if (!have_fmt) {
-                if (!wav_parse_fmt(name, p + body, ck_size, h)) return false;
-                have_fmt = true;
-            }
-        } else if (wav_id(ck, "data")) {
-            if (ck_size == 0 || ck_size == 0xFFFFFFFFu || ck_size > avail) {
-                // streaming writer (or RF64): the samples run to the end of the input
-                if (!have_data) {
-                    h->data_offset = body;
-                    h->data_size   = avail;
-                    have_data      = true;
-                }
-                break;
-            }
-            if (!have_data) {
-                h->data_offset = body;
-                h->data_size   = ck_size;
-                have_data      = true;
-            }
-        } else if (ck_size > avail) {
-            break; // a truncated trailing chunk we do not need
-        }
-
-        // next chunk: skip the body and the pad byte after an odd size
-        size_t next = body + ck_size;
-        if ((ck_size & 1) && next < size) {
-            // tolerate writers that forget the pad: prefer the padded offset unless only
-            // the unpadded one holds something that looks like a chunk id
-            if (size - next >= 9 && !wav_id_printable(p + next + 1) && wav_id_printable(p + next)) {
-                // keep next (no pad)
-            } else {
-                next += 1;
-            }
-        }
-        off = next;
-        if (off > size) break;
+    if (size >= 12 && wav_id(p, "RIFF")) {
+        return wav_fail(name, "not a WAV file (a RIFF file of type '%c%c%c%c', not WAVE); %s",
+            wav_id_printable(p + 8) ? p[8] : '?', wav_id_printable(p + 8) ? p[9] : '?',
+            wav_id_printable(p + 8) ? p[10] : '?', wav_id_printable(p + 8) ? p[11] : '?',
+            WAV_FFMPEG_HINT);
     }
-
-    if (!have_fmt) {
-        return wav_fail(name, "WAV file has no fmt chunk");
+    if (size < 12 && size >= 4 && wav_id(p, "RIFF")) {
+        return wav_fail(name, "truncated WAV file (%zu bytes, the RIFF header alone needs 12)", size);
     }
-    if (!have_data) {
-        return wav_fail(name, "WAV file has no data chunk");
+    const char * other = wav_sniff_other_format(p, size);
+    if (other) {
+        return wav_fail(name, "not a WAV file (it looks like %s); %s", other, WAV_FFMPEG_HINT);
     }
-    return true;
+    return wav_fail(name, "not a WAV file (no RIFF/WAVE header); if it is audio, %s", WAV_FFMPEG_HINT);
 }
 
 // Reads the little-endian sample at s and scales it to [-1, 1) (floats: as stored).
@@ -1728,7 +2308,7 @@ static int64_t ogg_stream_block(whisper_audio_stream * s) {
 #endif // WHISPER_AUDIO_OGG
 
 // Appends n interleaved frames of x to s->hist as mono (the average of the channels, as WAV).
-static void wa_append_mono(whisper_audio_stream * s, const float * x, size_t n, int channels) {
+[[maybe_unused]] static void wa_append_mono(whisper_audio_stream * s, const float * x, size_t n, int channels) {
     const size_t old = s->hist.size();
     s->hist.resize(old + n);
     float * mono = s->hist.data() + old;
@@ -2189,9 +2769,7 @@ static whisper_audio_stream * wa_stream_start(whisper_audio_stream * s, whisper_
     } else if ((head >= 3 && memcmp(p, "ID3", 3) == 0) || (head >= 4 && wav_id(p, "fLaC")) || mp3_frame_header(p, head)) {
         ok = flac_mp3_open(s);
     } else {
-        wav_header h;
-        ok = wav_parse(name, p, head, &h);  // not WAV: its message names what it is
-        VT_ASSERT(!ok);
+        ok = wav_not_audio(name, p, head);
     }
     if (!ok) {
         wa_stream_free(s);
@@ -2412,9 +2990,9 @@ void whisper_audio_pcm_free(float * pcm) {
     free(pcm);
 }
 
-// ---------------------------------------------------------------------------------------
+// =====================================================================================
 // log-mel spectrogram (transformers WhisperFeatureExtractor, openai whisper/audio.py)
-// ---------------------------------------------------------------------------------------
+// =====================================================================================
 //
 // One 30 s window -> [n_mels, 3000], step by step as the reference:
 //   pad/truncate to 480000 samples -> reflect-pad 200 each side (torch.stft center=True,
@@ -2663,6 +3241,43 @@ bool whisper_audio_log_mel(const whisper_audio_model * model, const float * pcm,
     return whisper_audio_log_mel_filters(model->mel_filters, model->hparams.n_mels, pcm, n, out);
 }
 
+// The windows on up to n_threads threads; if the system refuses a thread, fewer do the work.
+// The samples are checked first, in one pass; first is the index of pcm[0] in the caller's
+// input (for the message).
+static bool log_mel_windows(const float * filters, int n_mels, const float * pcm, size_t n, int n_windows,
+                            float * out, int n_threads, size_t first = 0) {
+    if (!wa_mel_check_pcm("log-mel", pcm, std::min(n, (size_t)n_windows * WHISPER_AUDIO_N_SAMPLES), first)) return false;
+    const size_t mel_win = (size_t)n_mels * WHISPER_AUDIO_N_FRAMES;
+    std::atomic<int> next{0};
+    auto work = [&] {
+        for (int i; (i = next.fetch_add(1)) < n_windows;) {
+            const size_t start = std::min(n, (size_t)i * WHISPER_AUDIO_N_SAMPLES);
+            log_mel_window(filters, n_mels, pcm ? pcm + start : nullptr, n - start, out + i * mel_win);
+        }
+    };
+    const int n_extra = std::min(n_windows, wa_n_threads(n_threads)) - 1;
+    std::vector<std::thread> threads;
+    threads.reserve(n_extra);
+    try {
+        for (int t = 0; t < n_extra; t++) threads.emplace_back(work);
+    } catch (const std::exception &) {}   // no more threads: this one and those started share the rest
+    work();
+    for (std::thread & t : threads) t.join();
+    return true;
+}
+
+bool whisper_audio_log_mel_windows(const whisper_audio_model * model, const float * pcm, size_t n, int n_windows,
+                                   float * out, int n_threads) {
+    if (!model || !out || (!pcm && n > 0)) {
+        wa_set_error("%s: NULL %s", __func__, !model ? "model" : !out ? "out" : "pcm");
+        return false;
+    }
+    if (n_windows < 1) { wa_set_error("%s: %d windows (at least 1)", __func__, n_windows); return false; }
+    return wa_catch(__func__, false, [&] {
+        return log_mel_windows(model->mel_filters, model->hparams.n_mels, pcm, n, n_windows, out, n_threads);
+    });
+}
+
 // =====================================================================================
 // the encoder graph
 // =====================================================================================
@@ -2745,7 +3360,8 @@ static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc
 }
 
 // =====================================================================================
-// encoder: weights upload, graphs per batch shape, encode
+// encode API: encoders (weights upload, graphs per batch shape), encoding, timings, the
+// rules that turn audio into rows
 // =====================================================================================
 
 whisper_audio_encoder_params whisper_audio_encoder_default_params(void) {
@@ -3012,43 +3628,6 @@ bool whisper_audio_encode_mel(whisper_audio_encoder * enc, const float * mel, in
     return whisper_audio_encode_mel_frames(enc, mel, n_windows, WHISPER_AUDIO_N_FRAMES, out);
 }
 
-// The windows on up to n_threads threads; if the system refuses a thread, fewer do the work.
-// The samples are checked first, in one pass; first is the index of pcm[0] in the caller's
-// input (for the message).
-static bool log_mel_windows(const float * filters, int n_mels, const float * pcm, size_t n, int n_windows,
-                            float * out, int n_threads, size_t first = 0) {
-    if (!wa_mel_check_pcm("log-mel", pcm, std::min(n, (size_t)n_windows * WHISPER_AUDIO_N_SAMPLES), first)) return false;
-    const size_t mel_win = (size_t)n_mels * WHISPER_AUDIO_N_FRAMES;
-    std::atomic<int> next{0};
-    auto work = [&] {
-        for (int i; (i = next.fetch_add(1)) < n_windows;) {
-            const size_t start = std::min(n, (size_t)i * WHISPER_AUDIO_N_SAMPLES);
-            log_mel_window(filters, n_mels, pcm ? pcm + start : nullptr, n - start, out + i * mel_win);
-        }
-    };
-    const int n_extra = std::min(n_windows, wa_n_threads(n_threads)) - 1;
-    std::vector<std::thread> threads;
-    threads.reserve(n_extra);
-    try {
-        for (int t = 0; t < n_extra; t++) threads.emplace_back(work);
-    } catch (const std::exception &) {}   // no more threads: this one and those started share the rest
-    work();
-    for (std::thread & t : threads) t.join();
-    return true;
-}
-
-bool whisper_audio_log_mel_windows(const whisper_audio_model * model, const float * pcm, size_t n, int n_windows,
-                                   float * out, int n_threads) {
-    if (!model || !out || (!pcm && n > 0)) {
-        wa_set_error("%s: NULL %s", __func__, !model ? "model" : !out ? "out" : "pcm");
-        return false;
-    }
-    if (n_windows < 1) { wa_set_error("%s: %d windows (at least 1)", __func__, n_windows); return false; }
-    return wa_catch(__func__, false, [&] {
-        return log_mel_windows(model->mel_filters, model->hparams.n_mels, pcm, n, n_windows, out, n_threads);
-    });
-}
-
 static bool encode_pcm(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out) {
     const whisper_audio_hparams & hp = enc->hparams;
     const size_t n_win = whisper_audio_n_windows(n);
@@ -3060,7 +3639,7 @@ static bool encode_pcm(whisper_audio_encoder * enc, const float * pcm, size_t n,
         const size_t start = w0 * WHISPER_AUDIO_N_SAMPLES;
         const auto t0 = std::chrono::steady_clock::now();
         if (!log_mel_windows(enc->mel_filters.data(), hp.n_mels, pcm ? pcm + start : nullptr, n - start, nb, mel.data(),
-                             enc->params.n_threads))
+                             enc->params.n_threads, start))
             return false;
         enc->timings.mel_ms += ms_since(t0);
         if (!encode_mel_frames(enc, mel.data(), nb, WHISPER_AUDIO_N_FRAMES, out + w0 * out_win)) return false;

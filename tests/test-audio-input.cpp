@@ -427,7 +427,8 @@ TEST_CASE("ogg: without WHISPER_AUDIO_OGG, Ogg input says how to get it") {
 #endif
 
 // ---- FLAC, MP3 and Opus ---------------------------------------------------------------------
-// The files in tests/data/audio were made from the WAVs beside them (tests/data/README.md says
+// (The helpers are [[maybe_unused]]: a build without the libraries runs only the tests that
+// say how to get them.) The files in tests/data/audio were made from the WAVs beside them (tests/data/README.md says
 // how). FLAC is lossless: it decodes to the WAV's samples bit for bit. MP3 and Opus are lossy:
 // close, and aligned with the WAV (the encoder's delay is cut where the file says it).
 
@@ -448,7 +449,7 @@ static decoded_audio ai_memory(const std::vector<uint8_t> & b) {
 
 // The WAV's first frames: its bytes cut after them (the reader takes a data chunk that runs
 // past the end as running to the end).
-static decoded_audio ai_wav_prefix(const std::string & path, size_t frames, size_t frame_bytes) {
+[[maybe_unused]] static decoded_audio ai_wav_prefix(const std::string & path, size_t frames, size_t frame_bytes) {
     const std::vector<uint8_t> b = read_bytes(path);
     size_t data = 12;
     while (data + 8 <= b.size() && memcmp(&b[data], "data", 4) != 0) data++;
@@ -456,7 +457,7 @@ static decoded_audio ai_wav_prefix(const std::string & path, size_t frames, size
 }
 
 // The lag (got[i + lag] ~ ref[i]) in [-max_lag, max_lag] that maximises the cross-correlation.
-static int ai_best_lag(const std::vector<float> & got, const std::vector<float> & ref, int max_lag) {
+[[maybe_unused]] static int ai_best_lag(const std::vector<float> & got, const std::vector<float> & ref, int max_lag) {
     int best = 0;
     double best_c = -1e300;
     for (int lag = -max_lag; lag <= max_lag; lag++) {
@@ -471,7 +472,7 @@ static int ai_best_lag(const std::vector<float> & got, const std::vector<float> 
 }
 
 // A decode that must fail with each needle in its message.
-static void ai_fails_with(const std::vector<uint8_t> & b, std::vector<const char *> needles) {
+[[maybe_unused]] static void ai_fails_with(const std::vector<uint8_t> & b, std::vector<const char *> needles) {
     const decoded_audio a = ai_memory(b);
     CHECK_FALSE(a.ok);
     CAPTURE(a.error);
@@ -480,7 +481,7 @@ static void ai_fails_with(const std::vector<uint8_t> & b, std::vector<const char
 
 // The same file from a file, in odd-sized stream reads, from standard input and from memory:
 // the same samples; returns decode_file's.
-static decoded_audio ai_decode_four_ways(const std::string & path) {
+[[maybe_unused]] static decoded_audio ai_decode_four_ways(const std::string & path) {
     const decoded_audio a = decode_file(path);
     REQUIRE_MESSAGE(a.ok, a.error);
     const decoded_audio s = ai_stream(path, 0);
