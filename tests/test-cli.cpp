@@ -23,10 +23,9 @@ struct run_result {
     std::string output;    // stdout and stderr together
 };
 
-run_result run_main(const std::string & args) {
-    const char * bin = getenv("WA_MAIN") ? getenv("WA_MAIN") : "./main";
-    const std::string cmd = std::string(bin) + " " + args + " 2>&1";
-    FILE * p = popen(cmd.c_str(), "r");
+// A shell command's exit status (or 128 + signal) and its stdout and stderr together.
+run_result run_shell(const std::string & cmd) {
+    FILE * p = popen(("(" + cmd + ") 2>&1").c_str(), "r");
     REQUIRE(p);
     std::string out;
     char buf[4096];
@@ -35,6 +34,10 @@ run_result run_main(const std::string & args) {
     const int st = pclose(p);
     return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
 }
+
+std::string main_bin() { return getenv("WA_MAIN") ? getenv("WA_MAIN") : "./main"; }
+
+run_result run_main(const std::string & args) { return run_shell(main_bin() + " " + args); }
 
 bool exists(const std::string & path) {
     struct stat st;
@@ -341,20 +344,6 @@ TEST_CASE("main: a progress line on a terminal only, and never with --no-progres
 // ---- hostile and careless use (issue 7): nothing lost, nothing half-written -------------
 
 namespace {
-
-// A shell command's exit status (or 128 + signal) and its stdout and stderr together.
-run_result run_shell(const std::string & cmd) {
-    FILE * p = popen(("(" + cmd + ") 2>&1").c_str(), "r");
-    REQUIRE(p);
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-    const int st = pclose(p);
-    return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
-}
-
-std::string main_bin() { return getenv("WA_MAIN") ? getenv("WA_MAIN") : "./main"; }
 
 // A fresh scratch directory under build/ (not /tmp, which may be mounted nodev), this
 // process's own, removed when the test is done.

@@ -124,19 +124,6 @@ void check_fails(const std::vector<uint8_t> & bytes, const char * expect) {
     whisper_audio_model_free(m);
 }
 
-std::vector<float> encode_cpu(const whisper_audio_model * model, const std::vector<float> & mel) {
-    whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
-    p.device = WHISPER_AUDIO_DEVICE_CPU;
-    p.n_threads = 2;
-    whisper_audio_encoder * enc = whisper_audio_encoder_init(model, p);
-    REQUIRE_MESSAGE(enc, whisper_audio_last_error());
-    const whisper_audio_hparams * hp = whisper_audio_model_hparams(model);
-    std::vector<float> out((size_t)hp->n_ctx * hp->n_state, NAN);
-    REQUIRE_MESSAGE(whisper_audio_encode_mel(enc, mel.data(), 1, out.data()), whisper_audio_last_error());
-    whisper_audio_encoder_free(enc);
-    return out;
-}
-
 } // namespace
 
 TEST_CASE("ct2: CTranslate2's own files match transformers float64 on their weights (CPU f32)") {

@@ -254,6 +254,22 @@ static inline std::vector<float> npy_load_f32(const std::string & path, std::vec
     return data;
 }
 
+// ---- encoding ------------------------------------------------------------------------
+
+// One log-mel window [n_mels, 3000] through a CPU encoder (2 threads): [1500, n_state].
+static inline std::vector<float> encode_cpu(const whisper_audio_model * model, const std::vector<float> & mel) {
+    whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
+    p.device = WHISPER_AUDIO_DEVICE_CPU;
+    p.n_threads = 2;
+    whisper_audio_encoder * enc = whisper_audio_encoder_init(model, p);
+    REQUIRE_MESSAGE(enc, whisper_audio_last_error());
+    const whisper_audio_hparams * hp = whisper_audio_model_hparams(model);
+    std::vector<float> out((size_t)hp->n_ctx * hp->n_state, NAN);
+    REQUIRE_MESSAGE(whisper_audio_encode_mel(enc, mel.data(), 1, out.data()), whisper_audio_last_error());
+    whisper_audio_encoder_free(enc);
+    return out;
+}
+
 // ---- GGUF ----------------------------------------------------------------------------
 
 // Where the data of tensor `name` starts in a GGUF v3 file's bytes (for tests that plant

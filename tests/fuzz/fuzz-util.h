@@ -95,3 +95,23 @@ static inline void fuzz_file_and_pipe(const uint8_t * data, size_t size, const c
         __builtin_trap();   // a file and a pipe decode the same bytes differently
     }
 }
+
+// Loads the bytes as a model file (a memfd through its /proc/self/fd path, so the loader
+// runs exactly as on a file: open, fstat, pread); a model that loads must describe itself
+// consistently, and a failure must say why. fuzz-model, fuzz-ggml and fuzz-ct2 share it.
+static inline void fuzz_model_load(const uint8_t * data, size_t size, const char * name) {
+    char path[64];
+    const int fd = fuzz_memfd(data, size, name, path);
+    whisper_audio_model * model = whisper_audio_model_load(path);
+    if (model) {
+        const whisper_audio_hparams * hp = whisper_audio_model_hparams(model);
+        const float * mel = whisper_audio_model_mel_filters(model);
+        volatile float sink = 0.0f;
+        for (int i = 0; i < hp->n_mels * 201; i++) sink += mel[i];
+        (void) sink;
+        whisper_audio_model_free(model);
+    } else if (whisper_audio_last_error()[0] == 0) {
+        __builtin_trap();
+    }
+    close(fd);
+}
