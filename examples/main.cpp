@@ -832,6 +832,9 @@ bool job::encode(const window * ws, int n, const float * pcm_base, int n_frames)
 bool job::run() {
     const size_t N = WHISPER_AUDIO_N_SAMPLES;
     std::vector<window> slots;
+    // room for the first batch at once (no copies while it fills); it grows past that only
+    // when lengths were not known ahead
+    pcm.reserve(std::min<size_t>(p.batch, std::max<size_t>(1, expected_windows)) * N);
     t_work = std::chrono::steady_clock::now();
     for (bool more = true; more;) {
         int n = 0;
