@@ -152,19 +152,36 @@ struct decoded_audio {
     std::string error;
 };
 
-// whisper_audio_decode_file into a vector ("-": standard input).
-static inline decoded_audio decode_file(const std::string & path) {
+// What whisper_audio_decode_file or _decode_memory gave (ok, pcm, n), as a decoded_audio.
+static inline decoded_audio decoded_result(bool ok, float * pcm, size_t n, const whisper_audio_info & info) {
     decoded_audio a;
-    float * pcm = nullptr;
-    size_t n = 0;
-    a.ok = whisper_audio_decode_file(path.c_str(), &pcm, &n, &a.info);
-    if (a.ok) {
+    a.ok = ok;
+    a.info = info;
+    if (ok) {
         a.pcm.assign(pcm, pcm + n);
         whisper_audio_pcm_free(pcm);
     } else {
         a.error = whisper_audio_last_error();
     }
     return a;
+}
+
+// whisper_audio_decode_file into a vector ("-": standard input).
+static inline decoded_audio decode_file(const std::string & path) {
+    float * pcm = nullptr;
+    size_t n = 0;
+    whisper_audio_info info{};
+    const bool ok = whisper_audio_decode_file(path.c_str(), &pcm, &n, &info);
+    return decoded_result(ok, pcm, n, info);
+}
+
+// whisper_audio_decode_memory into a vector.
+static inline decoded_audio decode_memory(const std::vector<uint8_t> & b) {
+    float * pcm = nullptr;
+    size_t n = 0;
+    whisper_audio_info info{};
+    const bool ok = whisper_audio_decode_memory(b.data(), b.size(), &pcm, &n, &info);
+    return decoded_result(ok, pcm, n, info);
 }
 
 // ---- .npy --------------------------------------------------------------------------
