@@ -588,6 +588,146 @@ __global__ void to_f32_kernel(float * __restrict__ y, const T * __restrict__ x, 
         y[i] = to_f32(x[i]);
 }
 
+// to_f16_kernel: y[i] = x[i] as f16 (from bf16 through f32, round to nearest even), for the
+// f16 download of a bf16 forward. CPU twin: vt_convert.
+__global__ void to_f16_kernel(__half * __restrict__ y, const __nv_bfloat16 * __restrict__ x, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = __float2half_rn(__bfloat162float(x[i]));
+}
+
+// ---- log-mel: whisper-audio.cpp's log_mel_window on the GPU ----
+//
+// The window's 3001 frames (the last dropped) of 400 samples every 160 after reflect padding;
+// per frame the power spectrum |DFT_400(hann * frame)|^2 in double, then the mel sums in
+// double, log10 in float, and over the whole window max(x, max - 8) then (x + 4) / 4.
+// The 400-point DFT splits as 20 x 20 (n = 20 n1 + n2, k = k1 + 20 k2):
+//   X[k1 + 20 k2] = sum_n2 W20^(n2 k2) [ W400^(n2 k1) sum_n1 x[20 n1 + n2] W20^(n1 k1) ]
+// two passes of 20-point sums (32k double FMAs a frame against 160k for the plain DFT);
+// only k <= 200 is needed. Tables are made on the host in double, as the CPU's.
+static const int MEL_FPB = 8;                 // frames a block (divides 3000)
+static const int MEL_THREADS = 256;
+static const int MEL_BLOCKS = 3000 / MEL_FPB; // per window
+
+struct mel_tables {
+    double window[400];                       // periodic Hann
+    double2 tw20[20];                         // exp(-2 pi i j / 20)
+    double2 tw400[400];                       // exp(-2 pi i j / 400)
+};
+__device__ mel_tables g_mel_tables;           // per device, set at backend init
+
+static size_t log_mel_smem_bytes() {
+    return sizeof(double2) * (MEL_FPB * 400 + 20 + 400) + sizeof(double) * MEL_FPB * 400;
+}
+
+// mel_ranges_kernel: each mel row's non-zero bins [k0, k1) (the filters are triangles; the
+// skipped products are 0 * finite, so the sums are exact as the CPU's).
+__global__ void mel_ranges_kernel(int2 * __restrict__ ranges, const float * __restrict__ filters, int n_mels) {
+    const int m = blockIdx.x * blockDim.x + threadIdx.x;
+    if (m >= n_mels) return;
+    const float * row = filters + (size_t)m * 201;
+    int a = 0, b = 201;
+    while (a < b && row[a] == 0.0f) a++;
+    while (b > a && row[b - 1] == 0.0f) b--;
+    ranges[m] = make_int2(a, b);
+}
+
+// log_mel_frames_kernel: grid (MEL_BLOCKS, B); block (x, b) makes frames [8x, 8x + 8) of
+// window b: out[b, m, t] = log10(max(mel, 1e-10)), and the block's max in block_max[b, x].
+__global__ void __launch_bounds__(MEL_THREADS) log_mel_frames_kernel(float * __restrict__ out, float * __restrict__ block_max,
+        const float * __restrict__ pcm, const float * __restrict__ filters, const int2 * __restrict__ ranges, int n_mels) {
+    extern __shared__ double2 mel_smem[];
+    double2 * y     = mel_smem;                            // [MEL_FPB][n2 20][k1 20] after pass 1
+    double2 * tw20  = y + MEL_FPB * 400;
+    double2 * tw400 = tw20 + 20;
+    double  * xw    = (double *)(tw400 + 400);             // [MEL_FPB][400] windowed frames
+    double  * power = xw;                                  // [MEL_FPB][201], once xw is spent
+    __shared__ float red[MEL_THREADS / 32];
+
+    const int b = blockIdx.y, t0 = blockIdx.x * MEL_FPB, tid = threadIdx.x;
+    const float * x = pcm + (size_t)b * 480000;
+    for (int i = tid; i < 20; i += MEL_THREADS) tw20[i] = g_mel_tables.tw20[i];
+    for (int i = tid; i < 400; i += MEL_THREADS) tw400[i] = g_mel_tables.tw400[i];
+    for (int i = tid; i < MEL_FPB * 400; i += MEL_THREADS) {
+        const int f = i / 400, n = i % 400;
+        int j = (t0 + f) * 160 - 200 + n;                  // reflect at both ends of the 480000
+        if (j < 0) j = -j;
+        if (j >= 480000) j = 2 * (480000 - 1) - j;
+        xw[i] = g_mel_tables.window[n] * (double)x[j];
+    }
+    __syncthreads();
+
+    // pass 1: y[f][n2][k1] = W400^(n2 k1) sum_n1 xw[f][20 n1 + n2] W20^(n1 k1)
+    for (int i = tid; i < MEL_FPB * 400; i += MEL_THREADS) {
+        const int f = i / 400, n2 = (i % 400) / 20, k1 = i % 20;
+        const double * xf = xw + f * 400 + n2;
+        double re = 0.0, im = 0.0;
+        for (int n1 = 0, e = 0; n1 < 20; n1++) {
+            re = fma(xf[20 * n1], tw20[e].x, re);
+            im = fma(xf[20 * n1], tw20[e].y, im);
+            e += k1;
+            if (e >= 20) e -= 20;
+        }
+        const double2 w = tw400[n2 * k1];
+        y[i] = make_double2(re * w.x - im * w.y, re * w.y + im * w.x);
+    }
+    __syncthreads();
+
+    // pass 2: power[f][k] = |sum_n2 y[f][n2][k1] W20^(n2 k2)|^2, k = k1 + 20 k2 <= 200
+    for (int i = tid; i < MEL_FPB * 201; i += MEL_THREADS) {
+        const int f = i / 201, k = i % 201, k1 = k % 20, k2 = k / 20;
+        const double2 * yf = y + f * 400 + k1;
+        double re = 0.0, im = 0.0;
+        for (int n2 = 0, e = 0; n2 < 20; n2++) {
+            const double2 a = yf[20 * n2], w = tw20[e];
+            re = fma(a.x, w.x, fma(-a.y, w.y, re));
+            im = fma(a.x, w.y, fma(a.y, w.x, im));
+            e += k2;
+            if (e >= 20) e -= 20;
+        }
+        power[i] = re * re + im * im;
+    }
+    __syncthreads();
+
+    // mel sums, log10; frames fastest so that the stores are coalesced
+    float mx = -INFINITY;
+    for (int i = tid; i < MEL_FPB * n_mels; i += MEL_THREADS) {
+        const int f = i % MEL_FPB, m = i / MEL_FPB;
+        const int2 r = ranges[m];
+        const float * row = filters + (size_t)m * 201;
+        const double * pf = power + f * 201;
+        double sum = 0.0;
+        for (int k = r.x; k < r.y; k++) sum += (double)row[k] * pf[k];
+        const float v = log2f(fmaxf((float)sum, 1e-10f)) * 0.30102999566398119521f;
+        out[((size_t)b * n_mels + m) * 3000 + t0 + f] = v;
+        mx = fmaxf(mx, v);
+    }
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if (tid % 32 == 0) red[tid / 32] = mx;
+    __syncthreads();
+    if (tid == 0) {
+        for (int w = 1; w < MEL_THREADS / 32; w++) mx = fmaxf(mx, red[w]);
+        block_max[(size_t)b * MEL_BLOCKS + blockIdx.x] = mx;
+    }
+}
+
+// log_mel_norm_kernel: grid (x, B): every block of window b finds the window's max from the
+// frame blocks' and applies out = (max(out, max - 8) + 4) / 4 to its part, grid-stride.
+__global__ void log_mel_norm_kernel(float * __restrict__ out, const float * __restrict__ block_max, size_t per_window) {
+    __shared__ float red[32];
+    const int b = blockIdx.y;
+    float mx = -INFINITY;
+    for (int i = threadIdx.x; i < MEL_BLOCKS; i += blockDim.x) mx = fmaxf(mx, block_max[(size_t)b * MEL_BLOCKS + i]);
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = mx;
+    __syncthreads();
+    mx = red[0];
+    for (int w = 1; w < (int)(blockDim.x / 32); w++) mx = fmaxf(mx, red[w]);
+    const float floor_v = mx - 8.0f;
+    float * o = out + (size_t)b * per_window;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < per_window; i += (size_t)gridDim.x * blockDim.x)
+        o[i] = (fmaxf(o[i], floor_v) + 4.0f) / 4.0f;
+}
+
 // =====================================================================================
 // launchers (one per op; they do the grid maths, launch on the stream and check)
 // =====================================================================================
@@ -758,6 +898,22 @@ static bool launch_attention(cudaStream_t st, vt_tensor * t) {
     return launch_attention_mt<__nv_bfloat16, ATT_MT>(st, t);
 }
 
+// log_mel: ranges, frames, then the normalisation over each window
+static bool launch_log_mel(cudaStream_t st, vt_tensor * t, float * block_max, int2 * ranges) {
+    const vt_tensor * pcm = t->src[0], * filters = t->src[1];
+    const int n_mels = (int)t->ne[1], B = (int)t->ne[2];
+    mel_ranges_kernel<<<(unsigned)ceil_div(n_mels, 128), 128, 0, st>>>(ranges, (const float *)filters->data, n_mels);
+    CUDA_CHECK(cudaGetLastError());
+    log_mel_frames_kernel<<<dim3(MEL_BLOCKS, B), MEL_THREADS, log_mel_smem_bytes(), st>>>(
+        (float *)t->data, block_max, (const float *)pcm->data, (const float *)filters->data, ranges, n_mels);
+    CUDA_CHECK(cudaGetLastError());
+    const size_t per_window = (size_t)n_mels * 3000;
+    const int bx = (int)std::max<int64_t>(1, std::min<int64_t>(ceil_div((int64_t)per_window, 256 * 4), 4 * g_sm_count / B));
+    log_mel_norm_kernel<<<dim3(bx, B), 256, 0, st>>>((float *)t->data, block_max, per_window);
+    CUDA_CHECK(cudaGetLastError());
+    return true;
+}
+
 // ---- cuBLASLt GEMM: D[rows, N] = X[rows, K] W[N, K]^T (+ bias[N]) (+ beta C) ----
 //
 // cuBLASLt is column-major: D^T (N x rows, ld N) = op(A) B with A = W stored K x N (ld K,
@@ -866,6 +1022,20 @@ struct graph_state {
     std::vector<node_plan> plans;          // per g->nodes entry
     cudaGraphExec_t exec = nullptr;        // the captured forward
     uint64_t weights_gen = 0;              // weights generation it was captured with
+    float * mel_max = nullptr;             // log_mel: per window, each frame block's max
+    int2 * mel_ranges = nullptr;           // log_mel: each mel row's non-zero bins
+    size_t mel_bytes = 0;
+};
+
+// One of vt_backend_submit's two slots: device copies of the input and the converted output,
+// and the events that order the three streams.
+struct submit_slot {
+    void * in = nullptr;  size_t in_bytes = 0;
+    void * out = nullptr; size_t out_bytes = 0;
+    cudaEvent_t uploaded = nullptr;        // in holds the host input (upload stream)
+    cudaEvent_t consumed = nullptr;        // in copied into the graph (compute stream)
+    cudaEvent_t computed = nullptr;        // out holds the result (compute stream)
+    cudaEvent_t done = nullptr;            // out copied to the host (download stream)
 };
 
 struct cuda_backend : vt_backend {
@@ -888,9 +1058,18 @@ struct cuda_backend : vt_backend {
     std::set<vt_graph *> graphs;                // allocated here, released by the destructor
     size_t graph_bytes = 0;
 
+    cudaStream_t up = nullptr, down = nullptr;  // submit's copies in and out
+    submit_slot slots[2];
+
     ~cuda_backend() override {
         cudaSetDevice(device);
         if (stream) cudaStreamSynchronize(stream);
+        for (cudaStream_t st : {up, down}) if (st) { cudaStreamSynchronize(st); cudaStreamDestroy(st); }
+        for (submit_slot & sl : slots) {
+            if (sl.in) cudaFree(sl.in);
+            if (sl.out) cudaFree(sl.out);
+            for (cudaEvent_t e : {sl.uploaded, sl.consumed, sl.computed, sl.done}) if (e) cudaEventDestroy(e);
+        }
         std::vector<vt_graph *> gs(graphs.begin(), graphs.end());
         for (vt_graph * g : gs) {
             release_graph(g);
@@ -917,7 +1096,22 @@ struct cuda_backend : vt_backend {
         g_sm_count = prop.multiProcessorCount;
         snprintf(label, sizeof(label), "cuda (%s)", prop.name);
         CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        CUDA_CHECK(cudaStreamCreateWithFlags(&up, cudaStreamNonBlocking));
+        CUDA_CHECK(cudaStreamCreateWithFlags(&down, cudaStreamNonBlocking));
+        for (submit_slot & sl : slots)
+            for (cudaEvent_t * e : {&sl.uploaded, &sl.consumed, &sl.computed, &sl.done})
+                CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
         CUBLAS_CHECK(cublasLtCreate(&lt));
+        mel_tables tables;                              // the CPU's tables (whisper-audio.cpp)
+        const double two_pi = 6.283185307179586476925286766559;
+        for (int i = 0; i < 400; i++) {
+            tables.window[i] = 0.5 - 0.5 * std::cos(two_pi * i / 400);
+            tables.tw400[i] = make_double2(std::cos(two_pi * i / 400), -std::sin(two_pi * i / 400));
+        }
+        for (int i = 0; i < 20; i++) tables.tw20[i] = make_double2(std::cos(two_pi * i / 20), -std::sin(two_pi * i / 20));
+        CUDA_CHECK(cudaMemcpyToSymbol(g_mel_tables, &tables, sizeof(tables)));
+        CUDA_CHECK(cudaFuncSetAttribute(log_mel_frames_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)log_mel_smem_bytes()));
         CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<__half, ATT_MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         (int)attention_smem_bytes(ATT_MT)));
         CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<__nv_bfloat16, ATT_MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1075,11 +1269,13 @@ struct cuda_backend : vt_backend {
         if (s->exec) cudaGraphExecDestroy(s->exec);
         if (s->arena) cudaFree(s->arena);
         if (s->im2col) cudaFree(s->im2col);
+        if (s->mel_max) cudaFree(s->mel_max);
+        if (s->mel_ranges) cudaFree(s->mel_ranges);
         for (auto & o : s->f32_outputs) {
             cudaFree(o.second);
             f32_copies.erase(o.first);
         }
-        graph_bytes -= s->arena_bytes + s->im2col_bytes + s->f32_bytes;
+        graph_bytes -= s->arena_bytes + s->im2col_bytes + s->f32_bytes + s->mel_bytes;
         delete s;
     }
 
@@ -1092,7 +1288,7 @@ struct cuda_backend : vt_backend {
             }
         }
         for (vt_tensor * t : g->nodes) {
-            if (t->type == VT_TYPE_F32 && t->op != VT_OP_LAYER_NORM) {
+            if (t->type == VT_TYPE_F32 && t->op != VT_OP_LAYER_NORM && t->op != VT_OP_LOG_MEL) {
                 vt_set_error("cuda: '%s' (%s) is f32; the CUDA backend computes in f16/bf16", t->name, vt_op_name(t->op));
                 return false;
             }
@@ -1122,7 +1318,7 @@ struct cuda_backend : vt_backend {
         }
 
         s->plans.resize(g->nodes.size());
-        size_t im2col_need = 0;
+        size_t im2col_need = 0, mel_windows = 0, mel_rows = 0;
         bool ok = true;
         for (size_t i = 0; ok && i < g->nodes.size(); i++) {
             vt_tensor * t = g->nodes[i];
@@ -1131,6 +1327,10 @@ struct cuda_backend : vt_backend {
                 case VT_OP_CONV1D_K3:  ok = plan_conv(t, s->plans[i], im2col_need); break;
                 case VT_OP_ATTENTION:  ok = attention_supported(t); break;
                 case VT_OP_LAYER_NORM: break;
+                case VT_OP_LOG_MEL:
+                    mel_windows = std::max(mel_windows, (size_t)t->ne[2]);
+                    mel_rows = std::max(mel_rows, (size_t)t->ne[1]);
+                    break;
                 default:
                     vt_set_error("cuda: op %s ('%s') has no CUDA kernel", vt_op_name(t->op), t->name);
                     ok = false;
@@ -1145,6 +1345,17 @@ struct cuda_backend : vt_backend {
             } else {
                 s->im2col_bytes = im2col_need;
                 graph_bytes += im2col_need;
+            }
+        }
+        if (ok && mel_windows > 0) {                // log_mel's scratch, shared by its nodes (one after another)
+            err = cudaMalloc(&s->mel_max, mel_windows * MEL_BLOCKS * sizeof(float));
+            if (err == cudaSuccess) err = cudaMalloc(&s->mel_ranges, mel_rows * sizeof(int2));
+            if (err != cudaSuccess) {
+                vt_set_error("cuda: cudaMalloc of the log-mel scratch failed: %s", cudaGetErrorString(err));
+                ok = false;
+            } else {
+                s->mel_bytes = mel_windows * MEL_BLOCKS * sizeof(float) + mel_rows * sizeof(int2);
+                graph_bytes += s->mel_bytes;
             }
         }
         // each output that is not f32 gets an f32 copy, made at the end of the forward
@@ -1213,6 +1424,7 @@ struct cuda_backend : vt_backend {
             }
             case VT_OP_LAYER_NORM: return launch_layer_norm(stream, t);
             case VT_OP_ATTENTION:  return launch_attention(stream, t);
+            case VT_OP_LOG_MEL:    return launch_log_mel(stream, t, s->mel_max, s->mel_ranges);
             default:
                 vt_set_error("cuda: op %s ('%s') has no CUDA kernel", vt_op_name(t->op), t->name);
                 return false;
@@ -1238,11 +1450,8 @@ struct cuda_backend : vt_backend {
     }
 
     // First call (or after alloc_weights moved the weights): capture the whole forward as
-    // a CUDA graph; every call: replay it and wait.
-    bool compute(vt_graph * g) override {
-        graph_state * s = (graph_state *)g->backend_state;
-        if (!s) { vt_set_error("cuda: graph not allocated"); return false; }
-        CUDA_CHECK(cudaSetDevice(device));
+    // a CUDA graph; every call: replay it (launch only).
+    bool launch(graph_state * s, vt_graph * g) {
         if (s->exec && s->weights_gen != weights_gen) {
             CUDA_CHECK(cudaGraphExecDestroy(s->exec));
             s->exec = nullptr;
@@ -1271,7 +1480,98 @@ struct cuda_backend : vt_backend {
             s->weights_gen = weights_gen;
         }
         CUDA_CHECK(cudaGraphLaunch(s->exec, stream));
+        return true;
+    }
+
+    bool compute(vt_graph * g) override {
+        graph_state * s = (graph_state *)g->backend_state;
+        if (!s) { vt_set_error("cuda: graph not allocated"); return false; }
+        CUDA_CHECK(cudaSetDevice(device));
+        if (!launch(s, g)) return false;
         CUDA_CHECK(cudaStreamSynchronize(stream));
+        return true;
+    }
+
+    // ---- asynchronous runs: upload | forward | download on three streams ----
+
+    bool supports(vt_op) const override { return true; }
+
+    void * host_alloc(size_t bytes) override {
+        void * p = nullptr;
+        cudaSetDevice(device);
+        const cudaError_t err = cudaMallocHost(&p, std::max<size_t>(bytes, 1));
+        if (err != cudaSuccess) {
+            vt_set_error("cuda: cudaMallocHost of %zu bytes failed: %s", bytes, cudaGetErrorString(err));
+            return nullptr;
+        }
+        return p;
+    }
+
+    void host_free(void * p) override { cudaFreeHost(p); }
+
+    // A slot's device buffer of at least `bytes`; growing it waits for the work in flight.
+    bool ensure_slot_buffer(void *& buf, size_t & have, size_t bytes) {
+        if (bytes <= have) return true;
+        CUDA_CHECK(cudaDeviceSynchronize());
+        if (buf) CUDA_CHECK(cudaFree(buf));
+        buf = nullptr;
+        have = 0;
+        const cudaError_t err = cudaMalloc(&buf, bytes);
+        if (err != cudaSuccess) {
+            buf = nullptr;
+            vt_set_error("cuda: cudaMalloc of a %zu-byte transfer buffer failed: %s", bytes, cudaGetErrorString(err));
+            return false;
+        }
+        have = bytes;
+        return true;
+    }
+
+    // upload stream: host -> slot.in; compute stream: slot.in -> the graph's input, the
+    // forward, its output converted into slot.out; download stream: slot.out -> host. The
+    // events keep each slot's buffers from being overwritten while another stream reads them.
+    bool submit(vt_graph * g, vt_tensor * in, const void * in_host, const vt_tensor * out, void * out_host,
+                vt_type out_type, int slot) override {
+        graph_state * s = (graph_state *)g->backend_state;
+        if (!s) { vt_set_error("cuda: graph not allocated"); return false; }
+        CUDA_CHECK(cudaSetDevice(device));
+        submit_slot & sl = slots[slot];
+        const size_t in_bytes = vt_nbytes(in), n_out = (size_t)vt_nelements(out);
+        const size_t out_bytes = n_out * vt_type_size(out_type);
+        if (!ensure_slot_buffer(sl.in, sl.in_bytes, in_bytes) || !ensure_slot_buffer(sl.out, sl.out_bytes, out_bytes)) return false;
+
+        CUDA_CHECK(cudaStreamWaitEvent(up, sl.consumed, 0));
+        CUDA_CHECK(cudaMemcpyAsync(sl.in, in_host, in_bytes, cudaMemcpyHostToDevice, up));
+        CUDA_CHECK(cudaEventRecord(sl.uploaded, up));
+
+        CUDA_CHECK(cudaStreamWaitEvent(stream, sl.uploaded, 0));
+        CUDA_CHECK(cudaMemcpyAsync(in->data, sl.in, in_bytes, cudaMemcpyDeviceToDevice, stream));
+        CUDA_CHECK(cudaEventRecord(sl.consumed, stream));
+        if (!launch(s, g)) return false;
+        CUDA_CHECK(cudaStreamWaitEvent(stream, sl.done, 0));
+        const int blocks = (int)std::min<int64_t>(ceil_div((int64_t)n_out, 256), (int64_t)g_sm_count * 16);
+        if (out->type == out_type) {
+            CUDA_CHECK(cudaMemcpyAsync(sl.out, out->data, out_bytes, cudaMemcpyDeviceToDevice, stream));
+        } else if (out_type == VT_TYPE_F32) {
+            if (out->type == VT_TYPE_F16) to_f32_kernel<<<blocks, 256, 0, stream>>>((float *)sl.out, (const __half *)out->data, n_out);
+            else to_f32_kernel<<<blocks, 256, 0, stream>>>((float *)sl.out, (const __nv_bfloat16 *)out->data, n_out);
+        } else if (out->type == VT_TYPE_BF16) {
+            to_f16_kernel<<<blocks, 256, 0, stream>>>((__half *)sl.out, (const __nv_bfloat16 *)out->data, n_out);
+        } else {
+            vt_set_error("cuda: submit: '%s' is %s; it comes out as f32 only", out->name, vt_type_name(out->type));
+            return false;
+        }
+        CUDA_CHECK(cudaGetLastError());
+        CUDA_CHECK(cudaEventRecord(sl.computed, stream));
+
+        CUDA_CHECK(cudaStreamWaitEvent(down, sl.computed, 0));
+        CUDA_CHECK(cudaMemcpyAsync(out_host, sl.out, out_bytes, cudaMemcpyDeviceToHost, down));
+        CUDA_CHECK(cudaEventRecord(sl.done, down));
+        return true;
+    }
+
+    bool wait(int slot) override {
+        CUDA_CHECK(cudaSetDevice(device));
+        CUDA_CHECK(cudaEventSynchronize(slots[slot].done));
         return true;
     }
 
@@ -1341,6 +1641,15 @@ vt_backend * vt_backend_cuda_init(int device, enum vt_type compute_type) {
 }
 
 bool vt_cuda_built(void) { return true; }
+
+int vt_cuda_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
 
 bool vt_cuda_memory_used(int device, size_t * used) {
     int prev = 0;

@@ -256,6 +256,7 @@ static const char * VT_OP_NAMES[] = {
     "linear",
     "layer_norm",
     "attention",
+    "log_mel",
 };
 static_assert(sizeof(VT_OP_NAMES) / sizeof(VT_OP_NAMES[0]) == VT_OP_COUNT, "VT_OP_NAMES out of sync with enum vt_op");
 
@@ -374,6 +375,19 @@ vt_tensor * vt_attention(vt_context * ctx, vt_tensor * q, vt_tensor * k, vt_tens
     t->src[2] = v;
     t->iparams[0] = n_head;
     t->fparams[0] = scale;
+    return t;
+}
+
+// vt_log_mel
+
+vt_tensor * vt_log_mel(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters) {
+    VT_ASSERT(pcm->type == VT_TYPE_F32 && vt_is_contiguous(pcm) && pcm->ne[0] == 480000 && pcm->ne[2] == 1 && pcm->ne[3] == 1);
+    VT_ASSERT(filters->type == VT_TYPE_F32 && vt_is_contiguous(filters) && filters->ne[0] == 201 && filters->ne[2] == 1);
+    const int64_t ne[4] = {3000, filters->ne[1], pcm->ne[1], 1};
+    vt_tensor * t = new_tensor(ctx, VT_TYPE_F32, ne);
+    t->op = VT_OP_LOG_MEL;
+    t->src[0] = pcm;
+    t->src[1] = filters;
     return t;
 }
 
@@ -496,6 +510,12 @@ size_t vt_backend_allocated_bytes(const vt_backend * be) { return be->allocated_
 bool vt_backend_alloc_graph(vt_backend * be, vt_graph * g) {
     if (g->backend) g->backend->release_graph(g);
     g->backend = nullptr;
+    for (const vt_tensor * t : g->nodes) {
+        if (!be->supports(t->op)) {
+            vt_set_error("%s: op %s ('%s') has no kernel on this backend", be->name(), vt_op_name(t->op), t->name);
+            return false;
+        }
+    }
     if (!be->alloc_graph(g)) return false;
     g->backend = be;
     return true;
@@ -523,7 +543,45 @@ bool vt_backend_profile(vt_backend * be, vt_graph * g, double * ms) {
     return be->profile(g, ms);
 }
 
+bool vt_backend::submit(vt_graph * g, vt_tensor * in, const void * in_host, const vt_tensor * out, void * out_host,
+                        vt_type out_type, int) {
+    if (!set_tensor(in, in_host, VT_TYPE_F32) || !compute(g)) return false;
+    if (out_type == VT_TYPE_F32) return get_tensor_f32(out, (float *)out_host);
+    std::vector<float> f32((size_t)vt_nelements(out));
+    if (!get_tensor_f32(out, f32.data())) return false;
+    vt_convert(out_host, out_type, f32.data(), VT_TYPE_F32, f32.size());
+    return true;
+}
+
+void * vt_backend::host_alloc(size_t bytes) {
+    void * p = malloc(std::max<size_t>(bytes, 1));
+    if (!p) vt_set_error("out of memory: %zu bytes of host buffer", bytes);
+    return p;
+}
+
+void vt_backend::host_free(void * p) { free(p); }
+
+bool vt_backend_submit(vt_backend * be, vt_graph * g, vt_tensor * in, const void * in_host, const vt_tensor * out,
+                       void * out_host, enum vt_type out_type, int slot) {
+    if (g->backend != be) { vt_set_error("graph not allocated on backend %s", be->name()); return false; }
+    if (slot < 0 || slot > 1) { vt_set_error("submit: slot %d (0 or 1)", slot); return false; }
+    if (out_type != VT_TYPE_F32 && out_type != VT_TYPE_F16) { vt_set_error("submit: output as %s (f32 or f16)", vt_type_name(out_type)); return false; }
+    if (in->type != VT_TYPE_F32 || !(in->flags & VT_FLAG_INPUT) || !in->data) { vt_set_error("submit: '%s' is not an allocated f32 input", in->name); return false; }
+    if (!vt_is_contiguous(out) || !out->data) { vt_set_error("submit: '%s' is not a contiguous allocated tensor", out->name); return false; }
+    return be->submit(g, in, in_host, out, out_host, out_type, slot);
+}
+
+bool vt_backend_wait(vt_backend * be, int slot) {
+    if (slot < 0 || slot > 1) { vt_set_error("wait: slot %d (0 or 1)", slot); return false; }
+    return be->wait(slot);
+}
+
+void * vt_backend_host_alloc(vt_backend * be, size_t bytes) { return be->host_alloc(bytes); }
+void   vt_backend_host_free(vt_backend * be, void * p) { if (p) be->host_free(p); }
+bool   vt_backend_supports(const vt_backend * be, enum vt_op op) { return be->supports(op); }
+
 #ifndef VT_USE_CUDA
+int vt_cuda_device_count(void) { return 0; }
 vt_backend * vt_backend_cuda_init(int, enum vt_type) {
     vt_set_error("this build has no CUDA backend (nvcc was not found when it was built)");
     return nullptr;

@@ -47,6 +47,7 @@ enum vt_op {
     VT_OP_LINEAR,
     VT_OP_LAYER_NORM,
     VT_OP_ATTENTION,
+    VT_OP_LOG_MEL,
     VT_OP_COUNT,
 };
 
@@ -150,6 +151,14 @@ vt_tensor * vt_layer_norm(vt_context * ctx, vt_tensor * x, vt_tensor * w, vt_ten
 vt_tensor * vt_attention(vt_context * ctx, vt_tensor * q, vt_tensor * k, vt_tensor * v,
                          int n_head, float scale);
 
+// log_mel: Whisper's log-mel spectrogram of B 30 s windows, the algorithm of
+// whisper_audio_log_mel (transformers' WhisperFeatureExtractor), the FFT in double.
+//   pcm     [B, 480000] ne {480000, B} f32, contiguous, each window zero-padded by the caller
+//   filters [n_mels, 201] ne {201, n_mels} f32 (the model's mel bank)
+//   out     [B, n_mels, 3000] f32
+// CUDA only: on the CPU the model library computes the log-mel before the graph.
+vt_tensor * vt_log_mel(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters);
+
 const char * vt_op_name(enum vt_op op);
 
 // ---- graphs ------------------------------------------------------------------------
@@ -188,6 +197,24 @@ bool   vt_backend_compute(vt_backend * be, vt_graph * g);
 // Computes g node by node and stores each node's milliseconds in ms[i] (vt_graph_node order).
 bool   vt_backend_profile(vt_backend * be, vt_graph * g, double * ms);
 size_t vt_backend_allocated_bytes(const vt_backend * be); // weights + arenas + workspaces
+
+// Runs without waiting: in_host (f32, all of `in`) is copied in, g computed, `out` copied to
+// out_host as out_type (F32 or F16). The CUDA backend puts the copies in and out on streams
+// of their own, so that with two slots (0 and 1) one run's upload and another's download
+// overlap a forward; its host buffers should come from vt_backend_host_alloc (pinned).
+// vt_backend_wait(be, slot) waits for the run in that slot; the host buffers must stay
+// untouched until then. The CPU backend runs it at once.
+bool   vt_backend_submit(vt_backend * be, vt_graph * g, vt_tensor * in, const void * in_host,
+                         const vt_tensor * out, void * out_host, enum vt_type out_type, int slot);
+bool   vt_backend_wait(vt_backend * be, int slot);
+// Host memory for submit: page-locked where the backend has a device, else plain. NULL
+// with vt_last_error() set when it cannot be had.
+void * vt_backend_host_alloc(vt_backend * be, size_t bytes);
+void   vt_backend_host_free(vt_backend * be, void * p);
+// Whether the backend has a kernel for op (every op but log_mel on the CPU).
+bool   vt_backend_supports(const vt_backend * be, enum vt_op op);
+// CUDA devices present (0 without CUDA or a device).
+int    vt_cuda_device_count(void);
 // Bytes in use on a CUDA device, by anyone (cudaMemGetInfo); false without CUDA.
 bool   vt_cuda_memory_used(int device, size_t * used);
 
@@ -227,6 +254,13 @@ struct vt_backend {
     virtual bool compute(vt_graph * g) = 0;
     virtual bool profile(vt_graph * g, double * ms) = 0;
     virtual size_t allocated_bytes() const = 0;
+    virtual bool supports(vt_op op) const { return op != VT_OP_LOG_MEL; }
+    // at once, by default: in, compute, out (converted on the host)
+    virtual bool submit(vt_graph * g, vt_tensor * in, const void * in_host, const vt_tensor * out, void * out_host,
+                        vt_type out_type, int slot);
+    virtual bool wait(int slot) { (void)slot; return true; }
+    virtual void * host_alloc(size_t bytes);
+    virtual void host_free(void * p);
 };
 
 // Sets data of every view in g from its source (after the arena or weights are placed).

@@ -12,11 +12,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -66,6 +70,23 @@ static int wa_n_threads(int n_threads) {
 
 static double ms_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// fn(i) for i in [0, n) on up to n_threads threads (this one among them); if the system
+// refuses a thread, fewer do the work.
+template <typename F> static void wa_parallel(int n, int n_threads, F && fn) {
+    std::atomic<int> next{0};
+    auto work = [&] {
+        for (int i; (i = next.fetch_add(1)) < n;) fn(i);
+    };
+    const int n_extra = std::min(n, wa_n_threads(n_threads)) - 1;
+    std::vector<std::thread> threads;
+    threads.reserve(std::max(0, n_extra));
+    try {
+        for (int t = 0; t < n_extra; t++) threads.emplace_back(work);
+    } catch (const std::exception &) {}   // no more threads: this one and those started share the rest
+    work();
+    for (std::thread & t : threads) t.join();
 }
 
 // =====================================================================================
@@ -3248,21 +3269,10 @@ static bool log_mel_windows(const float * filters, int n_mels, const float * pcm
                             float * out, int n_threads, size_t first = 0) {
     if (!wa_mel_check_pcm("log-mel", pcm, std::min(n, (size_t)n_windows * WHISPER_AUDIO_N_SAMPLES), first)) return false;
     const size_t mel_win = (size_t)n_mels * WHISPER_AUDIO_N_FRAMES;
-    std::atomic<int> next{0};
-    auto work = [&] {
-        for (int i; (i = next.fetch_add(1)) < n_windows;) {
-            const size_t start = std::min(n, (size_t)i * WHISPER_AUDIO_N_SAMPLES);
-            log_mel_window(filters, n_mels, pcm ? pcm + start : nullptr, n - start, out + i * mel_win);
-        }
-    };
-    const int n_extra = std::min(n_windows, wa_n_threads(n_threads)) - 1;
-    std::vector<std::thread> threads;
-    threads.reserve(n_extra);
-    try {
-        for (int t = 0; t < n_extra; t++) threads.emplace_back(work);
-    } catch (const std::exception &) {}   // no more threads: this one and those started share the rest
-    work();
-    for (std::thread & t : threads) t.join();
+    wa_parallel(n_windows, n_threads, [&](int i) {
+        const size_t start = std::min(n, (size_t)i * WHISPER_AUDIO_N_SAMPLES);
+        log_mel_window(filters, n_mels, pcm ? pcm + start : nullptr, n - start, out + i * mel_win);
+    });
     return true;
 }
 
@@ -3285,8 +3295,8 @@ bool whisper_audio_log_mel_windows(const whisper_audio_model * model, const floa
 struct wa_graph {                        // one batch shape, built once and replayed
     vt_context * ctx = nullptr;
     vt_graph * graph = nullptr;
-    vt_tensor * mel = nullptr;           // [B, n_mels, 3000] f32 input
-    vt_tensor * out = nullptr;           // [B, 1500, d]
+    vt_tensor * in = nullptr;            // f32 input: mel [B, n_mels, F], or PCM [B, 480000]
+    vt_tensor * out = nullptr;           // [B, F/2, d]
 };
 
 // It keeps copies of what it needs from the model, so the model may be freed before it.
@@ -3298,7 +3308,9 @@ struct whisper_audio_encoder {
     vt_backend * backend = nullptr;
     vt_context * wctx = nullptr;         // the weights' tensors
     wa_weights w{};                      // made and filled by walking WA_TENSORS
-    std::map<std::pair<int, int>, wa_graph> graphs;   // by (batch size, mel frames)
+    bool mel_in_graph = false;           // the backend makes the log-mel (CUDA): PCM goes in
+    vt_tensor * mel_filters_t = nullptr; // ... with this copy of the mel bank
+    std::map<std::tuple<int, int, bool>, wa_graph> graphs;   // by (batch size, mel frames, PCM in)
     whisper_audio_timings timings{};     // since init or the last reset
 };
 
@@ -3450,7 +3462,7 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
     // weights: a tensor per row of WA_TENSORS (one for a fused tensor's rows), matrices in the
     // compute type, the rest in f32, named as in the model file (a fused one as its first part)
     const vt_type mt = vt_backend_compute_type(enc->backend);
-    vt_context * ctx = enc->wctx = vt_init(wa_n_made(false) + wa_n_made(true) * hp.n_layer);
+    vt_context * ctx = enc->wctx = vt_init(wa_n_made(false) + wa_n_made(true) * hp.n_layer + 1);
     enc->w.layers.resize(hp.n_layer);
     wa_for_each_tensor(hp.n_layer, [&](const wa_tensor_desc & t, int il, const char * name) {
         vt_tensor ** dst = wa_dst(enc->w, t, il);
@@ -3463,11 +3475,21 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
         vt_set_name(*dst, "%s", name);
         return true;
     });
+    enc->mel_in_graph = vt_backend_supports(enc->backend, VT_OP_LOG_MEL);
+    if (enc->mel_in_graph) {
+        enc->mel_filters_t = vt_new_tensor_2d(ctx, VT_TYPE_F32, WHISPER_AUDIO_N_BINS, hp.n_mels);
+        vt_set_weight(enc->mel_filters_t);
+        vt_set_name(enc->mel_filters_t, "mel_filters");
+    }
     if (!vt_backend_alloc_weights(enc->backend, ctx)) {
         wa_set_error("allocating weights on %s: %s", vt_backend_name(enc->backend), vt_last_error());
         return nullptr;
     }
     if (!upload_weights(enc, model)) return nullptr;
+    if (enc->mel_in_graph && !vt_backend_set_tensor(enc->backend, enc->mel_filters_t, enc->mel_filters.data(), VT_TYPE_F32)) {
+        wa_set_error("uploading mel_filters: %s", vt_last_error());
+        return nullptr;
+    }
     return owner.release();
 }
 
@@ -3545,15 +3567,15 @@ struct wa_encoder_lock {
     ~wa_encoder_lock() { if (held) enc->busy = false; }
 };
 
-// The graph for a batch of n windows of n_frames each, built and allocated on first use.
-// Only the full batch of padded windows and one other shape are kept, so memory stays at
-// two arenas at most.
-static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_frames) {
-    const std::pair<int, int> key(n, n_frames);
+// The graph for a batch of n windows of n_frames each, built and allocated on first use:
+// from mel, or with from_pcm (where the backend makes the log-mel) from 16 kHz PCM. Only the
+// full batches of padded windows and one other shape are kept, so memory stays bounded.
+static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_frames, bool from_pcm = false) {
+    const std::tuple<int, int, bool> key(n, n_frames, from_pcm);
     auto it = enc->graphs.find(key);
     if (it != enc->graphs.end()) return &it->second;
     for (auto i = enc->graphs.begin(); i != enc->graphs.end();) {
-        if (i->first != std::make_pair(enc->params.max_batch, (int)WHISPER_AUDIO_N_FRAMES)) {
+        if (std::get<0>(i->first) != enc->params.max_batch || std::get<1>(i->first) != WHISPER_AUDIO_N_FRAMES) {
             vt_graph_free(i->second.graph);
             vt_free(i->second.ctx);
             i = enc->graphs.erase(i);
@@ -3564,9 +3586,20 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_fram
     // owned by these until the map holds them, so that nothing leaks if something throws
     const whisper_audio_hparams & hp = enc->hparams;
     std::unique_ptr<vt_context, void (*)(vt_context *)> ctx(vt_init(32 + 16 * hp.n_layer), vt_free);
-    vt_tensor * mel = vt_new_tensor_3d(ctx.get(), VT_TYPE_F32, n_frames, hp.n_mels, n);
-    vt_set_name(mel, "mel");
-    vt_set_input(mel);
+    vt_tensor * in, * mel;
+    if (from_pcm) {     // the padded window's log-mel, its first n_frames frames kept
+        in = vt_new_tensor_2d(ctx.get(), VT_TYPE_F32, WHISPER_AUDIO_N_SAMPLES, n);
+        vt_set_name(in, "pcm");
+        vt_set_input(in);
+        mel = vt_log_mel(ctx.get(), in, enc->mel_filters_t);
+        vt_set_name(mel, "mel");
+        if (n_frames < WHISPER_AUDIO_N_FRAMES)
+            mel = vt_view_3d(ctx.get(), mel, n_frames, hp.n_mels, n, mel->nb[1], mel->nb[2], 0);
+    } else {
+        in = mel = vt_new_tensor_3d(ctx.get(), VT_TYPE_F32, n_frames, hp.n_mels, n);
+        vt_set_name(in, "mel");
+        vt_set_input(in);
+    }
     vt_tensor * out = whisper_audio_build_encoder(enc, ctx.get(), mel);
     std::unique_ptr<vt_graph, void (*)(vt_graph *)> graph(vt_graph_build(ctx.get(), &out, 1), vt_graph_free);
     if (!vt_backend_alloc_graph(enc->backend, graph.get())) {
@@ -3575,7 +3608,7 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_fram
         return nullptr;
     }
     wa_graph & g = enc->graphs[key];
-    g = wa_graph{ctx.release(), graph.release(), mel, out};
+    g = wa_graph{ctx.release(), graph.release(), in, out};
     return &g;
 }
 
@@ -3595,7 +3628,7 @@ static bool encode_mel_frames(whisper_audio_encoder * enc, const float * mel, in
         wa_graph * g = graph_for_batch(enc, n, n_frames);
         if (!g) return false;
         auto t = std::chrono::steady_clock::now();
-        bool ok = vt_backend_set_tensor(enc->backend, g->mel, mel + w0 * mel_win, VT_TYPE_F32);
+        bool ok = vt_backend_set_tensor(enc->backend, g->in, mel + w0 * mel_win, VT_TYPE_F32);
         tm.upload_ms += ms_since(t);
         t = std::chrono::steady_clock::now();
         ok = ok && vt_backend_compute(enc->backend, g->graph);
@@ -3628,23 +3661,474 @@ bool whisper_audio_encode_mel(whisper_audio_encoder * enc, const float * mel, in
     return whisper_audio_encode_mel_frames(enc, mel, n_windows, WHISPER_AUDIO_N_FRAMES, out);
 }
 
-static bool encode_pcm(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out) {
+// =====================================================================================
+// pipeline: audio in as it comes, rows out in input order
+// =====================================================================================
+//
+// The caller's thread cuts the audio into 30 s windows and the windows into batches of
+// max_batch (with no_pad, an input's short last window goes alone, unpadded). One worker
+// thread per encoder takes batches in turn. On CUDA it submits the PCM: upload, log-mel and
+// forward, download (as f32 or f16) overlap on the device's streams, two batches in flight.
+// On the CPU it makes the log-mel on the encoder's threads, then runs the forward. Then it
+// pools. The caller's thread hands the rows to on_rows in input order whenever it is inside
+// push, end_input or finish. Batches are cut the same way however many encoders there are,
+// so every encoder count gives the same rows.
+
+struct wa_window {
+    int64_t input, window;
+    size_t samples;                      // of audio in it
+};
+
+struct wa_batch {
+    int64_t id = 0;                      // in the order the batches were cut
+    int n = 0;                           // windows
+    int n_frames = WHISPER_AUDIO_N_FRAMES;
+    int cap = 0;                         // windows the buffers hold: grown as windows come, up to max_batch
+    std::vector<wa_window> wins;
+    float * pcm = nullptr;               // [cap, 480000], host memory of the first encoder's backend
+    void * out = nullptr;                // [cap, 1500, d], f32, or f16 when rows are f16 and not pooled
+    std::vector<float> pooled;           // pool: [cap, d]
+    std::vector<uint16_t> pooled_f16;
+};
+
+struct whisper_audio_pipeline {
+    std::vector<whisper_audio_encoder *> encs;
+    whisper_audio_pipeline_params params;
+    int max_batch = 1, n_state = 0, n_ctx = 0;
+    bool out_f16 = false;                // the download's type (f16 rows, not pooled)
+    vt_backend * host = nullptr;         // allocates the batches' host buffers (pinned on CUDA)
+    std::vector<std::unique_ptr<wa_batch>> batches;   // made as needed, up to two per encoder + one
+
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<wa_batch *> free_list;    // ready to be filled
+    std::deque<wa_batch *> todo;         // cut, waiting for a worker
+    std::map<int64_t, wa_batch *> done;  // encoded, waiting for on_rows
+    int64_t n_cut = 0, n_emitted = 0;
+    bool closing = false;                // workers leave once todo is empty
+    std::string error;                   // the first failure; every later call fails with it
+    std::vector<std::thread> workers;
+
+    // the caller's side
+    wa_batch * cur = nullptr;            // being filled: window cur->n takes the samples
+    size_t in_window = 0;                // samples in window cur->n
+    int64_t input = 0, window = 0;
+    size_t input_samples = 0;
+};
+
+static void pipeline_fail(whisper_audio_pipeline * p, const std::string & msg) {
+    std::lock_guard<std::mutex> lock(p->mu);
+    if (p->error.empty()) p->error = msg;
+    p->cv.notify_all();
+}
+
+// Pools (and converts) an encoded batch on the encoder's threads.
+static void pipeline_finish_rows(whisper_audio_pipeline * p, whisper_audio_encoder * enc, wa_batch * b) {
+    if (p->params.pool != WHISPER_AUDIO_POOL_MEAN) return;
+    const int n_pos = b->n_frames / 2, d = p->n_state;
+    wa_parallel(b->n, enc->params.n_threads, [&](int i) {
+        whisper_audio_pool_mean((const float *)b->out + (size_t)i * n_pos * d, n_pos, d, b->wins[i].samples,
+                                b->pooled.data() + (size_t)i * d);
+    });
+    if (p->params.f16) vt_convert(b->pooled_f16.data(), VT_TYPE_F16, b->pooled.data(), VT_TYPE_F32, (size_t)b->n * d);
+}
+
+static void pipeline_worker(whisper_audio_pipeline * p, whisper_audio_encoder * enc) {
     const whisper_audio_hparams & hp = enc->hparams;
-    const size_t n_win = whisper_audio_n_windows(n);
-    const size_t out_win = (size_t)hp.n_ctx * hp.n_state;
-    const int batch = (int)std::min<size_t>(enc->params.max_batch, n_win);   // the mel of what there is
-    std::vector<float> mel((size_t)batch * hp.n_mels * WHISPER_AUDIO_N_FRAMES);
-    for (size_t w0 = 0; w0 < n_win; w0 += batch) {
-        const int nb = (int)std::min<size_t>(batch, n_win - w0);
-        const size_t start = w0 * WHISPER_AUDIO_N_SAMPLES;
-        const auto t0 = std::chrono::steady_clock::now();
-        if (!log_mel_windows(enc->mel_filters.data(), hp.n_mels, pcm ? pcm + start : nullptr, n - start, nb, mel.data(),
-                             enc->params.n_threads, start))
-            return false;
-        enc->timings.mel_ms += ms_since(t0);
-        if (!encode_mel_frames(enc, mel.data(), nb, WHISPER_AUDIO_N_FRAMES, out + w0 * out_win)) return false;
+    const vt_type out_type = p->out_f16 ? VT_TYPE_F16 : VT_TYPE_F32;
+    std::vector<float> mel;                              // CPU: the batch's log-mel
+    wa_batch * in_flight[2] = {nullptr, nullptr};        // by slot
+    int slot = 0;
+    auto fail = [&](const char * what) {
+        pipeline_fail(p, std::string(what) + " on " + vt_backend_name(enc->backend) + ": " + vt_last_error());
+    };
+    // waits for the batch in slot s, pools it and hands it back
+    auto land = [&](int s) {
+        wa_batch * b = in_flight[s];
+        if (!b) return true;
+        in_flight[s] = nullptr;
+        const auto t = std::chrono::steady_clock::now();
+        if (!vt_backend_wait(enc->backend, s)) { fail("encoding"); return false; }
+        pipeline_finish_rows(p, enc, b);
+        enc->timings.encode_ms += ms_since(t);
+        enc->timings.n_batches++;
+        enc->timings.n_windows += b->n;
+        std::lock_guard<std::mutex> lock(p->mu);
+        p->done[b->id] = b;
+        p->cv.notify_all();
+        return true;
+    };
+    for (;;) {
+        wa_batch * b = nullptr;
+        bool idle;
+        {
+            std::lock_guard<std::mutex> lock(p->mu);
+            idle = p->todo.empty() && p->error.empty();
+        }
+        if (idle && (in_flight[0] || in_flight[1])) {   // nothing to overlap with: finish the last one
+            if (!land(in_flight[0] ? 0 : 1)) break;
+            continue;
+        }
+        {
+            std::unique_lock<std::mutex> lock(p->mu);
+            p->cv.wait(lock, [&] { return !p->todo.empty() || p->closing || !p->error.empty(); });
+            if (!p->error.empty() || p->todo.empty()) break;
+            b = p->todo.front();
+            p->todo.pop_front();
+        }
+        bool ok = true;
+        try {
+            wa_graph * g = graph_for_batch(enc, b->n, b->n_frames, enc->mel_in_graph);
+            if (!g) { pipeline_fail(p, whisper_audio_last_error()); ok = false; }
+            const void * in = b->pcm;
+            if (ok && !enc->mel_in_graph) {
+                const size_t mel_win = (size_t)hp.n_mels * WHISPER_AUDIO_N_FRAMES;
+                mel.resize((size_t)b->n * mel_win);
+                const auto t = std::chrono::steady_clock::now();
+                ok = log_mel_windows(enc->mel_filters.data(), hp.n_mels, b->pcm, (size_t)b->n * WHISPER_AUDIO_N_SAMPLES,
+                                     b->n, mel.data(), enc->params.n_threads);
+                if (!ok) pipeline_fail(p, whisper_audio_last_error());
+                for (int i = 0; ok && b->n_frames < WHISPER_AUDIO_N_FRAMES && i < b->n; i++)   // keep the first frames, packed
+                    for (int m = 0; m < hp.n_mels; m++)
+                        memmove(mel.data() + ((size_t)i * hp.n_mels + m) * b->n_frames,
+                                mel.data() + i * mel_win + (size_t)m * WHISPER_AUDIO_N_FRAMES, b->n_frames * sizeof(float));
+                enc->timings.mel_ms += ms_since(t);
+                in = mel.data();
+            }
+            const auto t = std::chrono::steady_clock::now();
+            if (ok && !vt_backend_submit(enc->backend, g->graph, g->in, in, g->out, b->out, out_type, slot)) {
+                fail("encoding");
+                ok = false;
+            }
+            enc->timings.encode_ms += ms_since(t);
+        } catch (const std::exception & e) {
+            pipeline_fail(p, std::string("pipeline worker: ") + e.what());
+            ok = false;
+        }
+        if (!ok) break;
+        in_flight[slot] = b;
+        slot ^= 1;
+        if (!land(slot)) break;          // the older batch, while this one runs
     }
+    // the device may still read or write the host buffers: wait for what was submitted
+    for (int k = 0; k < 2; k++, slot ^= 1) {
+        if (!in_flight[slot]) continue;
+        bool failed;
+        {
+            std::lock_guard<std::mutex> lock(p->mu);
+            failed = !p->error.empty();
+        }
+        if (!failed) { land(slot); continue; }
+        vt_backend_wait(enc->backend, slot);
+        in_flight[slot] = nullptr;
+    }
+}
+
+static void pipeline_stop(whisper_audio_pipeline * p) {
+    {
+        std::lock_guard<std::mutex> lock(p->mu);
+        p->closing = true;
+        for (wa_batch * b : p->todo) p->free_list.push_back(b);   // nobody will take their rows
+        p->todo.clear();
+        p->cv.notify_all();
+    }
+    for (std::thread & t : p->workers) t.join();
+    p->workers.clear();
+}
+
+// Hands every batch that is next in order to on_rows; with wait, blocks until one comes
+// (or a failure). False once the pipeline has failed (the error set).
+static bool pipeline_emit(whisper_audio_pipeline * p, bool wait) {
+    for (;;) {
+        wa_batch * b = nullptr;
+        {
+            std::unique_lock<std::mutex> lock(p->mu);
+            if (wait) p->cv.wait(lock, [&] { return !p->error.empty() || p->done.count(p->n_emitted); });
+            if (!p->error.empty()) { wa_set_error("%s", p->error.c_str()); return false; }
+            auto it = p->done.find(p->n_emitted);
+            if (it == p->done.end()) return true;
+            b = it->second;
+            p->done.erase(it);
+        }
+        const int n_pos = b->n_frames / 2, d = p->n_state;
+        const bool pool = p->params.pool == WHISPER_AUDIO_POOL_MEAN;
+        for (int i = 0; i < b->n; i++) {
+            whisper_audio_rows r;
+            r.input = b->wins[i].input;
+            r.window = b->wins[i].window;
+            r.samples = b->wins[i].samples;
+            r.audio_positions = std::min(n_pos, whisper_audio_n_positions(r.samples));
+            r.n_rows = pool ? 1 : n_pos;
+            r.n_state = d;
+            r.f16 = p->params.f16;
+            const size_t es = p->out_f16 || (pool && r.f16) ? 2 : 4;
+            r.data = pool ? (r.f16 ? (const void *)(b->pooled_f16.data() + (size_t)i * d) : (const void *)(b->pooled.data() + (size_t)i * d))
+                          : (const void *)((const char *)b->out + (size_t)i * n_pos * d * es);
+            if (p->params.on_rows && !p->params.on_rows(&r, p->params.user)) {
+                pipeline_fail(p, "stopped by the rows callback");
+                wa_set_error("stopped by the rows callback");
+                return false;
+            }
+        }
+        std::lock_guard<std::mutex> lock(p->mu);
+        p->n_emitted++;
+        p->free_list.push_back(b);
+        wait = false;
+    }
+}
+
+// A batch to fill; while none is free, the caller's thread hands out rows.
+static wa_batch * pipeline_acquire(whisper_audio_pipeline * p) {
+    for (;;) {
+        if (!pipeline_emit(p, false)) return nullptr;
+        {
+            std::lock_guard<std::mutex> lock(p->mu);
+            wa_batch * b = nullptr;
+            if (!p->free_list.empty()) {
+                b = p->free_list.front();
+                p->free_list.pop_front();
+            } else if (p->batches.size() < 2 * p->encs.size() + 1) {   // two in flight per encoder, one filling
+                p->batches.emplace_back(new wa_batch);
+                b = p->batches.back().get();
+            }
+            if (b) {
+                b->n = 0;
+                b->n_frames = WHISPER_AUDIO_N_FRAMES;
+                return b;
+            }
+        }
+        if (!pipeline_emit(p, true)) return nullptr;
+    }
+}
+
+static void pipeline_dispatch(whisper_audio_pipeline * p) {
+    wa_batch * b = p->cur;
+    p->cur = nullptr;
+    if (!b) return;
+    std::lock_guard<std::mutex> lock(p->mu);
+    if (b->n == 0) { p->free_list.push_back(b); return; }
+    b->id = p->n_cut++;
+    p->todo.push_back(b);
+    p->cv.notify_all();
+}
+
+static bool pipeline_ok(whisper_audio_pipeline * p) {
+    std::lock_guard<std::mutex> lock(p->mu);
+    if (p->error.empty()) return true;
+    wa_set_error("%s", p->error.c_str());
+    return false;
+}
+
+static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * encoders, int n_encoders,
+                                              whisper_audio_pipeline_params params) {
+    if (!encoders || n_encoders < 1) { wa_set_error("whisper_audio_pipeline_init: no encoders"); return nullptr; }
+    int pool;
+    memcpy(&pool, &params.pool, sizeof(int));
+    if (pool != WHISPER_AUDIO_POOL_NONE && pool != WHISPER_AUDIO_POOL_MEAN) {
+        wa_set_error("whisper_audio_pipeline_init: pool %d is not WHISPER_AUDIO_POOL_NONE or _MEAN", pool);
+        return nullptr;
+    }
+    std::unique_ptr<whisper_audio_pipeline, void (*)(whisper_audio_pipeline *)> owner(new whisper_audio_pipeline,
+                                                                                    whisper_audio_pipeline_free);
+    whisper_audio_pipeline * p = owner.get();
+    p->params = params;
+    for (int i = 0; i < n_encoders; i++) {
+        whisper_audio_encoder * e = encoders[i];
+        if (!e) { wa_set_error("whisper_audio_pipeline_init: encoder %d is NULL", i); return nullptr; }
+        const whisper_audio_encoder * e0 = p->encs.empty() ? e : p->encs[0];
+        if (e->hparams.n_state != e0->hparams.n_state || e->hparams.n_mels != e0->hparams.n_mels ||
+            e->params.output_layer != e0->params.output_layer || e->params.final_ln != e0->params.final_ln ||
+            e->params.max_batch != e0->params.max_batch) {
+            wa_set_error("whisper_audio_pipeline_init: encoder %d differs from encoder 0 (model, output layer or batch size)", i);
+            return nullptr;
+        }
+        if (e->busy.exchange(true)) {
+            wa_set_error("whisper_audio_pipeline_init: encoder %d is busy (with another call or pipeline, or given twice)", i);
+            return nullptr;
+        }
+        p->encs.push_back(e);
+    }
+    p->max_batch = p->encs[0]->params.max_batch;
+    p->n_state = p->encs[0]->hparams.n_state;
+    p->n_ctx = p->encs[0]->hparams.n_ctx;
+    p->out_f16 = params.f16 && params.pool != WHISPER_AUDIO_POOL_MEAN;
+    p->host = p->encs[0]->backend;
+    for (whisper_audio_encoder * e : p->encs) p->workers.emplace_back(pipeline_worker, p, e);
+    return owner.release();
+}
+
+// Room in b for window index w (and the windows before it, kept): buffers grow by doubling,
+// so that memory follows the work (a short clip at max_batch 256 takes one window's).
+static void pipeline_reserve(whisper_audio_pipeline * p, wa_batch * b, int w) {
+    if (w < b->cap) return;
+    const int cap = std::min(p->max_batch, std::max(w + 1, 2 * b->cap));
+    const size_t win_out = (size_t)p->n_ctx * p->n_state * (p->out_f16 ? 2 : 4);
+    float * pcm = (float *)vt_backend_host_alloc(p->host, (size_t)cap * WHISPER_AUDIO_N_SAMPLES * sizeof(float));
+    void * out = pcm ? vt_backend_host_alloc(p->host, (size_t)cap * win_out) : nullptr;
+    if (!out) {
+        vt_backend_host_free(p->host, pcm);
+        throw std::bad_alloc();
+    }
+    if (b->pcm) memcpy(pcm, b->pcm, (size_t)std::min(b->cap, w + 1) * WHISPER_AUDIO_N_SAMPLES * sizeof(float));
+    vt_backend_host_free(p->host, b->pcm);
+    vt_backend_host_free(p->host, b->out);
+    b->pcm = pcm;
+    b->out = out;
+    b->cap = cap;
+    b->wins.resize(cap);
+    if (p->params.pool == WHISPER_AUDIO_POOL_MEAN) {
+        b->pooled.resize((size_t)cap * p->n_state);
+        if (p->params.f16) b->pooled_f16.resize(b->pooled.size());
+    }
+}
+
+// Closes window cur->n with `samples` of audio (the rest zeroed); a full batch goes.
+static bool pipeline_close_window(whisper_audio_pipeline * p, size_t samples) {
+    float * w = p->cur->pcm + (size_t)p->cur->n * WHISPER_AUDIO_N_SAMPLES;
+    std::fill(w + samples, w + WHISPER_AUDIO_N_SAMPLES, 0.0f);
+    p->cur->wins[p->cur->n++] = wa_window{p->input, p->window++, samples};
+    p->in_window = 0;
+    if (p->cur->n == p->max_batch) pipeline_dispatch(p);
     return true;
+}
+
+static bool pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t n) {
+    if (!pipeline_ok(p)) return false;
+    if (!wa_mel_check_pcm("whisper_audio_pipeline_push", pcm, n, p->input_samples)) return false;
+    while (n > 0) {
+        if (!p->cur && !(p->cur = pipeline_acquire(p))) return false;
+        pipeline_reserve(p, p->cur, p->cur->n);
+        const size_t k = std::min(n, (size_t)WHISPER_AUDIO_N_SAMPLES - p->in_window);
+        memcpy(p->cur->pcm + (size_t)p->cur->n * WHISPER_AUDIO_N_SAMPLES + p->in_window, pcm, k * sizeof(float));
+        p->in_window += k;
+        p->input_samples += k;
+        pcm += k;
+        n -= k;
+        if (p->in_window == WHISPER_AUDIO_N_SAMPLES) pipeline_close_window(p, WHISPER_AUDIO_N_SAMPLES);
+    }
+    return pipeline_emit(p, false);
+}
+
+static bool pipeline_end_input(whisper_audio_pipeline * p) {
+    if (!pipeline_ok(p)) return false;
+    if (p->input_samples == 0) {
+        wa_set_error("whisper_audio_pipeline_end_input: input %lld has no audio samples", (long long)p->input);
+        return false;
+    }
+    if (p->in_window > 0) {
+        if (p->params.no_pad) {        // the batch so far goes, then this window alone, unpadded
+            wa_batch * b = p->cur;
+            const size_t samples = p->in_window;
+            p->cur = nullptr;
+            wa_batch * alone = pipeline_acquire(p);
+            if (!alone) { p->cur = b; return false; }
+            pipeline_reserve(p, alone, 0);
+            memcpy(alone->pcm, b->pcm + (size_t)b->n * WHISPER_AUDIO_N_SAMPLES, samples * sizeof(float));
+            p->cur = b;
+            pipeline_dispatch(p);
+            p->cur = alone;
+            p->in_window = samples;
+            p->cur->n_frames = 2 * whisper_audio_n_positions(samples);
+            pipeline_close_window(p, samples);
+            pipeline_dispatch(p);
+        } else {
+            pipeline_close_window(p, p->in_window);
+        }
+    }
+    p->input++;
+    p->window = 0;
+    p->input_samples = 0;
+    return pipeline_emit(p, false);
+}
+
+static bool pipeline_finish(whisper_audio_pipeline * p) {
+    if (!pipeline_ok(p)) return false;
+    if (p->input_samples > 0) {
+        wa_set_error("whisper_audio_pipeline_finish: input %lld was not ended (whisper_audio_pipeline_end_input)", (long long)p->input);
+        return false;
+    }
+    pipeline_dispatch(p);
+    for (;;) {
+        {
+            std::lock_guard<std::mutex> lock(p->mu);
+            if (p->n_emitted == p->n_cut && p->error.empty()) return true;
+        }
+        if (!pipeline_emit(p, true)) return false;
+    }
+}
+
+int whisper_audio_cuda_device_count(void) { return vt_cuda_device_count(); }
+
+whisper_audio_pipeline_params whisper_audio_pipeline_default_params(void) {
+    whisper_audio_pipeline_params p;
+    p.pool = WHISPER_AUDIO_POOL_NONE;
+    p.no_pad = false;
+    p.f16 = false;
+    p.on_rows = nullptr;
+    p.user = nullptr;
+    return p;
+}
+
+whisper_audio_pipeline * whisper_audio_pipeline_init(whisper_audio_encoder * const * encoders, int n_encoders,
+                                                     whisper_audio_pipeline_params params) {
+    return wa_catch(__func__, (whisper_audio_pipeline *)nullptr, [&] { return pipeline_init(encoders, n_encoders, params); });
+}
+
+// A pipeline call; what it throws (out of memory) fails the pipeline, which may be half-way
+// through cutting a window.
+template <typename F> static bool pipeline_call(whisper_audio_pipeline * p, const char * func, F && f) {
+    const bool ok = wa_catch(func, false, f);
+    if (!ok && pipeline_ok(p)) pipeline_fail(p, whisper_audio_last_error());
+    return ok;
+}
+
+bool whisper_audio_pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t n) {
+    if (!p || (!pcm && n > 0)) { wa_set_error("%s: NULL %s", __func__, !p ? "pipeline" : "pcm"); return false; }
+    return pipeline_call(p, __func__, [&] { return pipeline_push(p, pcm, n); });
+}
+
+bool whisper_audio_pipeline_end_input(whisper_audio_pipeline * p) {
+    if (!p) { wa_set_error("%s: NULL pipeline", __func__); return false; }
+    return pipeline_call(p, __func__, [&] { return pipeline_end_input(p); });
+}
+
+bool whisper_audio_pipeline_finish(whisper_audio_pipeline * p) {
+    if (!p) { wa_set_error("%s: NULL pipeline", __func__); return false; }
+    return pipeline_call(p, __func__, [&] { return pipeline_finish(p); });
+}
+
+void whisper_audio_pipeline_free(whisper_audio_pipeline * p) {
+    if (!p) return;
+    pipeline_stop(p);
+    for (auto & b : p->batches) {
+        vt_backend_host_free(p->host, b->pcm);
+        vt_backend_host_free(p->host, b->out);
+    }
+    for (whisper_audio_encoder * e : p->encs) e->busy = false;
+    delete p;
+}
+
+// encode_pcm: one input through a pipeline of this encoder, its rows copied out in order
+static bool encode_pcm(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out) {
+    struct sink { float * out; size_t win_floats; } dst{out, (size_t)enc->hparams.n_ctx * enc->hparams.n_state};
+    whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
+    pp.user = &dst;
+    pp.on_rows = [](const whisper_audio_rows * r, void * user) {
+        sink * s = (sink *)user;
+        memcpy(s->out + (size_t)r->window * s->win_floats, r->data, s->win_floats * sizeof(float));
+        return true;
+    };
+    std::unique_ptr<whisper_audio_pipeline, void (*)(whisper_audio_pipeline *)> p(pipeline_init(&enc, 1, pp),
+                                                                                whisper_audio_pipeline_free);
+    if (!p) return false;
+    if (n == 0) {      // no audio: one window of silence, as whisper_audio_n_windows counts it
+        const float zero = 0.0f;
+        if (!pipeline_push(p.get(), &zero, 1)) return false;
+        // (a single zero sample and an empty window give the same all-zero PCM window)
+    } else if (!pipeline_push(p.get(), pcm, n)) {
+        return false;
+    }
+    return pipeline_end_input(p.get()) && pipeline_finish(p.get());
 }
 
 bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out) {
@@ -3652,8 +4136,6 @@ bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, si
         wa_set_error("%s: NULL %s", __func__, !enc ? "encoder" : !out ? "out" : "pcm");
         return false;
     }
-    wa_encoder_lock lock(enc, __func__);
-    if (!lock.held) return false;
     const auto t0 = std::chrono::steady_clock::now();
     const bool ok = wa_catch(__func__, false, [&] { return encode_pcm(enc, pcm, n, out); });
     enc->timings.wall_ms += ms_since(t0);
@@ -3670,7 +4152,7 @@ static int encoder_profile(whisper_audio_encoder * enc, const float * mel, int n
     if (!g) return -1;
     const int n_nodes = vt_graph_n_nodes(g->graph);
     std::vector<double> ms(n_nodes);
-    if (!vt_backend_set_tensor(enc->backend, g->mel, mel, VT_TYPE_F32) || !vt_backend_profile(enc->backend, g->graph, ms.data())) {
+    if (!vt_backend_set_tensor(enc->backend, g->in, mel, VT_TYPE_F32) || !vt_backend_profile(enc->backend, g->graph, ms.data())) {
         wa_set_error("profile on %s: %s", vt_backend_name(enc->backend), vt_last_error());
         return -1;
     }

@@ -206,11 +206,71 @@ bool whisper_audio_encode_mel_frames(whisper_audio_encoder * enc, const float * 
 // Log-mel and encode of 16 kHz mono audio of any length: out [n_windows, 1500, n_state].
 bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out);
 
+// ---- pipeline: audio in as it comes, rows out in input order ---------------------------
+//
+// For long audio and many files at the device's speed: push 16 kHz mono audio as it is
+// decoded, end each input, and the rows come back through on_rows. The pipeline cuts the
+// windows and batches (max_batch windows, the inputs one after another sharing batches; with
+// no_pad an input's short last window goes alone, unpadded), makes the log-mel (on the GPU
+// for a CUDA encoder), runs the forward and the download (f32, or f16 converted on the GPU)
+// with two batches in flight per encoder, and pools. With several encoders (one per GPU, or
+// any mix) each takes the next batch; the rows are the same as with one.
+// whisper_audio_encode_pcm is one input through a pipeline of its encoder.
+
+enum whisper_audio_pool {
+    WHISPER_AUDIO_POOL_NONE,
+    WHISPER_AUDIO_POOL_MEAN,    // a row per window: the mean over the positions that hold audio
+};
+
+typedef struct whisper_audio_rows {
+    int64_t input;              // 0-based, in the order the inputs were pushed
+    int64_t window;             // 0-based, within the input
+    size_t  samples;            // of audio in the window (the rest of its 480000 is padding)
+    int     audio_positions;    // positions that hold audio: whisper_audio_n_positions(samples)
+    int     n_rows;             // 1500; fewer for a no_pad window (its positions); 1 pooled
+    int     n_state;
+    bool    f16;                // data holds IEEE half floats (uint16_t), else float
+    const void * data;          // [n_rows, n_state], valid until the callback returns
+} whisper_audio_rows;
+
+// Called once per window, in input order, on the thread inside push, end_input or finish.
+// Returning false stops the pipeline: that call and every later one fail.
+typedef bool (*whisper_audio_rows_fn)(const whisper_audio_rows * rows, void * user);
+
+typedef struct whisper_audio_pipeline_params {
+    enum whisper_audio_pool pool;
+    bool no_pad;                // encode an input's short last window without its padding
+    bool f16;                   // rows as IEEE half (round to nearest even)
+    whisper_audio_rows_fn on_rows;
+    void * user;                // passed to on_rows
+} whisper_audio_pipeline_params;
+
+typedef struct whisper_audio_pipeline whisper_audio_pipeline;
+
+whisper_audio_pipeline_params whisper_audio_pipeline_default_params(void);
+// The encoders (of one model, with the same output layer and max_batch) belong to the
+// pipeline until it is freed: their own calls fail as busy meanwhile.
+whisper_audio_pipeline * whisper_audio_pipeline_init(whisper_audio_encoder * const * encoders, int n_encoders,
+                                                     whisper_audio_pipeline_params params);
+// Appends samples to the current input (it blocks while every batch buffer is in use).
+bool whisper_audio_pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t n);
+// Ends the current input (it must have samples); the next push starts the next input.
+bool whisper_audio_pipeline_end_input(whisper_audio_pipeline * p);
+// Encodes what is left and returns once every row has gone to on_rows; more inputs may follow.
+bool whisper_audio_pipeline_finish(whisper_audio_pipeline * p);
+// Stops the workers (queued windows are dropped) and releases the encoders.
+void whisper_audio_pipeline_free(whisper_audio_pipeline * p);
+
+// CUDA devices present (0 without a device or in a build without CUDA).
+int whisper_audio_cuda_device_count(void);
+
 // Timings of the encode calls (encode_mel, encode_mel_frames, encode_pcm) since the encoder
 // was made or its timings reset, in milliseconds. Each stage's field is its busy time, the
-// sum over the batches it ran; wall_ms is the calls' own wall time. Stages run one after
-// another today, so wall_ms is about the sum of the stages; once they overlap it will be
-// less. Read or reset them between calls, not while another thread's call runs.
+// sum over the batches it ran; wall_ms is the calls' own wall time. In a pipeline (and so in
+// encode_pcm) the stages overlap: mel_ms is the CPU log-mel only (on CUDA the log-mel is part
+// of the forward), encode_ms the time a worker spent submitting batches and waiting for their
+// rows (and pooling them), and upload, compute and download are not taken apart. Read or reset them between calls, not while
+// another thread's call runs.
 typedef struct whisper_audio_timings {
     double mel_ms;           // the log-mel (encode_pcm only)
     double encode_ms;        // all of the encoder: graph setup + upload + compute + download
