@@ -51,7 +51,9 @@ struct params {
     std::string png;
     int n_threads = 0;            // 0: the library's default
     int batch = 8;
-    std::string device = "auto";
+    std::string device = "auto";  // auto, cpu, cuda
+    std::vector<int> gpus;        // cuda:0,1: these; cuda:all (empty, all_gpus); cuda: device 0
+    bool all_gpus = false;
     std::string dtype = "f16";
     int layer = -1;               // -1: the last layer
     bool final_ln = true;
@@ -90,7 +92,8 @@ static void print_usage(const char * argv0) {
             "  -t, --threads N      CPU threads for log-mel and the CPU backend (default: up to 8; at most the\n"
             "                       hardware's)\n"
             "  -b, --batch N        30 s windows per encoder call (default: 8, at most 256)\n"
-            "  --device D           cpu, cuda or auto (default: auto, CUDA when a GPU is present)\n"
+            "  --device D           cpu, cuda, auto (default: CUDA when a GPU is present), or several GPUs:\n"
+            "                       cuda:0,1 or cuda:all (each takes the next batch; rows stay in input order)\n"
             "  --dtype T            CUDA compute type: f16 or bf16 (default: f16)\n"
             "  --no-progress        no progress line on stderr (it shows only on a terminal anyway)\n"
             "\n"
@@ -128,6 +131,31 @@ static bool read_list(const char * path, std::vector<std::string> & files) {
     return ok;
 }
 
+// --device: cpu, auto, cuda, cuda:N[,M...] or cuda:all
+static bool parse_device(const char * v, params & p) {
+    const std::string s = v;
+    p.gpus.clear();
+    p.all_gpus = false;
+    if (s == "cpu" || s == "auto" || s == "cuda") { p.device = s; return true; }
+    if (s.rfind("cuda:", 0) == 0) {
+        p.device = "cuda";
+        if (s == "cuda:all") { p.all_gpus = true; return true; }
+        std::string list = s.substr(5) + ",";
+        for (size_t at = 0, comma; (comma = list.find(',', at)) != std::string::npos; at = comma + 1) {
+            int g;
+            if (!parse_int(list.substr(at, comma - at).c_str(), 0, 1023, &g) ||
+                std::find(p.gpus.begin(), p.gpus.end(), g) != p.gpus.end()) {
+                p.gpus.clear();
+                break;
+            }
+            p.gpus.push_back(g);
+        }
+        if (!p.gpus.empty()) return true;
+    }
+    fprintf(stderr, "error: bad value '%s' for --device (cpu, auto, cuda, cuda:0,1 or cuda:all)\n", v);
+    return false;
+}
+
 // Returns 0 to go on, 1 after -h or --version, -1 on a bad argument (message printed).
 static int parse_args(int argc, char ** argv, params & p) {
     for (int i = 1; i < argc; i++) {
@@ -159,7 +187,7 @@ static int parse_args(int argc, char ** argv, params & p) {
             (arg == "--png" ? p.png : p.output) = v;
         }
         else if (arg == "--outtype") { if (!choice(p.outtype, {"f32", "f16"})) return -1; }
-        else if (arg == "--device") { if (!choice(p.device, {"cpu", "cuda", "auto"})) return -1; }
+        else if (arg == "--device") { if (!value() || !parse_device(v, p)) return -1; }
         else if (arg == "--dtype") { if (!choice(p.dtype, {"f16", "bf16"})) return -1; }
         else if (arg == "--pool") { std::string m; if (!choice(m, {"mean"})) return -1; p.pool_mean = true; }
         else if (arg == "-t" || arg == "--threads" || arg == "-b" || arg == "--batch" || arg == "--layer") {
@@ -374,17 +402,11 @@ struct npy_writer {
         fprintf(stderr, "error: writing '%s' failed: %s\n", out.path.c_str(), strerror(errno));
         return false;
     }
-    bool append(const float * data, size_t n_rows) {
+    // rows already in the file's type (f16 or f32)
+    bool append(const void * data, size_t n_rows) {
         size_t n = n_rows;
         for (size_t d : row_shape) n *= d;
-        bool ok;
-        if (f16) {
-            std::vector<uint16_t> h(n);
-            vt_convert(h.data(), VT_TYPE_F16, data, VT_TYPE_F32, n);
-            ok = fwrite(h.data(), 2, n, dst()) == n;
-        } else {
-            ok = fwrite(data, 4, n, dst()) == n;
-        }
+        const bool ok = fwrite(data, f16 ? 2 : 4, n, dst()) == n;
         rows += n_rows;
         return ok || fail_write();
     }
@@ -591,21 +613,16 @@ static bool check_inputs(std::vector<input> & inputs) {
 }
 
 // =====================================================================================
-// the run: batch by batch, read a window per slot, log-mel the slots in parallel, encode,
-// write the rows
+// the run: inputs decoded block by block into the library's pipeline, which cuts windows
+// and batches, encodes (on every device given) and hands back the rows in input order
 // =====================================================================================
-
-// One window of a batch: where its samples came from.
-struct window {
-    size_t input;
-    size_t samples;               // of audio in it (the rest is padding)
-};
 
 struct job {
     const params & p;
     const whisper_audio_hparams & hp;
     whisper_audio_model * model;
-    whisper_audio_encoder * enc = nullptr;
+    std::vector<whisper_audio_encoder *> encs;   // one per device
+    whisper_audio_pipeline * pipe = nullptr;
     int n_threads = 0;
     std::vector<input> inputs;
     bool per_file = false;
@@ -615,12 +632,10 @@ struct job {
     std::vector<size_t> row_shape;
     bool rows_are_positions = false;             // --no-pad: a row per position
     output_file png;
+    bool emit_failed = false;                    // emit stopped the pipeline (its message printed)
 
-    // batch buffers, grown to the largest batch actually met
-    std::vector<float> pcm, mel, out, png_mel, png_emb;
-    size_t cur = 0;                              // the input being read
     size_t n_windows = 0, n_rows = 0, expected_windows = 0;
-    double decode_ms = 0, mel_ms = 0, encode_ms = 0;
+    double decode_ms = 0, run_ms = 0;
     double sum = 0, sum2 = 0;
     float vmin = INFINITY, vmax = -INFINITY;
     size_t n_values = 0;
@@ -640,10 +655,10 @@ struct job {
 
     bool plan_outputs();
     bool open_outputs();
-    bool next_window(float * dst, window & w, int & status);
-    bool emit(const window & w, const float * emb, int n_pos);
-    bool encode(const window * ws, int n, const float * pcm_base, int n_frames);
+    bool draw_png(const float * pcm, size_t n);
+    bool emit(const whisper_audio_rows & r);
     bool commit_inputs_before(size_t k);
+    bool pipeline_error(const char * what);
     bool run();
     void abandon();
 };
@@ -704,40 +719,6 @@ bool job::open_outputs() {
     return true;
 }
 
-// The next window of audio into dst, zero-padded. status: 1 a window, 0 every input done.
-bool job::next_window(float * dst, window & w, int & status) {
-    status = 0;
-    while (cur < inputs.size()) {
-        input & in = inputs[cur];
-        if (!in.stream && !(in.stream = whisper_audio_stream_open(in.path.c_str(), &in.info))) {
-            fprintf(stderr, "error: %s\n", whisper_audio_last_error());
-            return false;
-        }
-        size_t got = 0;
-        while (got < WHISPER_AUDIO_N_SAMPLES) {
-            const int64_t n = whisper_audio_stream_read(in.stream, dst + got, WHISPER_AUDIO_N_SAMPLES - got);
-            if (n < 0) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return false; }
-            if (n == 0) break;
-            got += (size_t)n;
-        }
-        if (got == 0 || got < WHISPER_AUDIO_N_SAMPLES) {  // this input is done: release it
-            whisper_audio_stream_close(in.stream);
-            in.stream = nullptr;
-            cur++;
-        }
-        if (got == 0) {
-            if (in.samples == 0) { fprintf(stderr, "error: %s: no audio samples\n", in.path.c_str()); return false; }
-            continue;
-        }
-        in.samples += got;
-        std::fill(dst + got, dst + WHISPER_AUDIO_N_SAMPLES, 0.0f);
-        w = {got < WHISPER_AUDIO_N_SAMPLES ? cur - 1 : cur, got};
-        status = 1;
-        return true;
-    }
-    return true;
-}
-
 // Per file: every input before k is complete, so its .npy is renamed into place.
 bool job::commit_inputs_before(size_t k) {
     for (; n_committed < k && n_committed < writers.size(); n_committed++)
@@ -745,78 +726,29 @@ bool job::commit_inputs_before(size_t k) {
     return true;
 }
 
-// The rows of one encoded window into the statistics and the writer.
-bool job::emit(const window & w, const float * emb, int n_pos) {
-    input & in = inputs[w.input];
-    if (per_file && !commit_inputs_before(w.input)) return false;
-    std::vector<float> pooled;
-    const float * rows = emb;
-    const size_t n_out_rows = rows_are_positions ? (size_t)n_pos : 1;
-    if (p.pool_mean) {
-        pooled.resize(d());
-        if (!whisper_audio_pool_mean(emb, n_pos, (int)d(), w.samples, pooled.data())) {
-            fprintf(stderr, "error: %s\n", whisper_audio_last_error());
-            return false;
-        }
-        rows = pooled.data();
-    }
-    const size_t n = n_out_rows * (p.pool_mean || rows_are_positions ? d() : (size_t)hp.n_ctx * d());
+// The rows of one encoded window (from the pipeline, in input order) into the statistics
+// and the writer.
+bool job::emit(const whisper_audio_rows & r) {
+    input & in = inputs[(size_t)r.input];
+    if (per_file && !commit_inputs_before((size_t)r.input)) return false;
+    const size_t n = (size_t)r.n_rows * r.n_state;
     for (size_t i = 0; i < n; i++) {
-        const float v = rows[i];
+        const float v = r.f16 ? vt_f16_to_f32(((const uint16_t *)r.data)[i]) : ((const float *)r.data)[i];
         if (!std::isfinite(v)) {
-            fprintf(stderr, "error: %s: window %zu of the encoder output holds non-finite values (%s); nothing of it "
-                    "was written\n", in.path.c_str(), in.windows, std::isnan(v) ? "NaN" : "Inf");
+            fprintf(stderr, "error: %s: window %lld of the encoder output holds non-finite values (%s); nothing of it "
+                    "was written\n", in.path.c_str(), (long long)r.window, std::isnan(v) ? "NaN" : "Inf");
             return false;
         }
         sum += v; sum2 += (double)v * v; vmin = std::min(vmin, v); vmax = std::max(vmax, v);
     }
     n_values += n;
-    in.audio_positions.push_back(std::min(n_pos, whisper_audio_n_positions(w.samples)));
+    const size_t n_out_rows = rows_are_positions ? (size_t)r.n_rows : 1;
+    in.audio_positions.push_back(r.audio_positions);
     if (in.rows == 0) in.first_row = per_file ? 0 : n_rows;
     in.rows += n_out_rows;
     in.windows++;
     n_rows += n_out_rows;
     n_windows++;
-    npy_writer * wr = per_file ? &writers[w.input] : writers.empty() ? nullptr : &writers[0];
-    if (wr && per_file && !wr->is_open &&
-        !wr->open(out_names[w.input], p.outtype == "f16", row_shape, rows_for(samples_16k(in.info))))
-        return false;
-    return !wr || wr->append(rows, n_out_rows);
-}
-
-// Log-mel of n windows (in parallel), encoded with n_frames frames each, rows emitted.
-bool job::encode(const window * ws, int n, const float * pcm_base, int n_frames) {
-    const size_t mel_win = (size_t)hp.n_mels * WHISPER_AUDIO_N_FRAMES;
-    if (mel.size() < n * mel_win) mel.resize(n * mel_win);
-    if (out.size() < n * hp.n_ctx * d()) out.resize(n * hp.n_ctx * d());
-    auto t = std::chrono::steady_clock::now();
-    if (!whisper_audio_log_mel_windows(model, pcm_base, (size_t)n * WHISPER_AUDIO_N_SAMPLES, n, mel.data(), n_threads)) {
-        fprintf(stderr, "error: %s\n", whisper_audio_last_error());
-        return false;
-    }
-    if (!p.png.empty() && n_windows == 0) png_mel.assign(mel.begin(), mel.begin() + mel_win);
-    if (n_frames < WHISPER_AUDIO_N_FRAMES) {    // keep the first n_frames of each mel row, packed
-        for (int b = 0; b < n; b++)
-            for (int m = 0; m < hp.n_mels; m++)
-                memmove(mel.data() + ((size_t)b * hp.n_mels + m) * n_frames, mel.data() + b * mel_win + (size_t)m * WHISPER_AUDIO_N_FRAMES,
-                        n_frames * sizeof(float));
-    }
-    mel_ms += ms_since(t);
-    t = std::chrono::steady_clock::now();
-    if (!whisper_audio_encode_mel_frames(enc, mel.data(), n, n_frames, out.data())) {
-        fprintf(stderr, "error: %s\n", whisper_audio_last_error());
-        return false;
-    }
-    encode_ms += ms_since(t);
-    const int n_pos = n_frames / 2;
-    if (!p.png.empty() && n_windows == 0) {
-        png_emb.assign(out.begin(), out.begin() + (size_t)n_pos * d());
-#ifdef WHISPER_AUDIO_PNG                        // drawn now, so that a failure stops the run before any output lands
-        if (!write_png(png, png_mel.data(), hp.n_mels, png_emb.data(), n_pos, (int)d())) return false;
-#endif
-    }
-    for (int b = 0; b < n; b++)
-        if (!emit(ws[b], out.data() + (size_t)b * n_pos * d(), n_pos)) return false;
     if (show_progress) {
         const double s = ms_since(t_work) / 1000.0;
         if (expected_windows >= n_windows)
@@ -824,44 +756,98 @@ bool job::encode(const window * ws, int n, const float * pcm_base, int n_frames)
         else
             fprintf(stderr, "\rmain: %zu windows, %.1f windows/s   ", n_windows, n_windows / s);
     }
-    return true;
+    npy_writer * wr = per_file ? &writers[(size_t)r.input] : writers.empty() ? nullptr : &writers[0];
+    if (wr && per_file && !wr->is_open &&
+        !wr->open(out_names[(size_t)r.input], p.outtype == "f16", row_shape, rows_for(samples_16k(in.info))))
+        return false;
+    return !wr || wr->append(r.data, n_out_rows);
 }
 
-// Batch by batch; with --no-pad a short last window goes alone, after the batch before it.
-// Then every output is finished.
-bool job::run() {
-    const size_t N = WHISPER_AUDIO_N_SAMPLES;
-    std::vector<window> slots;
-    // room for the first batch at once (no copies while it fills); it grows past that only
-    // when lengths were not known ahead
-    pcm.reserve(std::min<size_t>(p.batch, std::max<size_t>(1, expected_windows)) * N);
-    t_work = std::chrono::steady_clock::now();
-    for (bool more = true; more;) {
-        int n = 0;
-        slots.clear();
-        auto t0 = std::chrono::steady_clock::now();
-        while (n < p.batch) {
-            if (pcm.size() < (size_t)(n + 1) * N) pcm.resize((size_t)(n + 1) * N);
-            window w;
-            int status;
-            if (!next_window(pcm.data() + (size_t)n * N, w, status)) return false;
-            if (status == 0) { more = false; break; }
-            if (p.no_pad && w.samples < N) {
-                decode_ms += ms_since(t0);
-                if (n > 0 && !encode(slots.data(), n, pcm.data(), WHISPER_AUDIO_N_FRAMES)) return false;
-                if (!encode(&w, 1, pcm.data() + (size_t)n * N, 2 * whisper_audio_n_positions(w.samples))) return false;
-                n = 0;
-                slots.clear();
-                t0 = std::chrono::steady_clock::now();
-                continue;
-            }
-            slots.push_back(w);
-            n++;
-        }
-        decode_ms += ms_since(t0);
-        if (n > 0 && !encode(slots.data(), n, pcm.data(), WHISPER_AUDIO_N_FRAMES)) return false;
-        if (per_file && !commit_inputs_before(cur)) return false;
+// The first window's log-mel and embedding as a PNG, drawn before the pipeline takes the
+// encoders (so that a failure stops the run before any output lands).
+bool job::draw_png(const float * pcm, size_t n) {
+#ifdef WHISPER_AUDIO_PNG
+    const size_t N = WHISPER_AUDIO_N_SAMPLES, F = WHISPER_AUDIO_N_FRAMES;
+    const int n_frames = p.no_pad && n < N ? 2 * whisper_audio_n_positions(n) : (int)F;
+    std::vector<float> mel((size_t)hp.n_mels * F), packed((size_t)hp.n_mels * n_frames), emb((size_t)(n_frames / 2) * d());
+    bool ok = whisper_audio_log_mel(model, pcm, n, mel.data());
+    for (int m = 0; ok && m < hp.n_mels; m++) std::copy_n(mel.begin() + m * F, n_frames, packed.begin() + (size_t)m * n_frames);
+    ok = ok && whisper_audio_encode_mel_frames(encs[0], packed.data(), 1, n_frames, emb.data());
+    if (!ok) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return false; }
+    return write_png(png, mel.data(), hp.n_mels, emb.data(), n_frames / 2, (int)d());
+#else
+    (void)pcm; (void)n;
+    return false;
+#endif
+}
+
+// Up to max samples of an input into dst (fewer at its end); -1 on an error (printed).
+static long long read_samples(input & in, float * dst, size_t max) {
+    if (!in.stream && !(in.stream = whisper_audio_stream_open(in.path.c_str(), &in.info))) {
+        fprintf(stderr, "error: %s\n", whisper_audio_last_error());
+        return -1;
     }
+    size_t got = 0;
+    while (got < max) {
+        const int64_t n = whisper_audio_stream_read(in.stream, dst + got, max - got);
+        if (n < 0) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return -1; }
+        if (n == 0) break;
+        got += (size_t)n;
+    }
+    return (long long)got;
+}
+
+bool job::pipeline_error(const char * what) {
+    if (!emit_failed) fprintf(stderr, "error: %s: %s\n", what, whisper_audio_last_error());
+    return false;
+}
+
+// Each input decoded a block at a time into the pipeline; then every output is finished.
+bool job::run() {
+    std::vector<float> buf(1 << 16);                 // 4 s of audio a read
+    size_t pending = 0;                              // samples of input 0 read for the PNG
+    auto t = std::chrono::steady_clock::now();
+    if (!png.path.empty()) {
+        buf.resize(WHISPER_AUDIO_N_SAMPLES);
+        const long long got = read_samples(inputs[0], buf.data(), buf.size());
+        decode_ms += ms_since(t);
+        if (got < 0 || (got > 0 && !draw_png(buf.data(), (size_t)got))) return false;
+        pending = (size_t)got;
+    }
+    whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
+    pp.pool = p.pool_mean ? WHISPER_AUDIO_POOL_MEAN : WHISPER_AUDIO_POOL_NONE;
+    pp.no_pad = p.no_pad;
+    pp.f16 = p.outtype == "f16";
+    pp.user = this;
+    pp.on_rows = [](const whisper_audio_rows * r, void * user) {
+        job * j = (job *)user;
+        j->emit_failed = !j->emit(*r);
+        return !j->emit_failed;
+    };
+    if (!(pipe = whisper_audio_pipeline_init(encs.data(), (int)encs.size(), pp))) return pipeline_error("starting the encoders");
+    t_work = std::chrono::steady_clock::now();
+    for (input & in : inputs) {
+        for (;;) {
+            long long got = (long long)pending;
+            if (pending) {
+                pending = 0;
+            } else {
+                t = std::chrono::steady_clock::now();
+                got = read_samples(in, buf.data(), buf.size());
+                decode_ms += ms_since(t);
+            }
+            if (got < 0) return false;
+            if (got == 0) break;
+            if (!whisper_audio_pipeline_push(pipe, buf.data(), (size_t)got)) return pipeline_error(in.path.c_str());
+            in.samples += (size_t)got;
+        }
+        whisper_audio_stream_close(in.stream);      // this input is done: release it
+        in.stream = nullptr;
+        if (in.samples == 0) { fprintf(stderr, "error: %s: no audio samples\n", in.path.c_str()); return false; }
+        if (!whisper_audio_pipeline_end_input(pipe)) return pipeline_error(in.path.c_str());
+    }
+    if (!whisper_audio_pipeline_finish(pipe)) return pipeline_error("encoding");
+    run_ms = ms_since(t_work);
     if (show_progress && n_windows > 0) fprintf(stderr, "\n");
     if (per_file && !commit_inputs_before(inputs.size())) return false;
     if (!per_file && !writers.empty() && !writers[0].finish()) return false;
@@ -907,12 +893,20 @@ static void print_summary(const job & j, FILE * human, double load_ms, double in
                 (double)in.samples / WHISPER_AUDIO_SAMPLE_RATE, in.windows, in.windows == 1 ? "" : "s",
                 j.per_file ? j.writers[i].out.path.c_str() : where.c_str(), in.first_row, in.first_row + in.rows - 1);
     }
-    fprintf(stderr, "\ntimings: load %.1f ms, decode %.1f ms, init %.1f ms, mel %.1f ms, encode %.1f ms (%.1f ms per window), total %.1f ms\n",
-            load_ms, j.decode_ms, init_ms, j.mel_ms, j.encode_ms, j.n_windows ? j.encode_ms / j.n_windows : 0.0, total_ms);
+    double mel_ms = 0, encode_ms = 0;               // summed over the encoders (they overlap)
+    for (const whisper_audio_encoder * e : j.encs) {
+        const whisper_audio_timings t = whisper_audio_encoder_timings(e);
+        mel_ms += t.mel_ms;
+        encode_ms += t.encode_ms;
+    }
+    const double per_window = j.n_windows ? j.run_ms / j.n_windows : 0.0;
+    fprintf(stderr, "\ntimings: load %.1f ms, init %.1f ms, decode %.1f ms, mel %.1f ms, encode %.1f ms; run %.1f ms "
+            "(%.2f ms per window, %.1f windows per second), total %.1f ms\n", load_ms, init_ms, j.decode_ms, mel_ms, encode_ms,
+            j.run_ms, per_window, per_window > 0 ? 1000.0 / per_window : 0.0, total_ms);
     if (!p.json) return;
     const whisper_audio_hparams & hp = j.hp;
     printf("{\"version\": \"%s\", \"model\": \"%s\", \"backend\": \"%s\", \"n_state\": %d, \"n_layer\": %d, \"n_mels\": %d,\n",
-           whisper_audio_version(), json_escape(p.model).c_str(), json_escape(whisper_audio_encoder_backend(j.enc)).c_str(), hp.n_state, hp.n_layer, hp.n_mels);
+           whisper_audio_version(), json_escape(p.model).c_str(), json_escape(whisper_audio_encoder_backend(j.encs[0])).c_str(), hp.n_state, hp.n_layer, hp.n_mels);
     printf(" \"output\": %s, \"outtype\": \"%s\", \"per_file\": %s, \"shape\": [%s], \"windows\": %zu,\n",
            p.output.empty() ? "null" : ("\"" + json_escape(p.output) + "\"").c_str(), p.outtype.c_str(),
            j.per_file ? "true" : "false", shape.c_str(), j.n_windows);
@@ -932,8 +926,8 @@ static void print_summary(const job & j, FILE * human, double load_ms, double in
                positions.c_str(), j.per_file ? ", \"output\": \"" : "", j.per_file ? json_escape(j.writers[i].out.path).c_str() : "",
                j.per_file ? "\"" : "");
     }
-    printf("],\n \"timings_ms\": {\"load\": %.3f, \"decode\": %.3f, \"init\": %.3f, \"mel\": %.3f, \"encode\": %.3f, \"total\": %.3f}}\n",
-           load_ms, j.decode_ms, init_ms, j.mel_ms, j.encode_ms, total_ms);
+    printf("],\n \"timings_ms\": {\"load\": %.3f, \"init\": %.3f, \"decode\": %.3f, \"mel\": %.3f, \"encode\": %.3f, "
+           "\"run\": %.3f, \"total\": %.3f}}\n", load_ms, init_ms, j.decode_ms, mel_ms, encode_ms, j.run_ms, total_ms);
 }
 
 // Everything after the command line; returns the exit code.
@@ -989,15 +983,30 @@ static int run_main(const params & p) {
         ep.max_batch = lengths_known ? (int)std::min<size_t>(p.batch, std::max<size_t>(1, j.expected_windows)) : p.batch;
         ep.output_layer = p.layer;
         ep.final_ln = p.final_ln;
+        // one encoder per GPU asked for (cuda:0,1 or cuda:all), else one
+        std::vector<int> gpus = p.gpus;
+        if (p.all_gpus) {
+            for (int g = 0; g < whisper_audio_cuda_device_count(); g++) gpus.push_back(g);
+            if (gpus.empty()) { fprintf(stderr, "error: --device cuda:all: no CUDA device\n"); ok = false; }
+        }
+        if (gpus.empty()) gpus.push_back(0);
         t0 = std::chrono::steady_clock::now();
-        j.enc = whisper_audio_encoder_init(model, ep);
+        for (size_t i = 0; ok && i < gpus.size(); i++) {
+            ep.gpu_device = gpus[i];
+            whisper_audio_encoder * e = whisper_audio_encoder_init(model, ep);
+            if (!e) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); ok = false; break; }
+            j.encs.push_back(e);
+        }
         init_ms = ms_since(t0);
         j.n_threads = ep.n_threads;
-        if (!j.enc) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); ok = false; }
-        else if (strcmp(whisper_audio_encoder_backend(j.enc), "cpu") == 0)
+        if (ok && strcmp(whisper_audio_encoder_backend(j.encs[0]), "cpu") == 0) {
             fprintf(stderr, "main: backend cpu, %d threads, batch %d\n", ep.n_threads, p.batch);
-        else
-            fprintf(stderr, "main: backend %s, %s, batch %d\n", whisper_audio_encoder_backend(j.enc), p.dtype.c_str(), p.batch);
+        } else if (ok) {
+            std::string devices;
+            for (int g : gpus) devices += (devices.empty() ? "" : ",") + std::to_string(g);
+            fprintf(stderr, "main: backend %s, device%s %s, %s, batch %d\n", whisper_audio_encoder_backend(j.encs[0]),
+                    gpus.size() > 1 ? "s" : "", devices.c_str(), p.dtype.c_str(), p.batch);
+        }
     }
 
     j.show_progress = p.progress && isatty(2);
@@ -1006,7 +1015,8 @@ static int run_main(const params & p) {
     if (ok) print_summary(j, human, load_ms, init_ms, ms_since(t_start));
 
     for (input & in : j.inputs) whisper_audio_stream_close(in.stream);
-    whisper_audio_encoder_free(j.enc);
+    whisper_audio_pipeline_free(j.pipe);
+    for (whisper_audio_encoder * e : j.encs) whisper_audio_encoder_free(e);
     whisper_audio_model_free(model);
     return ok ? 0 : 1;
 }
