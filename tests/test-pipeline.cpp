@@ -1,0 +1,349 @@
+// test-pipeline.cpp - the library's pipeline (whisper_audio_pipeline_*): rows against the
+// one-call API, in input order, whatever the block sizes and the number of encoders;
+// pooling, --no-pad windows and f16 rows; its errors. On a GPU: the log-mel op against the
+// CPU log-mel, and the CUDA pipeline (GPU log-mel, f16 download, two encoders on one GPU).
+#include <doctest/doctest.h>
+
+#include "test-util.h"
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+const size_t N = WHISPER_AUDIO_N_SAMPLES;
+
+struct model_ptr {
+    whisper_audio_model * m;
+    explicit model_ptr(const char * path) : m(whisper_audio_model_load(path)) { REQUIRE_MESSAGE(m, whisper_audio_last_error()); }
+    ~model_ptr() { whisper_audio_model_free(m); }
+};
+
+whisper_audio_encoder * make_encoder(const whisper_audio_model * model, whisper_audio_device device, int max_batch,
+                                     int n_threads = 1) {
+    whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
+    p.device = device;
+    p.max_batch = max_batch;
+    p.n_threads = n_threads;
+    whisper_audio_encoder * enc = whisper_audio_encoder_init(model, p);
+    REQUIRE_MESSAGE(enc, whisper_audio_last_error());
+    return enc;
+}
+
+// What on_rows saw: each window's description and its rows as bytes.
+struct seen_window {
+    whisper_audio_rows r;
+    std::vector<uint8_t> bytes;
+};
+
+struct collector {
+    std::vector<seen_window> windows;
+    int stop_after = -1;           // return false at this window
+    static bool on_rows(const whisper_audio_rows * r, void * user) {
+        collector * c = (collector *)user;
+        if ((int)c->windows.size() == c->stop_after) return false;
+        const size_t bytes = (size_t)r->n_rows * r->n_state * (r->f16 ? 2 : 4);
+        c->windows.push_back({*r, std::vector<uint8_t>((const uint8_t *)r->data, (const uint8_t *)r->data + bytes)});
+        c->windows.back().r.data = nullptr;
+        return true;
+    }
+};
+
+// Every input through one pipeline of these encoders, pushed in blocks of `block` samples.
+collector run_pipeline(std::vector<whisper_audio_encoder *> encs, const std::vector<std::vector<float>> & inputs,
+                       whisper_audio_pipeline_params pp, size_t block) {
+    collector c;
+    pp.on_rows = collector::on_rows;
+    pp.user = &c;
+    whisper_audio_pipeline * p = whisper_audio_pipeline_init(encs.data(), (int)encs.size(), pp);
+    REQUIRE_MESSAGE(p, whisper_audio_last_error());
+    for (const std::vector<float> & in : inputs) {
+        for (size_t at = 0; at < in.size(); at += block)
+            REQUIRE_MESSAGE(whisper_audio_pipeline_push(p, in.data() + at, std::min(block, in.size() - at)), whisper_audio_last_error());
+        REQUIRE_MESSAGE(whisper_audio_pipeline_end_input(p), whisper_audio_last_error());
+    }
+    REQUIRE_MESSAGE(whisper_audio_pipeline_finish(p), whisper_audio_last_error());
+    whisper_audio_pipeline_free(p);
+    return c;
+}
+
+std::vector<float> as_f32(const seen_window & w) {
+    std::vector<float> v((size_t)w.r.n_rows * w.r.n_state);
+    if (w.r.f16) vt_convert(v.data(), VT_TYPE_F32, w.bytes.data(), VT_TYPE_F16, v.size());
+    else memcpy(v.data(), w.bytes.data(), v.size() * sizeof(float));
+    return v;
+}
+
+// Inputs: speech (under 30 s), 70 s (3 windows), then speech again.
+std::vector<std::vector<float>> test_inputs() {
+    const decoded_audio speech = decode_file(test_data("audio/speech_16k.wav"));
+    const decoded_audio longer = decode_file(test_data("audio/long_70s_16k.wav"));
+    REQUIRE(speech.ok);
+    REQUIRE(longer.ok);
+    return {speech.pcm, longer.pcm, speech.pcm};
+}
+
+// Window w of pcm (the last zero-padded): its log-mel, encoded alone with n_frames frames.
+std::vector<float> encode_window(whisper_audio_encoder * enc, const whisper_audio_model * model, const std::vector<float> & pcm,
+                                 size_t w, int n_frames = WHISPER_AUDIO_N_FRAMES) {
+    const whisper_audio_hparams * hp = whisper_audio_model_hparams(model);
+    std::vector<float> mel((size_t)hp->n_mels * WHISPER_AUDIO_N_FRAMES), packed((size_t)hp->n_mels * n_frames);
+    REQUIRE(whisper_audio_log_mel(model, pcm.data() + w * N, std::min(N, pcm.size() - w * N), mel.data()));
+    for (int m = 0; m < hp->n_mels; m++)
+        std::copy_n(mel.begin() + (size_t)m * WHISPER_AUDIO_N_FRAMES, n_frames, packed.begin() + (size_t)m * n_frames);
+    std::vector<float> out((size_t)(n_frames / 2) * hp->n_state);
+    REQUIRE_MESSAGE(whisper_audio_encode_mel_frames(enc, packed.data(), 1, n_frames, out.data()), whisper_audio_last_error());
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("pipeline: rows in input order, equal to each window encoded alone, whatever the blocks and encoders") {
+    model_ptr model("build/micro-80-f32.gguf");
+    const std::vector<std::vector<float>> inputs = test_inputs();
+    whisper_audio_encoder * a = make_encoder(model.m, WHISPER_AUDIO_DEVICE_CPU, 2);
+    whisper_audio_encoder * b = make_encoder(model.m, WHISPER_AUDIO_DEVICE_CPU, 2);
+    const whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
+
+    const collector one = run_pipeline({a}, inputs, pp, 12345);
+    REQUIRE(one.windows.size() == 5);
+    size_t k = 0;
+    for (size_t i = 0; i < inputs.size(); i++) {
+        for (size_t w = 0; w < whisper_audio_n_windows(inputs[i].size()); w++, k++) {
+            CAPTURE(i);
+            CAPTURE(w);
+            const whisper_audio_rows & r = one.windows[k].r;
+            CHECK(r.input == (int64_t)i);
+            CHECK(r.window == (int64_t)w);
+            CHECK(r.samples == std::min(N, inputs[i].size() - w * N));
+            CHECK(r.audio_positions == whisper_audio_n_positions(r.samples));
+            CHECK(r.n_rows == 1500);
+            CHECK(r.n_state == 128);
+            CHECK(!r.f16);
+            CHECK(as_f32(one.windows[k]) == encode_window(a, model.m, inputs[i], w));   // bitwise on the CPU
+        }
+    }
+
+    // other blocks, two encoders taking turns: the same bytes; each encoder ran some batches
+    whisper_audio_encoder_reset_timings(a);
+    const collector two = run_pipeline({a, b}, inputs, pp, N + 1);
+    REQUIRE(two.windows.size() == one.windows.size());
+    for (size_t i = 0; i < one.windows.size(); i++) CHECK(two.windows[i].bytes == one.windows[i].bytes);
+    const whisper_audio_timings ta = whisper_audio_encoder_timings(a), tb = whisper_audio_encoder_timings(b);
+    CHECK(ta.n_windows + tb.n_windows == 5);
+    CHECK(ta.n_batches + tb.n_batches == 3);      // [s, l0] [l1, l2] [s]: inputs share batches
+    whisper_audio_encoder_free(a);
+    whisper_audio_encoder_free(b);
+}
+
+TEST_CASE("pipeline: pooling, --no-pad windows and f16 rows come from the library's rules") {
+    model_ptr model("build/micro-80-f32.gguf");
+    const std::vector<std::vector<float>> inputs = test_inputs();
+    whisper_audio_encoder * enc = make_encoder(model.m, WHISPER_AUDIO_DEVICE_CPU, 4, 2);
+    whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
+    const collector full = run_pipeline({enc}, inputs, pp, 1 << 16);
+
+    pp.pool = WHISPER_AUDIO_POOL_MEAN;
+    const collector pooled = run_pipeline({enc}, inputs, pp, 1 << 16);
+    pp.f16 = true;
+    const collector pooled16 = run_pipeline({enc}, inputs, pp, 1 << 16);
+    pp.pool = WHISPER_AUDIO_POOL_NONE;
+    const collector full16 = run_pipeline({enc}, inputs, pp, 1 << 16);
+    REQUIRE(pooled.windows.size() == full.windows.size());
+    for (size_t k = 0; k < full.windows.size(); k++) {
+        CAPTURE(k);
+        const std::vector<float> rows = as_f32(full.windows[k]);
+        std::vector<float> mean(128);
+        REQUIRE(whisper_audio_pool_mean(rows.data(), 1500, 128, full.windows[k].r.samples, mean.data()));
+        CHECK(pooled.windows[k].r.n_rows == 1);
+        CHECK(as_f32(pooled.windows[k]) == mean);
+        std::vector<uint16_t> h(mean.size()), h_full(rows.size());
+        vt_convert(h.data(), VT_TYPE_F16, mean.data(), VT_TYPE_F32, h.size());
+        vt_convert(h_full.data(), VT_TYPE_F16, rows.data(), VT_TYPE_F32, h_full.size());
+        CHECK(pooled16.windows[k].r.f16);
+        CHECK(memcmp(pooled16.windows[k].bytes.data(), h.data(), h.size() * 2) == 0);
+        CHECK(memcmp(full16.windows[k].bytes.data(), h_full.data(), h_full.size() * 2) == 0);
+    }
+
+    // --no-pad: each input's short last window alone, unpadded; full windows as before
+    pp = whisper_audio_pipeline_default_params();
+    pp.no_pad = true;
+    const collector nopad = run_pipeline({enc}, inputs, pp, 1 << 16);
+    REQUIRE(nopad.windows.size() == full.windows.size());
+    for (size_t k = 0; k < full.windows.size(); k++) {
+        CAPTURE(k);
+        const whisper_audio_rows & r = nopad.windows[k].r;
+        const int n_pos = whisper_audio_n_positions(r.samples);
+        CHECK(r.n_rows == (r.samples < N ? n_pos : 1500));
+        CHECK(r.audio_positions == n_pos);
+        CHECK(as_f32(nopad.windows[k]) == encode_window(enc, model.m, inputs[r.input], r.window, 2 * r.n_rows));
+    }
+    whisper_audio_encoder_free(enc);
+}
+
+TEST_CASE("pipeline: bad calls fail with a message, and a failed pipeline stays failed") {
+    model_ptr model("build/micro-80-f32.gguf");
+    whisper_audio_encoder * enc = make_encoder(model.m, WHISPER_AUDIO_DEVICE_CPU, 1);
+    whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
+    collector c;
+    pp.on_rows = collector::on_rows;
+    pp.user = &c;
+
+    CHECK(whisper_audio_pipeline_init(nullptr, 1, pp) == nullptr);
+    whisper_audio_encoder * twice[2] = {enc, enc};
+    CHECK(whisper_audio_pipeline_init(twice, 2, pp) == nullptr);
+    CHECK(std::string(whisper_audio_last_error()).find("encoder 1 is busy") != std::string::npos);
+    whisper_audio_pipeline_params bad = pp;
+    const int seven = 7;
+    memcpy(&bad.pool, &seven, sizeof(int));
+    CHECK(whisper_audio_pipeline_init(&enc, 1, bad) == nullptr);
+
+    std::vector<float> pcm(40000, 0.25f);
+    {   // the encoder belongs to the pipeline while it lives
+        whisper_audio_pipeline * p = whisper_audio_pipeline_init(&enc, 1, pp);
+        REQUIRE(p);
+        std::vector<float> out((size_t)1500 * 128);
+        CHECK(!whisper_audio_encode_pcm(enc, pcm.data(), pcm.size(), out.data()));
+        CHECK(!whisper_audio_pipeline_end_input(p));                              // an input with no samples
+        CHECK(std::string(whisper_audio_last_error()).find("input 0 has no audio samples") != std::string::npos);
+        CHECK(!whisper_audio_pipeline_push(p, pcm.data(), pcm.size()));           // failed stays failed
+        whisper_audio_pipeline_free(p);
+    }
+    {
+        whisper_audio_pipeline * p = whisper_audio_pipeline_init(&enc, 1, pp);
+        REQUIRE(p);
+        REQUIRE(whisper_audio_pipeline_push(p, pcm.data(), pcm.size()));
+        CHECK(!whisper_audio_pipeline_finish(p));                                 // the input was not ended
+        CHECK(std::string(whisper_audio_last_error()).find("was not ended") != std::string::npos);
+        whisper_audio_pipeline_free(p);
+    }
+    {
+        whisper_audio_pipeline * p = whisper_audio_pipeline_init(&enc, 1, pp);
+        REQUIRE(p);
+        pcm[12345] = NAN;
+        CHECK(!whisper_audio_pipeline_push(p, pcm.data(), pcm.size()));
+        CHECK(std::string(whisper_audio_last_error()).find("sample 12345 is nan") != std::string::npos);
+        pcm[12345] = 0.25f;
+        whisper_audio_pipeline_free(p);
+    }
+    {   // the callback stops the run: the call that made it fails, and the next
+        c.stop_after = 1;
+        whisper_audio_pipeline * p = whisper_audio_pipeline_init(&enc, 1, pp);
+        REQUIRE(p);
+        bool ok = true;
+        for (int i = 0; i < 4 && ok; i++) ok = whisper_audio_pipeline_push(p, pcm.data(), pcm.size()) && whisper_audio_pipeline_end_input(p);
+        ok = ok && whisper_audio_pipeline_finish(p);
+        CHECK(!ok);
+        CHECK(std::string(whisper_audio_last_error()) == "stopped by the rows callback");
+        CHECK(c.windows.size() == 1);
+        CHECK(!whisper_audio_pipeline_finish(p));
+        whisper_audio_pipeline_free(p);
+    }
+    {   // freed with work queued: nothing is handed out, nothing leaks (ASan), the encoder is free again
+        c = collector();
+        whisper_audio_pipeline * p = whisper_audio_pipeline_init(&enc, 1, pp);
+        REQUIRE(p);
+        for (int i = 0; i < 3; i++) {
+            REQUIRE(whisper_audio_pipeline_push(p, pcm.data(), pcm.size()));
+            REQUIRE(whisper_audio_pipeline_end_input(p));
+        }
+        whisper_audio_pipeline_free(p);
+        std::vector<float> out((size_t)1500 * 128);
+        CHECK(whisper_audio_encode_pcm(enc, pcm.data(), pcm.size(), out.data()));
+    }
+    whisper_audio_encoder_free(enc);
+}
+
+// ---- GPU ---------------------------------------------------------------------------
+
+TEST_CASE("cuda log_mel: the CPU log-mel within 1e-5 (speech, 70 s, a tone, near-silence, silence)" * doctest::skip(no_gpu())) {
+    for (const char * path : {"build/micro-80-f32.gguf", "build/micro-128-f32.gguf"}) {
+        CAPTURE(path);
+        model_ptr model(path);
+        const whisper_audio_hparams * hp = whisper_audio_model_hparams(model.m);
+        const std::vector<std::vector<float>> inputs = test_inputs();
+        std::vector<std::vector<float>> windows = {inputs[0], std::vector<float>(inputs[1].begin(), inputs[1].begin() + N),
+                                                   std::vector<float>(inputs[1].begin() + 2 * N, inputs[1].end())};
+        std::vector<float> tone(N), quiet(N), silence(N, 0.0f);
+        for (size_t i = 0; i < N; i++) {
+            tone[i] = 0.5f * sinf(2.0f * (float)M_PI * 1000.0f * i / 16000.0f);
+            quiet[i] = 1e-6f * sinf(2.0f * (float)M_PI * 440.0f * i / 16000.0f) + (i % 7 == 0 ? 3e-7f : 0.0f);
+        }
+        windows.push_back(tone);
+        windows.push_back(quiet);
+        windows.push_back(silence);
+        const int B = (int)windows.size();
+
+        vt_backend * be = vt_backend_cuda_init(0, VT_TYPE_F16);
+        REQUIRE_MESSAGE(be, vt_last_error());
+        vt_context * wctx = vt_init(1);
+        vt_tensor * filters = vt_new_tensor_2d(wctx, VT_TYPE_F32, 201, hp->n_mels);
+        vt_set_weight(filters);
+        REQUIRE(vt_backend_alloc_weights(be, wctx));
+        REQUIRE(vt_backend_set_tensor(be, filters, whisper_audio_model_mel_filters(model.m), VT_TYPE_F32));
+        vt_context * ctx = vt_init(4);
+        vt_tensor * pcm = vt_new_tensor_2d(ctx, VT_TYPE_F32, N, B);
+        vt_set_input(pcm);
+        vt_tensor * mel = vt_log_mel(ctx, pcm, filters);
+        vt_graph * g = vt_graph_build(ctx, &mel, 1);
+        REQUIRE_MESSAGE(vt_backend_alloc_graph(be, g), vt_last_error());
+        std::vector<float> in((size_t)B * N, 0.0f), got((size_t)B * hp->n_mels * 3000);
+        for (int b = 0; b < B; b++) std::copy(windows[b].begin(), windows[b].end(), in.begin() + (size_t)b * N);
+        REQUIRE(vt_backend_set_tensor(be, pcm, in.data(), VT_TYPE_F32));
+        REQUIRE_MESSAGE(vt_backend_compute(be, g), vt_last_error());
+        REQUIRE(vt_backend_get_tensor_f32(be, mel, got.data()));
+        for (int b = 0; b < B; b++) {
+            CAPTURE(b);
+            std::vector<float> ref((size_t)hp->n_mels * 3000);
+            REQUIRE(whisper_audio_log_mel(model.m, windows[b].data(), windows[b].size(), ref.data()));
+            double worst = 0;
+            for (size_t i = 0; i < ref.size(); i++) worst = std::max(worst, (double)fabsf(got[(size_t)b * ref.size() + i] - ref[i]));
+            MESSAGE("n_mels " << hp->n_mels << ", window " << b << ": max abs difference " << worst);
+            CHECK(worst <= 1e-5);
+        }
+        vt_graph_free(g);
+        vt_free(ctx);
+        vt_backend_free(be);
+        vt_free(wctx);
+    }
+}
+
+TEST_CASE("cuda pipeline: GPU log-mel near the CPU one, f16 rows the f32 rows rounded, two encoders = one" * doctest::skip(no_gpu())) {
+    model_ptr model("build/micro-80-f32.gguf");
+    const std::vector<std::vector<float>> inputs = test_inputs();
+    for (whisper_audio_dtype dtype : {WHISPER_AUDIO_DTYPE_F16, WHISPER_AUDIO_DTYPE_BF16}) {
+        CAPTURE(dtype);
+        whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
+        p.device = WHISPER_AUDIO_DEVICE_CUDA;
+        p.dtype = dtype;
+        p.max_batch = 2;
+        whisper_audio_encoder * a = whisper_audio_encoder_init(model.m, p);
+        whisper_audio_encoder * b = whisper_audio_encoder_init(model.m, p);
+        REQUIRE_MESSAGE(a, whisper_audio_last_error());
+        REQUIRE_MESSAGE(b, whisper_audio_last_error());
+        whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
+        const collector one = run_pipeline({a}, inputs, pp, 50000);
+        REQUIRE(one.windows.size() == 5);
+        for (const seen_window & w : one.windows) {                      // against the CPU log-mel, same encoder
+            CAPTURE(w.r.input);
+            CAPTURE(w.r.window);
+            const std::vector<float> ref = encode_window(a, model.m, inputs[w.r.input], w.r.window);
+            CHECK(rel_l2(as_f32(w), ref) < 2e-3);
+        }
+        const collector two = run_pipeline({a, b}, inputs, pp, N);
+        REQUIRE(two.windows.size() == 5);
+        for (size_t k = 0; k < 5; k++) CHECK(two.windows[k].bytes == one.windows[k].bytes);
+        pp.f16 = true;
+        const collector half = run_pipeline({a}, inputs, pp, 50000);
+        for (size_t k = 0; k < 5; k++) {
+            const std::vector<float> rows = as_f32(one.windows[k]);
+            std::vector<uint16_t> h(rows.size());
+            vt_convert(h.data(), VT_TYPE_F16, rows.data(), VT_TYPE_F32, h.size());
+            CHECK(memcmp(half.windows[k].bytes.data(), h.data(), h.size() * 2) == 0);
+        }
+        whisper_audio_encoder_free(a);
+        whisper_audio_encoder_free(b);
+    }
+}
