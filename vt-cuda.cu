@@ -1499,9 +1499,10 @@ struct cuda_backend : vt_backend {
     void * host_alloc(size_t bytes) override {
         void * p = nullptr;
         cudaSetDevice(device);
-        const cudaError_t err = cudaMallocHost(&p, std::max<size_t>(bytes, 1));
+        // portable: pinned for every device's copies (a pipeline over several GPUs shares it)
+        const cudaError_t err = cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocPortable);
         if (err != cudaSuccess) {
-            vt_set_error("cuda: cudaMallocHost of %zu bytes failed: %s", bytes, cudaGetErrorString(err));
+            vt_set_error("cuda: cudaHostAlloc of %zu bytes failed: %s", bytes, cudaGetErrorString(err));
             return nullptr;
         }
         return p;

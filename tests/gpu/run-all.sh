@@ -5,11 +5,12 @@
 # the tables are printed last.
 #
 #   STEPS="tests parity compare"   which steps (default: all; "nopad" makes the reference,
-#                                  "stages" times main's stages on long audio)
+#                                  "stages" times main's stages on long audio, "e2e" main's
+#                                  whole path on an hour against transformers)
 #   PARITY_SIZES=tiny,base,...     COMPARE_SIZES=large-v3   COMPARE_BATCHES=1,8,32
 set -u
 OUT=${OUT:-build/gpu-logs}
-STEPS=${STEPS:-tests nopad parity compare stages}
+STEPS=${STEPS:-tests nopad parity compare stages e2e}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -39,10 +40,12 @@ has nopad && { python3 tests/gpu/make-nopad-reference.py 2>&1 | tail -n 6; }
 has parity && python3 tests/gpu/parity.py --sizes "${PARITY_SIZES:-tiny,base,small,medium,large-v3}" --out "$OUT" 2>&1 | tee "$OUT/parity.log" | grep -v "^|"
 has compare && python3 tests/gpu/compare.py --sizes "${COMPARE_SIZES:-large-v3}" --batches "${COMPARE_BATCHES:-1,8,32}" --out "$OUT" 2>&1 | tee "$OUT/compare.log" | grep -v "^|"
 has stages && python3 tests/gpu/stages.py 2>&1 | tee "$OUT/stages.log"
+has e2e && python3 tests/gpu/e2e.py --sizes "${E2E_SIZES:-base,large-v3}" --out "$OUT" 2>&1 | tee "$OUT/e2e.log" | grep -v "^|"
 
 echo
 has tests && { echo "tests:"; tail -n 3 "$OUT/tests.log"; }
 has parity && grep "^|\|^parity" "$OUT/parity.log"
 has stages && cat "$OUT/stages.log"
 has compare && grep "^|\|^compare" "$OUT/compare.log"
+has e2e && grep "^|" "$OUT/e2e.log"
 exit 0
