@@ -579,20 +579,14 @@ attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * _
 
 static size_t attention_smem_bytes(int mt) { return (size_t)(64 * mt) * 128 + 4 * ATT_BC * 128; }
 
-// to_f32: y[i] = x[i] as f32, for i in [0, n); a grid-stride loop, one element per thread
-// per step. Makes the f32 copy of a graph output inside the captured graph, so that the
-// download is one plain copy. CPU twin: vt_convert.
-template <typename T>
-__global__ void to_f32_kernel(float * __restrict__ y, const T * __restrict__ x, size_t n) {
+// convert_kernel: y[i] = x[i] in y's type, through f32 (round to nearest even), for i in
+// [0, n); a grid-stride loop. The f32 copy of a graph output (inside the captured graph, so
+// the download is one plain copy), the f16 download of a bf16 forward, weights converted
+// after their upload. CPU twin: vt_convert.
+template <typename Tin, typename Tout>
+__global__ void convert_kernel(Tout * __restrict__ y, const Tin * __restrict__ x, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        y[i] = to_f32(x[i]);
-}
-
-// to_f16_kernel: y[i] = x[i] as f16 (from bf16 through f32, round to nearest even), for the
-// f16 download of a bf16 forward. CPU twin: vt_convert.
-__global__ void to_f16_kernel(__half * __restrict__ y, const __nv_bfloat16 * __restrict__ x, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        y[i] = __float2half_rn(__bfloat162float(x[i]));
+        y[i] = from_f32<Tout>(to_f32(x[i]));
 }
 
 // ---- log-mel: whisper-audio.cpp's log_mel_window on the GPU ----
@@ -898,6 +892,24 @@ static bool launch_attention(cudaStream_t st, vt_tensor * t) {
     return launch_attention_mt<__nv_bfloat16, ATT_MT>(st, t);
 }
 
+// convert: n elements of x (type xt) into y (type yt); f32, f16 and bf16
+template <typename Tin>
+static void launch_convert_from(cudaStream_t st, void * y, vt_type yt, const Tin * x, size_t n, int blocks) {
+    if (yt == VT_TYPE_F32) convert_kernel<<<blocks, 256, 0, st>>>((float *)y, x, n);
+    else if (yt == VT_TYPE_F16) convert_kernel<<<blocks, 256, 0, st>>>((__half *)y, x, n);
+    else convert_kernel<<<blocks, 256, 0, st>>>((__nv_bfloat16 *)y, x, n);
+}
+
+static bool launch_convert(cudaStream_t st, void * y, vt_type yt, const void * x, vt_type xt, size_t n) {
+    if (n == 0) return true;
+    const int blocks = (int)std::min<int64_t>(ceil_div((int64_t)n, 256), (int64_t)g_sm_count * 16);
+    if (xt == VT_TYPE_F32) launch_convert_from(st, y, yt, (const float *)x, n, blocks);
+    else if (xt == VT_TYPE_F16) launch_convert_from(st, y, yt, (const __half *)x, n, blocks);
+    else launch_convert_from(st, y, yt, (const __nv_bfloat16 *)x, n, blocks);
+    CUDA_CHECK(cudaGetLastError());
+    return true;
+}
+
 // log_mel: ranges, frames, then the normalisation over each window
 static bool launch_log_mel(cudaStream_t st, vt_tensor * t, float * block_max, int2 * ranges) {
     const vt_tensor * pcm = t->src[0], * filters = t->src[1];
@@ -1165,13 +1177,24 @@ struct cuda_backend : vt_backend {
 
     // Host data of any type -> the tensor's type (and its shadow's), converted on the host
     // into pinned staging, then one copy.
+    // The host data as it is, then converted on the device (a 1.3 GB model's f16 -> bf16 on
+    // one host core took about 1 s); a tensor in pieces of 64 MB.
     bool upload(void * dst, vt_type dst_type, const void * src, vt_type src_type, size_t n) {
-        const size_t bytes = n * vt_type_size(dst_type);
-        if (!ensure_staging(bytes)) return false;
-        vt_convert(staging, dst_type, src, src_type, n);
-        CUDA_CHECK(cudaMemcpyAsync(dst, staging, bytes, cudaMemcpyHostToDevice, stream));
-        CUDA_CHECK(cudaStreamSynchronize(stream));
-        return true;
+        const size_t es = vt_type_size(src_type), chunk = std::min(n, ((size_t)64 << 20) / es);
+        void * raw = nullptr;
+        if (!ensure_staging(chunk * es)) return false;
+        CUDA_CHECK(cudaMalloc(&raw, chunk * es));
+        bool ok = true;
+        for (size_t i = 0; ok && i < n; i += chunk) {
+            const size_t k = std::min(chunk, n - i);
+            memcpy(staging, (const char *)src + i * es, k * es);
+            ok = cudaMemcpyAsync(raw, staging, k * es, cudaMemcpyHostToDevice, stream) == cudaSuccess &&
+                 launch_convert(stream, (char *)dst + i * vt_type_size(dst_type), dst_type, raw, src_type, k) &&
+                 cudaStreamSynchronize(stream) == cudaSuccess;
+        }
+        cudaFree(raw);
+        if (!ok) vt_set_error("cuda: uploading %zu elements failed: %s", n, cudaGetErrorString(cudaGetLastError()));
+        return ok;
     }
 
     bool set_tensor(vt_tensor * t, const void * src, vt_type src_type) override {
@@ -1439,19 +1462,14 @@ struct cuda_backend : vt_backend {
     }
 
     bool convert_outputs(graph_state * s) {
-        for (auto & o : s->f32_outputs) {
-            const size_t n = (size_t)vt_nelements(o.first);
-            const int blocks = (int)std::min<int64_t>(ceil_div((int64_t)n, 256), (int64_t)g_sm_count * 16);
-            if (o.first->type == VT_TYPE_F16) to_f32_kernel<<<blocks, 256, 0, stream>>>(o.second, (const __half *)o.first->data, n);
-            else to_f32_kernel<<<blocks, 256, 0, stream>>>(o.second, (const __nv_bfloat16 *)o.first->data, n);
-            CUDA_CHECK(cudaGetLastError());
-        }
+        for (auto & o : s->f32_outputs)
+            if (!launch_convert(stream, o.second, VT_TYPE_F32, o.first->data, o.first->type, (size_t)vt_nelements(o.first))) return false;
         return true;
     }
 
-    // First call (or after alloc_weights moved the weights): capture the whole forward as
-    // a CUDA graph; every call: replay it (launch only).
-    bool launch(graph_state * s, vt_graph * g) {
+    // Captures the whole forward as a CUDA graph, once (again after alloc_weights moved the
+    // weights); launch replays it.
+    bool capture(graph_state * s, vt_graph * g) {
         if (s->exec && s->weights_gen != weights_gen) {
             CUDA_CHECK(cudaGraphExecDestroy(s->exec));
             s->exec = nullptr;
@@ -1479,8 +1497,20 @@ struct cuda_backend : vt_backend {
             }
             s->weights_gen = weights_gen;
         }
+        return true;
+    }
+
+    bool launch(graph_state * s, vt_graph * g) {
+        if (!capture(s, g)) return false;
         CUDA_CHECK(cudaGraphLaunch(s->exec, stream));
         return true;
+    }
+
+    bool prepare(vt_graph * g) override {
+        graph_state * s = (graph_state *)g->backend_state;
+        if (!s) { vt_set_error("cuda: graph not allocated"); return false; }
+        CUDA_CHECK(cudaSetDevice(device));
+        return capture(s, g);
     }
 
     bool compute(vt_graph * g) override {
@@ -1549,19 +1579,8 @@ struct cuda_backend : vt_backend {
         CUDA_CHECK(cudaEventRecord(sl.consumed, stream));
         if (!launch(s, g)) return false;
         CUDA_CHECK(cudaStreamWaitEvent(stream, sl.done, 0));
-        const int blocks = (int)std::min<int64_t>(ceil_div((int64_t)n_out, 256), (int64_t)g_sm_count * 16);
-        if (out->type == out_type) {
-            CUDA_CHECK(cudaMemcpyAsync(sl.out, out->data, out_bytes, cudaMemcpyDeviceToDevice, stream));
-        } else if (out_type == VT_TYPE_F32) {
-            if (out->type == VT_TYPE_F16) to_f32_kernel<<<blocks, 256, 0, stream>>>((float *)sl.out, (const __half *)out->data, n_out);
-            else to_f32_kernel<<<blocks, 256, 0, stream>>>((float *)sl.out, (const __nv_bfloat16 *)out->data, n_out);
-        } else if (out->type == VT_TYPE_BF16) {
-            to_f16_kernel<<<blocks, 256, 0, stream>>>((__half *)sl.out, (const __nv_bfloat16 *)out->data, n_out);
-        } else {
-            vt_set_error("cuda: submit: '%s' is %s; it comes out as f32 only", out->name, vt_type_name(out->type));
-            return false;
-        }
-        CUDA_CHECK(cudaGetLastError());
+        if (out->type == out_type) CUDA_CHECK(cudaMemcpyAsync(sl.out, out->data, out_bytes, cudaMemcpyDeviceToDevice, stream));
+        else if (!launch_convert(stream, sl.out, out_type, out->data, out->type, n_out)) return false;
         CUDA_CHECK(cudaEventRecord(sl.computed, stream));
 
         CUDA_CHECK(cudaStreamWaitEvent(down, sl.computed, 0));

@@ -571,6 +571,11 @@ bool vt_backend_submit(vt_backend * be, vt_graph * g, vt_tensor * in, const void
     return be->submit(g, in, in_host, out, out_host, out_type, slot);
 }
 
+bool vt_backend_prepare(vt_backend * be, vt_graph * g) {
+    if (g->backend != be) { vt_set_error("graph not allocated on backend %s", be->name()); return false; }
+    return be->prepare(g);
+}
+
 bool vt_backend_wait(vt_backend * be, int slot) {
     if (slot < 0 || slot > 1) { vt_set_error("wait: slot %d (0 or 1)", slot); return false; }
     return be->wait(slot);

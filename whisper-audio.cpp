@@ -14,6 +14,7 @@
 #include <cstring>
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -73,11 +74,20 @@ static double ms_since(std::chrono::steady_clock::time_point t0) {
 }
 
 // fn(i) for i in [0, n) on up to n_threads threads (this one among them); if the system
-// refuses a thread, fewer do the work.
+// refuses a thread, fewer do the work. What fn throws (out of memory) is thrown here, once
+// every thread has stopped.
 template <typename F> static void wa_parallel(int n, int n_threads, F && fn) {
     std::atomic<int> next{0};
+    std::mutex mu;
+    std::exception_ptr thrown;
     auto work = [&] {
-        for (int i; (i = next.fetch_add(1)) < n;) fn(i);
+        try {
+            for (int i; (i = next.fetch_add(1)) < n;) fn(i);
+        } catch (...) {
+            std::lock_guard<std::mutex> lock(mu);
+            if (!thrown) thrown = std::current_exception();
+            next = n;                                   // the others stop too
+        }
     };
     const int n_extra = std::min(n, wa_n_threads(n_threads)) - 1;
     std::vector<std::thread> threads;
@@ -87,6 +97,7 @@ template <typename F> static void wa_parallel(int n, int n_threads, F && fn) {
     } catch (const std::exception &) {}   // no more threads: this one and those started share the rest
     work();
     for (std::thread & t : threads) t.join();
+    if (thrown) std::rethrow_exception(thrown);
 }
 
 // =====================================================================================
@@ -620,29 +631,43 @@ static bool model_read_weights(whisper_audio_model * m, int fd) {
     m->weights.reset(new (std::nothrow) uint8_t[total + ALIGN]);
     if (!m->weights) { wa_set_error("%s: out of memory for %zu bytes of weights", m->path.c_str(), total); return false; }
     uint8_t * dst = m->weights.get() + (ALIGN - (uintptr_t)m->weights.get() % ALIGN) % ALIGN;
-    std::vector<uint8_t> blocks;
-    for (gguf_tensor_info * t : used) {
+    std::vector<uint8_t *> at(used.size());
+    for (size_t i = 0; i < used.size(); i++) {
+        at[i] = dst;
+        dst += (loaded_bytes(used[i]) + ALIGN - 1) / ALIGN * ALIGN;
+    }
+    // read and checked on every core (1.3 GB for large-v3): each tensor's failure kept, the
+    // first one in file order reported
+    std::vector<std::string> errors(used.size());
+    wa_parallel((int)used.size(), 0, [&](int i) {
+        gguf_tensor_info * t = used[i];
+        uint8_t * d = at[i];
         if (const wa_block_type * b = wa_block(t->type)) {   // dequantised, then checked as any f32 tensor
-            blocks.resize(t->bytes);
-            if (!read_at(m, fd, blocks.data(), t->bytes, m->data_start + t->offset)) return false;
-            wa_dequantize(t->type, blocks.data(), (float *)dst, t->bytes / b->bytes);
+            std::vector<uint8_t> blocks(t->bytes);
+            if (!read_at(m, fd, blocks.data(), t->bytes, m->data_start + t->offset)) { errors[i] = whisper_audio_last_error(); return; }
+            wa_dequantize(t->type, blocks.data(), (float *)d, t->bytes / b->bytes);
             t->bytes = loaded_bytes(t);
             t->type = VT_TYPE_F32;
-        } else if (!read_at(m, fd, dst, t->bytes, m->data_start + t->offset)) {
-            return false;
+        } else if (!read_at(m, fd, d, t->bytes, m->data_start + t->offset)) {
+            errors[i] = whisper_audio_last_error();
+            return;
         }
         const size_t n = t->bytes / vt_type_size((vt_type)t->type);
-        const size_t bad = t->type == VT_TYPE_F32 ? first_nonfinite<uint32_t>(dst, n, 0x7f800000u)
-                         : first_nonfinite<uint16_t>(dst, n, t->type == VT_TYPE_F16 ? 0x7c00 : 0x7f80);
+        const size_t bad = t->type == VT_TYPE_F32 ? first_nonfinite<uint32_t>(d, n, 0x7f800000u)
+                         : first_nonfinite<uint16_t>(d, n, t->type == VT_TYPE_F16 ? 0x7c00 : 0x7f80);
         if (bad < n) {
             float v;
-            vt_convert(&v, VT_TYPE_F32, dst + bad * vt_type_size((vt_type)t->type), (vt_type)t->type, 1);
-            wa_set_error("%s: tensor '%s' holds %g at element %zu: a non-finite weight (a corrupt file, or a conversion "
-                         "that overflowed)", m->path.c_str(), t->name.c_str(), v, bad);
-            return false;
+            vt_convert(&v, VT_TYPE_F32, d + bad * vt_type_size((vt_type)t->type), (vt_type)t->type, 1);
+            char msg[512];
+            snprintf(msg, sizeof(msg), "%s: tensor '%s' holds %g at element %zu: a non-finite weight (a corrupt file, or a "
+                     "conversion that overflowed)", m->path.c_str(), t->name.c_str(), v, bad);
+            errors[i] = msg;
+            return;
         }
-        t->data = dst;
-        dst += (t->bytes + ALIGN - 1) / ALIGN * ALIGN;
+        t->data = d;
+    });
+    for (const std::string & e : errors) {
+        if (!e.empty()) { wa_set_error("%s", e.c_str()); return false; }
     }
     m->hparams.weight_type = wa_weight_type((vt_type)m->find("encoder.layers.0.fc1.weight")->type);
     m->mel_filters = (const float *)m->find("mel_filters")->data;
@@ -3778,7 +3803,12 @@ static void pipeline_worker(whisper_audio_pipeline * p, whisper_audio_encoder * 
         }
         bool ok = true;
         try {
-            wa_graph * g = graph_for_batch(enc, b->n, b->n_frames, enc->mel_in_graph);
+            // on CUDA a short batch runs as a whole one (zero windows after it), so that one
+            // captured graph serves every batch; the CPU's time follows the windows
+            const int n_run = enc->mel_in_graph && b->cap == p->max_batch && b->n_frames == WHISPER_AUDIO_N_FRAMES ? b->cap : b->n;
+            if (n_run > b->n)
+                std::fill(b->pcm + (size_t)b->n * WHISPER_AUDIO_N_SAMPLES, b->pcm + (size_t)n_run * WHISPER_AUDIO_N_SAMPLES, 0.0f);
+            wa_graph * g = graph_for_batch(enc, n_run, b->n_frames, enc->mel_in_graph);
             if (!g) { pipeline_fail(p, whisper_audio_last_error()); ok = false; }
             const void * in = b->pcm;
             if (ok && !enc->mel_in_graph) {
@@ -3953,15 +3983,24 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
     p->n_ctx = p->encs[0]->hparams.n_ctx;
     p->out_f16 = params.f16 && params.pool != WHISPER_AUDIO_POOL_MEAN;
     p->host = p->encs[0]->backend;
+    for (whisper_audio_encoder * e : p->encs) {      // the whole batch's graph, captured now
+        wa_graph * g = e->mel_in_graph ? graph_for_batch(e, p->max_batch, WHISPER_AUDIO_N_FRAMES, true) : nullptr;
+        if (g && !vt_backend_prepare(e->backend, g->graph)) {
+            wa_set_error("whisper_audio_pipeline_init: %s", vt_last_error());
+            return nullptr;
+        }
+        if (e->mel_in_graph && !g) return nullptr;
+    }
     for (whisper_audio_encoder * e : p->encs) p->workers.emplace_back(pipeline_worker, p, e);
     return owner.release();
 }
 
-// Room in b for window index w (and the windows before it, kept): buffers grow by doubling,
-// so that memory follows the work (a short clip at max_batch 256 takes one window's).
+// Room in b for window index w (and the windows before it, kept): one window's buffers, then
+// a whole batch's once a second window comes, so that memory follows the work (a short clip
+// at max_batch 256 takes one window's) and pinned memory is allocated twice at most.
 static void pipeline_reserve(whisper_audio_pipeline * p, wa_batch * b, int w) {
     if (w < b->cap) return;
-    const int cap = std::min(p->max_batch, std::max(w + 1, 2 * b->cap));
+    const int cap = w == 0 ? 1 : p->max_batch;
     const size_t win_out = (size_t)p->n_ctx * p->n_state * (p->out_f16 ? 2 : 4);
     float * pcm = (float *)vt_backend_host_alloc(p->host, (size_t)cap * WHISPER_AUDIO_N_SAMPLES * sizeof(float));
     void * out = pcm ? vt_backend_host_alloc(p->host, (size_t)cap * win_out) : nullptr;

@@ -655,7 +655,11 @@ struct job {
 
     bool plan_outputs();
     bool open_outputs();
+    std::vector<float> buf;                      // a block of decoded audio
+    size_t pending = 0;                          // samples of input 0 in buf, read by start for the PNG
+
     bool draw_png(const float * pcm, size_t n);
+    bool start();
     bool emit(const whisper_audio_rows & r);
     bool commit_inputs_before(size_t k);
     bool pipeline_error(const char * what);
@@ -802,12 +806,11 @@ bool job::pipeline_error(const char * what) {
     return false;
 }
 
-// Each input decoded a block at a time into the pipeline; then every output is finished.
-bool job::run() {
-    std::vector<float> buf(1 << 16);                 // 4 s of audio a read
-    size_t pending = 0;                              // samples of input 0 read for the PNG
-    auto t = std::chrono::steady_clock::now();
+// The PNG (while the encoders are free), then the pipeline over the encoders.
+bool job::start() {
+    buf.resize(1 << 16);                             // 4 s of audio a read
     if (!png.path.empty()) {
+        const auto t = std::chrono::steady_clock::now();
         buf.resize(WHISPER_AUDIO_N_SAMPLES);
         const long long got = read_samples(inputs[0], buf.data(), buf.size());
         decode_ms += ms_since(t);
@@ -825,6 +828,11 @@ bool job::run() {
         return !j->emit_failed;
     };
     if (!(pipe = whisper_audio_pipeline_init(encs.data(), (int)encs.size(), pp))) return pipeline_error("starting the encoders");
+    return true;
+}
+
+// Each input decoded a block at a time into the pipeline; then every output is finished.
+bool job::run() {
     t_work = std::chrono::steady_clock::now();
     for (input & in : inputs) {
         for (;;) {
@@ -832,7 +840,7 @@ bool job::run() {
             if (pending) {
                 pending = 0;
             } else {
-                t = std::chrono::steady_clock::now();
+                const auto t = std::chrono::steady_clock::now();
                 got = read_samples(in, buf.data(), buf.size());
                 decode_ms += ms_since(t);
             }
@@ -997,6 +1005,7 @@ static int run_main(const params & p) {
             if (!e) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); ok = false; break; }
             j.encs.push_back(e);
         }
+        ok = ok && j.start();                        // the pipeline: its buffers, its graphs captured
         init_ms = ms_since(t0);
         j.n_threads = ep.n_threads;
         if (ok && strcmp(whisper_audio_encoder_backend(j.encs[0]), "cpu") == 0) {
