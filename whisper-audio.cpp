@@ -3708,7 +3708,7 @@ struct wa_batch {
     int64_t id = 0;                      // in the order the batches were cut
     int n = 0;                           // windows
     int n_frames = WHISPER_AUDIO_N_FRAMES;
-    int cap = 0;                         // windows the buffers hold: grown as windows come, up to max_batch
+    int cap = 0;                         // windows the buffers hold: max_batch, or fewer for less work
     std::vector<wa_window> wins;
     float * pcm = nullptr;               // [cap, 480000], host memory of the first encoder's backend
     void * out = nullptr;                // [cap, 1500, d], f32, or f16 when rows are f16 and not pooled
@@ -3722,7 +3722,7 @@ struct whisper_audio_pipeline {
     int max_batch = 1, n_state = 0, n_ctx = 0;
     bool out_f16 = false;                // the download's type (f16 rows, not pooled)
     vt_backend * host = nullptr;         // allocates the batches' host buffers (pinned on CUDA)
-    std::vector<std::unique_ptr<wa_batch>> batches;   // made as needed, up to two per encoder + one
+    std::vector<std::unique_ptr<wa_batch>> batches;   // two per encoder (in flight) and one being filled
 
     std::mutex mu;
     std::condition_variable cv;
@@ -3805,7 +3805,7 @@ static void pipeline_worker(whisper_audio_pipeline * p, whisper_audio_encoder * 
         try {
             // on CUDA a short batch runs as a whole one (zero windows after it), so that one
             // captured graph serves every batch; the CPU's time follows the windows
-            const int n_run = enc->mel_in_graph && b->cap == p->max_batch && b->n_frames == WHISPER_AUDIO_N_FRAMES ? b->cap : b->n;
+            const int n_run = enc->mel_in_graph && b->n_frames == WHISPER_AUDIO_N_FRAMES ? b->cap : b->n;
             if (n_run > b->n)
                 std::fill(b->pcm + (size_t)b->n * WHISPER_AUDIO_N_SAMPLES, b->pcm + (size_t)n_run * WHISPER_AUDIO_N_SAMPLES, 0.0f);
             wa_graph * g = graph_for_batch(enc, n_run, b->n_frames, enc->mel_in_graph);
@@ -3917,9 +3917,6 @@ static wa_batch * pipeline_acquire(whisper_audio_pipeline * p) {
             if (!p->free_list.empty()) {
                 b = p->free_list.front();
                 p->free_list.pop_front();
-            } else if (p->batches.size() < 2 * p->encs.size() + 1) {   // two in flight per encoder, one filling
-                p->batches.emplace_back(new wa_batch);
-                b = p->batches.back().get();
             }
             if (b) {
                 b->n = 0;
@@ -3949,8 +3946,10 @@ static bool pipeline_ok(whisper_audio_pipeline * p) {
     return false;
 }
 
+// max_windows: the most windows the caller will push (encode_pcm knows), so that the host
+// buffers are no larger than the work; 0: no bound, whole batches.
 static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * encoders, int n_encoders,
-                                              whisper_audio_pipeline_params params) {
+                                              whisper_audio_pipeline_params params, size_t max_windows = 0) {
     if (!encoders || n_encoders < 1) { wa_set_error("whisper_audio_pipeline_init: no encoders"); return nullptr; }
     int pool;
     memcpy(&pool, &params.pool, sizeof(int));
@@ -3983,8 +3982,25 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
     p->n_ctx = p->encs[0]->hparams.n_ctx;
     p->out_f16 = params.f16 && params.pool != WHISPER_AUDIO_POOL_MEAN;
     p->host = p->encs[0]->backend;
+    // the host buffers, allocated once here (pinned memory is slow to allocate)
+    const int cap = max_windows > 0 ? (int)std::min<size_t>(p->max_batch, max_windows) : p->max_batch;
+    const size_t win_out = (size_t)p->n_ctx * p->n_state * (p->out_f16 ? 2 : 4);
+    for (size_t i = 0; i < 2 * p->encs.size() + 1; i++) {
+        p->batches.emplace_back(new wa_batch);
+        wa_batch * b = p->batches.back().get();
+        b->cap = cap;
+        b->wins.resize(cap);
+        b->pcm = (float *)vt_backend_host_alloc(p->host, (size_t)cap * WHISPER_AUDIO_N_SAMPLES * sizeof(float));
+        b->out = b->pcm ? vt_backend_host_alloc(p->host, (size_t)cap * win_out) : nullptr;
+        if (!b->out) throw std::bad_alloc();
+        if (params.pool == WHISPER_AUDIO_POOL_MEAN) {
+            b->pooled.resize((size_t)cap * p->n_state);
+            if (params.f16) b->pooled_f16.resize(b->pooled.size());
+        }
+        p->free_list.push_back(b);
+    }
     for (whisper_audio_encoder * e : p->encs) {      // the whole batch's graph, captured now
-        wa_graph * g = e->mel_in_graph ? graph_for_batch(e, p->max_batch, WHISPER_AUDIO_N_FRAMES, true) : nullptr;
+        wa_graph * g = e->mel_in_graph ? graph_for_batch(e, cap, WHISPER_AUDIO_N_FRAMES, true) : nullptr;
         if (g && !vt_backend_prepare(e->backend, g->graph)) {
             wa_set_error("whisper_audio_pipeline_init: %s", vt_last_error());
             return nullptr;
@@ -3995,39 +4011,13 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
     return owner.release();
 }
 
-// Room in b for window index w (and the windows before it, kept): one window's buffers, then
-// a whole batch's once a second window comes, so that memory follows the work (a short clip
-// at max_batch 256 takes one window's) and pinned memory is allocated twice at most.
-static void pipeline_reserve(whisper_audio_pipeline * p, wa_batch * b, int w) {
-    if (w < b->cap) return;
-    const int cap = w == 0 ? 1 : p->max_batch;
-    const size_t win_out = (size_t)p->n_ctx * p->n_state * (p->out_f16 ? 2 : 4);
-    float * pcm = (float *)vt_backend_host_alloc(p->host, (size_t)cap * WHISPER_AUDIO_N_SAMPLES * sizeof(float));
-    void * out = pcm ? vt_backend_host_alloc(p->host, (size_t)cap * win_out) : nullptr;
-    if (!out) {
-        vt_backend_host_free(p->host, pcm);
-        throw std::bad_alloc();
-    }
-    if (b->pcm) memcpy(pcm, b->pcm, (size_t)std::min(b->cap, w + 1) * WHISPER_AUDIO_N_SAMPLES * sizeof(float));
-    vt_backend_host_free(p->host, b->pcm);
-    vt_backend_host_free(p->host, b->out);
-    b->pcm = pcm;
-    b->out = out;
-    b->cap = cap;
-    b->wins.resize(cap);
-    if (p->params.pool == WHISPER_AUDIO_POOL_MEAN) {
-        b->pooled.resize((size_t)cap * p->n_state);
-        if (p->params.f16) b->pooled_f16.resize(b->pooled.size());
-    }
-}
-
 // Closes window cur->n with `samples` of audio (the rest zeroed); a full batch goes.
 static bool pipeline_close_window(whisper_audio_pipeline * p, size_t samples) {
     float * w = p->cur->pcm + (size_t)p->cur->n * WHISPER_AUDIO_N_SAMPLES;
     std::fill(w + samples, w + WHISPER_AUDIO_N_SAMPLES, 0.0f);
     p->cur->wins[p->cur->n++] = wa_window{p->input, p->window++, samples};
     p->in_window = 0;
-    if (p->cur->n == p->max_batch) pipeline_dispatch(p);
+    if (p->cur->n == p->cur->cap) pipeline_dispatch(p);
     return true;
 }
 
@@ -4036,7 +4026,6 @@ static bool pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t 
     if (!wa_mel_check_pcm("whisper_audio_pipeline_push", pcm, n, p->input_samples)) return false;
     while (n > 0) {
         if (!p->cur && !(p->cur = pipeline_acquire(p))) return false;
-        pipeline_reserve(p, p->cur, p->cur->n);
         const size_t k = std::min(n, (size_t)WHISPER_AUDIO_N_SAMPLES - p->in_window);
         memcpy(p->cur->pcm + (size_t)p->cur->n * WHISPER_AUDIO_N_SAMPLES + p->in_window, pcm, k * sizeof(float));
         p->in_window += k;
@@ -4061,7 +4050,6 @@ static bool pipeline_end_input(whisper_audio_pipeline * p) {
             p->cur = nullptr;
             wa_batch * alone = pipeline_acquire(p);
             if (!alone) { p->cur = b; return false; }
-            pipeline_reserve(p, alone, 0);
             memcpy(alone->pcm, b->pcm + (size_t)b->n * WHISPER_AUDIO_N_SAMPLES, samples * sizeof(float));
             p->cur = b;
             pipeline_dispatch(p);
@@ -4157,8 +4145,8 @@ static bool encode_pcm(whisper_audio_encoder * enc, const float * pcm, size_t n,
         memcpy(s->out + (size_t)r->window * s->win_floats, r->data, s->win_floats * sizeof(float));
         return true;
     };
-    std::unique_ptr<whisper_audio_pipeline, void (*)(whisper_audio_pipeline *)> p(pipeline_init(&enc, 1, pp),
-                                                                                whisper_audio_pipeline_free);
+    std::unique_ptr<whisper_audio_pipeline, void (*)(whisper_audio_pipeline *)> p(
+        pipeline_init(&enc, 1, pp, whisper_audio_n_windows(n)), whisper_audio_pipeline_free);
     if (!p) return false;
     if (n == 0) {      // no audio: one window of silence, as whisper_audio_n_windows counts it
         const float zero = 0.0f;
