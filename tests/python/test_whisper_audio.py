@@ -126,6 +126,7 @@ def test_log_mel_matches_the_feature_extractor(model):
 def test_load_audio():
     pcm = wa.load_audio(SPEECH)
     assert pcm.dtype == np.float32 and pcm.ndim == 1 and pcm.flags.c_contiguous
+    assert not pcm.flags.owndata                            # the library's buffer, not a copy of it
     assert pcm.size == 112259 and 0 < np.abs(pcm).max() <= 1
     stereo = wa.load_audio(STEREO)                          # 44.1 kHz stereo -> 16 kHz mono
     assert abs(stereo.size - pcm.size) <= 1
