@@ -236,7 +236,7 @@ class Model:
     @contextlib.contextmanager
     def _encoder(self, layer, final_ln):
         """An encoder for these settings that no other call is using."""
-        key = (-1 if layer is None else layer, bool(final_ln) and layer is None)
+        key = (-1 if layer is None else int(layer), bool(final_ln) and layer is None)
         with self._use() as model:
             with self._lock:
                 idle = self._idle.setdefault(key, [])
