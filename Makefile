@@ -3,12 +3,13 @@
 #   make demo            the quick start: a random tiny model, then main on samples/speech_16k.wav
 #   make test            build and run every test (the converter's too)
 #   make test-sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer (CPU build)
+#   make test-python     the Python package (pip install . into build/venv) against main, and the Ray example
 #   make CUDA=0          build without CUDA (a CPU-only build where nvcc is installed); CUDA_ARCH=... to
 #                        choose GPU targets
 #   make install         main (as whisper-audio), whisper-audio.h, the shared and static library, a
 #                        pkg-config file and a CMake package into $(DESTDIR)$(PREFIX) (PREFIX=/usr/local)
 # Missing Debian packages (doctest-dev, libstb-dev, libvorbis-dev, libflac-dev, libmpg123-dev,
-# libopusfile-dev, python3, and for test-install cmake and pkg-config) are installed with apt-get
+# libopusfile-dev, python3, python3-venv, and for test-install cmake and pkg-config) are installed with apt-get
 # when needed; `make fuzz` also installs clang.
 
 BUILD    ?= build
@@ -61,7 +62,7 @@ TEST_SRCS = $(wildcard tests/test-*.cpp)
 TEST_MODELS = $(foreach m,micro-80 micro-128,$(foreach t,f32 f16 bf16,build/$(m)-$(t).gguf))
 CONVERT = python3 convert/convert-hf-to-gguf.py
 
-.PHONY: all deps demo test test-run test-sanitize test-embed test-install install clean
+.PHONY: all deps demo test test-run test-sanitize test-embed test-install test-python install clean
 all: main bench $(BUILD)/test-all $(BUILD)/libwhisper-audio.so $(BUILD)/libwhisper-audio.a
 
 # one apt-get for whatever is missing (each audio library unless OGG=0, FLAC=0, ... was asked for)
@@ -69,6 +70,7 @@ WANT = $(if $(filter command line environment,$(origin $(1))),$($(1)),1)
 deps:
 	@missing=""; \
 	command -v python3 >/dev/null || missing="$$missing python3"; \
+	python3 -c 'import ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \
 	command -v cmake >/dev/null || missing="$$missing cmake"; \
 	command -v pkg-config >/dev/null || missing="$$missing pkg-config"; \
 	[ -f /usr/include/doctest/doctest.h ] || [ -f .deps/doctest/doctest.h ] || missing="$$missing doctest-dev"; \
@@ -137,6 +139,28 @@ test-run: $(BUILD)/main $(BUILD)/test-all $(TEST_MODELS) test-embed
 	WA_MAIN=$(BUILD)/main $(BUILD)/test-all
 	WA_MAIN=$(BUILD)/main python3 tests/test-real-weights.py
 	$(if $(filter 1,$(SANITIZE)),,BUILD=$(BUILD) tests/test-install.sh)
+	$(MAKE) test-python
+
+# The Python package in a virtual environment (Debian's python3 refuses system-wide pip
+# installs, PEP 668), from PyPI: numpy, pytest, scikit-build-core, and Ray Data for
+# examples/ray (its test skips when Ray cannot be installed). `pip install .` builds the
+# library through CMakeLists.txt into build/python/ (kept: a second run rebuilds what changed).
+# With SANITIZE=1 the package's own tests run on the sanitized library instead, ASan preloaded
+# into python (its leak check off: the interpreter keeps memory at exit by design); not Ray.
+VENV = build/venv
+$(VENV)/bin/python:
+	python3 -m venv $(VENV) || { rm -rf $(VENV); exit 1; }
+
+test-python: $(BUILD)/main $(TEST_MODELS) $(VENV)/bin/python $(if $(filter 1,$(SANITIZE)),$(BUILD)/libwhisper-audio.so)
+	$(VENV)/bin/pip install -q --disable-pip-version-check numpy pytest scikit-build-core
+	$(if $(filter 1,$(SANITIZE)),,$(VENV)/bin/pip install -q --disable-pip-version-check "ray[data]" || echo "test-python: Ray Data not installed: its test will skip")
+	$(VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation .
+ifeq ($(SANITIZE),1)
+	LD_PRELOAD=$$($(CXX) -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 WHISPER_AUDIO_LIBRARY=$(abspath $(BUILD))/libwhisper-audio.so \
+		WA_MAIN=$(BUILD)/main $(VENV)/bin/python -m pytest -q -rs tests/python/test_whisper_audio.py
+else
+	WA_MAIN=$(BUILD)/main $(VENV)/bin/python -m pytest -q -rs tests/python
+endif
 
 test-sanitize:
 	$(MAKE) BUILD=build-san SANITIZE=1 test

@@ -1,0 +1,265 @@
+# The Python package against main: the same input and options must give the same .npy, bit
+# for bit (the CPU; CUDA when a device is present). Then the options' shapes, bad input and
+# threads. Run by `make test` (make test-python) in build/venv with the package pip-installed:
+#
+#   WA_MAIN=build/main build/venv/bin/python -m pytest tests/python
+import os
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+
+import whisper_audio as wa
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MAIN = os.path.join(ROOT, os.environ.get("WA_MAIN", "build/main"))
+AUDIO = os.path.join(ROOT, "tests", "data", "audio")
+LONG = os.path.join(AUDIO, "long_70s_16k.wav")              # 3 windows, the last one short
+SPEECH = os.path.join(AUDIO, "speech_16k.wav")              # 7 s: one short window
+STEREO = os.path.join(AUDIO, "speech_44k1_stereo_s16.wav")  # resampled and mixed down
+
+
+def model_path(name):
+    path = os.path.join(ROOT, "build", name + ".gguf")
+    assert os.path.isfile(path), f"{path} is missing: make test builds it"
+    return path
+
+
+MICRO = model_path("micro-80-f32")
+
+
+def run_main(tmp_path, model, files, *args):
+    out = str(tmp_path / "main.npy")
+    cmd = [MAIN, "-m", model, "-o", out, "--device", "cpu", "--no-progress"] + list(args)
+    for f in files:
+        cmd += ["-f", f]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return np.load(out)
+
+
+@pytest.fixture(scope="module")
+def model():
+    with wa.Model(MICRO, device="cpu") as m:
+        yield m
+
+
+# ---- results equal to main's -------------------------------------------------------
+
+OPTIONS = [
+    ({}, []),
+    ({"pool": "mean"}, ["--pool", "mean"]),
+    ({"no_pad": True}, ["--no-pad"]),
+    ({"no_pad": True, "pool": "mean"}, ["--no-pad", "--pool", "mean"]),
+    ({"layer": 0}, ["--layer", "0"]),
+    ({"final_ln": False}, ["--no-final-ln"]),
+    ({"outtype": "f16"}, ["--outtype", "f16"]),
+    ({"layer": 1, "pool": "mean", "outtype": "f16"}, ["--layer", "1", "--pool", "mean", "--outtype", "f16"]),
+]
+
+
+@pytest.mark.parametrize("kwargs,args", OPTIONS, ids=[" ".join(a) or "default" for _, a in OPTIONS])
+@pytest.mark.parametrize("path", [LONG, STEREO], ids=["long_70s_16k", "44k1_stereo"])
+def test_file_equals_main(tmp_path, model, path, kwargs, args):
+    ref = run_main(tmp_path, MICRO, [path], *args)
+    got = model.encode(path, **kwargs)
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    assert np.array_equal(got, ref)
+    # the same samples as an array: the same result
+    assert np.array_equal(model.encode(wa.load_audio(path), **kwargs), ref)
+
+
+@pytest.mark.parametrize("name", ["micro-128-f32", "micro-80-f16", "micro-80-bf16"])
+def test_other_models_equal_main(tmp_path, name):
+    with wa.Model(model_path(name), device="cpu") as m:
+        assert np.array_equal(m.encode(LONG, no_pad=True), run_main(tmp_path, model_path(name), [LONG], "--no-pad"))
+
+
+def test_list_equals_main(tmp_path, model):
+    # main puts the rows of all its inputs in one array, in order; a list gives one array each
+    files = [SPEECH, LONG, STEREO]
+    for kwargs, args in [({}, []), ({"pool": "mean"}, ["--pool", "mean"])]:
+        ref = run_main(tmp_path, MICRO, files, *args)
+        got = model.encode(files, **kwargs)
+        assert [g.shape[0] for g in got] == [1, 3, 1]
+        assert np.array_equal(np.concatenate(got), ref)
+
+
+def test_no_pad_list_equals_main_per_file(tmp_path, model):
+    files = [SPEECH, LONG]
+    out = tmp_path / "out"
+    r = subprocess.run([MAIN, "-m", MICRO, "-o", str(out) + "/", "--device", "cpu", "--no-pad", "-f", files[0],
+                        "-f", files[1]], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    got = model.encode(files, no_pad=True)
+    assert np.array_equal(got[0], np.load(out / "speech_16k.npy"))
+    assert np.array_equal(got[1], np.load(out / "long_70s_16k.npy"))
+
+
+def test_batch_and_threads_do_not_change_results(model):
+    ref = model.encode(LONG)
+    with wa.Model(MICRO, device="cpu", batch=1, n_threads=1) as m:
+        assert np.array_equal(m.encode(LONG), ref)
+
+
+# ---- the parts: log_mel, encode_mel, load_audio ---------------------------------------
+
+def test_log_mel_then_encode_mel_is_encode(model):
+    mel = model.log_mel(LONG)
+    assert mel.shape == (3, 80, 3000) and mel.dtype == np.float32
+    assert np.array_equal(model.encode_mel(mel), model.encode(LONG))
+    # one window as a 2-D array; an unpadded window of 2 * n_positions frames is main's --no-pad
+    assert np.array_equal(model.encode_mel(mel[0]), model.encode(LONG)[0])
+    speech = model.log_mel(SPEECH)[0]
+    n_frames = 2 * int(np.ceil(wa.load_audio(SPEECH).size / 320))
+    unpadded = model.encode_mel(np.ascontiguousarray(speech[:, :n_frames]))
+    assert np.array_equal(unpadded, model.encode(SPEECH, no_pad=True))
+
+
+def test_log_mel_matches_the_feature_extractor(model):
+    # tests/data/features: WhisperFeatureExtractor's log-mel of the same clip (transformers)
+    ref = np.load(os.path.join(ROOT, "tests", "data", "features", "speech_16k.mel80.npy"))
+    assert np.abs(model.log_mel(SPEECH)[0] - ref).max() < 1e-4
+
+
+def test_load_audio():
+    pcm = wa.load_audio(SPEECH)
+    assert pcm.dtype == np.float32 and pcm.ndim == 1 and pcm.flags.c_contiguous
+    assert not pcm.flags.owndata                            # the library's buffer, not a copy of it
+    assert pcm.size == 112259 and 0 < np.abs(pcm).max() <= 1
+    stereo = wa.load_audio(STEREO)                          # 44.1 kHz stereo -> 16 kHz mono
+    assert abs(stereo.size - pcm.size) <= 1
+    half = wa.load_audio(SPEECH, sr=8000)
+    assert abs(half.size - pcm.size / 2) <= 1
+    assert wa.load_audio(os.path.join(AUDIO, "speech_16k.ogg")).size > 100000   # Ogg Vorbis, if built in
+
+
+def test_version():
+    with open(os.path.join(ROOT, "whisper-audio.h")) as f:
+        assert f'#define WHISPER_AUDIO_VERSION "{wa.version()}"' in f.read()
+
+
+# ---- bad input: a clear exception, never a crash or a wrong result ---------------------
+
+def test_bad_audio_arrays(model):
+    pcm = wa.load_audio(SPEECH)
+    with pytest.raises(TypeError, match="float32"):
+        model.encode(pcm.astype(np.float64))
+    with pytest.raises(TypeError, match="float32"):
+        model.encode(pcm.astype(">f4"))
+    with pytest.raises(ValueError, match="dimensions, got shape"):
+        model.encode(pcm[:100000].reshape(2, -1))
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        model.encode(pcm[::2])
+    with pytest.raises(ValueError, match="no audio samples"):
+        model.encode(np.zeros(0, np.float32))
+    with pytest.raises(TypeError, match="numpy array, a file path"):
+        model.encode(pcm.tolist())
+    bad = pcm.copy()
+    bad[1000] = np.nan
+    with pytest.raises(wa.WhisperAudioError, match="sample 1000"):
+        model.encode(bad)
+
+
+def test_bad_files(model, tmp_path):
+    with pytest.raises(wa.WhisperAudioError, match="no-such-file.wav"):
+        model.encode(str(tmp_path / "no-such-file.wav"))
+    text = tmp_path / "notes.wav"
+    text.write_text("not audio at all, just some text")
+    with pytest.raises(wa.WhisperAudioError, match="notes.wav"):
+        wa.load_audio(text)
+    with pytest.raises(wa.WhisperAudioError, match="no-such-model"):
+        wa.Model(str(tmp_path / "no-such-model.gguf"))
+    with pytest.raises(wa.WhisperAudioError):
+        wa.Model(str(text))
+
+
+def test_bad_options(model):
+    with pytest.raises(ValueError, match="layers 0 to 1"):
+        model.encode(SPEECH, layer=2)
+    with pytest.raises(ValueError, match="layers 0 to 1"):
+        model.encode(SPEECH, layer=-1)
+    with pytest.raises(ValueError, match="pool"):
+        model.encode(SPEECH, pool="max")
+    with pytest.raises(ValueError, match="outtype"):
+        model.encode(SPEECH, outtype="f64")
+    with pytest.raises(ValueError, match="device"):
+        wa.Model(MICRO, device="tpu")
+    with pytest.raises(ValueError, match="batch"):
+        wa.Model(MICRO, batch=0)
+    with pytest.raises(ValueError, match="features of shape"):
+        model.encode_mel(np.zeros((1, 128, 3000), np.float32))
+    with pytest.raises(wa.WhisperAudioError, match="even count"):
+        model.encode_mel(np.zeros((1, 80, 301), np.float32))
+
+
+def test_closed_model():
+    m = wa.Model(MICRO, device="cpu")
+    m.encode(SPEECH)
+    m.close()
+    m.close()                                               # twice is fine
+    for call in (lambda: m.encode(SPEECH), lambda: m.log_mel(SPEECH),
+                 lambda: m.encode_mel(np.zeros((80, 3000), np.float32))):
+        with pytest.raises(ValueError, match="closed"):
+            call()
+
+
+def test_cuda_refused_cleanly_without_a_device():
+    try:
+        m = wa.Model(MICRO, device="cuda")
+    except wa.WhisperAudioError as e:
+        assert "CUDA" in str(e)
+        return
+    m.close()                                               # a GPU is there: see test_cuda_equals_main
+
+
+# ---- threads -----------------------------------------------------------------------
+
+def test_threads_share_a_model(model):
+    files = [LONG, SPEECH, STEREO, LONG, SPEECH, STEREO]
+    ref = [model.encode(f, pool="mean") for f in files]
+    got = [None] * len(files)
+    errors = []
+
+    def work(i):
+        try:
+            got[i] = model.encode(files[i], pool="mean")
+        except Exception as e:                              # reported below, not lost in the thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(files))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert all(np.array_equal(g, r) for g, r in zip(got, ref))
+
+
+def test_gil_released_while_encoding(model):
+    # if encode held the GIL, this thread could not count while it runs
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (model.encode(LONG), done.set()))
+    count = 0
+    t.start()
+    while not done.is_set():
+        count += 1
+    t.join()
+    assert count > 10000
+
+
+# ---- CUDA (skipped without a device) -----------------------------------------------
+
+def test_cuda_equals_main(tmp_path):
+    try:
+        m = wa.Model(MICRO, device="cuda")
+    except wa.WhisperAudioError as e:
+        pytest.skip(f"no CUDA device: {e}")
+    with m:
+        for kwargs, args in OPTIONS[:4]:
+            out = str(tmp_path / "cuda.npy")
+            r = subprocess.run([MAIN, "-m", MICRO, "-f", LONG, "-o", out, "--device", "cuda"] + args,
+                               capture_output=True, text=True)
+            assert r.returncode == 0, r.stderr
+            assert np.array_equal(m.encode(LONG, **kwargs), np.load(out)), args
