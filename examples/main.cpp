@@ -57,6 +57,7 @@ struct params {
     bool final_ln = true;
     bool pool_mean = false;
     bool no_pad = false;
+    bool projector = true;        // an audio-LLM model: its tokens (false: the tower's own output)
     bool json = false;
     bool progress = true;
 };
@@ -66,7 +67,8 @@ static void print_usage(const char * argv0) {
             "usage: %s -m MODEL -f AUDIO [-f AUDIO ...] [options]\n"
             "\n"
             "Whisper encoder embeddings of audio files. By default one float32 .npy [n_windows, 1500, d_model]:\n"
-            "every file is cut into 30 s windows (the last one zero-padded), one row per window.\n"
+            "every file is cut into 30 s windows (the last one zero-padded), one row per window. An audio-LLM\n"
+            "model gives per input the tokens the model feeds its LLM: [n_tokens, llm_dim] (its file says how).\n"
             "\n"
             "options:\n"
             "  -h, --help           show this help and exit\n"
@@ -85,6 +87,8 @@ static void print_usage(const char * argv0) {
             "  --pool mean          one vector per window: the mean over the positions that cover audio\n"
             "  --no-pad             encode the last window (or a clip under 30 s) without its zero padding; each\n"
             "                       input becomes one [n_positions, d_model] array\n"
+            "  --no-projector       an audio-LLM model (Qwen2-Audio, Voxtral, Ultravox: our GGUF or llama.cpp's\n"
+            "                       mmproj): the audio tower's own output instead of the tokens it feeds the LLM\n"
             "  --json               print a machine-readable summary on stdout (the human one goes to stderr)\n"
             "  --png FILE           draw the first window's log-mel and embedding as a PNG image\n"
             "  -t, --threads N      CPU threads for log-mel and the CPU backend (default: up to 8; at most the\n"
@@ -149,6 +153,7 @@ static int parse_args(int argc, char ** argv, params & p) {
         else if (arg == "--no-progress") p.progress = false;
         else if (arg == "--no-final-ln") p.final_ln = false;
         else if (arg == "--no-pad") p.no_pad = true;
+        else if (arg == "--no-projector") p.projector = false;
         else if (arg == "--json") p.json = true;
         else if (arg == "-m" || arg == "--model") { if (!value()) return -1; p.model = v; }
         else if (arg == "-f" || arg == "--file") { if (!value()) return -1; p.files.push_back(v); }
@@ -614,6 +619,8 @@ struct job {
     size_t n_committed = 0;                      // per_file: inputs [0, n_committed) are written
     std::vector<size_t> row_shape;
     bool rows_are_positions = false;             // --no-pad: a row per position
+    bool tokens = false;                         // an audio-LLM model: a row per token (whisper_audio_encode_tokens)
+    size_t width = 0;                            // with tokens: floats in a row
     output_file png;
 
     // batch buffers, grown to the largest batch actually met
@@ -635,6 +642,7 @@ struct job {
     // --no-pad positions.
     long long rows_for(long long n) const {
         if (n < 0) return -1;
+        if (tokens) return (long long)whisper_audio_n_tokens(model, (size_t)n, p.projector);
         return (long long)(rows_are_positions ? whisper_audio_n_positions_total((size_t)n) : whisper_audio_n_windows((size_t)n));
     }
 
@@ -643,6 +651,7 @@ struct job {
     bool next_window(float * dst, window & w, int & status);
     bool emit(const window & w, const float * emb, int n_pos);
     bool encode(const window * ws, int n, const float * pcm_base, int n_frames);
+    bool encode_tokens(const window * ws, int n, const float * pcm_base);
     bool commit_inputs_before(size_t k);
     bool run();
     void abandon();
@@ -751,7 +760,7 @@ bool job::emit(const window & w, const float * emb, int n_pos) {
     if (per_file && !commit_inputs_before(w.input)) return false;
     std::vector<float> pooled;
     const float * rows = emb;
-    const size_t n_out_rows = rows_are_positions ? (size_t)n_pos : 1;
+    const size_t n_out_rows = tokens || rows_are_positions ? (size_t)n_pos : 1;   // with tokens n_pos is the tokens'
     if (p.pool_mean) {
         pooled.resize(d());
         if (!whisper_audio_pool_mean(emb, n_pos, (int)d(), w.samples, pooled.data())) {
@@ -760,7 +769,7 @@ bool job::emit(const window & w, const float * emb, int n_pos) {
         }
         rows = pooled.data();
     }
-    const size_t n = n_out_rows * (p.pool_mean || rows_are_positions ? d() : (size_t)hp.n_ctx * d());
+    const size_t n = n_out_rows * (tokens ? width : p.pool_mean || rows_are_positions ? d() : (size_t)hp.n_ctx * d());
     for (size_t i = 0; i < n; i++) {
         const float v = rows[i];
         if (!std::isfinite(v)) {
@@ -771,7 +780,7 @@ bool job::emit(const window & w, const float * emb, int n_pos) {
         sum += v; sum2 += (double)v * v; vmin = std::min(vmin, v); vmax = std::max(vmax, v);
     }
     n_values += n;
-    in.audio_positions.push_back(std::min(n_pos, whisper_audio_n_positions(w.samples)));
+    in.audio_positions.push_back(tokens ? whisper_audio_n_positions(w.samples) : std::min(n_pos, whisper_audio_n_positions(w.samples)));
     if (in.rows == 0) in.first_row = per_file ? 0 : n_rows;
     in.rows += n_out_rows;
     in.windows++;
@@ -827,6 +836,22 @@ bool job::encode(const window * ws, int n, const float * pcm_base, int n_frames)
     return true;
 }
 
+// An audio-LLM model's windows: each window's tokens by the library's rules, rows emitted.
+bool job::encode_tokens(const window * ws, int n, const float * pcm_base) {
+    for (int b = 0; b < n; b++) {
+        const int rows = whisper_audio_n_tokens_window(model, ws[b].samples, p.projector);
+        if (out.size() < (size_t)rows * width) out.resize((size_t)rows * width);
+        const auto t = std::chrono::steady_clock::now();
+        if (!whisper_audio_encode_tokens(enc, pcm_base + (size_t)b * WHISPER_AUDIO_N_SAMPLES, ws[b].samples, out.data())) {
+            fprintf(stderr, "error: %s\n", whisper_audio_last_error());
+            return false;
+        }
+        encode_ms += ms_since(t);
+        if (!emit(ws[b], out.data(), rows)) return false;
+    }
+    return true;
+}
+
 // Batch by batch; with --no-pad a short last window goes alone, after the batch before it.
 // Then every output is finished.
 bool job::run() {
@@ -846,7 +871,7 @@ bool job::run() {
             int status;
             if (!next_window(pcm.data() + (size_t)n * N, w, status)) return false;
             if (status == 0) { more = false; break; }
-            if (p.no_pad && w.samples < N) {
+            if (p.no_pad && !tokens && w.samples < N) {
                 decode_ms += ms_since(t0);
                 if (n > 0 && !encode(slots.data(), n, pcm.data(), WHISPER_AUDIO_N_FRAMES)) return false;
                 if (!encode(&w, 1, pcm.data() + (size_t)n * N, 2 * whisper_audio_n_positions(w.samples))) return false;
@@ -859,7 +884,8 @@ bool job::run() {
             n++;
         }
         decode_ms += ms_since(t0);
-        if (n > 0 && !encode(slots.data(), n, pcm.data(), WHISPER_AUDIO_N_FRAMES)) return false;
+        if (n > 0 && !(tokens ? encode_tokens(slots.data(), n, pcm.data()) : encode(slots.data(), n, pcm.data(), WHISPER_AUDIO_N_FRAMES)))
+            return false;
         if (per_file && !commit_inputs_before(cur)) return false;
     }
     if (show_progress && n_windows > 0) fprintf(stderr, "\n");
@@ -892,6 +918,15 @@ static std::string json_escape(const std::string & s) {
     return o;
 }
 
+static const char * projector_name(whisper_audio_projector type) {
+    switch (type) {
+        case WHISPER_AUDIO_PROJECTOR_QWEN2A:   return "qwen2a";
+        case WHISPER_AUDIO_PROJECTOR_VOXTRAL:  return "voxtral";
+        case WHISPER_AUDIO_PROJECTOR_ULTRAVOX: return "ultravox";
+        default:                               return "none";
+    }
+}
+
 static void print_summary(const job & j, FILE * human, double load_ms, double init_ms, double total_ms) {
     const params & p = j.p;
     const double mean = j.n_values ? j.sum / j.n_values : 0.0;
@@ -917,9 +952,11 @@ static void print_summary(const job & j, FILE * human, double load_ms, double in
            p.output.empty() ? "null" : ("\"" + json_escape(p.output) + "\"").c_str(), p.outtype.c_str(),
            j.per_file ? "true" : "false", shape.c_str(), j.n_windows);
     printf(" \"settings\": {\"layer\": %d, \"final_ln\": %s, \"pool\": %s, \"no_pad\": %s, \"batch\": %d, \"device\": \"%s\", "
-           "\"dtype\": \"%s\", \"threads\": %d},\n",
+           "\"dtype\": \"%s\", \"threads\": %d, \"projector\": %s, \"tokens\": %s},\n",
            p.layer, p.final_ln && p.layer < 0 ? "true" : "false", p.pool_mean ? "\"mean\"" : "null", p.no_pad ? "true" : "false",
-           p.batch, p.device.c_str(), p.dtype.c_str(), j.n_threads);
+           p.batch, p.device.c_str(), p.dtype.c_str(), j.n_threads,
+           hp.projector == WHISPER_AUDIO_PROJECTOR_NONE ? "null" : ("\"" + std::string(projector_name(hp.projector)) + "\"").c_str(),
+           j.tokens && p.projector ? "true" : "false");
     printf(" \"files\": [");
     for (size_t i = 0; i < j.inputs.size(); i++) {
         const input & in = j.inputs[i];
@@ -956,16 +993,36 @@ static int run_main(const params & p) {
         return 2;
     }
 
-    if (p.no_pad && !p.output.empty() && !is_dir_output(p.output) && p.files.size() > 1) {
-        fprintf(stderr, "error: --no-pad makes one array per input: with %zu inputs, give -o a directory (ending in '/')\n",
-                p.files.size());
+    // an audio-LLM model gives its tokens, unless the options ask for the Whisper encoder's own outputs
+    const bool encoder_options = p.layer >= 0 || !p.final_ln || p.pool_mean || p.no_pad;
+    j.tokens = hp.projector != WHISPER_AUDIO_PROJECTOR_NONE && !encoder_options;
+    const char * usage_error = nullptr;
+    if (!p.projector && hp.projector == WHISPER_AUDIO_PROJECTOR_NONE) usage_error = "--no-projector: the model is a Whisper encoder without an audio-LLM projector";
+    else if (!p.projector && encoder_options) usage_error = "--no-projector gives the audio tower's output; --layer, --no-final-ln, --pool and --no-pad the Whisper encoder's: choose one";
+    else if (j.tokens && !p.png.empty()) usage_error = "--png draws Whisper windows; an audio-LLM model's tokens have none (add --no-pad or --layer N for the encoder's)";
+    if (usage_error) {
+        fprintf(stderr, "error: %s\n", usage_error);
+        whisper_audio_model_free(model);
+        return 2;
+    }
+    if (j.tokens) {
+        fprintf(stderr, "main: an audio-LLM tower (%s): %s, %d wide\n", projector_name(hp.projector),
+                p.projector ? "the tokens it feeds its LLM" : "the tower's own output", whisper_audio_token_dim(model, p.projector));
+    }
+
+    if ((p.no_pad || j.tokens) && !p.output.empty() && !is_dir_output(p.output) && p.files.size() > 1) {
+        fprintf(stderr, "error: %s makes one array per input: with %zu inputs, give -o a directory (ending in '/')\n",
+                j.tokens ? "an audio-LLM model" : "--no-pad", p.files.size());
         whisper_audio_model_free(model);
         return 2;
     }
 
-    // inputs, outputs: a row is [1500, d] (a window), [d] (pooled), or with --no-pad [d] per position
+    // inputs, outputs: a row is [1500, d] (a window), [d] (pooled), with --no-pad [d] per position,
+    // or a token [width]
     j.rows_are_positions = p.no_pad && !p.pool_mean;
-    j.row_shape = p.pool_mean || j.rows_are_positions ? std::vector<size_t>{j.d()} : std::vector<size_t>{(size_t)hp.n_ctx, j.d()};
+    j.width = j.tokens ? (size_t)whisper_audio_token_dim(model, p.projector) : 0;
+    j.row_shape = j.tokens ? std::vector<size_t>{j.width}
+                : p.pool_mean || j.rows_are_positions ? std::vector<size_t>{j.d()} : std::vector<size_t>{(size_t)hp.n_ctx, j.d()};
     t0 = std::chrono::steady_clock::now();
     for (const std::string & f : p.files) { j.inputs.emplace_back(); j.inputs.back().path = f; }
     bool ok = j.plan_outputs() && check_inputs(j.inputs);
@@ -989,6 +1046,7 @@ static int run_main(const params & p) {
         ep.max_batch = lengths_known ? (int)std::min<size_t>(p.batch, std::max<size_t>(1, j.expected_windows)) : p.batch;
         ep.output_layer = p.layer;
         ep.final_ln = p.final_ln;
+        ep.projector = p.projector;
         t0 = std::chrono::steady_clock::now();
         j.enc = whisper_audio_encoder_init(model, ep);
         init_ms = ms_since(t0);
