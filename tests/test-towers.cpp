@@ -7,6 +7,7 @@
 #include "test-util.h"
 #include "whisper-audio.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -190,5 +191,70 @@ TEST_CASE("towers: windows of long audio in batches give each window's own token
         CHECK(row * width == all.size());
         whisper_audio_encoder_free(enc);
         whisper_audio_model_free(model);
+    }
+}
+
+namespace {
+
+// file with the first `from` replaced by `to` (same length)
+std::vector<uint8_t> patched(const std::vector<uint8_t> & file, const std::string & from, const std::string & to) {
+    REQUIRE(from.size() == to.size());
+    std::vector<uint8_t> b = file;
+    auto it = std::search(b.begin(), b.end(), from.begin(), from.end());
+    REQUIRE(it != b.end());
+    std::copy(to.begin(), to.end(), it);
+    return b;
+}
+
+// the uint32 value of a GGUF key set to v
+std::vector<uint8_t> with_u32(const std::vector<uint8_t> & file, const std::string & key, uint32_t v) {
+    std::vector<uint8_t> b = file;
+    auto it = std::search(b.begin(), b.end(), key.begin(), key.end());
+    REQUIRE(it != b.end());
+    memcpy(&*(it + key.size() + 4), &v, 4);                      // after the key: uint32 type, then the value
+    return b;
+}
+
+// the string value of a GGUF key replaced by one of the same length
+std::vector<uint8_t> with_string(const std::vector<uint8_t> & file, const std::string & key, const std::string & v) {
+    std::vector<uint8_t> b = file;
+    auto it = std::search(b.begin(), b.end(), key.begin(), key.end());
+    REQUIRE(it != b.end());
+    uint64_t len;
+    memcpy(&len, &*(it + key.size() + 4), 8);                    // after the key: uint32 type, uint64 length
+    REQUIRE(len == v.size());
+    std::copy(v.begin(), v.end(), it + key.size() + 12);
+    return b;
+}
+
+} // namespace
+
+TEST_CASE("towers: bad projector files get a one-line error that names the tensor or key") {
+    const std::vector<uint8_t> qwen = read_bytes(test_data("towers/qwen2a.mmproj.gguf"));
+    const std::vector<uint8_t> vox = read_bytes(test_data("towers/voxtral.mmproj.gguf"));
+    const std::vector<uint8_t> uvx = read_bytes(test_data("towers/ultravox.mmproj.gguf"));
+    const std::vector<uint8_t> ours = read_bytes("build/tower-voxtral-f32.gguf");
+    struct bad { const char * name; std::vector<uint8_t> bytes; const char * expect; };
+    const bad cases[] = {
+        {"unknown-type.gguf", with_string(qwen, "clip.projector_type", "qwen9a"), "clip.projector_type is 'qwen9a', not a projector this library runs"},
+        {"ours-unknown-type.gguf", with_string(ours, "whisper.projector.type", "voxtrax"), "whisper.projector.type is 'voxtrax'"},
+        {"llm-dim.gguf", with_u32(qwen, "clip.audio.projection_dim", 33), "tensor 'mm.a.fc.weight' has dims [64, 32]"},
+        {"stack.gguf", with_u32(vox, "clip.audio.projector.stack_factor", 3), "tensor 'mm.a.mlp.1.weight' has dims [256, 32]"},
+        {"stack-1500.gguf", with_u32(vox, "clip.audio.projector.stack_factor", 7), "does not divide the 1500 positions"},
+        {"no-norm.gguf", patched(uvx, "mm.a.norm_mid.weight", "mm.a.norm_xid.weight"), "needs one of the tensors 'mm.a.norm_mid.weight'"},
+        {"no-fc.gguf", patched(qwen, "mm.a.fc.bias", "mm.a.fc.bixs"), "tensor 'mm.a.fc.bias' is missing"},
+        {"no-audio.gguf", patched(qwen, "clip.audio.embedding_length", "clip.audio.embedding_lengtx"), "without an audio encoder"},
+        {"layer.gguf", patched(vox, "a.blk.2.ln2.weight", "a.blk.2.ln9.weight"), "tensor 'a.blk.2.ln2.weight' is missing"},
+    };
+    for (const bad & c : cases) {
+        const std::string path = test_tmp(c.name);
+        write_bytes(path, c.bytes);
+        whisper_audio_model * m = whisper_audio_model_load(path.c_str());
+        CHECK_MESSAGE(m == nullptr, c.name);
+        const std::string msg = whisper_audio_last_error();
+        CHECK_MESSAGE(msg.find(c.expect) != std::string::npos, msg);
+        CHECK_MESSAGE(msg.find('\n') == std::string::npos, msg);
+        whisper_audio_model_free(m);
+        remove(path.c_str());
     }
 }
