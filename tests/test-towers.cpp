@@ -258,3 +258,34 @@ TEST_CASE("towers: bad projector files get a one-line error that names the tenso
         remove(path.c_str());
     }
 }
+
+TEST_CASE("towers on CUDA: tokens in f16 and bf16 near the float64 references (tests/gpu/towers.py: the 1.25x bound)" *
+          doctest::skip(no_gpu())) {
+    for (const char * name : TOWERS) {
+        for (const std::string & path : tower_files(name)) {
+            whisper_audio_model * model = whisper_audio_model_load(path.c_str());
+            REQUIRE_MESSAGE(model, whisper_audio_last_error());
+            const whisper_audio_hparams * hp = whisper_audio_model_hparams(model);
+            for (whisper_audio_dtype dt : {WHISPER_AUDIO_DTYPE_F16, WHISPER_AUDIO_DTYPE_BF16}) {
+                whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
+                p.device = WHISPER_AUDIO_DEVICE_CUDA;
+                p.dtype = dt;
+                p.max_batch = 2;
+                whisper_audio_encoder * enc = whisper_audio_encoder_init(model, p);
+                REQUIRE_MESSAGE(enc, whisper_audio_last_error());
+                for (auto clip : {std::make_pair("speech_16k", (size_t)112256), std::make_pair("speech_50001", (size_t)50001)}) {
+                    std::vector<float> pcm = pcm_of(clip.second);
+                    std::vector<float> got(whisper_audio_n_tokens(model, pcm.size(), true) * hp->n_llm, NAN);
+                    REQUIRE_MESSAGE(whisper_audio_encode_tokens(enc, pcm.data(), pcm.size(), got.data()), whisper_audio_last_error());
+                    std::vector<float> ref = npy_load_f32(test_data(std::string("towers/") + name + "." + clip.first + ".audio.npy"), nullptr);
+                    const double err = first_rows_error(got, ref);
+                    MESSAGE(path << std::string(dt == WHISPER_AUDIO_DTYPE_F16 ? " f16 " : " bf16 ") << std::string(clip.first)
+                                 << ": rel L2 " << err);
+                    CHECK(err < (dt == WHISPER_AUDIO_DTYPE_F16 ? 1e-2 : 5e-2));
+                }
+                whisper_audio_encoder_free(enc);
+            }
+            whisper_audio_model_free(model);
+        }
+    }
+}
