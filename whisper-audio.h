@@ -179,8 +179,9 @@ typedef struct whisper_audio_encoder_params {
     int output_layer;           // -1: the last layer; N: the hidden state after layer N
                                 // (0-based); WHISPER_AUDIO_POST_CONV: the input of layer 0
     bool final_ln;              // apply the final LayerNorm (only with output_layer -1)
-    bool projector;             // the token calls: true, what the model feeds its LLM; false, the
-                                // tower's own output (whisper_audio_encode_tokens)
+    bool projector;             // the token calls (whisper_audio_encode_tokens): true, what the model
+                                // feeds its LLM; false, the tower's own output. The tower's own norms
+                                // always run there (final_ln is for the plain calls)
 } whisper_audio_encoder_params;
 
 #define WHISPER_AUDIO_POST_CONV (-2)
