@@ -3391,11 +3391,12 @@ static bool wa_mel_check_pcm(const char * func, const float * pcm, size_t n, siz
     return true;
 }
 
-// One window, its samples already checked: out [n_mels, n_frames]. The signal is sig_len
-// samples (480000: a 30 s window; Ultravox's unpadded input: its length rounded up to 160,
-// n_frames = sig_len / 160), the first min(n, sig_len) from pcm, the rest zero.
-static void log_mel_window(const float * filters, int n_mels, const float * pcm, size_t n, float * out,
-                           int64_t sig_len = WA_MEL_N_SAMP, int n_frames = WA_MEL_N_FRAME) {
+// The log10 mel of frames [f0, f0 + n_frames) of a signal of sig_len samples, the first
+// min(n, sig_len) from pcm (already checked), the rest zero: out[m * ld + t], before the
+// dynamic-range clamp. Returns the largest value. A window is frames [0, 3000) of 480000
+// samples; Voxtral's and Ultravox's processors take the log-mel of a whole input instead.
+static float log_mel_frames(const float * filters, int n_mels, const float * pcm, size_t n, int64_t sig_len, int64_t f0,
+                            int n_frames, float * out, size_t ld) {
     const wa_mel_tables & tb = wa_mel_get_tables();
 
     // pad with zeros or truncate to 480000 samples (WhisperFeatureExtractor: padding="max_length",
@@ -3418,10 +3419,10 @@ static void log_mel_window(const float * filters, int n_mels, const float * pcm,
     double power[WA_MEL_N_BINS];
     float  mx = -INFINITY;
     for (int t = 0; t < n_frames; t++) {
-        // frame t covers padded[160 t, 160 t + 400); padded[i] = signal[i - 200], where the
-        // signal is 480000 long and mirrored at both ends without repeating the edge sample
+        // frame f covers padded[160 f, 160 f + 400); padded[i] = signal[i - 200], where the
+        // signal is sig_len long and mirrored at both ends without repeating the edge sample
         // (torch.stft center=True, pad_mode="reflect"); samples past n_samp are the zero pad
-        const int64_t j0 = (int64_t) t * WA_MEL_HOP - WA_MEL_N_FFT / 2;
+        const int64_t j0 = (f0 + t) * WA_MEL_HOP - WA_MEL_N_FFT / 2;
         if (j0 >= 0 && j0 + WA_MEL_N_FFT <= n_samp) {
             for (int i = 0; i < WA_MEL_N_FFT; i++) {
                 frame[i] = tb.window[i] * pcm[j0 + i];
@@ -3447,17 +3448,70 @@ static void log_mel_window(const float * filters, int n_mels, const float * pcm,
             }
             // (log2 * log10(2): one libm call instead of log10f's two; within 1e-6 of it)
             const float v = std::log2(std::max((float) sum, 1e-10f)) * 0.30102999566398119521f;
-            out[(size_t) m * n_frames + t] = v;
+            out[(size_t) m * ld + t] = v;
             mx = std::max(mx, v);
         }
     }
+    return mx;
+}
 
-    // dynamic range: max(x, x.max() - 8) over the whole window, then (x + 4) / 4
+// dynamic range: max(x, mx - 8) with mx the largest value of the whole log-mel, then (x + 4) / 4
+static void log_mel_clamp(float * out, int n_mels, int n_frames, size_t ld, float mx) {
     const float floor_v = mx - 8.0f;
-    const size_t total = (size_t) n_mels * n_frames;
-    for (size_t i = 0; i < total; i++) {
-        out[i] = (std::max(out[i], floor_v) + 4.0f) / 4.0f;
+    for (int m = 0; m < n_mels; m++) {
+        for (int t = 0; t < n_frames; t++) {
+            float & x = out[(size_t) m * ld + t];
+            x = (std::max(x, floor_v) + 4.0f) / 4.0f;
+        }
     }
+}
+
+// One window, its samples already checked: out [n_mels, n_frames]. The signal is sig_len
+// samples (480000: a 30 s window; Ultravox's unpadded input: its length rounded up to 160,
+// n_frames = sig_len / 160), the first min(n, sig_len) from pcm, the rest zero.
+static void log_mel_window(const float * filters, int n_mels, const float * pcm, size_t n, float * out,
+                           int64_t sig_len = WA_MEL_N_SAMP, int n_frames = WA_MEL_N_FRAME) {
+    const float mx = log_mel_frames(filters, n_mels, pcm, n, sig_len, 0, n_frames, out, n_frames);
+    log_mel_clamp(out, n_mels, n_frames, n_frames, mx);
+}
+
+// Runs work(i) for i in [0, n_tasks) on up to n_threads threads; if the system refuses a
+// thread, fewer do the work.
+template <typename F> static void wa_parallel(int n_tasks, int n_threads, F && work) {
+    std::atomic<int> next{0};
+    auto run = [&] {
+        for (int i; (i = next.fetch_add(1)) < n_tasks;) work(i);
+    };
+    const int n_extra = std::min(n_tasks, wa_n_threads(n_threads)) - 1;
+    std::vector<std::thread> threads;
+    threads.reserve(std::max(0, n_extra));
+    try {
+        for (int t = 0; t < n_extra; t++) threads.emplace_back(run);
+    } catch (const std::exception &) {}   // no more threads: this one and those started share the rest
+    run();
+    for (std::thread & t : threads) t.join();
+}
+
+// The log-mel of a whole input as Voxtral's and Ultravox's processors take it: n_frames frames
+// of a signal of sig_len samples (the first n from pcm), one dynamic-range clamp over all of
+// them, cut into chunks of 3000 frames: out [ceil(n_frames / 3000), n_mels, 3000], the last
+// chunk's frames past the end 0 (Ultravox pads its last chunk's mel with zeros).
+static bool log_mel_chunks(const float * filters, int n_mels, const float * pcm, size_t n, int64_t sig_len,
+                           int64_t n_frames, float * out, int n_threads) {
+    if (!wa_mel_check_pcm("log-mel", pcm, std::min<size_t>(n, (size_t)sig_len), 0)) return false;
+    const int n_chunks = (int)((n_frames + WA_MEL_N_FRAME - 1) / WA_MEL_N_FRAME);
+    const size_t chunk = (size_t)n_mels * WA_MEL_N_FRAME;
+    auto frames_of = [&](int c) { return (int)std::min<int64_t>(WA_MEL_N_FRAME, n_frames - (int64_t)c * WA_MEL_N_FRAME); };
+    std::vector<float> mx(n_chunks);
+    wa_parallel(n_chunks, n_threads, [&](int c) {
+        float * o = out + c * chunk;
+        const int k = frames_of(c);
+        mx[c] = log_mel_frames(filters, n_mels, pcm, n, sig_len, (int64_t)c * WA_MEL_N_FRAME, k, o, WA_MEL_N_FRAME);
+        for (int m = 0; m < n_mels; m++) std::fill(o + (size_t)m * WA_MEL_N_FRAME + k, o + (size_t)(m + 1) * WA_MEL_N_FRAME, 0.0f);
+    });
+    const float all = *std::max_element(mx.begin(), mx.end());
+    wa_parallel(n_chunks, n_threads, [&](int c) { log_mel_clamp(out + c * chunk, n_mels, frames_of(c), WA_MEL_N_FRAME, all); });
+    return true;
 }
 
 bool whisper_audio_log_mel_filters(const float * filters, int n_mels, const float * pcm, size_t n, float * out) {
@@ -3486,21 +3540,10 @@ static bool log_mel_windows(const float * filters, int n_mels, const float * pcm
                             float * out, int n_threads, size_t first = 0) {
     if (!wa_mel_check_pcm("log-mel", pcm, std::min(n, (size_t)n_windows * WHISPER_AUDIO_N_SAMPLES), first)) return false;
     const size_t mel_win = (size_t)n_mels * WHISPER_AUDIO_N_FRAMES;
-    std::atomic<int> next{0};
-    auto work = [&] {
-        for (int i; (i = next.fetch_add(1)) < n_windows;) {
-            const size_t start = std::min(n, (size_t)i * WHISPER_AUDIO_N_SAMPLES);
-            log_mel_window(filters, n_mels, pcm ? pcm + start : nullptr, n - start, out + i * mel_win);
-        }
-    };
-    const int n_extra = std::min(n_windows, wa_n_threads(n_threads)) - 1;
-    std::vector<std::thread> threads;
-    threads.reserve(n_extra);
-    try {
-        for (int t = 0; t < n_extra; t++) threads.emplace_back(work);
-    } catch (const std::exception &) {}   // no more threads: this one and those started share the rest
-    work();
-    for (std::thread & t : threads) t.join();
+    wa_parallel(n_windows, n_threads, [&](int i) {
+        const size_t start = std::min(n, (size_t)i * WHISPER_AUDIO_N_SAMPLES);
+        log_mel_window(filters, n_mels, pcm ? pcm + start : nullptr, n - start, out + i * mel_win);
+    });
     return true;
 }
 
@@ -3872,7 +3915,7 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_fram
     vt_set_name(mel, "mel");
     vt_set_input(mel);
     vt_tensor * kv_len = nullptr;
-    if (tokens && hp.projector == WHISPER_AUDIO_PROJECTOR_QWEN2A) {
+    if (tokens && hp.projector != WHISPER_AUDIO_PROJECTOR_VOXTRAL) {   // Qwen2-Audio's and Ultravox's masks
         kv_len = vt_new_tensor_1d(ctx.get(), VT_TYPE_F32, n);
         vt_set_name(kv_len, "kv_len");
         vt_set_input(kv_len);
@@ -3972,20 +4015,32 @@ bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, si
 
 // ---- audio LLMs: tokens ------------------------------------------------------------------
 
-// The mel frames a window of n samples is encoded from: Qwen2-Audio's holding audio (its
-// feature_attention_mask: a frame per started 160 samples), all 3000 for Voxtral, and for
-// Ultravox all there are unpadded (UltravoxProcessor: at least 2 hops, padded to a hop).
-static int wa_window_frames(const whisper_audio_hparams & hp, size_t n) {
-    const size_t m = std::min<size_t>(n, WHISPER_AUDIO_N_SAMPLES);
+// The log-mel frames an input of n samples gives, as the model's processor prepares it:
+//   Qwen2-Audio: its first 30 s (the processor truncates there), padded to 480000 samples;
+//     the frames holding audio (feature_attention_mask: one per started 160 samples) set the
+//     attention mask and the tokens.
+//   Voxtral: padded to a multiple of 480000 samples; all 3000 frames of each 30 s.
+//   Ultravox: at least 2 hops, padded to a hop, unpadded beyond that: a frame per 160 samples.
+// Each chunk of 3000 of these frames is one encoder window.
+static int64_t wa_audio_frames(const whisper_audio_hparams & hp, size_t n) {
+    const size_t N = WHISPER_AUDIO_N_SAMPLES, hop = WHISPER_AUDIO_HOP;
     switch (hp.projector) {
-        case WHISPER_AUDIO_PROJECTOR_QWEN2A:   return (int)((m + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
-        case WHISPER_AUDIO_PROJECTOR_ULTRAVOX: return (int)((std::max<size_t>(m, 2 * WHISPER_AUDIO_HOP) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
-        default:                               return WHISPER_AUDIO_N_FRAMES;
+        case WHISPER_AUDIO_PROJECTOR_QWEN2A:   return (int64_t)((std::min(n, N) + hop - 1) / hop);
+        case WHISPER_AUDIO_PROJECTOR_VOXTRAL:  return (int64_t)whisper_audio_n_windows(n) * WHISPER_AUDIO_N_FRAMES;
+        case WHISPER_AUDIO_PROJECTOR_ULTRAVOX: return (int64_t)((std::max(n, 2 * hop) + hop - 1) / hop);
+        default:                               return 0;
     }
 }
 
-// The rows a window gives from its frames (as wa_window_frames counts them).
-static int wa_window_rows(const whisper_audio_hparams & hp, int frames, bool projector) {
+static int wa_n_chunks(int64_t frames) { return (int)std::max<int64_t>(1, (frames + WHISPER_AUDIO_N_FRAMES - 1) / WHISPER_AUDIO_N_FRAMES); }
+
+// The frames of chunk c that hold audio.
+static int wa_chunk_frames(int64_t frames, int c) {
+    return (int)std::max<int64_t>(0, std::min<int64_t>(WHISPER_AUDIO_N_FRAMES, frames - (int64_t)c * WHISPER_AUDIO_N_FRAMES));
+}
+
+// The rows a chunk gives from the frames in it that hold audio.
+static int wa_chunk_rows(const whisper_audio_hparams & hp, int frames, bool projector) {
     const int pos = frames < 1 ? 0 : (frames - 1) / 2 + 1;                 // conv2, stride 2
     switch (hp.projector) {
         case WHISPER_AUDIO_PROJECTOR_QWEN2A:   return pos / 2;                // (pos - 2) // 2 + 1
@@ -4001,18 +4056,14 @@ static bool wa_check_projector(const whisper_audio_hparams & hp, const char * fu
     return false;
 }
 
-int whisper_audio_n_tokens_window(const whisper_audio_model * model, size_t n_samples, bool projector) {
-    if (!model) { wa_set_error("%s: no model", __func__); return 0; }
-    if (!wa_check_projector(model->hparams, __func__)) return 0;
-    return wa_window_rows(model->hparams, wa_window_frames(model->hparams, n_samples), projector);
-}
-
 size_t whisper_audio_n_tokens(const whisper_audio_model * model, size_t n_samples, bool projector) {
     if (!model) { wa_set_error("%s: no model", __func__); return 0; }
-    if (!wa_check_projector(model->hparams, __func__)) return 0;
-    const size_t full = n_samples / WHISPER_AUDIO_N_SAMPLES, rest = n_samples % WHISPER_AUDIO_N_SAMPLES;
-    const size_t per_full = (size_t)whisper_audio_n_tokens_window(model, WHISPER_AUDIO_N_SAMPLES, projector);
-    return full * per_full + (rest > 0 || full == 0 ? (size_t)whisper_audio_n_tokens_window(model, rest, projector) : 0);
+    const whisper_audio_hparams & hp = model->hparams;
+    if (!wa_check_projector(hp, __func__)) return 0;
+    const int64_t frames = wa_audio_frames(hp, n_samples);
+    size_t rows = 0;
+    for (int c = 0; c < wa_n_chunks(frames); c++) rows += (size_t)wa_chunk_rows(hp, wa_chunk_frames(frames, c), projector);
+    return rows;
 }
 
 int whisper_audio_token_dim(const whisper_audio_model * model, bool projector) {
@@ -4022,7 +4073,8 @@ int whisper_audio_token_dim(const whisper_audio_model * model, bool projector) {
 }
 
 // One batch of n windows of n_frames mel frames: the rows[b] first rows of window b's output
-// go to out, one after another. kv_len[b]: Qwen2-Audio's positions holding audio.
+// go to out, one after another. kv_len[b]: the positions holding audio (Qwen2-Audio's and
+// Ultravox's attention masks).
 static bool encode_token_batch(whisper_audio_encoder * enc, const float * mel, int n, int n_frames, const float * kv_len,
                                const int * rows, float * out) {
     whisper_audio_timings & tm = enc->timings;
@@ -4068,43 +4120,47 @@ static bool wa_check_token_encoder(const whisper_audio_encoder * enc, const char
 
 static bool encode_tokens(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out) {
     const whisper_audio_hparams & hp = enc->hparams;
-    const size_t N = WHISPER_AUDIO_N_SAMPLES;
     const bool project = enc->params.projector;
     const size_t width = project ? hp.n_llm : hp.n_state;
-    const size_t n_win = whisper_audio_n_windows(n);
-    // Ultravox runs a short last window unpadded; every other window is a padded 30 s one
-    const bool last_unpadded = hp.projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX && n - (n_win - 1) * N < N;
-    const size_t n_padded = n_win - last_unpadded;
-    const int batch = (int)std::max<size_t>(1, std::min<size_t>(enc->params.max_batch, n_padded));
-    std::vector<float> mel((size_t)batch * hp.n_mels * WHISPER_AUDIO_N_FRAMES), kv_len(batch);
-    std::vector<int> rows(batch);
-    for (size_t w0 = 0; w0 < n_padded; w0 += batch) {
-        const int nb = (int)std::min<size_t>(batch, n_padded - w0);
-        const size_t start = w0 * N;
-        const auto t0 = std::chrono::steady_clock::now();
-        if (!log_mel_windows(enc->mel_filters.data(), hp.n_mels, pcm ? pcm + start : nullptr, n - start, nb, mel.data(),
-                             enc->params.n_threads, start))
-            return false;
+    const int64_t frames = wa_audio_frames(hp, n);
+    const int n_chunks = wa_n_chunks(frames);
+    const size_t mel_win = (size_t)hp.n_mels * WHISPER_AUDIO_N_FRAMES;
+    std::vector<float> mel(n_chunks * mel_win);
+    const auto t0 = std::chrono::steady_clock::now();
+    if (hp.projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX && n_chunks == 1) {
+        // one chunk runs unpadded: the log-mel of exactly its samples rounded up to a hop
+        // (reflected there, as torch.stft does), the positional embedding sliced
+        if (!wa_mel_check_pcm("log-mel", pcm, n, 0)) return false;
+        log_mel_window(enc->mel_filters.data(), hp.n_mels, pcm, n, mel.data(), frames * WHISPER_AUDIO_HOP, (int)frames);
         enc->timings.mel_ms += ms_since(t0);
-        for (int b = 0; b < nb; b++) {
-            const size_t m = std::min(N, n - std::min(n, start + b * N));          // samples in window b
-            const int frames = wa_window_frames(hp, m);
-            kv_len[b] = (float)((frames - 1) / 2 + 1);
-            rows[b] = wa_window_rows(hp, frames, project);
-        }
-        if (!encode_token_batch(enc, mel.data(), nb, WHISPER_AUDIO_N_FRAMES, kv_len.data(), rows.data(), out)) return false;
-        for (int b = 0; b < nb; b++) out += (size_t)rows[b] * width;
+        const float kv_len = (float)((frames - 1) / 2 + 1);
+        const int rows = wa_chunk_rows(hp, (int)frames, project);
+        return encode_token_batch(enc, mel.data(), 1, (int)frames, &kv_len, &rows, out);
     }
-    if (last_unpadded) {   // the log-mel of exactly its samples, rounded up to a hop (reflected there, as torch.stft)
-        const size_t start = n_padded * N, m = n - start;
-        const int frames = wa_window_frames(hp, m);
-        const float * tail = pcm ? pcm + start : nullptr;
-        if (!wa_mel_check_pcm("log-mel", tail, m, start)) return false;
-        const auto t0 = std::chrono::steady_clock::now();
-        log_mel_window(enc->mel_filters.data(), hp.n_mels, tail, m, mel.data(), (int64_t)frames * WHISPER_AUDIO_HOP, frames);
-        enc->timings.mel_ms += ms_since(t0);
-        rows[0] = wa_window_rows(hp, frames, project);
-        if (!encode_token_batch(enc, mel.data(), 1, frames, nullptr, rows.data(), out)) return false;
+    if (hp.projector == WHISPER_AUDIO_PROJECTOR_QWEN2A) {   // its first 30 s, one padded window
+        if (!log_mel_windows(enc->mel_filters.data(), hp.n_mels, pcm, std::min<size_t>(n, WHISPER_AUDIO_N_SAMPLES), 1,
+                             mel.data(), enc->params.n_threads))
+            return false;
+    } else {   // Voxtral, Ultravox: one log-mel of the whole input, then its chunks
+        const int64_t sig_len = hp.projector == WHISPER_AUDIO_PROJECTOR_VOXTRAL ? (int64_t)n_chunks * WHISPER_AUDIO_N_SAMPLES
+                                                                                : frames * WHISPER_AUDIO_HOP;
+        if (!log_mel_chunks(enc->mel_filters.data(), hp.n_mels, pcm, n, sig_len, frames, mel.data(), enc->params.n_threads))
+            return false;
+    }
+    enc->timings.mel_ms += ms_since(t0);
+    const int batch = std::min(enc->params.max_batch, n_chunks);
+    std::vector<float> kv_len(batch);
+    std::vector<int> rows(batch);
+    for (int c0 = 0; c0 < n_chunks; c0 += batch) {
+        const int nb = std::min(batch, n_chunks - c0);
+        for (int b = 0; b < nb; b++) {
+            const int f = wa_chunk_frames(frames, c0 + b);
+            kv_len[b] = (float)std::max(1, (f - 1) / 2 + 1);
+            rows[b] = wa_chunk_rows(hp, f, project);
+        }
+        if (!encode_token_batch(enc, mel.data() + c0 * mel_win, nb, WHISPER_AUDIO_N_FRAMES, kv_len.data(), rows.data(), out))
+            return false;
+        for (int b = 0; b < nb; b++) out += (size_t)rows[b] * width;
     }
     return true;
 }
@@ -4139,9 +4195,8 @@ int whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * m
     }
     wa_encoder_lock lock(enc, __func__);
     if (!lock.held) return -1;
-    const int frames = unpadded ? n_frames : hp.projector == WHISPER_AUDIO_PROJECTOR_QWEN2A ? n_audio_frames : WHISPER_AUDIO_N_FRAMES;
     const float kv_len = (float)((n_audio_frames - 1) / 2 + 1);
-    const int rows = wa_window_rows(hp, frames, enc->params.projector);
+    const int rows = wa_chunk_rows(hp, n_audio_frames, enc->params.projector);
     const auto t0 = std::chrono::steady_clock::now();
     const bool ok = wa_catch(__func__, false, [&] { return encode_token_batch(enc, mel, 1, n_frames, &kv_len, &rows, out); });
     enc->timings.wall_ms += ms_since(t0);

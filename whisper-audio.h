@@ -226,32 +226,34 @@ bool whisper_audio_encode_mel_frames(whisper_audio_encoder * enc, const float * 
 bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out);
 
 // ---- audio LLMs: the tokens a Qwen2-Audio, Voxtral or Ultravox model feeds its LLM -----
-// For a model with a projector (hparams.projector != NONE). Audio is cut into 30 s windows as
-// above; each window gives the rows the model's own code gives for that much audio:
-//   Qwen2-Audio: the 30 s padded window, attention masked past its ceil(ceil(n / 160) / 2)
-//     positions holding audio (transformers' feature_attention_mask), pooled by 2: the first
-//     floor(positions / 2) tokens are kept (0 for n <= 320).
-//   Voxtral: the 30 s padded window, 375 tokens (1500 positions stacked by 4).
-//   Ultravox: the audio unpadded (at least 320 samples, rounded up to 160): F = ceil(n / 160)
-//     mel frames, ceil(F / 2) positions, ceil(F / 16) tokens (stacked by 8, the last zero-padded).
+// For a model with a projector (hparams.projector != NONE). An input of n samples gives the
+// rows the model's own processor and code give for it:
+//   Qwen2-Audio: its first 30 s (the processor truncates there) as one padded window,
+//     attention masked past the ceil(ceil(n / 160) / 2) positions holding audio (transformers'
+//     feature_attention_mask), pooled by 2: the first floor(positions / 2) tokens (0 for n <= 320).
+//   Voxtral: padded to a multiple of 30 s, one log-mel over all of it, 375 tokens per 30 s
+//     (1500 positions stacked by 4).
+//   Ultravox: F = ceil(n / 160) mel frames (at least 2) of the audio padded to a hop, one
+//     log-mel over all of it; up to 3000 frames run unpadded (the positional embedding sliced),
+//     more are cut into chunks of 3000, the last padded and masked. A chunk of f frames gives
+//     ceil(f / 16) tokens (its ceil(f / 2) positions stacked by 8, the last zero-padded).
 // With projector false the rows are the tower's own output: Qwen2-Audio's pooled and
-// normalised positions (as many as its tokens), Voxtral's 1500 and Ultravox's ceil(F / 2)
-// positions, each n_state wide.
+// normalised positions (as many as its tokens), Voxtral's 1500 per 30 s and Ultravox's
+// ceil(f / 2) positions per chunk, each n_state wide.
 
-// The rows (tokens) of one window of n samples (at most 480000), and of a whole input of n
-// samples (its windows' sum). 0 with the error set for a model without a projector.
-int    whisper_audio_n_tokens_window(const whisper_audio_model * model, size_t n_samples, bool projector);
+// The rows (tokens) of an input of n samples. 0 with the error set for a model without a projector.
 size_t whisper_audio_n_tokens(const whisper_audio_model * model, size_t n_samples, bool projector);
 // The width of a row: n_llm with the projector, n_state without.
 int    whisper_audio_token_dim(const whisper_audio_model * model, bool projector);
 
-// 16 kHz mono audio of any length -> out [whisper_audio_n_tokens(n), token_dim], window by
-// window (params.projector chooses the rows; output_layer must be -1).
+// A whole input of 16 kHz mono audio -> out [whisper_audio_n_tokens(n), token_dim]
+// (params.projector chooses the rows; output_layer must be -1). Its memory follows the
+// input's length (the log-mel of all of it), as the models' processors do.
 bool whisper_audio_encode_tokens(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out);
-// One window's log-mel [n_mels, n_frames] -> out [tokens, token_dim]: n_frames 3000 (Qwen2-Audio,
-// Voxtral) or 2..3000 unpadded frames (Ultravox), n_audio_frames of them holding audio
-// (Qwen2-Audio's feature_attention_mask sum, ceil(samples / 160); the others ignore it).
-// Returns the number of rows written, or -1.
+// One window's log-mel [n_mels, n_frames] -> out [rows, token_dim]: n_frames 3000 (Qwen2-Audio,
+// Voxtral) or 2..3000 (Ultravox: unpadded, or a last chunk padded to 3000), n_audio_frames of
+// them holding audio (Qwen2-Audio's feature_attention_mask sum, Ultravox's audio_lens; Voxtral
+// ignores it). Returns the number of rows written, or -1.
 int  whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * mel, int n_frames, int n_audio_frames,
                                      float * out);
 

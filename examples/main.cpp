@@ -651,7 +651,7 @@ struct job {
     bool next_window(float * dst, window & w, int & status);
     bool emit(const window & w, const float * emb, int n_pos);
     bool encode(const window * ws, int n, const float * pcm_base, int n_frames);
-    bool encode_tokens(const window * ws, int n, const float * pcm_base);
+    bool run_tokens();
     bool commit_inputs_before(size_t k);
     bool run();
     void abandon();
@@ -780,12 +780,17 @@ bool job::emit(const window & w, const float * emb, int n_pos) {
         sum += v; sum2 += (double)v * v; vmin = std::min(vmin, v); vmax = std::max(vmax, v);
     }
     n_values += n;
-    in.audio_positions.push_back(tokens ? whisper_audio_n_positions(w.samples) : std::min(n_pos, whisper_audio_n_positions(w.samples)));
+    // with tokens, w is the whole input: its 30 s windows' positions
+    const size_t n_win = tokens ? whisper_audio_n_windows(w.samples) : 1;
+    for (size_t i = 0; i < n_win; i++) {
+        const size_t s = tokens ? std::min<size_t>(WHISPER_AUDIO_N_SAMPLES, w.samples - i * WHISPER_AUDIO_N_SAMPLES) : w.samples;
+        in.audio_positions.push_back(tokens ? whisper_audio_n_positions(s) : std::min(n_pos, whisper_audio_n_positions(s)));
+    }
     if (in.rows == 0) in.first_row = per_file ? 0 : n_rows;
     in.rows += n_out_rows;
-    in.windows++;
+    in.windows += n_win;
     n_rows += n_out_rows;
-    n_windows++;
+    n_windows += n_win;
     npy_writer * wr = per_file ? &writers[w.input] : writers.empty() ? nullptr : &writers[0];
     if (wr && per_file && !wr->is_open &&
         !wr->open(out_names[w.input], p.outtype == "f16", row_shape, rows_for(samples_16k(in.info))))
@@ -836,20 +841,39 @@ bool job::encode(const window * ws, int n, const float * pcm_base, int n_frames)
     return true;
 }
 
-// An audio-LLM model's windows: each window's tokens by the library's rules, rows emitted.
-bool job::encode_tokens(const window * ws, int n, const float * pcm_base) {
-    for (int b = 0; b < n; b++) {
-        const int rows = whisper_audio_n_tokens_window(model, ws[b].samples, p.projector);
-        if (out.size() < (size_t)rows * width) out.resize((size_t)rows * width);
-        const auto t = std::chrono::steady_clock::now();
-        if (!whisper_audio_encode_tokens(enc, pcm_base + (size_t)b * WHISPER_AUDIO_N_SAMPLES, ws[b].samples, out.data())) {
+// An audio-LLM model: each input read whole (its processor takes the log-mel of all of it),
+// then its tokens by the library's rules, the rows emitted as one "window" of all its samples.
+bool job::run_tokens() {
+    for (cur = 0; cur < inputs.size(); cur++) {
+        input & in = inputs[cur];
+        auto t = std::chrono::steady_clock::now();
+        if (!in.stream && !(in.stream = whisper_audio_stream_open(in.path.c_str(), &in.info))) {
             fprintf(stderr, "error: %s\n", whisper_audio_last_error());
             return false;
         }
+        size_t n = 0;
+        for (int64_t got = 1; got > 0; n += (size_t)got) {
+            if (pcm.size() < n + WHISPER_AUDIO_N_SAMPLES) pcm.resize(n + WHISPER_AUDIO_N_SAMPLES);
+            got = whisper_audio_stream_read(in.stream, pcm.data() + n, WHISPER_AUDIO_N_SAMPLES);
+            if (got < 0) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return false; }
+        }
+        whisper_audio_stream_close(in.stream);
+        in.stream = nullptr;
+        decode_ms += ms_since(t);
+        if (n == 0) { fprintf(stderr, "error: %s: no audio samples\n", in.path.c_str()); return false; }
+        in.samples = n;
+        const size_t rows = whisper_audio_n_tokens(model, n, p.projector);
+        if (out.size() < rows * width) out.resize(rows * width);
+        t = std::chrono::steady_clock::now();
+        if (!whisper_audio_encode_tokens(enc, pcm.data(), n, out.data())) {
+            fprintf(stderr, "error: %s: %s\n", in.path.c_str(), whisper_audio_last_error());
+            return false;
+        }
         encode_ms += ms_since(t);
-        if (!emit(ws[b], out.data(), rows)) return false;
+        if (!emit(window{cur, n}, out.data(), (int)rows)) return false;
     }
-    return true;
+    if (per_file && !commit_inputs_before(inputs.size())) return false;
+    return per_file || writers.empty() || writers[0].finish();
 }
 
 // Batch by batch; with --no-pad a short last window goes alone, after the batch before it.
@@ -871,7 +895,7 @@ bool job::run() {
             int status;
             if (!next_window(pcm.data() + (size_t)n * N, w, status)) return false;
             if (status == 0) { more = false; break; }
-            if (p.no_pad && !tokens && w.samples < N) {
+            if (p.no_pad && w.samples < N) {
                 decode_ms += ms_since(t0);
                 if (n > 0 && !encode(slots.data(), n, pcm.data(), WHISPER_AUDIO_N_FRAMES)) return false;
                 if (!encode(&w, 1, pcm.data() + (size_t)n * N, 2 * whisper_audio_n_positions(w.samples))) return false;
@@ -884,8 +908,7 @@ bool job::run() {
             n++;
         }
         decode_ms += ms_since(t0);
-        if (n > 0 && !(tokens ? encode_tokens(slots.data(), n, pcm.data()) : encode(slots.data(), n, pcm.data(), WHISPER_AUDIO_N_FRAMES)))
-            return false;
+        if (n > 0 && !encode(slots.data(), n, pcm.data(), WHISPER_AUDIO_N_FRAMES)) return false;
         if (per_file && !commit_inputs_before(cur)) return false;
     }
     if (show_progress && n_windows > 0) fprintf(stderr, "\n");
@@ -1058,8 +1081,8 @@ static int run_main(const params & p) {
             fprintf(stderr, "main: backend %s, %s, batch %d\n", whisper_audio_encoder_backend(j.enc), p.dtype.c_str(), p.batch);
     }
 
-    j.show_progress = p.progress && isatty(2);
-    if (ok) ok = j.run();
+    j.show_progress = p.progress && isatty(2) && !j.tokens;
+    if (ok) ok = j.tokens ? j.run_tokens() : j.run();
     if (!ok) j.abandon();
     if (ok) print_summary(j, human, load_ms, init_ms, ms_since(t_start));
 

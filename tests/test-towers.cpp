@@ -102,8 +102,9 @@ TEST_CASE("towers: tokens per audio length are the models' own") {
     CHECK(whisper_audio_n_tokens(u, 480000, true) == 188);  // 1500 positions, the last token zero-padded
     CHECK(whisper_audio_n_tokens(q, 320, true) == 0);       // Qwen2-Audio: (1 - 2) // 2 + 1
     CHECK(whisper_audio_n_tokens(u, 1, true) == 1);         // Ultravox pads to 2 hops
-    CHECK(whisper_audio_n_tokens(q, 480000 + 112256, true) == 750 + 175);
+    CHECK(whisper_audio_n_tokens(q, 480000 + 112256, true) == 750);        // its processor keeps the first 30 s
     CHECK(whisper_audio_n_tokens(v, 2 * 480000 + 1, true) == 3 * 375);
+    CHECK(whisper_audio_n_tokens(u, 1120000, true) == 188 + 188 + 63);     // 7000 frames: chunks of 3000, 3000, 1000
     // a Whisper model has none
     whisper_audio_model * w = whisper_audio_model_load("build/micro-80-f32.gguf");
     REQUIRE(w);
@@ -136,7 +137,7 @@ TEST_CASE("towers: CPU f32 against the models' own code in float64, from feature
                 std::vector<float> got((size_t)1500 * width, NAN);
                 const int rows = whisper_audio_encode_mel_tokens(enc, mel_in.data(), n_frames, 702, got.data());
                 REQUIRE_MESSAGE(rows > 0, whisper_audio_last_error());
-                CHECK(rows == whisper_audio_n_tokens_window(model, 112256, projector));
+                CHECK((size_t)rows == whisper_audio_n_tokens(model, 112256, projector));
                 got.resize((size_t)rows * width);
                 std::vector<int64_t> shape;
                 std::vector<float> ref = npy_load_f32(test_data(ref_dir + ".speech_16k.features" + (projector ? "" : ".tower") + ".npy"), &shape);
@@ -168,29 +169,31 @@ TEST_CASE("towers: CPU f32 against the models' own code in float64, from feature
     }
 }
 
-TEST_CASE("towers: windows of long audio in batches give each window's own tokens") {
-    // 2 windows + a short one, batch 2: the same rows as each window alone
+TEST_CASE("towers: 70 s of audio as each model's processor takes it (Qwen2-Audio: the first 30 s; Voxtral, Ultravox: one log-mel, chunks)") {
+    decoded_audio a = decode_file(test_data("audio/long_70s_16k.wav"));
+    REQUIRE(a.ok);
+    REQUIRE(a.pcm.size() == 1120000);
     for (const char * name : TOWERS) {
-        whisper_audio_model * model = whisper_audio_model_load(("build/tower-" + std::string(name) + "-f32.gguf").c_str());
-        REQUIRE(model);
-        const int width = whisper_audio_model_hparams(model)->n_llm;
-        std::vector<float> speech = pcm_of(112256), pcm;
-        while (pcm.size() < 2 * 480000 + 50001) pcm.insert(pcm.end(), speech.begin(), speech.end());
-        pcm.resize(2 * 480000 + 50001);
-        whisper_audio_encoder * enc = cpu_encoder(model, true);
-        std::vector<float> all(whisper_audio_n_tokens(model, pcm.size(), true) * width, NAN);
-        REQUIRE_MESSAGE(whisper_audio_encode_tokens(enc, pcm.data(), pcm.size(), all.data()), whisper_audio_last_error());
-        size_t row = 0;
-        for (size_t start = 0; start < pcm.size(); start += 480000) {
-            const size_t n = std::min<size_t>(480000, pcm.size() - start);
-            std::vector<float> one(whisper_audio_n_tokens(model, n, true) * width, NAN);
-            REQUIRE(whisper_audio_encode_tokens(enc, pcm.data() + start, n, one.data()));
-            CHECK(rel_l2(all.data() + row * width, one.data(), one.size()) < 1e-6);
-            row += one.size() / width;
+        for (const std::string & path : tower_files(name)) {
+            whisper_audio_model * model = whisper_audio_model_load(path.c_str());
+            REQUIRE_MESSAGE(model, whisper_audio_last_error());
+            const int width = whisper_audio_model_hparams(model)->n_llm;
+            whisper_audio_encoder * enc = cpu_encoder(model, true);   // batch 2: chunks share a batch
+            const size_t n_tok = whisper_audio_n_tokens(model, a.pcm.size(), true);
+            std::vector<float> got(n_tok * width, NAN);
+            REQUIRE_MESSAGE(whisper_audio_encode_tokens(enc, a.pcm.data(), a.pcm.size(), got.data()), whisper_audio_last_error());
+            std::vector<int64_t> shape;
+            std::vector<float> ref = npy_load_f32(test_data(std::string("towers/") + name + ".long_70s.audio.every8.npy"), &shape);
+            REQUIRE(shape.size() == 2);
+            CHECK((size_t)shape[0] == (n_tok + 7) / 8);
+            std::vector<float> every8;
+            for (size_t r = 0; r < n_tok; r += 8) every8.insert(every8.end(), got.begin() + r * width, got.begin() + (r + 1) * width);
+            const double err = rel_l2(every8, ref);
+            MESSAGE(path << " 70 s: " << n_tok << " tokens, rel L2 " << err);
+            CHECK(err < 1e-5);
+            whisper_audio_encoder_free(enc);
+            whisper_audio_model_free(model);
         }
-        CHECK(row * width == all.size());
-        whisper_audio_encoder_free(enc);
-        whisper_audio_model_free(model);
     }
 }
 

@@ -47,11 +47,18 @@ def hub_names(model):   # the audio tower and projector, named as the published 
     return {k: v for k, v in state.items() if k.split(".")[0] in ("audio_tower", "multi_modal_projector")}
 
 
-def load_audio():
+def read_wav(name):
     import wave
-    with wave.open(os.path.join(ROOT, "audio", "speech_16k.wav")) as w:
-        pcm = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").astype(np.float32) / 32768.0
+    with wave.open(os.path.join(ROOT, "audio", name)) as w:
+        return np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").astype(np.float32) / 32768.0
+
+
+def load_audio():
+    pcm = read_wav("speech_16k.wav")
     return {"speech_16k": pcm, "speech_50001": pcm[:50001]}   # 702 and 313 (odd) mel frames
+
+
+LONG = "long_70s"   # audio/long_70s_16k.wav: 1120000 samples, 7000 mel frames; references keep every 8th token
 
 
 def store(name, x):
@@ -99,6 +106,11 @@ def qwen2_audio(audios):
             x = fe(pcm, sampling_rate=16000, return_attention_mask=True, padding="max_length", return_tensors="pt")
             out, _ = tokens(x.input_features.double(), int(x.attention_mask.sum()))
             store(f"qwen2a.{clip}.audio.npy", out)
+        # 70 s: Qwen2AudioProcessor's feature extractor truncates to the first 30 s (truncation=True)
+        x = fe(read_wav("long_70s_16k.wav"), sampling_rate=16000, return_attention_mask=True, padding="max_length",
+               return_tensors="pt")
+        out, _ = tokens(x.input_features.double(), int(x.attention_mask.sum()))
+        store(f"qwen2a.{LONG}.audio.every8.npy", out[::8])
 
 
 def voxtral(audios):
@@ -121,6 +133,12 @@ def voxtral(audios):
         for clip, pcm in audios.items():   # the processor pads to a multiple of 30 s
             x = fe(pcm, sampling_rate=16000, padding="max_length", return_tensors="pt")
             store(f"voxtral.{clip}.audio.npy", model.get_audio_features(x.input_features.double()).pooler_output[:100])
+        # 70 s: VoxtralProcessor._retrieve_input_features: one log-mel of the audio padded to a
+        # multiple of 30 s, cut into 3000-frame chunks
+        x = fe(read_wav("long_70s_16k.wav"), sampling_rate=16000, padding=True, truncation=False, pad_to_multiple_of=480000,
+               return_tensors="pt")
+        chunks = x.input_features.reshape(128, -1, 3000).transpose(0, 1).double()
+        store(f"voxtral.{LONG}.audio.every8.npy", model.get_audio_features(chunks).pooler_output[::8])
 
 
 def ultravox(audios, src):
@@ -143,6 +161,19 @@ def ultravox(audios, src):
     config["architectures"] = ["UltravoxModel"]
     save(os.path.join(OUT, "ultravox"), config, state)
     tower, proj = tower.double(), proj.double()
+
+    def tokens_long(features, lens):   # several chunks, the last padded: the padding mask matters
+        x = torch.nn.functional.gelu(tower.conv1(features))
+        x = torch.nn.functional.gelu(tower.conv2(x)).permute(0, 2, 1)
+        hidden = x + tower.embed_positions.weight[: x.size(-2)]
+        pos = (lens - 1) // 2 + 1                                  # _get_feat_extract_output_lengths
+        keep = torch.arange(hidden.shape[1])[None, :] < pos[:, None]
+        mask = (1.0 - keep[:, None, None, :].double()) * torch.finfo(torch.float64).min   # get_extended_attention_mask
+        for layer in tower.layers:
+            hidden = layer(hidden, mask)
+            hidden = hidden[0] if isinstance(hidden, tuple) else hidden
+        out = proj(tower.layer_norm(hidden))
+        return torch.cat([out[i, : -(-int(l) // 16)] for i, l in enumerate(lens)])
 
     def tokens(features, n_frames):   # UltravoxModel._prepare_audio_embeds for one clip
         # ModifiedWhisperEncoder.forward, step by step: its layer call is written for transformers
@@ -172,6 +203,15 @@ def ultravox(audios, src):
                    return_attention_mask=True, return_tensors="pt")
             out, _ = tokens(x.input_features.double(), int(x.attention_mask.sum()))
             store(f"ultravox.{clip}.audio.npy", out)
+        # 70 s: UltravoxProcessor._chunk_and_pad_audio: the log-mel of all of it cut into chunks of
+        # 3000 frames, the last (a continuation) zero-padded to 3000, audio_lens per chunk
+        x = fe(read_wav("long_70s_16k.wav"), sampling_rate=16000, padding="longest", pad_to_multiple_of=160,
+               truncation=False, return_attention_mask=True, return_tensors="pt")
+        feats, n = x.input_features.double(), int(x.attention_mask.sum())
+        chunks = [feats[0, :, o:o + 3000] for o in range(0, n, 3000)]
+        lens = torch.tensor([c.shape[-1] for c in chunks])
+        chunks = torch.stack([torch.nn.functional.pad(c, (0, 3000 - c.shape[-1])) for c in chunks])
+        store(f"ultravox.{LONG}.audio.every8.npy", tokens_long(chunks, lens)[::8])
 
 
 if __name__ == "__main__":
