@@ -59,7 +59,8 @@ endif
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 TEST_SRCS = $(wildcard tests/test-*.cpp)
 # test models always live in build/ (the converter's output does not depend on the build flavour)
-TEST_MODELS = $(foreach m,micro-80 micro-128,$(foreach t,f32 f16 bf16,build/$(m)-$(t).gguf))
+TEST_MODELS = $(foreach m,micro-80 micro-128,$(foreach t,f32 f16 bf16,build/$(m)-$(t).gguf)) \
+              $(foreach m,qwen2a voxtral ultravox,build/tower-$(m)-f32.gguf)
 CONVERT = python3 convert/convert-hf-to-gguf.py
 
 .PHONY: all deps demo test test-run test-sanitize test-embed test-install test-python install clean
@@ -119,6 +120,11 @@ $(BUILD)/test-all: $(TEST_SRCS) tests/test-util.h $(OBJS) | $(BUILD)
 build/micro-%.gguf: convert/convert-hf-to-gguf.py
 	@mkdir -p build
 	$(CONVERT) tests/data/micro-$(word 1,$(subst -, ,$*)) -o $@ --outtype $(word 2,$(subst -, ,$*)) 2>/dev/null
+
+# the audio LLMs' tiny random towers (tests/data/towers), converted by our own converter
+build/tower-%-f32.gguf: convert/convert-hf-to-gguf.py
+	@mkdir -p build
+	$(CONVERT) tests/data/towers/$* -o $@ --outtype f32 2>/dev/null
 
 $(BUILD)/tiny-random.gguf: convert/convert-hf-to-gguf.py | $(BUILD)
 	$(CONVERT) --random tiny -o $@ --outtype f16

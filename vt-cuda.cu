@@ -367,6 +367,8 @@ __global__ void layer_norm_kernel(T * __restrict__ y, const T * __restrict__ x, 
 //     operand of O += P V (V fragments via ldmatrix.trans).
 //   Rows past n_ctx compute on zero queries and are not stored; keys past n_ctx are
 //   zero-filled (so P = 0 meets finite V) and masked.
+//   kv_len (vt_attention_masked; may be null): window b's keys from kv_len[b] on are masked
+//   the same way, and the tiles wholly past it are skipped.
 //   Shared memory rows are 64 elements = 8 chunks of 16 bytes; chunk c of row r sits at
 //   slot c ^ (r & 7), so ldmatrix's 8 row reads and cp.async's row writes hit distinct banks.
 //   q/k/v rows: strides in elements (row, window); head h starts at column h * 64.
@@ -377,7 +379,7 @@ template <typename T, int MT>
 __global__ void __launch_bounds__(ATT_THREADS, 2)
 attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * __restrict__ v, T * __restrict__ out,
                  int n_ctx, int n_head, int64_t q_row, int64_t q_win, int64_t k_row, int64_t k_win,
-                 int64_t v_row, int64_t v_win, float scale_log2) {
+                 int64_t v_row, int64_t v_win, float scale_log2, const float * __restrict__ kv_len) {
     constexpr int BR = 16 * MT * 4;
     extern __shared__ uint4 smem[];
     uint4 * sQ = smem;                       // [BR][8] chunks; reused to stage the output
@@ -389,6 +391,7 @@ attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * _
     const T * qg = q + b * q_win + h * ATT_HD;
     const T * kg = k + b * k_win + h * ATT_HD;
     const T * vg = v + b * v_win + h * ATT_HD;
+    const int n_kv = kv_len ? max(1, min(n_ctx, (int)kv_len[b])) : n_ctx;   // keys this window attends to
 
     // Q tile (rows past n_ctx zero-filled)
 #pragma unroll
@@ -403,7 +406,7 @@ attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * _
 #pragma unroll
         for (int c = tid; c < ATT_BC * 8; c += ATT_THREADS) {
             const int r = c / 8, ch = c % 8, kj = tile * ATT_BC + r;
-            const bool ok = kj < n_ctx;
+            const bool ok = kj < n_kv;
             const int slot = r * 8 + (ch ^ (r & 7));
             cp_async16(smem_addr(&dk[slot]), kg + (int64_t)(ok ? kj : 0) * k_row + ch * 8, ok);
             cp_async16(smem_addr(&dv[slot]), vg + (int64_t)(ok ? kj : 0) * v_row + ch * 8, ok);
@@ -414,7 +417,7 @@ attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * _
 
     const int g = lane / 4, t4 = lane % 4;      // mma fragment coordinates: row group, thread in quad
     const int wr = warp * 16 * MT;              // this warp's first row in the tile
-    const int n_tiles = (n_ctx + ATT_BC - 1) / ATT_BC;
+    const int n_tiles = (n_kv + ATT_BC - 1) / ATT_BC;
 
     // ldmatrix addresses: every row this lane points at is = lane (mod 8), so the swizzle
     // term is a per-lane constant; what varies in the loop is a compile-time offset.
@@ -480,14 +483,14 @@ attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * _
                     mma_16816<T>(s[mt][jn], qf[mt][ks], kf[ks / 2][(ks % 2) * 2], kf[ks / 2][(ks % 2) * 2 + 1]);
         }
 
-        // mask keys past n_ctx (last tile only)
-        if ((j + 1) * ATT_BC > n_ctx) {
+        // mask keys past n_kv (last tile only)
+        if ((j + 1) * ATT_BC > n_kv) {
 #pragma unroll
             for (int jn = 0; jn < 8; jn++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int key = j * ATT_BC + jn * 8 + t4 * 2 + (e & 1);
-                    if (key >= n_ctx) {
+                    if (key >= n_kv) {
 #pragma unroll
                         for (int mt = 0; mt < MT; mt++) s[mt][jn][e] = -INFINITY;
                     }
@@ -574,6 +577,58 @@ attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * _
     for (int c = lane; c < 16 * MT * 8; c += 32) {
         const int r = wr + c / 8, ch = c % 8, qi = q0 + r;
         if (qi < n_ctx) *reinterpret_cast<uint4 *>(og + qi * o_row + ch * 8) = sQ[r * 8 + (ch ^ (r & 7))];
+    }
+}
+
+// The projector's kernels: a handful of rows per window, so plain grid-stride loops.
+
+// avg_pool2: y[b, t, c] = (x[b, 2t, c] + x[b, 2t + 1, c]) / 2 for t < T (x has T_in rows a
+// window); one element per thread per step. CPU twin: cpu_backend::avg_pool2.
+template <typename T>
+__global__ void avg_pool2_kernel(T * __restrict__ y, const T * __restrict__ x, int64_t C, int64_t T_out,
+                                 int64_t T_in, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t c = i % C, t = (i / C) % T_out, b = i / (C * T_out);
+        const T * a = x + (b * T_in + 2 * t) * C + c;
+        y[i] = from_f32<T>((to_f32(a[0]) + to_f32(a[C])) * 0.5f);
+    }
+}
+
+// rms_norm: a warp per row: y = x / sqrt(mean(x^2) + eps) * w, the sum in f32.
+// CPU twin: cpu_backend::rms_norm.
+template <typename T>
+__global__ void rms_norm_kernel(T * __restrict__ y, const T * __restrict__ x, const float * __restrict__ w,
+                                int64_t rows, int C, float eps) {
+    const int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= rows) return;
+    const T * xr = x + row * C;
+    T * yr = y + row * C;
+    float sq = 0.0f;
+    for (int c = lane; c < C; c += 32) { const float v = to_f32(xr[c]); sq += v * v; }
+    const float rstd = rsqrtf(warp_sum(sq) / C + eps);
+    for (int c = lane; c < C; c += 32) yr[c] = from_f32<T>(to_f32(xr[c]) * rstd * w[c]);
+}
+
+// swiglu: y[r, i] = x[r, i] * silu(x[r, N + i]) for i < N; one element per thread per step.
+// CPU twin: cpu_backend::swiglu.
+template <typename T>
+__global__ void swiglu_kernel(T * __restrict__ y, const T * __restrict__ x, int64_t N, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / N, c = i % N;
+        const float g = to_f32(x[r * 2 * N + N + c]);
+        y[i] = from_f32<T>(to_f32(x[r * 2 * N + c]) * (g / (1.0f + __expf(-g))));
+    }
+}
+
+// stack: window b's rows laid end to end and cut into rows of `row` elements, the tail past
+// the window's n_in elements zero. One element per thread per step. CPU twin: cpu_backend::stack.
+template <typename T>
+__global__ void stack_kernel(T * __restrict__ y, const T * __restrict__ x, int64_t row, int64_t rows_out,
+                             int64_t n_in, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t b = i / (row * rows_out), j = i % (row * rows_out);
+        y[i] = j < n_in ? x[b * n_in + j] : from_f32<T>(0.0f);
     }
 }
 
@@ -836,6 +891,49 @@ static bool launch_layer_norm(cudaStream_t st, vt_tensor * t) {
     return false;
 }
 
+template <typename T>
+static bool launch_projector_op_t(cudaStream_t st, vt_tensor * t) {
+    const vt_tensor * x = t->src[0];
+    T * y = (T *)t->data;
+    const T * xp = (const T *)x->data;
+    const int64_t n = vt_nelements(t), rows = t->ne[1] * t->ne[2] * t->ne[3];
+    const int threads = 256;
+    switch (t->op) {
+        case VT_OP_AVG_POOL2:
+            avg_pool2_kernel<T><<<grid_for(n, threads), threads, 0, st>>>(y, xp, t->ne[0], t->ne[1], x->ne[1], n);
+            LAUNCH_CHECK("avg_pool2_kernel");
+            return true;
+        case VT_OP_RMS_NORM:
+            rms_norm_kernel<T><<<(unsigned)ceil_div(rows, 4), 128, 0, st>>>(y, xp, (const float *)t->src[1]->data, rows,
+                                                                            (int)t->ne[0], t->fparams[0]);
+            LAUNCH_CHECK("rms_norm_kernel");
+            return true;
+        case VT_OP_SWIGLU:
+            swiglu_kernel<T><<<grid_for(n, threads), threads, 0, st>>>(y, xp, t->ne[0], n);
+            LAUNCH_CHECK("swiglu_kernel");
+            return true;
+        case VT_OP_STACK:
+            stack_kernel<T><<<grid_for(n, threads), threads, 0, st>>>(y, xp, t->ne[0], t->ne[1], x->ne[0] * x->ne[1], n);
+            LAUNCH_CHECK("stack_kernel");
+            return true;
+        default:
+            break;
+    }
+    vt_set_error("cuda: '%s': %s is not a projector op", t->name, vt_op_name(t->op));
+    return false;
+}
+
+// avg_pool2, rms_norm, swiglu, stack: the ops of the audio LLMs' projectors.
+static bool launch_projector_op(cudaStream_t st, vt_tensor * t) {
+    switch (t->type) {
+        case VT_TYPE_F16:  return launch_projector_op_t<__half>(st, t);
+        case VT_TYPE_BF16: return launch_projector_op_t<__nv_bfloat16>(st, t);
+        case VT_TYPE_F32:  return launch_projector_op_t<float>(st, t);
+    }
+    vt_set_error("cuda: '%s': unsupported type", t->name);
+    return false;
+}
+
 // The checks attention_kernel relies on; alloc_graph runs them so compute cannot fail.
 static bool attention_supported(const vt_tensor * t) {
     const vt_tensor * q = t->src[0], * k = t->src[1], * v = t->src[2];
@@ -882,7 +980,8 @@ static bool launch_attention_mt(cudaStream_t st, vt_tensor * t) {
     attention_kernel<T, MT><<<grid, ATT_THREADS, attention_smem_bytes(MT), st>>>(
         (const T *)q->data, (const T *)k->data, (const T *)v->data, (T *)t->data, n_ctx, n_head,
         (int64_t)(q->nb[1] / es), (int64_t)(q->nb[2] / es), (int64_t)(k->nb[1] / es), (int64_t)(k->nb[2] / es),
-        (int64_t)(v->nb[1] / es), (int64_t)(v->nb[2] / es), scale_log2);
+        (int64_t)(v->nb[1] / es), (int64_t)(v->nb[2] / es), scale_log2,
+        t->src[3] ? (const float *)t->src[3]->data : nullptr);
     LAUNCH_CHECK("attention_kernel");
     return true;
 }
@@ -1354,6 +1453,7 @@ struct cuda_backend : vt_backend {
                     mel_windows = std::max(mel_windows, (size_t)t->ne[2]);
                     mel_rows = std::max(mel_rows, (size_t)t->ne[1]);
                     break;
+                case VT_OP_AVG_POOL2: case VT_OP_RMS_NORM: case VT_OP_SWIGLU: case VT_OP_STACK: break;
                 default:
                     vt_set_error("cuda: op %s ('%s') has no CUDA kernel", vt_op_name(t->op), t->name);
                     ok = false;
@@ -1448,6 +1548,8 @@ struct cuda_backend : vt_backend {
             case VT_OP_LAYER_NORM: return launch_layer_norm(stream, t);
             case VT_OP_ATTENTION:  return launch_attention(stream, t);
             case VT_OP_LOG_MEL:    return launch_log_mel(stream, t, s->mel_max, s->mel_ranges);
+            case VT_OP_AVG_POOL2: case VT_OP_RMS_NORM: case VT_OP_SWIGLU: case VT_OP_STACK:
+                return launch_projector_op(stream, t);
             default:
                 vt_set_error("cuda: op %s ('%s') has no CUDA kernel", vt_op_name(t->op), t->name);
                 return false;

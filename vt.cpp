@@ -257,6 +257,10 @@ static const char * VT_OP_NAMES[] = {
     "layer_norm",
     "attention",
     "log_mel",
+    "avg_pool2",
+    "rms_norm",
+    "swiglu",
+    "stack",
 };
 static_assert(sizeof(VT_OP_NAMES) / sizeof(VT_OP_NAMES[0]) == VT_OP_COUNT, "VT_OP_NAMES out of sync with enum vt_op");
 
@@ -388,6 +392,64 @@ vt_tensor * vt_log_mel(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters) {
     t->op = VT_OP_LOG_MEL;
     t->src[0] = pcm;
     t->src[1] = filters;
+    return t;
+}
+
+vt_tensor * vt_attention_masked(vt_context * ctx, vt_tensor * q, vt_tensor * k, vt_tensor * v,
+                                int n_head, float scale, vt_tensor * kv_len) {
+    VT_ASSERT(kv_len && kv_len->type == VT_TYPE_F32 && vt_nelements(kv_len) == q->ne[2] && vt_is_contiguous(kv_len));
+    vt_tensor * t = vt_attention(ctx, q, k, v, n_head, scale);
+    t->src[3] = kv_len;
+    return t;
+}
+
+// vt_avg_pool2
+
+vt_tensor * vt_avg_pool2(vt_context * ctx, vt_tensor * x) {
+    VT_ASSERT(vt_is_contiguous(x) && x->ne[1] >= 2 && x->ne[3] == 1);
+    const int64_t ne[4] = {x->ne[0], x->ne[1] / 2, x->ne[2], 1};
+    vt_tensor * t = new_tensor(ctx, x->type, ne);
+    t->op = VT_OP_AVG_POOL2;
+    t->src[0] = x;
+    return t;
+}
+
+// vt_rms_norm
+
+vt_tensor * vt_rms_norm(vt_context * ctx, vt_tensor * x, vt_tensor * w, float eps) {
+    VT_ASSERT(vt_is_contiguous(x));
+    VT_ASSERT(w->type == VT_TYPE_F32 && vt_nelements(w) == x->ne[0]);
+    vt_tensor * t = new_tensor(ctx, x->type, x->ne);
+    t->op = VT_OP_RMS_NORM;
+    t->src[0] = x;
+    t->src[1] = w;
+    t->fparams[0] = eps;
+    return t;
+}
+
+// vt_swiglu
+
+vt_tensor * vt_swiglu(vt_context * ctx, vt_tensor * x) {
+    VT_ASSERT(vt_is_contiguous(x) && x->ne[0] % 2 == 0);
+    const int64_t ne[4] = {x->ne[0] / 2, x->ne[1], x->ne[2], x->ne[3]};
+    vt_tensor * t = new_tensor(ctx, x->type, ne);
+    t->op = VT_OP_SWIGLU;
+    t->src[0] = x;
+    return t;
+}
+
+// vt_stack_frames
+
+vt_tensor * vt_stack_frames(vt_context * ctx, vt_tensor * x, int f) {
+    VT_ASSERT(vt_is_contiguous(x) && f >= 1 && x->ne[3] == 1);
+    const int64_t C = x->ne[0], T = x->ne[1], B = x->ne[2], T_out = (T + f - 1) / f;
+    const size_t es = vt_type_size(x->type);
+    if (T % f == 0) return vt_view_3d(ctx, x, f * C, T_out, B, f * C * es, T * C * es, 0);
+    const int64_t ne[4] = {f * C, T_out, B, 1};
+    vt_tensor * t = new_tensor(ctx, x->type, ne);
+    t->op = VT_OP_STACK;
+    t->src[0] = x;
+    t->iparams[0] = f;
     return t;
 }
 
@@ -980,8 +1042,10 @@ struct cpu_backend : vt_backend {
         const int D = (int)q->ne[0], hd = D / n_head, T = (int)q->ne[1], B = (int)q->ne[2];
         const float scale = t->fparams[0];
         const int n_qb = (T + GEMM_MB - 1) / GEMM_MB;
+        const float * kv_len = t->src[3] ? (const float *)t->src[3]->data : nullptr;   // vt_attention_masked
         pool.run(B * n_head * n_qb, [&](int task, int thread) {
             const int qb = task % n_qb, h = (task / n_qb) % n_head, bi = task / (n_qb * n_head);
+            const int L = kv_len ? std::max(1, std::min(T, (int)kv_len[bi])) : T;   // keys >= L are masked
             const int i0 = qb * GEMM_MB, m = std::min(GEMM_MB, T - i0);
             auto rows = [&](const vt_tensor * s, int i) {   // row i of head h in window bi
                 return (const float *)((const char *)s->data + (size_t)i * s->nb[1] + (size_t)bi * s->nb[2]) + h * hd;
@@ -997,8 +1061,9 @@ struct cpu_backend : vt_backend {
             for (int r = 0; r < m; r++) {
                 float * s = scores + (size_t)r * T;
                 float mx = -INFINITY;
-                for (int j = 0; j < T; j++) mx = std::max(mx, s[j] *= scale);
-                for (int j = 0; j < T; j++) s[j] = exp_nonpositive(s[j] - mx);
+                for (int j = 0; j < L; j++) mx = std::max(mx, s[j] *= scale);
+                for (int j = 0; j < L; j++) s[j] = exp_nonpositive(s[j] - mx);
+                for (int j = L; j < T; j++) s[j] = 0.0f;           // exp(-inf)
                 double sum = 0.0;
                 for (int j = 0; j < T; j++) sum += s[j];
                 inv_sum[r] = (float)(1.0 / sum);
@@ -1014,12 +1079,65 @@ struct cpu_backend : vt_backend {
         });
     }
 
+    // The projector's ops (a few rows per window, small next to the encoder): one row per task.
+    void avg_pool2(vt_tensor * t) {
+        const vt_tensor * x = t->src[0];
+        const int64_t C = t->ne[0], T = t->ne[1], T_in = x->ne[1];
+        pool.run((int)(T * t->ne[2]), [&](int task, int) {
+            const float * a = (const float *)x->data + ((task / T) * T_in + (task % T) * 2) * C;
+            float * out = (float *)t->data + (size_t)task * C;
+            for (int64_t i = 0; i < C; i++) out[i] = (a[i] + a[C + i]) * 0.5f;
+        });
+    }
+
+    // rms_norm: the mean square in double, as layer_norm's statistics.
+    void rms_norm(vt_tensor * t) {
+        const float * w = (const float *)t->src[1]->data;
+        const int64_t C = t->ne[0];
+        pool.run((int)(t->ne[1] * t->ne[2] * t->ne[3]), [&](int task, int) {
+            const float * in = (const float *)t->src[0]->data + (size_t)task * C;
+            float * out = (float *)t->data + (size_t)task * C;
+            double sum2 = 0.0;
+            for (int64_t i = 0; i < C; i++) sum2 += (double)in[i] * in[i];
+            const float rstd = (float)(1.0 / sqrt(sum2 / C + t->fparams[0]));
+            for (int64_t i = 0; i < C; i++) out[i] = in[i] * rstd * w[i];
+        });
+    }
+
+    void swiglu(vt_tensor * t) {
+        const int64_t N = t->ne[0];
+        pool.run((int)(t->ne[1] * t->ne[2] * t->ne[3]), [&](int task, int) {
+            const float * in = (const float *)t->src[0]->data + (size_t)task * 2 * N;
+            float * out = (float *)t->data + (size_t)task * N;
+            for (int64_t i = 0; i < N; i++) {
+                const float g = in[N + i];
+                out[i] = in[i] * (g / (1.0f + expf(-g)));
+            }
+        });
+    }
+
+    void stack(vt_tensor * t) {
+        const vt_tensor * x = t->src[0];
+        const size_t row = (size_t)t->ne[0], n_in = (size_t)x->ne[0] * x->ne[1];   // floats per out row, per window in
+        pool.run((int)(t->ne[1] * t->ne[2]), [&](int task, int) {
+            const size_t bi = task / t->ne[1], first = (task % t->ne[1]) * row;  // offset in window bi's rows
+            const size_t n = first < n_in ? std::min(row, n_in - first) : 0;
+            float * out = (float *)t->data + (size_t)task * row;
+            memcpy(out, (const float *)x->data + bi * n_in + first, n * sizeof(float));
+            std::fill(out + n, out + row, 0.0f);
+        });
+    }
+
     void compute_node(vt_tensor * t) {
         switch (t->op) {
             case VT_OP_CONV1D_K3:  conv1d_k3(t); break;
             case VT_OP_LINEAR:     linear(t); break;
             case VT_OP_LAYER_NORM: layer_norm(t); break;
             case VT_OP_ATTENTION:  attention(t); break;
+            case VT_OP_AVG_POOL2:  avg_pool2(t); break;
+            case VT_OP_RMS_NORM:   rms_norm(t); break;
+            case VT_OP_SWIGLU:     swiglu(t); break;
+            case VT_OP_STACK:      stack(t); break;
             default: VT_ASSERT(!"cpu backend: op without a kernel");
         }
     }

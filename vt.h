@@ -48,6 +48,10 @@ enum vt_op {
     VT_OP_LAYER_NORM,
     VT_OP_ATTENTION,
     VT_OP_LOG_MEL,
+    VT_OP_AVG_POOL2,
+    VT_OP_RMS_NORM,
+    VT_OP_SWIGLU,
+    VT_OP_STACK,
     VT_OP_COUNT,
 };
 
@@ -150,6 +154,28 @@ vt_tensor * vt_layer_norm(vt_context * ctx, vt_tensor * x, vt_tensor * w, vt_ten
 //   out [B, T, D] contiguous
 vt_tensor * vt_attention(vt_context * ctx, vt_tensor * q, vt_tensor * k, vt_tensor * v,
                          int n_head, float scale);
+// The same with a key-length mask: window b attends to its first kv_len[b] keys only (the
+// rest get -inf before the softmax), as transformers' padding mask does for Qwen2-Audio.
+//   kv_len [B] f32 holding whole numbers in [1, T] (a graph input)
+vt_tensor * vt_attention_masked(vt_context * ctx, vt_tensor * q, vt_tensor * k, vt_tensor * v,
+                                int n_head, float scale, vt_tensor * kv_len);
+
+// avg_pool2: the mean of each pair of rows, as AvgPool1d(2, stride=2) over time
+//   x [B, T, C] contiguous -> out [B, T/2, C] (an odd last row is dropped, as PyTorch does)
+vt_tensor * vt_avg_pool2(vt_context * ctx, vt_tensor * x);
+
+// rms_norm over the innermost dimension: y = x / sqrt(mean(x^2) + eps) * w (LlamaRMSNorm)
+//   x [B, M, C] contiguous; w [C]
+vt_tensor * vt_rms_norm(vt_context * ctx, vt_tensor * x, vt_tensor * w, float eps);
+
+// swiglu: y = x[:, :N] * silu(x[:, N:]) over the innermost dimension (Ultravox's SwiGLU:
+// the first half is the value, the second the gate)
+//   x [B, M, 2N] contiguous -> out [B, M, N]
+vt_tensor * vt_swiglu(vt_context * ctx, vt_tensor * x);
+
+// stack_frames: f consecutive rows side by side, the last group zero-padded
+//   x [B, T, C] contiguous -> out [B, ceil(T/f), f*C]; a view when f divides T, else a copy
+vt_tensor * vt_stack_frames(vt_context * ctx, vt_tensor * x, int f);
 
 // log_mel: Whisper's log-mel spectrogram of B 30 s windows, the algorithm of
 // whisper_audio_log_mel (transformers' WhisperFeatureExtractor), the FFT in double.

@@ -182,7 +182,9 @@ struct whisper_audio_model {
     std::vector<gguf_tensor_info> tensors;               // every tensor of the file
     std::unordered_map<std::string, size_t> index;       // name -> position in tensors
     std::unique_ptr<uint8_t[]> weights;                  // the encoder's tensors' bytes
-    const float * mel_filters = nullptr;                 // [n_mels, 201], in weights
+    const float * mel_filters = nullptr;                 // [n_mels, 201], in weights (or mel_computed)
+    bool mmproj = false;                                 // a llama.cpp mmproj file: its tensors renamed to ours
+    std::vector<float> mel_computed;                     // the mel bank of a file without one (mmproj)
 
     const gguf_tensor_info * find(const std::string & name) const {
         auto it = index.find(name);
@@ -310,6 +312,114 @@ static whisper_audio_weight_type wa_weight_type(vt_type type) {
     return WHISPER_AUDIO_WEIGHT_F32;
 }
 
+// ---- the audio LLMs' projectors: their own table -------------------------------------------
+
+// multi_modal_projector.* of Qwen2-Audio, Voxtral and Ultravox (the checkpoints' names).
+struct wa_projector {
+    vt_tensor * ln_pre_w;                 // ln_pre.weight    [stack d]         Ultravox's RMSNorm
+    vt_tensor * fc1_w, * fc1_b;           // linear (Qwen2-Audio, with bias), linear_1
+    vt_tensor * fc2_w;                    // linear_2.weight
+    vt_tensor * ln_mid_w, * ln_post_w;    // ln_mid.weight (Ultravox v0.5+), ln_post.weight (v0.4)
+};
+
+// Projector shapes' entries, beside wa_dim's
+enum wa_proj_dim { WA_LLM = -5, WA_STACKED = -6, WA_PFF = -7, WA_PFF_HALF = -8 };
+
+struct wa_proj_desc {
+    const char * name;                         // in our GGUF (the checkpoint's)
+    whisper_audio_projector type;              // the projector that has it
+    int shape[2];                              // PyTorch's, in wa_dim / wa_proj_dim; 0 ends it
+    bool matrix;
+    vt_tensor * wa_projector::* dst;
+    bool either = false;                       // one of the two rows so marked (ln_mid or ln_post)
+};
+
+static constexpr wa_proj_desc WA_PROJ_TENSORS[] = {
+    {"multi_modal_projector.linear.weight",   WHISPER_AUDIO_PROJECTOR_QWEN2A,   {WA_LLM, WA_D},           WA_MATRIX, &wa_projector::fc1_w},
+    {"multi_modal_projector.linear.bias",     WHISPER_AUDIO_PROJECTOR_QWEN2A,   {WA_LLM},                 WA_F32,    &wa_projector::fc1_b},
+    {"multi_modal_projector.linear_1.weight", WHISPER_AUDIO_PROJECTOR_VOXTRAL,  {WA_LLM, WA_STACKED},     WA_MATRIX, &wa_projector::fc1_w},
+    {"multi_modal_projector.linear_2.weight", WHISPER_AUDIO_PROJECTOR_VOXTRAL,  {WA_LLM, WA_LLM},         WA_MATRIX, &wa_projector::fc2_w},
+    {"multi_modal_projector.ln_pre.weight",   WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_STACKED},             WA_F32,    &wa_projector::ln_pre_w},
+    {"multi_modal_projector.linear_1.weight", WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_PFF, WA_STACKED},     WA_MATRIX, &wa_projector::fc1_w},
+    {"multi_modal_projector.linear_2.weight", WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_LLM, WA_PFF_HALF},    WA_MATRIX, &wa_projector::fc2_w},
+    {"multi_modal_projector.ln_mid.weight",   WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_PFF_HALF},            WA_F32,    &wa_projector::ln_mid_w, true},
+    {"multi_modal_projector.ln_post.weight",  WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_LLM},                 WA_F32,    &wa_projector::ln_post_w, true},
+};
+
+// The projector's shape in vt's order (innermost first); returns the dimension count.
+static int wa_proj_shape(const whisper_audio_hparams & hp, const wa_proj_desc & t, int64_t ne[2]) {
+    int n_dims = 0;
+    for (; n_dims < 2 && t.shape[n_dims] != 0; n_dims++) {
+        const int s = t.shape[n_dims];
+        ne[n_dims] = s == WA_D ? hp.n_state : s == WA_LLM ? hp.n_llm : s == WA_STACKED ? (int64_t)hp.stack_factor * hp.n_state
+                   : s == WA_PFF ? hp.n_proj_ff : s == WA_PFF_HALF ? hp.n_proj_ff / 2 : s;
+    }
+    std::reverse(ne, ne + n_dims);
+    return n_dims;
+}
+
+// ---- llama.cpp's mmproj files: their audio tensors' names, row by row ours ----------------
+// (convert_hf_to_gguf.py --mmproj; "%d": the layer)
+struct wa_mmproj_name { const char * ours, * mmproj; };
+static const wa_mmproj_name WA_MMPROJ_NAMES[] = {
+    {"encoder.conv1.weight",                          "a.conv1d.1.weight"},
+    {"encoder.conv1.bias",                            "a.conv1d.1.bias"},
+    {"encoder.conv2.weight",                          "a.conv1d.2.weight"},
+    {"encoder.conv2.bias",                            "a.conv1d.2.bias"},
+    {"encoder.embed_positions.weight",                "a.position_embd.weight"},
+    {"encoder.layer_norm.weight",                     "a.post_ln.weight"},
+    {"encoder.layer_norm.bias",                       "a.post_ln.bias"},
+    {"encoder.layers.%d.self_attn_layer_norm.weight", "a.blk.%d.ln1.weight"},
+    {"encoder.layers.%d.self_attn_layer_norm.bias",   "a.blk.%d.ln1.bias"},
+    {"encoder.layers.%d.self_attn.q_proj.weight",     "a.blk.%d.attn_q.weight"},
+    {"encoder.layers.%d.self_attn.k_proj.weight",     "a.blk.%d.attn_k.weight"},
+    {"encoder.layers.%d.self_attn.v_proj.weight",     "a.blk.%d.attn_v.weight"},
+    {"encoder.layers.%d.self_attn.q_proj.bias",       "a.blk.%d.attn_q.bias"},
+    {"encoder.layers.%d.self_attn.v_proj.bias",       "a.blk.%d.attn_v.bias"},
+    {"encoder.layers.%d.self_attn.out_proj.weight",   "a.blk.%d.attn_out.weight"},
+    {"encoder.layers.%d.self_attn.out_proj.bias",     "a.blk.%d.attn_out.bias"},
+    {"encoder.layers.%d.final_layer_norm.weight",     "a.blk.%d.ln2.weight"},
+    {"encoder.layers.%d.final_layer_norm.bias",       "a.blk.%d.ln2.bias"},
+    {"encoder.layers.%d.fc1.weight",                  "a.blk.%d.ffn_up.weight"},
+    {"encoder.layers.%d.fc1.bias",                    "a.blk.%d.ffn_up.bias"},
+    {"encoder.layers.%d.fc2.weight",                  "a.blk.%d.ffn_down.weight"},
+    {"encoder.layers.%d.fc2.bias",                    "a.blk.%d.ffn_down.bias"},
+    {"multi_modal_projector.linear.weight",           "mm.a.fc.weight"},
+    {"multi_modal_projector.linear.bias",             "mm.a.fc.bias"},
+    {"multi_modal_projector.linear_1.weight",         "mm.a.mlp.1.weight"},
+    {"multi_modal_projector.linear_2.weight",         "mm.a.mlp.2.weight"},
+    {"multi_modal_projector.ln_pre.weight",           "mm.a.norm_pre.weight"},
+    {"multi_modal_projector.ln_mid.weight",           "mm.a.norm_mid.weight"},
+};
+
+// Is name of the pattern `from` ("%d" at most once)? Then out is `to` with the same layer.
+static bool wa_rename(const char * from, const char * to, const std::string & name, std::string & out) {
+    const char * d = strstr(from, "%d");
+    if (!d) {
+        if (name != from) return false;
+        out = to;
+        return true;
+    }
+    const size_t pre = (size_t)(d - from), post = strlen(d + 2);
+    if (name.size() <= pre + post || name.compare(0, pre, from, pre) != 0 || name.compare(name.size() - post, post, d + 2) != 0)
+        return false;
+    const std::string digits = name.substr(pre, name.size() - pre - post);
+    if (digits.size() > 4 || digits.find_first_not_of("0123456789") != std::string::npos) return false;
+    char buf[GGUF_MAX_NAME + 1];
+    snprintf(buf, sizeof(buf), to, atoi(digits.c_str()));
+    out = buf;
+    return true;
+}
+
+// The name a tensor of ours has in the model's file (for messages).
+static std::string wa_file_name(const whisper_audio_model * m, const char * ours) {
+    std::string out;
+    if (m->mmproj)
+        for (const wa_mmproj_name & n : WA_MMPROJ_NAMES)
+            if (wa_rename(n.ours, n.mmproj, ours, out)) return out;
+    return ours;
+}
+
 // ---- ggml's block types: quantised matrices, dequantised to f32 at load ---------------------
 
 // A quantised whisper.cpp model (and our GGUF conversion of one) stores its matrices in
@@ -390,6 +500,8 @@ static void wa_dequantize(int type, const uint8_t * x, float * y, size_t n_block
 // type rule: matrices F32/F16/BF16 or a block type, the rest F32.
 static bool check_tensor(const whisper_audio_model * m, const char * name, int n_dims, const int64_t * ne, bool matrix) {
     const gguf_tensor_info * t = m->find(name);
+    const std::string file_name = wa_file_name(m, name);
+    name = file_name.c_str();
     if (!t) {
         wa_set_error("%s: tensor '%s' is missing from the model file", m->path.c_str(), name);
         return false;
@@ -432,42 +544,64 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
         return false;
     }
 
-    // key/values: the ones we need, type-checked; the rest skipped
-    const char * eps_key = "whisper.encoder.attention.layer_norm_epsilon";
-    std::string arch;
+    // key/values: the ones we need, type-checked; the rest skipped. Ours are whisper.*; a
+    // llama.cpp mmproj file (general.architecture "clip") has its audio tower's under clip.audio.*.
+    std::string arch, proj_type;
+    bool has_proj_type = false;
     uint32_t alignment = 32;
     std::map<std::string, uint32_t> u32;
-    bool has_eps = false;
-    float eps = 0.0f;
+    std::map<std::string, float> f32;
+    auto is_ours = [](const std::string & k) {
+        return k.rfind("whisper.encoder.", 0) == 0 || k.rfind("whisper.projector.", 0) == 0 || k.rfind("clip.audio.", 0) == 0;
+    };
+    auto is_eps = [](const std::string & k) {
+        return k == "whisper.encoder.attention.layer_norm_epsilon" || k == "clip.audio.attention.layer_norm_epsilon" ||
+               k == "whisper.projector.layer_norm_epsilon";
+    };
     for (uint64_t i = 0; i < n_kv && r.ok; i++) {
         const std::string key = r.get_string(GGUF_MAX_KEY);
         const uint32_t type = r.get<uint32_t>();
         if (!r.ok) break;
         if (key == "general.architecture" && type == GGUF_STRING) arch = r.get_string();
         else if (key == "general.alignment" && type == GGUF_UINT32) alignment = r.get<uint32_t>();
-        else if (key == eps_key && type == GGUF_FLOAT32) { eps = r.get<float>(); has_eps = true; }
-        else if (key == eps_key) { wa_set_error("%s: %s has GGUF type %u, not float32 (6)", path, eps_key, type); return false; }
-        else if (key.rfind("whisper.encoder.", 0) == 0 && type == GGUF_UINT32) u32[key] = r.get<uint32_t>();
+        else if ((key == "whisper.projector.type" || key == "clip.projector_type") && type == GGUF_STRING) {
+            proj_type = r.get_string();
+            has_proj_type = true;
+        }
+        else if (is_eps(key) && type == GGUF_FLOAT32) f32[key] = r.get<float>();
+        else if (is_eps(key)) { wa_set_error("%s: %s has GGUF type %u, not float32 (6)", path, key.c_str(), type); return false; }
+        else if (is_ours(key) && type == GGUF_UINT32) u32[key] = r.get<uint32_t>();
         else r.skip(type);
     }
     if (!r.ok) { wa_set_error("%s: truncated or corrupt GGUF key/value section", path); return false; }
-    if (arch != "whisper") {
-        wa_set_error("%s: general.architecture is '%s', expected 'whisper'", path, arch.c_str());
+    m->mmproj = arch == "clip";
+    if (arch != "whisper" && !m->mmproj) {
+        wa_set_error("%s: general.architecture is '%s', expected 'whisper' (or 'clip': a llama.cpp mmproj file)", path,
+                     arch.c_str());
         return false;
     }
+    if (m->mmproj && !u32.count("clip.audio.embedding_length")) {
+        wa_set_error("%s: a llama.cpp mmproj file without an audio encoder (no clip.audio.embedding_length)", path);
+        return false;
+    }
+    const char * eps_key = m->mmproj ? "clip.audio.attention.layer_norm_epsilon" : "whisper.encoder.attention.layer_norm_epsilon";
+    const bool has_eps = f32.count(eps_key) > 0;
+    const float eps = has_eps ? f32[eps_key] : 0.0f;
     if (alignment == 0 || (alignment & (alignment - 1)) || alignment > 65536 || alignment % 4) {
         wa_set_error("%s: general.alignment %u is not a supported power of two", path, alignment);
         return false;
     }
 
     whisper_audio_hparams & hp = m->hparams;
+    const bool mm = m->mmproj;
+    if (mm) u32["clip.audio.context_length"] = 1500;   // not stored: the positional embedding's rows
     struct { const char * key; int * dst; int lo, hi; } keys[] = {
-        {"whisper.encoder.mels_count", &hp.n_mels, 1, 512},
-        {"whisper.encoder.context_length", &hp.n_ctx, 1500, 1500},
-        {"whisper.encoder.embedding_length", &hp.n_state, 1, 16384},
-        {"whisper.encoder.attention.head_count", &hp.n_head, 1, 256},
-        {"whisper.encoder.block_count", &hp.n_layer, 1, 256},
-        {"whisper.encoder.feed_forward_length", &hp.n_ff, 1, 65536},
+        {mm ? "clip.audio.num_mel_bins" : "whisper.encoder.mels_count", &hp.n_mels, 1, 512},
+        {mm ? "clip.audio.context_length" : "whisper.encoder.context_length", &hp.n_ctx, 1500, 1500},
+        {mm ? "clip.audio.embedding_length" : "whisper.encoder.embedding_length", &hp.n_state, 1, 16384},
+        {mm ? "clip.audio.attention.head_count" : "whisper.encoder.attention.head_count", &hp.n_head, 1, 256},
+        {mm ? "clip.audio.block_count" : "whisper.encoder.block_count", &hp.n_layer, 1, 256},
+        {mm ? "clip.audio.feed_forward_length" : "whisper.encoder.feed_forward_length", &hp.n_ff, 1, 65536},
     };
     for (auto & k : keys) {
         auto it = u32.find(k.key);
@@ -488,6 +622,50 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
         return false;
     }
     hp.eps = has_eps ? eps : 1e-5f;
+
+    // the projector: its type names the processing; an mmproj file always has one
+    static const struct { const char * name; whisper_audio_projector type; } PROJECTORS[] = {
+        {"qwen2a", WHISPER_AUDIO_PROJECTOR_QWEN2A}, {"voxtral", WHISPER_AUDIO_PROJECTOR_VOXTRAL},
+        {"ultravox", WHISPER_AUDIO_PROJECTOR_ULTRAVOX},
+    };
+    const char * type_key = mm ? "clip.projector_type" : "whisper.projector.type";
+    hp.projector = WHISPER_AUDIO_PROJECTOR_NONE;
+    hp.stack_factor = 1;
+    if (mm && !has_proj_type) { wa_set_error("%s: missing key %s (string)", path, type_key); return false; }
+    if (has_proj_type) {
+        bool known = false;
+        for (const auto & p : PROJECTORS)
+            if (proj_type == p.name) { hp.projector = p.type; known = true; }
+        if (!known) {
+            wa_set_error("%s: %s is '%s', not a projector this library runs (qwen2a, voxtral, ultravox)", path, type_key,
+                         proj_type.c_str());
+            return false;
+        }
+        const char * llm_key = mm ? "clip.audio.projection_dim" : "whisper.projector.embedding_length";
+        const char * stack_key = mm ? "clip.audio.projector.stack_factor" : "whisper.projector.stack_factor";
+        auto it = u32.find(llm_key);
+        if (it == u32.end()) { wa_set_error("%s: missing key %s (uint32)", path, llm_key); return false; }
+        if (it->second < 1 || it->second > 65536) { wa_set_error("%s: %s = %u is outside [1, 65536]", path, llm_key, it->second); return false; }
+        hp.n_llm = (int)it->second;
+        if (hp.projector != WHISPER_AUDIO_PROJECTOR_QWEN2A) {
+            it = u32.find(stack_key);
+            if (it == u32.end()) { wa_set_error("%s: missing key %s (uint32)", path, stack_key); return false; }
+            if (it->second < 1 || it->second > 64) { wa_set_error("%s: %s = %u is outside [1, 64]", path, stack_key, it->second); return false; }
+            hp.stack_factor = (int)it->second;
+            if (hp.projector == WHISPER_AUDIO_PROJECTOR_VOXTRAL && hp.n_ctx % hp.stack_factor != 0) {
+                wa_set_error("%s: %s = %u does not divide the %d positions of a window (Voxtral stacks within one)", path,
+                             stack_key, it->second, hp.n_ctx);
+                return false;
+            }
+        }
+        // Ultravox's RMSNorm eps (its own class's 1e-6; llama.cpp's files do not store it)
+        auto e = f32.find("whisper.projector.layer_norm_epsilon");
+        hp.proj_eps = e != f32.end() ? e->second : 1e-6f;
+        if (!(std::isfinite(hp.proj_eps) && hp.proj_eps > 0.0f)) {
+            wa_set_error("%s: whisper.projector.layer_norm_epsilon is %g; it must be a positive finite number", path, hp.proj_eps);
+            return false;
+        }
+    }
 
     // tensor infos
     for (uint64_t i = 0; i < n_tensors && r.ok; i++) {
@@ -530,6 +708,36 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
         m->tensors.push_back(t);
     }
     if (!r.ok) { wa_set_error("%s: truncated or corrupt GGUF tensor-info section", path); return false; }
+    if (m->mmproj) {   // llama.cpp's names to ours; its conv biases are [1, d], ours [d] (the same bytes)
+        m->index.clear();
+        for (size_t i = 0; i < m->tensors.size(); i++) {
+            gguf_tensor_info & t = m->tensors[i];
+            std::string ours;
+            for (const wa_mmproj_name & n : WA_MMPROJ_NAMES)
+                if (wa_rename(n.mmproj, n.ours, t.name, ours)) break;
+            if (!ours.empty()) t.name = ours;
+            if ((ours == "encoder.conv1.bias" || ours == "encoder.conv2.bias") && t.n_dims == 2 && t.ne[0] == 1) {
+                t.n_dims = 1;
+                t.ne[0] = t.ne[1];
+                t.ne[1] = 1;
+            }
+            if (!m->index.emplace(t.name, i).second) {
+                wa_set_error("%s: duplicate tensor name '%s'", path, t.name.c_str());
+                return false;
+            }
+        }
+    }
+    // Ultravox: linear_1's output width (SwiGLU halves it) comes from the tensor
+    if (const gguf_tensor_info * l1 = m->find("multi_modal_projector.linear_1.weight");
+        l1 && hp.projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX) {
+        if (l1->n_dims != 2 || l1->ne[1] % 2 != 0) {
+            wa_set_error("%s: tensor '%s' has %d dims, outermost %lld: Ultravox's SwiGLU needs [even, %d x %d]", path,
+                         wa_file_name(m, "multi_modal_projector.linear_1.weight").c_str(), l1->n_dims,
+                         (long long)l1->ne[l1->n_dims - 1], hp.stack_factor, hp.n_state);
+            return false;
+        }
+        hp.n_proj_ff = (int)l1->ne[1];
+    }
 
     // data: each tensor aligned, inside the file, and no two sharing bytes
     m->data_start = (r.pos + alignment - 1) / alignment * alignment;
@@ -569,6 +777,8 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
     }
     return true;
 }
+
+static void wa_mel_filters_slaney(int n_mels, float * out);
 
 // pread of n bytes at offset; false with the error set when the file fails or ends early.
 static bool read_at(const whisper_audio_model * m, int fd, void * dst, size_t n, uint64_t offset) {
@@ -612,12 +822,30 @@ template <typename T> static size_t first_nonfinite(const uint8_t * p, size_t n,
 static bool model_read_weights(whisper_audio_model * m, int fd) {
     std::vector<gguf_tensor_info *> used;
     if (!wa_for_each_tensor(m->hparams.n_layer, [&](const wa_tensor_desc & t, int, const char * name) {
+            if (m->mmproj && !t.top && !t.layer) return true;   // the mel bank: computed below
             int64_t ne[3];
             const int n_dims = wa_shape(m->hparams, t, ne);
             if (!check_tensor(m, name, n_dims, ne, t.matrix)) return false;
             used.push_back(&m->tensors[m->index.at(name)]);
             return true;
         })) {
+        return false;
+    }
+    // the projector's tensors: those of its type; of an "either" pair exactly one
+    const whisper_audio_hparams & hp = m->hparams;
+    int n_either = 0;
+    for (const wa_proj_desc & t : WA_PROJ_TENSORS) {
+        if (t.type != hp.projector || (t.either && !m->find(t.name))) continue;
+        n_either += t.either;
+        int64_t ne[2];
+        const int n_dims = wa_proj_shape(hp, t, ne);
+        if (!check_tensor(m, t.name, n_dims, ne, t.matrix)) return false;
+        used.push_back(&m->tensors[m->index.at(t.name)]);
+    }
+    if (hp.projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX && n_either != 1) {
+        wa_set_error("%s: Ultravox's projector needs one of the tensors '%s' and 'multi_modal_projector.ln_post.weight'; "
+                     "the file has %s", m->path.c_str(), wa_file_name(m, "multi_modal_projector.ln_mid.weight").c_str(),
+                     n_either ? "both" : "neither");
         return false;
     }
     // a block type's tensor takes its f32 size (4 bytes a weight)
@@ -670,7 +898,13 @@ static bool model_read_weights(whisper_audio_model * m, int fd) {
         if (!e.empty()) { wa_set_error("%s", e.c_str()); return false; }
     }
     m->hparams.weight_type = wa_weight_type((vt_type)m->find("encoder.layers.0.fc1.weight")->type);
-    m->mel_filters = (const float *)m->find("mel_filters")->data;
+    if (m->mmproj) {   // as the feature extractor computes it (llama.cpp's files do not store it)
+        m->mel_computed.resize((size_t)m->hparams.n_mels * WHISPER_AUDIO_N_BINS);
+        wa_mel_filters_slaney(m->hparams.n_mels, m->mel_computed.data());
+        m->mel_filters = m->mel_computed.data();
+    } else {
+        m->mel_filters = (const float *)m->find("mel_filters")->data;
+    }
     return true;
 }
 
@@ -3202,13 +3436,17 @@ static bool wa_mel_check_pcm(const char * func, const float * pcm, size_t n, siz
     return true;
 }
 
-// One window, its samples already checked.
-static void log_mel_window(const float * filters, int n_mels, const float * pcm, size_t n, float * out) {
+// The log10 mel of frames [f0, f0 + n_frames) of a signal of sig_len samples, the first
+// min(n, sig_len) from pcm (already checked), the rest zero: out[m * ld + t], before the
+// dynamic-range clamp. Returns the largest value. A window is frames [0, 3000) of 480000
+// samples; Voxtral's and Ultravox's processors take the log-mel of a whole input instead.
+static float log_mel_frames(const float * filters, int n_mels, const float * pcm, size_t n, int64_t sig_len, int64_t f0,
+                            int n_frames, float * out, size_t ld) {
     const wa_mel_tables & tb = wa_mel_get_tables();
 
     // pad with zeros or truncate to 480000 samples (WhisperFeatureExtractor: padding="max_length",
     // truncation=True; openai pad_or_trim)
-    const int64_t n_samp = (int64_t) std::min(n, (size_t) WA_MEL_N_SAMP);
+    const int64_t n_samp = (int64_t) std::min(n, (size_t) sig_len);
 
     // the filters are triangles: keep each row's non-zero range [k0, k1) (exact: the
     // skipped products are 0 * finite)
@@ -3225,11 +3463,11 @@ static void log_mel_window(const float * filters, int n_mels, const float * pcm,
     double frame[WA_MEL_N_FFT];
     double power[WA_MEL_N_BINS];
     float  mx = -INFINITY;
-    for (int t = 0; t < WA_MEL_N_FRAME; t++) {
-        // frame t covers padded[160 t, 160 t + 400); padded[i] = signal[i - 200], where the
-        // signal is 480000 long and mirrored at both ends without repeating the edge sample
+    for (int t = 0; t < n_frames; t++) {
+        // frame f covers padded[160 f, 160 f + 400); padded[i] = signal[i - 200], where the
+        // signal is sig_len long and mirrored at both ends without repeating the edge sample
         // (torch.stft center=True, pad_mode="reflect"); samples past n_samp are the zero pad
-        const int64_t j0 = (int64_t) t * WA_MEL_HOP - WA_MEL_N_FFT / 2;
+        const int64_t j0 = (f0 + t) * WA_MEL_HOP - WA_MEL_N_FFT / 2;
         if (j0 >= 0 && j0 + WA_MEL_N_FFT <= n_samp) {
             for (int i = 0; i < WA_MEL_N_FFT; i++) {
                 frame[i] = tb.window[i] * pcm[j0 + i];
@@ -3238,7 +3476,7 @@ static void log_mel_window(const float * filters, int n_mels, const float * pcm,
             for (int i = 0; i < WA_MEL_N_FFT; i++) {
                 int64_t j = j0 + i;
                 if (j < 0) j = -j;
-                if (j >= WA_MEL_N_SAMP) j = 2 * (WA_MEL_N_SAMP - 1) - j;
+                if (j >= sig_len) j = 2 * (sig_len - 1) - j;
                 frame[i] = j < n_samp ? tb.window[i] * pcm[j] : 0.0;
             }
         }
@@ -3255,17 +3493,53 @@ static void log_mel_window(const float * filters, int n_mels, const float * pcm,
             }
             // (log2 * log10(2): one libm call instead of log10f's two; within 1e-6 of it)
             const float v = std::log2(std::max((float) sum, 1e-10f)) * 0.30102999566398119521f;
-            out[(size_t) m * WA_MEL_N_FRAME + t] = v;
+            out[(size_t) m * ld + t] = v;
             mx = std::max(mx, v);
         }
     }
+    return mx;
+}
 
-    // dynamic range: max(x, x.max() - 8) over the whole window, then (x + 4) / 4
+// dynamic range: max(x, mx - 8) with mx the largest value of the whole log-mel, then (x + 4) / 4
+static void log_mel_clamp(float * out, int n_mels, int n_frames, size_t ld, float mx) {
     const float floor_v = mx - 8.0f;
-    const size_t total = (size_t) n_mels * WA_MEL_N_FRAME;
-    for (size_t i = 0; i < total; i++) {
-        out[i] = (std::max(out[i], floor_v) + 4.0f) / 4.0f;
+    for (int m = 0; m < n_mels; m++) {
+        for (int t = 0; t < n_frames; t++) {
+            float & x = out[(size_t) m * ld + t];
+            x = (std::max(x, floor_v) + 4.0f) / 4.0f;
+        }
     }
+}
+
+// One window, its samples already checked: out [n_mels, n_frames]. The signal is sig_len
+// samples (480000: a 30 s window; Ultravox's unpadded input: its length rounded up to 160,
+// n_frames = sig_len / 160), the first min(n, sig_len) from pcm, the rest zero.
+static void log_mel_window(const float * filters, int n_mels, const float * pcm, size_t n, float * out,
+                           int64_t sig_len = WA_MEL_N_SAMP, int n_frames = WA_MEL_N_FRAME) {
+    const float mx = log_mel_frames(filters, n_mels, pcm, n, sig_len, 0, n_frames, out, n_frames);
+    log_mel_clamp(out, n_mels, n_frames, n_frames, mx);
+}
+
+// The log-mel of a whole input as Voxtral's and Ultravox's processors take it: n_frames frames
+// of a signal of sig_len samples (the first n from pcm), one dynamic-range clamp over all of
+// them, cut into chunks of 3000 frames: out [ceil(n_frames / 3000), n_mels, 3000], the last
+// chunk's frames past the end 0 (Ultravox pads its last chunk's mel with zeros).
+static bool log_mel_chunks(const float * filters, int n_mels, const float * pcm, size_t n, int64_t sig_len,
+                           int64_t n_frames, float * out, int n_threads) {
+    if (!wa_mel_check_pcm("log-mel", pcm, std::min<size_t>(n, (size_t)sig_len), 0)) return false;
+    const int n_chunks = (int)((n_frames + WA_MEL_N_FRAME - 1) / WA_MEL_N_FRAME);
+    const size_t chunk = (size_t)n_mels * WA_MEL_N_FRAME;
+    auto frames_of = [&](int c) { return (int)std::min<int64_t>(WA_MEL_N_FRAME, n_frames - (int64_t)c * WA_MEL_N_FRAME); };
+    std::vector<float> mx(n_chunks);
+    wa_parallel(n_chunks, n_threads, [&](int c) {
+        float * o = out + c * chunk;
+        const int k = frames_of(c);
+        mx[c] = log_mel_frames(filters, n_mels, pcm, n, sig_len, (int64_t)c * WA_MEL_N_FRAME, k, o, WA_MEL_N_FRAME);
+        for (int m = 0; m < n_mels; m++) std::fill(o + (size_t)m * WA_MEL_N_FRAME + k, o + (size_t)(m + 1) * WA_MEL_N_FRAME, 0.0f);
+    });
+    const float all = *std::max_element(mx.begin(), mx.end());
+    wa_parallel(n_chunks, n_threads, [&](int c) { log_mel_clamp(out + c * chunk, n_mels, frames_of(c), WA_MEL_N_FRAME, all); });
+    return true;
 }
 
 bool whisper_audio_log_mel_filters(const float * filters, int n_mels, const float * pcm, size_t n, float * out) {
@@ -3321,7 +3595,8 @@ struct wa_graph {                        // one batch shape, built once and repl
     vt_context * ctx = nullptr;
     vt_graph * graph = nullptr;
     vt_tensor * in = nullptr;            // f32 input: mel [B, n_mels, F], or PCM [B, 480000]
-    vt_tensor * out = nullptr;           // [B, F/2, d]
+    vt_tensor * kv_len = nullptr;        // [B] f32 input: Qwen2-Audio's positions holding audio (token graphs)
+    vt_tensor * out = nullptr;           // [B, F/2, d], or a token graph's [B, rows, width]
 };
 
 // It keeps copies of what it needs from the model, so the model may be freed before it.
@@ -3335,17 +3610,62 @@ struct whisper_audio_encoder {
     wa_weights w{};                      // made and filled by walking WA_TENSORS
     bool mel_in_graph = false;           // the backend makes the log-mel (CUDA): PCM goes in
     vt_tensor * mel_filters_t = nullptr; // ... with this copy of the mel bank
-    std::map<std::tuple<int, int, bool>, wa_graph> graphs;   // by (batch size, mel frames, PCM in)
+    wa_projector proj{};                 // the projector's, by WA_PROJ_TENSORS (those of hparams.projector)
+    // by (batch size, mel frames, PCM in, token graph)
+    std::map<std::tuple<int, int, bool, bool>, wa_graph> graphs;
     whisper_audio_timings timings{};     // since init or the last reset
 };
 
-// Builds the forward for a batch of mel windows: mel [B, n_mels, F] -> [B, F/2, d]; F is 3000
-// for a padded 30 s window, or any even count up to that for an unpadded one.
-static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * mel) {
+// The audio LLM's tower after the encoder's last layer, then (params.projector) its projector,
+// each step as the model's own code: cur [B, T, d] -> [B, tokens, n_llm] (or the tower's rows).
+static vt_tensor * whisper_audio_build_tower(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+    const whisper_audio_hparams & hp = enc->hparams;
+    const wa_weights & w = enc->w;
+    const wa_projector & p = enc->proj;
+    const bool project = enc->params.projector;
+    switch (hp.projector) {
+        case WHISPER_AUDIO_PROJECTOR_QWEN2A:     // Qwen2AudioEncoder: avg_pooler, layer_norm; the projector's linear
+            cur = vt_avg_pool2(ctx, cur);
+            cur = vt_layer_norm(ctx, cur, w.ln_post_w, w.ln_post_b, hp.eps);
+            if (project) cur = vt_linear(ctx, cur, p.fc1_w, p.fc1_b, VT_ACT_NONE, nullptr);
+            break;
+        case WHISPER_AUDIO_PROJECTOR_VOXTRAL:    // layer_norm; get_audio_features: reshape(-1, 4 d), linear_1, GELU, linear_2
+            cur = vt_layer_norm(ctx, cur, w.ln_post_w, w.ln_post_b, hp.eps);
+            if (project) {
+                cur = vt_stack_frames(ctx, cur, hp.stack_factor);
+                cur = vt_linear(ctx, cur, p.fc1_w, nullptr, VT_ACT_GELU, nullptr);
+                cur = vt_linear(ctx, cur, p.fc2_w, nullptr, VT_ACT_NONE, nullptr);
+            }
+            break;
+        case WHISPER_AUDIO_PROJECTOR_ULTRAVOX:   // layer_norm; UltravoxProjector: stack (the tail zero-padded),
+            cur = vt_layer_norm(ctx, cur, w.ln_post_w, w.ln_post_b, hp.eps);   // ln_pre, linear_1, SwiGLU,
+            if (project) {                                                      // ln_mid, linear_2, ln_post
+                cur = vt_stack_frames(ctx, cur, hp.stack_factor);
+                cur = vt_rms_norm(ctx, cur, p.ln_pre_w, hp.proj_eps);
+                cur = vt_linear(ctx, cur, p.fc1_w, nullptr, VT_ACT_NONE, nullptr);
+                cur = vt_swiglu(ctx, cur);
+                if (p.ln_mid_w) cur = vt_rms_norm(ctx, cur, p.ln_mid_w, hp.proj_eps);
+                cur = vt_linear(ctx, cur, p.fc2_w, nullptr, VT_ACT_NONE, nullptr);
+                if (p.ln_post_w) cur = vt_rms_norm(ctx, cur, p.ln_post_w, hp.proj_eps);
+            }
+            break;
+        case WHISPER_AUDIO_PROJECTOR_NONE:
+            VT_ASSERT(!"a token graph for a model without a projector");
+    }
+    vt_set_name(cur, "tokens");
+    return cur;
+}
+
+// Builds the forward for a batch of mel windows: mel [B, n_mels, F] -> [B, (F + 1) / 2, d]; F
+// is 3000 for a padded 30 s window, or fewer for an unpadded one. kv_len [B] (or NULL):
+// window b attends to its first kv_len[b] positions. tokens: the model's tower and projector
+// follow the last layer (whisper_audio_encode_tokens).
+static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * mel,
+                                               vt_tensor * kv_len, bool tokens) {
     const whisper_audio_hparams & hp = enc->hparams;
     const wa_weights & w = enc->w;
     const int n_state = hp.n_state, n_head = hp.n_head;
-    const int n_ctx = (int)mel->ne[0] / 2;   // positions: 1500 for a 30 s window, fewer unpadded
+    const int n_ctx = ((int)mel->ne[0] - 1) / 2 + 1;   // positions (conv2's stride 2): 1500 for a 30 s window
     const int n_batch = (int)mel->ne[2];
     const float kq_scale = 1.0f / sqrtf((float)(n_state / n_head));
     const int out_layer = enc->params.output_layer;
@@ -3374,7 +3694,8 @@ static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc
             vt_tensor * q = vt_view_3d(ctx, qkv, n_state, n_ctx, n_batch, row, win, 0);
             vt_tensor * k = vt_view_3d(ctx, qkv, n_state, n_ctx, n_batch, row, win, n_state * es);
             vt_tensor * v = vt_view_3d(ctx, qkv, n_state, n_ctx, n_batch, row, win, 2 * n_state * es);
-            cur = vt_attention(ctx, q, k, v, n_head, kq_scale);
+            cur = kv_len ? vt_attention_masked(ctx, q, k, v, n_head, kq_scale, kv_len)
+                         : vt_attention(ctx, q, k, v, n_head, kq_scale);
         }
 
         // projection + residual
@@ -3387,6 +3708,7 @@ static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc
         vt_set_name(cur, "layer%d", il);
         if (il == out_layer) return cur;
     }
+    if (tokens) return whisper_audio_build_tower(enc, ctx, cur);
 
     // final norm
     if (enc->params.final_ln) {
@@ -3410,6 +3732,7 @@ whisper_audio_encoder_params whisper_audio_encoder_default_params(void) {
     p.max_batch = 1;
     p.output_layer = -1;
     p.final_ln = true;
+    p.projector = true;
     return p;
 }
 
@@ -3487,7 +3810,8 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
     // weights: a tensor per row of WA_TENSORS (one for a fused tensor's rows), matrices in the
     // compute type, the rest in f32, named as in the model file (a fused one as its first part)
     const vt_type mt = vt_backend_compute_type(enc->backend);
-    vt_context * ctx = enc->wctx = vt_init(wa_n_made(false) + wa_n_made(true) * hp.n_layer + 1);
+    const int n_proj_rows = (int)(sizeof(WA_PROJ_TENSORS) / sizeof(WA_PROJ_TENSORS[0]));
+    vt_context * ctx = enc->wctx = vt_init(wa_n_made(false) + wa_n_made(true) * hp.n_layer + n_proj_rows + 1);
     enc->w.layers.resize(hp.n_layer);
     wa_for_each_tensor(hp.n_layer, [&](const wa_tensor_desc & t, int il, const char * name) {
         vt_tensor ** dst = wa_dst(enc->w, t, il);
@@ -3506,6 +3830,17 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
         vt_set_weight(enc->mel_filters_t);
         vt_set_name(enc->mel_filters_t, "mel_filters");
     }
+    // the projector's: the rows of its type that the model has (load checked which)
+    std::vector<std::pair<vt_tensor *, const gguf_tensor_info *>> proj;
+    for (const wa_proj_desc & t : WA_PROJ_TENSORS) {
+        const gguf_tensor_info * src = t.type == hp.projector ? model->find(t.name) : nullptr;
+        if (!src) continue;
+        int64_t ne[2];
+        vt_tensor * dst = enc->proj.*t.dst = vt_new_tensor(ctx, t.matrix ? mt : VT_TYPE_F32, wa_proj_shape(hp, t, ne), ne);
+        vt_set_weight(dst);
+        vt_set_name(dst, "%s", t.name);
+        proj.emplace_back(dst, src);
+    }
     if (!vt_backend_alloc_weights(enc->backend, ctx)) {
         wa_set_error("allocating weights on %s: %s", vt_backend_name(enc->backend), vt_last_error());
         return nullptr;
@@ -3514,6 +3849,12 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
     if (enc->mel_in_graph && !vt_backend_set_tensor(enc->backend, enc->mel_filters_t, enc->mel_filters.data(), VT_TYPE_F32)) {
         wa_set_error("uploading mel_filters: %s", vt_last_error());
         return nullptr;
+    }
+    for (auto & t : proj) {
+        if (!vt_backend_set_tensor(enc->backend, t.first, t.second->data, (vt_type)t.second->type)) {
+            wa_set_error("uploading %s: %s", t.first->name, vt_last_error());
+            return nullptr;
+        }
     }
     return owner.release();
 }
@@ -3593,10 +3934,11 @@ struct wa_encoder_lock {
 };
 
 // The graph for a batch of n windows of n_frames each, built and allocated on first use:
-// from mel, or with from_pcm (where the backend makes the log-mel) from 16 kHz PCM. Only the
-// full batches of padded windows and one other shape are kept, so memory stays bounded.
-static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_frames, bool from_pcm = false) {
-    const std::tuple<int, int, bool> key(n, n_frames, from_pcm);
+// from mel, or with from_pcm (where the backend makes the log-mel) from 16 kHz PCM; with
+// tokens, the audio-LLM tower's. Only the full batches of padded windows and one other shape
+// are kept, so memory stays bounded.
+static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_frames, bool from_pcm = false, bool tokens = false) {
+    const std::tuple<int, int, bool, bool> key(n, n_frames, from_pcm, tokens);
     auto it = enc->graphs.find(key);
     if (it != enc->graphs.end()) return &it->second;
     for (auto i = enc->graphs.begin(); i != enc->graphs.end();) {
@@ -3610,7 +3952,7 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_fram
     }
     // owned by these until the map holds them, so that nothing leaks if something throws
     const whisper_audio_hparams & hp = enc->hparams;
-    std::unique_ptr<vt_context, void (*)(vt_context *)> ctx(vt_init(32 + 16 * hp.n_layer), vt_free);
+    std::unique_ptr<vt_context, void (*)(vt_context *)> ctx(vt_init(48 + 16 * hp.n_layer), vt_free);
     vt_tensor * in, * mel;
     if (from_pcm) {     // the padded window's log-mel, its first n_frames frames kept
         in = vt_new_tensor_2d(ctx.get(), VT_TYPE_F32, WHISPER_AUDIO_N_SAMPLES, n);
@@ -3625,7 +3967,13 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_fram
         vt_set_name(in, "mel");
         vt_set_input(in);
     }
-    vt_tensor * out = whisper_audio_build_encoder(enc, ctx.get(), mel);
+    vt_tensor * kv_len = nullptr;
+    if (tokens && hp.projector != WHISPER_AUDIO_PROJECTOR_VOXTRAL) {   // Qwen2-Audio's and Ultravox's masks
+        kv_len = vt_new_tensor_1d(ctx.get(), VT_TYPE_F32, n);
+        vt_set_name(kv_len, "kv_len");
+        vt_set_input(kv_len);
+    }
+    vt_tensor * out = whisper_audio_build_encoder(enc, ctx.get(), mel, kv_len, tokens);
     std::unique_ptr<vt_graph, void (*)(vt_graph *)> graph(vt_graph_build(ctx.get(), &out, 1), vt_graph_free);
     if (!vt_backend_alloc_graph(enc->backend, graph.get())) {
         wa_set_error("allocating the encoder graph (batch %d, %d frames, %.1f MiB) on %s: %s", n, n_frames,
@@ -3633,7 +3981,7 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_fram
         return nullptr;
     }
     wa_graph & g = enc->graphs[key];
-    g = wa_graph{ctx.release(), graph.release(), in, out};
+    g = wa_graph{ctx.release(), graph.release(), in, kv_len, out};
     return &g;
 }
 
@@ -4167,6 +4515,196 @@ bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, si
     const bool ok = wa_catch(__func__, false, [&] { return encode_pcm(enc, pcm, n, out); });
     enc->timings.wall_ms += ms_since(t0);
     return ok;
+}
+
+// ---- audio LLMs: tokens ------------------------------------------------------------------
+
+// The log-mel frames an input of n samples gives, as the model's processor prepares it:
+//   Qwen2-Audio: its first 30 s (the processor truncates there), padded to 480000 samples;
+//     the frames holding audio (feature_attention_mask: one per started 160 samples) set the
+//     attention mask and the tokens.
+//   Voxtral: padded to a multiple of 480000 samples; all 3000 frames of each 30 s.
+//   Ultravox: at least 2 hops, padded to a hop, unpadded beyond that: a frame per 160 samples.
+// Each chunk of 3000 of these frames is one encoder window.
+static int64_t wa_audio_frames(const whisper_audio_hparams & hp, size_t n) {
+    const size_t N = WHISPER_AUDIO_N_SAMPLES, hop = WHISPER_AUDIO_HOP;
+    switch (hp.projector) {
+        case WHISPER_AUDIO_PROJECTOR_QWEN2A:   return (int64_t)((std::min(n, N) + hop - 1) / hop);
+        case WHISPER_AUDIO_PROJECTOR_VOXTRAL:  return (int64_t)whisper_audio_n_windows(n) * WHISPER_AUDIO_N_FRAMES;
+        case WHISPER_AUDIO_PROJECTOR_ULTRAVOX: return (int64_t)((std::max(n, 2 * hop) + hop - 1) / hop);
+        default:                               return 0;
+    }
+}
+
+static int wa_n_chunks(int64_t frames) { return (int)std::max<int64_t>(1, (frames + WHISPER_AUDIO_N_FRAMES - 1) / WHISPER_AUDIO_N_FRAMES); }
+
+// The frames of chunk c that hold audio.
+static int wa_chunk_frames(int64_t frames, int c) {
+    return (int)std::max<int64_t>(0, std::min<int64_t>(WHISPER_AUDIO_N_FRAMES, frames - (int64_t)c * WHISPER_AUDIO_N_FRAMES));
+}
+
+// The rows a chunk gives from the frames in it that hold audio.
+static int wa_chunk_rows(const whisper_audio_hparams & hp, int frames, bool projector) {
+    const int pos = frames < 1 ? 0 : (frames - 1) / 2 + 1;                 // conv2, stride 2
+    switch (hp.projector) {
+        case WHISPER_AUDIO_PROJECTOR_QWEN2A:   return pos / 2;                // (pos - 2) // 2 + 1
+        case WHISPER_AUDIO_PROJECTOR_VOXTRAL:  return projector ? hp.n_ctx / hp.stack_factor : hp.n_ctx;
+        case WHISPER_AUDIO_PROJECTOR_ULTRAVOX: return projector ? (pos + hp.stack_factor - 1) / hp.stack_factor : pos;
+        default:                               return 0;
+    }
+}
+
+static bool wa_check_projector(const whisper_audio_hparams & hp, const char * func) {
+    if (hp.projector != WHISPER_AUDIO_PROJECTOR_NONE) return true;
+    wa_set_error("%s: the model is a Whisper encoder without an audio-LLM projector (Qwen2-Audio, Voxtral, Ultravox)", func);
+    return false;
+}
+
+size_t whisper_audio_n_tokens(const whisper_audio_model * model, size_t n_samples, bool projector) {
+    if (!model) { wa_set_error("%s: no model", __func__); return 0; }
+    const whisper_audio_hparams & hp = model->hparams;
+    if (!wa_check_projector(hp, __func__)) return 0;
+    const int64_t frames = wa_audio_frames(hp, n_samples);
+    size_t rows = 0;
+    for (int c = 0; c < wa_n_chunks(frames); c++) rows += (size_t)wa_chunk_rows(hp, wa_chunk_frames(frames, c), projector);
+    return rows;
+}
+
+int whisper_audio_token_dim(const whisper_audio_model * model, bool projector) {
+    if (!model) { wa_set_error("%s: no model", __func__); return 0; }
+    if (!wa_check_projector(model->hparams, __func__)) return 0;
+    return projector ? model->hparams.n_llm : model->hparams.n_state;
+}
+
+// One batch of n windows of n_frames mel frames: the rows[b] first rows of window b's output
+// go to out, one after another. kv_len[b]: the positions holding audio (Qwen2-Audio's and
+// Ultravox's attention masks).
+static bool encode_token_batch(whisper_audio_encoder * enc, const float * mel, int n, int n_frames, const float * kv_len,
+                               const int * rows, float * out) {
+    whisper_audio_timings & tm = enc->timings;
+    const auto t0 = std::chrono::steady_clock::now();
+    wa_graph * g = graph_for_batch(enc, n, n_frames, false, true);
+    if (!g) return false;
+    const int64_t width = g->out->ne[0], per_win = g->out->ne[1];
+    std::vector<float> all((size_t)vt_nelements(g->out));
+    auto t = std::chrono::steady_clock::now();
+    bool ok = vt_backend_set_tensor(enc->backend, g->in, mel, VT_TYPE_F32);
+    if (g->kv_len) ok = ok && vt_backend_set_tensor(enc->backend, g->kv_len, kv_len, VT_TYPE_F32);
+    tm.upload_ms += ms_since(t);
+    t = std::chrono::steady_clock::now();
+    ok = ok && vt_backend_compute(enc->backend, g->graph);
+    tm.compute_ms += ms_since(t);
+    t = std::chrono::steady_clock::now();
+    ok = ok && vt_backend_get_tensor_f32(enc->backend, g->out, all.data());
+    tm.download_ms += ms_since(t);
+    tm.encode_ms += ms_since(t0);
+    if (!ok) {
+        wa_set_error("encoding on %s: %s", vt_backend_name(enc->backend), vt_last_error());
+        return false;
+    }
+    for (int b = 0; b < n; b++) {
+        VT_ASSERT(rows[b] <= per_win);
+        std::copy(all.begin() + (size_t)b * per_win * width, all.begin() + ((size_t)b * per_win + rows[b]) * width, out);
+        out += (size_t)rows[b] * width;
+    }
+    tm.n_batches++;
+    tm.n_windows += n;
+    return true;
+}
+
+static bool wa_check_token_encoder(const whisper_audio_encoder * enc, const char * func) {
+    if (!wa_check_projector(enc->hparams, func)) return false;
+    if (enc->params.output_layer != -1) {
+        wa_set_error("%s: the encoder was made for output layer %d; the tower follows the last layer (output_layer -1)",
+                     func, enc->params.output_layer);
+        return false;
+    }
+    return true;
+}
+
+static bool encode_tokens(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out) {
+    const whisper_audio_hparams & hp = enc->hparams;
+    const bool project = enc->params.projector;
+    const size_t width = project ? hp.n_llm : hp.n_state;
+    const int64_t frames = wa_audio_frames(hp, n);
+    const int n_chunks = wa_n_chunks(frames);
+    const size_t mel_win = (size_t)hp.n_mels * WHISPER_AUDIO_N_FRAMES;
+    std::vector<float> mel(n_chunks * mel_win);
+    const auto t0 = std::chrono::steady_clock::now();
+    if (hp.projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX && n_chunks == 1) {
+        // one chunk runs unpadded: the log-mel of exactly its samples rounded up to a hop
+        // (reflected there, as torch.stft does), the positional embedding sliced
+        if (!wa_mel_check_pcm("log-mel", pcm, n, 0)) return false;
+        log_mel_window(enc->mel_filters.data(), hp.n_mels, pcm, n, mel.data(), frames * WHISPER_AUDIO_HOP, (int)frames);
+        enc->timings.mel_ms += ms_since(t0);
+        const float kv_len = (float)((frames - 1) / 2 + 1);
+        const int rows = wa_chunk_rows(hp, (int)frames, project);
+        return encode_token_batch(enc, mel.data(), 1, (int)frames, &kv_len, &rows, out);
+    }
+    if (hp.projector == WHISPER_AUDIO_PROJECTOR_QWEN2A) {   // its first 30 s, one padded window
+        if (!log_mel_windows(enc->mel_filters.data(), hp.n_mels, pcm, std::min<size_t>(n, WHISPER_AUDIO_N_SAMPLES), 1,
+                             mel.data(), enc->params.n_threads))
+            return false;
+    } else {   // Voxtral, Ultravox: one log-mel of the whole input, then its chunks
+        const int64_t sig_len = hp.projector == WHISPER_AUDIO_PROJECTOR_VOXTRAL ? (int64_t)n_chunks * WHISPER_AUDIO_N_SAMPLES
+                                                                                : frames * WHISPER_AUDIO_HOP;
+        if (!log_mel_chunks(enc->mel_filters.data(), hp.n_mels, pcm, n, sig_len, frames, mel.data(), enc->params.n_threads))
+            return false;
+    }
+    enc->timings.mel_ms += ms_since(t0);
+    const int batch = std::min(enc->params.max_batch, n_chunks);
+    std::vector<float> kv_len(batch);
+    std::vector<int> rows(batch);
+    for (int c0 = 0; c0 < n_chunks; c0 += batch) {
+        const int nb = std::min(batch, n_chunks - c0);
+        for (int b = 0; b < nb; b++) {
+            const int f = wa_chunk_frames(frames, c0 + b);
+            kv_len[b] = (float)std::max(1, (f - 1) / 2 + 1);
+            rows[b] = wa_chunk_rows(hp, f, project);
+        }
+        if (!encode_token_batch(enc, mel.data() + c0 * mel_win, nb, WHISPER_AUDIO_N_FRAMES, kv_len.data(), rows.data(), out))
+            return false;
+        for (int b = 0; b < nb; b++) out += (size_t)rows[b] * width;
+    }
+    return true;
+}
+
+bool whisper_audio_encode_tokens(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out) {
+    if (!enc || !out || (!pcm && n > 0)) {
+        wa_set_error("%s: NULL %s", __func__, !enc ? "encoder" : !out ? "out" : "pcm");
+        return false;
+    }
+    if (!wa_check_token_encoder(enc, __func__)) return false;
+    wa_encoder_lock lock(enc, __func__);
+    if (!lock.held) return false;
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool ok = wa_catch(__func__, false, [&] { return encode_tokens(enc, pcm, n, out); });
+    enc->timings.wall_ms += ms_since(t0);
+    return ok;
+}
+
+int whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * mel, int n_frames, int n_audio_frames,
+                                    float * out) {
+    if (!enc || !mel || !out) { wa_set_error("%s: NULL %s", __func__, !enc ? "encoder" : !mel ? "mel" : "out"); return -1; }
+    if (!wa_check_token_encoder(enc, __func__)) return -1;
+    const whisper_audio_hparams & hp = enc->hparams;
+    const bool unpadded = hp.projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX;
+    if (unpadded ? n_frames < 2 || n_frames > WHISPER_AUDIO_N_FRAMES : n_frames != WHISPER_AUDIO_N_FRAMES) {
+        wa_set_error("%s: %d mel frames; this model takes %s", __func__, n_frames, unpadded ? "2 to 3000" : "3000 (a padded 30 s window)");
+        return -1;
+    }
+    if (n_audio_frames < 1 || n_audio_frames > n_frames) {
+        wa_set_error("%s: %d frames holding audio, of %d", __func__, n_audio_frames, n_frames);
+        return -1;
+    }
+    wa_encoder_lock lock(enc, __func__);
+    if (!lock.held) return -1;
+    const float kv_len = (float)((n_audio_frames - 1) / 2 + 1);
+    const int rows = wa_chunk_rows(hp, n_audio_frames, enc->params.projector);
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool ok = wa_catch(__func__, false, [&] { return encode_token_batch(enc, mel, 1, n_frames, &kv_len, &rows, out); });
+    enc->timings.wall_ms += ms_since(t0);
+    return ok ? rows : -1;
 }
 
 static int encoder_profile(whisper_audio_encoder * enc, const float * mel, int n_windows, whisper_audio_op_time * times,

@@ -62,6 +62,17 @@ enum whisper_audio_weight_type {
     WHISPER_AUDIO_WEIGHT_COUNT,
 };
 
+// The audio LLM whose tower and projector the model file holds (llama.cpp's mmproj
+// clip.projector_type, our GGUF's whisper.projector.type), or none: a Whisper encoder alone.
+enum whisper_audio_projector {
+    WHISPER_AUDIO_PROJECTOR_NONE,
+    WHISPER_AUDIO_PROJECTOR_QWEN2A,    // Qwen2-Audio: padded tail masked in attention, average pooling by 2,
+                                       // the tower's LayerNorm, then one linear layer
+    WHISPER_AUDIO_PROJECTOR_VOXTRAL,   // Voxtral: 4 frames stacked, linear, GELU, linear
+    WHISPER_AUDIO_PROJECTOR_ULTRAVOX,  // Ultravox: unpadded input, 8 frames stacked, RMSNorm, linear, SwiGLU,
+                                       // RMSNorm, linear (v0.4: the second RMSNorm after the last linear)
+};
+
 typedef struct whisper_audio_hparams {
     int   n_mels;     // whisper.encoder.mels_count: 80, or 128 for large-v3
     int   n_ctx;      // whisper.encoder.context_length: 1500 positions
@@ -71,6 +82,11 @@ typedef struct whisper_audio_hparams {
     int   n_ff;       // whisper.encoder.feed_forward_length
     float eps;        // whisper.encoder.attention.layer_norm_epsilon
     enum whisper_audio_weight_type weight_type;  // the matrices' (encoder.layers.0.fc1.weight's)
+    enum whisper_audio_projector projector;      // whisper.projector.type; NONE for a Whisper model
+    int   n_llm;          // whisper.projector.embedding_length: the LLM's width, a token's; 0 without a projector
+    int   n_proj_ff;      // Ultravox: linear_1's output width (SwiGLU halves it); 0 otherwise
+    int   stack_factor;   // whisper.projector.stack_factor: frames per token (Voxtral 4, Ultravox 8), else 1
+    float proj_eps;       // whisper.projector.layer_norm_epsilon: Ultravox's RMSNorm eps (1e-6)
 } whisper_audio_hparams;
 
 const char * whisper_audio_last_error(void);
@@ -163,6 +179,9 @@ typedef struct whisper_audio_encoder_params {
     int output_layer;           // -1: the last layer; N: the hidden state after layer N
                                 // (0-based); WHISPER_AUDIO_POST_CONV: the input of layer 0
     bool final_ln;              // apply the final LayerNorm (only with output_layer -1)
+    bool projector;             // the token calls (whisper_audio_encode_tokens): true, what the model
+                                // feeds its LLM; false, the tower's own output. The tower's own norms
+                                // always run there (final_ln is for the plain calls)
 } whisper_audio_encoder_params;
 
 #define WHISPER_AUDIO_POST_CONV (-2)
@@ -263,6 +282,37 @@ void whisper_audio_pipeline_free(whisper_audio_pipeline * p);
 
 // CUDA devices present (0 without a device or in a build without CUDA).
 int whisper_audio_cuda_device_count(void);
+// ---- audio LLMs: the tokens a Qwen2-Audio, Voxtral or Ultravox model feeds its LLM -----
+// For a model with a projector (hparams.projector != NONE). An input of n samples gives the
+// rows the model's own processor and code give for it:
+//   Qwen2-Audio: its first 30 s (the processor truncates there) as one padded window,
+//     attention masked past the ceil(ceil(n / 160) / 2) positions holding audio (transformers'
+//     feature_attention_mask), pooled by 2: the first floor(positions / 2) tokens (0 for n <= 320).
+//   Voxtral: padded to a multiple of 30 s, one log-mel over all of it, 375 tokens per 30 s
+//     (1500 positions stacked by 4).
+//   Ultravox: F = ceil(n / 160) mel frames (at least 2) of the audio padded to a hop, one
+//     log-mel over all of it; up to 3000 frames run unpadded (the positional embedding sliced),
+//     more are cut into chunks of 3000, the last padded and masked. A chunk of f frames gives
+//     ceil(f / 16) tokens (its ceil(f / 2) positions stacked by 8, the last zero-padded).
+// With projector false the rows are the tower's own output: Qwen2-Audio's pooled and
+// normalised positions (as many as its tokens), Voxtral's 1500 per 30 s and Ultravox's
+// ceil(f / 2) positions per chunk, each n_state wide.
+
+// The rows (tokens) of an input of n samples. 0 with the error set for a model without a projector.
+size_t whisper_audio_n_tokens(const whisper_audio_model * model, size_t n_samples, bool projector);
+// The width of a row: n_llm with the projector, n_state without.
+int    whisper_audio_token_dim(const whisper_audio_model * model, bool projector);
+
+// A whole input of 16 kHz mono audio -> out [whisper_audio_n_tokens(n), token_dim]
+// (params.projector chooses the rows; output_layer must be -1). Its memory follows the
+// input's length (the log-mel of all of it), as the models' processors do.
+bool whisper_audio_encode_tokens(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out);
+// One window's log-mel [n_mels, n_frames] -> out [rows, token_dim]: n_frames 3000 (Qwen2-Audio,
+// Voxtral) or 2..3000 (Ultravox: unpadded, or a last chunk padded to 3000), n_audio_frames of
+// them holding audio (Qwen2-Audio's feature_attention_mask sum, Ultravox's audio_lens; Voxtral
+// ignores it). Returns the number of rows written, or -1.
+int  whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * mel, int n_frames, int n_audio_frames,
+                                     float * out);
 
 // Timings of the encode calls (encode_mel, encode_mel_frames, encode_pcm) since the encoder
 // was made or its timings reset, in milliseconds. Each stage's field is its busy time, the

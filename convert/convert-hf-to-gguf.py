@@ -109,6 +109,32 @@ class HParams:
         self.n_head = n_head        # encoder_attention_heads
         self.n_ff = n_ff            # encoder_ffn_dim
         self.n_mels = n_mels        # num_mel_bins
+        self.projector = None       # an audio LLM's: "qwen2a", "voxtral", "ultravox" (llama.cpp's names)
+        self.n_llm = 0              # text_config.hidden_size: the projector's output
+        self.stack_factor = 1       # frames per token
+        self.n_proj_ff = 0          # Ultravox: hidden_size, linear_1's output (SwiGLU halves it)
+        self.ln_mid = False         # Ultravox: projector_ln_mid (v0.5+), else ln_post
+
+
+# Audio LLMs whose audio tower is a Whisper encoder: config.json's model_type -> projector.
+# Their audio tower and projector are converted; the language model is left out.
+TOWERS = {"qwen2_audio": "qwen2a", "voxtral": "voxtral", "ultravox": "ultravox"}
+ULTRAVOX_RMS_EPS = 1e-6             # ultravox_model.py's RMSNorm default
+
+
+def projector_tensors(hp):
+    """The projector's (name in the model file = the checkpoint's, PyTorch shape, takes --outtype)."""
+    d, n, s, h = hp.n_state, hp.n_llm, hp.stack_factor, hp.n_proj_ff
+    p = "multi_modal_projector."
+    if hp.projector == "qwen2a":
+        return [(p + "linear.weight", (n, d), True), (p + "linear.bias", (n,), False)]
+    if hp.projector == "voxtral":
+        return [(p + "linear_1.weight", (n, s * d), True), (p + "linear_2.weight", (n, n), True)]
+    if hp.projector == "ultravox":
+        norm = (p + "ln_mid.weight", (h // 2,), False) if hp.ln_mid else (p + "ln_post.weight", (n,), False)
+        return [(p + "ln_pre.weight", (s * d,), False), (p + "linear_1.weight", (h, s * d), True),
+                (p + "linear_2.weight", (n, h // 2), True), norm]
+    return []
 
 
 def encoder_tensors(hp):
@@ -393,18 +419,51 @@ def read_config(d):
             cfg = json.load(f)
     except (OSError, ValueError) as e:
         raise ConvertError("%s: unreadable config.json: %s" % (d, e))
-    if not isinstance(cfg, dict) or cfg.get("model_type") != "whisper":
-        mt = cfg.get("model_type") if isinstance(cfg, dict) else None
-        raise ConvertError("%s: model_type is %r, not 'whisper'" % (d, mt))
+    mt = cfg.get("model_type") if isinstance(cfg, dict) else None
+    if mt != "whisper" and mt not in TOWERS:
+        raise ConvertError("%s: model_type is %r, not 'whisper' or an audio LLM (%s)"
+                           % (d, mt, ", ".join(sorted(TOWERS))))
+    top = cfg
+    if mt in TOWERS:
+        cfg = top.get("audio_config")
+        if not isinstance(cfg, dict):
+            raise ConvertError("%s: config.json: %s without an audio_config" % (d, mt))
 
-    def get(key):
-        v = cfg.get(key)
+    def get(key, where=None, what="audio_config."):
+        where = cfg if where is None else where
+        v = where.get(key)
         if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-            raise ConvertError("%s: config.json: %s is %r, expected a positive integer" % (d, key, v))
+            raise ConvertError("%s: config.json: %s%s is %r, expected a positive integer"
+                               % (d, what if mt in TOWERS else "", key, v))
         return v
 
-    hp = HParams(get("d_model"), get("encoder_layers"), get("encoder_attention_heads"),
-                 get("encoder_ffn_dim"), get("num_mel_bins"))
+    if mt == "voxtral":    # VoxtralEncoderConfig names them as Llama does
+        hp = HParams(get("hidden_size"), get("num_hidden_layers"), get("num_attention_heads"),
+                     get("intermediate_size"), get("num_mel_bins"))
+    else:
+        hp = HParams(get("d_model"), get("encoder_layers"), get("encoder_attention_heads"),
+                     get("encoder_ffn_dim"), get("num_mel_bins"))
+    if mt in TOWERS:
+        hp.projector = TOWERS[mt]
+        text = top.get("text_config")
+        if not isinstance(text, dict):
+            raise ConvertError("%s: config.json: %s without a text_config" % (d, mt))
+        hp.n_llm = get("hidden_size", text, "text_config.")
+        if mt == "voxtral":    # get_audio_features: reshape(-1, intermediate_size), then linear_1, act, linear_2
+            if hp.n_ff % hp.n_state or N_CTX % (hp.n_ff // hp.n_state):
+                raise ConvertError("%s: config.json: audio_config.intermediate_size %d is not the d_model %d times "
+                                   "a divisor of %d" % (d, hp.n_ff, hp.n_state, N_CTX))
+            hp.stack_factor = hp.n_ff // hp.n_state
+            if top.get("projector_hidden_act", "gelu") != "gelu":
+                raise ConvertError("%s: config.json: projector_hidden_act is %r; whisper-audio runs 'gelu'"
+                                   % (d, top.get("projector_hidden_act")))
+        if mt == "ultravox":
+            hp.stack_factor = get("stack_factor", top, "")
+            hp.n_proj_ff = get("hidden_size", top, "")
+            hp.ln_mid = bool(top.get("projector_ln_mid", False))
+            if top.get("projector_act", "swiglu") != "swiglu" or hp.n_proj_ff % 2:
+                raise ConvertError("%s: config.json: projector_act %r with hidden_size %d; whisper-audio runs "
+                                   "'swiglu' (an even hidden_size)" % (d, top.get("projector_act"), hp.n_proj_ff))
     if hp.n_state % hp.n_head != 0:
         raise ConvertError("%s: config.json: d_model %d is not a multiple of encoder_attention_heads %d"
                            % (d, hp.n_state, hp.n_head))
@@ -416,7 +475,7 @@ def read_config(d):
 
 
 def find_prefix(names):
-    for prefix in ("model.encoder.", "encoder.", ""):
+    for prefix in ("model.encoder.", "encoder.", "audio_tower.", "model.audio_tower.", ""):
         if prefix + "conv1.weight" in names:
             return prefix
     raise ConvertError("no encoder tensors: none of model.encoder.conv1.weight, "
@@ -492,6 +551,11 @@ def write_gguf(path, kvs, tensors):
 
 def make_kvs(name, hp, outtype, extra=()):
     U, F, S = GGUF_TYPE_UINT32, GGUF_TYPE_FLOAT32, GGUF_TYPE_STRING
+    if hp.projector:
+        extra = (*extra, ("whisper.projector.type", S, hp.projector),
+                 ("whisper.projector.embedding_length", U, hp.n_llm),
+                 ("whisper.projector.stack_factor", U, hp.stack_factor),
+                 ("whisper.projector.layer_norm_epsilon", F, ULTRAVOX_RMS_EPS))
     return [
         ("general.architecture", S, "whisper"),
         ("general.name", S, name),
@@ -523,15 +587,19 @@ def convert_dir(d, out, outtype):
     where = open_checkpoint(d)
     prefix = find_prefix(where)
 
-    wanted = encoder_tensors(hp)
+    wanted = encoder_tensors(hp) + projector_tensors(hp)
+    if hp.projector and prefix == "model.audio_tower.":
+        pprefix = "model."
+    else:
+        pprefix = ""
     wanted_src = set()
     tensors = []
     for name, shape, big in wanted:
-        src = prefix + name[len("encoder."):]
+        src = prefix + name[len("encoder."):] if name.startswith("encoder.") else pprefix + name
         wanted_src.add(src)
         st = where.get(src)
         if st is None:
-            raise ConvertError("%s: missing encoder tensor %s" % (d, src))
+            raise ConvertError("%s: missing %s tensor %s" % (d, "encoder" if name.startswith("encoder.") else "projector", src))
         dtype, sshape, b, e = st.tensors[src]
         if dtype not in ST_DTYPES:
             raise ConvertError("%s: tensor %s has dtype %s (F32, F16, BF16 or F64 expected)"
@@ -550,7 +618,8 @@ def convert_dir(d, out, outtype):
 
     # encoder tensors that config.json does not account for (a layer beyond encoder_layers)
     if prefix:
-        extra = [k for k in where if k.startswith(prefix) and k not in wanted_src]
+        extra = [k for k in where if k.startswith((prefix, pprefix + "multi_modal_projector.") if hp.projector else prefix)
+                 and k not in wanted_src]
     else:
         extra = [k for k in where if k.startswith(("conv", "layers.", "layer_norm.",
                                                    "embed_positions.")) and k not in wanted_src]
@@ -558,8 +627,9 @@ def convert_dir(d, out, outtype):
         raise ConvertError("%s: %d encoder tensor(s) that config.json does not describe, e.g. %s"
                            % (d, len(extra), sorted(extra)[0]))
 
-    log("%s: d_model %d, layers %d, heads %d, ffn %d, mels %d; keys under %r"
-        % (d, hp.n_state, hp.n_layer, hp.n_head, hp.n_ff, hp.n_mels, prefix or "(none)"))
+    log("%s: d_model %d, layers %d, heads %d, ffn %d, mels %d; keys under %r%s"
+        % (d, hp.n_state, hp.n_layer, hp.n_head, hp.n_ff, hp.n_mels, prefix or "(none)",
+           "; projector %s to %d" % (hp.projector, hp.n_llm) if hp.projector else ""))
     tensors.append(mel_tensor(hp))
     name = os.path.basename(os.path.normpath(os.path.abspath(d)))
     return write_gguf(out, make_kvs(name, hp, outtype), tensors), len(tensors)

@@ -59,6 +59,7 @@ struct params {
     bool final_ln = true;
     bool pool_mean = false;
     bool no_pad = false;
+    bool projector = true;        // an audio-LLM model: its tokens (false: the tower's own output)
     bool json = false;
     bool progress = true;
 };
@@ -68,7 +69,8 @@ static void print_usage(const char * argv0) {
             "usage: %s -m MODEL -f AUDIO [-f AUDIO ...] [options]\n"
             "\n"
             "Whisper encoder embeddings of audio files. By default one float32 .npy [n_windows, 1500, d_model]:\n"
-            "every file is cut into 30 s windows (the last one zero-padded), one row per window.\n"
+            "every file is cut into 30 s windows (the last one zero-padded), one row per window. An audio-LLM\n"
+            "model gives per input the tokens the model feeds its LLM: [n_tokens, llm_dim] (its file says how).\n"
             "\n"
             "options:\n"
             "  -h, --help           show this help and exit\n"
@@ -87,6 +89,8 @@ static void print_usage(const char * argv0) {
             "  --pool mean          one vector per window: the mean over the positions that cover audio\n"
             "  --no-pad             encode the last window (or a clip under 30 s) without its zero padding; each\n"
             "                       input becomes one [n_positions, d_model] array\n"
+            "  --no-projector       an audio-LLM model (Qwen2-Audio, Voxtral, Ultravox: our GGUF or llama.cpp's\n"
+            "                       mmproj): the audio tower's own output instead of the tokens it feeds the LLM\n"
             "  --json               print a machine-readable summary on stdout (the human one goes to stderr)\n"
             "  --png FILE           draw the first window's log-mel and embedding as a PNG image\n"
             "  -t, --threads N      CPU threads for log-mel and the CPU backend (default: up to 8; at most the\n"
@@ -177,6 +181,7 @@ static int parse_args(int argc, char ** argv, params & p) {
         else if (arg == "--no-progress") p.progress = false;
         else if (arg == "--no-final-ln") p.final_ln = false;
         else if (arg == "--no-pad") p.no_pad = true;
+        else if (arg == "--no-projector") p.projector = false;
         else if (arg == "--json") p.json = true;
         else if (arg == "-m" || arg == "--model") { if (!value()) return -1; p.model = v; }
         else if (arg == "-f" || arg == "--file") { if (!value()) return -1; p.files.push_back(v); }
@@ -631,6 +636,8 @@ struct job {
     size_t n_committed = 0;                      // per_file: inputs [0, n_committed) are written
     std::vector<size_t> row_shape;
     bool rows_are_positions = false;             // --no-pad: a row per position
+    bool tokens = false;                         // an audio-LLM model: a row per token (whisper_audio_encode_tokens)
+    size_t width = 0;                            // with tokens: floats in a row
     output_file png;
     bool emit_failed = false;                    // emit stopped the pipeline (its message printed)
 
@@ -650,6 +657,7 @@ struct job {
     // --no-pad positions.
     long long rows_for(long long n) const {
         if (n < 0) return -1;
+        if (tokens) return (long long)whisper_audio_n_tokens(model, (size_t)n, p.projector);
         return (long long)(rows_are_positions ? whisper_audio_n_positions_total((size_t)n) : whisper_audio_n_windows((size_t)n));
     }
 
@@ -661,6 +669,7 @@ struct job {
     bool draw_png(const float * pcm, size_t n);
     bool start();
     bool emit(const whisper_audio_rows & r);
+    bool run_tokens();
     bool commit_inputs_before(size_t k);
     bool pipeline_error(const char * what);
     bool run();
@@ -730,8 +739,8 @@ bool job::commit_inputs_before(size_t k) {
     return true;
 }
 
-// The rows of one encoded window (from the pipeline, in input order) into the statistics
-// and the writer.
+// The rows of one encoded window (from the pipeline, in input order), or of an audio-LLM
+// model's whole input (its tokens), into the statistics and the writer.
 bool job::emit(const whisper_audio_rows & r) {
     input & in = inputs[(size_t)r.input];
     if (per_file && !commit_inputs_before((size_t)r.input)) return false;
@@ -746,13 +755,18 @@ bool job::emit(const whisper_audio_rows & r) {
         sum += v; sum2 += (double)v * v; vmin = std::min(vmin, v); vmax = std::max(vmax, v);
     }
     n_values += n;
-    const size_t n_out_rows = rows_are_positions ? (size_t)r.n_rows : 1;
-    in.audio_positions.push_back(r.audio_positions);
+    const size_t n_out_rows = tokens || rows_are_positions ? (size_t)r.n_rows : 1;
+    // with tokens, r is the whole input: its 30 s windows' positions
+    const size_t n_win = tokens ? whisper_audio_n_windows(r.samples) : 1;
+    for (size_t i = 0; i < n_win; i++) {
+        const size_t s = std::min<size_t>(WHISPER_AUDIO_N_SAMPLES, r.samples - i * WHISPER_AUDIO_N_SAMPLES);
+        in.audio_positions.push_back(tokens ? whisper_audio_n_positions(s) : r.audio_positions);
+    }
     if (in.rows == 0) in.first_row = per_file ? 0 : n_rows;
     in.rows += n_out_rows;
-    in.windows++;
+    in.windows += n_win;
     n_rows += n_out_rows;
-    n_windows++;
+    n_windows += n_win;
     if (show_progress) {
         const double s = ms_since(t_work) / 1000.0;
         if (expected_windows >= n_windows)
@@ -831,6 +845,49 @@ bool job::start() {
     return true;
 }
 
+// An audio-LLM model: each input read whole (its processor takes the log-mel of all of it),
+// then its tokens by the library's rules, the rows emitted as one "window" of all its samples.
+bool job::run_tokens() {
+    std::vector<float> pcm, out;
+    std::vector<uint16_t> half;
+    for (size_t i = 0; i < inputs.size(); i++) {
+        input & in = inputs[i];
+        auto t = std::chrono::steady_clock::now();
+        if (!in.stream && !(in.stream = whisper_audio_stream_open(in.path.c_str(), &in.info))) {
+            fprintf(stderr, "error: %s\n", whisper_audio_last_error());
+            return false;
+        }
+        size_t n = 0;
+        for (int64_t got = 1; got > 0; n += (size_t)got) {
+            if (pcm.size() < n + WHISPER_AUDIO_N_SAMPLES) pcm.resize(n + WHISPER_AUDIO_N_SAMPLES);
+            got = whisper_audio_stream_read(in.stream, pcm.data() + n, WHISPER_AUDIO_N_SAMPLES);
+            if (got < 0) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return false; }
+        }
+        whisper_audio_stream_close(in.stream);
+        in.stream = nullptr;
+        decode_ms += ms_since(t);
+        if (n == 0) { fprintf(stderr, "error: %s: no audio samples\n", in.path.c_str()); return false; }
+        in.samples = n;
+        const size_t rows = whisper_audio_n_tokens(model, n, p.projector);
+        if (out.size() < rows * width) out.resize(rows * width);
+        t = std::chrono::steady_clock::now();
+        if (!whisper_audio_encode_tokens(encs[0], pcm.data(), n, out.data())) {
+            fprintf(stderr, "error: %s: %s\n", in.path.c_str(), whisper_audio_last_error());
+            return false;
+        }
+        run_ms += ms_since(t);
+        whisper_audio_rows r{(int64_t)i, 0, n, 0, (int)rows, (int)width, p.outtype == "f16", out.data()};
+        if (r.f16) {
+            half.resize(rows * width);
+            vt_convert(half.data(), VT_TYPE_F16, out.data(), VT_TYPE_F32, half.size());
+            r.data = half.data();
+        }
+        if (!emit(r)) return false;
+    }
+    if (per_file && !commit_inputs_before(inputs.size())) return false;
+    return per_file || writers.empty() || writers[0].finish();
+}
+
 // Each input decoded a block at a time into the pipeline; then every output is finished.
 bool job::run() {
     t_work = std::chrono::steady_clock::now();
@@ -886,6 +943,15 @@ static std::string json_escape(const std::string & s) {
     return o;
 }
 
+static const char * projector_name(whisper_audio_projector type) {
+    switch (type) {
+        case WHISPER_AUDIO_PROJECTOR_QWEN2A:   return "qwen2a";
+        case WHISPER_AUDIO_PROJECTOR_VOXTRAL:  return "voxtral";
+        case WHISPER_AUDIO_PROJECTOR_ULTRAVOX: return "ultravox";
+        default:                               return "none";
+    }
+}
+
 static void print_summary(const job & j, FILE * human, double load_ms, double init_ms, double total_ms) {
     const params & p = j.p;
     const double mean = j.n_values ? j.sum / j.n_values : 0.0;
@@ -919,9 +985,11 @@ static void print_summary(const job & j, FILE * human, double load_ms, double in
            p.output.empty() ? "null" : ("\"" + json_escape(p.output) + "\"").c_str(), p.outtype.c_str(),
            j.per_file ? "true" : "false", shape.c_str(), j.n_windows);
     printf(" \"settings\": {\"layer\": %d, \"final_ln\": %s, \"pool\": %s, \"no_pad\": %s, \"batch\": %d, \"device\": \"%s\", "
-           "\"dtype\": \"%s\", \"threads\": %d},\n",
+           "\"dtype\": \"%s\", \"threads\": %d, \"projector\": %s, \"tokens\": %s},\n",
            p.layer, p.final_ln && p.layer < 0 ? "true" : "false", p.pool_mean ? "\"mean\"" : "null", p.no_pad ? "true" : "false",
-           p.batch, p.device.c_str(), p.dtype.c_str(), j.n_threads);
+           p.batch, p.device.c_str(), p.dtype.c_str(), j.n_threads,
+           hp.projector == WHISPER_AUDIO_PROJECTOR_NONE ? "null" : ("\"" + std::string(projector_name(hp.projector)) + "\"").c_str(),
+           j.tokens && p.projector ? "true" : "false");
     printf(" \"files\": [");
     for (size_t i = 0; i < j.inputs.size(); i++) {
         const input & in = j.inputs[i];
@@ -958,16 +1026,36 @@ static int run_main(const params & p) {
         return 2;
     }
 
-    if (p.no_pad && !p.output.empty() && !is_dir_output(p.output) && p.files.size() > 1) {
-        fprintf(stderr, "error: --no-pad makes one array per input: with %zu inputs, give -o a directory (ending in '/')\n",
-                p.files.size());
+    // an audio-LLM model gives its tokens, unless the options ask for the Whisper encoder's own outputs
+    const bool encoder_options = p.layer >= 0 || !p.final_ln || p.pool_mean || p.no_pad;
+    j.tokens = hp.projector != WHISPER_AUDIO_PROJECTOR_NONE && !encoder_options;
+    const char * usage_error = nullptr;
+    if (!p.projector && hp.projector == WHISPER_AUDIO_PROJECTOR_NONE) usage_error = "--no-projector: the model is a Whisper encoder without an audio-LLM projector";
+    else if (!p.projector && encoder_options) usage_error = "--no-projector gives the audio tower's output; --layer, --no-final-ln, --pool and --no-pad the Whisper encoder's: choose one";
+    else if (j.tokens && !p.png.empty()) usage_error = "--png draws Whisper windows; an audio-LLM model's tokens have none (add --no-pad or --layer N for the encoder's)";
+    if (usage_error) {
+        fprintf(stderr, "error: %s\n", usage_error);
+        whisper_audio_model_free(model);
+        return 2;
+    }
+    if (j.tokens) {
+        fprintf(stderr, "main: an audio-LLM tower (%s): %s, %d wide\n", projector_name(hp.projector),
+                p.projector ? "the tokens it feeds its LLM" : "the tower's own output", whisper_audio_token_dim(model, p.projector));
+    }
+
+    if ((p.no_pad || j.tokens) && !p.output.empty() && !is_dir_output(p.output) && p.files.size() > 1) {
+        fprintf(stderr, "error: %s makes one array per input: with %zu inputs, give -o a directory (ending in '/')\n",
+                j.tokens ? "an audio-LLM model" : "--no-pad", p.files.size());
         whisper_audio_model_free(model);
         return 2;
     }
 
-    // inputs, outputs: a row is [1500, d] (a window), [d] (pooled), or with --no-pad [d] per position
+    // inputs, outputs: a row is [1500, d] (a window), [d] (pooled), with --no-pad [d] per position,
+    // or a token [width]
     j.rows_are_positions = p.no_pad && !p.pool_mean;
-    j.row_shape = p.pool_mean || j.rows_are_positions ? std::vector<size_t>{j.d()} : std::vector<size_t>{(size_t)hp.n_ctx, j.d()};
+    j.width = j.tokens ? (size_t)whisper_audio_token_dim(model, p.projector) : 0;
+    j.row_shape = j.tokens ? std::vector<size_t>{j.width}
+                : p.pool_mean || j.rows_are_positions ? std::vector<size_t>{j.d()} : std::vector<size_t>{(size_t)hp.n_ctx, j.d()};
     t0 = std::chrono::steady_clock::now();
     for (const std::string & f : p.files) { j.inputs.emplace_back(); j.inputs.back().path = f; }
     bool ok = j.plan_outputs() && check_inputs(j.inputs);
@@ -998,6 +1086,7 @@ static int run_main(const params & p) {
             if (gpus.empty()) { fprintf(stderr, "error: --device cuda:all: no CUDA device\n"); ok = false; }
         }
         if (gpus.empty()) gpus.push_back(0);
+        ep.projector = p.projector;
         t0 = std::chrono::steady_clock::now();
         for (size_t i = 0; ok && i < gpus.size(); i++) {
             ep.gpu_device = gpus[i];
@@ -1005,7 +1094,7 @@ static int run_main(const params & p) {
             if (!e) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); ok = false; break; }
             j.encs.push_back(e);
         }
-        ok = ok && j.start();                        // the pipeline: its buffers, its graphs captured
+        ok = ok && (j.tokens || j.start());        // the pipeline: its buffers, its graphs captured
         init_ms = ms_since(t0);
         j.n_threads = ep.n_threads;
         if (ok && strcmp(whisper_audio_encoder_backend(j.encs[0]), "cpu") == 0) {
@@ -1018,8 +1107,8 @@ static int run_main(const params & p) {
         }
     }
 
-    j.show_progress = p.progress && isatty(2);
-    if (ok) ok = j.run();
+    j.show_progress = p.progress && isatty(2) && !j.tokens;
+    if (ok) ok = j.tokens ? j.run_tokens() : j.run();
     if (!ok) j.abandon();
     if (ok) print_summary(j, human, load_ms, init_ms, ms_since(t_start));
 

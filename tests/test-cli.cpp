@@ -644,3 +644,56 @@ TEST_CASE("main --version; --json carries the version, the settings and the posi
     CHECK(r.output.find("\"audio_positions\": [351]") != std::string::npos);           // ceil(112259 / 320)
     CHECK(r.output.find("\"audio_positions\": [1500, 1500, 500]") != std::string::npos); // 70 s
 }
+
+TEST_CASE("main: an audio-LLM model gives its tokens; --no-projector the tower's output; bad files exit 1") {
+    const std::string dir = "build/test-cli-towers";
+    mkdir(dir.c_str(), 0755);
+    const std::string out = dir + "/out.npy";
+    for (const char * name : {"qwen2a", "voxtral", "ultravox"}) {
+        const std::string model = test_data(std::string("towers/") + name + ".mmproj.gguf");
+        remove(out.c_str());
+        run_result r = run_main("-m " + model + " -f " + SPEECH + " -o " + out + " --device cpu -t 2 --json");
+        REQUIRE_MESSAGE(r.status == 0, r.output);
+        CHECK(r.output.find(std::string("\"projector\": \"") + name + "\", \"tokens\": true") != std::string::npos);
+        std::vector<int64_t> shape, ref_shape;
+        std::vector<float> got = npy_load_f32(out, &shape);
+        std::vector<float> ref = npy_load_f32(test_data(std::string("towers/") + name + ".speech_16k.audio.npy"), &ref_shape);
+        REQUIRE(shape.size() == 2);
+        CHECK(shape[1] == 32);
+        CHECK(shape[0] == (std::string(name) == "voxtral" ? 375 : ref_shape[0]));
+        REQUIRE(got.size() >= ref.size());
+        CHECK(rel_l2(got.data(), ref.data(), ref.size()) < 1e-5);
+
+        r = run_main("-m " + model + " -f " + SPEECH + " -o " + out + " --device cpu -t 2 --no-projector");
+        REQUIRE_MESSAGE(r.status == 0, r.output);
+        got = npy_load_f32(out, &shape);
+        REQUIRE(shape.size() == 2);
+        CHECK(shape[1] == 64);
+        CHECK(shape[0] == (std::string(name) == "qwen2a" ? 175 : std::string(name) == "voxtral" ? 1500 : 351));
+    }
+    // two inputs: one array each, so a directory
+    run_result r = run_main("-m " + test_data("towers/qwen2a.mmproj.gguf") + " -f " + SPEECH + " -f " + SPEECH + " -o " + out);
+    CHECK(r.status == 2);
+    CHECK(r.output.find("give -o a directory") != std::string::npos);
+    // --no-projector on a Whisper model, and with the encoder's own options
+    r = run_main("-m " + MODEL + " -f " + SPEECH + " --no-projector");
+    CHECK(r.status == 2);
+    CHECK(r.output.find("without an audio-LLM projector") != std::string::npos);
+    r = run_main("-m " + test_data("towers/qwen2a.mmproj.gguf") + " -f " + SPEECH + " --no-projector --layer 1");
+    CHECK(r.status == 2);
+    // a projector whose shape disagrees with the tower: one line, exit 1, no output
+    std::vector<uint8_t> b = read_bytes(test_data("towers/voxtral.mmproj.gguf"));
+    const std::string key = "clip.audio.projection_dim";
+    auto it = std::search(b.begin(), b.end(), key.begin(), key.end());
+    REQUIRE(it != b.end());
+    *(it + key.size() + 4) = 31;                                        // 32 -> 31
+    const std::string bad = dir + "/bad.mmproj.gguf";
+    write_bytes(bad, b);
+    remove(out.c_str());
+    r = run_main("-m " + bad + " -f " + SPEECH + " -o " + out);
+    CHECK(r.status == 1);
+    CHECK_MESSAGE(r.output.find("error: " + bad + ": tensor 'mm.a.mlp.1.weight' has dims [256, 32], the hyperparameters need [256, 31]")
+                  != std::string::npos, r.output);
+    CHECK(!exists(out));
+    remove(bad.c_str());
+}

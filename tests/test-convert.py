@@ -614,6 +614,86 @@ class TestErrors(Base):
 
 
 # ---------------------------------------------------------------------------------------
+# audio LLMs: the tower and projector of Qwen2-Audio, Voxtral and Ultravox checkpoints
+# ---------------------------------------------------------------------------------------
+
+TOWERS = {  # dir: (projector, mels, stack factor, projector tensors: name -> PyTorch shape)
+    "qwen2a": ("qwen2a", 80, 1, {"linear.weight": (32, 64), "linear.bias": (32,)}),
+    "voxtral": ("voxtral", 128, 4, {"linear_1.weight": (32, 256), "linear_2.weight": (32, 32)}),
+    "ultravox": ("ultravox", 80, 8, {"ln_pre.weight": (512,), "linear_1.weight": (128, 512),
+                                     "linear_2.weight": (32, 64), "ln_mid.weight": (64,)}),
+}
+
+
+class TestTowers(Base):
+    def test_towers(self):
+        for name, (proj, n_mels, stack, ptensors) in TOWERS.items():
+            src = os.path.join(DATA, "towers", name)
+            st = st_read(os.path.join(src, "model.safetensors"))
+            for outtype in ("f32", "f16"):
+                g = GGUF(self.convert(src, outtype, "tower-%s-%s.gguf" % (name, outtype)))
+                kv = g.kv
+                self.assertEqual(kv["whisper.projector.type"], (8, proj))
+                self.assertEqual(kv["whisper.projector.embedding_length"], (4, 32))
+                self.assertEqual(kv["whisper.projector.stack_factor"], (4, stack))
+                self.assertEqual(kv["whisper.projector.layer_norm_epsilon"], (6, f32(1e-6)))
+                self.assertEqual(kv["whisper.encoder.mels_count"], (4, n_mels))
+                self.assertEqual(kv["whisper.encoder.feed_forward_length"], (4, 256))
+                # the encoder's tensors, then the projector's, then the mel bank; values exact
+                # (the checkpoints hold f16, which f32 and f16 both keep)
+                enc = [e[0] for e in expected_tensors(64, 3, 256, n_mels) if e[0] != "mel_filters"]
+                names = [t[0] for t in g.tensors]
+                self.assertEqual(names, enc + ["multi_modal_projector." + p for p in ptensors] + ["mel_filters"])
+                for i, (tname, dims, gtype, _) in enumerate(g.tensors):
+                    if tname == "mel_filters":
+                        continue
+                    src_name = "audio_tower." + tname[len("encoder."):] if tname.startswith("encoder.") else tname
+                    dtype, shape, data = st[src_name]
+                    self.assertEqual(dims, list(reversed(shape)), tname)
+                    self.assertEqual(dtype, "F16")
+                    want = data if gtype == GGML_F16 else array.array("I", [f16_to_f32_bits(h) for h in array.array("H", data)]).tobytes()
+                    self.assertEqual(g.tensor_bytes(i), want, tname)
+                self.check_mel(g, n_mels)
+
+    def test_language_model_left_out(self):
+        src = os.path.join(DATA, "towers", "qwen2a")
+        st = st_read(os.path.join(src, "model.safetensors"))
+        st["language_model.model.embed_tokens.weight"] = ("F16", [4, 2], b"\0" * 16)
+        d = self.copy_model(src, "qwen2a-with-lm")
+        st_write(os.path.join(d, "model.safetensors"), st)
+        a = GGUF(self.convert(src, "f32", "qwen2a-plain.gguf"))
+        b = GGUF(self.convert(d, "f32", "qwen2a-with-lm.gguf"))
+        self.assertEqual(a.tensors, b.tensors)
+        self.assertEqual(a.raw[a.data_start:], b.raw[b.data_start:])
+
+    def test_tower_errors(self):
+        t = TestErrors("test_errors")
+        t.tmp = self.tmp
+        for name in ("qwen2a", "voxtral", "ultravox"):
+            with open(os.path.join(DATA, "towers", name, "config.json")) as f:
+                cfg = json.load(f)
+            st = st_read(os.path.join(DATA, "towers", name, "model.safetensors"))
+            if name == "qwen2a":
+                missing = {k: v for k, v in st.items() if k != "multi_modal_projector.linear.bias"}
+                t.expect_error(t.make("q-missing", cfg, missing), "missing projector tensor multi_modal_projector.linear.bias")
+                t.expect_error(t.make("q-llm", dict(cfg, text_config=dict(cfg["text_config"], hidden_size=48)), st),
+                               "multi_modal_projector.linear.weight has shape [32, 64], config.json implies [48, 64]")
+                extra = dict(st)
+                extra["multi_modal_projector.linear_2.weight"] = st["multi_modal_projector.linear.weight"]
+                t.expect_error(t.make("q-extra", cfg, extra), "config.json does not describe")
+                t.expect_error(t.make("q-noaudio", {k: v for k, v in cfg.items() if k != "audio_config"}, st),
+                               "qwen2_audio without an audio_config")
+            if name == "voxtral":
+                t.expect_error(t.make("v-act", dict(cfg, projector_hidden_act="silu"), st), "projector_hidden_act is 'silu'")
+                t.expect_error(t.make("v-ff", dict(cfg, audio_config=dict(cfg["audio_config"], intermediate_size=200)), st),
+                               "intermediate_size 200 is not the d_model 64 times a divisor of 1500")
+            if name == "ultravox":
+                t.expect_error(t.make("u-act", dict(cfg, projector_act="gelu"), st), "projector_act 'gelu'")
+                t.expect_error(t.make("u-post", dict(cfg, projector_ln_mid=False), st),
+                               "missing projector tensor multi_modal_projector.ln_post.weight")
+
+
+# ---------------------------------------------------------------------------------------
 
 if __name__ == "__main__":
     verbosity = 2 if "-v" in sys.argv else 1

@@ -340,6 +340,74 @@ TEST_CASE("cuda attention: fused QKV views, any T, masked tails" * doctest::skip
     }
 }
 
+TEST_CASE("cuda attention with a key-length mask: each window its own length" * doctest::skip(no_gpu())) {
+    struct shape { int T, H; std::vector<float> lens; };
+    const shape shapes[] = {
+        {37, 2, {37, 1, 20}},
+        {130, 1, {64, 65, 129, 130}},          // tile edges: a whole tile, one key past it
+        {1500, 2, {351, 1500, 1, 751}},        // Qwen2-Audio windows: speech, full, one position, odd
+    };
+    for (vt_type ct : CTYPES) {
+        backend_ptr cuda = cuda_backend(ct);
+        for (const shape & s : shapes) {
+            const int B = (int)s.lens.size(), D = 64 * s.H;
+            const std::vector<float> qkv = randn((size_t)3 * B * s.T * D, 17, ct, 2.0f);
+            builder build = [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
+                vt_tensor * t = vt_new_tensor_3d(ctx, act, 3 * D, s.T, B);
+                vt_tensor * len = vt_new_tensor_1d(ctx, VT_TYPE_F32, B);
+                vt_set_input(t); vt_set_input(len);
+                L.push_back({t, &qkv}); L.push_back({len, &s.lens});
+                const size_t es = vt_type_size(act);
+                vt_tensor * tq = vt_view_3d(ctx, t, D, s.T, B, t->nb[1], t->nb[2], 0);
+                vt_tensor * tk = vt_view_3d(ctx, t, D, s.T, B, t->nb[1], t->nb[2], D * es);
+                vt_tensor * tv = vt_view_3d(ctx, t, D, s.T, B, t->nb[1], t->nb[2], 2 * D * es);
+                return vt_attention_masked(ctx, tq, tk, tv, s.H, 0.125f, len);
+            };
+            char what[96];
+            snprintf(what, sizeof(what), "masked attention T%d H%d B%d", s.T, s.H, B);
+            CHECK(cuda_vs_cpu(cuda.get(), ct, build, what) < tol_for(ct, 2e-3));
+        }
+    }
+}
+
+TEST_CASE("cuda projector ops: avg_pool2, rms_norm, swiglu, stack_frames" * doctest::skip(no_gpu())) {
+    for (vt_type ct : CTYPES) {
+        backend_ptr cuda = cuda_backend(ct);
+        for (int T : {1500, 351, 7}) {
+            const int C = 96, B = 2;
+            const std::vector<float> x = randn((size_t)B * T * C, 18, ct, 1.5f, 0.5f), w = randn(8 * C, 19, VT_TYPE_F32, 0.3f, 1.0f);
+            auto input = [&](vt_context * ctx, vt_type act, std::vector<leaf> & L) {
+                vt_tensor * tx = vt_new_tensor_3d(ctx, act, C, T, B);
+                vt_set_input(tx);
+                L.push_back({tx, &x});
+                return tx;
+            };
+            auto weight = [&](vt_context * ctx, int n, std::vector<leaf> & L) {
+                vt_tensor * tw = vt_new_tensor_1d(ctx, VT_TYPE_F32, n);
+                vt_set_weight(tw);
+                L.push_back({tw, &w});
+                return tw;
+            };
+            const std::pair<const char *, builder> ops[] = {
+                {"avg_pool2", [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
+                     return vt_avg_pool2(ctx, input(ctx, act, L)); }},
+                {"rms_norm", [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
+                     return vt_rms_norm(ctx, input(ctx, act, L), weight(ctx, C, L), 1e-6f); }},
+                {"swiglu", [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
+                     return vt_swiglu(ctx, input(ctx, act, L)); }},
+                // stacked by 8 (a copy, the tail zero-padded, unless 8 divides T), then normalised
+                {"stack 8 + rms_norm", [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
+                     return vt_rms_norm(ctx, vt_stack_frames(ctx, input(ctx, act, L), 8), weight(ctx, 8 * C, L), 1e-6f); }},
+            };
+            for (const auto & op : ops) {
+                char what[96];
+                snprintf(what, sizeof(what), "%s T%d", op.first, T);
+                CHECK(cuda_vs_cpu(cuda.get(), ct, op.second, what) < tol_for(ct));
+            }
+        }
+    }
+}
+
 TEST_CASE("cuda attention: head_dim other than 64 is refused with a message" * doctest::skip(no_gpu())) {
     backend_ptr cuda = cuda_backend(VT_TYPE_F16);
     const std::vector<float> x = randn(2 * 10 * 96, 16, VT_TYPE_F16);

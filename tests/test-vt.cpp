@@ -200,6 +200,102 @@ TEST_CASE("attention over views of a fused QKV tensor") {
     }
 }
 
+TEST_CASE("masked attention: window b attends to its first kv_len[b] keys") {
+    const int T = 70, D = 64, B = 3;
+    const std::vector<float> lens = {70, 1, 33};
+    vt_context * ctx = vt_init(16);
+    host_tensor qkv = input(ctx, {3 * D, T, B}, 21);
+    host_tensor len{vt_new_tensor_1d(ctx, VT_TYPE_F32, B), lens};
+    vt_set_input(len.t);
+    const size_t row = 3 * D * sizeof(float), win = row * T;
+    vt_tensor * q = vt_view_3d(ctx, qkv.t, D, T, B, row, win, 0);
+    vt_tensor * k = vt_view_3d(ctx, qkv.t, D, T, B, row, win, D * sizeof(float));
+    vt_tensor * v = vt_view_3d(ctx, qkv.t, D, T, B, row, win, 2 * D * sizeof(float));
+    std::vector<float> got = run_cpu(ctx, vt_attention_masked(ctx, q, k, v, 1, 0.125f, len.t), {qkv, len});
+    auto at = [&](int b, int t, int part, int c) { return (double)qkv.data[((size_t)b * T + t) * 3 * D + part * D + c]; };
+    std::vector<double> ref((size_t)B * T * D), p(T);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < T; i++) {   // every query row, over the first lens[b] keys only
+            const int L = (int)lens[b];
+            double mx = -INFINITY, sum = 0;
+            for (int j = 0; j < L; j++) {
+                double dot = 0;
+                for (int c = 0; c < D; c++) dot += at(b, i, 0, c) * at(b, j, 1, c);
+                mx = std::max(mx, p[j] = dot * 0.125);
+            }
+            for (int j = 0; j < L; j++) sum += (p[j] = std::exp(p[j] - mx));
+            for (int c = 0; c < D; c++) {
+                double acc = 0;
+                for (int j = 0; j < L; j++) acc += p[j] * at(b, j, 2, c);
+                ref[((size_t)b * T + i) * D + c] = acc / sum;
+            }
+        }
+    CHECK(rel_l2(got, ref) < 1e-6);
+    vt_free(ctx);
+}
+
+TEST_CASE("projector ops: avg_pool2, rms_norm, swiglu, stack_frames (a copy, and a view when it divides)") {
+    const int C = 6, T = 11, B = 2;
+    {   // avg_pool2: pairs of rows, the odd last row dropped
+        vt_context * ctx = vt_init(8);
+        host_tensor x = input(ctx, {C, T, B}, 31);
+        std::vector<float> got = run_cpu(ctx, vt_avg_pool2(ctx, x.t), {x});
+        REQUIRE(got.size() == (size_t)B * (T / 2) * C);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T / 2; t++)
+                for (int c = 0; c < C; c++)
+                    CHECK(got[((size_t)b * (T / 2) + t) * C + c] ==
+                          doctest::Approx(0.5 * (x.data[((size_t)b * T + 2 * t) * C + c] + x.data[((size_t)b * T + 2 * t + 1) * C + c])));
+        vt_free(ctx);
+    }
+    {   // rms_norm
+        vt_context * ctx = vt_init(8);
+        host_tensor x = input(ctx, {C, T, B}, 32), w = weight(ctx, {C}, 33);
+        std::vector<float> got = run_cpu(ctx, vt_rms_norm(ctx, x.t, w.t, 1e-6f), {x, w});
+        for (int r = 0; r < T * B; r++) {
+            double ss = 0;
+            for (int c = 0; c < C; c++) ss += (double)x.data[r * C + c] * x.data[r * C + c];
+            for (int c = 0; c < C; c++)
+                CHECK(got[r * C + c] == doctest::Approx(x.data[r * C + c] / std::sqrt(ss / C + 1e-6) * w.data[c]).epsilon(1e-6));
+        }
+        vt_free(ctx);
+    }
+    {   // swiglu: the first half times silu of the second
+        vt_context * ctx = vt_init(8);
+        host_tensor x = input(ctx, {2 * C, T, B}, 34);
+        std::vector<float> got = run_cpu(ctx, vt_swiglu(ctx, x.t), {x});
+        for (int r = 0; r < T * B; r++)
+            for (int c = 0; c < C; c++) {
+                const double g = x.data[r * 2 * C + C + c];
+                CHECK(got[r * C + c] == doctest::Approx(x.data[r * 2 * C + c] * g / (1.0 + std::exp(-g))).epsilon(1e-6));
+            }
+        vt_free(ctx);
+    }
+    for (int f : {4, 11}) {   // stack: 4 does not divide 11 (a copy, the tail zero), 11 does (a view)
+        vt_context * ctx = vt_init(8);
+        host_tensor x = input(ctx, {C, T, B}, 35);
+        vt_tensor * s = vt_stack_frames(ctx, x.t, f);
+        CHECK((s->op == VT_OP_VIEW) == (T % f == 0));
+        const int T_out = (T + f - 1) / f;
+        REQUIRE(s->ne[0] == f * C);
+        REQUIRE(s->ne[1] == T_out);
+        // a layer after it, so that a view is computed through (rms_norm with unit weights)
+        host_tensor one{vt_new_tensor_1d(ctx, VT_TYPE_F32, f * C), std::vector<float>(f * C, 1.0f)};
+        vt_set_weight(one.t);
+        std::vector<float> got = run_cpu(ctx, vt_rms_norm(ctx, s, one.t, 1e-6f), {x, one});
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T_out; t++) {
+                double ss = 0;
+                std::vector<double> row(f * C, 0.0);
+                for (int i = 0; i < f * C && t * f * C + i < T * C; i++) row[i] = x.data[(size_t)b * T * C + t * f * C + i];
+                for (double v : row) ss += v * v;
+                for (int i = 0; i < f * C; i++)
+                    CHECK(got[((size_t)b * T_out + t) * f * C + i] == doctest::Approx(row[i] / std::sqrt(ss / (f * C) + 1e-6)).epsilon(1e-6));
+            }
+        vt_free(ctx);
+    }
+}
+
 TEST_CASE("planner: a chain shares the arena, results unchanged, outputs kept") {
     const int C = 64, M = 50, n_layers = 12;
     vt_context * ctx = vt_init(64);

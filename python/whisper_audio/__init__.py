@@ -35,7 +35,9 @@ class WhisperAudioError(RuntimeError):
 class _Hparams(ctypes.Structure):
     _fields_ = [("n_mels", ctypes.c_int), ("n_ctx", ctypes.c_int), ("n_state", ctypes.c_int),
                 ("n_head", ctypes.c_int), ("n_layer", ctypes.c_int), ("n_ff", ctypes.c_int),
-                ("eps", ctypes.c_float), ("weight_type", ctypes.c_int)]
+                ("eps", ctypes.c_float), ("weight_type", ctypes.c_int), ("projector", ctypes.c_int),
+                ("n_llm", ctypes.c_int), ("n_proj_ff", ctypes.c_int), ("stack_factor", ctypes.c_int),
+                ("proj_eps", ctypes.c_float)]
 
 
 class _Info(ctypes.Structure):
@@ -46,7 +48,7 @@ class _Info(ctypes.Structure):
 class _EncoderParams(ctypes.Structure):
     _fields_ = [("device", ctypes.c_int), ("dtype", ctypes.c_int), ("n_threads", ctypes.c_int),
                 ("gpu_device", ctypes.c_int), ("max_batch", ctypes.c_int), ("output_layer", ctypes.c_int),
-                ("final_ln", ctypes.c_bool)]
+                ("final_ln", ctypes.c_bool), ("projector", ctypes.c_bool)]
 
 
 _DEVICES = {"auto": 0, "cpu": 1, "cuda": 2}     # enum whisper_audio_device

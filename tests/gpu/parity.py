@@ -88,7 +88,7 @@ class Ours:
     class Params(ctypes.Structure):
         _fields_ = [("device", ctypes.c_int), ("dtype", ctypes.c_int), ("n_threads", ctypes.c_int),
                     ("gpu_device", ctypes.c_int), ("max_batch", ctypes.c_int), ("output_layer", ctypes.c_int),
-                    ("final_ln", ctypes.c_bool)]
+                    ("final_ln", ctypes.c_bool), ("projector", ctypes.c_bool)]
 
     def __init__(self, lib_path):
         self.lib = ctypes.CDLL(lib_path)

@@ -5,12 +5,13 @@
 # the tables are printed last.
 #
 #   STEPS="tests parity compare"   which steps (default: all; "nopad" makes the reference,
-#                                  "stages" times main's stages on long audio, "e2e" main's
-#                                  whole path on an hour against transformers)
+#                                  "stages" times main's stages on long audio, "towers" the
+#                                  audio-LLM towers' parity, "e2e" main's whole path on an
+#                                  hour against transformers)
 #   PARITY_SIZES=tiny,base,...     COMPARE_SIZES=large-v3   COMPARE_BATCHES=1,8,32
 set -u
 OUT=${OUT:-build/gpu-logs}
-STEPS=${STEPS:-tests nopad parity compare stages e2e}
+STEPS=${STEPS:-tests nopad parity towers compare stages e2e}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -20,7 +21,8 @@ python3 -c 'import torch, transformers; print("torch", torch.__version__, "trans
 nvcc --version | tail -n 2 | tee -a "$OUT/gpu.txt"
 
 make -j16 all build/micro-80-f32.gguf build/micro-80-f16.gguf build/micro-80-bf16.gguf build/micro-128-f32.gguf \
-    build/micro-128-f16.gguf build/micro-128-bf16.gguf >"$OUT/build.log" 2>&1 || { tail -n 30 "$OUT/build.log"; exit 1; }
+    build/micro-128-f16.gguf build/micro-128-bf16.gguf build/tower-qwen2a-f32.gguf build/tower-voxtral-f32.gguf \
+    build/tower-ultravox-f32.gguf >"$OUT/build.log" 2>&1 || { tail -n 30 "$OUT/build.log"; exit 1; }
 echo "build ok"
 
 if has tests; then
@@ -38,6 +40,7 @@ if has tests; then
 fi
 has nopad && { python3 tests/gpu/make-nopad-reference.py 2>&1 | tail -n 6; }
 has parity && python3 tests/gpu/parity.py --sizes "${PARITY_SIZES:-tiny,base,small,medium,large-v3}" --out "$OUT" 2>&1 | tee "$OUT/parity.log" | grep -v "^|"
+has towers && python3 tests/gpu/towers.py 2>&1 | tee "$OUT/towers.log" | grep -v "^|"
 has compare && python3 tests/gpu/compare.py --sizes "${COMPARE_SIZES:-large-v3}" --batches "${COMPARE_BATCHES:-1,8,32}" --out "$OUT" 2>&1 | tee "$OUT/compare.log" | grep -v "^|"
 has stages && python3 tests/gpu/stages.py 2>&1 | tee "$OUT/stages.log"
 has e2e && python3 tests/gpu/e2e.py --sizes "${E2E_SIZES:-base,large-v3}" --out "$OUT" 2>&1 | tee "$OUT/e2e.log" | grep -v "^|"
@@ -45,6 +48,7 @@ has e2e && python3 tests/gpu/e2e.py --sizes "${E2E_SIZES:-base,large-v3}" --out 
 echo
 has tests && { echo "tests:"; tail -n 3 "$OUT/tests.log"; }
 has parity && grep "^|\|^parity" "$OUT/parity.log"
+has towers && grep "^|\|^towers" "$OUT/towers.log"
 has stages && cat "$OUT/stages.log"
 has compare && grep "^|\|^compare" "$OUT/compare.log"
 has e2e && grep "^|" "$OUT/e2e.log"

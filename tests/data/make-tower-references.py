@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+# Makes tests/data/towers/: tiny random Qwen2-Audio, Voxtral and Ultravox checkpoints (the
+# audio tower and projector only), and float64 references of what each model feeds its
+# language model, computed by the models' own modules (transformers for Qwen2-Audio and
+# Voxtral; fixie-ai/ultravox's ultravox_model.py for Ultravox, which is not in transformers).
+#
+#   python3 tests/data/make-tower-references.py --ultravox ULTRAVOX_REPO/ultravox/model
+#
+# Every parameter is random (biases and norm weights too) and stored in f16, so the float64
+# reference, our converter's f32 GGUF and llama.cpp's mmproj (conv weights in f16) all hold
+# the same numbers. The mmproj files are made afterwards by llama.cpp's own converter (see
+# tests/data/README.md).
+import argparse, importlib.util, json, os, sys
+import numpy as np
+import torch
+import transformers
+from safetensors.torch import save_file
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(ROOT, "towers")
+D, LAYERS, HEADS, FF, LLM = 64, 3, 1, 256, 32      # head_dim 64 (the CUDA kernel's); 3+ layers for llama.cpp
+
+
+def randomise(module, seed):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if p.dim() >= 2:
+                fan_in = p[0].numel()
+                p.copy_(torch.randn(p.shape, generator=g) / fan_in ** 0.5)
+            elif name.endswith("weight"):   # norms
+                p.copy_(1.0 + 0.3 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(0.3 * torch.randn(p.shape, generator=g))
+            p.copy_(p.half().float())   # the f16 the checkpoint stores
+
+
+def save(model_dir, config, state):
+    os.makedirs(model_dir, exist_ok=True)
+    with open(os.path.join(model_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+    save_file({k: v.detach().half().contiguous() for k, v in state.items()}, os.path.join(model_dir, "model.safetensors"))
+
+
+def hub_names(model):   # the audio tower and projector, named as the published checkpoints name them
+    state = {k.removeprefix("model."): v for k, v in model.state_dict().items()}
+    return {k: v for k, v in state.items() if k.split(".")[0] in ("audio_tower", "multi_modal_projector")}
+
+
+def read_wav(name):
+    import wave
+    with wave.open(os.path.join(ROOT, "audio", name)) as w:
+        return np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").astype(np.float32) / 32768.0
+
+
+def load_audio():
+    pcm = read_wav("speech_16k.wav")
+    return {"speech_16k": pcm, "speech_50001": pcm[:50001]}   # 702 and 313 (odd) mel frames
+
+
+LONG = "long_70s"   # audio/long_70s_16k.wav: 1120000 samples, 7000 mel frames; references keep every 8th token
+
+
+def store(name, x):
+    np.save(os.path.join(OUT, name), np.asarray(x, dtype=np.float32))
+
+
+def text_llama():
+    return transformers.LlamaConfig(hidden_size=LLM, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                    num_key_value_heads=1, vocab_size=128, head_dim=16)
+
+
+def qwen2_audio(audios):
+    cfg = transformers.Qwen2AudioConfig(
+        audio_config=dict(d_model=D, encoder_layers=LAYERS, encoder_attention_heads=HEADS, encoder_ffn_dim=FF,
+                          num_mel_bins=80, max_source_positions=1500),
+        text_config=dict(model_type="qwen2", hidden_size=LLM, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, vocab_size=128))
+    cfg.audio_config._attn_implementation = "eager"
+    model = transformers.Qwen2AudioForConditionalGeneration(cfg).eval()
+    randomise(model, 1)
+    state = hub_names(model)
+    save(os.path.join(OUT, "qwen2a"), dict(cfg.to_dict(), architectures=["Qwen2AudioForConditionalGeneration"]), state)
+    inner = model.model.double()
+    tower, proj = inner.audio_tower, inner.multi_modal_projector
+
+    def tokens(features, n_frames):   # Qwen2AudioModel.forward's audio path, for one clip
+        mask = torch.zeros(1, features.shape[-1], dtype=torch.long)
+        mask[:, :n_frames] = 1
+        feat_len, out_len = tower._get_feat_extract_output_lengths(mask.sum(-1))
+        seq = torch.arange((features.shape[-1] - 2) // 2 + 1)[None, :]
+        mask2d = (seq < feat_len[:, None]).long()
+        attn = transformers.masking_utils.create_bidirectional_mask(
+            config=tower.config, inputs_embeds=torch.zeros(1, seq.shape[1], 1, dtype=torch.float64), attention_mask=mask2d)
+        hidden = tower(features, attention_mask=attn).last_hidden_state
+        return proj(hidden)[0, : int(out_len)], hidden[0, : int(out_len)]
+
+    fe = transformers.WhisperFeatureExtractor(feature_size=80)
+    with torch.no_grad():
+        mel = torch.from_numpy(np.load(os.path.join(ROOT, "features", "speech_16k.mel80.npy"))).double()[None]
+        n_frames = -(-len(audios["speech_16k"]) // 160)
+        out, tower_out = tokens(mel, n_frames)
+        store("qwen2a.speech_16k.features.npy", out)
+        store("qwen2a.speech_16k.features.tower.npy", tower_out)
+        for clip, pcm in audios.items():
+            x = fe(pcm, sampling_rate=16000, return_attention_mask=True, padding="max_length", return_tensors="pt")
+            out, _ = tokens(x.input_features.double(), int(x.attention_mask.sum()))
+            store(f"qwen2a.{clip}.audio.npy", out)
+        # 70 s: Qwen2AudioProcessor's feature extractor truncates to the first 30 s (truncation=True)
+        x = fe(read_wav("long_70s_16k.wav"), sampling_rate=16000, return_attention_mask=True, padding="max_length",
+               return_tensors="pt")
+        out, _ = tokens(x.input_features.double(), int(x.attention_mask.sum()))
+        store(f"qwen2a.{LONG}.audio.every8.npy", out[::8])
+
+
+def voxtral(audios):
+    cfg = transformers.VoxtralConfig(
+        audio_config=dict(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS, intermediate_size=FF,
+                          num_mel_bins=128, max_source_positions=1500),
+        text_config=text_llama().to_dict(), projector_hidden_act="gelu")
+    cfg.audio_config._attn_implementation = "eager"
+    model = transformers.VoxtralForConditionalGeneration(cfg).eval()
+    randomise(model, 2)
+    state = hub_names(model)
+    save(os.path.join(OUT, "voxtral"), dict(cfg.to_dict(), architectures=["VoxtralForConditionalGeneration"]), state)
+    model = model.double()
+    fe = transformers.WhisperFeatureExtractor(feature_size=128)
+    with torch.no_grad():
+        mel = torch.from_numpy(np.load(os.path.join(ROOT, "features", "speech_16k.mel128.npy"))).double()[None]
+        out = model.get_audio_features(mel)
+        store("voxtral.speech_16k.features.npy", out.pooler_output[:100])          # the first 100 of 375 tokens
+        store("voxtral.speech_16k.features.tower.npy", out.last_hidden_state[0, :100])
+        for clip, pcm in audios.items():   # the processor pads to a multiple of 30 s
+            x = fe(pcm, sampling_rate=16000, padding="max_length", return_tensors="pt")
+            store(f"voxtral.{clip}.audio.npy", model.get_audio_features(x.input_features.double()).pooler_output[:100])
+        # 70 s: VoxtralProcessor._retrieve_input_features: one log-mel of the audio padded to a
+        # multiple of 30 s, cut into 3000-frame chunks
+        x = fe(read_wav("long_70s_16k.wav"), sampling_rate=16000, padding=True, truncation=False, pad_to_multiple_of=480000,
+               return_tensors="pt")
+        chunks = x.input_features.reshape(128, -1, 3000).transpose(0, 1).double()
+        store(f"voxtral.{LONG}.audio.every8.npy", model.get_audio_features(chunks).pooler_output[::8])
+
+
+def ultravox(audios, src):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(src))))
+    from ultravox.model import ultravox_config, ultravox_model
+    wcfg = transformers.WhisperConfig(d_model=D, encoder_layers=LAYERS, encoder_attention_heads=HEADS, encoder_ffn_dim=FF,
+                                      num_mel_bins=80, max_source_positions=1500, decoder_layers=1, vocab_size=128)
+    wcfg._name_or_path = "openai/whisper-tiny-random"
+    cfg = ultravox_config.UltravoxConfig(audio_config=wcfg.to_dict(), text_config=text_llama().to_dict(),
+                                         hidden_size=128, stack_factor=8, projector_act="swiglu", projector_ln_mid=True)
+    cfg.audio_config._attn_implementation = "eager"
+    tower = ultravox_model.ModifiedWhisperEncoder(cfg.audio_config).eval()
+    tower.init_latency_mask(None, torch.float32)
+    proj = ultravox_model.UltravoxProjector(cfg).eval()
+    randomise(tower, 3)
+    randomise(proj, 4)
+    state = {"audio_tower." + k: v for k, v in tower.state_dict().items()}
+    state.update({"multi_modal_projector." + k: v for k, v in proj.state_dict().items()})
+    config = cfg.to_dict()
+    config["architectures"] = ["UltravoxModel"]
+    save(os.path.join(OUT, "ultravox"), config, state)
+    tower, proj = tower.double(), proj.double()
+
+    def tokens_long(features, lens):   # several chunks, the last padded: the padding mask matters
+        x = torch.nn.functional.gelu(tower.conv1(features))
+        x = torch.nn.functional.gelu(tower.conv2(x)).permute(0, 2, 1)
+        hidden = x + tower.embed_positions.weight[: x.size(-2)]
+        pos = (lens - 1) // 2 + 1                                  # _get_feat_extract_output_lengths
+        keep = torch.arange(hidden.shape[1])[None, :] < pos[:, None]
+        mask = (1.0 - keep[:, None, None, :].double()) * torch.finfo(torch.float64).min   # get_extended_attention_mask
+        for layer in tower.layers:
+            hidden = layer(hidden, mask)
+            hidden = hidden[0] if isinstance(hidden, tuple) else hidden
+        out = proj(tower.layer_norm(hidden))
+        return torch.cat([out[i, : -(-int(l) // 16)] for i, l in enumerate(lens)])
+
+    def tokens(features, n_frames):   # UltravoxModel._prepare_audio_embeds for one clip
+        # ModifiedWhisperEncoder.forward, step by step: its layer call is written for transformers
+        # 4 (positional layer_head_mask, output_attentions) and transformers 5's layer takes
+        # (hidden_states, attention_mask); one clip of n_frames has an all-ones padding mask
+        assert features.shape[-1] == n_frames
+        x = torch.nn.functional.gelu(tower.conv1(features))
+        x = torch.nn.functional.gelu(tower.conv2(x)).permute(0, 2, 1)
+        hidden = x + tower.embed_positions.weight[: x.size(-2)]   # the positions sliced, as it does
+        for layer in tower.layers:
+            hidden = layer(hidden, None)
+            hidden = hidden[0] if isinstance(hidden, tuple) else hidden
+        hidden = tower.layer_norm(hidden)
+        n_tok = -(-n_frames // 16)    # the processor's audio_token_len: ceil(frames / (2 * stack_factor))
+        return proj(hidden)[0, :n_tok], hidden[0]
+
+    fe = transformers.WhisperFeatureExtractor(feature_size=80)
+    with torch.no_grad():
+        n_frames = -(-len(audios["speech_16k"]) // 160)
+        mel = torch.from_numpy(np.load(os.path.join(ROOT, "features", "speech_16k.mel80.npy"))).double()[None, :, :n_frames]
+        out, tower_out = tokens(mel, n_frames)
+        store("ultravox.speech_16k.features.npy", out)
+        store("ultravox.speech_16k.features.tower.npy", tower_out)
+        for clip, pcm in audios.items():   # UltravoxProcessor: at least 2 hops, unpadded to a multiple of 160
+            pcm = np.pad(pcm, (0, max(0, 320 - len(pcm))))
+            x = fe(pcm, sampling_rate=16000, padding="longest", pad_to_multiple_of=160, truncation=False,
+                   return_attention_mask=True, return_tensors="pt")
+            out, _ = tokens(x.input_features.double(), int(x.attention_mask.sum()))
+            store(f"ultravox.{clip}.audio.npy", out)
+        # 70 s: UltravoxProcessor._chunk_and_pad_audio: the log-mel of all of it cut into chunks of
+        # 3000 frames, the last (a continuation) zero-padded to 3000, audio_lens per chunk
+        x = fe(read_wav("long_70s_16k.wav"), sampling_rate=16000, padding="longest", pad_to_multiple_of=160,
+               truncation=False, return_attention_mask=True, return_tensors="pt")
+        feats, n = x.input_features.double(), int(x.attention_mask.sum())
+        chunks = [feats[0, :, o:o + 3000] for o in range(0, n, 3000)]
+        lens = torch.tensor([c.shape[-1] for c in chunks])
+        chunks = torch.stack([torch.nn.functional.pad(c, (0, 3000 - c.shape[-1])) for c in chunks])
+        store(f"ultravox.{LONG}.audio.every8.npy", tokens_long(chunks, lens)[::8])
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ultravox", required=True, help="fixie-ai/ultravox's ultravox/model directory")
+    args = ap.parse_args()
+    os.makedirs(OUT, exist_ok=True)
+    torch.manual_seed(0)
+    audios = load_audio()
+    qwen2_audio(audios)
+    voxtral(audios)
+    ultravox(audios, args.ultravox)
+    print("wrote", OUT)

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""GPU parity of the audio-LLM towers: Qwen2-Audio, Voxtral and Ultravox on CUDA against the
+models' own code, on the tiny random checkpoints of tests/data/towers (made by
+tests/data/make-tower-references.py; weights stored in f16, so every file holds the same numbers).
+
+For each tower, the speech_16k log-mel (tests/data/features) goes through
+  - the float64 reference stored beside the checkpoints (the models' own code, CPU, eager);
+  - the models' own code on the GPU in f16 and in bf16 (sdpa attention): the peer's own error
+    (Qwen2-Audio and Voxtral: transformers' Qwen2AudioModel path and get_audio_features;
+    Ultravox: its ModifiedWhisperEncoder and UltravoxProjector, written out below from
+    transformers' WhisperEncoder layers and LlamaRMSNorm, since ultravox_model.py is not here);
+  - whisper-audio on CUDA in f16 and bf16 (build/libwhisper-audio.so through ctypes,
+    whisper_audio_encode_mel_tokens), from our GGUF (build/tower-NAME-f32.gguf) and from
+    llama.cpp's mmproj file (tests/data/towers/NAME.mmproj.gguf).
+Ours must be within 1.25x the peer's error in the same dtype. Prints a table; exits 1 on a failure.
+
+Run on the GPU machine from the repository root, after `make -j16 all build/tower-{qwen2a,voxtral,ultravox}-f32.gguf`:
+    python3 tests/gpu/towers.py
+"""
+import ctypes
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+import transformers
+from safetensors.torch import load_file
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DATA = os.path.join(ROOT, "tests", "data")
+BOUND = 1.25
+N_FRAMES = 702       # speech_16k: the frames holding audio (ceil(112256 / 160))
+DEVICE = os.environ.get("WA_TOWERS_DEVICE", "cuda")   # cpu: to check the peers here, in float64
+
+
+class Params(ctypes.Structure):   # whisper_audio_encoder_params
+    _fields_ = [("device", ctypes.c_int), ("dtype", ctypes.c_int), ("n_threads", ctypes.c_int),
+                ("gpu_device", ctypes.c_int), ("max_batch", ctypes.c_int), ("output_layer", ctypes.c_int),
+                ("final_ln", ctypes.c_bool), ("projector", ctypes.c_bool)]
+
+
+def ours(lib, model_path, mel, n_frames, dtype, rows_max=1500, width=32):
+    L = lib
+    model = L.whisper_audio_model_load(model_path.encode())
+    if not model:
+        raise RuntimeError(L.whisper_audio_last_error().decode())
+    p = L.whisper_audio_encoder_default_params()
+    p.device = 2                                           # WHISPER_AUDIO_DEVICE_CUDA
+    p.dtype = 1 if dtype == torch.bfloat16 else 0
+    enc = L.whisper_audio_encoder_init(model, p)
+    if not enc:
+        raise RuntimeError(L.whisper_audio_last_error().decode())
+    mel = np.ascontiguousarray(mel, dtype=np.float32)
+    out = np.full((rows_max, width), np.nan, dtype=np.float32)
+    rows = L.whisper_audio_encode_mel_tokens(enc, mel.ctypes.data, mel.shape[-1], N_FRAMES, out.ctypes.data)
+    err = L.whisper_audio_last_error().decode() if rows < 0 else None
+    L.whisper_audio_encoder_free(enc)
+    L.whisper_audio_model_free(model)
+    if err:
+        raise RuntimeError(err)
+    return out[:rows]
+
+
+def load(cls, name):
+    d = os.path.join(DATA, "towers", name)
+    model = cls(transformers.AutoConfig.from_pretrained(d)).eval()
+    state = load_file(os.path.join(d, "model.safetensors"))
+    return model, state
+
+
+def qwen2a(dtype, mel):
+    model, state = load(transformers.Qwen2AudioForConditionalGeneration, "qwen2a")
+    inner = model.model
+    inner.audio_tower.load_state_dict({k[len("audio_tower."):]: v for k, v in state.items() if k.startswith("audio_tower.")})
+    inner.multi_modal_projector.load_state_dict(
+        {k[len("multi_modal_projector."):]: v for k, v in state.items() if k.startswith("multi_modal_projector.")})
+    tower, proj = inner.audio_tower.to(DEVICE, dtype), inner.multi_modal_projector.to(DEVICE, dtype)
+    mask = torch.zeros(1, mel.shape[-1], dtype=torch.long, device=DEVICE)
+    mask[:, :N_FRAMES] = 1
+    feat_len, out_len = tower._get_feat_extract_output_lengths(mask.sum(-1))
+    seq = torch.arange((mel.shape[-1] - 2) // 2 + 1, device=DEVICE)[None, :]
+    attn = transformers.masking_utils.create_bidirectional_mask(
+        config=tower.config, inputs_embeds=torch.zeros(1, seq.shape[1], 1, dtype=dtype, device=DEVICE),
+        attention_mask=(seq < feat_len[:, None]).long())
+    x = torch.from_numpy(mel)[None].to(DEVICE, dtype)
+    return proj(tower(x, attention_mask=attn).last_hidden_state)[0, : int(out_len)]
+
+
+def voxtral(dtype, mel):
+    model, state = load(transformers.VoxtralForConditionalGeneration, "voxtral")
+    model.model.audio_tower.load_state_dict({k[len("audio_tower."):]: v for k, v in state.items() if k.startswith("audio_tower.")})
+    model.model.multi_modal_projector.load_state_dict(
+        {k[len("multi_modal_projector."):]: v for k, v in state.items() if k.startswith("multi_modal_projector.")})
+    model = model.to(DEVICE, dtype)
+    return model.get_audio_features(torch.from_numpy(mel)[None].to(DEVICE, dtype)).pooler_output[:100]
+
+
+def ultravox(dtype, mel):
+    d = os.path.join(DATA, "towers", "ultravox")
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    state = load_file(os.path.join(d, "model.safetensors"))
+    wcfg = transformers.WhisperConfig(**{k: v for k, v in cfg["audio_config"].items() if k != "model_type"})
+    tower = transformers.models.whisper.modeling_whisper.WhisperEncoder(wcfg).eval()
+    tower.load_state_dict({k[len("audio_tower."):]: v for k, v in state.items() if k.startswith("audio_tower.")})
+    tower = tower.to(DEVICE, dtype)
+    p = {k[len("multi_modal_projector."):]: v.to(DEVICE) for k, v in state.items() if k.startswith("multi_modal_projector.")}
+
+    def rms(name, dim):
+        n = transformers.models.llama.modeling_llama.LlamaRMSNorm(dim, eps=1e-6).to(DEVICE, dtype)
+        n.weight.data.copy_(p[name])
+        return n
+
+    stack, hidden = cfg["stack_factor"], cfg["hidden_size"]
+    with torch.no_grad():
+        # ModifiedWhisperEncoder.forward: unpadded input, the positions sliced
+        x = torch.from_numpy(mel[:, :N_FRAMES])[None].to(DEVICE, dtype)
+        x = torch.nn.functional.gelu(tower.conv1(x))
+        x = torch.nn.functional.gelu(tower.conv2(x)).permute(0, 2, 1)
+        h = x + tower.embed_positions.weight[: x.size(1)]
+        for layer in tower.layers:
+            h = layer(h, None)
+            h = h[0] if isinstance(h, tuple) else h
+        h = tower.layer_norm(h)
+        # UltravoxProjector: pad and stack, ln_pre, linear_1, SwiGLU, ln_mid, linear_2
+        B, T, C = h.shape
+        h = torch.nn.functional.pad(h, (0, 0, 0, (T + stack - 1) // stack * stack - T)).view(B, -1, C * stack)
+        h = rms("ln_pre.weight", C * stack)(h)
+        h = h @ p["linear_1.weight"].to(dtype).T
+        a, gate = h.chunk(2, dim=-1)
+        h = torch.nn.functional.silu(gate) * a
+        h = rms("ln_mid.weight", hidden // 2)(h)
+        h = h @ p["linear_2.weight"].to(dtype).T
+        return h[0, : (N_FRAMES + 15) // 16]
+
+
+def main():
+    lib = ctypes.CDLL(os.path.join(ROOT, "build", "libwhisper-audio.so"))
+    lib.whisper_audio_model_load.restype = ctypes.c_void_p
+    lib.whisper_audio_model_load.argtypes = [ctypes.c_char_p]
+    lib.whisper_audio_model_free.argtypes = [ctypes.c_void_p]
+    lib.whisper_audio_encoder_default_params.restype = Params
+    lib.whisper_audio_encoder_init.restype = ctypes.c_void_p
+    lib.whisper_audio_encoder_init.argtypes = [ctypes.c_void_p, Params]
+    lib.whisper_audio_encoder_free.argtypes = [ctypes.c_void_p]
+    lib.whisper_audio_encode_mel_tokens.restype = ctypes.c_int
+    lib.whisper_audio_encode_mel_tokens.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+    lib.whisper_audio_last_error.restype = ctypes.c_char_p
+
+    rows, failed = [], False
+    for name, peer, n_mels in (("qwen2a", qwen2a, 80), ("voxtral", voxtral, 128), ("ultravox", ultravox, 80)):
+        mel = np.load(os.path.join(DATA, "features", "speech_16k.mel%d.npy" % n_mels))
+        ref = np.load(os.path.join(DATA, "towers", name + ".speech_16k.features.npy")).astype(np.float64)
+        our_mel = mel[:, :N_FRAMES] if name == "ultravox" else mel
+        for dtype in (torch.float16, torch.bfloat16):
+            with torch.no_grad():
+                theirs = peer(dtype, mel).float().cpu().numpy().astype(np.float64)
+            e_peer = np.linalg.norm(theirs[: len(ref)] - ref) / np.linalg.norm(ref)
+            for label, path in (("gguf", os.path.join(ROOT, "build", "tower-%s-f32.gguf" % name)),
+                                ("mmproj", os.path.join(DATA, "towers", name + ".mmproj.gguf"))):
+                got = ours(lib, path, our_mel, our_mel.shape[-1], dtype).astype(np.float64)
+                e_ours = np.linalg.norm(got[: len(ref)] - ref) / np.linalg.norm(ref)
+                ok = e_ours <= BOUND * e_peer
+                failed |= not ok
+                rows.append("| %s (%s) | %s | %.3g | %.3g | %.2fx | %s |" % (name, label, str(dtype)[6:], e_ours, e_peer,
+                                                                         e_ours / e_peer, "ok" if ok else "FAIL"))
+    print("| tower | dtype | ours vs float64 | the model's own code | ratio | <= %.2fx |" % BOUND)
+    print("| --- | --- | --- | --- | --- | --- |")
+    print("\n".join(rows))
+    print("towers parity:", "FAILED" if failed else "all within %.2fx" % BOUND)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,294 @@
+// The audio towers of Qwen2-Audio, Voxtral and Ultravox on the CPU against their own code in
+// float64 (tests/data/towers, made by tests/data/make-tower-references.py), from our GGUF
+// (build/tower-*.gguf, converted from the checkpoints there) and from llama.cpp's mmproj files
+// of the same checkpoints; and the loader's answers to broken projector files.
+#include <doctest/doctest.h>
+
+#include "test-util.h"
+#include "whisper-audio.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+const char * TOWERS[] = {"qwen2a", "voxtral", "ultravox"};
+
+whisper_audio_encoder * cpu_encoder(const whisper_audio_model * model, bool projector) {
+    whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
+    p.device = WHISPER_AUDIO_DEVICE_CPU;
+    p.n_threads = 2;
+    p.max_batch = 2;
+    p.projector = projector;
+    whisper_audio_encoder * enc = whisper_audio_encoder_init(model, p);
+    REQUIRE_MESSAGE(enc, whisper_audio_last_error());
+    return enc;
+}
+
+// The first rows of got against a reference of ref.size() / width rows.
+double first_rows_error(const std::vector<float> & got, const std::vector<float> & ref) {
+    REQUIRE(got.size() >= ref.size());
+    return rel_l2(got.data(), ref.data(), ref.size());
+}
+
+// Both files of a tower: our converter's f32 GGUF and llama.cpp's mmproj (f16 matrices
+// holding the checkpoint's f16 values exactly, so the same reference applies).
+std::vector<std::string> tower_files(const std::string & name) {
+    return {"build/tower-" + name + "-f32.gguf", test_data("towers/" + name + ".mmproj.gguf")};
+}
+
+std::vector<float> pcm_of(size_t n) {
+    decoded_audio a = decode_file(test_data("audio/speech_16k.wav"));
+    REQUIRE(a.ok);
+    REQUIRE(a.pcm.size() >= n);
+    a.pcm.resize(n);
+    return a.pcm;
+}
+
+} // namespace
+
+TEST_CASE("towers: the model file says the projector, llama.cpp's mmproj files load as they are") {
+    const struct { const char * name; whisper_audio_projector type; int stack, n_mels; } want[] = {
+        {"qwen2a", WHISPER_AUDIO_PROJECTOR_QWEN2A, 1, 80},
+        {"voxtral", WHISPER_AUDIO_PROJECTOR_VOXTRAL, 4, 128},
+        {"ultravox", WHISPER_AUDIO_PROJECTOR_ULTRAVOX, 8, 80},
+    };
+    for (const auto & w : want) {
+        for (const std::string & path : tower_files(w.name)) {
+            whisper_audio_model * m = whisper_audio_model_load(path.c_str());
+            REQUIRE_MESSAGE(m, whisper_audio_last_error());
+            const whisper_audio_hparams * hp = whisper_audio_model_hparams(m);
+            CHECK(hp->projector == w.type);
+            CHECK(hp->n_llm == 32);
+            CHECK(hp->stack_factor == w.stack);
+            CHECK(hp->n_mels == w.n_mels);
+            CHECK(hp->n_state == 64);
+            CHECK(hp->n_layer == 3);
+            CHECK(whisper_audio_token_dim(m, true) == 32);
+            CHECK(whisper_audio_token_dim(m, false) == 64);
+            whisper_audio_model_free(m);
+        }
+    }
+    // the two files' mel banks: the converter's tensor and the one computed at load agree
+    whisper_audio_model * a = whisper_audio_model_load("build/tower-qwen2a-f32.gguf");
+    whisper_audio_model * b = whisper_audio_model_load(test_data("towers/qwen2a.mmproj.gguf").c_str());
+    REQUIRE(a);
+    REQUIRE(b);
+    CHECK(rel_l2(whisper_audio_model_mel_filters(b), whisper_audio_model_mel_filters(a), 80 * 201) < 1e-7);
+    whisper_audio_model_free(a);
+    whisper_audio_model_free(b);
+}
+
+TEST_CASE("towers: tokens per audio length are the models' own") {
+    whisper_audio_model * q = whisper_audio_model_load("build/tower-qwen2a-f32.gguf");
+    whisper_audio_model * v = whisper_audio_model_load("build/tower-voxtral-f32.gguf");
+    whisper_audio_model * u = whisper_audio_model_load("build/tower-ultravox-f32.gguf");
+    REQUIRE(q);
+    REQUIRE(v);
+    REQUIRE(u);
+    // speech_16k: 112256 samples, 702 mel frames, 351 positions (the references' row counts)
+    CHECK(whisper_audio_n_tokens(q, 112256, true) == 175);
+    CHECK(whisper_audio_n_tokens(v, 112256, true) == 375);
+    CHECK(whisper_audio_n_tokens(v, 112256, false) == 1500);
+    CHECK(whisper_audio_n_tokens(u, 112256, true) == 44);
+    CHECK(whisper_audio_n_tokens(u, 112256, false) == 351);
+    CHECK(whisper_audio_n_tokens(q, 50001, true) == 78);    // 313 frames (odd), 157 positions
+    CHECK(whisper_audio_n_tokens(u, 50001, true) == 20);
+    CHECK(whisper_audio_n_tokens(q, 480000, true) == 750);
+    CHECK(whisper_audio_n_tokens(u, 480000, true) == 188);  // 1500 positions, the last token zero-padded
+    CHECK(whisper_audio_n_tokens(q, 320, true) == 0);       // Qwen2-Audio: (1 - 2) // 2 + 1
+    CHECK(whisper_audio_n_tokens(u, 1, true) == 1);         // Ultravox pads to 2 hops
+    CHECK(whisper_audio_n_tokens(q, 480000 + 112256, true) == 750);        // its processor keeps the first 30 s
+    CHECK(whisper_audio_n_tokens(v, 2 * 480000 + 1, true) == 3 * 375);
+    CHECK(whisper_audio_n_tokens(u, 1120000, true) == 188 + 188 + 63);     // 7000 frames: chunks of 3000, 3000, 1000
+    // a Whisper model has none
+    whisper_audio_model * w = whisper_audio_model_load("build/micro-80-f32.gguf");
+    REQUIRE(w);
+    CHECK(whisper_audio_n_tokens(w, 16000, true) == 0);
+    CHECK(std::string(whisper_audio_last_error()).find("without an audio-LLM projector") != std::string::npos);
+    whisper_audio_model_free(w);
+    whisper_audio_model_free(q);
+    whisper_audio_model_free(v);
+    whisper_audio_model_free(u);
+}
+
+TEST_CASE("towers: CPU f32 against the models' own code in float64, from features and from audio") {
+    for (const char * name : TOWERS) {
+        const std::string ref_dir = std::string("towers/") + name;
+        for (const std::string & path : tower_files(name)) {
+            whisper_audio_model * model = whisper_audio_model_load(path.c_str());
+            REQUIRE_MESSAGE(model, whisper_audio_last_error());
+            const whisper_audio_hparams * hp = whisper_audio_model_hparams(model);
+            const bool unpadded = hp->projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX;
+
+            // from the feature extractor's log-mel (speech_16k: 702 frames hold audio)
+            std::vector<float> mel = npy_load_f32(test_data("features/speech_16k.mel" + std::to_string(hp->n_mels) + ".npy"), nullptr);
+            const int n_frames = unpadded ? 702 : 3000;
+            std::vector<float> mel_in((size_t)hp->n_mels * n_frames);
+            for (int m = 0; m < hp->n_mels; m++)
+                std::copy(mel.begin() + (size_t)m * 3000, mel.begin() + (size_t)m * 3000 + n_frames, mel_in.begin() + (size_t)m * n_frames);
+            for (bool projector : {true, false}) {
+                whisper_audio_encoder * enc = cpu_encoder(model, projector);
+                const int width = projector ? hp->n_llm : hp->n_state;
+                std::vector<float> got((size_t)1500 * width, NAN);
+                const int rows = whisper_audio_encode_mel_tokens(enc, mel_in.data(), n_frames, 702, got.data());
+                REQUIRE_MESSAGE(rows > 0, whisper_audio_last_error());
+                CHECK((size_t)rows == whisper_audio_n_tokens(model, 112256, projector));
+                got.resize((size_t)rows * width);
+                std::vector<int64_t> shape;
+                std::vector<float> ref = npy_load_f32(test_data(ref_dir + ".speech_16k.features" + (projector ? "" : ".tower") + ".npy"), &shape);
+                REQUIRE(shape.size() == 2);
+                CHECK(shape[1] == width);
+                const double err = first_rows_error(got, ref);
+                MESSAGE(path << std::string(projector ? " tokens" : " tower") << " from features: rel L2 " << err << " (" << rows << " rows)");
+                CHECK(err < 2e-6);
+                whisper_audio_encoder_free(enc);
+            }
+
+            // from audio: our decode, log-mel and tokens (two lengths: 702 and 313 mel frames)
+            whisper_audio_encoder * enc = cpu_encoder(model, true);
+            for (auto clip : {std::make_pair("speech_16k", (size_t)112256), std::make_pair("speech_50001", (size_t)50001)}) {
+                std::vector<float> pcm = pcm_of(clip.second);
+                const size_t n_tok = whisper_audio_n_tokens(model, pcm.size(), true);
+                std::vector<float> got(n_tok * hp->n_llm, NAN);
+                REQUIRE_MESSAGE(whisper_audio_encode_tokens(enc, pcm.data(), pcm.size(), got.data()), whisper_audio_last_error());
+                std::vector<int64_t> shape;
+                std::vector<float> ref = npy_load_f32(test_data(ref_dir + "." + clip.first + ".audio.npy"), &shape);
+                if (hp->projector != WHISPER_AUDIO_PROJECTOR_VOXTRAL) CHECK((size_t)shape[0] == n_tok);   // Voxtral's: the first 100
+                const double err = first_rows_error(got, ref);
+                MESSAGE(path << " tokens from audio (" << std::string(clip.first) << "): rel L2 " << err << " (" << n_tok << " tokens)");
+                CHECK(err < 1e-5);
+            }
+            whisper_audio_encoder_free(enc);
+            whisper_audio_model_free(model);
+        }
+    }
+}
+
+TEST_CASE("towers: 70 s of audio as each model's processor takes it (Qwen2-Audio: the first 30 s; Voxtral, Ultravox: one log-mel, chunks)") {
+    decoded_audio a = decode_file(test_data("audio/long_70s_16k.wav"));
+    REQUIRE(a.ok);
+    REQUIRE(a.pcm.size() == 1120000);
+    for (const char * name : TOWERS) {
+        for (const std::string & path : tower_files(name)) {
+            whisper_audio_model * model = whisper_audio_model_load(path.c_str());
+            REQUIRE_MESSAGE(model, whisper_audio_last_error());
+            const int width = whisper_audio_model_hparams(model)->n_llm;
+            whisper_audio_encoder * enc = cpu_encoder(model, true);   // batch 2: chunks share a batch
+            const size_t n_tok = whisper_audio_n_tokens(model, a.pcm.size(), true);
+            std::vector<float> got(n_tok * width, NAN);
+            REQUIRE_MESSAGE(whisper_audio_encode_tokens(enc, a.pcm.data(), a.pcm.size(), got.data()), whisper_audio_last_error());
+            std::vector<int64_t> shape;
+            std::vector<float> ref = npy_load_f32(test_data(std::string("towers/") + name + ".long_70s.audio.every8.npy"), &shape);
+            REQUIRE(shape.size() == 2);
+            CHECK((size_t)shape[0] == (n_tok + 7) / 8);
+            std::vector<float> every8;
+            for (size_t r = 0; r < n_tok; r += 8) every8.insert(every8.end(), got.begin() + r * width, got.begin() + (r + 1) * width);
+            const double err = rel_l2(every8, ref);
+            MESSAGE(path << " 70 s: " << n_tok << " tokens, rel L2 " << err);
+            CHECK(err < 1e-5);
+            whisper_audio_encoder_free(enc);
+            whisper_audio_model_free(model);
+        }
+    }
+}
+
+namespace {
+
+// file with the first `from` replaced by `to` (same length)
+std::vector<uint8_t> patched(const std::vector<uint8_t> & file, const std::string & from, const std::string & to) {
+    REQUIRE(from.size() == to.size());
+    std::vector<uint8_t> b = file;
+    auto it = std::search(b.begin(), b.end(), from.begin(), from.end());
+    REQUIRE(it != b.end());
+    std::copy(to.begin(), to.end(), it);
+    return b;
+}
+
+// the uint32 value of a GGUF key set to v
+std::vector<uint8_t> with_u32(const std::vector<uint8_t> & file, const std::string & key, uint32_t v) {
+    std::vector<uint8_t> b = file;
+    auto it = std::search(b.begin(), b.end(), key.begin(), key.end());
+    REQUIRE(it != b.end());
+    memcpy(&*(it + key.size() + 4), &v, 4);                      // after the key: uint32 type, then the value
+    return b;
+}
+
+// the string value of a GGUF key replaced by one of the same length
+std::vector<uint8_t> with_string(const std::vector<uint8_t> & file, const std::string & key, const std::string & v) {
+    std::vector<uint8_t> b = file;
+    auto it = std::search(b.begin(), b.end(), key.begin(), key.end());
+    REQUIRE(it != b.end());
+    uint64_t len;
+    memcpy(&len, &*(it + key.size() + 4), 8);                    // after the key: uint32 type, uint64 length
+    REQUIRE(len == v.size());
+    std::copy(v.begin(), v.end(), it + key.size() + 12);
+    return b;
+}
+
+} // namespace
+
+TEST_CASE("towers: bad projector files get a one-line error that names the tensor or key") {
+    const std::vector<uint8_t> qwen = read_bytes(test_data("towers/qwen2a.mmproj.gguf"));
+    const std::vector<uint8_t> vox = read_bytes(test_data("towers/voxtral.mmproj.gguf"));
+    const std::vector<uint8_t> uvx = read_bytes(test_data("towers/ultravox.mmproj.gguf"));
+    const std::vector<uint8_t> ours = read_bytes("build/tower-voxtral-f32.gguf");
+    struct bad { const char * name; std::vector<uint8_t> bytes; const char * expect; };
+    const bad cases[] = {
+        {"unknown-type.gguf", with_string(qwen, "clip.projector_type", "qwen9a"), "clip.projector_type is 'qwen9a', not a projector this library runs"},
+        {"ours-unknown-type.gguf", with_string(ours, "whisper.projector.type", "voxtrax"), "whisper.projector.type is 'voxtrax'"},
+        {"llm-dim.gguf", with_u32(qwen, "clip.audio.projection_dim", 33), "tensor 'mm.a.fc.weight' has dims [64, 32]"},
+        {"stack.gguf", with_u32(vox, "clip.audio.projector.stack_factor", 3), "tensor 'mm.a.mlp.1.weight' has dims [256, 32]"},
+        {"stack-1500.gguf", with_u32(vox, "clip.audio.projector.stack_factor", 7), "does not divide the 1500 positions"},
+        {"no-norm.gguf", patched(uvx, "mm.a.norm_mid.weight", "mm.a.norm_xid.weight"), "needs one of the tensors 'mm.a.norm_mid.weight'"},
+        {"no-fc.gguf", patched(qwen, "mm.a.fc.bias", "mm.a.fc.bixs"), "tensor 'mm.a.fc.bias' is missing"},
+        {"no-audio.gguf", patched(qwen, "clip.audio.embedding_length", "clip.audio.embedding_lengtx"), "without an audio encoder"},
+        {"layer.gguf", patched(vox, "a.blk.2.ln2.weight", "a.blk.2.ln9.weight"), "tensor 'a.blk.2.ln2.weight' is missing"},
+    };
+    for (const bad & c : cases) {
+        const std::string path = test_tmp(c.name);
+        write_bytes(path, c.bytes);
+        whisper_audio_model * m = whisper_audio_model_load(path.c_str());
+        CHECK_MESSAGE(m == nullptr, c.name);
+        const std::string msg = whisper_audio_last_error();
+        CHECK_MESSAGE(msg.find(c.expect) != std::string::npos, msg);
+        CHECK_MESSAGE(msg.find('\n') == std::string::npos, msg);
+        whisper_audio_model_free(m);
+        remove(path.c_str());
+    }
+}
+
+TEST_CASE("towers on CUDA: tokens in f16 and bf16 near the float64 references (tests/gpu/towers.py: the 1.25x bound)" *
+          doctest::skip(no_gpu())) {
+    for (const char * name : TOWERS) {
+        for (const std::string & path : tower_files(name)) {
+            whisper_audio_model * model = whisper_audio_model_load(path.c_str());
+            REQUIRE_MESSAGE(model, whisper_audio_last_error());
+            const whisper_audio_hparams * hp = whisper_audio_model_hparams(model);
+            for (whisper_audio_dtype dt : {WHISPER_AUDIO_DTYPE_F16, WHISPER_AUDIO_DTYPE_BF16}) {
+                whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
+                p.device = WHISPER_AUDIO_DEVICE_CUDA;
+                p.dtype = dt;
+                p.max_batch = 2;
+                whisper_audio_encoder * enc = whisper_audio_encoder_init(model, p);
+                REQUIRE_MESSAGE(enc, whisper_audio_last_error());
+                for (auto clip : {std::make_pair("speech_16k", (size_t)112256), std::make_pair("speech_50001", (size_t)50001)}) {
+                    std::vector<float> pcm = pcm_of(clip.second);
+                    std::vector<float> got(whisper_audio_n_tokens(model, pcm.size(), true) * hp->n_llm, NAN);
+                    REQUIRE_MESSAGE(whisper_audio_encode_tokens(enc, pcm.data(), pcm.size(), got.data()), whisper_audio_last_error());
+                    std::vector<float> ref = npy_load_f32(test_data(std::string("towers/") + name + "." + clip.first + ".audio.npy"), nullptr);
+                    const double err = first_rows_error(got, ref);
+                    MESSAGE(path << std::string(dt == WHISPER_AUDIO_DTYPE_F16 ? " f16 " : " bf16 ") << std::string(clip.first)
+                                 << ": rel L2 " << err);
+                    CHECK(err < (dt == WHISPER_AUDIO_DTYPE_F16 ? 1e-2 : 5e-2));
+                }
+                whisper_audio_encoder_free(enc);
+            }
+            whisper_audio_model_free(model);
+        }
+    }
+}
