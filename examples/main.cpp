@@ -95,7 +95,8 @@ static void print_usage(const char * argv0) {
             "  --png FILE           draw the first window's log-mel and embedding as a PNG image\n"
             "  -t, --threads N      CPU threads for log-mel and the CPU backend (default: up to 8; at most the\n"
             "                       hardware's)\n"
-            "  -b, --batch N        30 s windows per encoder call (default: 8, at most 256)\n"
+            "  -b, --batch N        30 s windows per encoder call, at most (default: 8, at most 256); when the\n"
+            "                       inputs' lengths are known the batches are evened out (120 windows at -b 32: 4 x 30)\n"
             "  --device D           cpu, cuda, auto (default: CUDA when a GPU is present), or several GPUs:\n"
             "                       cuda:0,1 or cuda:all (each takes the next batch; rows stay in input order)\n"
             "  --dtype T            CUDA compute type: f16 or bf16 (default: f16)\n"
@@ -1076,7 +1077,14 @@ static int run_main(const params & p) {
                                                                                          : WHISPER_AUDIO_DEVICE_AUTO;
         ep.dtype = p.dtype == "bf16" ? WHISPER_AUDIO_DTYPE_BF16 : WHISPER_AUDIO_DTYPE_F16;
         if (p.n_threads > 0) ep.n_threads = p.n_threads;
-        ep.max_batch = lengths_known ? (int)std::min<size_t>(p.batch, std::max<size_t>(1, j.expected_windows)) : p.batch;
+        // when the lengths are known, batches of equal size: 120 windows at -b 32 go as 4 x 30,
+        // not 3 x 32 and a last 24 padded to 32 on the GPU (a captured graph has one shape)
+        if (lengths_known) {
+            const size_t total = std::max<size_t>(1, j.expected_windows), n_batches = (total + p.batch - 1) / p.batch;
+            ep.max_batch = (int)((total + n_batches - 1) / n_batches);
+        } else {
+            ep.max_batch = p.batch;
+        }
         ep.output_layer = p.layer;
         ep.final_ln = p.final_ln;
         // one encoder per GPU asked for (cuda:0,1 or cuda:all), else one

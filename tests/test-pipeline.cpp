@@ -6,6 +6,7 @@
 
 #include "test-util.h"
 
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -303,6 +304,11 @@ TEST_CASE("cuda log_mel: the CPU log-mel within 1e-5 (speech, 70 s, a tone, near
             MESSAGE("n_mels " << hp->n_mels << ", window " << b << ": max abs difference " << worst);
             CHECK(worst <= 1e-5);
         }
+        // its time (the graph replayed; no assertion, a figure for docs/BENCHMARKS.md)
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < 20; i++) REQUIRE(vt_backend_compute(be, g));
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / 20;
+        MESSAGE("log-mel on the GPU, n_mels " << hp->n_mels << ": " << ms / B << " ms per window (" << B << " windows a run)");
         vt_graph_free(g);
         vt_free(ctx);
         vt_backend_free(be);
