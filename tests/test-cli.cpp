@@ -697,3 +697,20 @@ TEST_CASE("main: an audio-LLM model gives its tokens; --no-projector the tower's
     CHECK(!exists(out));
     remove(bad.c_str());
 }
+
+TEST_CASE("main: --device takes cpu, cuda, auto and lists of GPUs; bad lists are refused before any work") {
+    for (const char * bad : {"cuda:", "cuda:0,0", "cuda:x", "cuda:-1", "cuda:1,", "gpu", "cuda:0 1"}) {
+        CAPTURE(bad);
+        run_result r = run_main("-m " + MODEL + " -f " + SPEECH + " --device '" + bad + "'");
+        CHECK(r.status == 2);
+        CHECK(r.output.find("bad value") != std::string::npos);
+    }
+    if (no_gpu()) {       // without a device, asking for GPUs fails with a message, exit 1
+        for (const char * d : {"cuda:all", "cuda:0,1"}) {
+            CAPTURE(d);
+            run_result r = run_main("-m " + MODEL + " -f " + SPEECH + " --device " + d);
+            CHECK(r.status == 1);
+            CHECK(r.output.find("error:") != std::string::npos);
+        }
+    }
+}
