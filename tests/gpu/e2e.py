@@ -94,7 +94,7 @@ def run_main(model, wav, dtype, extra, out_dir):
     size = os.path.getsize(out)
     os.remove(out)
     return {"windows": j["windows"], "run_ms": t["run"], "ms_per_window": t["run"] / j["windows"],
-            "windows_per_s": 1000.0 * j["windows"] / t["run"], "load_ms": t["load"], "init_ms": t["init"],
+            "windows_per_s": 1000.0 * j["windows"] / t["run"], "load_ms": t["load"], "init_ms": t["init"], "init_pipeline_ms": t["init_pipeline"],
             "decode_ms": t["decode"], "worker_ms": t["encode"], "gpu_busy": util, "dev_mem_mib": peak_mem - base_mem, "out_mb": size / 1e6,
             "peak_rss_mib": ru.ru_maxrss / 1024.0, "wall_s": wall}
 
@@ -176,7 +176,7 @@ def main():
                               if tf else "")
                     print(f"e2e {size} {dtype} {label}: {r['ms_per_window']:.3f} ms/window ({r['windows_per_s']:.0f}/s), forward alone "
                           f"{fwd:.3f} (x{r['ms_per_window'] / fwd:.2f}), GPU busy {r['gpu_busy']:.0f}%, device +{r['dev_mem_mib']:.0f} MiB, "
-                          f"RSS {r['peak_rss_mib']:.0f} MiB, load {r['load_ms']:.0f} + init {r['init_ms']:.0f} ms, out {r['out_mb']:.0f} MB, "
+                          f"RSS {r['peak_rss_mib']:.0f} MiB, load {r['load_ms']:.0f} + init {r['init_ms']:.0f} ms (pipeline {r['init_pipeline_ms']:.0f}), out {r['out_mb']:.0f} MB, "
                           f"run {r['run_ms']:.0f} ms = decode {r['decode_ms']:.0f} + ..., worker busy {r['worker_ms']:.0f} ms"
                           + tf_txt, flush=True)
     with open(os.path.join(args.out, "e2e.json"), "w") as f:
