@@ -3426,11 +3426,16 @@ static void wa_mel_power(const double * x, double * power, const wa_mel_tables &
 // from about 1e18 on, its power overflows the float mel sum). Names the first bad sample,
 // counting from first.
 static bool wa_mel_check_pcm(const char * func, const float * pcm, size_t n, size_t first) {
-    for (size_t i = 0; i < n; i++) {
-        if (!(fabsf(pcm[i]) <= (float) WAV_FLOAT_MAX)) {   // (false for NaN too)
-            wa_set_error("%s: sample %zu is %g; PCM samples must be finite and within +-%g (audio is in [-1, 1])",
-                func, first + i, (double) pcm[i], WAV_FLOAT_MAX);
-            return false;
+    for (size_t i0 = 0; i0 < n; i0 += 4096) {     // a block without branches (it vectorises), then a search
+        const size_t i1 = std::min(n, i0 + 4096);
+        int bad = 0;
+        for (size_t i = i0; i < i1; i++) bad |= !(fabsf(pcm[i]) <= (float) WAV_FLOAT_MAX);   // (true for NaN too)
+        for (size_t i = i0; bad && i < i1; i++) {
+            if (!(fabsf(pcm[i]) <= (float) WAV_FLOAT_MAX)) {
+                wa_set_error("%s: sample %zu is %g; PCM samples must be finite and within +-%g (audio is in [-1, 1])",
+                    func, first + i, (double) pcm[i], WAV_FLOAT_MAX);
+                return false;
+            }
         }
     }
     return true;
