@@ -6,9 +6,10 @@
     vec = model.encode(pcm, pool="mean")                  # pcm: float32 16 kHz mono -> [n_windows, d_model]
 
 A thin layer over the C API (whisper-audio.h) through ctypes: every model rule (windows,
-positions, pooling, the unpadded window) is the library's, so the results are main's, bit
-for bit on the CPU. ctypes releases the GIL for each call into the library; a Model may be
-used from several threads (each concurrent call gets its own encoder, see Model).
+positions, pooling, the unpadded window) is the library's, and encode runs audio through the
+library's pipeline as main does, so its results are main's, bit for bit (on the CPU and on
+CUDA). ctypes releases the GIL for each call into the library; a Model may be used from
+several threads (each concurrent call gets its own encoder, see Model).
 """
 
 import contextlib
@@ -51,9 +52,24 @@ class _EncoderParams(ctypes.Structure):
                 ("final_ln", ctypes.c_bool), ("projector", ctypes.c_bool)]
 
 
+class _Rows(ctypes.Structure):
+    _fields_ = [("input", ctypes.c_int64), ("window", ctypes.c_int64), ("samples", ctypes.c_size_t),
+                ("audio_positions", ctypes.c_int), ("n_rows", ctypes.c_int), ("n_state", ctypes.c_int),
+                ("f16", ctypes.c_bool), ("data", ctypes.c_void_p)]
+
+
+_ROWS_FN = ctypes.CFUNCTYPE(ctypes.c_bool, ctypes.POINTER(_Rows), ctypes.c_void_p)   # whisper_audio_rows_fn
+
+
+class _PipelineParams(ctypes.Structure):
+    _fields_ = [("pool", ctypes.c_int), ("no_pad", ctypes.c_bool), ("f16", ctypes.c_bool),
+                ("on_rows", _ROWS_FN), ("user", ctypes.c_void_p)]
+
+
 _DEVICES = {"auto": 0, "cpu": 1, "cuda": 2}     # enum whisper_audio_device
 _DTYPES = {"f16": 0, "bf16": 1}                 # enum whisper_audio_dtype
 _MAX_BATCH = 256                                # WHISPER_AUDIO_MAX_BATCH
+_POOLS = {None: 0, "mean": 1}                   # enum whisper_audio_pool
 
 
 def _load_library():
@@ -72,6 +88,9 @@ def _load_library():
         "whisper_audio_weight_type_name": (S, [I]),
         "whisper_audio_decode_file": (B, [S, ctypes.POINTER(P), ctypes.POINTER(Z), ctypes.POINTER(_Info)]),
         "whisper_audio_pcm_free": (None, [P]),
+        "whisper_audio_stream_open": (P, [S, ctypes.POINTER(_Info)]),
+        "whisper_audio_stream_read": (ctypes.c_int64, [P, P, Z]),
+        "whisper_audio_stream_close": (None, [P]),
         "whisper_audio_resample": (B, [P, Z, I, I, ctypes.POINTER(P), ctypes.POINTER(Z)]),
         "whisper_audio_log_mel_windows": (B, [P, P, Z, I, P, I]),
         "whisper_audio_encoder_default_params": (_EncoderParams, []),
@@ -79,10 +98,14 @@ def _load_library():
         "whisper_audio_encoder_free": (None, [P]),
         "whisper_audio_encoder_backend": (S, [P]),
         "whisper_audio_n_windows": (Z, [Z]),
-        "whisper_audio_n_positions": (I, [Z]),
         "whisper_audio_n_positions_total": (Z, [Z]),
-        "whisper_audio_pool_mean": (B, [P, I, I, Z, P]),
         "whisper_audio_encode_mel_frames": (B, [P, P, I, I, P]),
+        "whisper_audio_pipeline_default_params": (_PipelineParams, []),
+        "whisper_audio_pipeline_init": (P, [ctypes.POINTER(P), I, _PipelineParams]),
+        "whisper_audio_pipeline_push": (B, [P, P, Z]),
+        "whisper_audio_pipeline_end_input": (B, [P]),
+        "whisper_audio_pipeline_finish": (B, [P]),
+        "whisper_audio_pipeline_free": (None, [P]),
     }
     for name, (restype, argtypes) in signatures.items():
         f = getattr(lib, name)
@@ -145,6 +168,90 @@ def _float32_array(a, what, ndims):
     return a
 
 
+class _Encoder:
+    """An encoder of a Model's pool, with the pipeline over it kept for the next encode call
+    with the same options (a pipeline holds its encoder busy: freed before the encoder's own
+    calls). Used by one call at a time."""
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+        self.pipe = None                    # whisper_audio_pipeline *, or None
+        self.pipe_key = None                # its (pool, no_pad, f16)
+        self.inputs = 0                     # inputs it has ended: rows' input numbers go on across calls
+        self.handler = None                 # this call's handler(rows) for on_rows
+        self.error = None                   # what handler raised (the pipeline stopped there)
+        self._on_rows = _ROWS_FN(self._rows)    # the C callback: lives as long as this object
+
+    def _rows(self, rows, _user):           # on the thread inside push, end_input or finish
+        try:
+            self.handler(rows.contents)
+            return True
+        except BaseException as e:          # never through C: raised again by check()
+            self.error = e
+            return False
+
+    def check(self, ok, what=None):
+        """Raises what a pipeline call failed with: the handler's exception, or the library's error."""
+        if ok:
+            return
+        if self.error is not None:
+            e, self.error = self.error, None
+            raise e
+        msg = _lib.whisper_audio_last_error().decode(errors="replace")
+        raise WhisperAudioError(f"{what}: {msg}" if what else msg)
+
+    def pipeline(self, key):
+        """The pipeline over this encoder for key (pool, no_pad, f16): the kept one, or a new one."""
+        if self.pipe is not None and self.pipe_key == key:
+            return self.pipe
+        self.free_pipeline()
+        pool, no_pad, f16 = key
+        params = _lib.whisper_audio_pipeline_default_params()
+        params.pool, params.no_pad, params.f16 = _POOLS[pool], no_pad, f16
+        params.on_rows = self._on_rows
+        pipe = _lib.whisper_audio_pipeline_init((ctypes.c_void_p * 1)(self.ptr), 1, params)
+        _check(pipe)
+        self.pipe, self.pipe_key, self.inputs = pipe, key, 0
+        return pipe
+
+    def free_pipeline(self):
+        if self.pipe is not None:
+            _lib.whisper_audio_pipeline_free(self.pipe)
+            self.pipe = self.pipe_key = None
+
+    def free(self):
+        self.free_pipeline()
+        _lib.whisper_audio_encoder_free(self.ptr)
+
+
+class _Collector:
+    """One input's rows [n, d] as the pipeline hands them over, copied out of its buffer:
+    into an array of the expected rows (rows known ahead), else one copy per window."""
+
+    def __init__(self, d, dtype, rows=None):
+        self.d, self.dtype, self.n, self.parts = d, dtype, 0, []
+        self.out = None if rows is None else np.empty((rows, d), dtype)
+
+    def add(self, r):
+        k = r.n_rows
+        dtype = np.float16 if r.f16 else np.float32
+        size = k * r.n_state * np.dtype(dtype).itemsize
+        src = np.frombuffer((ctypes.c_char * size).from_address(r.data), dtype).reshape(k, r.n_state)
+        if self.out is not None:
+            self.out[self.n:self.n + k] = src
+        else:
+            self.parts.append(src.copy())
+        self.n += k
+
+    def result(self):
+        if self.out is not None:
+            assert self.n == self.out.shape[0], (self.n, self.out.shape)
+            return self.out
+        if len(self.parts) == 1:
+            return self.parts[0]
+        return np.concatenate(self.parts) if self.parts else np.empty((0, self.d), self.dtype)
+
+
 class Model:
     """A Whisper encoder model (our GGUF, whisper.cpp's ggml-*.bin or a CTranslate2 directory).
 
@@ -154,7 +261,9 @@ class Model:
 
     Threads: calls may come from several threads at once. Each running encode call holds an
     encoder of its own (the C API runs one call at a time per encoder), made when needed and
-    kept for later calls, so memory grows with the number of calls that overlap.
+    kept for later calls, so memory grows with the number of calls that overlap. An encoder
+    keeps the pipeline of its last encode call (its batch buffers: three batches of audio and
+    rows) for the next call with the same options.
     """
 
     def __init__(self, path, device="auto", dtype="f16", *, n_threads=0, batch=8, gpu_device=0):
@@ -168,7 +277,7 @@ class Model:
                 raise ValueError(f"{name} must be an int in [{lo}, {hi}], got {v!r}")
         self._model = None                  # first, so that close() works on a half-made Model
         self._lock = threading.Lock()
-        self._idle = {}                     # (output_layer, final_ln) -> encoders not in use
+        self._idle = {}                     # (output_layer, final_ln) -> _Encoders not in use
         self._calls = 0                     # calls running now
         self._closed = False
         self.path = os.fspath(path)
@@ -187,7 +296,7 @@ class Model:
         self.n_threads = self._params.n_threads
         try:                                # the default encoder now: a device that cannot work fails here
             with self._encoder(None, True) as enc:
-                self.backend = _lib.whisper_audio_encoder_backend(enc).decode()
+                self.backend = _lib.whisper_audio_encoder_backend(enc.ptr).decode()
         except BaseException:
             self.close()
             raise
@@ -204,7 +313,7 @@ class Model:
     def _free(self):                        # with the lock held, no call running
         for encoders in self._idle.values():
             for enc in encoders:
-                _lib.whisper_audio_encoder_free(enc)
+                enc.free()
         self._idle = {}
         if self._model is not None:
             _lib.whisper_audio_model_free(self._model)
@@ -236,21 +345,31 @@ class Model:
                     self._free()
 
     @contextlib.contextmanager
-    def _encoder(self, layer, final_ln):
-        """An encoder for these settings that no other call is using."""
+    def _encoder(self, layer, final_ln, pipe_key=None):
+        """An _Encoder for these settings that no other call is using. pipe_key: for a pipeline
+        of these options (one that has it kept is taken first); None: for the encoder's own
+        calls (its pipeline freed)."""
         key = (-1 if layer is None else int(layer), bool(final_ln) and layer is None)
         with self._use() as model:
             with self._lock:
                 idle = self._idle.setdefault(key, [])
-                enc = idle.pop() if idle else None
+                i = next((i for i in reversed(range(len(idle))) if idle[i].pipe_key == pipe_key), len(idle) - 1)
+                enc = idle.pop(i) if idle else None
             if enc is None:
                 params = _EncoderParams.from_buffer_copy(self._params)
                 params.output_layer, params.final_ln = key
-                enc = _lib.whisper_audio_encoder_init(model, params)
-                _check(enc)
+                ptr = _lib.whisper_audio_encoder_init(model, params)
+                _check(ptr)
+                enc = _Encoder(ptr)
+            if pipe_key is None:
+                enc.free_pipeline()
+            ok = False
             try:
                 yield enc
+                ok = True
             finally:
+                if not ok:                  # a pipeline stopped half-way is not kept
+                    enc.free_pipeline()
                 with self._lock:
                     self._idle.setdefault(key, []).append(enc)   # freed by _free when the model closes
 
@@ -274,11 +393,21 @@ class Model:
         return pcm, name
 
     @staticmethod
-    def _finish(out, name, outtype):
-        # main refuses non-finite output too; f16 is main's conversion (round to nearest even)
+    def _input(audio):
+        """(a checked float32 array or a path, a name for messages) of one input of encode."""
+        if isinstance(audio, (str, bytes, os.PathLike)):
+            return os.fsencode(audio), os.fsdecode(audio)
+        pcm = _float32_array(audio, "audio", (1,))
+        if pcm.size == 0:
+            raise ValueError("audio array: no audio samples")
+        return pcm, "audio array"
+
+    @staticmethod
+    def _check_finite(out, name):
+        # main refuses non-finite output too (f16 rows: after the library's conversion)
         if not np.isfinite(out).all():
             raise WhisperAudioError(f"{name}: the encoder output holds non-finite values")
-        return out.astype(np.float16) if outtype == "f16" else out
+        return out
 
     # -- the API ---------------------------------------------------------------------
 
@@ -309,9 +438,10 @@ class Model:
         n_frames = mel.shape[-1]
         out = np.empty((windows.shape[0], n_frames // 2, self.n_state), np.float32)
         with self._encoder(layer, final_ln) as enc:
-            _check(_lib.whisper_audio_encode_mel_frames(enc, windows.ctypes.data, windows.shape[0], n_frames,
+            _check(_lib.whisper_audio_encode_mel_frames(enc.ptr, windows.ctypes.data, windows.shape[0], n_frames,
                                                         out.ctypes.data))
-        return self._finish(out.reshape(mel.shape[:-2] + out.shape[1:]), "features", outtype)
+        out = self._check_finite(out.reshape(mel.shape[:-2] + out.shape[1:]), "features")
+        return out.astype(np.float16) if outtype == "f16" else out     # main's conversion (round to nearest even)
 
     def encode(self, audio, *, layer=None, final_ln=True, pool=None, no_pad=False, outtype="f32"):
         """Encoder embeddings of audio: a float32 16 kHz mono array, a file path, or a list of them.
@@ -321,7 +451,8 @@ class Model:
         positions that hold audio; no_pad=True: the last window (or a clip under 30 s)
         unpadded, [n_positions, d_model]; layer=N: the hidden state after layer N;
         final_ln=False: the last layer before the final LayerNorm; outtype "f32" or "f16".
-        A list gives a list, its windows encoded in shared batches (all of it in memory at once).
+        A list gives a list, its windows encoded in shared batches (main's inputs); a file is
+        decoded a block at a time. Runs the library's pipeline as main does: main's results.
         """
         self._check_layer(layer)
         if pool not in (None, "mean"):
@@ -329,61 +460,66 @@ class Model:
         if outtype not in ("f32", "f16"):
             raise ValueError(f"outtype must be 'f32' or 'f16', got {outtype!r}")
         single = not isinstance(audio, (list, tuple))
-        inputs = [self._pcm(a) for a in ([audio] if single else audio)]
-        with self._encoder(layer, final_ln) as enc, self._use() as model:
-            outs = self._encode_inputs(model, enc, inputs, pool == "mean", no_pad)
-        outs = [self._finish(out, name, outtype) for out, (_, name) in zip(outs, inputs)]
+        inputs = [self._input(a) for a in ([audio] if single else audio)]
+        key = (pool, bool(no_pad), outtype == "f16")
+        with self._encoder(layer, final_ln, key) as enc:
+            outs = self._run_pipeline(enc, inputs, key)
+        outs = [self._check_finite(out, name) for out, (_, name) in zip(outs, inputs)]
         return outs[0] if single else outs
 
-    def _encode_inputs(self, model, enc, inputs, pool_mean, no_pad):
-        N, d = _N_SAMPLES, self.n_state
-        # the padded windows of each input, all encoded in one call: every window, or with
-        # no_pad every full one (a short last window is encoded alone, unpadded, below)
-        n_padded = []
-        for pcm, _ in inputs:
-            n = pcm.size
-            n_padded.append(n // N if no_pad and n % N else _lib.whisper_audio_n_windows(n))
-        total = sum(n_padded)
-        emb = np.empty((total, self.n_ctx, d), np.float32)
-        if total:
-            mel = np.empty((total, self.n_mels, _N_FRAMES), np.float32)
-            w = 0
-            for (pcm, _), k in zip(inputs, n_padded):
-                if k:
-                    _check(_lib.whisper_audio_log_mel_windows(model, pcm.ctypes.data, min(pcm.size, k * N), k,
-                                                              mel[w].ctypes.data, self.n_threads))
-                    w += k
-            _check(_lib.whisper_audio_encode_mel_frames(enc, mel.ctypes.data, total, _N_FRAMES, emb.ctypes.data))
-            del mel
-        outs, w = [], 0
-        for (pcm, _), k in zip(inputs, n_padded):
-            windows = emb[w:w + k]          # a view: no copy
-            w += k
-            # per window: (embeddings [n_pos, d], samples of audio in it)
-            parts = [(windows[i], min(N, pcm.size - i * N)) for i in range(k)]
-            if k < _lib.whisper_audio_n_windows(pcm.size):
-                parts.append(self._encode_unpadded(model, enc, pcm, k * N))
-            if pool_mean:
-                out = np.empty((len(parts), d), np.float32)
-                for i, (e, n_samples) in enumerate(parts):
-                    _check(_lib.whisper_audio_pool_mean(e.ctypes.data, e.shape[0], d, n_samples, out[i].ctypes.data))
-            elif no_pad:                    # a row per position: [n_positions_total, d]
-                out = windows.reshape(-1, d) if len(parts) == k else np.concatenate([e for e, _ in parts])
-                assert out.shape[0] == _lib.whisper_audio_n_positions_total(pcm.size)
-            else:
-                out = windows
-            outs.append(out)
+    def _run_pipeline(self, enc, inputs, key):
+        """The inputs through enc's pipeline, as main: each input's samples pushed (a file
+        decoded a block at a time), the input ended, then finish; the rows of each input."""
+        pool, no_pad, f16 = key
+        pipe = enc.pipeline(key)
+        d, dtype = self.n_state, (np.float16 if f16 else np.float32)
+        collectors = []
+        for src, _ in inputs:                # rows known ahead for an array: copied into place
+            rows = None
+            if isinstance(src, np.ndarray):
+                n = src.size
+                rows = (_lib.whisper_audio_n_windows(n) if pool else
+                        _lib.whisper_audio_n_positions_total(n) if no_pad else _lib.whisper_audio_n_windows(n) * self.n_ctx)
+            collectors.append(_Collector(d, dtype, rows))
+        first = enc.inputs
+
+        def on_rows(r):
+            collectors[r.input - first].add(r)
+
+        enc.handler = on_rows
+        try:
+            block = None
+            for src, name in inputs:
+                if isinstance(src, np.ndarray):
+                    enc.check(_lib.whisper_audio_pipeline_push(pipe, src.ctypes.data, src.size), name)
+                else:
+                    if block is None:
+                        block = np.empty(_N_SAMPLES, np.float32)
+                    if self._push_file(enc, pipe, src, name, block) == 0:
+                        raise ValueError(f"{name}: no audio samples")
+                enc.check(_lib.whisper_audio_pipeline_end_input(pipe), name)
+                enc.inputs += 1
+            enc.check(_lib.whisper_audio_pipeline_finish(pipe))
+        finally:
+            enc.handler = None
+        outs = [c.result() for c in collectors]
+        if not pool and not no_pad:         # a window of n_ctx rows each
+            outs = [out.reshape(-1, self.n_ctx, d) for out in outs]
         return outs
 
-    def _encode_unpadded(self, model, enc, pcm, start):
-        """The short last window from sample start, unpadded (main's --no-pad): the log-mel of
-        the padded window, its first 2 * n_positions frames encoded. (embeddings, samples)."""
-        n = pcm.size - start
-        n_frames = 2 * _lib.whisper_audio_n_positions(n)
-        mel = np.empty((self.n_mels, _N_FRAMES), np.float32)
-        _check(_lib.whisper_audio_log_mel_windows(model, pcm[start:].ctypes.data, n, 1, mel.ctypes.data,
-                                                  self.n_threads))
-        mel = np.ascontiguousarray(mel[:, :n_frames])
-        out = np.empty((n_frames // 2, self.n_state), np.float32)
-        _check(_lib.whisper_audio_encode_mel_frames(enc, mel.ctypes.data, 1, n_frames, out.ctypes.data))
-        return out, n
+    @staticmethod
+    def _push_file(enc, pipe, path, name, block):
+        """A file decoded a block at a time (whisper_audio_stream_*) into the pipeline: the samples."""
+        stream = _lib.whisper_audio_stream_open(path, None)
+        _check(stream)
+        total = 0
+        try:
+            while True:
+                got = _lib.whisper_audio_stream_read(stream, block.ctypes.data, block.size)
+                _check(got >= 0)
+                if got == 0:
+                    return total
+                enc.check(_lib.whisper_audio_pipeline_push(pipe, block.ctypes.data, got), name)
+                total += got
+        finally:
+            _lib.whisper_audio_stream_close(stream)

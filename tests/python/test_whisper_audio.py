@@ -6,6 +6,7 @@
 import os
 import subprocess
 import threading
+import wave
 
 import numpy as np
 import pytest
@@ -101,6 +102,54 @@ def test_batch_and_threads_do_not_change_results(model):
     ref = model.encode(LONG)
     with wa.Model(MICRO, device="cpu", batch=1, n_threads=1) as m:
         assert np.array_equal(m.encode(LONG), ref)
+
+
+def test_pipeline_kept_across_calls(tmp_path, model):
+    # an encoder keeps the pipeline of its last encode call for the next one with the same
+    # options; other options, and the encoder's own calls (encode_mel), replace or free it
+    opts = OPTIONS[:4]
+    refs = [run_main(tmp_path, MICRO, [LONG], *args) for _, args in opts]
+    mel = model.log_mel(SPEECH)
+    mel_ref = model.encode_mel(mel)
+    for _ in range(2):
+        for (kwargs, _), ref in zip(opts + opts, refs + refs):
+            assert np.array_equal(model.encode(LONG, **kwargs), ref)
+        assert np.array_equal(model.encode_mel(mel), mel_ref)
+
+
+def test_error_in_rows_handler_is_raised(model, monkeypatch):
+    # an exception while the rows are copied stops the pipeline and is raised as it is; the
+    # next call gets a fresh pipeline
+    ref = model.encode([SPEECH, LONG], pool="mean")
+
+    def boom(self, rows):
+        raise KeyError("boom")
+
+    monkeypatch.setattr(wa._Collector, "add", boom)
+    with pytest.raises(KeyError, match="boom"):
+        model.encode([SPEECH, LONG], pool="mean")
+    monkeypatch.undo()
+    got = model.encode([SPEECH, LONG], pool="mean")
+    assert all(np.array_equal(g, r) for g, r in zip(got, ref))
+
+
+def test_failed_input_in_a_list(model, tmp_path):
+    ref = model.encode([SPEECH, LONG])
+    with pytest.raises(wa.WhisperAudioError, match="no-such-file.wav"):
+        model.encode([SPEECH, str(tmp_path / "no-such-file.wav"), LONG])
+    bad = wa.load_audio(SPEECH).copy()
+    bad[7] = np.inf
+    with pytest.raises(wa.WhisperAudioError, match="sample 7"):
+        model.encode([SPEECH, bad, LONG])
+    empty = tmp_path / "empty.wav"                          # a file of no samples
+    with wave.open(str(empty), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+    with pytest.raises(wa.WhisperAudioError, match="empty.wav: .*no audio samples"):
+        model.encode([SPEECH, str(empty)])
+    got = model.encode([SPEECH, LONG])
+    assert all(np.array_equal(g, r) for g, r in zip(got, ref))
 
 
 # ---- the parts: log_mel, encode_mel, load_audio ---------------------------------------
@@ -257,7 +306,7 @@ def test_cuda_equals_main(tmp_path):
     except wa.WhisperAudioError as e:
         pytest.skip(f"no CUDA device: {e}")
     with m:
-        for kwargs, args in OPTIONS[:4]:
+        for kwargs, args in OPTIONS:
             out = str(tmp_path / "cuda.npy")
             r = subprocess.run([MAIN, "-m", MICRO, "-f", LONG, "-o", out, "--device", "cuda"] + args,
                                capture_output=True, text=True)
