@@ -13,7 +13,9 @@
 
 BUILD    ?= build
 CXX      ?= g++
-CXXFLAGS ?= -O3 -march=native
+# no -march: one binary for every x86-64 CPU; the CPU backend's hot loops pick AVX-512, AVX2 or
+# plain code at run time (VT_CPU_ISA=avx2 forces a lesser set, to measure it)
+CXXFLAGS ?= -O3
 CXXFLAGS += -std=c++17 -Wall -Wextra -fPIC -fvisibility=hidden -I. $(if $(wildcard .deps),-isystem .deps) -pthread
 LDLIBS   += -pthread
 # stb_image_write (Debian's libstb-dev) for main --png
