@@ -747,19 +747,20 @@ VT_CPU_ROW_OPS(avx2, VT_TARGET_AVX2)
 VT_CPU_ROW_OPS(avx512, VT_TARGET_AVX512)
 #endif
 
-// ---- GEMM micro-kernels: C[12, 32] (+)= A[12, kc] B[kc, 32] on packed panels ----------
-// ap holds A column by column (ap[k * 12 + r]), bp B row by row (bp[k * 32 + j]), as
-// pack_a and pack_b write them; C is row-major with ldc. accumulate: start from C's
-// values (one FMA chain over all of K, whatever the chunking), else from zero.
+// ---- GEMM micro-kernels: C[12, 32] (+)= A[12, kc] B[kc, 32] --------------------------
+// A is row-major, 12 rows lda apart, read in place (each row's cache line serves 16 k);
+// B is packed row by row (bp[k * 32 + j], as pack_b writes it); C is row-major, ldc
+// apart. accumulate: start from C's values (one FMA chain over all of K, whatever the
+// chunking), else from zero.
 constexpr int GEMM_MR = 12, GEMM_NR = 32;
 
-void gemm_12x32_plain(int kc, const float * ap, const float * bp, float * c, size_t ldc, bool accumulate) {
+void gemm_12x32_plain(int kc, const float * a, size_t lda, const float * bp, float * c, size_t ldc, bool accumulate) {
     float acc[GEMM_MR][GEMM_NR];
     for (int r = 0; r < GEMM_MR; r++)
         for (int j = 0; j < GEMM_NR; j++) acc[r][j] = accumulate ? c[r * ldc + j] : 0.0f;
-    for (int k = 0; k < kc; k++, ap += GEMM_MR, bp += GEMM_NR)
+    for (int k = 0; k < kc; k++, bp += GEMM_NR)
         for (int r = 0; r < GEMM_MR; r++)
-            for (int j = 0; j < GEMM_NR; j++) acc[r][j] += ap[r] * bp[j];
+            for (int j = 0; j < GEMM_NR; j++) acc[r][j] += a[r * lda + k] * bp[j];
     for (int r = 0; r < GEMM_MR; r++)
         for (int j = 0; j < GEMM_NR; j++) c[r * ldc + j] = acc[r][j];
 }
@@ -768,20 +769,20 @@ void gemm_12x32_plain(int kc, const float * ap, const float * bp, float * c, siz
 // 24 of the 32 zmm registers hold the 12 x 32 accumulators; per k, two loads of B and
 // 12 broadcasts of A feed 24 FMAs.
 VT_TARGET_AVX512
-void gemm_12x32_avx512(int kc, const float * ap, const float * bp, float * c, size_t ldc, bool accumulate) {
+void gemm_12x32_avx512(int kc, const float * a, size_t lda, const float * bp, float * c, size_t ldc, bool accumulate) {
     __m512 acc[GEMM_MR][2];
 #pragma GCC unroll 12
     for (int r = 0; r < GEMM_MR; r++) {
         acc[r][0] = accumulate ? _mm512_loadu_ps(c + r * ldc) : _mm512_setzero_ps();
         acc[r][1] = accumulate ? _mm512_loadu_ps(c + r * ldc + 16) : _mm512_setzero_ps();
     }
-    for (int k = 0; k < kc; k++, ap += GEMM_MR, bp += GEMM_NR) {
+    for (int k = 0; k < kc; k++, bp += GEMM_NR) {
         const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
 #pragma GCC unroll 12
         for (int r = 0; r < GEMM_MR; r++) {
-            const __m512 a = _mm512_set1_ps(ap[r]);
-            acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+            const __m512 ar = _mm512_set1_ps(a[r * lda + k]);
+            acc[r][0] = _mm512_fmadd_ps(ar, b0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(ar, b1, acc[r][1]);
         }
     }
 #pragma GCC unroll 12
@@ -792,22 +793,22 @@ void gemm_12x32_avx512(int kc, const float * ap, const float * bp, float * c, si
 }
 
 // AVX2 has 16 ymm registers: the 12 x 32 tile goes as four 6 x 16 blocks (12 accumulators
-// each), reading the same packed panels at offsets.
+// each), reading the same A rows and packed B at offsets.
 VT_TARGET_AVX2 VT_INLINE
-void gemm_6x16_avx2(int kc, const float * ap, const float * bp, float * c, size_t ldc, bool accumulate) {
+void gemm_6x16_avx2(int kc, const float * a, size_t lda, const float * bp, float * c, size_t ldc, bool accumulate) {
     __m256 acc[6][2];
 #pragma GCC unroll 6
     for (int r = 0; r < 6; r++) {
         acc[r][0] = accumulate ? _mm256_loadu_ps(c + r * ldc) : _mm256_setzero_ps();
         acc[r][1] = accumulate ? _mm256_loadu_ps(c + r * ldc + 8) : _mm256_setzero_ps();
     }
-    for (int k = 0; k < kc; k++, ap += GEMM_MR, bp += GEMM_NR) {
+    for (int k = 0; k < kc; k++, bp += GEMM_NR) {
         const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
 #pragma GCC unroll 6
         for (int r = 0; r < 6; r++) {
-            const __m256 a = _mm256_broadcast_ss(ap + r);
-            acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
-            acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+            const __m256 ar = _mm256_broadcast_ss(a + r * lda + k);
+            acc[r][0] = _mm256_fmadd_ps(ar, b0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(ar, b1, acc[r][1]);
         }
     }
 #pragma GCC unroll 6
@@ -818,17 +819,17 @@ void gemm_6x16_avx2(int kc, const float * ap, const float * bp, float * c, size_
 }
 
 VT_TARGET_AVX2
-void gemm_12x32_avx2(int kc, const float * ap, const float * bp, float * c, size_t ldc, bool accumulate) {
+void gemm_12x32_avx2(int kc, const float * a, size_t lda, const float * bp, float * c, size_t ldc, bool accumulate) {
     for (int r0 = 0; r0 < GEMM_MR; r0 += 6)
         for (int j0 = 0; j0 < GEMM_NR; j0 += 16)
-            gemm_6x16_avx2(kc, ap + r0, bp + j0, c + r0 * ldc + j0, ldc, accumulate);
+            gemm_6x16_avx2(kc, a + r0 * lda, lda, bp + j0, c + r0 * ldc + j0, ldc, accumulate);
 }
 #endif
 
 // One instruction set's kernels.
 struct cpu_kernels {
     const char * isa;   // "avx512", "avx2" or "plain"
-    void (*gemm)(int kc, const float * ap, const float * bp, float * c, size_t ldc, bool accumulate);
+    void (*gemm)(int kc, const float * a, size_t lda, const float * bp, float * c, size_t ldc, bool accumulate);
     void (*epilogue_row)(float * c, int n, const float * bias, bool gelu, const float * add);
     float (*softmax_row)(float * s, int n);
     void (*layer_norm_row)(const float * in, float * out, int C, const float * w, const float * b, float eps);
@@ -875,22 +876,15 @@ const cpu_kernels * pick_cpu_kernels() {
     VT_ASSERT(!"the plain kernels always run");
 }
 
-// ---- GEMM: C[M, N] = A[M, K] W[N, K]^T, f32, on packed panels ------------------------
-// A task owns a block of up to GEMM_MC rows x GEMM_NC columns. K goes in chunks of
-// GEMM_KC: the block's W chunk is packed into 32-column strips (in L2), its A chunk into
-// 12-row panels; each A panel (in L1) then meets every strip in the micro-kernel.
-constexpr int GEMM_MC = 144, GEMM_NC = 256, GEMM_KC = 256;
+// ---- GEMM: C[M, N] = A[M, K] W[N, K]^T, f32 -----------------------------------------
+// A task owns up to GEMM_NC columns for a range of rows: it packs that block of W into
+// 32-column strips once (bp, all of K), then walks K in chunks of GEMM_KC (the chunk of
+// the strips stays in L1/L2) and, per chunk, every 12-row panel of its rows against every
+// strip. A is read where it lies.
+constexpr int GEMM_NC = 128, GEMM_KC = 256;
 
-size_t gemm_scratch_floats() { return (size_t)(GEMM_MC + GEMM_NC) * GEMM_KC; }
-
-// ap[k * 12 + r] = scale * A[r][k] for rows [0, m) (lda apart), k in [0, kc); rows past m zero.
-void pack_a(const float * A, size_t lda, int m, int kc, float scale, float * ap) {
-    for (int r = 0; r < GEMM_MR; r++) {
-        if (r >= m) { for (int k = 0; k < kc; k++) ap[(size_t)k * GEMM_MR + r] = 0.0f; continue; }
-        const float * a = A + (size_t)r * lda;
-        for (int k = 0; k < kc; k++) ap[(size_t)k * GEMM_MR + r] = scale * a[k];
-    }
-}
+// Floats of a task's scratch for K: the packed strips plus one zero-padded edge panel.
+size_t gemm_scratch_floats(int K) { return (size_t)(GEMM_NC + GEMM_MR) * K; }
 
 // bp[k * 32 + j] = W[j][k] for rows [0, n) of W (ldw apart), k in [0, kc); columns past n zero.
 void pack_b(const float * W, size_t ldw, int n, int kc, float * bp) {
@@ -901,35 +895,44 @@ void pack_b(const float * W, size_t ldw, int n, int kc, float * bp) {
     }
 }
 
-// The micro-kernel on a tile of rows x cols <= 12 x 32 at c: straight into C when whole,
-// through a 12 x 32 buffer at the edges.
-void gemm_tile(const cpu_kernels & kern, int kc, const float * ap, const float * bp, float * c, size_t ldc,
+// The micro-kernel on a tile of rows x cols <= 12 x 32 at c (A must have 12 rows): straight
+// into C when whole, through a 12 x 32 buffer at the edges.
+void gemm_tile(const cpu_kernels & kern, int kc, const float * a, size_t lda, const float * bp, float * c, size_t ldc,
                int rows, int cols, bool accumulate) {
-    if (rows == GEMM_MR && cols == GEMM_NR) { kern.gemm(kc, ap, bp, c, ldc, accumulate); return; }
+    if (rows == GEMM_MR && cols == GEMM_NR) { kern.gemm(kc, a, lda, bp, c, ldc, accumulate); return; }
     float tile[GEMM_MR * GEMM_NR];
     if (accumulate)
         for (int r = 0; r < rows; r++) memcpy(tile + r * GEMM_NR, c + r * ldc, cols * sizeof(float));
-    kern.gemm(kc, ap, bp, tile, GEMM_NR, accumulate);
+    kern.gemm(kc, a, lda, bp, tile, GEMM_NR, accumulate);
     for (int r = 0; r < rows; r++) memcpy(c + r * ldc, tile + r * GEMM_NR, cols * sizeof(float));
 }
 
-// One block: rows [0, m <= GEMM_MC) of A (lda) times rows [0, nb <= GEMM_NC) of W (ldw),
-// both K long, into C (ldc). scratch: gemm_scratch_floats().
+// One task: rows [0, m) of A (lda) times rows [0, nb <= GEMM_NC) of W (ldw), both K long,
+// into C (ldc); then done(r0, rows) for each finished 12-row panel (the epilogue, while the
+// panel is in cache). scratch: gemm_scratch_floats(K).
+template <typename DONE>
 void gemm_block(const cpu_kernels & kern, const float * A, size_t lda, int m, const float * W, size_t ldw, int nb,
-                int K, float * C, size_t ldc, float * scratch) {
-    float * ap = scratch, * bp = scratch + (size_t)GEMM_MC * GEMM_KC;
-    const int n_panels = (m + GEMM_MR - 1) / GEMM_MR, n_strips = (nb + GEMM_NR - 1) / GEMM_NR;
+                int K, float * C, size_t ldc, float * scratch, DONE && done) {
+    const int n_strips = (nb + GEMM_NR - 1) / GEMM_NR, n_panels = (m + GEMM_MR - 1) / GEMM_MR;
+    float * bp = scratch, * edge = scratch + (size_t)GEMM_NC * K;   // edge: the last panel, zero-padded to 12 rows
+    for (int s = 0; s < n_strips; s++)
+        pack_b(W + (size_t)s * GEMM_NR * ldw, ldw, std::min(GEMM_NR, nb - s * GEMM_NR), K, bp + (size_t)s * K * GEMM_NR);
+    const int rows_last = m - (n_panels - 1) * GEMM_MR;
+    if (rows_last < GEMM_MR) {
+        memset(edge, 0, (size_t)GEMM_MR * K * sizeof(float));
+        for (int r = 0; r < rows_last; r++) memcpy(edge + (size_t)r * K, A + (size_t)((n_panels - 1) * GEMM_MR + r) * lda, K * sizeof(float));
+    }
     for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
         const int kc = std::min(GEMM_KC, K - k0);
-        for (int s = 0; s < n_strips; s++)
-            pack_b(W + (size_t)s * GEMM_NR * ldw + k0, ldw, std::min(GEMM_NR, nb - s * GEMM_NR), kc, bp + (size_t)s * kc * GEMM_NR);
-        for (int p = 0; p < n_panels; p++)
-            pack_a(A + (size_t)p * GEMM_MR * lda + k0, lda, std::min(GEMM_MR, m - p * GEMM_MR), kc, 1.0f, ap + (size_t)p * kc * GEMM_MR);
-        for (int p = 0; p < n_panels; p++)
+        for (int p = 0; p < n_panels; p++) {
+            const int rows = std::min(GEMM_MR, m - p * GEMM_MR);
+            const float * a = rows < GEMM_MR ? edge + k0 : A + (size_t)p * GEMM_MR * lda + k0;
+            const size_t la = rows < GEMM_MR ? (size_t)K : lda;
             for (int s = 0; s < n_strips; s++)
-                gemm_tile(kern, kc, ap + (size_t)p * kc * GEMM_MR, bp + (size_t)s * kc * GEMM_NR,
-                          C + (size_t)p * GEMM_MR * ldc + s * GEMM_NR, ldc, std::min(GEMM_MR, m - p * GEMM_MR),
-                          std::min(GEMM_NR, nb - s * GEMM_NR), k0 > 0);
+                gemm_tile(kern, kc, a, la, bp + ((size_t)s * K + k0) * GEMM_NR, C + (size_t)p * GEMM_MR * ldc + s * GEMM_NR, ldc,
+                          rows, std::min(GEMM_NR, nb - s * GEMM_NR), k0 > 0);
+            if (k0 + kc == K) done(p * GEMM_MR, rows);
+        }
     }
 }
 
@@ -974,13 +977,13 @@ struct cpu_backend : vt_backend {
         return true;
     }
 
-    // Per-thread scratch: the packed panels of a GEMM block plus, for conv, the im2col rows
-    // of one block; for attention a head's packed K and V and one panel's scores.
+    // Per-thread scratch: a GEMM task's packed W (gemm_scratch_floats) plus, for conv, its
+    // im2col rows; for attention a head's packed K and V and one panel's scores.
     static size_t scratch_floats(const vt_tensor * t) {
-        size_t n = gemm_scratch_floats();
-        if (t->op == VT_OP_CONV1D_K3) n += (size_t)GEMM_MC * 3 * t->src[0]->ne[0];
-        if (t->op == VT_OP_ATTENTION) n = attention_scratch_floats((int)t->ne[1], (int)(t->ne[0] / t->iparams[0]));
-        return n;
+        if (t->op == VT_OP_LINEAR) return gemm_scratch_floats((int)t->src[0]->ne[0]);
+        if (t->op == VT_OP_CONV1D_K3) return gemm_scratch_floats(3 * (int)t->src[0]->ne[0]) + (size_t)CONV_ROWS * 3 * t->src[0]->ne[0];
+        if (t->op == VT_OP_ATTENTION) return attention_scratch_floats((int)t->ne[1], (int)(t->ne[0] / t->iparams[0]));
+        return 0;
     }
 
     struct graph_state { void * arena; size_t bytes; };
@@ -1035,25 +1038,30 @@ struct cpu_backend : vt_backend {
 
     // ---- ops ----
 
-    // Tasks over blocks of GEMM_MC rows x GEMM_NC columns; the epilogue runs on each
-    // finished block, row by row. add_row(row) is the row added after the activation
-    // (residual or positional), or NULL.
+    // Tasks of up to GEMM_NC columns x a range of rows (at most max_rows): enough of them
+    // for every thread to stay busy, few enough that W is packed rarely. a_rows(m0, m, buf)
+    // gives rows [m0, m0 + m) of A, K apart (buf: max_rows x K floats of scratch for it);
+    // add_row(row) the row added after the activation (residual or positional) or NULL.
     template <typename A_ROWS, typename ADD_ROW>
-    void gemm_tasks(int64_t M, int N, int K, const float * W, const float * bias, bool gelu, float * C,
+    void gemm_tasks(int64_t M, int N, int K, const float * W, const float * bias, bool gelu, float * C, int64_t max_rows,
                     A_ROWS && a_rows, ADD_ROW && add_row) {
-        const int m_blocks = (int)((M + GEMM_MC - 1) / GEMM_MC), n_blocks = (N + GEMM_NC - 1) / GEMM_NC;
+        const int n_blocks = (N + GEMM_NC - 1) / GEMM_NC;
+        const int64_t m_splits = std::max((M + max_rows - 1) / max_rows, (int64_t)(4 * pool.n_threads + n_blocks - 1) / n_blocks);
+        const int64_t rows_per_task = ((M + m_splits - 1) / m_splits + GEMM_MR - 1) / GEMM_MR * GEMM_MR;
+        const int m_blocks = (int)((M + rows_per_task - 1) / rows_per_task);
         pool.run(m_blocks * n_blocks, [&](int task, int thread) {
-            const int64_t m0 = (int64_t)(task / n_blocks) * GEMM_MC;
+            const int64_t m0 = (int64_t)(task / n_blocks) * rows_per_task;
             const int n0 = (task % n_blocks) * GEMM_NC;
-            const int m = (int)std::min<int64_t>(GEMM_MC, M - m0), nb = std::min(GEMM_NC, N - n0);
+            const int m = (int)std::min<int64_t>(rows_per_task, M - m0), nb = std::min(GEMM_NC, N - n0);
             float * s = scratch[thread].data();
-            const float * A = a_rows(m0, m, s + gemm_scratch_floats());   // [m, K], K apart
+            const float * A = a_rows(m0, m, s + gemm_scratch_floats(K));
             float * c = C + (size_t)m0 * N + n0;
-            gemm_block(*kern, A, K, m, W + (size_t)n0 * K, K, nb, K, c, N, s);
-            for (int r = 0; r < m; r++) {
-                const float * add = add_row(m0 + r);
-                kern->epilogue_row(c + (size_t)r * N, nb, bias ? bias + n0 : nullptr, gelu, add ? add + n0 : nullptr);
-            }
+            gemm_block(*kern, A, K, m, W + (size_t)n0 * K, K, nb, K, c, N, s, [&](int r0, int rows) {
+                for (int r = r0; r < r0 + rows; r++) {
+                    const float * add = add_row(m0 + r);
+                    kern->epilogue_row(c + (size_t)r * N, nb, bias ? bias + n0 : nullptr, gelu, add ? add + n0 : nullptr);
+                }
+            });
         });
     }
 
@@ -1064,12 +1072,14 @@ struct cpu_backend : vt_backend {
         const int64_t M = x->ne[1] * x->ne[2] * x->ne[3];
         const float * X = (const float *)x->data, * R = res ? (const float *)res->data : nullptr;
         gemm_tasks(M, N, K, (const float *)w->data, b ? (const float *)b->data : nullptr, t->iparams[1] == VT_ACT_GELU,
-                   (float *)t->data, [&](int64_t m0, int, float *) { return X + (size_t)m0 * K; },
+                   (float *)t->data, M, [&](int64_t m0, int, float *) { return X + (size_t)m0 * K; },
                    [&](int64_t row) { return R ? R + (size_t)row * N : nullptr; });
     }
 
-    // conv1d_k3: each block gathers its im2col rows, col[i*3 + k] = x[t*stride + k - 1, i]
-    // (the order of PyTorch's [C_out, C_in, 3] weight), then runs the GEMM.
+    // conv1d_k3: each task gathers its im2col rows (at most CONV_ROWS), col[i*3 + k] =
+    // x[t*stride + k - 1, i] (the order of PyTorch's [C_out, C_in, 3] weight), then runs the GEMM.
+    static constexpr int CONV_ROWS = 144;
+
     void conv1d_k3(vt_tensor * t) {
         const vt_tensor * x = t->src[0], * w = t->src[1], * b = t->src[2], * add = t->src[3];
         const int stride = t->iparams[0];
@@ -1090,7 +1100,7 @@ struct cpu_backend : vt_backend {
             return (const float *)col;
         };
         gemm_tasks(M, N, K, (const float *)w->data, (const float *)b->data, t->iparams[1] == VT_ACT_GELU, (float *)t->data,
-                   im2col, [&](int64_t row) { return P ? P + (size_t)(row % t_out) * N : nullptr; });
+                   CONV_ROWS, im2col, [&](int64_t row) { return P ? P + (size_t)(row % t_out) * N : nullptr; });
     }
 
     // layer_norm: one row per task chunk; statistics in double.
@@ -1108,13 +1118,13 @@ struct cpu_backend : vt_backend {
     }
 
     // attention: a task per (window, head, range of query panels). The task packs the
-    // head's K (into 32-key strips, for S = Q K^T) and V (32 columns a strip, for O = P V)
-    // once; then per 12-query panel: the scores S [12, T] by the micro-kernel (the scale
-    // folded into the packed Q), an exact softmax per row, P packed, O = P V, rows scaled
-    // by 1 / sum.
+    // head's K (32-key strips, for S = Q K^T) and V (32-column strips, for O = P V) once;
+    // then per 12-query panel: the scores S [12, T] by the micro-kernel (the scale folded
+    // into a copy of Q), an exact softmax per row in place, O = P V by the micro-kernel
+    // reading P from S, rows scaled by 1 / sum.
     static size_t attention_scratch_floats(int T, int hd) {
         const size_t t_pad = (size_t)(T + GEMM_NR - 1) / GEMM_NR * GEMM_NR, hd_pad = (size_t)(hd + GEMM_NR - 1) / GEMM_NR * GEMM_NR;
-        return t_pad * hd + hd_pad * T + (size_t)GEMM_MR * hd + (size_t)GEMM_MR * t_pad + (size_t)GEMM_MR * T;
+        return t_pad * hd + hd_pad * T + (size_t)GEMM_MR * hd + (size_t)GEMM_MR * t_pad;
     }
 
     void attention(vt_tensor * t) {
@@ -1134,9 +1144,8 @@ struct cpu_backend : vt_backend {
             };
             float * kp = scratch[thread].data();               // [t_strips][hd][32]
             float * vp = kp + (size_t)t_pad * hd;              // [hd_strips][T][32]
-            float * qp = vp + (size_t)hd_strips * GEMM_NR * T; // [hd][12]
-            float * S = qp + (size_t)GEMM_MR * hd;             // [12][t_pad]
-            float * pp = S + (size_t)GEMM_MR * t_pad;          // [T][12]
+            float * qs = vp + (size_t)hd_strips * GEMM_NR * T; // [12][hd]: scale * Q, rows past T zero
+            float * S = qs + (size_t)GEMM_MR * hd;             // [12][t_pad]: scores, then P
             for (int s = 0; s < t_strips; s++)
                 pack_b(row(k, s * GEMM_NR), k->nb[1] / sizeof(float), std::min(GEMM_NR, T - s * GEMM_NR), hd, kp + (size_t)s * hd * GEMM_NR);
             for (int s = 0; s < hd_strips; s++) {
@@ -1150,21 +1159,17 @@ struct cpu_backend : vt_backend {
             const int p_end = std::min(n_panels, (chunk + 1) * panels_per_chunk);
             for (int p = chunk * panels_per_chunk; p < p_end; p++) {
                 const int i0 = p * GEMM_MR, rows = std::min(GEMM_MR, T - i0);
-                pack_a(row(q, i0), q->nb[1] / sizeof(float), rows, hd, scale, qp);
-                for (int s = 0; s < t_strips; s++)
-                    kern->gemm(hd, qp, kp + (size_t)s * hd * GEMM_NR, S + s * GEMM_NR, t_pad, false);
-                float inv_sum[GEMM_MR];
                 for (int r = 0; r < GEMM_MR; r++) {
-                    if (r < rows) {
-                        inv_sum[r] = kern->softmax_row(S + (size_t)r * t_pad, T);
-                        for (int j = 0; j < T; j++) pp[(size_t)j * GEMM_MR + r] = S[(size_t)r * t_pad + j];
-                    } else {
-                        for (int j = 0; j < T; j++) pp[(size_t)j * GEMM_MR + r] = 0.0f;
-                    }
+                    const float * qr = r < rows ? row(q, i0 + r) : nullptr;
+                    for (int d = 0; d < hd; d++) qs[r * hd + d] = qr ? scale * qr[d] : 0.0f;
                 }
+                for (int s = 0; s < t_strips; s++)
+                    kern->gemm(hd, qs, hd, kp + (size_t)s * hd * GEMM_NR, S + s * GEMM_NR, t_pad, false);
+                float inv_sum[GEMM_MR];
+                for (int r = 0; r < rows; r++) inv_sum[r] = kern->softmax_row(S + (size_t)r * t_pad, T);
                 float * out = (float *)t->data + ((size_t)bi * T + i0) * D + h * hd;
                 for (int s = 0; s < hd_strips; s++)
-                    gemm_tile(*kern, T, pp, vp + (size_t)s * T * GEMM_NR, out + s * GEMM_NR, D, rows,
+                    gemm_tile(*kern, T, S, t_pad, vp + (size_t)s * T * GEMM_NR, out + s * GEMM_NR, D, rows,
                               std::min(GEMM_NR, hd - s * GEMM_NR), false);
                 for (int r = 0; r < rows; r++)
                     for (int d = 0; d < hd; d++) out[(size_t)r * D + d] *= inv_sum[r];
@@ -1198,6 +1203,11 @@ struct cpu_backend : vt_backend {
 };
 
 } // namespace
+
+const char * vt_cpu_isa(void) {
+    const cpu_kernels * k = pick_cpu_kernels();
+    return k ? k->isa : nullptr;
+}
 
 vt_backend * vt_backend_cpu_init(int n_threads) {
     // threads past the hardware's only cost memory: each has its own scratch
