@@ -912,7 +912,7 @@ const cpu_kernels * pick_cpu_kernels() {
 // 32-column strips once (bp, all of K), then walks K in chunks of GEMM_KC (the chunk of
 // the strips stays in L1/L2) and, per chunk, every 12-row panel of its rows against every
 // strip. A is read where it lies.
-constexpr int GEMM_NC = 128, GEMM_KC = 256;
+constexpr int GEMM_NC = 256, GEMM_KC = 256;
 
 // Floats of a task's scratch for K: the packed strips plus one zero-padded edge panel.
 size_t gemm_scratch_floats(int K) { return (size_t)(GEMM_NC + GEMM_MR) * K; }
@@ -1077,7 +1077,7 @@ struct cpu_backend : vt_backend {
     void gemm_tasks(int64_t M, int N, int K, const float * W, const float * bias, bool gelu, float * C, int64_t max_rows,
                     A_ROWS && a_rows, ADD_ROW && add_row) {
         const int n_blocks = (N + GEMM_NC - 1) / GEMM_NC;
-        const int64_t m_splits = std::max((M + max_rows - 1) / max_rows, (int64_t)(4 * pool.n_threads + n_blocks - 1) / n_blocks);
+        const int64_t m_splits = std::max((M + max_rows - 1) / max_rows, (int64_t)(2 * pool.n_threads + n_blocks - 1) / n_blocks);
         const int64_t rows_per_task = ((M + m_splits - 1) / m_splits + GEMM_MR - 1) / GEMM_MR * GEMM_MR;
         const int m_blocks = (int)((M + rows_per_task - 1) / rows_per_task);
         pool.run(m_blocks * n_blocks, [&](int task, int thread) {
