@@ -8,7 +8,8 @@ tests/test-real-weights.py does), one 30 s window of log-mel features
   - transformers' WhisperEncoder in float64, eager attention: the reference;
   - whisper-audio through its C API (libwhisper-audio.so, ctypes), once per instruction set
     this CPU runs (VT_CPU_ISA=avx512, avx2: one binary, run-time dispatch);
-  - CTranslate2 float32 (ctranslate2.models.Whisper(...).encode, intra_threads = the threads);
+  - CTranslate2 float32 (ctranslate2.models.Whisper(...).encode, intra_threads = the threads),
+    and on an AVX-512 CPU once more held to AVX2 (CT2_FORCE_CPU_ISA, MKL_ENABLE_INSTRUCTIONS);
   - whisper.cpp, when --whisper-cpp names a checkout built with cmake (its CPU library, f16
     weights as its converter writes them; tests/cpu/whisper-cpp-encode.cpp calls
     whisper_set_mel + whisper_encode): speed only, as its API does not return the encoder output.
@@ -198,6 +199,58 @@ class Ours:
         self.L.whisper_audio_model_free(self.model)
 
 
+class Ct2Worker:
+    """CTranslate2 in a child process whose environment holds it (and MKL, which it calls for
+    the GEMMs) to AVX2: what it runs on an AVX2-only CPU. The child is this script with
+    --ct2-worker; it answers one line per request on its stdin."""
+
+    def __init__(self, model_dir, n_threads, mel_path):
+        env = dict(os.environ, CT2_FORCE_CPU_ISA="AVX2", MKL_ENABLE_INSTRUCTIONS="AVX2")
+        self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--ct2-worker", model_dir, str(n_threads), mel_path],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.ask("run")                                                              # warm-up
+
+    def ask(self, line):
+        self.p.stdin.write(line + "\n")
+        self.p.stdin.flush()
+        reply = self.p.stdout.readline()
+        if not reply:
+            raise RuntimeError("the CTranslate2 AVX2 worker died")
+        return reply.strip()
+
+    def run(self):
+        return float(self.ask("run"))
+
+    def output(self):
+        path = os.path.join(WORK, "ct2-avx2-out.npy")
+        self.ask("save " + path)
+        return np.load(path)
+
+    def close(self):
+        self.ask("quit")
+        self.p.wait()
+
+
+def ct2_worker(model_dir, n_threads, mel_path):
+    import ctranslate2
+    m = ctranslate2.models.Whisper(model_dir, device="cpu", compute_type="float32", intra_threads=int(n_threads))
+    feats = ctranslate2.StorageView.from_array(np.fromfile(mel_path, np.float32).reshape(1, 80, 3000))
+    y = None
+    for line in sys.stdin:
+        cmd = line.split()
+        if cmd[0] == "run":
+            t0 = time.perf_counter()
+            y = m.encode(feats)
+            print("%.3f" % ((time.perf_counter() - t0) * 1e3), flush=True)
+        elif cmd[0] == "save":
+            np.save(cmd[1], np.array(y)[0])
+            print("ok", flush=True)
+        else:
+            print("bye", flush=True)
+            return 0
+    return 0
+
+
 def isa_runs(lib, model_dir, isa):
     try:
         Ours(lib, model_dir, 1, isa).close()
@@ -219,6 +272,8 @@ def build_whisper_cpp_driver(wcpp):
 
 
 def main():
+    if len(sys.argv) == 5 and sys.argv[1] == "--ct2-worker":
+        return ct2_worker(*sys.argv[2:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="tiny,base")
     ap.add_argument("--threads", default=",".join(str(t) for t in sorted({1, 2, os.cpu_count()})))
@@ -285,19 +340,25 @@ def main():
                 return float(r.stdout.split()[1])
             if wcpp_exe:
                 engines["whisper.cpp (f16 weights)"] = (run_wcpp, None)
+            ct2_avx2 = Ct2Worker(d, n_threads, mel_path) if "avx512" in isas and "avx2" in isas else None
+            if ct2_avx2:                                 # the AVX2 rows side by side
+                engines["CTranslate2 float32 (avx2)"] = (ct2_avx2.run, None)
 
             times = {name: [] for name in engines}
             for _ in range(args.repeat):                  # take turns, so that a busy spell hits all
                 for name, (run, _) in engines.items():
                     times[name].append(run())
             outs["CTranslate2 float32"] = np.array(ct2_out["y"])[0]
+            if ct2_avx2:
+                outs["CTranslate2 float32 (avx2)"] = ct2_avx2.output()
+                ct2_avx2.close()
             for name, (_, handle) in engines.items():
                 if handle:
                     handle.close()
                 t = sorted(times[name])
                 err = rel(outs[name], ref) if name in outs else None
                 rows.append((model, n_threads, name, t[0], t[len(t) // 2], err))
-                print("%-5s %2d threads  %-28s %8.1f ms (median %8.1f)  error %s" % (
+                print("%-5s %2d threads  %-30s %8.1f ms (median %8.1f)  error %s" % (
                     model, n_threads, name, t[0], t[len(t) // 2], "%.2e" % err if err is not None else "n/a"), flush=True)
     print("load average at the end: %s" % " ".join("%.2f" % x for x in os.getloadavg()))
 
