@@ -127,7 +127,7 @@ uint16_t vt_f32_to_bf16(float f) {
 
 #if defined(__x86_64__) && defined(__FLT16_MAX__)
 // The f16 loops again for CPUs with F16C, where a _Float16 conversion is one instruction (a
-// baseline x86-64 build converts in software: loading an f16 model took 2-3x longer).
+// baseline x86-64 build converts in software, a libgcc call per element).
 __attribute__((target("f16c,avx2"))) static void f16_to_f32_f16c(const _Float16 * s, float * d, size_t n) {
     for (size_t i = 0; i < n; i++) d[i] = (float)s[i];
 }
@@ -908,14 +908,14 @@ const cpu_kernels * pick_cpu_kernels() {
 }
 
 // ---- GEMM: C[M, N] = A[M, K] W[N, K]^T, f32 -----------------------------------------
-// A task owns up to GEMM_NC columns for a range of rows: it packs that block of W into
-// 32-column strips once (bp, all of K), then walks K in chunks of GEMM_KC (the chunk of
-// the strips stays in L1/L2) and, per chunk, every 12-row panel of its rows against every
-// strip. A is read where it lies.
+// W is packed once per op into 32-column strips (all of K each), shared by the tasks. A
+// task owns up to GEMM_NC columns (a run of strips) for a range of rows: it walks K in
+// chunks of GEMM_KC (the chunk of its strips stays in L1/L2) and, per chunk, runs every
+// 12-row panel of its rows against every strip. A is read where it lies.
 constexpr int GEMM_NC = 256, GEMM_KC = 256;
 
-// Floats of a task's scratch for K: the packed strips plus one zero-padded edge panel.
-size_t gemm_scratch_floats(int K) { return (size_t)(GEMM_NC + GEMM_MR) * K; }
+// Floats of W packed: its columns rounded up to whole strips, times K.
+size_t gemm_packed_floats(int N, int K) { return (size_t)(N + GEMM_NR - 1) / GEMM_NR * GEMM_NR * K; }
 
 // bp[k * 32 + j] = W[j][k] for rows [0, n) of W (ldw apart), k in [0, kc); columns past n zero.
 // Written in order (the n rows are read as n streams): 3x faster than row by row.
@@ -938,18 +938,15 @@ void gemm_tile(const cpu_kernels & kern, int kc, const float * a, size_t lda, co
     for (int r = 0; r < rows; r++) memcpy(c + r * ldc, tile + r * GEMM_NR, cols * sizeof(float));
 }
 
-// One task: rows [0, m) of A (lda) times rows [0, nb <= GEMM_NC) of W (ldw), both K long,
-// into C (ldc); then done(r0, rows) for each finished 12-row panel (the epilogue, while the
-// panel is in cache). scratch: gemm_scratch_floats(K).
+// One task: rows [0, m) of A (lda) times nb <= GEMM_NC columns of packed W (bp: their
+// strips, K long), into C (ldc); then done(r0, rows) for each finished 12-row panel (the
+// epilogue, while the panel is in cache). edge: 12 x K floats for a last, partial panel.
 template <typename DONE>
-void gemm_block(const cpu_kernels & kern, const float * A, size_t lda, int m, const float * W, size_t ldw, int nb,
-                int K, float * C, size_t ldc, float * scratch, DONE && done) {
+void gemm_block(const cpu_kernels & kern, const float * A, size_t lda, int m, const float * bp, int nb, int K,
+                float * C, size_t ldc, float * edge, DONE && done) {
     const int n_strips = (nb + GEMM_NR - 1) / GEMM_NR, n_panels = (m + GEMM_MR - 1) / GEMM_MR;
-    float * bp = scratch, * edge = scratch + (size_t)GEMM_NC * K;   // edge: the last panel, zero-padded to 12 rows
-    for (int s = 0; s < n_strips; s++)
-        pack_b(W + (size_t)s * GEMM_NR * ldw, ldw, std::min(GEMM_NR, nb - s * GEMM_NR), K, bp + (size_t)s * K * GEMM_NR);
     const int rows_last = m - (n_panels - 1) * GEMM_MR;
-    if (rows_last < GEMM_MR) {
+    if (rows_last < GEMM_MR) {   // the kernel reads 12 rows: pad the last panel with zeros
         memset(edge, 0, (size_t)GEMM_MR * K * sizeof(float));
         for (int r = 0; r < rows_last; r++) memcpy(edge + (size_t)r * K, A + (size_t)((n_panels - 1) * GEMM_MR + r) * lda, K * sizeof(float));
     }
@@ -973,6 +970,7 @@ struct cpu_backend : vt_backend {
     size_t weight_bytes = 0;
     size_t graph_bytes = 0;
     std::vector<std::vector<float>> scratch;   // per thread, sized at alloc_graph
+    std::vector<float> packed_w;               // the running GEMM's W in strips, sized at alloc_graph
 
     const cpu_kernels * kern;                 // this CPU's instruction set (pick_cpu_kernels)
 
@@ -1008,11 +1006,11 @@ struct cpu_backend : vt_backend {
         return true;
     }
 
-    // Per-thread scratch: a GEMM task's packed W (gemm_scratch_floats) plus, for conv, its
+    // Per-thread scratch: a GEMM task's zero-padded edge panel (12 x K) plus, for conv, its
     // im2col rows; for attention a head's packed K and V and one panel's scores.
     static size_t scratch_floats(const vt_tensor * t) {
-        if (t->op == VT_OP_LINEAR) return gemm_scratch_floats((int)t->src[0]->ne[0]);
-        if (t->op == VT_OP_CONV1D_K3) return gemm_scratch_floats(3 * (int)t->src[0]->ne[0]) + (size_t)CONV_ROWS * 3 * t->src[0]->ne[0];
+        if (t->op == VT_OP_LINEAR) return (size_t)GEMM_MR * t->src[0]->ne[0];
+        if (t->op == VT_OP_CONV1D_K3) return (size_t)(GEMM_MR + CONV_ROWS) * 3 * t->src[0]->ne[0];
         if (t->op == VT_OP_ATTENTION) return attention_scratch_floats((int)t->ne[1], (int)(t->ne[0] / t->iparams[0]));
         return 0;
     }
@@ -1025,13 +1023,18 @@ struct cpu_backend : vt_backend {
         }
         void * arena = alloc_aligned(g->arena_size);
         if (!arena) { vt_set_error("out of memory: arena of %zu bytes", g->arena_size); return false; }
-        size_t need = 0;
-        for (vt_tensor * t : g->nodes) need = std::max(need, scratch_floats(t));
+        size_t need = 0, need_w = 0;
+        for (vt_tensor * t : g->nodes) {
+            need = std::max(need, scratch_floats(t));
+            if (t->op == VT_OP_LINEAR || t->op == VT_OP_CONV1D_K3)   // W is [N, K] (conv: [C_out, 3 C_in])
+                need_w = std::max(need_w, gemm_packed_floats((int)t->ne[0], (int)(vt_nelements(t->src[1]) / t->ne[0])));
+        }
         try {
             for (std::vector<float> & s : scratch) if (s.size() < need) s.resize(need);
+            if (packed_w.size() < need_w) packed_w.resize(need_w);
         } catch (const std::bad_alloc &) {
             free(arena);
-            vt_set_error("out of memory: %d x %zu bytes of thread scratch", pool.n_threads, need * sizeof(float));
+            vt_set_error("out of memory: %d x %zu + %zu bytes of scratch", pool.n_threads, need * sizeof(float), need_w * sizeof(float));
             return false;
         }
         g->backend_state = new graph_state{arena, g->arena_size};
@@ -1069,15 +1072,19 @@ struct cpu_backend : vt_backend {
 
     // ---- ops ----
 
-    // Tasks of up to GEMM_NC columns x a range of rows (at most max_rows): enough of them
-    // for every thread to stay busy, few enough that W is packed rarely. a_rows(m0, m, buf)
-    // gives rows [m0, m0 + m) of A, K apart (buf: max_rows x K floats of scratch for it);
-    // add_row(row) the row added after the activation (residual or positional) or NULL.
+    // W [N, K] packed into packed_w (a task per strip), then tasks of up to GEMM_NC columns x
+    // a range of rows (at most max_rows), about four per thread. a_rows(m0, m, buf) gives rows
+    // [m0, m0 + m) of A, K apart (buf: max_rows x K floats of scratch for it); add_row(row)
+    // the row added after the activation (residual or positional) or NULL.
     template <typename A_ROWS, typename ADD_ROW>
     void gemm_tasks(int64_t M, int N, int K, const float * W, const float * bias, bool gelu, float * C, int64_t max_rows,
                     A_ROWS && a_rows, ADD_ROW && add_row) {
+        float * bp = packed_w.data();
+        pool.run((N + GEMM_NR - 1) / GEMM_NR, [&](int s, int) {
+            pack_b(W + (size_t)s * GEMM_NR * K, K, std::min(GEMM_NR, N - s * GEMM_NR), K, bp + (size_t)s * K * GEMM_NR);
+        });
         const int n_blocks = (N + GEMM_NC - 1) / GEMM_NC;
-        const int64_t m_splits = std::max((M + max_rows - 1) / max_rows, (int64_t)(2 * pool.n_threads + n_blocks - 1) / n_blocks);
+        const int64_t m_splits = std::max((M + max_rows - 1) / max_rows, (int64_t)(4 * pool.n_threads + n_blocks - 1) / n_blocks);
         const int64_t rows_per_task = ((M + m_splits - 1) / m_splits + GEMM_MR - 1) / GEMM_MR * GEMM_MR;
         const int m_blocks = (int)((M + rows_per_task - 1) / rows_per_task);
         pool.run(m_blocks * n_blocks, [&](int task, int thread) {
@@ -1085,9 +1092,9 @@ struct cpu_backend : vt_backend {
             const int n0 = (task % n_blocks) * GEMM_NC;
             const int m = (int)std::min<int64_t>(rows_per_task, M - m0), nb = std::min(GEMM_NC, N - n0);
             float * s = scratch[thread].data();
-            const float * A = a_rows(m0, m, s + gemm_scratch_floats(K));
+            const float * A = a_rows(m0, m, s + (size_t)GEMM_MR * K);
             float * c = C + (size_t)m0 * N + n0;
-            gemm_block(*kern, A, K, m, W + (size_t)n0 * K, K, nb, K, c, N, s, [&](int r0, int rows) {
+            gemm_block(*kern, A, K, m, bp + (size_t)n0 * K, nb, K, c, N, s, [&](int r0, int rows) {
                 for (int r = r0; r < r0 + rows; r++) {
                     const float * add = add_row(m0 + r);
                     kern->epilogue_row(c + (size_t)r * N, nb, bias ? bias + n0 : nullptr, gelu, add ? add + n0 : nullptr);
