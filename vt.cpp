@@ -658,6 +658,19 @@ struct thread_pool {
 constexpr int LANES = 16;
 typedef float f32x4 __attribute__((vector_size(4 * sizeof(float))));
 
+// The row operations may compute both sides of a select (GCC otherwise keeps a loop with
+// one scalar where the target has no mask registers: AVX2, SSE). FP exception flags are
+// never read here; values are unchanged.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("O3", "no-trapping-math")
+#endif
+
+// (local min/max: functions from outside this region, compiled with other options, would
+// not be inlined here; these keep std::max's NaN rule: max_f(a, NaN) = a)
+VT_INLINE float max_f(float a, float b) { return a < b ? b : a; }
+VT_INLINE float min_f(float a, float b) { return b < a ? b : a; }
+
 // exp(x) for the softmax's x <= 0, in a form the compiler vectorises (expf does not):
 // x = n ln2 + r with |r| <= ln2 / 2, e^r by its Taylor series to r^7 (truncation under
 // 6e-9 relative), 2^n built in the exponent bits. Total for any float, as non-finite
@@ -665,7 +678,7 @@ typedef float f32x4 __attribute__((vector_size(4 * sizeof(float))));
 // stays NaN, and x > 0 (only a NaN row's difference could be) is taken as 0.
 VT_INLINE float exp_nonpositive(float x) {
     const bool underflow = x < -87.0f;
-    x = std::min(std::max(x, -87.0f), 0.0f);                   // NaN passes both
+    x = min_f(max_f(x, -87.0f), 0.0f);                   // NaN passes both
     const float t = x * 1.44269504089f + 12582912.0f;        // 1.5 * 2^23: round(x / ln2) in t's low bits
     const float n = t - 12582912.0f;
     const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;   // ln2 = 0.693359375 - 2.12194440e-4
@@ -693,7 +706,7 @@ VT_INLINE float exp_nonpositive(float x) {
 // float32 against a float64 GELU over |x| < 6: RMS relative error 2.9e-8 (erff's: 3.2e-8).
 VT_INLINE float gelu_erf(float x) {
     const float z = x * 0.70710678118654752f;
-    const float az = std::fabs(z);
+    const float az = __builtin_fabsf(z);
     const float t = 1.0f / (1.0f + 0.5f * az);
     float r = 2.686091512e-02f;
     r = r * t - 2.057177722e-01f;
@@ -732,9 +745,9 @@ VT_INLINE float softmax_row_impl(float * s, int n) {
         }
     }
     float mx = -INFINITY, maxima[LANES];
-    for (; i < n; i++) mx = std::max(mx, s[i]);
+    for (; i < n; i++) mx = max_f(mx, s[i]);
     memcpy(maxima, lane_max, sizeof(maxima));
-    for (int l = 0; l < LANES; l++) mx = std::max(mx, maxima[l]);
+    for (int l = 0; l < LANES; l++) mx = max_f(mx, maxima[l]);
     for (i = 0; i < n; i++) s[i] = exp_nonpositive(s[i] - mx);
     double lane_sum[LANES] = {};
     for (i = 0; i + LANES <= n; i += LANES)
@@ -760,7 +773,7 @@ VT_INLINE void layer_norm_row_impl(const float * in, float * out, int C, const f
     double var = 0.0;
     for (; i < C; i++) var += (in[i] - mean) * (in[i] - mean);
     for (int l = 0; l < LANES; l++) var += lane[l];
-    const float rstd = (float)(1.0 / sqrt(var / C + eps));
+    const float rstd = (float)(1.0 / __builtin_sqrt(var / C + eps));
     for (i = 0; i < C; i++) out[i] = (float)(in[i] - mean) * rstd * w[i] + b[i];
 }
 
@@ -776,6 +789,9 @@ VT_CPU_ROW_OPS(plain, )
 #ifdef VT_X86
 VT_CPU_ROW_OPS(avx2, VT_TARGET_AVX2)
 VT_CPU_ROW_OPS(avx512, VT_TARGET_AVX512)
+#endif
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
 #endif
 
 // ---- GEMM micro-kernels: C[12, 32] (+)= A[12, kc] B[kc, 32] --------------------------
