@@ -6,6 +6,7 @@
 #   make test-python     the Python package (pip install . into build/venv) against main, and the Ray example
 #   make CUDA=0          build without CUDA (a CPU-only build where nvcc is installed); CUDA_ARCH=... to
 #                        choose GPU targets
+#   make bench-cpu       the CPU encoder against CTranslate2 (and whisper.cpp: WHISPER_CPP=DIR)
 #   make install         main (as whisper-audio), whisper-audio.h, the shared and static library, a
 #                        pkg-config file and a CMake package into $(DESTDIR)$(PREFIX) (PREFIX=/usr/local)
 # Missing Debian packages (doctest-dev, libstb-dev, libvorbis-dev, libflac-dev, libmpg123-dev,
@@ -14,7 +15,9 @@
 
 BUILD    ?= build
 CXX      ?= g++
-CXXFLAGS ?= -O3 -march=native
+# no -march: one binary for every x86-64 CPU; the CPU backend's hot loops pick AVX-512, AVX2 or
+# plain code at run time (VT_CPU_ISA=avx2 forces a lesser set, to measure it)
+CXXFLAGS ?= -O3
 CXXFLAGS += -std=c++17 -Wall -Wextra -fPIC -fvisibility=hidden -I. $(if $(wildcard .deps),-isystem .deps) -pthread
 LDLIBS   += -pthread
 # stb_image_write (Debian's libstb-dev) for main --png
@@ -63,7 +66,7 @@ TEST_MODELS = $(foreach m,micro-80 micro-128,$(foreach t,f32 f16 bf16,build/$(m)
               $(foreach m,qwen2a voxtral ultravox,build/tower-$(m)-f32.gguf)
 CONVERT = python3 convert/convert-hf-to-gguf.py
 
-.PHONY: all deps demo test test-run test-sanitize test-embed test-install test-python install clean
+.PHONY: all deps demo test test-run test-sanitize test-embed test-install test-python install clean bench-cpu
 all: main bench $(BUILD)/test-all $(BUILD)/libwhisper-audio.so $(BUILD)/libwhisper-audio.a
 
 # one apt-get for whatever is missing (each audio library unless OGG=0, FLAC=0, ... was asked for)
@@ -131,7 +134,7 @@ $(BUILD)/tiny-random.gguf: convert/convert-hf-to-gguf.py | $(BUILD)
 
 # "drop two files into your tree": a consumer built by one plain compiler command
 $(BUILD)/embed: examples/embed/embed.cpp vt.cpp whisper-audio.cpp vt.h whisper-audio.h | $(BUILD)
-	$(CXX) -std=c++17 -O3 -march=native -I. examples/embed/embed.cpp vt.cpp whisper-audio.cpp -o $@ -pthread
+	$(CXX) -std=c++17 -O3 -I. examples/embed/embed.cpp vt.cpp whisper-audio.cpp -o $@ -pthread
 
 test-embed: $(BUILD)/embed build/micro-80-f32.gguf
 	$(BUILD)/embed build/micro-80-f32.gguf samples/speech_16k.wav
@@ -170,6 +173,11 @@ endif
 
 test-sanitize:
 	$(MAKE) BUILD=build-san SANITIZE=1 test
+
+# the CPU side by side with CTranslate2 (pip install ctranslate2) and, given WHISPER_CPP=DIR (a
+# whisper.cpp checkout built with cmake), whisper.cpp: tests/cpu/bench-cpu.py, docs/BENCHMARKS.md
+bench-cpu: $(BUILD)/libwhisper-audio.so
+	python3 tests/cpu/bench-cpu.py --lib $(BUILD)/libwhisper-audio.so $(if $(WHISPER_CPP),--whisper-cpp $(WHISPER_CPP))
 
 demo: deps
 	$(MAKE) main bench $(BUILD)/tiny-random.gguf

@@ -203,6 +203,11 @@ size_t      vt_graph_naive_size(const vt_graph * g);      // bytes if nothing we
 // Computes in f32 on n_threads threads: <= 0 or more than the hardware runs means as many
 // as it runs. NULL with vt_last_error() set when the threads cannot be started.
 vt_backend * vt_backend_cpu_init(int n_threads);
+// The instruction set of the CPU backend's kernels on this machine: "avx512", "avx2" or
+// "plain", picked at run time; the environment variable VT_CPU_ISA asks for a lesser one
+// (to measure or test it). NULL with vt_last_error() set when VT_CPU_ISA names one that is
+// unknown or that this CPU cannot run (vt_backend_cpu_init then fails the same way).
+const char * vt_cpu_isa(void);
 // compute_type VT_TYPE_F16 or VT_TYPE_BF16. NULL with vt_last_error() set when there is
 // no device, or when this build has no CUDA.
 vt_backend * vt_backend_cuda_init(int device, enum vt_type compute_type);

@@ -107,7 +107,7 @@ int main(int argc, char ** argv) {
     const bool have_after = have_mem && vt_cuda_memory_used(0, &used_after);
 
     printf("bench: model %s (n_state %d, n_layer %d, n_mels %d), backend %s%s%s, batch %d\n", model_path.c_str(), hp.n_state,
-           hp.n_layer, hp.n_mels, whisper_audio_encoder_backend(enc), cpu ? "" : ", ", cpu ? "" : dtype.c_str(), batch);
+           hp.n_layer, hp.n_mels, whisper_audio_encoder_backend(enc), ", ", cpu ? vt_cpu_isa() : dtype.c_str(), batch);
     printf("bench: %.3f ms per batch (median of %d; min %.3f, max %.3f), %.3f ms per clip, %.1f clips/s\n", med, iters,
            ms.front(), ms.back(), med / batch, batch * 1000.0 / med);
     printf("bench: of which compute %.3f ms (%.3f ms per clip), mel upload + f32 download %.3f ms\n", med_compute,

@@ -40,7 +40,7 @@ ct2_var f32_var(const std::string & name, std::vector<uint32_t> dims, float base
     size_t n = 1;
     for (uint32_t d : dims) n *= d;
     for (size_t i = 0; i < n; i++) {
-        float x = base + 0.01f * (float)(i % 13);
+        const float x = (float)(base + 0.01 * (i % 13));   // in double: the same bytes whether or not the compiler fuses a multiply-add
         uint32_t u;
         memcpy(&u, &x, 4);
         put(v.data, u, 4);

@@ -381,3 +381,89 @@ TEST_CASE("vt_convert agrees with the scalar conversions, every f16 value and ra
         REQUIRE(b[i] == vt_f32_to_bf16(x[i]));
     }
 }
+
+// Every kernel set this CPU runs (VT_CPU_ISA picks one), on odd sizes against float64: a
+// GELU sweep (the vectorised erf, tails included), a linear across tile edges, attention
+// with a head size that is not a multiple of the 32-wide strips. Unknown sets fail clearly.
+TEST_CASE("every CPU kernel set: GELU, linear and attention against float64") {
+    int ran = 0;
+    for (const char * isa : {"avx512", "avx2", "plain"}) {
+        CAPTURE(isa);
+        setenv("VT_CPU_ISA", isa, 1);
+        if (!vt_cpu_isa()) {   // this CPU lacks it
+            CHECK(std::string(vt_last_error()).find("cannot run") != std::string::npos);
+            continue;
+        }
+        CHECK(std::string(vt_cpu_isa()) == isa);
+        ran++;
+        {   // GELU of x in [-10, 10] through a 1-wide linear (x * 1 + 0)
+            const int M = 2001;
+            vt_context * ctx = vt_init(8);
+            host_tensor x = input(ctx, {1, M}, 0);
+            for (int i = 0; i < M; i++) x.data[i] = -10.0f + 20.0f * i / (M - 1);
+            host_tensor w = weight(ctx, {1, 1}, 0);
+            w.data[0] = 1.0f;
+            vt_tensor * y = vt_linear(ctx, x.t, w.t, nullptr, VT_ACT_GELU, nullptr);
+            std::vector<float> got = run_cpu(ctx, y, {x, w});
+            double worst = 0.0;
+            for (int i = 0; i < M; i++) {
+                const double ref = 0.5 * x.data[i] * std::erfc(-x.data[i] / std::sqrt(2.0));
+                worst = std::max(worst, std::fabs(got[i] - ref) / (std::fabs(ref) + 1e-30));
+            }
+            CHECK(worst < 1e-5);   // relative, every x: the negative tail too
+            vt_free(ctx);
+        }
+        {   // linear with bias + GELU + residual, sizes across the 12 x 32 tiles and 256-wide blocks
+            const int K = 300, M = 43, N = 301;
+            vt_context * ctx = vt_init(16);
+            host_tensor x = input(ctx, {K, M}, 40);
+            host_tensor w = weight(ctx, {K, N}, 41, 0.1f);
+            host_tensor b = weight(ctx, {N}, 42);
+            host_tensor r = input(ctx, {N, M}, 43);
+            vt_tensor * y = vt_linear(ctx, x.t, w.t, b.t, VT_ACT_GELU, r.t);
+            std::vector<float> got = run_cpu(ctx, y, {x, w, b, r}, 3);
+            std::vector<double> ref((size_t)M * N);
+            for (int m = 0; m < M; m++)
+                for (int n = 0; n < N; n++) {
+                    double acc = b.data[n];
+                    for (int k = 0; k < K; k++) acc += (double)x.data[(size_t)m * K + k] * w.data[(size_t)n * K + k];
+                    ref[(size_t)m * N + n] = gelu(acc) + r.data[(size_t)m * N + n];
+                }
+            CHECK(rel_l2(got, ref) < 1e-6);
+            vt_free(ctx);
+        }
+        {   // attention: T 45 (a partial 12-row panel and 32-key strip), 3 heads of 40 columns
+            const int T = 45, H = 3, hd = 40, D = H * hd;
+            const float scale = 0.15f;
+            vt_context * ctx = vt_init(16);
+            host_tensor q = input(ctx, {D, T}, 50), k = input(ctx, {D, T}, 51), v = input(ctx, {D, T}, 52);
+            vt_tensor * y = vt_attention(ctx, q.t, k.t, v.t, H, scale);
+            std::vector<float> got = run_cpu(ctx, y, {q, k, v});
+            std::vector<double> ref((size_t)T * D), p(T);
+            for (int h = 0; h < H; h++)
+                for (int i = 0; i < T; i++) {
+                    double mx = -INFINITY, sum = 0.0;
+                    for (int j = 0; j < T; j++) {
+                        double dot = 0.0;
+                        for (int c = 0; c < hd; c++) dot += (double)q.data[i * D + h * hd + c] * k.data[j * D + h * hd + c];
+                        mx = std::max(mx, p[j] = dot * scale);
+                    }
+                    for (int j = 0; j < T; j++) sum += (p[j] = std::exp(p[j] - mx));
+                    for (int c = 0; c < hd; c++) {
+                        double acc = 0.0;
+                        for (int j = 0; j < T; j++) acc += p[j] * v.data[j * D + h * hd + c];
+                        ref[i * D + h * hd + c] = acc / sum;
+                    }
+                }
+            CHECK(rel_l2(got, ref) < 1e-6);
+            vt_free(ctx);
+        }
+    }
+    CHECK(ran >= 1);   // the plain set runs everywhere
+    setenv("VT_CPU_ISA", "sse9", 1);
+    CHECK(vt_cpu_isa() == nullptr);
+    CHECK(std::string(vt_last_error()).find("VT_CPU_ISA=sse9: unknown") != std::string::npos);
+    CHECK(vt_backend_cpu_init(1) == nullptr);
+    unsetenv("VT_CPU_ISA");
+    CHECK(vt_cpu_isa() != nullptr);
+}
