@@ -161,7 +161,7 @@ class Ours:
     class Params(ctypes.Structure):
         _fields_ = [("device", ctypes.c_int), ("dtype", ctypes.c_int), ("n_threads", ctypes.c_int),
                     ("gpu_device", ctypes.c_int), ("max_batch", ctypes.c_int), ("output_layer", ctypes.c_int),
-                    ("final_ln", ctypes.c_bool)]
+                    ("final_ln", ctypes.c_bool), ("projector", ctypes.c_bool)]   # whisper-audio.h's, field by field
 
     def __init__(self, lib, model_dir, n_threads, isa):
         L = self.L = ctypes.CDLL(lib)
