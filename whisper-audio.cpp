@@ -2016,12 +2016,38 @@ static int64_t resample_keep(const wa_resampler & rs) {
     return rs.copy ? (int64_t) rs.i : std::max<int64_t>(0, rs.n0 - rs.kr.k + 1);
 }
 
+// Outputs [j0, j0 + n) into dst (their inputs all in in[0, n_avail), which holds [base, ...)).
+WA_SIMD_CLONES static void resample_span(const wa_resampler & rs, const float * in, int64_t base, int64_t n_avail,
+                                         uint64_t j0, size_t n, float * dst) {
+    const resample_kernel & kr = rs.kr;
+    const unsigned __int128 at0 = (unsigned __int128) j0 * (unsigned __int128) rs.M;
+    int64_t n0 = (int64_t) (at0 / (unsigned __int128) rs.L), phase = (int64_t) (at0 % (unsigned __int128) rs.L);
+    for (size_t k = 0; k < n; k++) {
+        const int64_t first = n0 - kr.k + 1;   // the first tap's input index
+        if (rs.P == 0) {
+            dst[k] = resample_tap(in, n_avail, first - base, &rs.table[(size_t) phase * rs.n_taps], rs.n_taps);
+        } else {
+            // phase / L = (p + w) / P: between rows p and p + 1 (phase * P < 2^31 * 512)
+            const int64_t at = phase * rs.P;
+            const int64_t p  = at / rs.L;
+            const float   w  = (float) ((double) (at - p * rs.L) / (double) rs.L);
+            const float * h0 = &rs.table[(size_t) p * rs.n_taps];
+            const float   y0 = resample_tap(in, n_avail, first - base, h0, rs.n_taps);
+            const float   y1 = resample_tap(in, n_avail, first - base, h0 + rs.n_taps, rs.n_taps);
+            dst[k] = y0 + w * (y1 - y0);
+        }
+        n0 += rs.step_int;
+        phase += rs.step_frac;
+        if (phase >= rs.L) { phase -= rs.L; n0++; }
+    }
+}
+
 // Computes up to max outputs from the next one on into y; returns how many.
 // in[0, n_avail) holds the input samples [base, base + n_avail); base <= resample_keep(rs).
 // final: the input ends at base + n_avail, so outputs run to its full length. Otherwise an
 // output is made only once every input that its taps cover has arrived, and so it is the
 // same float, bit for bit, as with the whole input at once.
-WA_SIMD_CLONES static size_t resample_run(wa_resampler & rs, const float * in, int64_t base, int64_t n_avail, bool final,
+static size_t resample_run(wa_resampler & rs, const float * in, int64_t base, int64_t n_avail, bool final,
                            float * y, size_t max) {
     const int64_t end = base + n_avail;
     uint64_t limit = 0;   // the output length (final), or a lower bound of it
@@ -2035,29 +2061,39 @@ WA_SIMD_CLONES static size_t resample_run(wa_resampler & rs, const float * in, i
         return max;
     }
 
+    // output j sits at input position n0 + phase / L with n0 = floor(j M / L), phase = j M mod L
     const resample_kernel & kr = rs.kr;
-    size_t k = 0;
-    for (; k < max; k++) {
-        const int64_t first = rs.n0 - kr.k + 1;   // the first tap's input index
-        if (!final && first + rs.n_taps > end) break;   // it needs inputs not read yet
-        if (rs.P == 0) {
-            y[k] = resample_tap(in, n_avail, first - base, &rs.table[(size_t) rs.phase * rs.n_taps], rs.n_taps);
-        } else {
-            // phase / L = (p + w) / P: between rows p and p + 1 (phase * P < 2^31 * 512)
-            const int64_t at = rs.phase * rs.P;
-            const int64_t p  = at / rs.L;
-            const float   w  = (float) ((double) (at - p * rs.L) / (double) rs.L);
-            const float * h0 = &rs.table[(size_t) p * rs.n_taps];
-            const float   y0 = resample_tap(in, n_avail, first - base, h0, rs.n_taps);
-            const float   y1 = resample_tap(in, n_avail, first - base, h0 + rs.n_taps, rs.n_taps);
-            y[k] = y0 + w * (y1 - y0);
-        }
-        rs.i++;
-        rs.n0 += rs.step_int;
-        rs.phase += rs.step_frac;
-        if (rs.phase >= rs.L) { rs.phase -= rs.L; rs.n0++; }
+    typedef unsigned __int128 u128;
+    size_t count = max;
+    if (!final) {   // the outputs whose last tap has arrived: n0(j) - K + 1 + n_taps <= end
+        const int64_t x = end + kr.k - 1 - rs.n_taps;
+        if (x < rs.n0) return 0;
+        const uint64_t j_max = (uint64_t) (((u128) (x + 1) * (u128) rs.L - 1) / (u128) rs.M);
+        count = (size_t) std::min<uint64_t>(max, j_max - rs.i + 1);
     }
-    return k;
+    auto run = [&](uint64_t j0, size_t n, float * dst) { resample_span(rs, in, base, n_avail, j0, n, dst); };
+    // each output on its own: a long run is cut in pieces for every core (the same floats)
+    const size_t piece = 8192;
+    if (count >= 2 * piece) {
+        const int n_pieces = (int) ((count + piece - 1) / piece);
+        wa_parallel(n_pieces, 0, [&](int c) {
+            const size_t k0 = (size_t) c * piece;
+            run(rs.i + k0, std::min(piece, count - k0), y + k0);
+        });
+    } else {
+        run(rs.i, count, y);
+    }
+    rs.i += count;
+    const u128 at = (u128) rs.i * (u128) rs.M;
+    rs.n0 = (int64_t) (at / (u128) rs.L);
+    rs.phase = (int64_t) (at % (u128) rs.L);
+    return count;
+}
+
+// Whether inputs up to index end are every input that the next n outputs read.
+static bool resample_covered(const wa_resampler & rs, int64_t end, size_t n) {
+    const unsigned __int128 at = (unsigned __int128) (rs.i + n - 1) * (unsigned __int128) rs.M;
+    return (int64_t) (at / (unsigned __int128) rs.L) - rs.kr.k + 1 + rs.n_taps <= end;
 }
 
 bool whisper_audio_resample(const float * in, size_t n_in, int rate_in, int rate_out,
@@ -3144,9 +3180,13 @@ int64_t whisper_audio_stream_read(whisper_audio_stream * s, float * out, size_t 
     try {
         size_t k = 0;
         while (k < max) {
-            k += resample_run(s->rs, s->hist.data(), s->hist_base, (int64_t) s->hist.size(), s->src_end,
-                              out + k, max - k);
-            if (k == max || s->src_end) break;
+            // resampling: decode until the input covers every output asked for (or ends), so that
+            // one resample_run makes them together, on every core
+            if (s->rs.copy || s->src_end || resample_covered(s->rs, s->hist_base + (int64_t) s->hist.size(), max - k)) {
+                k += resample_run(s->rs, s->hist.data(), s->hist_base, (int64_t) s->hist.size(), s->src_end,
+                                  out + k, max - k);
+                if (k == max || s->src_end) break;
+            }
 
             // drop the inputs that no later output reads, then decode the next block
             const int64_t keep = std::min<int64_t>(resample_keep(s->rs), s->hist_base + (int64_t) s->hist.size());
