@@ -952,13 +952,14 @@ static constexpr wa_ct2_name WA_CT2_NAMES[] = {
     {"encoder.layers.%d.fc2.bias",                    "encoder/layer_%d/ffn/linear_1/bias"},
 };
 static constexpr bool wa_same(const char * a, const char * b) { return *a == *b && (*a == 0 || wa_same(a + 1, b + 1)); }
-static constexpr bool wa_ct2_names_follow_table() {
-    if (sizeof(WA_CT2_NAMES) / sizeof(WA_CT2_NAMES[0]) != sizeof(WA_TENSORS) / sizeof(WA_TENSORS[0])) return false;
-    for (size_t i = 0; i < sizeof(WA_TENSORS) / sizeof(WA_TENSORS[0]); i++)
-        if (!wa_same(WA_CT2_NAMES[i].ours, WA_TENSORS[i].name)) return false;
+// Whether a table of another format's names has a row for each of WA_TENSORS', in order.
+template <typename T, size_t N> static constexpr bool wa_names_follow_table(const T (&names)[N]) {
+    if (N != sizeof(WA_TENSORS) / sizeof(WA_TENSORS[0])) return false;
+    for (size_t i = 0; i < N; i++)
+        if (!wa_same(names[i].ours, WA_TENSORS[i].name)) return false;
     return true;
 }
-static_assert(wa_ct2_names_follow_table(), "WA_CT2_NAMES must name the rows of WA_TENSORS in order");
+static_assert(wa_names_follow_table(WA_CT2_NAMES), "WA_CT2_NAMES must name the rows of WA_TENSORS in order");
 
 // The slaney mel bank [n_mels, 201], 0-8000 Hz at 16 kHz: transformers' audio_utils
 // mel_filter_bank(norm="slaney", mel_scale="slaney") as WhisperFeatureExtractor calls it (librosa's
@@ -1306,13 +1307,7 @@ static constexpr wa_ggml_name WA_GGML_NAMES[] = {
     {"encoder.layers.%d.fc2.weight",                  "encoder.blocks.%d.mlp.2.weight"},
     {"encoder.layers.%d.fc2.bias",                    "encoder.blocks.%d.mlp.2.bias"},
 };
-static constexpr bool wa_ggml_names_follow_table() {
-    if (sizeof(WA_GGML_NAMES) / sizeof(WA_GGML_NAMES[0]) != sizeof(WA_TENSORS) / sizeof(WA_TENSORS[0])) return false;
-    for (size_t i = 0; i < sizeof(WA_TENSORS) / sizeof(WA_TENSORS[0]); i++)
-        if (!wa_same(WA_GGML_NAMES[i].ours, WA_TENSORS[i].name)) return false;
-    return true;
-}
-static_assert(wa_ggml_names_follow_table(), "WA_GGML_NAMES must name the rows of WA_TENSORS in order");
+static_assert(wa_names_follow_table(WA_GGML_NAMES), "WA_GGML_NAMES must name the rows of WA_TENSORS in order");
 
 // Header, hyperparameters, mel bank and vocabulary from r (the file's first bytes; past_end
 // when they go beyond), then the tensor headers, walked with pread to the end of the file.

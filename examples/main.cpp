@@ -1150,12 +1150,12 @@ static int run_main(const params & p) {
         init_ms = ms_since(t0);
         j.n_threads = ep.n_threads;
         if (ok && strcmp(whisper_audio_encoder_backend(j.encs[0]), "cpu") == 0) {
-            fprintf(stderr, "main: backend cpu, %d threads, batch %d\n", ep.n_threads, p.batch);
+            fprintf(stderr, "main: backend cpu, %d threads, batch %d\n", ep.n_threads, ep.max_batch);
         } else if (ok) {
             std::string devices;
             for (int g : gpus) devices += (devices.empty() ? "" : ",") + std::to_string(g);
             fprintf(stderr, "main: backend %s, device%s %s, %s, batch %d\n", whisper_audio_encoder_backend(j.encs[0]),
-                    gpus.size() > 1 ? "s" : "", devices.c_str(), p.dtype.c_str(), p.batch);
+                    gpus.size() > 1 ? "s" : "", devices.c_str(), p.dtype.c_str(), ep.max_batch);
         }
     }
 

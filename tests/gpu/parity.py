@@ -6,7 +6,7 @@ For tiny, base, small, medium and large-v3 (random weights: transformers' own in
 random log-mel batch goes through
   - transformers in float64 on the CPU, eager attention: the reference;
   - transformers sdpa on the GPU in f16 and in bf16: the peer's own error;
-  - whisper-audio (build/libwhisper-audio.so through ctypes) on CUDA in f16 and in bf16.
+  - whisper-audio (build/libwhisper-audio.so through python/whisper_audio) on CUDA in f16 and in bf16.
 Ours must be within 1.25x transformers' error in the same dtype. Prints each layer's move
 of the residual stream (|out - in| / |in|, float64) and a table; exits 1 on a failure.
 
@@ -14,7 +14,6 @@ Run on the GPU machine from the repository root, after `make -j16`:
     python3 tests/gpu/parity.py [--sizes tiny,base] [--out DIR]
 """
 import argparse
-import ctypes
 import json
 import math
 import os
@@ -83,56 +82,23 @@ def convert(cfg, enc, workdir):
 
 
 class Ours:
-    """The C API through ctypes."""
-
-    class Params(ctypes.Structure):
-        _fields_ = [("device", ctypes.c_int), ("dtype", ctypes.c_int), ("n_threads", ctypes.c_int),
-                    ("gpu_device", ctypes.c_int), ("max_batch", ctypes.c_int), ("output_layer", ctypes.c_int),
-                    ("final_ln", ctypes.c_bool), ("projector", ctypes.c_bool)]
+    """whisper-audio through its Python package (python/whisper_audio: the one ctypes copy of
+    the C API), on the library given."""
 
     def __init__(self, lib_path):
-        self.lib = ctypes.CDLL(lib_path)
-        L = self.lib
-        L.whisper_audio_model_load.restype = ctypes.c_void_p
-        L.whisper_audio_model_load.argtypes = [ctypes.c_char_p]
-        L.whisper_audio_model_free.argtypes = [ctypes.c_void_p]
-        L.whisper_audio_encoder_default_params.restype = Ours.Params
-        L.whisper_audio_encoder_init.restype = ctypes.c_void_p
-        L.whisper_audio_encoder_init.argtypes = [ctypes.c_void_p, Ours.Params]
-        L.whisper_audio_encoder_free.argtypes = [ctypes.c_void_p]
-        L.whisper_audio_encoder_backend.restype = ctypes.c_char_p
-        L.whisper_audio_encoder_backend.argtypes = [ctypes.c_void_p]
-        L.whisper_audio_encode_mel.restype = ctypes.c_bool
-        L.whisper_audio_encode_mel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
-        L.whisper_audio_last_error.restype = ctypes.c_char_p
-
-    def error(self):
-        return self.lib.whisper_audio_last_error().decode()
+        os.environ["WHISPER_AUDIO_LIBRARY"] = lib_path        # read when the package loads
+        sys.path.insert(0, os.path.join(ROOT, "python"))
+        import whisper_audio
+        self.wa = whisper_audio
 
     def encode(self, model_path, mel, d_model, dtype):
-        L = self.lib
-        model = L.whisper_audio_model_load(model_path.encode())
-        if not model:
-            raise RuntimeError(self.error())
-        p = L.whisper_audio_encoder_default_params()
-        p.device = 2                                       # WHISPER_AUDIO_DEVICE_CUDA
-        p.dtype = 1 if dtype == "bf16" else 0
-        p.max_batch = mel.shape[0]
-        enc = L.whisper_audio_encoder_init(model, p)
-        if not enc:
-            L.whisper_audio_model_free(model)
-            raise RuntimeError(self.error())
-        backend = L.whisper_audio_encoder_backend(enc).decode()
-        mel = np.ascontiguousarray(mel, dtype=np.float32)
-        out = np.empty((mel.shape[0], 1500, d_model), dtype=np.float32)
-        ok = L.whisper_audio_encode_mel(enc, mel.ctypes.data, mel.shape[0], out.ctypes.data)
-        err = None if ok else self.error()
-        L.whisper_audio_encoder_free(enc)
-        L.whisper_audio_model_free(model)
-        if err:
-            raise RuntimeError(err)
-        return out, backend
-
+        m = self.wa.Model(model_path, device="cuda", dtype=dtype, batch=mel.shape[0])
+        try:
+            out = m.encode_mel(np.ascontiguousarray(mel, dtype=np.float32))
+            assert out.shape == (mel.shape[0], 1500, d_model)
+            return out, m.backend
+        finally:
+            m.close()
 
 
 def rel(a, ref):
