@@ -1164,8 +1164,6 @@ struct cuda_backend : vt_backend {
 
     std::unordered_map<const vt_tensor *, float *> f32_copies;   // graph outputs -> their f32 copies
     void * staging = nullptr;                   // pinned host memory for uploads/downloads
-    void * upload_raw = nullptr;                // device copy of an upload before its conversion
-    size_t upload_raw_bytes = 0;
     size_t staging_bytes = 0;
 
     std::set<vt_graph *> graphs;                // allocated here, released by the destructor
@@ -1191,7 +1189,6 @@ struct cuda_backend : vt_backend {
         for (void * p : weight_buffers) cudaFree(p);
         if (lt_ws) cudaFree(lt_ws);
         if (staging) cudaFreeHost(staging);
-        if (upload_raw) cudaFree(upload_raw);
         if (lt) cublasLtDestroy(lt);
         if (stream) cudaStreamDestroy(stream);
     }
@@ -1283,15 +1280,9 @@ struct cuda_backend : vt_backend {
     // one host core took about 1 s); a tensor in pieces of 64 MB.
     bool upload(void * dst, vt_type dst_type, const void * src, vt_type src_type, size_t n) {
         const size_t es = vt_type_size(src_type), chunk = std::min(n, ((size_t)64 << 20) / es);
+        void * raw = nullptr;
         if (!ensure_staging(chunk * es)) return false;
-        if (upload_raw_bytes < chunk * es) {        // kept for the next tensor: no malloc/free (a sync) per tensor
-            if (upload_raw) CUDA_CHECK(cudaFree(upload_raw));
-            upload_raw = nullptr;
-            upload_raw_bytes = 0;
-            CUDA_CHECK(cudaMalloc(&upload_raw, chunk * es));
-            upload_raw_bytes = chunk * es;
-        }
-        void * raw = upload_raw;
+        CUDA_CHECK(cudaMalloc(&raw, chunk * es));
         bool ok = true;
         for (size_t i = 0; ok && i < n; i += chunk) {
             const size_t k = std::min(chunk, n - i);
@@ -1300,6 +1291,7 @@ struct cuda_backend : vt_backend {
                  launch_convert(stream, (char *)dst + i * vt_type_size(dst_type), dst_type, raw, src_type, k) &&
                  cudaStreamSynchronize(stream) == cudaSuccess;
         }
+        cudaFree(raw);
         if (!ok) vt_set_error("cuda: uploading %zu elements failed: %s", n, cudaGetErrorString(cudaGetLastError()));
         return ok;
     }
@@ -1336,7 +1328,7 @@ struct cuda_backend : vt_backend {
     }
 
     size_t allocated_bytes() const override {
-        return weight_bytes + graph_bytes + (lt_ws ? LT_WORKSPACE_BYTES : 0) + upload_raw_bytes;
+        return weight_bytes + graph_bytes + (lt_ws ? LT_WORKSPACE_BYTES : 0);
     }
 
     // ---- graphs ----
