@@ -38,6 +38,7 @@
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -352,6 +353,70 @@ __global__ void layer_norm_kernel(T * __restrict__ y, const T * __restrict__ x, 
     const float rstd = rsqrtf(warp_sum(sq) / C + eps);
     T * yr = y + row * C;
     for (int c = lane; c < C; c += 32) yr[c] = from_f32<T>((to_f32(xr[c]) - mean) * rstd * w[c] + b[c]);
+}
+
+// quantize_rows_kernel: each row of x [n_rows, K] (T) to FP8 e4m3 with a scale of its own,
+//   for the FP8 GEMMs (vt_backend_cuda_init_fp8): scale[r] = max_c |x[r, c]| / 448 (e4m3's
+//   largest finite value; 1 for an all-zero row), q[r, c] = e4m3(x[r, c] / scale[r]),
+//   rounded to nearest even and saturated. The same kernel quantizes the weights at load
+//   (a row is an output channel) and the activations before each GEMM (a row is a token).
+//   GELU: x is a GEMM's output without its bias (may be null); the row becomes gelu(x + bias) first (fc1's
+//   epilogue fused with fc2's quantization: the f16/bf16 row is never written).
+//   A block of QUANT_THREADS per row; thread t holds the 8-element vectors t, t + 128, ...
+//   (VPL of them) in registers: one read of x, one write of q. Needs K % 16 == 0 (checked
+//   where the plan is made) and K <= 8 * QUANT_THREADS * VPL.
+//   CPU twin: the test's e4m3 emulation in tests/test-cuda.cpp.
+static const int QUANT_THREADS = 128;
+static const float E4M3_MAX = 448.0f;
+
+template <typename T, int VPL, bool GELU>
+__global__ void __launch_bounds__(QUANT_THREADS)
+quantize_rows_kernel(__nv_fp8_storage_t * __restrict__ q, float * __restrict__ scale, const T * __restrict__ x,
+                     const float * __restrict__ bias, int K) {
+    __shared__ float warp_max[QUANT_THREADS / 32];
+    const int64_t row = blockIdx.x;
+    const int tid = threadIdx.x, nv = K / 8;
+    const uint4 * xr = reinterpret_cast<const uint4 *>(x + row * K);
+    float v[VPL][8];
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < VPL; j++) {
+        const int c = tid + QUANT_THREADS * j;
+        if (c < nv) {
+            unpack8<T>(xr[c], v[j]);
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                if constexpr (GELU) v[j][e] = gelu_erf(v[j][e] + (bias ? bias[8 * c + e] : 0.0f));
+                amax = fmaxf(amax, fabsf(v[j][e]));
+            }
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    if (tid % 32 == 0) warp_max[tid / 32] = amax;
+    __syncthreads();
+    amax = warp_max[0];
+#pragma unroll
+    for (int w = 1; w < QUANT_THREADS / 32; w++) amax = fmaxf(amax, warp_max[w]);
+    const float s = amax > 0.0f ? amax / E4M3_MAX : 1.0f, inv = 1.0f / s;
+    if (tid == 0) scale[row] = s;
+    uint2 * qr = reinterpret_cast<uint2 *>(q + row * K);
+#pragma unroll
+    for (int j = 0; j < VPL; j++) {
+        const int c = tid + QUANT_THREADS * j;
+        if (c < nv) {
+            uint32_t w[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(make_float2(v[j][4 * h] * inv, v[j][4 * h + 1] * inv),
+                                                                        __NV_SATFINITE, __NV_E4M3);
+                const __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(make_float2(v[j][4 * h + 2] * inv, v[j][4 * h + 3] * inv),
+                                                                        __NV_SATFINITE, __NV_E4M3);
+                w[h] = (uint32_t)lo | ((uint32_t)hi << 16);
+            }
+            qr[c] = make_uint2(w[0], w[1]);
+        }
+    }
 }
 
 // attention_kernel: out[b, i, h*64 + d] = sum_j softmax_j(q_i . k_j * scale) v[j, d], over
@@ -881,6 +946,34 @@ static bool launch_layer_norm_t(cudaStream_t st, vt_tensor * t) {
     return true;
 }
 
+// The largest K quantize_rows_kernel takes (VPL 8); wider rows keep their GEMM in f16/bf16.
+static const int QUANT_MAX_K = 8 * QUANT_THREADS * 8;
+
+template <typename T, bool GELU>
+static bool launch_quantize_t(cudaStream_t st, void * q, float * scale, const T * x, const float * bias, int64_t rows, int K) {
+    const int vpl = (int)ceil_div(K / 8, QUANT_THREADS);
+    __nv_fp8_storage_t * qq = (__nv_fp8_storage_t *)q;
+    const unsigned grid = (unsigned)rows;
+    if (vpl <= 1)      quantize_rows_kernel<T, 1, GELU><<<grid, QUANT_THREADS, 0, st>>>(qq, scale, x, bias, K);
+    else if (vpl <= 2) quantize_rows_kernel<T, 2, GELU><<<grid, QUANT_THREADS, 0, st>>>(qq, scale, x, bias, K);
+    else if (vpl <= 4) quantize_rows_kernel<T, 4, GELU><<<grid, QUANT_THREADS, 0, st>>>(qq, scale, x, bias, K);
+    else               quantize_rows_kernel<T, 8, GELU><<<grid, QUANT_THREADS, 0, st>>>(qq, scale, x, bias, K);
+    LAUNCH_CHECK("quantize_rows_kernel");
+    return true;
+}
+
+// rows x K of x (type xt, contiguous) -> e4m3 q and a scale per row; gelu: of gelu(x + bias)
+static bool launch_quantize(cudaStream_t st, vt_type xt, void * q, float * scale, const void * x, bool gelu,
+                            const float * bias, int64_t rows, int64_t K) {
+    VT_ASSERT(K % 16 == 0 && K <= QUANT_MAX_K && rows <= INT32_MAX);
+    if (xt == VT_TYPE_F16) {
+        return gelu ? launch_quantize_t<__half, true>(st, q, scale, (const __half *)x, bias, rows, (int)K)
+                    : launch_quantize_t<__half, false>(st, q, scale, (const __half *)x, nullptr, rows, (int)K);
+    }
+    return gelu ? launch_quantize_t<__nv_bfloat16, true>(st, q, scale, (const __nv_bfloat16 *)x, bias, rows, (int)K)
+                : launch_quantize_t<__nv_bfloat16, false>(st, q, scale, (const __nv_bfloat16 *)x, nullptr, rows, (int)K);
+}
+
 static bool launch_layer_norm(cudaStream_t st, vt_tensor * t) {
     switch (t->type) {
         case VT_TYPE_F16:  return launch_layer_norm_t<__half>(st, t);
@@ -1057,15 +1150,24 @@ static cudaDataType_t cuda_type(vt_type t) {
 }
 
 // Builds descriptors and picks an algorithm (heuristic, once). align_*: the byte alignment
-// every pointer passed later will have.
+// every pointer passed later will have. FP8 when w_scale is set: A and B are e4m3 and the
+// product's (n, r) element is multiplied by w_scale[n] * x_scale[r] (cuBLASLt's outer-vector
+// scaling: a scale per output channel and one per token), C and D stay `type`.
 static bool lt_gemm_plan(cublasLtHandle_t lt, lt_gemm & gm, vt_type type, int64_t rows, int64_t N, int64_t K,
                          const void * bias, bool residual, uint32_t align_a, uint32_t align_b, uint32_t align_cd,
-                         const char * name) {
-    const cudaDataType_t dt = cuda_type(type);
+                         const char * name, const float * w_scale = nullptr, const float * x_scale = nullptr) {
+    const cudaDataType_t dt = cuda_type(type), ab = w_scale ? CUDA_R_8F_E4M3 : dt;
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&gm.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    if (w_scale) {
+        const cublasLtMatmulMatrixScale_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &vec, sizeof(vec)));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &vec, sizeof(vec)));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof(w_scale)));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale, sizeof(x_scale)));
+    }
     gm.bias = bias != nullptr;
     gm.beta = residual ? 1.0f : 0.0f;
     if (gm.bias) {
@@ -1073,8 +1175,8 @@ static bool lt_gemm_plan(cublasLtHandle_t lt, lt_gemm & gm, vt_type type, int64_
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     }
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&gm.a, dt, (uint64_t)K, (uint64_t)N, K));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&gm.b, dt, (uint64_t)K, (uint64_t)rows, K));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&gm.a, ab, (uint64_t)K, (uint64_t)N, K));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&gm.b, ab, (uint64_t)K, (uint64_t)rows, K));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&gm.c, dt, (uint64_t)N, (uint64_t)rows, N));
 
     cublasLtMatmulPreference_t pref = nullptr;
@@ -1090,8 +1192,8 @@ static bool lt_gemm_plan(cublasLtHandle_t lt, lt_gemm & gm, vt_type type, int64_
     if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulAlgoGetHeuristic(lt, gm.op, gm.a, gm.b, gm.c, gm.c, pref, 1, &res, &n_res);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || n_res == 0) {
-        vt_set_error("cublasLt: no algorithm for '%s' (%s, rows %lld, N %lld, K %lld, alignment %u/%u/%u): %s",
-                     name, vt_type_name(type), (long long)rows, (long long)N, (long long)K, align_a, align_b, align_cd,
+        vt_set_error("cublasLt: no algorithm for '%s' (%s%s, rows %lld, N %lld, K %lld, alignment %u/%u/%u): %s",
+                     name, w_scale ? "fp8 e4m3 -> " : "", vt_type_name(type), (long long)rows, (long long)N, (long long)K, align_a, align_b, align_cd,
                      st != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusString(st) : "heuristic returned none");
         return false;
     }
@@ -1121,6 +1223,10 @@ struct node_plan {
     bool epi_bias = false;       // ... adding the f32 bias there (not in the GEMM)
     bool epi_res = false;        // ... adding the residual there
     int64_t chunk_windows = 0;   // conv1d_k3: windows per im2col chunk
+    bool fp8 = false;            // linear: an FP8 GEMM on the quantized input (graph_state's fp8_x)
+    bool x_quantized = false;    // ... which the node before it left there (no quantize here)
+    bool quantize_out = false;   // linear with GELU: the epilogue writes gelu(y + b) quantized into
+                                 // fp8_x for the next node (its one consumer), not y itself
 };
 
 struct graph_state {
@@ -1136,6 +1242,9 @@ struct graph_state {
     float * mel_max = nullptr;             // log_mel: per window, each frame block's max
     int2 * mel_ranges = nullptr;           // log_mel: each mel row's non-zero bins
     size_t mel_bytes = 0;
+    void * fp8_x = nullptr;                // FP8 mode: the current linear's quantized input
+    float * fp8_scale = nullptr;           // ... and its scale per row
+    size_t fp8_bytes = 0;
 };
 
 // One of vt_backend_submit's two slots: device copies of the input and the converted output,
@@ -1161,6 +1270,12 @@ struct cuda_backend : vt_backend {
     size_t weight_bytes = 0;
     uint64_t weights_gen = 1;                   // bumped by alloc_weights: captured graphs re-capture
     std::unordered_map<const vt_tensor *, void *> shadow;   // f32 weight -> its compute-type copy
+
+    // FP8 mode (vt_backend_cuda_init_fp8): each 2-D weight that an FP8 GEMM can take gets an
+    // e4m3 copy with a scale per row (output channel), made on the device at set_tensor.
+    struct fp8_weight { void * q; float * scale; };
+    bool fp8 = false;
+    std::unordered_map<const vt_tensor *, fp8_weight> fp8_weights;
 
     std::unordered_map<const vt_tensor *, float *> f32_copies;   // graph outputs -> their f32 copies
     void * staging = nullptr;                   // pinned host memory for uploads/downloads
@@ -1193,9 +1308,10 @@ struct cuda_backend : vt_backend {
         if (stream) cudaStreamDestroy(stream);
     }
 
-    bool init(int dev, vt_type type) {
+    bool init(int dev, vt_type type, bool fp8_gemms) {
         device = dev;
         ctype = type;
+        fp8 = fp8_gemms;
         CUDA_CHECK(cudaSetDevice(device));
         cudaDeviceProp prop;
         CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
@@ -1204,8 +1320,13 @@ struct cuda_backend : vt_backend {
                          device, prop.name, prop.major, prop.minor);
             return false;
         }
+        if (fp8 && prop.major * 10 + prop.minor < 89) {
+            vt_set_error("cuda: device %d (%s) has compute capability %d.%d; FP8 GEMMs need 8.9 or newer",
+                         device, prop.name, prop.major, prop.minor);
+            return false;
+        }
         g_sm_count = prop.multiProcessorCount;
-        snprintf(label, sizeof(label), "cuda (%s)", prop.name);
+        snprintf(label, sizeof(label), "cuda (%s)%s", prop.name, fp8 ? " fp8" : "");
         CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
         CUDA_CHECK(cudaStreamCreateWithFlags(&up, cudaStreamNonBlocking));
         CUDA_CHECK(cudaStreamCreateWithFlags(&down, cudaStreamNonBlocking));
@@ -1241,9 +1362,11 @@ struct cuda_backend : vt_backend {
         for (int i = 0; i < vt_n_tensors(ctx); i++) {
             const vt_tensor * t = vt_get_tensor_at(ctx, i);
             shadow.erase(t);   // an earlier context's tensor may have lived at this address
+            fp8_weights.erase(t);
             if (!(t->flags & VT_FLAG_WEIGHT)) continue;
             total += align_up(vt_nbytes(t), VT_ARENA_ALIGN);
             if (t->type == VT_TYPE_F32) total += align_up((size_t)vt_nelements(t) * vt_type_size(ctype), VT_ARENA_ALIGN);
+            if (fp8_eligible(t)) total += align_up((size_t)vt_nelements(t), VT_ARENA_ALIGN) + align_up(t->ne[1] * sizeof(float), VT_ARENA_ALIGN);
         }
         char * buf = nullptr;
         CUDA_CHECK(cudaMalloc((void **)&buf, std::max<size_t>(total, VT_ARENA_ALIGN)));
@@ -1260,8 +1383,22 @@ struct cuda_backend : vt_backend {
                 shadow[t] = buf + off;
                 off += align_up((size_t)vt_nelements(t) * vt_type_size(ctype), VT_ARENA_ALIGN);
             }
+            if (fp8_eligible(t)) {
+                fp8_weight & f = fp8_weights[t];
+                f.q = buf + off;
+                off += align_up((size_t)vt_nelements(t), VT_ARENA_ALIGN);
+                f.scale = (float *)(buf + off);
+                off += align_up(t->ne[1] * sizeof(float), VT_ARENA_ALIGN);
+            }
         }
         return true;
+    }
+
+    // A weight [N, K] whose GEMMs can run in FP8: 16-bit, 2-D, N and K multiples of 16 (the
+    // FP8 GEMMs' rule), rows no wider than the quantize kernel takes.
+    bool fp8_eligible(const vt_tensor * t) const {
+        return fp8 && (t->type == VT_TYPE_F16 || t->type == VT_TYPE_BF16) && t->ne[2] == 1 && t->ne[3] == 1 &&
+               t->ne[0] % 16 == 0 && t->ne[1] % 16 == 0 && t->ne[0] <= QUANT_MAX_K;
     }
 
     bool ensure_staging(size_t bytes) {
@@ -1302,11 +1439,16 @@ struct cuda_backend : vt_backend {
         if (src_type == t->type && shadow.find(t) == shadow.end()) {   // as is: one copy, no staging
             CUDA_CHECK(cudaMemcpyAsync(t->data, src, n * vt_type_size(src_type), cudaMemcpyHostToDevice, stream));
             CUDA_CHECK(cudaStreamSynchronize(stream));
-            return true;
+        } else {
+            if (!upload(t->data, t->type, src, src_type, n)) return false;
+            auto it = shadow.find(t);
+            if (it != shadow.end() && !upload(it->second, ctype, src, src_type, n)) return false;
         }
-        if (!upload(t->data, t->type, src, src_type, n)) return false;
-        auto it = shadow.find(t);
-        if (it != shadow.end() && !upload(it->second, ctype, src, src_type, n)) return false;
+        auto f = fp8_weights.find(t);   // the e4m3 copy, from the 16-bit one just written
+        if (f != fp8_weights.end()) {
+            if (!launch_quantize(stream, t->type, f->second.q, f->second.scale, t->data, false, nullptr, t->ne[1], t->ne[0])) return false;
+            CUDA_CHECK(cudaStreamSynchronize(stream));
+        }
         return true;
     }
 
@@ -1333,7 +1475,7 @@ struct cuda_backend : vt_backend {
 
     // ---- graphs ----
 
-    bool plan_linear(vt_tensor * t, node_plan & p) {
+    bool plan_linear(vt_tensor * t, node_plan & p, const graph_state * s) {
         const vt_tensor * x = t->src[0], * w = t->src[1], * b = t->src[2], * res = t->src[3];
         const int act = t->iparams[1];
         if (w->type != VT_TYPE_F16 && w->type != VT_TYPE_BF16) {
@@ -1354,8 +1496,49 @@ struct cuda_backend : vt_backend {
         p.epilogue = p.epi_bias || p.epi_res || act != VT_ACT_NONE;
         uint32_t align_cd = alignment_of((uintptr_t)t->data);
         if (lt_res) align_cd = std::min(align_cd, alignment_of((uintptr_t)res->data));
+        if (p.fp8) {
+            const fp8_weight & f = fp8_weights.at(w);
+            return lt_gemm_plan(lt, p.gemm, t->type, rows, N, K, lt_bias, lt_res, 256, 256, align_cd, t->name,
+                                f.scale, s->fp8_scale);
+        }
         return lt_gemm_plan(lt, p.gemm, t->type, rows, N, K, lt_bias, lt_res, alignment_of((uintptr_t)w->data),
                             alignment_of((uintptr_t)x->data), align_cd, t->name);
+    }
+
+    // FP8 mode: which linear nodes run FP8 GEMMs, which GELU epilogues quantize for the node
+    // after them, and the scratch for the quantized inputs (sized for the largest).
+    bool plan_fp8(vt_graph * g, graph_state * s) {
+        std::unordered_map<const vt_tensor *, int> uses;
+        for (const vt_tensor * t : g->nodes) for (const vt_tensor * src : t->src) if (src) uses[src]++;
+        for (const vt_tensor * t : g->views) uses[t->src[0]]++;
+        size_t x_bytes = 0, rows_max = 0;
+        for (size_t i = 0; i < g->nodes.size(); i++) {
+            const vt_tensor * t = g->nodes[i];
+            if (t->op != VT_OP_LINEAR || fp8_weights.find(t->src[1]) == fp8_weights.end()) continue;
+            const vt_tensor * x = t->src[0];
+            const int64_t K = x->ne[0], rows = x->ne[1] * x->ne[2] * x->ne[3];
+            s->plans[i].fp8 = true;
+            x_bytes = std::max(x_bytes, (size_t)(rows * K));
+            rows_max = std::max(rows_max, (size_t)rows);
+            // x made by the node just before, a GELU linear whose only use is here: its epilogue
+            // quantizes (x never exists in f16/bf16)
+            const vt_tensor * b = x->src[2];
+            if (i > 0 && g->nodes[i - 1] == x && x->op == VT_OP_LINEAR && x->iparams[1] == VT_ACT_GELU && !x->src[3] &&
+                (!b || b->type == VT_TYPE_F32) && uses[x] == 1 && !(x->flags & VT_FLAG_OUTPUT)) {
+                s->plans[i - 1].quantize_out = true;
+                s->plans[i].x_quantized = true;
+            }
+        }
+        if (x_bytes == 0) return true;
+        cudaError_t err = cudaMalloc(&s->fp8_x, x_bytes);
+        if (err == cudaSuccess) err = cudaMalloc((void **)&s->fp8_scale, rows_max * sizeof(float));
+        if (err != cudaSuccess) {
+            vt_set_error("cuda: cudaMalloc of the %zu-byte FP8 input scratch failed: %s", x_bytes, cudaGetErrorString(err));
+            return false;
+        }
+        s->fp8_bytes = x_bytes + rows_max * sizeof(float);
+        graph_bytes += s->fp8_bytes;
+        return true;
     }
 
     bool plan_conv(vt_tensor * t, node_plan & p, size_t & im2col_need) {
@@ -1393,11 +1576,13 @@ struct cuda_backend : vt_backend {
         if (s->im2col) cudaFree(s->im2col);
         if (s->mel_max) cudaFree(s->mel_max);
         if (s->mel_ranges) cudaFree(s->mel_ranges);
+        if (s->fp8_x) cudaFree(s->fp8_x);
+        if (s->fp8_scale) cudaFree(s->fp8_scale);
         for (auto & o : s->f32_outputs) {
             cudaFree(o.second);
             f32_copies.erase(o.first);
         }
-        graph_bytes -= s->arena_bytes + s->im2col_bytes + s->f32_bytes + s->mel_bytes;
+        graph_bytes -= s->arena_bytes + s->im2col_bytes + s->f32_bytes + s->mel_bytes + s->fp8_bytes;
         delete s;
     }
 
@@ -1441,11 +1626,11 @@ struct cuda_backend : vt_backend {
 
         s->plans.resize(g->nodes.size());
         size_t im2col_need = 0, mel_windows = 0, mel_rows = 0;
-        bool ok = true;
+        bool ok = !fp8 || plan_fp8(g, s);
         for (size_t i = 0; ok && i < g->nodes.size(); i++) {
             vt_tensor * t = g->nodes[i];
             switch (t->op) {
-                case VT_OP_LINEAR:     ok = plan_linear(t, s->plans[i]); break;
+                case VT_OP_LINEAR:     ok = plan_linear(t, s->plans[i], s); break;
                 case VT_OP_CONV1D_K3:  ok = plan_conv(t, s->plans[i], im2col_need); break;
                 case VT_OP_ATTENTION:  ok = attention_supported(t); break;
                 case VT_OP_LAYER_NORM: break;
@@ -1525,7 +1710,19 @@ struct cuda_backend : vt_backend {
                 const vt_tensor * x = t->src[0], * w = t->src[1], * b = t->src[2], * res = t->src[3];
                 const int64_t N = w->ne[1], rows = x->ne[1] * x->ne[2] * x->ne[3];
                 const void * lt_bias = p.gemm.bias ? shadow[b] : nullptr;
-                if (!lt_gemm_run(lt, stream, p.gemm, w->data, x->data, res ? res->data : nullptr, t->data, lt_bias, lt_ws)) return false;
+                if (p.fp8) {
+                    const int64_t K = x->ne[0];
+                    if (!p.x_quantized && !launch_quantize(stream, x->type, s->fp8_x, s->fp8_scale, x->data, false, nullptr, rows, K))
+                        return false;
+                    if (!lt_gemm_run(lt, stream, p.gemm, fp8_weights.at(w).q, s->fp8_x, res ? res->data : nullptr, t->data, lt_bias, lt_ws))
+                        return false;
+                } else if (!lt_gemm_run(lt, stream, p.gemm, w->data, x->data, res ? res->data : nullptr, t->data, lt_bias, lt_ws)) {
+                    return false;
+                }
+                if (p.quantize_out) {   // gelu(y + b), quantized for the next node (plan_fp8)
+                    return launch_quantize(stream, t->type, s->fp8_x, s->fp8_scale, t->data, true,
+                                           b ? (const float *)b->data : nullptr, rows, N);
+                }
                 if (p.epilogue) {
                     return launch_epilogue(stream, t->type, t->data, p.epi_bias ? (const float *)b->data : nullptr,
                                            p.epi_res ? res->data : nullptr, nullptr, 1, rows, N, t->iparams[1]);
@@ -1738,7 +1935,7 @@ struct cuda_backend : vt_backend {
 
 } // namespace
 
-vt_backend * vt_backend_cuda_init(int device, enum vt_type compute_type) {
+static vt_backend * cuda_init(int device, vt_type compute_type, bool fp8) {
     if (compute_type != VT_TYPE_F16 && compute_type != VT_TYPE_BF16) {
         vt_set_error("cuda: compute type must be f16 or bf16, not %s", vt_type_name(compute_type));
         return nullptr;
@@ -1755,12 +1952,15 @@ vt_backend * vt_backend_cuda_init(int device, enum vt_type compute_type) {
         return nullptr;
     }
     cuda_backend * be = new cuda_backend;
-    if (!be->init(device, compute_type)) {
+    if (!be->init(device, compute_type, fp8)) {
         delete be;
         return nullptr;
     }
     return be;
 }
+
+vt_backend * vt_backend_cuda_init(int device, enum vt_type compute_type) { return cuda_init(device, compute_type, false); }
+vt_backend * vt_backend_cuda_init_fp8(int device) { return cuda_init(device, VT_TYPE_BF16, true); }
 
 bool vt_cuda_built(void) { return true; }
 

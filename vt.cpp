@@ -679,6 +679,7 @@ vt_backend * vt_backend_cuda_init(int, enum vt_type) {
     vt_set_error("this build has no CUDA backend (nvcc was not found when it was built)");
     return nullptr;
 }
+vt_backend * vt_backend_cuda_init_fp8(int) { return vt_backend_cuda_init(0, VT_TYPE_BF16); }
 bool vt_cuda_built(void) { return false; }
 bool vt_cuda_memory_used(int, size_t *) {
     vt_set_error("this build has no CUDA backend");

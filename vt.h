@@ -211,6 +211,13 @@ const char * vt_cpu_isa(void);
 // compute_type VT_TYPE_F16 or VT_TYPE_BF16. NULL with vt_last_error() set when there is
 // no device, or when this build has no CUDA.
 vt_backend * vt_backend_cuda_init(int device, enum vt_type compute_type);
+// bf16 compute with the linear layers' GEMMs on the FP8 (e4m3) tensor cores (compute
+// capability 8.9+): each weight [N, K] with N and K multiples of 16 (K <= 8192) is quantized
+// at set_tensor with a scale per output channel, each GEMM's input per row (token) just
+// before it, both scales applied by the GEMM; the rest (conv stem, attention, norms, the
+// other linears) as vt_backend_cuda_init(device, VT_TYPE_BF16). Weights keep their bf16
+// copy too (about 1.5x the memory of bf16 alone).
+vt_backend * vt_backend_cuda_init_fp8(int device);
 bool         vt_cuda_built(void);                         // was vt-cuda.cu compiled in
 void         vt_backend_free(vt_backend * be);
 const char * vt_backend_name(const vt_backend * be);      // "cpu" or "cuda (NVIDIA H200)"

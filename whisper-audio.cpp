@@ -3823,8 +3823,8 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
         wa_set_error("device %d is not WHISPER_AUDIO_DEVICE_AUTO, _CPU or _CUDA", device);
         return nullptr;
     }
-    if (dtype != WHISPER_AUDIO_DTYPE_F16 && dtype != WHISPER_AUDIO_DTYPE_BF16) {
-        wa_set_error("dtype %d is not WHISPER_AUDIO_DTYPE_F16 or _BF16", dtype);
+    if (dtype != WHISPER_AUDIO_DTYPE_F16 && dtype != WHISPER_AUDIO_DTYPE_BF16 && dtype != WHISPER_AUDIO_DTYPE_FP8) {
+        wa_set_error("dtype %d is not WHISPER_AUDIO_DTYPE_F16, _BF16 or _FP8", dtype);
         return nullptr;
     }
     if (params.gpu_device < 0) { wa_set_error("gpu_device %d is negative", params.gpu_device); return nullptr; }
@@ -3844,9 +3844,10 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
     enc->mel_filters.assign(model->mel_filters, model->mel_filters + (size_t)hp.n_mels * WHISPER_AUDIO_N_BINS);
     enc->params = params;
     enc->params.n_threads = wa_n_threads(params.n_threads);
-    const vt_type cuda_type = params.dtype == WHISPER_AUDIO_DTYPE_BF16 ? VT_TYPE_BF16 : VT_TYPE_F16;
+    const vt_type cuda_type = params.dtype == WHISPER_AUDIO_DTYPE_F16 ? VT_TYPE_F16 : VT_TYPE_BF16;
     if (params.device != WHISPER_AUDIO_DEVICE_CPU) {
-        enc->backend = vt_backend_cuda_init(params.gpu_device, cuda_type);
+        enc->backend = params.dtype == WHISPER_AUDIO_DTYPE_FP8 ? vt_backend_cuda_init_fp8(params.gpu_device)
+                                                               : vt_backend_cuda_init(params.gpu_device, cuda_type);
         if (!enc->backend && params.device == WHISPER_AUDIO_DEVICE_CUDA) {
             wa_set_error("CUDA backend unavailable: %s", vt_last_error());
             return nullptr;

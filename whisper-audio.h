@@ -166,6 +166,9 @@ enum whisper_audio_device {
 enum whisper_audio_dtype {      // compute type on CUDA (the CPU always computes in f32)
     WHISPER_AUDIO_DTYPE_F16,
     WHISPER_AUDIO_DTYPE_BF16,
+    WHISPER_AUDIO_DTYPE_FP8,    // bf16, with the linear layers' GEMMs in FP8 e4m3 (weights scaled
+                                // per output channel at load, inputs per token; compute
+                                // capability 8.9+, e.g. Hopper); the conv stem and attention in bf16
 };
 
 typedef struct whisper_audio_encoder_params {

@@ -36,7 +36,7 @@ static void usage(const char * argv0) {
             "  -n, --iters N      timed batches (default 10, after 3 warm-up batches)\n"
             "  -t, --threads N    CPU threads\n"
             "  --device D         cpu, cuda or auto (default auto)\n"
-            "  --dtype T          f16 or bf16 on CUDA (default f16)\n"
+            "  --dtype T          f16, bf16 or fp8 on CUDA (default f16)\n"
             "  --profile          also time each op (node by node, no graph replay)\n",
             argv0);
 }
@@ -58,7 +58,7 @@ int main(int argc, char ** argv) {
         else if (a == "--profile") profile = true;
         else { fprintf(stderr, "error: bad argument '%s'\n", a.c_str()); usage(argv[0]); return 2; }
     }
-    if (model_path.empty() || batch < 1 || iters < 1 || (dtype != "f16" && dtype != "bf16") ||
+    if (model_path.empty() || batch < 1 || iters < 1 || (dtype != "f16" && dtype != "bf16" && dtype != "fp8") ||
         (device != "cpu" && device != "cuda" && device != "auto")) {
         usage(argv[0]);
         return 2;
@@ -72,7 +72,7 @@ int main(int argc, char ** argv) {
     const whisper_audio_hparams & hp = *whisper_audio_model_hparams(model);
     whisper_audio_encoder_params ep = whisper_audio_encoder_default_params();
     ep.device = device == "cpu" ? WHISPER_AUDIO_DEVICE_CPU : device == "cuda" ? WHISPER_AUDIO_DEVICE_CUDA : WHISPER_AUDIO_DEVICE_AUTO;
-    ep.dtype = dtype == "bf16" ? WHISPER_AUDIO_DTYPE_BF16 : WHISPER_AUDIO_DTYPE_F16;
+    ep.dtype = dtype == "fp8" ? WHISPER_AUDIO_DTYPE_FP8 : dtype == "bf16" ? WHISPER_AUDIO_DTYPE_BF16 : WHISPER_AUDIO_DTYPE_F16;
     ep.max_batch = batch;
     if (threads > 0) ep.n_threads = threads;
     whisper_audio_encoder * enc = whisper_audio_encoder_init(model, ep);

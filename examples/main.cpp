@@ -100,7 +100,8 @@ static void print_usage(const char * argv0) {
             "                       inputs' lengths are known the batches are evened out (120 windows at -b 32: 4 x 30)\n"
             "  --device D           cpu, cuda, auto (default: CUDA when a GPU is present), or several GPUs:\n"
             "                       cuda:0,1 or cuda:all (each takes the next batch; rows stay in input order)\n"
-            "  --dtype T            CUDA compute type: f16 or bf16 (default: f16)\n"
+            "  --dtype T            CUDA compute type: f16, bf16 or fp8 (bf16 with the linear layers\n"
+            "                       in FP8 e4m3; compute capability 8.9+) (default: f16)\n"
             "  --no-progress        no progress line on stderr (it shows only on a terminal anyway)\n"
             "\n"
             "Outputs appear whole or not at all: each is written under a temporary name beside it and\n"
@@ -195,7 +196,7 @@ static int parse_args(int argc, char ** argv, params & p) {
         }
         else if (arg == "--outtype") { if (!choice(p.outtype, {"f32", "f16"})) return -1; }
         else if (arg == "--device") { if (!value() || !parse_device(v, p)) return -1; }
-        else if (arg == "--dtype") { if (!choice(p.dtype, {"f16", "bf16"})) return -1; }
+        else if (arg == "--dtype") { if (!choice(p.dtype, {"f16", "bf16", "fp8"})) return -1; }
         else if (arg == "--pool") { std::string m; if (!choice(m, {"mean"})) return -1; p.pool_mean = true; }
         else if (arg == "-t" || arg == "--threads" || arg == "-b" || arg == "--batch" || arg == "--layer") {
             int * dst = arg == "--layer" ? &p.layer : (arg == "-b" || arg == "--batch") ? &p.batch : &p.n_threads;
@@ -1117,7 +1118,7 @@ static int run_main(const params & p) {
     if (ok) {
         ep.device = p.device == "cpu" ? WHISPER_AUDIO_DEVICE_CPU : p.device == "cuda" ? WHISPER_AUDIO_DEVICE_CUDA
                                                                                          : WHISPER_AUDIO_DEVICE_AUTO;
-        ep.dtype = p.dtype == "bf16" ? WHISPER_AUDIO_DTYPE_BF16 : WHISPER_AUDIO_DTYPE_F16;
+        ep.dtype = p.dtype == "fp8" ? WHISPER_AUDIO_DTYPE_FP8 : p.dtype == "bf16" ? WHISPER_AUDIO_DTYPE_BF16 : WHISPER_AUDIO_DTYPE_F16;
         if (p.n_threads > 0) ep.n_threads = p.n_threads;
         // when the lengths are known, batches of equal size: 120 windows at -b 32 go as 4 x 30,
         // not 3 x 32 and a last 24 padded to 32 on the GPU (a captured graph has one shape)

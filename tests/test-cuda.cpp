@@ -218,6 +218,90 @@ TEST_CASE("cuda linear: bias, GELU, residual, odd sizes" * doctest::skip(no_gpu(
     }
 }
 
+// Numbers an FP8 GEMM takes without loss: each row is e4m3 values (3-bit mantissa, subnormals
+// from 2^-9) times 2^pow2, with one element at +-448 * 2^pow2, so the quantizer's per-row
+// scale is exactly 2^pow2 and quantizing changes nothing. The FP8 GEMM must then match the
+// CPU's f32 GEMM as closely as a bf16 one does. zero_row: row 0 all zeros (scale 1).
+static std::vector<float> e4m3_rows(int rows, int K, uint32_t seed, int pow2, bool zero_row = false) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<float> v((size_t)rows * K);
+    for (int r = 0; r < rows; r++) {
+        float * row = v.data() + (size_t)r * K;
+        float amax = 0.0f;
+        for (int c = 0; c < K; c++) { row[c] = dist(rng); amax = std::max(amax, std::fabs(row[c])); }
+        for (int c = 0; c < K; c++) {
+            const float x = row[c] / amax * 448.0f;
+            const int e = std::max(-6, (int)std::floor(std::log2(std::max(std::fabs(x), 1e-30f))));
+            const float step = std::ldexp(1.0f, e - 3);
+            row[c] = std::ldexp(std::nearbyint(x / step) * step, pow2);
+        }
+        row[rng() % K] = std::ldexp(rng() % 2 ? 448.0f : -448.0f, pow2);
+        if (zero_row && r == 0) std::fill(row, row + K, 0.0f);
+    }
+    return v;
+}
+
+TEST_CASE("cuda fp8 linear: exact e4m3 inputs match the f32 GEMM; other sizes fall back to bf16" * doctest::skip(no_gpu())) {
+    backend_ptr fp8(vt_backend_cuda_init_fp8(0));
+    REQUIRE_MESSAGE(fp8, "no FP8 CUDA backend: " << last_error());
+    CHECK(vt_backend_compute_type(fp8.get()) == VT_TYPE_BF16);
+    struct shape { int B, M, K, N; bool bias; vt_act act; bool res; bool exact; };
+    const shape shapes[] = {
+        {1, 1, 64, 64, true, VT_ACT_NONE, false, true},
+        {2, 37, 64, 96, true, VT_ACT_NONE, true, true},       // out_proj / fc2: bias + residual
+        {2, 37, 128, 512, true, VT_ACT_GELU, false, true},    // fc1 as the graph's output
+        {1, 1500, 384, 1152, true, VT_ACT_NONE, false, true}, // fused QKV, tiny's size
+        {1, 20, 5120, 1280, false, VT_ACT_NONE, true, true},  // large-v3's fc2 width
+        {1, 37, 40, 24, true, VT_ACT_GELU, true, false},      // K % 16 != 0: the bf16 GEMM
+    };
+    for (const shape & s : shapes) {
+        const int rows = s.B * s.M;
+        const std::vector<float> x = s.exact ? e4m3_rows(rows, s.K, 1, -6, true) : randn((size_t)rows * s.K, 1, VT_TYPE_BF16),
+                                 w = s.exact ? e4m3_rows(s.N, s.K, 2, -12) : randn((size_t)s.N * s.K, 2, VT_TYPE_BF16, 0.2f),
+                                 b = randn(s.N, 3, VT_TYPE_F32, 0.5f), r = randn((size_t)rows * s.N, 4, VT_TYPE_BF16);
+        builder build = [&](vt_context * ctx, vt_type mat, vt_type act, std::vector<leaf> & L) {
+            vt_tensor * tx = vt_new_tensor_3d(ctx, act, s.K, s.M, s.B);
+            vt_tensor * tw = vt_new_tensor_2d(ctx, mat, s.K, s.N);
+            vt_tensor * tb = s.bias ? vt_new_tensor_1d(ctx, VT_TYPE_F32, s.N) : nullptr;
+            vt_tensor * tr = s.res ? vt_new_tensor_3d(ctx, act, s.N, s.M, s.B) : nullptr;
+            vt_set_input(tx); vt_set_weight(tw);
+            L.push_back({tx, &x}); L.push_back({tw, &w});
+            if (tb) { vt_set_weight(tb); L.push_back({tb, &b}); }
+            if (tr) { vt_set_input(tr); L.push_back({tr, &r}); }
+            return vt_linear(ctx, tx, tw, tb, s.act, tr);
+        };
+        char what[128];
+        snprintf(what, sizeof(what), "fp8 linear B%d M%d K%d N%d%s%s%s", s.B, s.M, s.K, s.N, s.bias ? " +bias" : "",
+                 s.act == VT_ACT_GELU ? " gelu" : "", s.res ? " +res" : "");
+        CHECK(cuda_vs_cpu(fp8.get(), VT_TYPE_BF16, build, what) < 1e-2);
+    }
+}
+
+TEST_CASE("cuda fp8 MLP: fc1's GELU epilogue quantizes for fc2, within e4m3's rounding" * doctest::skip(no_gpu())) {
+    backend_ptr fp8(vt_backend_cuda_init_fp8(0));
+    REQUIRE_MESSAGE(fp8, "no FP8 CUDA backend: " << last_error());
+    const int B = 2, M = 150, D = 256, F = 1024;
+    const std::vector<float> x = e4m3_rows(B * M, D, 5, -4), w1 = randn((size_t)F * D, 6, VT_TYPE_BF16, 1.0f / 16),
+                             b1 = randn(F, 7, VT_TYPE_F32, 0.5f), w2 = randn((size_t)D * F, 8, VT_TYPE_BF16, 1.0f / 32),
+                             b2 = randn(D, 9, VT_TYPE_F32, 0.5f);
+    for (bool expose : {false, true}) {   // fc1's output also an output: the epilogue must not fuse
+        builder build = [&](vt_context * ctx, vt_type mat, vt_type act, std::vector<leaf> & L) {
+            vt_tensor * tx = vt_new_tensor_3d(ctx, act, D, M, B);
+            vt_tensor * t1 = vt_new_tensor_2d(ctx, mat, D, F), * t2 = vt_new_tensor_2d(ctx, mat, F, D);
+            vt_tensor * tb1 = vt_new_tensor_1d(ctx, VT_TYPE_F32, F), * tb2 = vt_new_tensor_1d(ctx, VT_TYPE_F32, D);
+            vt_set_input(tx);
+            for (vt_tensor * t : {t1, t2, tb1, tb2}) vt_set_weight(t);
+            L.push_back({tx, &x}); L.push_back({t1, &w1}); L.push_back({t2, &w2}); L.push_back({tb1, &b1}); L.push_back({tb2, &b2});
+            vt_tensor * h = vt_linear(ctx, tx, t1, tb1, VT_ACT_GELU, nullptr);
+            if (expose) vt_set_output(h);
+            return vt_linear(ctx, h, t2, tb2, VT_ACT_NONE, tx);
+        };
+        const double err = cuda_vs_cpu(fp8.get(), VT_TYPE_BF16, build, expose ? "fp8 MLP, fc1 exposed" : "fp8 MLP, fused");
+        CHECK(err < 3e-2);
+    }
+}
+
 TEST_CASE("cuda conv1d_k3: the mel stem (f32, transposed) and stride 2 with the positional add" * doctest::skip(no_gpu())) {
     struct shape { int B, C_in, T_in, C_out, stride; bool mel; bool add; };
     const shape shapes[] = {

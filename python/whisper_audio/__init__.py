@@ -67,7 +67,7 @@ class _PipelineParams(ctypes.Structure):
 
 
 _DEVICES = {"auto": 0, "cpu": 1, "cuda": 2}     # enum whisper_audio_device
-_DTYPES = {"f16": 0, "bf16": 1}                 # enum whisper_audio_dtype
+_DTYPES = {"f16": 0, "bf16": 1, "fp8": 2}                 # enum whisper_audio_dtype
 _MAX_BATCH = 256                                # WHISPER_AUDIO_MAX_BATCH
 _POOLS = {None: 0, "mean": 1}                   # enum whisper_audio_pool
 
@@ -256,7 +256,7 @@ class Model:
     """A Whisper encoder model (our GGUF, whisper.cpp's ggml-*.bin or a CTranslate2 directory).
 
     device: "auto" (CUDA when a GPU is present), "cpu" or "cuda"; dtype: the CUDA compute
-    type, "f16" or "bf16" (the CPU computes in f32); n_threads: CPU threads (0: the
+    type, "f16", "bf16" or "fp8" (bf16 with FP8 GEMMs; the CPU computes in f32); n_threads: CPU threads (0: the
     library's default, as main); batch: windows per encoder run (main's -b).
 
     Threads: calls may come from several threads at once. Each running encode call holds an

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Speed, side by side on one GPU: whisper-audio (./bench) against transformers' WhisperEncoder.
 
-For each size (default large-v3), dtype (f16, bf16) and batch (1, 8, 32): transformers eager
+For each size (default large-v3), dtype (f16, bf16, fp8) and batch (1, 8, 32): transformers eager
 and sdpa, sdpa replayed as a CUDA graph (torch.cuda.CUDAGraph), and ours. Random weights
 (init_std 0.02) and random log-mel input; medians of CUDA-event or wall times after warm-up.
 Ours is timed end to end by ./bench (the mel upload, the graph replay, the f32 download
 and copy into the caller's buffer); transformers' input and output stay on the GPU.
+fp8 is ours with FP8 GEMMs (bf16 otherwise) against transformers in bf16 (it has no FP8 mode).
 
 Run on the GPU machine from the repository root, after `make -j16`:
     python3 tests/gpu/compare.py [--sizes large-v3] [--batches 1,8,32] [--out DIR]
@@ -97,7 +98,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="large-v3")
     ap.add_argument("--batches", default="1,8,32")
-    ap.add_argument("--dtypes", default="f16,bf16")
+    ap.add_argument("--dtypes", default="f16,bf16,fp8")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
     gpu = torch.cuda.get_device_name()

@@ -6,8 +6,10 @@ For tiny, base, small, medium and large-v3 (random weights: transformers' own in
 random log-mel batch goes through
   - transformers in float64 on the CPU, eager attention: the reference;
   - transformers sdpa on the GPU in f16 and in bf16: the peer's own error;
-  - whisper-audio (build/libwhisper-audio.so through python/whisper_audio) on CUDA in f16 and in bf16.
-Ours must be within 1.25x transformers' error in the same dtype. Prints each layer's move
+  - whisper-audio (build/libwhisper-audio.so through python/whisper_audio) on CUDA in f16, bf16
+    and fp8 (bf16 with the linear layers' GEMMs in FP8 e4m3).
+Ours must be within 1.25x transformers' error in the same dtype; fp8's error is reported beside
+bf16's (transformers has no FP8 mode to hold it to) and must be finite. Prints each layer's move
 of the residual stream (|out - in| / |in|, float64) and a table; exits 1 on a failure.
 
 Run on the GPU machine from the repository root, after `make -j16`:
@@ -157,24 +159,31 @@ def main():
                     ok = np.isfinite(got).all() and e_o <= BOUND * e_t
                     failed |= not ok
                     row[dtype] = {"transformers": e_t, "ours": e_o, "ratio": e_o / e_t, "ok": bool(ok), "backend": backend}
+                # FP8 GEMMs (bf16 elsewhere): no transformers counterpart; reported beside bf16's
+                got, backend = ours.encode(gguf, mel.numpy(), d, "fp8")
+                failed |= not np.isfinite(got).all()
+                row["fp8"] = {"ours": rel(got, ref), "finite": bool(np.isfinite(got).all()), "backend": backend}
             row["seconds"] = time.time() - t0
             rows.append(row)
             print(f"{size:9s} {variant:7s} layer moves mean {row['move_mean']:.1%} min {row['move_min']:.1%}  "
                   f"f16 {row['f16']['ours']:.2e} vs {row['f16']['transformers']:.2e}  "
-                  f"bf16 {row['bf16']['ours']:.2e} vs {row['bf16']['transformers']:.2e}  ({row['seconds']:.0f} s)", flush=True)
+                  f"bf16 {row['bf16']['ours']:.2e} vs {row['bf16']['transformers']:.2e}  fp8 {row['fp8']['ours']:.2e}  "
+                  f"({row['seconds']:.0f} s)", flush=True)
 
     with open(os.path.join(args.out, "parity.json"), "w") as f:
         json.dump({"torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
     print()
     print(f"parity on {torch.cuda.get_device_name()}, torch {torch.__version__}; relative L2 error vs float64, batch {args.batch}")
-    print(f"| size | init | layer move mean/min | f16 ours | f16 transformers | ratio | bf16 ours | bf16 transformers | ratio | pass |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print(f"| size | init | layer move mean/min | f16 ours | f16 transformers | ratio | bf16 ours | bf16 transformers | ratio | pass | fp8 ours | fp8 / bf16 transformers |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         print(f"| {r['size']} | {r['variant']} | {r['move_mean']:.0%} / {r['move_min']:.0%} | {r['f16']['ours']:.2e} | "
               f"{r['f16']['transformers']:.2e} | {r['f16']['ratio']:.2f} | {r['bf16']['ours']:.2e} | "
               f"{r['bf16']['transformers']:.2e} | {r['bf16']['ratio']:.2f} | "
-              f"{'yes' if r['f16']['ok'] and r['bf16']['ok'] else 'NO'} |")
-    print("parity:", "FAILED" if failed else f"passed (every error within {BOUND}x transformers')")
+              f"{'yes' if r['f16']['ok'] and r['bf16']['ok'] else 'NO'} | {r['fp8']['ours']:.2e} | "
+              f"{r['fp8']['ours'] / r['bf16']['transformers']:.2f} |")
+    print("parity:", "FAILED" if failed else f"passed (every f16/bf16 error within {BOUND}x transformers'; fp8 finite, "
+          "reported only)")
     return 1 if failed else 0
 
 
