@@ -4,7 +4,11 @@
 // CUDA graph and replayed by later vt_backend_compute calls):
 //
 //   linear      cuBLASLt GEMM (f32 compute), bias in its BIAS epilogue, residual as
-//               beta = 1 with C = residual; exact-erf GELU as one elementwise pass after it
+//               beta = 1 with C = residual; exact-erf GELU as one elementwise pass after it;
+//               the algorithm timed among the heuristic's best 8 at alloc_graph (tune_gemm;
+//               VT_GEMM_TUNE=0 keeps the heuristic's first). FP8 mode
+//               (vt_backend_cuda_init_fp8): e4m3 operands, quantize_rows_kernel before the
+//               GEMM (or in fc1's GELU epilogue), per-channel x per-token scales in cuBLASLt
 //   conv1d_k3   im2col_k3_kernel (on device, any input strides and type) + cuBLASLt GEMM,
 //               then epilogue_kernel: bias + exact GELU + the positional add, in f32
 //   layer_norm  layer_norm_vec_kernel: a warp per row, 16-byte loads, the row in registers,
@@ -49,6 +53,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -99,6 +104,7 @@ static inline uint32_t alignment_of(uintptr_t x) {
 }
 
 static const size_t LT_WORKSPACE_BYTES = 32u << 20;    // cuBLASLt's recommended size on Hopper
+static const int    LT_CANDIDATES = 8;                 // algorithms a linear's GEMM is timed with (tune_gemm)
 static const size_t IM2COL_CAP_BYTES   = 96u << 20;    // conv GEMMs run in chunks of windows
 
 // Element conversion on the device; T is float, __half or __nv_bfloat16.
@@ -282,14 +288,31 @@ __global__ void epilogue_vec8_kernel(T * __restrict__ y, const float * __restric
     }
 }
 
+// Eight f32 times inv as eight e4m3 bytes (round to nearest even, saturated), in order.
+__device__ __forceinline__ uint2 e4m3x8(const float (&f)[8], float inv) {
+    uint32_t w[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(make_float2(f[4 * h] * inv, f[4 * h + 1] * inv), __NV_SATFINITE, __NV_E4M3);
+        const __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(make_float2(f[4 * h + 2] * inv, f[4 * h + 3] * inv), __NV_SATFINITE, __NV_E4M3);
+        w[h] = (uint32_t)lo | ((uint32_t)hi << 16);
+    }
+    return make_uint2(w[0], w[1]);
+}
+
+static const float E4M3_MAX = 448.0f;   // e4m3's largest finite value
+
 // layer_norm_vec_kernel: y = (x - mean) / sqrt(var + eps) * w + b over each row of C.
 //   A warp owns one row (rows in [0, n_rows), blockDim.x / 32 rows per block); lane l holds
 //   the 8-element vectors l, l + 32, ..., (VPL of them, C / 8 in all) in registers: one read
 //   of x, one write of y, f32 statistics in two passes over the registers. Needs C % 8 == 0,
 //   C <= 256 * VPL and 16-byte aligned rows. CPU twin: cpu_backend::layer_norm (double stats).
+//   q non-null (FP8 mode, the norm's one use an FP8 GEMM): the row is written quantized to
+//   e4m3 into q with its scale in qscale (quantize_rows_kernel's rule) instead of into y.
 template <typename T, int VPL>
 __global__ void layer_norm_vec_kernel(T * __restrict__ y, const T * __restrict__ x, const float * __restrict__ w,
-                                      const float * __restrict__ b, int64_t n_rows, int C, float eps) {
+                                      const float * __restrict__ b, int64_t n_rows, int C, float eps,
+                                      __nv_fp8_storage_t * __restrict__ q, float * __restrict__ qscale) {
     const int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (row >= n_rows) return;
@@ -319,7 +342,7 @@ __global__ void layer_norm_vec_kernel(T * __restrict__ y, const T * __restrict__
         }
     }
     const float rstd = rsqrtf(warp_sum(sq) / C + eps);
-    uint4 * yr = reinterpret_cast<uint4 *>(y + row * C);
+    float amax = 0.0f;
 #pragma unroll
     for (int j = 0; j < VPL; j++) {
         const int c = lane + 32 * j;
@@ -328,11 +351,24 @@ __global__ void layer_norm_vec_kernel(T * __restrict__ y, const T * __restrict__
             const float4 b0 = reinterpret_cast<const float4 *>(b)[2 * c], b1 = reinterpret_cast<const float4 *>(b)[2 * c + 1];
             const float ww[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
             const float bb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-            float o[8];
 #pragma unroll
-            for (int e = 0; e < 8; e++) o[e] = (v[j][e] - mean) * rstd * ww[e] + bb[e];
-            yr[c] = pack8<T>(o);
+            for (int e = 0; e < 8; e++) {
+                v[j][e] = (v[j][e] - mean) * rstd * ww[e] + bb[e];
+                amax = fmaxf(amax, fabsf(v[j][e]));
+            }
+            if (!q) reinterpret_cast<uint4 *>(y + row * C)[c] = pack8<T>(v[j]);
         }
+    }
+    if (!q) return;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float s = amax > 0.0f ? amax / E4M3_MAX : 1.0f, inv = 1.0f / s;
+    if (lane == 0) qscale[row] = s;
+    uint2 * qr = reinterpret_cast<uint2 *>(q + row * C);
+#pragma unroll
+    for (int j = 0; j < VPL; j++) {
+        const int c = lane + 32 * j;
+        if (c < nv) qr[c] = e4m3x8(v[j], inv);
     }
 }
 
@@ -358,7 +394,7 @@ __global__ void layer_norm_kernel(T * __restrict__ y, const T * __restrict__ x, 
 // quantize_rows_kernel: each row of x [n_rows, K] (T) to FP8 e4m3 with a scale of its own,
 //   for the FP8 GEMMs (vt_backend_cuda_init_fp8): scale[r] = max_c |x[r, c]| / 448 (e4m3's
 //   largest finite value; 1 for an all-zero row), q[r, c] = e4m3(x[r, c] / scale[r]),
-//   rounded to nearest even and saturated. The same kernel quantizes the weights at load
+//   rounded to nearest even and saturated (e4m3x8). The same kernel quantizes the weights at load
 //   (a row is an output channel) and the activations before each GEMM (a row is a token).
 //   GELU: x is a GEMM's output without its bias (may be null); the row becomes gelu(x + bias) first (fc1's
 //   epilogue fused with fc2's quantization: the f16/bf16 row is never written).
@@ -367,7 +403,6 @@ __global__ void layer_norm_kernel(T * __restrict__ y, const T * __restrict__ x, 
 //   where the plan is made) and K <= 8 * QUANT_THREADS * VPL.
 //   CPU twin: the test's e4m3 emulation in tests/test-cuda.cpp.
 static const int QUANT_THREADS = 128;
-static const float E4M3_MAX = 448.0f;
 
 template <typename T, int VPL, bool GELU>
 __global__ void __launch_bounds__(QUANT_THREADS)
@@ -404,18 +439,7 @@ quantize_rows_kernel(__nv_fp8_storage_t * __restrict__ q, float * __restrict__ s
 #pragma unroll
     for (int j = 0; j < VPL; j++) {
         const int c = tid + QUANT_THREADS * j;
-        if (c < nv) {
-            uint32_t w[2];
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(make_float2(v[j][4 * h] * inv, v[j][4 * h + 1] * inv),
-                                                                        __NV_SATFINITE, __NV_E4M3);
-                const __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(make_float2(v[j][4 * h + 2] * inv, v[j][4 * h + 3] * inv),
-                                                                        __NV_SATFINITE, __NV_E4M3);
-                w[h] = (uint32_t)lo | ((uint32_t)hi << 16);
-            }
-            qr[c] = make_uint2(w[0], w[1]);
-        }
+        if (c < nv) qr[c] = e4m3x8(v[j], inv);
     }
 }
 
@@ -910,8 +934,19 @@ static bool launch_im2col(cudaStream_t st, vt_type out_type, void * cols, const 
     return false;
 }
 
+// A norm layer_norm_vec_kernel takes (and so can quantize for an FP8 GEMM): 16-bit, C % 8 == 0,
+// C <= 2048, every row 16-byte aligned.
+static bool layer_norm_vec_ok(const vt_tensor * t) {
+    const int64_t C = t->src[0]->ne[0];
+    bool ok = t->type != VT_TYPE_F32 && C % 8 == 0 && ceil_div(C / 8, 32) <= 8;
+    const vt_tensor * all[] = {t, t->src[0], t->src[1], t->src[2]};
+    for (const vt_tensor * u : all) ok = ok && (uintptr_t)u->data % 16 == 0;
+    return ok;
+}
+
+// q non-null: the norm's output quantized into q / qscale (layer_norm_vec_kernel), not into t
 template <typename T>
-static bool launch_layer_norm_t(cudaStream_t st, vt_tensor * t) {
+static bool launch_layer_norm_t(cudaStream_t st, vt_tensor * t, void * q, float * qscale) {
     const vt_tensor * x = t->src[0];
     const int C = (int)x->ne[0];
     const int64_t rows = x->ne[1] * x->ne[2] * x->ne[3];
@@ -923,19 +958,20 @@ static bool launch_layer_norm_t(cudaStream_t st, vt_tensor * t) {
     const int threads = 128, rows_per_block = threads / 32;
     const int grid = (int)ceil_div(rows, rows_per_block);
     const int vpl = (int)ceil_div(C / 8, 32);
-    const bool vec = C % 8 == 0 && vpl <= 8 && (uintptr_t)y % 16 == 0 && (uintptr_t)xp % 16 == 0 &&
-                     (uintptr_t)w % 16 == 0 && (uintptr_t)b % 16 == 0;
+    const bool vec = layer_norm_vec_ok(t);
+    __nv_fp8_storage_t * qq = (__nv_fp8_storage_t *)q;
+    VT_ASSERT(!q || (vec && sizeof(T) == 2));   // plan_fp8 fuses only such norms
     if constexpr (sizeof(T) == 2) {
         if (vec) {
             switch (vpl) {
-                case 1: layer_norm_vec_kernel<T, 1><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps); break;
-                case 2: layer_norm_vec_kernel<T, 2><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps); break;
-                case 3: layer_norm_vec_kernel<T, 3><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps); break;
-                case 4: layer_norm_vec_kernel<T, 4><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps); break;
-                case 5: layer_norm_vec_kernel<T, 5><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps); break;
-                case 6: layer_norm_vec_kernel<T, 6><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps); break;
-                case 7: layer_norm_vec_kernel<T, 7><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps); break;
-                default: layer_norm_vec_kernel<T, 8><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps); break;
+                case 1: layer_norm_vec_kernel<T, 1><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps, qq, qscale); break;
+                case 2: layer_norm_vec_kernel<T, 2><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps, qq, qscale); break;
+                case 3: layer_norm_vec_kernel<T, 3><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps, qq, qscale); break;
+                case 4: layer_norm_vec_kernel<T, 4><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps, qq, qscale); break;
+                case 5: layer_norm_vec_kernel<T, 5><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps, qq, qscale); break;
+                case 6: layer_norm_vec_kernel<T, 6><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps, qq, qscale); break;
+                case 7: layer_norm_vec_kernel<T, 7><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps, qq, qscale); break;
+                default: layer_norm_vec_kernel<T, 8><<<grid, threads, 0, st>>>(y, xp, w, b, rows, C, eps, qq, qscale); break;
             }
             LAUNCH_CHECK("layer_norm_vec_kernel");
             return true;
@@ -974,11 +1010,11 @@ static bool launch_quantize(cudaStream_t st, vt_type xt, void * q, float * scale
                 : launch_quantize_t<__nv_bfloat16, false>(st, q, scale, (const __nv_bfloat16 *)x, nullptr, rows, (int)K);
 }
 
-static bool launch_layer_norm(cudaStream_t st, vt_tensor * t) {
+static bool launch_layer_norm(cudaStream_t st, vt_tensor * t, void * q = nullptr, float * qscale = nullptr) {
     switch (t->type) {
-        case VT_TYPE_F16:  return launch_layer_norm_t<__half>(st, t);
-        case VT_TYPE_BF16: return launch_layer_norm_t<__nv_bfloat16>(st, t);
-        case VT_TYPE_F32:  return launch_layer_norm_t<float>(st, t);
+        case VT_TYPE_F16:  return launch_layer_norm_t<__half>(st, t, q, qscale);
+        case VT_TYPE_BF16: return launch_layer_norm_t<__nv_bfloat16>(st, t, q, qscale);
+        case VT_TYPE_F32:  return launch_layer_norm_t<float>(st, t, q, qscale);
     }
     vt_set_error("cuda: layer_norm: unsupported type");
     return false;
@@ -1128,6 +1164,7 @@ struct lt_gemm {
     cublasLtMatmulDesc_t   op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;   // c is also D's layout
     cublasLtMatmulAlgo_t   algo;
+    std::vector<cublasLtMatmulAlgo_t> candidates;   // the heuristic's best few, algo among them
     bool bias = false;      // BIAS epilogue on
     float beta = 0.0f;      // 1: C is a residual
 
@@ -1187,9 +1224,9 @@ static bool lt_gemm_plan(cublasLtHandle_t lt, lt_gemm & gm, vt_type type, int64_
     if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b));
     if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_cd, sizeof(align_cd));
     if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_cd, sizeof(align_cd));
-    cublasLtMatmulHeuristicResult_t res;
+    cublasLtMatmulHeuristicResult_t res[LT_CANDIDATES];
     int n_res = 0;
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulAlgoGetHeuristic(lt, gm.op, gm.a, gm.b, gm.c, gm.c, pref, 1, &res, &n_res);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulAlgoGetHeuristic(lt, gm.op, gm.a, gm.b, gm.c, gm.c, pref, LT_CANDIDATES, res, &n_res);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || n_res == 0) {
         vt_set_error("cublasLt: no algorithm for '%s' (%s%s, rows %lld, N %lld, K %lld, alignment %u/%u/%u): %s",
@@ -1197,7 +1234,9 @@ static bool lt_gemm_plan(cublasLtHandle_t lt, lt_gemm & gm, vt_type type, int64_
                      st != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusString(st) : "heuristic returned none");
         return false;
     }
-    gm.algo = res.algo;
+    gm.algo = res[0].algo;
+    gm.candidates.clear();
+    for (int i = 0; i < n_res; i++) if (res[i].state == CUBLAS_STATUS_SUCCESS) gm.candidates.push_back(res[i].algo);
     return true;
 }
 
@@ -1225,8 +1264,8 @@ struct node_plan {
     int64_t chunk_windows = 0;   // conv1d_k3: windows per im2col chunk
     bool fp8 = false;            // linear: an FP8 GEMM on the quantized input (graph_state's fp8_x)
     bool x_quantized = false;    // ... which the node before it left there (no quantize here)
-    bool quantize_out = false;   // linear with GELU: the epilogue writes gelu(y + b) quantized into
-                                 // fp8_x for the next node (its one consumer), not y itself
+    bool quantize_out = false;   // linear with GELU, layer_norm: writes gelu(y + b) / the norm quantized
+                                 // into fp8_x for the next node (its one use), not y itself
 };
 
 struct graph_state {
@@ -1276,6 +1315,7 @@ struct cuda_backend : vt_backend {
     struct fp8_weight { void * q; float * scale; };
     bool fp8 = false;
     std::unordered_map<const vt_tensor *, fp8_weight> fp8_weights;
+    std::unordered_map<std::string, cublasLtMatmulAlgo_t> tuned;   // tune_gemm's choices
 
     std::unordered_map<const vt_tensor *, float *> f32_copies;   // graph outputs -> their f32 copies
     void * staging = nullptr;                   // pinned host memory for uploads/downloads
@@ -1496,13 +1536,49 @@ struct cuda_backend : vt_backend {
         p.epilogue = p.epi_bias || p.epi_res || act != VT_ACT_NONE;
         uint32_t align_cd = alignment_of((uintptr_t)t->data);
         if (lt_res) align_cd = std::min(align_cd, alignment_of((uintptr_t)res->data));
-        if (p.fp8) {
-            const fp8_weight & f = fp8_weights.at(w);
-            return lt_gemm_plan(lt, p.gemm, t->type, rows, N, K, lt_bias, lt_res, 256, 256, align_cd, t->name,
-                                f.scale, s->fp8_scale);
+        const void * wq = p.fp8 ? fp8_weights.at(w).q : w->data, * xq = p.fp8 ? s->fp8_x : x->data;
+        const uint32_t align_a = alignment_of((uintptr_t)wq), align_b = alignment_of((uintptr_t)xq);
+        if (!lt_gemm_plan(lt, p.gemm, t->type, rows, N, K, lt_bias, lt_res, align_a, align_b, align_cd, t->name,
+                          p.fp8 ? fp8_weights.at(w).scale : nullptr, p.fp8 ? s->fp8_scale : nullptr)) {
+            return false;
         }
-        return lt_gemm_plan(lt, p.gemm, t->type, rows, N, K, lt_bias, lt_res, alignment_of((uintptr_t)w->data),
-                            alignment_of((uintptr_t)x->data), align_cd, t->name);
+        char key[160];
+        snprintf(key, sizeof(key), "%d %d %lld %lld %lld %d %d %u %u %u", (int)t->type, (int)p.fp8, (long long)rows,
+                 (long long)N, (long long)K, (int)(lt_bias != nullptr), (int)lt_res, align_a, align_b, align_cd);
+        tune_gemm(p.gemm, key, wq, xq, lt_res ? res->data : nullptr, t->data, lt_bias);
+        return true;
+    }
+
+    // Picks the fastest of the heuristic's candidate algorithms for a GEMM by timing each on
+    // the graph's own buffers (3 runs after a warm one), once per shape and setting; the
+    // heuristic's first choice is kept when VT_GEMM_TUNE=0. Writes only the node's output.
+    void tune_gemm(lt_gemm & gm, const std::string & key, const void * w, const void * x, const void * c, void * d,
+                   const void * bias) {
+        auto it = tuned.find(key);
+        if (it != tuned.end()) { gm.algo = it->second; return; }
+        const char * env = getenv("VT_GEMM_TUNE");
+        if (gm.candidates.size() > 1 && !(env && strcmp(env, "0") == 0)) {
+            cudaEvent_t e0 = nullptr, e1 = nullptr;
+            float best = INFINITY;
+            cublasLtMatmulAlgo_t best_algo = gm.algo;
+            if (cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess) {
+                for (const cublasLtMatmulAlgo_t & a : gm.candidates) {
+                    gm.algo = a;
+                    bool ok = lt_gemm_run(lt, stream, gm, w, x, c, d, bias, lt_ws) && cudaEventRecord(e0, stream) == cudaSuccess;
+                    for (int r = 0; ok && r < 3; r++) ok = lt_gemm_run(lt, stream, gm, w, x, c, d, bias, lt_ws);
+                    float ms = INFINITY;
+                    ok = ok && cudaEventRecord(e1, stream) == cudaSuccess && cudaEventSynchronize(e1) == cudaSuccess &&
+                         cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
+                    if (ok && ms < best) { best = ms; best_algo = a; }
+                }
+            }
+            cudaStreamSynchronize(stream);
+            cudaGetLastError();   // a candidate that failed to run is simply not chosen
+            if (e0) cudaEventDestroy(e0);
+            if (e1) cudaEventDestroy(e1);
+            gm.algo = best_algo;
+        }
+        tuned[key] = gm.algo;
     }
 
     // FP8 mode: which linear nodes run FP8 GEMMs, which GELU epilogues quantize for the node
@@ -1520,11 +1596,12 @@ struct cuda_backend : vt_backend {
             s->plans[i].fp8 = true;
             x_bytes = std::max(x_bytes, (size_t)(rows * K));
             rows_max = std::max(rows_max, (size_t)rows);
-            // x made by the node just before, a GELU linear whose only use is here: its epilogue
-            // quantizes (x never exists in f16/bf16)
+            // x made by the node just before and used only here, a GELU linear (fc1) or a
+            // LayerNorm: that node writes x quantized (x never exists in f16/bf16)
             const vt_tensor * b = x->src[2];
-            if (i > 0 && g->nodes[i - 1] == x && x->op == VT_OP_LINEAR && x->iparams[1] == VT_ACT_GELU && !x->src[3] &&
-                (!b || b->type == VT_TYPE_F32) && uses[x] == 1 && !(x->flags & VT_FLAG_OUTPUT)) {
+            const bool gelu = x->op == VT_OP_LINEAR && x->iparams[1] == VT_ACT_GELU && !x->src[3] && (!b || b->type == VT_TYPE_F32);
+            const bool norm = x->op == VT_OP_LAYER_NORM && layer_norm_vec_ok(x);
+            if (i > 0 && g->nodes[i - 1] == x && (gelu || norm) && uses[x] == 1 && !(x->flags & VT_FLAG_OUTPUT)) {
                 s->plans[i - 1].quantize_out = true;
                 s->plans[i].x_quantized = true;
             }
@@ -1742,7 +1819,8 @@ struct cuda_backend : vt_backend {
                 return launch_epilogue(stream, t->type, t->data, (const float *)b->data, nullptr,
                                        add ? (const float *)add->data : nullptr, T_out, B * T_out, N, t->iparams[1]);
             }
-            case VT_OP_LAYER_NORM: return launch_layer_norm(stream, t);
+            case VT_OP_LAYER_NORM:
+                return p.quantize_out ? launch_layer_norm(stream, t, s->fp8_x, s->fp8_scale) : launch_layer_norm(stream, t);
             case VT_OP_ATTENTION:  return launch_attention(stream, t);
             case VT_OP_LOG_MEL:    return launch_log_mel(stream, t, s->mel_max, s->mel_ranges);
             case VT_OP_AVG_POOL2: case VT_OP_RMS_NORM: case VT_OP_SWIGLU: case VT_OP_STACK:

@@ -278,26 +278,30 @@ TEST_CASE("cuda fp8 linear: exact e4m3 inputs match the f32 GEMM; other sizes fa
     }
 }
 
-TEST_CASE("cuda fp8 MLP: fc1's GELU epilogue quantizes for fc2, within e4m3's rounding" * doctest::skip(no_gpu())) {
+TEST_CASE("cuda fp8 MLP: the norm quantizes for fc1, fc1's GELU epilogue for fc2, within e4m3's rounding" * doctest::skip(no_gpu())) {
     backend_ptr fp8(vt_backend_cuda_init_fp8(0));
     REQUIRE_MESSAGE(fp8, "no FP8 CUDA backend: " << last_error());
     const int B = 2, M = 150, D = 256, F = 1024;
     const std::vector<float> x = e4m3_rows(B * M, D, 5, -4), w1 = randn((size_t)F * D, 6, VT_TYPE_BF16, 1.0f / 16),
                              b1 = randn(F, 7, VT_TYPE_F32, 0.5f), w2 = randn((size_t)D * F, 8, VT_TYPE_BF16, 1.0f / 32),
-                             b2 = randn(D, 9, VT_TYPE_F32, 0.5f);
-    for (bool expose : {false, true}) {   // fc1's output also an output: the epilogue must not fuse
+                             b2 = randn(D, 9, VT_TYPE_F32, 0.5f), g = randn(D, 10, VT_TYPE_F32, 0.3f, 1.0f),
+                             be = randn(D, 11, VT_TYPE_F32, 0.2f);
+    for (bool expose : {false, true}) {   // the norm's and fc1's outputs also outputs: neither may fuse
         builder build = [&](vt_context * ctx, vt_type mat, vt_type act, std::vector<leaf> & L) {
             vt_tensor * tx = vt_new_tensor_3d(ctx, act, D, M, B);
             vt_tensor * t1 = vt_new_tensor_2d(ctx, mat, D, F), * t2 = vt_new_tensor_2d(ctx, mat, F, D);
             vt_tensor * tb1 = vt_new_tensor_1d(ctx, VT_TYPE_F32, F), * tb2 = vt_new_tensor_1d(ctx, VT_TYPE_F32, D);
+            vt_tensor * tg = vt_new_tensor_1d(ctx, VT_TYPE_F32, D), * tbe = vt_new_tensor_1d(ctx, VT_TYPE_F32, D);
             vt_set_input(tx);
-            for (vt_tensor * t : {t1, t2, tb1, tb2}) vt_set_weight(t);
+            for (vt_tensor * t : {t1, t2, tb1, tb2, tg, tbe}) vt_set_weight(t);
             L.push_back({tx, &x}); L.push_back({t1, &w1}); L.push_back({t2, &w2}); L.push_back({tb1, &b1}); L.push_back({tb2, &b2});
-            vt_tensor * h = vt_linear(ctx, tx, t1, tb1, VT_ACT_GELU, nullptr);
-            if (expose) vt_set_output(h);
+            L.push_back({tg, &g}); L.push_back({tbe, &be});
+            vt_tensor * n = vt_layer_norm(ctx, tx, tg, tbe, 1e-5f);
+            vt_tensor * h = vt_linear(ctx, n, t1, tb1, VT_ACT_GELU, nullptr);
+            if (expose) { vt_set_output(n); vt_set_output(h); }
             return vt_linear(ctx, h, t2, tb2, VT_ACT_NONE, tx);
         };
-        const double err = cuda_vs_cpu(fp8.get(), VT_TYPE_BF16, build, expose ? "fp8 MLP, fc1 exposed" : "fp8 MLP, fused");
+        const double err = cuda_vs_cpu(fp8.get(), VT_TYPE_BF16, build, expose ? "fp8 MLP, norm and fc1 exposed" : "fp8 MLP, fused");
         CHECK(err < 3e-2);
     }
 }

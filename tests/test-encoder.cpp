@@ -231,8 +231,9 @@ TEST_CASE("encoder on CUDA matches transformers float64 within f16/bf16 rounding
         REQUIRE_MESSAGE(whisper_audio_encode_mel(enc, mel.data(), 1, out.data()), whisper_audio_last_error());
         const double err = rel_l2(out.data(), ref.data(), ref.size());
         const char * names[] = {"f16", "bf16", "fp8"};
-        MESSAGE(names[dtype] << " on " << whisper_audio_encoder_backend(enc) << ": relative L2 error " << err);
-        const double bound[] = {3e-3, 2.5e-2, 1e-1};
+        MESSAGE(std::string(names[dtype]) << " on " << std::string(whisper_audio_encoder_backend(enc))
+                << ": relative L2 error " << err);
+        const double bound[] = {3e-3, 2.5e-2, 6e-2};   // fp8 measured 3.6e-2 on the H200
         CHECK(err < bound[dtype]);
         whisper_audio_encoder_free(enc);
     }
