@@ -7,11 +7,13 @@
 #   STEPS="tests parity compare"   which steps (default: all; "nopad" makes the reference,
 #                                  "stages" times main's stages on long audio, "towers" the
 #                                  audio-LLM towers' parity, "e2e" main's whole path on an
-#                                  hour against transformers)
+#                                  hour against transformers, "transcripts" real base's
+#                                  embeddings of the spoken clips in f16/bf16/fp8, decoded
+#                                  afterwards on the CPU by tests/gpu/transcripts.py)
 #   PARITY_SIZES=tiny,base,...     COMPARE_SIZES=large-v3   COMPARE_BATCHES=1,8,32
 set -u
 OUT=${OUT:-build/gpu-logs}
-STEPS=${STEPS:-tests nopad parity towers compare stages e2e}
+STEPS=${STEPS:-tests nopad parity towers compare stages e2e transcripts}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -44,6 +46,25 @@ has towers && python3 tests/gpu/towers.py 2>&1 | tee "$OUT/towers.log" | grep -v
 has compare && python3 tests/gpu/compare.py --sizes "${COMPARE_SIZES:-large-v3}" --batches "${COMPARE_BATCHES:-1,8,32}" --out "$OUT" 2>&1 | tee "$OUT/compare.log" | grep -v "^|"
 has stages && python3 tests/gpu/stages.py 2>&1 | tee "$OUT/stages.log"
 has e2e && python3 tests/gpu/e2e.py --sizes "${E2E_SIZES:-base,large-v3}" --out "$OUT" 2>&1 | tee "$OUT/e2e.log" | grep -v "^|"
+# real base (carried: build/carry/base-f16.gguf, made by tests/gpu/transcripts.py --make-cpu) on
+# the spoken clips: $OUT/transcripts/<clip>.cuda-<dtype>.npy, for transcripts.py; speech_16k's in
+# $OUT/real-base/, for the error against tests/data/ct2/base.speech_16k.ref.npy (float64)
+if has transcripts; then
+    if [ -f build/carry/base-f16.gguf ]; then
+        for dt in f16 bf16 fp8; do
+            mkdir -p "$OUT/transcripts/$dt"
+            ./main -m build/carry/base-f16.gguf $(printf -- '-f %s ' tests/data/audio/speech/*.wav samples/speech_16k.wav) \
+                --device cuda --dtype "$dt" --no-progress -o "$OUT/transcripts/$dt/" >"$OUT/transcripts/$dt.log" 2>&1 ||
+                { echo "transcripts: main --dtype $dt failed"; tail -n 5 "$OUT/transcripts/$dt.log"; continue; }
+            for f in "$OUT/transcripts/$dt"/*.npy; do mv "$f" "$OUT/transcripts/$(basename "$f" .npy).cuda-$dt.npy"; done
+            rmdir "$OUT/transcripts/$dt"
+        done
+        mkdir -p "$OUT/real-base" && mv "$OUT/transcripts"/speech_16k.* "$OUT/real-base/"   # against tests/data/ct2's float64
+        echo "transcripts: $(ls "$OUT/transcripts"/*.npy | wc -l) embeddings in $OUT/transcripts, speech_16k's in $OUT/real-base"
+    else
+        echo "transcripts: skipped (no build/carry/base-f16.gguf; tests/gpu/transcripts.py --make-cpu makes it)"
+    fi
+fi
 
 echo
 has tests && { echo "tests:"; tail -n 3 "$OUT/tests.log"; }

@@ -29,14 +29,8 @@ PyPI out of reach it says SKIP and exits 0):
        python3 tests/gpu/transcripts.py --make-cpu build/transcripts [--bf16-round]
      --bf16-round also writes <clip>.cpu-bf16round.npy: cpu-f32 rounded to bf16, a degraded label
      that exercises the comparison.
-  2. on the GPU machine (carry build/carry), one label per dtype, into $OUT:
-       make -j16 main
-       for dt in bf16 f16 fp8; do
-           ./main -m build/carry/base-f16.gguf $(printf -- '-f %s ' tests/data/audio/speech/*.wav) \\
-               --device cuda --dtype $dt --no-progress -o "$OUT/cuda-$dt/" || exit 1
-           for f in "$OUT/cuda-$dt"/*.npy; do mv "$f" "$OUT/$(basename "$f" .npy).cuda-$dt.npy"; done
-           rmdir "$OUT/cuda-$dt"
-       done
+  2. on the GPU machine (carry build/carry): tests/gpu/run-all.sh's step "transcripts" writes
+     $OUT/transcripts/<clip>.cuda-{f16,bf16,fp8}.npy (main --device cuda --dtype ...)
   3. here: copy the cuda-* files beside the cpu-f32 ones, then
        python3 tests/gpu/transcripts.py build/transcripts
 """
