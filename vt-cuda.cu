@@ -1694,10 +1694,15 @@ struct cuda_backend : vt_backend {
             vt_set_error("cuda: VT_ATTENTION=%s; fa2 or wgmma (unset: wgmma on compute capability 9.0, else fa2)", att);
             return false;
         }
+        const bool want = att && strcmp(att, "wgmma") == 0;
+        if (want && !hopper) {
+            vt_set_error("cuda: VT_ATTENTION=wgmma: %s is compute capability %d.%d; the wgmma kernel needs 9.0",
+                         prop.name, prop.major, prop.minor);
+            return false;
+        }
         att_wgmma = hopper && !(att && strcmp(att, "fa2") == 0) && find_tensor_map_encode();
-        if (att && strcmp(att, "wgmma") == 0 && !att_wgmma) {
-            vt_set_error("cuda: VT_ATTENTION=wgmma needs a compute capability 9.0 device (%s is %d.%d) and a driver "
-                         "with cuTensorMapEncodeTiled", prop.name, prop.major, prop.minor);
+        if (want && !att_wgmma) {
+            vt_set_error("cuda: VT_ATTENTION=wgmma: the driver has no cuTensorMapEncodeTiled (TMA)");
             return false;
         }
         if (att_wgmma) {

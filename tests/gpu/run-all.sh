@@ -7,11 +7,12 @@
 #   STEPS="tests parity compare"   which steps (default: all; "nopad" makes the reference,
 #                                  "stages" times main's stages on long audio, "towers" the
 #                                  audio-LLM towers' parity, "e2e" main's whole path on an
-#                                  hour against transformers)
+#                                  hour against transformers, "attention" our attention
+#                                  kernels beside torch's flash and cuDNN attention)
 #   PARITY_SIZES=tiny,base,...     COMPARE_SIZES=large-v3   COMPARE_BATCHES=1,8,32
 set -u
 OUT=${OUT:-build/gpu-logs}
-STEPS=${STEPS:-tests nopad parity towers compare stages e2e}
+STEPS=${STEPS:-tests nopad parity towers compare stages e2e attention}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -44,6 +45,7 @@ has towers && python3 tests/gpu/towers.py 2>&1 | tee "$OUT/towers.log" | grep -v
 has compare && python3 tests/gpu/compare.py --sizes "${COMPARE_SIZES:-large-v3}" --batches "${COMPARE_BATCHES:-1,8,32}" --out "$OUT" 2>&1 | tee "$OUT/compare.log" | grep -v "^|"
 has stages && python3 tests/gpu/stages.py 2>&1 | tee "$OUT/stages.log"
 has e2e && python3 tests/gpu/e2e.py --sizes "${E2E_SIZES:-base,large-v3}" --out "$OUT" 2>&1 | tee "$OUT/e2e.log" | grep -v "^|"
+has attention && python3 tests/gpu/attention.py 2>&1 | tee "$OUT/attention.log" | grep -v "^|"
 
 echo
 has tests && { echo "tests:"; tail -n 3 "$OUT/tests.log"; }
@@ -52,4 +54,5 @@ has towers && grep "^|\|^towers" "$OUT/towers.log"
 has stages && cat "$OUT/stages.log"
 has compare && grep "^|\|^compare" "$OUT/compare.log"
 has e2e && grep "^|" "$OUT/e2e.log"
+has attention && grep "^|\|^attention" "$OUT/attention.log"
 exit 0
