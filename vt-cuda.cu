@@ -29,7 +29,8 @@
 //
 // Environment: VT_ATTENTION=fa2 runs attention_kernel on every device (to compare, or as a
 // fallback); VT_ATTENTION=wgmma insists on attention_wgmma_kernel (the backend does not start
-// off cc 9.0); unset: wgmma on cc 9.0, fa2 elsewhere. Read when a backend starts.
+// off cc 9.0), wgmma-nopp the same without its ping-pong between consumers (to measure it);
+// unset: wgmma on cc 9.0, fa2 elsewhere. Read when a backend starts.
 //
 // Sections: utilities, kernels, launchers, the backend.
 //
@@ -59,6 +60,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -221,12 +223,11 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t byt
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
+// (the retry loop inside one asm block, labels local to it: to the compiler a straight line,
+// so the warp reaches the .aligned wgmma instructions after it converged)
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-    uint32_t done = 0;
-    while (!done) {
-        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-    }
+    asm volatile("{\n .reg .pred p;\n WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT;\n}\n"
+                 ::"r"(bar), "r"(parity) : "memory");
 }
 
 // TMA: the box at coordinates (c0, c1, c2) of the tensor map -> shared memory at dst, swizzled as
@@ -240,8 +241,10 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap * ma
 template <int N> __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
 template <int N> __device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
 
-// a barrier for n threads (a warpgroup) under id (1..15; 0 is __syncthreads)
+// named barriers (ids 1..15; 0 is __syncthreads): sync waits until n threads arrived (itself
+// included), arrive counts this thread without waiting
 __device__ __forceinline__ void named_barrier_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void named_barrier_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
 
 // orders this thread's generic-proxy shared memory accesses with the async proxy's (TMA, wgmma)
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
@@ -744,7 +747,9 @@ attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * _
 //       pipelined inside the warpgroup (FA3's intra-warpgroup overlap): S of tile j is issued
 //       before P V of tile j - 1, and the softmax of tile j runs while P V of tile j - 1 is
 //       still on the tensor cores; O is rescaled and P rewritten only after that P V is done.
-//       The two consumers interleave on their own (one's softmax beside the other's GEMMs).
+//       PP (FA3's ping-pong, VT_ATTENTION=wgmma; wgmma-nopp leaves it out): the consumers
+//       take turns issuing their GEMMs (named barriers 3 and 4), so one's softmax runs
+//       while the other's GEMMs hold the tensor cores.
 //   Barriers (mbarrier, one phase per use, waited on by parity): q_full (TMA bytes of Q),
 //   k_full[s], v_full[s] (TMA bytes of a stage's K, V: S needs only K, so it starts before V
 //   lands), kv_empty[s] (8 arrivals: one per consumer warp after its P V of that stage).
@@ -755,6 +760,8 @@ attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * _
 //   Masking: Q and K/V rows past n_ctx arrive from TMA as zeros (its bounds are the view's
 //   n_ctx rows of window b); keys from n_kv on (n_ctx, or kv_len[b]) are set to -inf in S on
 //   the last tile, and tiles wholly past n_kv are never loaded.
+//   Registers: ptxas gives each thread 168 at launch (65536 / 384, in steps of 8); the
+//   producer drops to 24 and the consumers take 240 (24 + 2 x 240 = 3 x 168).
 //   q/k/v: TMA maps over [B][n_ctx][n_head * 64] with the views' strides (made at launch).
 //   CPU twin: cpu_backend::attention in vt.cpp.
 static const int ATT_WG_BR = 128, ATT_WG_BC = 128, ATT_WG_STAGES = 3, ATT_WG_THREADS = 384;
@@ -764,7 +771,7 @@ static size_t attention_wgmma_smem_bytes() {
     return 1024 + (size_t)ATT_WG_TILE * (1 + 2 * ATT_WG_STAGES) + 8 * (1 + 3 * ATT_WG_STAGES);
 }
 
-template <typename T>
+template <typename T, bool PP>
 __global__ void __launch_bounds__(ATT_WG_THREADS, 1)
 attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                        const __grid_constant__ CUtensorMap tm_v, T * __restrict__ out, int n_ctx, int n_head,
@@ -891,12 +898,25 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_co
     auto release = [&](int st) {
         if (lane == 0) mbar_arrive(kv_empty(st));
     };
+    // ping-pong: before issuing GEMMs a consumer waits for its turn (barrier 3 + cw: its own
+    // 128 threads and the other's 128 arrivals), after them it passes the turn. Each consumer
+    // has n_tiles + 1 turns; consumer 1 hands consumer 0 the first turn and keeps its last
+    // pass (consumer 0 takes no turn after it), so every barrier phase is matched.
+    auto turn_wait = [&]() {
+        if (PP) named_barrier_sync(3 + cw, 256);
+    };
+    auto turn_pass = [&](bool last) {
+        if (PP && !(last && cw == 1)) named_barrier_arrive(3 + (1 - cw), 256);
+    };
+    if (PP && cw == 1) named_barrier_arrive(3, 256);
 
     // tile 0: S, softmax, P
     mbar_wait(q_full, 0);
     mbar_wait(k_full(0), 0);
+    turn_wait();
     wgmma_fence();
     issue_s(0);
+    turn_pass(false);
     wgmma_wait<0>();
     reg_fence(s);
     {
@@ -908,11 +928,13 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_co
     for (int j = 1; j < n_tiles; j++) {
         const int st = j % ST, sp = (j - 1) % ST;
         mbar_wait(k_full(st), (j / ST) & 1);
+        turn_wait();
         wgmma_fence();                                  // p and o were written since the last wgmma
         issue_s(st);
         mbar_wait(v_full(sp), ((j - 1) / ST) & 1);
         wgmma_fence();
         issue_pv(sp);
+        turn_pass(false);
         wgmma_wait<1>();                                // S of tile j is ready
         reg_fence(s);
         float alpha[2];
@@ -926,8 +948,10 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_co
     {
         const int sl = (n_tiles - 1) % ST;
         mbar_wait(v_full(sl), ((n_tiles - 1) / ST) & 1);
+        turn_wait();
         wgmma_fence();
         issue_pv(sl);
+        turn_pass(true);
         wgmma_wait<0>();
         reg_fence(o);
         reg_fence(p);
@@ -1419,7 +1443,7 @@ static bool make_attention_map(CUtensorMap * map, const vt_tensor * x, int n_ctx
 
 // false (nothing launched, no error) when a view's strides do not fit TMA's rules: the caller
 // then runs attention_kernel.
-template <typename T>
+template <typename T, bool PP>
 static bool launch_attention_wgmma(cudaStream_t st, vt_tensor * t, bool * launched) {
     *launched = false;
     const vt_tensor * q = t->src[0], * k = t->src[1], * v = t->src[2];
@@ -1430,19 +1454,24 @@ static bool launch_attention_wgmma(cudaStream_t st, vt_tensor * t, bool * launch
         !make_attention_map(&mv, v, n_ctx, B)) return true;
     const float scale_log2 = t->fparams[0] * 1.4426950408889634f;
     const dim3 grid((unsigned)ceil_div(n_ctx, ATT_WG_BR), (unsigned)n_head, (unsigned)B);
-    attention_wgmma_kernel<T><<<grid, ATT_WG_THREADS, attention_wgmma_smem_bytes(), st>>>(
+    attention_wgmma_kernel<T, PP><<<grid, ATT_WG_THREADS, attention_wgmma_smem_bytes(), st>>>(
         mq, mk, mv, (T *)t->data, n_ctx, n_head, scale_log2, t->src[3] ? (const float *)t->src[3]->data : nullptr);
     LAUNCH_CHECK("attention_wgmma_kernel");
     *launched = true;
     return true;
 }
 
-// wgmma: the backend runs on a cc 9.0 device (and VT_ATTENTION is not fa2)
-static bool launch_attention(cudaStream_t st, vt_tensor * t, bool wgmma) {
-    if (wgmma) {
+// The attention kernels a backend can run (VT_ATTENTION, read at init).
+enum att_kernel { ATT_FA2, ATT_WGMMA, ATT_WGMMA_NOPP };
+
+static bool launch_attention(cudaStream_t st, vt_tensor * t, att_kernel kind) {
+    if (kind != ATT_FA2) {
         bool launched = false;
-        const bool ok = t->type == VT_TYPE_F16 ? launch_attention_wgmma<__half>(st, t, &launched)
-                                               : launch_attention_wgmma<__nv_bfloat16>(st, t, &launched);
+        const bool f16 = t->type == VT_TYPE_F16, pp = kind == ATT_WGMMA;
+        const bool ok = f16 ? (pp ? launch_attention_wgmma<__half, true>(st, t, &launched)
+                                  : launch_attention_wgmma<__half, false>(st, t, &launched))
+                            : (pp ? launch_attention_wgmma<__nv_bfloat16, true>(st, t, &launched)
+                                  : launch_attention_wgmma<__nv_bfloat16, false>(st, t, &launched));
         if (!ok || launched) return ok;
     }
     if (t->type == VT_TYPE_F16) return launch_attention_mt<__half, ATT_MT>(st, t);
@@ -1611,7 +1640,7 @@ struct cuda_backend : vt_backend {
     int device = 0;
     vt_type ctype = VT_TYPE_F16;
     char label[300] = {0};
-    bool att_wgmma = false;                     // attention_wgmma_kernel (cc 9.0), else attention_kernel
+    att_kernel att = ATT_FA2;                   // attention_wgmma_kernel on cc 9.0, else attention_kernel
     cudaStream_t stream = nullptr;
     cublasLtHandle_t lt = nullptr;
     void * lt_ws = nullptr;                     // cuBLASLt workspace, allocated with the first graph
@@ -1686,30 +1715,34 @@ struct cuda_backend : vt_backend {
                                         (int)attention_smem_bytes(ATT_MT)));
         CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<__nv_bfloat16, ATT_MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         (int)attention_smem_bytes(ATT_MT)));
-        // the attention kernel: wgmma on cc 9.0 (its sm_90a code runs there only), VT_ATTENTION
-        // = fa2 forces attention_kernel, = wgmma insists on the new one
-        const char * att = getenv("VT_ATTENTION");
+        // the attention kernel: wgmma on cc 9.0 (its sm_90a code runs there only); VT_ATTENTION
+        // = fa2 forces attention_kernel, = wgmma (or wgmma-nopp) insists on the new one
+        const char * env = getenv("VT_ATTENTION");
+        const std::string want = env ? env : "";
         const bool hopper = prop.major == 9 && prop.minor == 0;
-        if (att && *att && strcmp(att, "fa2") != 0 && strcmp(att, "wgmma") != 0) {
-            vt_set_error("cuda: VT_ATTENTION=%s; fa2 or wgmma (unset: wgmma on compute capability 9.0, else fa2)", att);
+        if (!want.empty() && want != "fa2" && want != "wgmma" && want != "wgmma-nopp") {
+            vt_set_error("cuda: VT_ATTENTION=%s; fa2, wgmma or wgmma-nopp (unset: wgmma on compute capability 9.0, "
+                         "else fa2)", env);
             return false;
         }
-        const bool want = att && strcmp(att, "wgmma") == 0;
-        if (want && !hopper) {
-            vt_set_error("cuda: VT_ATTENTION=wgmma: %s is compute capability %d.%d; the wgmma kernel needs 9.0",
-                         prop.name, prop.major, prop.minor);
+        const bool insist = want == "wgmma" || want == "wgmma-nopp";
+        if (insist && !hopper) {
+            vt_set_error("cuda: VT_ATTENTION=%s: %s is compute capability %d.%d; the wgmma kernel needs 9.0",
+                         env, prop.name, prop.major, prop.minor);
             return false;
         }
-        att_wgmma = hopper && !(att && strcmp(att, "fa2") == 0) && find_tensor_map_encode();
-        if (want && !att_wgmma) {
-            vt_set_error("cuda: VT_ATTENTION=wgmma: the driver has no cuTensorMapEncodeTiled (TMA)");
+        if (hopper && want != "fa2" && find_tensor_map_encode()) {
+            att = want == "wgmma-nopp" ? ATT_WGMMA_NOPP : ATT_WGMMA;
+        } else if (insist) {
+            vt_set_error("cuda: VT_ATTENTION=%s: the driver has no cuTensorMapEncodeTiled (TMA)", env);
             return false;
         }
-        if (att_wgmma) {
-            CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<__half>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            (int)attention_wgmma_smem_bytes()));
-            CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            (int)attention_wgmma_smem_bytes()));
+        if (att != ATT_FA2) {
+            const int smem = (int)attention_wgmma_smem_bytes();
+            CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<__half, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+            CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<__half, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+            CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<__nv_bfloat16, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+            CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<__nv_bfloat16, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         }
         return true;
     }
@@ -2030,7 +2063,7 @@ struct cuda_backend : vt_backend {
                                        add ? (const float *)add->data : nullptr, T_out, B * T_out, N, t->iparams[1]);
             }
             case VT_OP_LAYER_NORM: return launch_layer_norm(stream, t);
-            case VT_OP_ATTENTION:  return launch_attention(stream, t, att_wgmma);
+            case VT_OP_ATTENTION:  return launch_attention(stream, t, att);
             case VT_OP_LOG_MEL:    return launch_log_mel(stream, t, s->mel_max, s->mel_ranges);
             case VT_OP_AVG_POOL2: case VT_OP_RMS_NORM: case VT_OP_SWIGLU: case VT_OP_STACK:
                 return launch_projector_op(stream, t);

@@ -95,9 +95,10 @@ backend_ptr cuda_backend(vt_type type) {
     return be;
 }
 
-// The attention kernels of the CUDA backend (vt-cuda.cu): wgmma on compute capability 9.0,
-// fa2 everywhere. VT_ATTENTION is read when a backend starts.
-const char * const ATT_KERNELS[] = {"wgmma", "fa2"};
+// The attention kernels of the CUDA backend (vt-cuda.cu): wgmma on compute capability 9.0
+// (wgmma-nopp: without its ping-pong), fa2 everywhere. VT_ATTENTION is read when a backend starts.
+const char * const ATT_KERNELS[] = {"wgmma", "wgmma-nopp", "fa2"};
+const int N_ATT_KERNELS = 3;
 
 // A backend whose attention runs `kernel`; null (the test says so) when this device has no
 // such kernel (wgmma off cc 9.0). Any other failure to start fails the test.
@@ -622,7 +623,8 @@ TEST_CASE("cuda bench: attention, layer_norm, GEMMs, one large layer" * doctest:
         // attention, large-v3's shape: T 1500, 20 heads, fused QKV views; each kernel (wgmma
         // "n/a" off cc 9.0) on one line, which tests/gpu/attention.py reads
         {
-            backend_ptr att[2] = {cuda_backend_att(ct, ATT_KERNELS[0]), cuda_backend_att(ct, ATT_KERNELS[1])};
+            backend_ptr att[N_ATT_KERNELS];
+            for (int i = 0; i < N_ATT_KERNELS; i++) att[i] = cuda_backend_att(ct, ATT_KERNELS[i]);
             for (int B : {1, 8, 16, 32}) {
                 const int T = 1500, H = 20, D = 64 * H;
                 const std::vector<float> qkv = rand_fast((size_t)B * T * 3 * D, 50 + B, 1.5f);
@@ -637,10 +639,10 @@ TEST_CASE("cuda bench: attention, layer_norm, GEMMs, one large layer" * doctest:
                 };
                 const double flop = 4.0 * B * H * (double)T * T * 64;
                 std::string line = msg("bench %-5s attention B=%-2d T=%d H=%d:", tn, B, T, H);
-                for (int i = 0; i < 2; i++) {
-                    if (!att[i]) { line += msg("  %-5s      n/a", ATT_KERNELS[i]); continue; }
+                for (int i = 0; i < N_ATT_KERNELS; i++) {
+                    if (!att[i]) { line += msg("  %s      n/a", ATT_KERNELS[i]); continue; }
                     const double ms = bench_graph(att[i].get(), build, ct, 21)[0];
-                    line += msg("  %-5s %8.3f ms %6.1f TFLOP/s", ATT_KERNELS[i], ms, flop / ms * 1e-9);
+                    line += msg("  %s %8.3f ms %6.1f TFLOP/s", ATT_KERNELS[i], ms, flop / ms * 1e-9);
                 }
                 printf("%s\n", line.c_str());
             }

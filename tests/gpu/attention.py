@@ -5,8 +5,8 @@ B 1 and 32, f16 and bf16.
 torch's scaled_dot_product_attention runs with the flash backend and with the cuDNN backend,
 each on its own (torch.nn.attention.sdpa_kernel; a backend torch cannot run here is reported
 and skipped), timed with CUDA events: the median of 20 runs after 5 warm-up runs. Then
-build/test-all's attention benchmark (VT_CUDA_BENCH=attention, our kernels: wgmma and fa2,
-tests/test-cuda.cpp) runs on the same shapes, and one table holds everything, in ms and
+build/test-all's attention benchmark (VT_CUDA_BENCH=attention, our kernels: wgmma, wgmma
+without its ping-pong between consumers, and fa2; tests/test-cuda.cpp) runs on the same shapes, and one table holds everything, in ms and
 TFLOP/s (4 B H T^2 64 FLOPs).
     python3 tests/gpu/attention.py [--bin build/test-all]
 """
@@ -60,7 +60,7 @@ def time_torch(backend_name, B, dtype_name, reps=20, warmup=5):
 
 
 def run_ours(binary):
-    """{(dtype, B): {"wgmma": ms or None, "fa2": ms or None}} from test-all's benchmark lines."""
+    """{(dtype, B): {"wgmma": ms or None, "wgmma-nopp": ..., "fa2": ...}} from test-all's benchmark lines."""
     env = dict(os.environ, VT_CUDA_BENCH="attention", WA_REQUIRE_GPU="1")
     r = subprocess.run([binary, "-tc=cuda bench*"], capture_output=True, text=True, env=env, cwd=ROOT)
     if r.returncode != 0:
@@ -72,7 +72,7 @@ def run_ours(binary):
             continue
         print(line)
         cols = {}
-        for name, ms in re.findall(r"(\w+)\s+(n/a|[\d.]+ ms)", m.group(5)):
+        for name, ms in re.findall(r"([\w-]+)\s+(n/a|[\d.]+ ms)", m.group(5)):
             cols[name] = None if ms == "n/a" else float(ms.split()[0])
         ours[(m.group(1), int(m.group(2)))] = cols
     return ours
@@ -105,12 +105,13 @@ def main():
 
     print()
     print("attention (ms, TFLOP/s; T 1500, 20 heads, head_dim 64, non-causal):")
-    print("| shape | dtype | ours (wgmma) | ours (fa2) | torch flash | torch cuDNN |")
-    print("|---|---|---|---|---|---|")
+    print("| shape | dtype | ours (wgmma) | ours (wgmma, no ping-pong) | ours (fa2) | torch flash | torch cuDNN |")
+    print("|---|---|---|---|---|---|---|")
     for B in BATCHES:
         for dt in DTYPES:
             o = ours.get((dt, B), {})
-            print(f"| B {B} T {T} H {H} | {dt} | {cell(o.get('wgmma'), B)} | {cell(o.get('fa2'), B)} | "
+            print(f"| B {B} T {T} H {H} | {dt} | {cell(o.get('wgmma'), B)} | {cell(o.get('wgmma-nopp'), B)} | "
+                  f"{cell(o.get('fa2'), B)} | "
                   f"{cell(torch_ms[(dt, B, 'FLASH_ATTENTION')], B)} | {cell(torch_ms[(dt, B, 'CUDNN_ATTENTION')], B)} |")
     return 0
 
