@@ -29,7 +29,8 @@
 //
 // Environment: VT_ATTENTION=fa2 runs attention_kernel on every device (to compare, or as a
 // fallback); VT_ATTENTION=wgmma insists on attention_wgmma_kernel (the backend does not start
-// off cc 9.0), wgmma-nopp the same without its ping-pong between consumers (to measure it);
+// off cc 9.0), wgmma-nopp the same without its ping-pong between consumers, wgmma-1tile with
+// a block per work tile instead of persistent blocks (both to measure what they bring);
 // unset: wgmma on cc 9.0, fa2 elsewhere. Read when a backend starts.
 //
 // Sections: utilities, kernels, launchers, the backend.
@@ -40,9 +41,9 @@
 //       (64 rows per block: 204, 221 with v2's changes: half the reuse of each K/V fragment)
 //   v2  per-lane ldmatrix offsets precomputed (the swizzle term depends on lane % 8
 //       only), ex2.approx.ftz instead of exp2f:                            280 TFLOP/s
-//   v3  attention_wgmma_kernel (sm_90a): TMA + mbarrier ring of 3 K/V stages, 128 x 128
-//       tiles, wgmma with P from registers, intra-warpgroup overlap, setmaxnreg 24/240:
-//       not measured yet
+//   v3  attention_wgmma_kernel (sm_90a): persistent blocks, TMA + mbarrier ring of 3 K/V
+//       stages, 128 x 128 tiles, wgmma with P from registers, intra-warpgroup overlap and
+//       ping-pong between the two consumer warpgroups, setmaxnreg 24/240: not measured yet
 
 #define VT_BACKEND_IMPL
 #include "vt.h"
@@ -730,12 +731,16 @@ attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * _
 }
 
 // attention_wgmma_kernel: the same op as attention_kernel, for Hopper (sm_90a): wgmma, TMA and
-// mbarriers in FlashAttention-3's structure. One block per (tile of 128 queries, head, window):
-//   grid (ceil(n_ctx / 128), n_head, B), 384 threads = 3 warpgroups, one block per SM.
+// mbarriers in FlashAttention-3's structure. Work tile: (128 queries, head, window), n_work =
+// ceil(n_ctx / 128) * n_head * B of them, numbered query tile fastest (neighbouring blocks
+// share a head's K/V in L2). Persistent: grid = min(n_work, SMs) blocks of 384 threads = 3
+// warpgroups, one block per SM; block i takes work tiles i, i + grid, ... (a grid of n_work
+// gives one tile a block: VT_ATTENTION=wgmma-1tile, to measure the difference).
 //   Roles (warp-specialised):
 //     warpgroup 0, the producer: gives its registers away (setmaxnreg.dec 24); one thread
-//       issues TMA copies: the Q tile once, then K and V tiles of 128 keys into a ring of
-//       ATT_WG_STAGES stages, each stage reused once both consumers released it.
+//       issues TMA copies: per work tile the Q tile (once the consumers released the last),
+//       then K and V tiles of 128 keys into a ring of ATT_WG_STAGES stages that runs on
+//       across work tiles, each stage refilled once both consumers released it.
 //     warpgroups 1 and 2, the consumers (setmaxnreg.inc 240): consumer c owns query rows
 //       [64c, 64c + 64) of the tile. Per key tile j:
 //         S = Q K^T     wgmma m64n128k16 x 4 (k = 64 dims), A = Q and B = K from shared memory
@@ -747,16 +752,18 @@ attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * _
 //       pipelined inside the warpgroup (FA3's intra-warpgroup overlap): S of tile j is issued
 //       before P V of tile j - 1, and the softmax of tile j runs while P V of tile j - 1 is
 //       still on the tensor cores; O is rescaled and P rewritten only after that P V is done.
-//       PP (FA3's ping-pong, VT_ATTENTION=wgmma; wgmma-nopp leaves it out): the consumers
-//       take turns issuing their GEMMs (named barriers 3 and 4), so one's softmax runs
-//       while the other's GEMMs hold the tensor cores.
+//       PP (FA3's ping-pong; VT_ATTENTION=wgmma-nopp leaves it out): the consumers take
+//       turns issuing their GEMMs (named barriers 3 and 4), so one's softmax runs while the
+//       other's GEMMs hold the tensor cores.
+//       O goes from registers straight to global memory (normalised, 4-byte pairs), so the
+//       next work tile's Q may land while this one finishes.
 //   Barriers (mbarrier, one phase per use, waited on by parity): q_full (TMA bytes of Q),
+//   q_empty (8 arrivals: one per consumer warp once its last S of the work tile is done),
 //   k_full[s], v_full[s] (TMA bytes of a stage's K, V: S needs only K, so it starts before V
 //   lands), kv_empty[s] (8 arrivals: one per consumer warp after its P V of that stage).
 //   Shared memory (1024-byte aligned; every tile 128 rows x 128 bytes = 16 KB, as TMA's
 //   SWIZZLE_128B writes it: 16-byte chunk c of row r at chunk c ^ (r % 8)):
 //     sQ [128 rows]  |  sK [STAGES][128 keys]  |  sV [STAGES][128 keys]  |  mbarriers
-//     sQ's half of a consumer is reused at the end to stage its O rows for 16-byte stores.
 //   Masking: Q and K/V rows past n_ctx arrive from TMA as zeros (its bounds are the view's
 //   n_ctx rows of window b); keys from n_kv on (n_ctx, or kv_len[b]) are set to -inf in S on
 //   the last tile, and tiles wholly past n_kv are never loaded.
@@ -768,34 +775,43 @@ static const int ATT_WG_BR = 128, ATT_WG_BC = 128, ATT_WG_STAGES = 3, ATT_WG_THR
 static const int ATT_WG_TILE = 128 * 128;       // bytes of one Q, K or V tile: 128 rows x 64 16-bit elements
 
 static size_t attention_wgmma_smem_bytes() {
-    return 1024 + (size_t)ATT_WG_TILE * (1 + 2 * ATT_WG_STAGES) + 8 * (1 + 3 * ATT_WG_STAGES);
+    return 1024 + (size_t)ATT_WG_TILE * (1 + 2 * ATT_WG_STAGES) + 8 * (2 + 3 * ATT_WG_STAGES);
 }
 
 template <typename T, bool PP>
 __global__ void __launch_bounds__(ATT_WG_THREADS, 1)
 attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
-                       const __grid_constant__ CUtensorMap tm_v, T * __restrict__ out, int n_ctx, int n_head,
+                       const __grid_constant__ CUtensorMap tm_v, T * __restrict__ out, int n_ctx, int n_head, int B,
                        float scale_log2, const float * __restrict__ kv_len) {
 #if VT_SM90A
     constexpr int BC = ATT_WG_BC, ST = ATT_WG_STAGES, TILE = ATT_WG_TILE;
     extern __shared__ uint8_t smem_raw[];
-    const uint32_t raw = smem_addr(smem_raw);
-    const uint32_t sQ = (raw + 1023) & ~1023u;     // shared-space addresses (bytes)
+    const uint32_t sQ = (smem_addr(smem_raw) + 1023) & ~1023u;     // shared-space addresses (bytes)
     const uint32_t sK = sQ + TILE;
     const uint32_t sV = sK + ST * TILE;
     const uint32_t bars = sV + ST * TILE;
-    const uint32_t q_full = bars;
-    auto k_full = [&](int s) { return bars + 8 * (1 + s); };
-    auto v_full = [&](int s) { return bars + 8 * (1 + ST + s); };
-    auto kv_empty = [&](int s) { return bars + 8 * (1 + 2 * ST + s); };
+    const uint32_t q_full = bars, q_empty = bars + 8;
+    auto k_full = [&](int s) { return bars + 8 * (2 + s); };
+    auto v_full = [&](int s) { return bars + 8 * (2 + ST + s); };
+    auto kv_empty = [&](int s) { return bars + 8 * (2 + 2 * ST + s); };
 
     const int tid = threadIdx.x, wg = tid / 128;
-    const int q0 = blockIdx.x * ATT_WG_BR, h = blockIdx.y, b = blockIdx.z;
-    const int n_kv = kv_len ? max(1, min(n_ctx, (int)kv_len[b])) : n_ctx;   // keys this window attends to
-    const int n_tiles = (n_kv + BC - 1) / BC;
+    const int n_qt = (n_ctx + ATT_WG_BR - 1) / ATT_WG_BR, n_work = n_qt * n_head * B;
+    // work tile w: query tile, head, window, and the number of key tiles it reads
+    struct work { int q0, h, b, n_kv, n_tiles; };
+    auto decode = [&](int w) {
+        work t;
+        t.q0 = (w % n_qt) * ATT_WG_BR;
+        t.h = (w / n_qt) % n_head;
+        t.b = w / (n_qt * n_head);
+        t.n_kv = kv_len ? max(1, min(n_ctx, (int)kv_len[t.b])) : n_ctx;   // keys this window attends to
+        t.n_tiles = (t.n_kv + BC - 1) / BC;
+        return t;
+    };
 
     if (tid == 0) {
         mbar_init(q_full, 1);
+        mbar_init(q_empty, 8);
         for (int s = 0; s < ST; s++) {
             mbar_init(k_full(s), 1);
             mbar_init(v_full(s), 1);
@@ -809,15 +825,21 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_co
     if (wg == 0) {
         setmaxnreg_dec<24>();
         if (tid == 0) {
-            mbar_arrive_expect_tx(q_full, TILE);
-            tma_load_3d(sQ, &tm_q, q_full, h * 64, q0, b);
-            for (int j = 0; j < n_tiles; j++) {
-                const int s = j % ST;
-                mbar_wait(kv_empty(s), ((j / ST) & 1) ^ 1);     // passes at once on the first round
-                mbar_arrive_expect_tx(k_full(s), TILE);
-                tma_load_3d(sK + s * TILE, &tm_k, k_full(s), h * 64, j * BC, b);
-                mbar_arrive_expect_tx(v_full(s), TILE);
-                tma_load_3d(sV + s * TILE, &tm_v, v_full(s), h * 64, j * BC, b);
+            int it = 0;                                 // K/V tiles loaded so far: stage it % ST, round it / ST
+            int wi = 0;                                 // work tiles so far: Q's round
+            for (int w = blockIdx.x; w < n_work; w += gridDim.x, wi++) {
+                const work t = decode(w);
+                mbar_wait(q_empty, (wi & 1) ^ 1);       // the last Q released (passes at once the first time)
+                mbar_arrive_expect_tx(q_full, TILE);
+                tma_load_3d(sQ, &tm_q, q_full, t.h * 64, t.q0, t.b);
+                for (int j = 0; j < t.n_tiles; j++, it++) {
+                    const int s = it % ST;
+                    mbar_wait(kv_empty(s), ((it / ST) & 1) ^ 1);
+                    mbar_arrive_expect_tx(k_full(s), TILE);
+                    tma_load_3d(sK + s * TILE, &tm_k, k_full(s), t.h * 64, j * BC, t.b);
+                    mbar_arrive_expect_tx(v_full(s), TILE);
+                    tma_load_3d(sV + s * TILE, &tm_v, v_full(s), t.h * 64, j * BC, t.b);
+                }
             }
         }
         return;
@@ -835,9 +857,7 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_co
     float s[64];            // S accumulator: s[4j + e], key column 8j + 2 t4 + (e & 1), row +8 if e >= 2
     float o[32];            // O accumulator, the same layout over 64 dims
     uint32_t p[32];         // P as register-A fragments: p[4kk .. 4kk + 3] for keys [16kk, 16kk + 16)
-    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};   // rows l/4, l/4 + 8 of this warp
-#pragma unroll
-    for (int i = 0; i < 32; i++) o[i] = 0.0f;
+    float m_run[2], l_run[2];                           // rows l/4, l/4 + 8 of this warp's 16
 
     // S = Q K^T for the tile in stage st (issued, not waited on)
     auto issue_s = [&](int st) {
@@ -853,7 +873,7 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_co
     };
     // Masks key tile j past n_kv, updates the running max and sum, turns S into exp values in
     // place; alpha: what O's rows must be scaled by.
-    auto softmax = [&](int j, float (&alpha)[2]) {
+    auto softmax = [&](int j, int n_kv, float (&alpha)[2]) {
         if ((j + 1) * BC > n_kv) {
 #pragma unroll
             for (int i = 0; i < 64; i++)
@@ -894,14 +914,15 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_co
             p[4 * kk + 3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);   // row r + 8, keys + 8
         }
     };
-    // stage st's K and V may be overwritten: one arrival per warp, after its wgmma wait
-    auto release = [&](int st) {
-        if (lane == 0) mbar_arrive(kv_empty(st));
+    // a stage's K and V (or the Q tile) may be overwritten: one arrival per warp, after the
+    // wgmma wait that covers its last reader
+    auto release = [&](uint32_t bar) {
+        if (lane == 0) mbar_arrive(bar);
     };
     // ping-pong: before issuing GEMMs a consumer waits for its turn (barrier 3 + cw: its own
-    // 128 threads and the other's 128 arrivals), after them it passes the turn. Each consumer
-    // has n_tiles + 1 turns; consumer 1 hands consumer 0 the first turn and keeps its last
-    // pass (consumer 0 takes no turn after it), so every barrier phase is matched.
+    // 128 threads and the other's 128 arrivals), after them it passes the turn. Both take the
+    // same turns (n_tiles + 1 a work tile); consumer 1 hands consumer 0 the first turn and
+    // keeps its very last pass (consumer 0 takes no turn after it): every phase is matched.
     auto turn_wait = [&]() {
         if (PP) named_barrier_sync(3 + cw, 256);
     };
@@ -910,82 +931,84 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_co
     };
     if (PP && cw == 1) named_barrier_arrive(3, 256);
 
-    // tile 0: S, softmax, P
-    mbar_wait(q_full, 0);
-    mbar_wait(k_full(0), 0);
-    turn_wait();
-    wgmma_fence();
-    issue_s(0);
-    turn_pass(false);
-    wgmma_wait<0>();
-    reg_fence(s);
-    {
-        float alpha[2];
-        softmax(0, alpha);
-        rescale_and_pack(alpha);
-    }
-    // tile j: S of j and P V of j - 1 on the tensor cores, then softmax of j beside P V
-    for (int j = 1; j < n_tiles; j++) {
-        const int st = j % ST, sp = (j - 1) % ST;
-        mbar_wait(k_full(st), (j / ST) & 1);
-        turn_wait();
-        wgmma_fence();                                  // p and o were written since the last wgmma
-        issue_s(st);
-        mbar_wait(v_full(sp), ((j - 1) / ST) & 1);
-        wgmma_fence();
-        issue_pv(sp);
-        turn_pass(false);
-        wgmma_wait<1>();                                // S of tile j is ready
-        reg_fence(s);
-        float alpha[2];
-        softmax(j, alpha);
-        wgmma_wait<0>();                                // P V of tile j - 1 is done
-        reg_fence(o);
-        reg_fence(p);
-        release(sp);
-        rescale_and_pack(alpha);
-    }
-    {
-        const int sl = (n_tiles - 1) % ST;
-        mbar_wait(v_full(sl), ((n_tiles - 1) / ST) & 1);
-        turn_wait();
-        wgmma_fence();
-        issue_pv(sl);
-        turn_pass(true);
-        wgmma_wait<0>();
-        reg_fence(o);
-        reg_fence(p);
-        release(sl);
-    }
+    int it = 0;                                         // K/V tiles consumed so far (as the producer counts)
+    int wi = 0;                                         // work tiles so far
+    for (int w = blockIdx.x; w < n_work; w += gridDim.x, wi++) {
+        const work t = decode(w);
+        const bool last_work = w >= n_work - (int)gridDim.x;
+#pragma unroll
+        for (int i = 0; i < 32; i++) o[i] = 0.0f;
+        m_run[0] = m_run[1] = -INFINITY;
+        l_run[0] = l_run[1] = 0.0f;
 
-    // normalise, stage this consumer's 64 rows in its half of sQ (its last reader, the final
-    // S wgmma, is done), then 16-byte stores of whole rows
-    float inv[2];
-#pragma unroll
-    for (int hf = 0; hf < 2; hf++) {
-        float l = l_run[hf];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        inv[hf] = 1.0f / l;
-    }
-    fence_proxy_async();
-    uint4 * sO = reinterpret_cast<uint4 *>(smem_raw + (sQ - raw) + cw * 64 * 128);   // [64 rows][8 chunks]
-#pragma unroll
-    for (int hf = 0; hf < 2; hf++) {
-        const int r = warp * 16 + lane / 4 + hf * 8;
-#pragma unroll
-        for (int dn = 0; dn < 8; dn++) {
-            uint32_t * dst = reinterpret_cast<uint32_t *>(&sO[r * 8 + (dn ^ (r & 7))]) + t4;
-            *dst = pack2<T>(o[4 * dn + 2 * hf] * inv[hf], o[4 * dn + 2 * hf + 1] * inv[hf]);
+        // key tile 0: S, softmax, P
+        mbar_wait(q_full, wi & 1);
+        mbar_wait(k_full(it % ST), (it / ST) & 1);
+        turn_wait();
+        wgmma_fence();
+        issue_s(it % ST);
+        turn_pass(false);
+        wgmma_wait<0>();
+        reg_fence(s);
+        if (t.n_tiles == 1) release(q_empty);
+        {
+            float alpha[2];
+            softmax(0, t.n_kv, alpha);
+            rescale_and_pack(alpha);
         }
-    }
-    named_barrier_sync(1 + cw, 128);
-    const int64_t o_row = (int64_t)n_head * 64;
-    T * og = out + (int64_t)b * n_ctx * o_row + h * 64;
+        // key tile j: S of j and P V of j - 1 on the tensor cores, then softmax of j beside P V
+        for (int j = 1; j < t.n_tiles; j++) {
+            const int ic = it + j, ip = it + j - 1;     // ring positions of tiles j and j - 1
+            mbar_wait(k_full(ic % ST), (ic / ST) & 1);
+            turn_wait();
+            wgmma_fence();                              // p and o were written since the last wgmma
+            issue_s(ic % ST);
+            mbar_wait(v_full(ip % ST), (ip / ST) & 1);
+            wgmma_fence();
+            issue_pv(ip % ST);
+            turn_pass(false);
+            wgmma_wait<1>();                            // S of tile j is ready
+            reg_fence(s);
+            if (j == t.n_tiles - 1) release(q_empty);   // Q's last reader is done
+            float alpha[2];
+            softmax(j, t.n_kv, alpha);
+            wgmma_wait<0>();                            // P V of tile j - 1 is done
+            reg_fence(o);
+            reg_fence(p);
+            release(kv_empty(ip % ST));
+            rescale_and_pack(alpha);
+        }
+        {
+            const int il = it + t.n_tiles - 1;
+            mbar_wait(v_full(il % ST), (il / ST) & 1);
+            turn_wait();
+            wgmma_fence();
+            issue_pv(il % ST);
+            turn_pass(last_work);
+            wgmma_wait<0>();
+            reg_fence(o);
+            reg_fence(p);
+            release(kv_empty(il % ST));
+        }
+        it += t.n_tiles;
+
+        // normalise; rows warp*16 + l/4 (+8) of this consumer's 64, dims 8dn + 2 t4 (+1)
+        const int64_t o_row = (int64_t)n_head * 64;
+        T * og = out + (int64_t)t.b * n_ctx * o_row + t.h * 64 + 2 * t4;
 #pragma unroll
-    for (int it = 0; it < 4; it++) {
-        const int c = tid % 128 + 128 * it, r = c / 8, ch = c % 8, qi = q0 + cw * 64 + r;
-        if (qi < n_ctx) *reinterpret_cast<uint4 *>(og + (int64_t)qi * o_row + ch * 8) = sO[r * 8 + (ch ^ (r & 7))];
+        for (int hf = 0; hf < 2; hf++) {
+            float l = l_run[hf];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const float inv = 1.0f / l;
+            const int qi = t.q0 + cw * 64 + warp * 16 + lane / 4 + hf * 8;
+            if (qi < n_ctx) {
+#pragma unroll
+                for (int dn = 0; dn < 8; dn++)
+                    *reinterpret_cast<uint32_t *>(og + (int64_t)qi * o_row + dn * 8) =
+                        pack2<T>(o[4 * dn + 2 * hf] * inv, o[4 * dn + 2 * hf + 1] * inv);
+            }
+        }
     }
 #else
     __trap();   // never launched: the host picks attention_kernel off sm_90a
@@ -1443,8 +1466,9 @@ static bool make_attention_map(CUtensorMap * map, const vt_tensor * x, int n_ctx
 
 // false (nothing launched, no error) when a view's strides do not fit TMA's rules: the caller
 // then runs attention_kernel.
+// one_tile: a block per work tile (not persistent)
 template <typename T, bool PP>
-static bool launch_attention_wgmma(cudaStream_t st, vt_tensor * t, bool * launched) {
+static bool launch_attention_wgmma(cudaStream_t st, vt_tensor * t, bool one_tile, bool * launched) {
     *launched = false;
     const vt_tensor * q = t->src[0], * k = t->src[1], * v = t->src[2];
     const int n_head = t->iparams[0];
@@ -1452,26 +1476,29 @@ static bool launch_attention_wgmma(cudaStream_t st, vt_tensor * t, bool * launch
     alignas(64) CUtensorMap mq, mk, mv;
     if (!make_attention_map(&mq, q, n_ctx, B) || !make_attention_map(&mk, k, n_ctx, B) ||
         !make_attention_map(&mv, v, n_ctx, B)) return true;
+    const int64_t n_work = ceil_div(n_ctx, ATT_WG_BR) * n_head * B;
+    if (n_work > INT32_MAX / 2) return true;          // (w += grid must not overflow an int)
     const float scale_log2 = t->fparams[0] * 1.4426950408889634f;
-    const dim3 grid((unsigned)ceil_div(n_ctx, ATT_WG_BR), (unsigned)n_head, (unsigned)B);
+    const int grid = one_tile ? (int)n_work : (int)std::min<int64_t>(n_work, g_sm_count);
     attention_wgmma_kernel<T, PP><<<grid, ATT_WG_THREADS, attention_wgmma_smem_bytes(), st>>>(
-        mq, mk, mv, (T *)t->data, n_ctx, n_head, scale_log2, t->src[3] ? (const float *)t->src[3]->data : nullptr);
+        mq, mk, mv, (T *)t->data, n_ctx, n_head, B, scale_log2, t->src[3] ? (const float *)t->src[3]->data : nullptr);
     LAUNCH_CHECK("attention_wgmma_kernel");
     *launched = true;
     return true;
 }
 
-// The attention kernels a backend can run (VT_ATTENTION, read at init).
-enum att_kernel { ATT_FA2, ATT_WGMMA, ATT_WGMMA_NOPP };
+// The attention kernels a backend can run (VT_ATTENTION, read at init): attention_kernel;
+// attention_wgmma_kernel persistent with ping-pong, without ping-pong, a block per work tile.
+enum att_kernel { ATT_FA2, ATT_WGMMA, ATT_WGMMA_NOPP, ATT_WGMMA_1TILE };
 
 static bool launch_attention(cudaStream_t st, vt_tensor * t, att_kernel kind) {
     if (kind != ATT_FA2) {
         bool launched = false;
-        const bool f16 = t->type == VT_TYPE_F16, pp = kind == ATT_WGMMA;
-        const bool ok = f16 ? (pp ? launch_attention_wgmma<__half, true>(st, t, &launched)
-                                  : launch_attention_wgmma<__half, false>(st, t, &launched))
-                            : (pp ? launch_attention_wgmma<__nv_bfloat16, true>(st, t, &launched)
-                                  : launch_attention_wgmma<__nv_bfloat16, false>(st, t, &launched));
+        const bool f16 = t->type == VT_TYPE_F16, pp = kind != ATT_WGMMA_NOPP, one = kind == ATT_WGMMA_1TILE;
+        const bool ok = f16 ? (pp ? launch_attention_wgmma<__half, true>(st, t, one, &launched)
+                                  : launch_attention_wgmma<__half, false>(st, t, one, &launched))
+                            : (pp ? launch_attention_wgmma<__nv_bfloat16, true>(st, t, one, &launched)
+                                  : launch_attention_wgmma<__nv_bfloat16, false>(st, t, one, &launched));
         if (!ok || launched) return ok;
     }
     if (t->type == VT_TYPE_F16) return launch_attention_mt<__half, ATT_MT>(st, t);
@@ -1716,23 +1743,23 @@ struct cuda_backend : vt_backend {
         CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<__nv_bfloat16, ATT_MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         (int)attention_smem_bytes(ATT_MT)));
         // the attention kernel: wgmma on cc 9.0 (its sm_90a code runs there only); VT_ATTENTION
-        // = fa2 forces attention_kernel, = wgmma (or wgmma-nopp) insists on the new one
+        // = fa2 forces attention_kernel, = wgmma (or a variant) insists on the new one
         const char * env = getenv("VT_ATTENTION");
         const std::string want = env ? env : "";
         const bool hopper = prop.major == 9 && prop.minor == 0;
-        if (!want.empty() && want != "fa2" && want != "wgmma" && want != "wgmma-nopp") {
-            vt_set_error("cuda: VT_ATTENTION=%s; fa2, wgmma or wgmma-nopp (unset: wgmma on compute capability 9.0, "
-                         "else fa2)", env);
+        const bool insist = want == "wgmma" || want == "wgmma-nopp" || want == "wgmma-1tile";
+        if (!want.empty() && want != "fa2" && !insist) {
+            vt_set_error("cuda: VT_ATTENTION=%s; fa2, wgmma, wgmma-nopp or wgmma-1tile (unset: wgmma on compute "
+                         "capability 9.0, else fa2)", env);
             return false;
         }
-        const bool insist = want == "wgmma" || want == "wgmma-nopp";
         if (insist && !hopper) {
             vt_set_error("cuda: VT_ATTENTION=%s: %s is compute capability %d.%d; the wgmma kernel needs 9.0",
                          env, prop.name, prop.major, prop.minor);
             return false;
         }
         if (hopper && want != "fa2" && find_tensor_map_encode()) {
-            att = want == "wgmma-nopp" ? ATT_WGMMA_NOPP : ATT_WGMMA;
+            att = want == "wgmma-nopp" ? ATT_WGMMA_NOPP : want == "wgmma-1tile" ? ATT_WGMMA_1TILE : ATT_WGMMA;
         } else if (insist) {
             vt_set_error("cuda: VT_ATTENTION=%s: the driver has no cuTensorMapEncodeTiled (TMA)", env);
             return false;

@@ -96,9 +96,10 @@ backend_ptr cuda_backend(vt_type type) {
 }
 
 // The attention kernels of the CUDA backend (vt-cuda.cu): wgmma on compute capability 9.0
-// (wgmma-nopp: without its ping-pong), fa2 everywhere. VT_ATTENTION is read when a backend starts.
-const char * const ATT_KERNELS[] = {"wgmma", "wgmma-nopp", "fa2"};
-const int N_ATT_KERNELS = 3;
+// (wgmma-nopp: without its ping-pong; wgmma-1tile: a block per work tile, not persistent),
+// fa2 everywhere. VT_ATTENTION is read when a backend starts.
+const char * const ATT_KERNELS[] = {"wgmma", "wgmma-nopp", "wgmma-1tile", "fa2"};
+const int N_ATT_KERNELS = 4;
 
 // A backend whose attention runs `kernel`; null (the test says so) when this device has no
 // such kernel (wgmma off cc 9.0). Any other failure to start fails the test.
