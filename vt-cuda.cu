@@ -31,7 +31,8 @@
 // fallback); VT_ATTENTION=wgmma insists on attention_wgmma_kernel (the backend does not start
 // off cc 9.0), wgmma-nopp the same without its ping-pong between consumers, wgmma-1tile with
 // a block per work tile instead of persistent blocks (both to measure what they bring);
-// unset: wgmma on cc 9.0, fa2 elsewhere. Read when a backend starts.
+// unset: wgmma on cc 9.0 when the build has sm_90a code (the Makefile's and CMake's do),
+// fa2 elsewhere. Read when a backend starts.
 //
 // Sections: utilities, kernels, launchers, the backend.
 //
@@ -207,6 +208,11 @@ template <> __device__ __forceinline__ void mma_16816<__nv_bfloat16>(float (&d)[
 #else
 #define VT_SM90A 0
 #endif
+
+// 1 in the code compiled for sm_90a (where attention_wgmma_kernel has its body), 0 in the
+// rest: init reads the copy this device runs, so a build without sm_90a code (say, for plain
+// sm_90) never launches the empty kernel.
+__device__ int g_wgmma_built = VT_SM90A;
 
 #if VT_SM90A
 // mbarrier: a 64-bit word in shared memory counting arrivals (and, for TMA, bytes) per phase.
@@ -1758,7 +1764,14 @@ struct cuda_backend : vt_backend {
                          env, prop.name, prop.major, prop.minor);
             return false;
         }
-        if (hopper && want != "fa2" && find_tensor_map_encode()) {
+        int built = 0;
+        if (hopper) CUDA_CHECK(cudaMemcpyFromSymbol(&built, g_wgmma_built, sizeof(built)));
+        if (insist && hopper && !built) {
+            vt_set_error("cuda: VT_ATTENTION=%s: this build has no sm_90a code (nvcc "
+                         "-gencode=arch=compute_90a,code=sm_90a, as the Makefile does)", env);
+            return false;
+        }
+        if (hopper && built && want != "fa2" && find_tensor_map_encode()) {
             att = want == "wgmma-nopp" ? ATT_WGMMA_NOPP : want == "wgmma-1tile" ? ATT_WGMMA_1TILE : ATT_WGMMA;
         } else if (insist) {
             vt_set_error("cuda: VT_ATTENTION=%s: the driver has no cuTensorMapEncodeTiled (TMA)", env);
