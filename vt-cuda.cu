@@ -13,34 +13,48 @@
 //               then epilogue_kernel: bias + exact GELU + the positional add, in f32
 //   layer_norm  layer_norm_vec_kernel: a warp per row, 16-byte loads, the row in registers,
 //               two-pass f32 statistics (layer_norm_kernel for the odd shapes)
-//   attention   attention_kernel: FlashAttention-2 style, head_dim 64, mma.sync m16n8k16,
-//               K/V tiles double-buffered through shared memory with cp.async, online
-//               softmax in f32, exact key count (the tail of the last tile masked)
+//   attention   on compute capability 9.0 (H100/H200): attention_wgmma_kernel, FlashAttention-3
+//               style: a TMA producer warpgroup fills a 3-stage K/V ring (mbarriers), two
+//               consumer warpgroups of 64 query rows run S = Q K^T and O += P V on wgmma
+//               (P from registers), the softmax of one key tile beside the P V of the last.
+//               Elsewhere (and with VT_ATTENTION=fa2): attention_kernel, FlashAttention-2
+//               style, mma.sync m16n8k16, K/V tiles double-buffered with cp.async. Both: head_dim
+//               64, online softmax in f32, exact key count (the tail of the last tile masked)
 //
 // Biases live in f32 (as the model file has them); for the GEMM's BIAS epilogue, which
 // wants the output's type, alloc_weights keeps a compute-type shadow of every f32 weight,
 // filled by set_tensor.
 //
 // Limits (checked at alloc_graph, which fails with a message): attention needs head_dim
-// 64 and 16-byte aligned rows (row strides and view offsets multiples of 16 bytes); GEMM
-// operands must share one type (f16 or bf16; the conv input may be anything). cuBLASLt
-// takes any M, N, K (odd sizes run on its slower, less aligned kernels).
+// 64 and 16-byte aligned rows (row strides and view offsets multiples of 16 bytes; the wgmma
+// kernel's TMA maps need the same, and a view whose strides TMA still refuses runs on
+// attention_kernel); GEMM operands must share one type (f16 or bf16; the conv input may be
+// anything). cuBLASLt takes any M, N, K (odd sizes run on its slower, less aligned kernels).
+//
+// Environment: VT_ATTENTION=fa2 runs attention_kernel on every device (to compare, or as a
+// fallback); VT_ATTENTION=wgmma insists on attention_wgmma_kernel (the backend does not start
+// off cc 9.0), wgmma-nopp the same without its ping-pong between consumers, wgmma-1tile with
+// a block per work tile instead of persistent blocks (both to measure what they bring);
+// unset: wgmma on cc 9.0 when the build has sm_90a code (the Makefile's and CMake's do),
+// fa2 elsewhere. Read when a backend starts.
 //
 // Sections: utilities, kernels, launchers, the backend.
 //
-// attention_kernel versions (H200, T 1500, 20 heads, B 32, f16; bf16 the same within 1%;
-// VT_CUDA_BENCH in tests/test-cuda.cpp):
-//   v1  FA2 as above, 128 query rows per block:                          249 TFLOP/s
+// attention versions (H200, T 1500, 20 heads, B 32, f16; bf16 the same within 1%;
+// VT_CUDA_BENCH in tests/test-cuda.cpp, tests/gpu/attention.py beside torch):
+//   v1  attention_kernel, FA2 as above, 128 query rows per block:        249 TFLOP/s
 //       (64 rows per block: 204, 221 with v2's changes: half the reuse of each K/V fragment)
 //   v2  per-lane ldmatrix offsets precomputed (the swizzle term depends on lane % 8
 //       only), ex2.approx.ftz instead of exp2f:                            280 TFLOP/s
-//   next: wgmma (sm_90a) with a producer warp and two consumer warpgroups (FA3's
-//   ping-pong), to hide the softmax behind the matrix units.
+//   v3  attention_wgmma_kernel (sm_90a): persistent blocks, TMA + mbarrier ring of 3 K/V
+//       stages, 128 x 128 tiles, wgmma with P from registers, intra-warpgroup overlap and
+//       ping-pong between the two consumer warpgroups, setmaxnreg 24/240: not measured yet
 
 #define VT_BACKEND_IMPL
 #include "vt.h"
 
 #include <cublasLt.h>
+#include <cuda.h>   // CUtensorMap and its enums (types only: the driver call is found at run time)
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <cuda_fp16.h>
@@ -191,6 +205,147 @@ template <> __device__ __forceinline__ void mma_16816<__nv_bfloat16>(float (&d)[
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+
+// ---- PTX wrappers (sm_90a only): mbarrier, TMA, wgmma, setmaxnreg ----
+// Compiled in the sm_90a pass only (VT_SM90A); the compute_80 PTX pass never sees them, and
+// attention_wgmma_kernel's body is empty there (the host never launches it off cc 9.0).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define VT_SM90A 1
+#else
+#define VT_SM90A 0
+#endif
+
+// 1 in the code compiled for sm_90a (where attention_wgmma_kernel has its body), 0 in the
+// rest: init reads the copy this device runs, so a build without sm_90a code (say, for plain
+// sm_90) never launches the empty kernel.
+__device__ int g_wgmma_built = VT_SM90A;
+
+#if VT_SM90A
+// mbarrier: a 64-bit word in shared memory counting arrivals (and, for TMA, bytes) per phase.
+// A waiter names the phase by its parity: wait(bar, ph) returns once phase ph has completed,
+// at once if the barrier is already past it (so a first wait on parity 1 passes).
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+// makes the inits visible to the async proxy (TMA) before any thread uses the barriers
+__device__ __forceinline__ void mbar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+// one arrival, and `bytes` more to come from TMA copies completing on this barrier
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// (the retry loop inside one asm block, labels local to it: to the compiler a straight line,
+// so the warp reaches the .aligned wgmma instructions after it converged)
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    asm volatile("{\n .reg .pred p;\n WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT;\n}\n"
+                 ::"r"(bar), "r"(parity) : "memory");
+}
+
+// TMA: the box at coordinates (c0, c1, c2) of the tensor map -> shared memory at dst, swizzled as
+// the map says; out-of-bounds elements land as zeros; completion counted in bytes on bar.
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap * map, uint32_t bar, int c0, int c1, int c2) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n"
+                 ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+
+// Registers per thread of the whole warpgroup, moved between warpgroups at run time.
+template <int N> __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N> __device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
+
+// named barriers (ids 1..15; 0 is __syncthreads): sync waits until n threads arrived (itself
+// included), arrive counts this thread without waiting
+__device__ __forceinline__ void named_barrier_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void named_barrier_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+
+// orders this thread's generic-proxy shared memory accesses with the async proxy's (TMA, wgmma)
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// wgmma: a warpgroup (4 warps, 128 threads) issues D (64 x N, f32 in registers) += A (64 x 16)
+// * B (16 x N) asynchronously. fence: before the first wgmma and after this thread touched
+// registers a wgmma uses; commit: closes a group of issued wgmmas; wait<N>: until at most N
+// groups are in flight (their accumulators readable, their shared memory reusable).
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+
+// Pins registers in place around asynchronous wgmma: the compiler may not move, reuse or read
+// them across this point (an async wgmma still reads or writes them until its wait).
+template <int N> __device__ __forceinline__ void reg_fence(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N> __device__ __forceinline__ void reg_fence(uint32_t (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+r"(r[i])::"memory");
+}
+
+// Matrix descriptor of a wgmma operand in shared memory, 128-byte swizzle (the layout TMA's
+// SWIZZLE_128B writes): rows of 128 bytes (64 16-bit elements), 16-byte chunk c of row r at
+// chunk c ^ (r % 8), in 1024-byte blocks of 8 rows (the tile 1024-byte aligned).
+//   bits  0-13  start address >> 4
+//   bits 16-29  leading byte offset >> 4
+//   bits 32-45  stride byte offset >> 4: 1024, from one 8-row block to the next
+//   bits 49-51  base offset: 0 (tiles 1024-byte aligned)
+//   bits 62-63  swizzle: 1 = 128B
+// K-major (Q, K: the reduction dim contiguous): a k16 step is 32 bytes inside each 128-byte
+// row, so the leading offset is unused; the next k step is start + 32 bytes (the hardware
+// applies the XOR to the final address, so a 32-byte step inside the swizzled row is right).
+// MN-major (V, transposed: the N dim contiguous): the 64 columns of a row are one swizzle atom
+// along N (the leading offset would step to the next 64 columns: unused with N = 64), and
+// the 16 keys of a k step are two 8-row blocks, 1024 bytes apart (stride offset); the next k
+// step is start + 2048 bytes. Both offsets are set to 1024, so the descriptor is right
+// whichever of the two the hardware takes as the 8-row step.
+__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(1024 >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
+}
+
+#define VT_F8(d, i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+
+// d (64 x 128) = (acc ? d : 0) + A (64 x 16, shared, K-major) * B (16 x 128, shared, K-major).
+// Accumulator layout (m64nNk16): warp w of the warpgroup owns rows 16w..16w+15; lane l holds
+// row 16w + l/4 (d[4j], d[4j+1]) and row 16w + l/4 + 8 (d[4j+2], d[4j+3]), at columns
+// 8j + 2(l%4) and +1, j = 0..N/8-1: per 8 columns, mma.sync m16n8's C fragment.
+#define VT_WGMMA_SS_N128(ty)                                                                                   \
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"                                                \
+                 " wgmma.mma_async.sync.aligned.m64n128k16.f32." ty "." ty "\n"                                \
+                 " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,\n"                   \
+                 "  %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,\n"         \
+                 "  %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,\n"         \
+                 "  %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63},\n"        \
+                 " %64, %65, p, 1, 1, 0, 0;\n}\n"                                                              \
+                 : VT_F8(d, 0), VT_F8(d, 8), VT_F8(d, 16), VT_F8(d, 24), VT_F8(d, 32), VT_F8(d, 40),          \
+                   VT_F8(d, 48), VT_F8(d, 56)                                                                  \
+                 : "l"(da), "l"(db), "r"(acc))
+template <typename T> __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t da, uint64_t db, int acc);
+template <> __device__ __forceinline__ void wgmma_m64n128k16_ss<__half>(float (&d)[64], uint64_t da, uint64_t db, int acc) {
+    VT_WGMMA_SS_N128("f16");
+}
+template <> __device__ __forceinline__ void wgmma_m64n128k16_ss<__nv_bfloat16>(float (&d)[64], uint64_t da, uint64_t db, int acc) {
+    VT_WGMMA_SS_N128("bf16");
+}
+
+// d (64 x 64) += A (64 x 16, registers) * B (16 x 64, shared, MN-major: trans-b = 1).
+// A's fragment (per warp, 16 rows): a[0] = row l/4, columns 2(l%4), +1; a[1] = row l/4 + 8,
+// same columns; a[2], a[3] = the same rows at columns + 8: mma.sync m16n8k16's A fragment,
+// i.e. the accumulator layout above for two 8-column tiles, packed to 16-bit pairs.
+#define VT_WGMMA_RS_N64(ty)                                                                                    \
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %37, 0;\n"                                                \
+                 " wgmma.mma_async.sync.aligned.m64n64k16.f32." ty "." ty "\n"                                 \
+                 " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,\n"                   \
+                 "  %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31},\n"        \
+                 " {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                                \
+                 : VT_F8(d, 0), VT_F8(d, 8), VT_F8(d, 16), VT_F8(d, 24)                                        \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(1))
+template <typename T> __device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[32], const uint32_t * a, uint64_t db);
+template <> __device__ __forceinline__ void wgmma_m64n64k16_rs<__half>(float (&d)[32], const uint32_t * a, uint64_t db) {
+    VT_WGMMA_RS_N64("f16");
+}
+template <> __device__ __forceinline__ void wgmma_m64n64k16_rs<__nv_bfloat16>(float (&d)[32], const uint32_t * a, uint64_t db) {
+    VT_WGMMA_RS_N64("bf16");
+}
+#endif // VT_SM90A
 
 // =====================================================================================
 // kernels
@@ -669,6 +824,291 @@ attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * _
     }
 }
 
+// attention_wgmma_kernel: the same op as attention_kernel, for Hopper (sm_90a): wgmma, TMA and
+// mbarriers in FlashAttention-3's structure. Work tile: (128 queries, head, window), n_work =
+// ceil(n_ctx / 128) * n_head * B of them, numbered query tile fastest (neighbouring blocks
+// share a head's K/V in L2). Persistent: grid = min(n_work, SMs) blocks of 384 threads = 3
+// warpgroups, one block per SM; block i takes work tiles i, i + grid, ... (a grid of n_work
+// gives one tile a block: VT_ATTENTION=wgmma-1tile, to measure the difference).
+//   Roles (warp-specialised):
+//     warpgroup 0, the producer: gives its registers away (setmaxnreg.dec 24); one thread
+//       issues TMA copies: per work tile the Q tile (once the consumers released the last),
+//       then K and V tiles of 128 keys into a ring of ATT_WG_STAGES stages that runs on
+//       across work tiles, each stage refilled once both consumers released it.
+//     warpgroups 1 and 2, the consumers (setmaxnreg.inc 240): consumer c owns query rows
+//       [64c, 64c + 64) of the tile. Per key tile j:
+//         S = Q K^T     wgmma m64n128k16 x 4 (k = 64 dims), A = Q and B = K from shared memory
+//         softmax       online, f32 in registers: S is 64 x 128, each thread 2 rows x 32 keys
+//                       (the wgmma accumulator layout), row max/sum over the 4 lanes of a quad
+//         O += P V      wgmma m64n64k16 x 8 (k = 128 keys), A = P from registers (the S
+//                       accumulator converted to 16-bit pairs is exactly wgmma's register-A
+//                       fragment), B = V from shared memory, transposed (MN-major)
+//       pipelined inside the warpgroup (FA3's intra-warpgroup overlap): S of tile j is issued
+//       before P V of tile j - 1, and the softmax of tile j runs while P V of tile j - 1 is
+//       still on the tensor cores; O is rescaled and P rewritten only after that P V is done.
+//       PP (FA3's ping-pong; VT_ATTENTION=wgmma-nopp leaves it out): the consumers take
+//       turns issuing their GEMMs (named barriers 3 and 4), so one's softmax runs while the
+//       other's GEMMs hold the tensor cores.
+//       O goes from registers straight to global memory (normalised, 4-byte pairs), so the
+//       next work tile's Q may land while this one finishes.
+//   Barriers (mbarrier, one phase per use, waited on by parity): q_full (TMA bytes of Q),
+//   q_empty (8 arrivals: one per consumer warp once its last S of the work tile is done),
+//   k_full[s], v_full[s] (TMA bytes of a stage's K, V: S needs only K, so it starts before V
+//   lands), kv_empty[s] (8 arrivals: one per consumer warp after its P V of that stage).
+//   Shared memory (1024-byte aligned; every tile 128 rows x 128 bytes = 16 KB, as TMA's
+//   SWIZZLE_128B writes it: 16-byte chunk c of row r at chunk c ^ (r % 8)):
+//     sQ [128 rows]  |  sK [STAGES][128 keys]  |  sV [STAGES][128 keys]  |  mbarriers
+//   Masking: Q and K/V rows past n_ctx arrive from TMA as zeros (its bounds are the view's
+//   n_ctx rows of window b); keys from n_kv on (n_ctx, or kv_len[b]) are set to -inf in S on
+//   the last tile, and tiles wholly past n_kv are never loaded.
+//   Registers: ptxas gives each thread 168 at launch (65536 / 384, in steps of 8); the
+//   producer drops to 24 and the consumers take 240 (24 + 2 x 240 = 3 x 168).
+//   q/k/v: TMA maps over [B][n_ctx][n_head * 64] with the views' strides (made at launch).
+//   CPU twin: cpu_backend::attention in vt.cpp.
+static const int ATT_WG_BR = 128, ATT_WG_BC = 128, ATT_WG_STAGES = 3, ATT_WG_THREADS = 384;
+static const int ATT_WG_TILE = 128 * 128;       // bytes of one Q, K or V tile: 128 rows x 64 16-bit elements
+
+static size_t attention_wgmma_smem_bytes() {
+    return 1024 + (size_t)ATT_WG_TILE * (1 + 2 * ATT_WG_STAGES) + 8 * (2 + 3 * ATT_WG_STAGES);
+}
+
+template <typename T, bool PP>
+__global__ void __launch_bounds__(ATT_WG_THREADS, 1)
+attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
+                       const __grid_constant__ CUtensorMap tm_v, T * __restrict__ out, int n_ctx, int n_head, int B,
+                       float scale_log2, const float * __restrict__ kv_len) {
+#if VT_SM90A
+    constexpr int BC = ATT_WG_BC, ST = ATT_WG_STAGES, TILE = ATT_WG_TILE;
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t sQ = (smem_addr(smem_raw) + 1023) & ~1023u;     // shared-space addresses (bytes)
+    const uint32_t sK = sQ + TILE;
+    const uint32_t sV = sK + ST * TILE;
+    const uint32_t bars = sV + ST * TILE;
+    const uint32_t q_full = bars, q_empty = bars + 8;
+    auto k_full = [&](int s) { return bars + 8 * (2 + s); };
+    auto v_full = [&](int s) { return bars + 8 * (2 + ST + s); };
+    auto kv_empty = [&](int s) { return bars + 8 * (2 + 2 * ST + s); };
+
+    const int tid = threadIdx.x, wg = tid / 128;
+    const int n_qt = (n_ctx + ATT_WG_BR - 1) / ATT_WG_BR, n_work = n_qt * n_head * B;
+    // work tile w: query tile, head, window, and the number of key tiles it reads
+    struct work { int q0, h, b, n_kv, n_tiles; };
+    auto decode = [&](int w) {
+        work t;
+        t.q0 = (w % n_qt) * ATT_WG_BR;
+        t.h = (w / n_qt) % n_head;
+        t.b = w / (n_qt * n_head);
+        t.n_kv = kv_len ? max(1, min(n_ctx, (int)kv_len[t.b])) : n_ctx;   // keys this window attends to
+        t.n_tiles = (t.n_kv + BC - 1) / BC;
+        return t;
+    };
+
+    if (tid == 0) {
+        mbar_init(q_full, 1);
+        mbar_init(q_empty, 8);
+        for (int s = 0; s < ST; s++) {
+            mbar_init(k_full(s), 1);
+            mbar_init(v_full(s), 1);
+            mbar_init(kv_empty(s), 8);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    // ---- producer ----
+    if (wg == 0) {
+        setmaxnreg_dec<24>();
+        if (tid == 0) {
+            int it = 0;                                 // K/V tiles loaded so far: stage it % ST, round it / ST
+            int wi = 0;                                 // work tiles so far: Q's round
+            for (int w = blockIdx.x; w < n_work; w += gridDim.x, wi++) {
+                const work t = decode(w);
+                mbar_wait(q_empty, (wi & 1) ^ 1);       // the last Q released (passes at once the first time)
+                mbar_arrive_expect_tx(q_full, TILE);
+                tma_load_3d(sQ, &tm_q, q_full, t.h * 64, t.q0, t.b);
+                for (int j = 0; j < t.n_tiles; j++, it++) {
+                    const int s = it % ST;
+                    mbar_wait(kv_empty(s), ((it / ST) & 1) ^ 1);
+                    mbar_arrive_expect_tx(k_full(s), TILE);
+                    tma_load_3d(sK + s * TILE, &tm_k, k_full(s), t.h * 64, j * BC, t.b);
+                    mbar_arrive_expect_tx(v_full(s), TILE);
+                    tma_load_3d(sV + s * TILE, &tm_v, v_full(s), t.h * 64, j * BC, t.b);
+                }
+            }
+        }
+        return;
+    }
+
+    // ---- consumers ----
+    setmaxnreg_inc<240>();
+    const int cw = wg - 1;                              // rows [64 cw, 64 cw + 64) of the tile
+    const int warp = (tid % 128) / 32, lane = tid % 32, t4 = lane % 4;
+    const uint64_t dq = sw128_desc(sQ + cw * 64 * 128);
+    const uint64_t dk = sw128_desc(sK), dv = sw128_desc(sV);
+    // descriptor + bytes: the start address field counts 16-byte units in the low bits
+    auto at = [](uint64_t d, uint32_t bytes) { return d + (bytes >> 4); };
+
+    float s[64];            // S accumulator: s[4j + e], key column 8j + 2 t4 + (e & 1), row +8 if e >= 2
+    float o[32];            // O accumulator, the same layout over 64 dims
+    uint32_t p[32];         // P as register-A fragments: p[4kk .. 4kk + 3] for keys [16kk, 16kk + 16)
+    float m_run[2], l_run[2];                           // rows l/4, l/4 + 8 of this warp's 16
+
+    // S = Q K^T for the tile in stage st (issued, not waited on)
+    auto issue_s = [&](int st) {
+#pragma unroll
+        for (int ks = 0; ks < 4; ks++) wgmma_m64n128k16_ss<T>(s, at(dq, ks * 32), at(dk, st * TILE + ks * 32), ks > 0);
+        wgmma_commit();
+    };
+    // O += P V for the tile in stage st (issued, not waited on)
+    auto issue_pv = [&](int st) {
+#pragma unroll
+        for (int kk = 0; kk < 8; kk++) wgmma_m64n64k16_rs<T>(o, &p[4 * kk], at(dv, st * TILE + kk * 16 * 128));
+        wgmma_commit();
+    };
+    // Masks key tile j past n_kv, updates the running max and sum, turns S into exp values in
+    // place; alpha: what O's rows must be scaled by.
+    auto softmax = [&](int j, int n_kv, float (&alpha)[2]) {
+        if ((j + 1) * BC > n_kv) {
+#pragma unroll
+            for (int i = 0; i < 64; i++)
+                if (j * BC + (i / 4) * 8 + 2 * t4 + (i & 1) >= n_kv) s[i] = -INFINITY;
+        }
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int jn = 0; jn < 16; jn++) mx = fmaxf(mx, fmaxf(s[4 * jn + 2 * hf], s[4 * jn + 2 * hf + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float m_new = fmaxf(m_run[hf], mx);              // finite: each tile has a key
+            alpha[hf] = exp2_ftz((m_run[hf] - m_new) * scale_log2); // 0 on the first tile
+            const float ms = m_new * scale_log2;
+            m_run[hf] = m_new;
+            float sum = 0.0f;
+#pragma unroll
+            for (int jn = 0; jn < 16; jn++)
+#pragma unroll
+                for (int e = 2 * hf; e < 2 * hf + 2; e++) {
+                    const float pv = exp2_ftz(fmaf(s[4 * jn + e], scale_log2, -ms));
+                    s[4 * jn + e] = pv;
+                    sum += pv;
+                }
+            l_run[hf] = l_run[hf] * alpha[hf] + sum;
+        }
+    };
+    // O *= alpha (per row), P = S in T, packed as register-A fragments
+    auto rescale_and_pack = [&](const float (&alpha)[2]) {
+#pragma unroll
+        for (int i = 0; i < 32; i++) o[i] *= alpha[(i >> 1) & 1];
+#pragma unroll
+        for (int kk = 0; kk < 8; kk++) {
+            p[4 * kk + 0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);   // row r,     keys 16kk + 2t4 (+1)
+            p[4 * kk + 1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);   // row r + 8, the same keys
+            p[4 * kk + 2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);   // row r,     keys + 8
+            p[4 * kk + 3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);   // row r + 8, keys + 8
+        }
+    };
+    // a stage's K and V (or the Q tile) may be overwritten: one arrival per warp, after the
+    // wgmma wait that covers its last reader
+    auto release = [&](uint32_t bar) {
+        if (lane == 0) mbar_arrive(bar);
+    };
+    // ping-pong: before issuing GEMMs a consumer waits for its turn (barrier 3 + cw: its own
+    // 128 threads and the other's 128 arrivals), after them it passes the turn. Both take the
+    // same turns (n_tiles + 1 a work tile); consumer 1 hands consumer 0 the first turn and
+    // keeps its very last pass (consumer 0 takes no turn after it): every phase is matched.
+    auto turn_wait = [&]() {
+        if (PP) named_barrier_sync(3 + cw, 256);
+    };
+    auto turn_pass = [&](bool last) {
+        if (PP && !(last && cw == 1)) named_barrier_arrive(3 + (1 - cw), 256);
+    };
+    if (PP && cw == 1) named_barrier_arrive(3, 256);
+
+    int it = 0;                                         // K/V tiles consumed so far (as the producer counts)
+    int wi = 0;                                         // work tiles so far
+    for (int w = blockIdx.x; w < n_work; w += gridDim.x, wi++) {
+        const work t = decode(w);
+        const bool last_work = w >= n_work - (int)gridDim.x;
+#pragma unroll
+        for (int i = 0; i < 32; i++) o[i] = 0.0f;
+        m_run[0] = m_run[1] = -INFINITY;
+        l_run[0] = l_run[1] = 0.0f;
+
+        // key tile 0: S, softmax, P
+        mbar_wait(q_full, wi & 1);
+        mbar_wait(k_full(it % ST), (it / ST) & 1);
+        turn_wait();
+        wgmma_fence();
+        issue_s(it % ST);
+        turn_pass(false);
+        wgmma_wait<0>();
+        reg_fence(s);
+        if (t.n_tiles == 1) release(q_empty);
+        {
+            float alpha[2];
+            softmax(0, t.n_kv, alpha);
+            rescale_and_pack(alpha);
+        }
+        // key tile j: S of j and P V of j - 1 on the tensor cores, then softmax of j beside P V
+        for (int j = 1; j < t.n_tiles; j++) {
+            const int ic = it + j, ip = it + j - 1;     // ring positions of tiles j and j - 1
+            mbar_wait(k_full(ic % ST), (ic / ST) & 1);
+            turn_wait();
+            wgmma_fence();                              // p and o were written since the last wgmma
+            issue_s(ic % ST);
+            mbar_wait(v_full(ip % ST), (ip / ST) & 1);
+            wgmma_fence();
+            issue_pv(ip % ST);
+            turn_pass(false);
+            wgmma_wait<1>();                            // S of tile j is ready
+            reg_fence(s);
+            if (j == t.n_tiles - 1) release(q_empty);   // Q's last reader is done
+            float alpha[2];
+            softmax(j, t.n_kv, alpha);
+            wgmma_wait<0>();                            // P V of tile j - 1 is done
+            reg_fence(o);
+            reg_fence(p);
+            release(kv_empty(ip % ST));
+            rescale_and_pack(alpha);
+        }
+        {
+            const int il = it + t.n_tiles - 1;
+            mbar_wait(v_full(il % ST), (il / ST) & 1);
+            turn_wait();
+            wgmma_fence();
+            issue_pv(il % ST);
+            turn_pass(last_work);
+            wgmma_wait<0>();
+            reg_fence(o);
+            reg_fence(p);
+            release(kv_empty(il % ST));
+        }
+        it += t.n_tiles;
+
+        // normalise; rows warp*16 + l/4 (+8) of this consumer's 64, dims 8dn + 2 t4 (+1)
+        const int64_t o_row = (int64_t)n_head * 64;
+        T * og = out + (int64_t)t.b * n_ctx * o_row + t.h * 64 + 2 * t4;
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+            float l = l_run[hf];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const float inv = 1.0f / l;
+            const int qi = t.q0 + cw * 64 + warp * 16 + lane / 4 + hf * 8;
+            if (qi < n_ctx) {
+#pragma unroll
+                for (int dn = 0; dn < 8; dn++)
+                    *reinterpret_cast<uint32_t *>(og + (int64_t)qi * o_row + dn * 8) =
+                        pack2<T>(o[4 * dn + 2 * hf] * inv, o[4 * dn + 2 * hf + 1] * inv);
+            }
+        }
+    }
+#else
+    __trap();   // never launched: the host picks attention_kernel off sm_90a
+#endif
+}
+
 // The projector's kernels: a handful of rows per window, so plain grid-stride loops.
 
 // avg_pool2: y[b, t, c] = (x[b, 2t, c] + x[b, 2t + 1, c]) / 2 for t < T (x has T_in rows a
@@ -1063,7 +1503,9 @@ static bool launch_projector_op(cudaStream_t st, vt_tensor * t) {
     return false;
 }
 
-// The checks attention_kernel relies on; alloc_graph runs them so compute cannot fail.
+// The checks attention_kernel and attention_wgmma_kernel rely on; alloc_graph runs them so
+// compute cannot fail. TMA (the wgmma kernel) wants the same 16-byte aligned base and strides;
+// a map it still refuses (make_attention_map) sends that launch to attention_kernel.
 static bool attention_supported(const vt_tensor * t) {
     const vt_tensor * q = t->src[0], * k = t->src[1], * v = t->src[2];
     const int n_head = t->iparams[0];
@@ -1115,7 +1557,84 @@ static bool launch_attention_mt(cudaStream_t st, vt_tensor * t) {
     return true;
 }
 
-static bool launch_attention(cudaStream_t st, vt_tensor * t) {
+// ---- attention_wgmma_kernel (sm_90a) ----
+
+// cuTensorMapEncodeTiled, found in the driver at init through the runtime (no -lcuda); null
+// when the driver has none (then attention_kernel runs).
+typedef CUresult (*tensor_map_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                         const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                         CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+static tensor_map_encode_fn g_encode_tiled = nullptr;
+
+static bool find_tensor_map_encode() {
+    if (g_encode_tiled) return true;
+    void * fn = nullptr;
+    cudaDriverEntryPointQueryResult qr = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+    const cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr);
+#else
+    const cudaError_t err = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &qr);
+#endif
+    if (err != cudaSuccess || qr != cudaDriverEntryPointSuccess || !fn) {
+        cudaGetLastError();
+        return false;
+    }
+    g_encode_tiled = (tensor_map_encode_fn)fn;
+    return true;
+}
+
+// A TMA map over one of q, k, v: [B windows][n_ctx rows][n_head * 64 columns] with the view's
+// strides; boxes of 64 columns (one head) x 128 rows, 128-byte swizzle, out of bounds -> 0.
+static bool make_attention_map(CUtensorMap * map, const vt_tensor * x, int n_ctx, int B) {
+    const cuuint64_t row = x->nb[1];
+    const cuuint64_t win = B > 1 ? (cuuint64_t)x->nb[2] : row * (cuuint64_t)n_ctx;   // unused when B = 1
+    const cuuint64_t dims[3] = {(cuuint64_t)x->ne[0], (cuuint64_t)n_ctx, (cuuint64_t)B};
+    const cuuint64_t strides[2] = {row, win};
+    static_assert(ATT_WG_BR == ATT_WG_BC, "one box shape serves the Q tile and the K/V tiles");
+    const cuuint32_t box[3] = {64, (cuuint32_t)ATT_WG_BC, 1}, elem_strides[3] = {1, 1, 1};
+    const CUtensorMapDataType dt = x->type == VT_TYPE_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    return g_encode_tiled(map, dt, 3, x->data, dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                          CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// false (nothing launched, no error) when a view's strides do not fit TMA's rules: the caller
+// then runs attention_kernel.
+// one_tile: a block per work tile (not persistent)
+template <typename T, bool PP>
+static bool launch_attention_wgmma(cudaStream_t st, vt_tensor * t, bool one_tile, bool * launched) {
+    *launched = false;
+    const vt_tensor * q = t->src[0], * k = t->src[1], * v = t->src[2];
+    const int n_head = t->iparams[0];
+    const int n_ctx = (int)q->ne[1], B = (int)q->ne[2];
+    alignas(64) CUtensorMap mq, mk, mv;
+    if (!make_attention_map(&mq, q, n_ctx, B) || !make_attention_map(&mk, k, n_ctx, B) ||
+        !make_attention_map(&mv, v, n_ctx, B)) return true;
+    const int64_t n_work = ceil_div(n_ctx, ATT_WG_BR) * n_head * B;
+    if (n_work > INT32_MAX / 2) return true;          // (w += grid must not overflow an int)
+    const float scale_log2 = t->fparams[0] * 1.4426950408889634f;
+    const int grid = one_tile ? (int)n_work : (int)std::min<int64_t>(n_work, g_sm_count);
+    attention_wgmma_kernel<T, PP><<<grid, ATT_WG_THREADS, attention_wgmma_smem_bytes(), st>>>(
+        mq, mk, mv, (T *)t->data, n_ctx, n_head, B, scale_log2, t->src[3] ? (const float *)t->src[3]->data : nullptr);
+    LAUNCH_CHECK("attention_wgmma_kernel");
+    *launched = true;
+    return true;
+}
+
+// The attention kernels a backend can run (VT_ATTENTION, read at init): attention_kernel;
+// attention_wgmma_kernel persistent with ping-pong, without ping-pong, a block per work tile.
+enum att_kernel { ATT_FA2, ATT_WGMMA, ATT_WGMMA_NOPP, ATT_WGMMA_1TILE };
+
+static bool launch_attention(cudaStream_t st, vt_tensor * t, att_kernel kind) {
+    if (kind != ATT_FA2) {
+        bool launched = false;
+        const bool f16 = t->type == VT_TYPE_F16, pp = kind != ATT_WGMMA_NOPP, one = kind == ATT_WGMMA_1TILE;
+        const bool ok = f16 ? (pp ? launch_attention_wgmma<__half, true>(st, t, one, &launched)
+                                  : launch_attention_wgmma<__half, false>(st, t, one, &launched))
+                            : (pp ? launch_attention_wgmma<__nv_bfloat16, true>(st, t, one, &launched)
+                                  : launch_attention_wgmma<__nv_bfloat16, false>(st, t, one, &launched));
+        if (!ok || launched) return ok;
+    }
     if (t->type == VT_TYPE_F16) return launch_attention_mt<__half, ATT_MT>(st, t);
     return launch_attention_mt<__nv_bfloat16, ATT_MT>(st, t);
 }
@@ -1301,6 +1820,7 @@ struct cuda_backend : vt_backend {
     int device = 0;
     vt_type ctype = VT_TYPE_F16;
     char label[300] = {0};
+    att_kernel att = ATT_FA2;                   // attention_wgmma_kernel on cc 9.0, else attention_kernel
     cudaStream_t stream = nullptr;
     cublasLtHandle_t lt = nullptr;
     void * lt_ws = nullptr;                     // cuBLASLt workspace, allocated with the first graph
@@ -1388,6 +1908,42 @@ struct cuda_backend : vt_backend {
                                         (int)attention_smem_bytes(ATT_MT)));
         CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<__nv_bfloat16, ATT_MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         (int)attention_smem_bytes(ATT_MT)));
+        // the attention kernel: wgmma on cc 9.0 (its sm_90a code runs there only); VT_ATTENTION
+        // = fa2 forces attention_kernel, = wgmma (or a variant) insists on the new one
+        const char * env = getenv("VT_ATTENTION");
+        const std::string want = env ? env : "";
+        const bool hopper = prop.major == 9 && prop.minor == 0;
+        const bool insist = want == "wgmma" || want == "wgmma-nopp" || want == "wgmma-1tile";
+        if (!want.empty() && want != "fa2" && !insist) {
+            vt_set_error("cuda: VT_ATTENTION=%s; fa2, wgmma, wgmma-nopp or wgmma-1tile (unset: wgmma on compute "
+                         "capability 9.0, else fa2)", env);
+            return false;
+        }
+        if (insist && !hopper) {
+            vt_set_error("cuda: VT_ATTENTION=%s: %s is compute capability %d.%d; the wgmma kernel needs 9.0",
+                         env, prop.name, prop.major, prop.minor);
+            return false;
+        }
+        int built = 0;
+        if (hopper) CUDA_CHECK(cudaMemcpyFromSymbol(&built, g_wgmma_built, sizeof(built)));
+        if (insist && hopper && !built) {
+            vt_set_error("cuda: VT_ATTENTION=%s: this build has no sm_90a code (nvcc "
+                         "-gencode=arch=compute_90a,code=sm_90a, as the Makefile does)", env);
+            return false;
+        }
+        if (hopper && built && want != "fa2" && find_tensor_map_encode()) {
+            att = want == "wgmma-nopp" ? ATT_WGMMA_NOPP : want == "wgmma-1tile" ? ATT_WGMMA_1TILE : ATT_WGMMA;
+        } else if (insist) {
+            vt_set_error("cuda: VT_ATTENTION=%s: the driver has no cuTensorMapEncodeTiled (TMA)", env);
+            return false;
+        }
+        if (att != ATT_FA2) {
+            const int smem = (int)attention_wgmma_smem_bytes();
+            CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<__half, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+            CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<__half, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+            CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<__nv_bfloat16, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+            CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<__nv_bfloat16, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        }
         return true;
     }
 
@@ -1821,7 +2377,7 @@ struct cuda_backend : vt_backend {
             }
             case VT_OP_LAYER_NORM:
                 return p.quantize_out ? launch_layer_norm(stream, t, s->fp8_x, s->fp8_scale) : launch_layer_norm(stream, t);
-            case VT_OP_ATTENTION:  return launch_attention(stream, t);
+            case VT_OP_ATTENTION:  return launch_attention(stream, t, att);
             case VT_OP_LOG_MEL:    return launch_log_mel(stream, t, s->mel_max, s->mel_ranges);
             case VT_OP_AVG_POOL2: case VT_OP_RMS_NORM: case VT_OP_SWIGLU: case VT_OP_STACK:
                 return launch_projector_op(stream, t);

@@ -9,9 +9,12 @@
 // fails the test. Tolerances (relative L2): f16 1e-3, bf16 1e-2 (attention: 2e-3 / 1e-2;
 // its probabilities are rounded to the compute type before P V).
 //
-// VT_CUDA_BENCH=1 build/test-all -tc="cuda bench*" times attention, layer_norm, the GEMMs
-// and one large-v3-sized layer (see tests/gpu/run-tests.sh); VT_CUDA_BENCH=attention, the
-// attention only.
+// The attention tests run each kernel of the backend (VT_ATTENTION: wgmma on a cc 9.0 device,
+// fa2 on any) against the CPU; the other tests run the default.
+//
+// VT_CUDA_BENCH=1 build/test-all -tc="cuda bench*" times attention (both kernels side by
+// side), layer_norm, the GEMMs and one large-v3-sized layer (see tests/gpu/run-tests.sh);
+// VT_CUDA_BENCH=attention, the attention only (tests/gpu/attention.py: beside torch).
 #include <doctest/doctest.h>
 
 #include "test-util.h"
@@ -89,6 +92,30 @@ size_t count_nonfinite(const std::vector<float> & v) {
 backend_ptr cuda_backend(vt_type type) {
     backend_ptr be(vt_backend_cuda_init(0, type));
     REQUIRE_MESSAGE(be, "no CUDA backend: " << last_error());
+    return be;
+}
+
+// The attention kernels of the CUDA backend (vt-cuda.cu): wgmma on compute capability 9.0
+// (wgmma-nopp: without its ping-pong; wgmma-1tile: a block per work tile, not persistent),
+// fa2 everywhere. VT_ATTENTION is read when a backend starts.
+const char * const ATT_KERNELS[] = {"wgmma", "wgmma-nopp", "wgmma-1tile", "fa2"};
+const int N_ATT_KERNELS = 4;
+
+// A backend whose attention runs `kernel`; null (the test says so) when this device has no
+// such kernel (wgmma off cc 9.0). Any other failure to start fails the test.
+backend_ptr cuda_backend_att(vt_type type, const char * kernel) {
+    const char * old = getenv("VT_ATTENTION");
+    const std::string keep = old ? old : "";
+    setenv("VT_ATTENTION", kernel, 1);
+    backend_ptr be(vt_backend_cuda_init(0, type));
+    const std::string err = be ? "" : last_error();
+    if (old) setenv("VT_ATTENTION", keep.c_str(), 1);
+    else unsetenv("VT_ATTENTION");
+    if (!be && err.find("needs 9.0") != std::string::npos) {
+        MESSAGE("attention " << kernel << " not on this device: " << err);
+        return nullptr;
+    }
+    REQUIRE_MESSAGE(be, "no CUDA backend (VT_ATTENTION=" << kernel << "): " << err);
     return be;
 }
 
@@ -384,19 +411,29 @@ TEST_CASE("cuda layer_norm: vectorised and generic rows" * doctest::skip(no_gpu(
     }
 }
 
+// Each attention kernel (wgmma where the device has it, fa2) against the CPU. Tiles: fa2's
+// 64 keys and 128 queries, wgmma's 128 keys and queries in a ring of 3 K/V stages (T 1500:
+// 12 key tiles, the ring wrapped 4 times).
 TEST_CASE("cuda attention: fused QKV views, any T, masked tails" * doctest::skip(no_gpu())) {
     struct shape { int B, T, H; bool fused; float q_scale; };
     const shape shapes[] = {
         {1, 1, 1, true, 1.0f},
+        {3, 7, 2, true, 1.0f},
         {2, 37, 2, true, 1.0f},
         {1, 64, 3, true, 1.0f},
         {1, 65, 1, true, 2.0f},
-        {1, 129, 2, true, 3.0f},     // sharp softmax; one key past two query tiles
+        {2, 127, 2, true, 1.0f},
+        {3, 128, 1, true, 1.0f},     // one whole wgmma tile
+        {1, 129, 2, true, 3.0f},     // sharp softmax; one key past a tile
         {2, 100, 2, false, 1.0f},    // separate contiguous q, k, v
+        {3, 515, 2, true, 1.0f},     // 5 wgmma key tiles: the 3-stage ring wraps
         {2, 1500, 4, true, 1.0f},    // a padded window
+        {1, 1500, 20, true, 2.0f},   // large-v3's heads
     };
+    for (const char * kernel : ATT_KERNELS)
     for (vt_type ct : CTYPES) {
-        backend_ptr cuda = cuda_backend(ct);
+        backend_ptr cuda = cuda_backend_att(ct, kernel);
+        if (!cuda) continue;
         for (const shape & s : shapes) {
             const int D = 64 * s.H;
             const size_t n = (size_t)s.B * s.T * D;
@@ -422,7 +459,7 @@ TEST_CASE("cuda attention: fused QKV views, any T, masked tails" * doctest::skip
                 return vt_attention(ctx, tq, tk, tv, s.H, 0.125f);
             };
             char what[96];
-            snprintf(what, sizeof(what), "attention B%d T%d H%d%s", s.B, s.T, s.H, s.fused ? " fused" : "");
+            snprintf(what, sizeof(what), "attention %s B%d T%d H%d%s", kernel, s.B, s.T, s.H, s.fused ? " fused" : "");
             CHECK(cuda_vs_cpu(cuda.get(), ct, build, what) < tol_for(ct, 2e-3));
         }
     }
@@ -433,10 +470,13 @@ TEST_CASE("cuda attention with a key-length mask: each window its own length" * 
     const shape shapes[] = {
         {37, 2, {37, 1, 20}},
         {130, 1, {64, 65, 129, 130}},          // tile edges: a whole tile, one key past it
+        {300, 1, {128, 256, 257}},             // wgmma's 128-key tiles: one, two, one key past two
         {1500, 2, {351, 1500, 1, 751}},        // Qwen2-Audio windows: speech, full, one position, odd
     };
+    for (const char * kernel : ATT_KERNELS)
     for (vt_type ct : CTYPES) {
-        backend_ptr cuda = cuda_backend(ct);
+        backend_ptr cuda = cuda_backend_att(ct, kernel);
+        if (!cuda) continue;
         for (const shape & s : shapes) {
             const int B = (int)s.lens.size(), D = 64 * s.H;
             const std::vector<float> qkv = randn((size_t)3 * B * s.T * D, 17, ct, 2.0f);
@@ -452,7 +492,7 @@ TEST_CASE("cuda attention with a key-length mask: each window its own length" * 
                 return vt_attention_masked(ctx, tq, tk, tv, s.H, 0.125f, len);
             };
             char what[96];
-            snprintf(what, sizeof(what), "masked attention T%d H%d B%d", s.T, s.H, B);
+            snprintf(what, sizeof(what), "masked attention %s T%d H%d B%d", kernel, s.T, s.H, B);
             CHECK(cuda_vs_cpu(cuda.get(), ct, build, what) < tol_for(ct, 2e-3));
         }
     }
@@ -667,28 +707,38 @@ bool bench_all() { const char * e = getenv("VT_CUDA_BENCH"); return e && std::st
 TEST_CASE("cuda bench: attention, layer_norm, GEMMs, one large layer" * doctest::skip(no_gpu())) {
     if (!bench_enabled()) return;
     for (vt_type ct : CTYPES) {
-        backend_ptr cuda = cuda_backend(ct);
         const char * tn = type_label(ct);
 
-        // attention, large-v3's shape: T 1500, 20 heads, fused QKV views
-        for (int B : {8, 16, 32}) {
-            const int T = 1500, H = 20, D = 64 * H;
-            const std::vector<float> qkv = rand_fast((size_t)B * T * 3 * D, 50 + B, 1.5f);
-            builder build = [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
-                vt_tensor * t = vt_new_tensor_3d(ctx, act, 3 * D, T, B);
-                vt_set_input(t);
-                L.push_back({t, &qkv});
-                const size_t es = vt_type_size(act);
-                return vt_attention(ctx, vt_view_3d(ctx, t, D, T, B, t->nb[1], t->nb[2], 0),
-                                    vt_view_3d(ctx, t, D, T, B, t->nb[1], t->nb[2], D * es),
-                                    vt_view_3d(ctx, t, D, T, B, t->nb[1], t->nb[2], 2 * D * es), H, 0.125f);
-            };
-            const double ms = bench_graph(cuda.get(), build, ct)[0];
-            const double flop = 4.0 * B * H * (double)T * T * 64;
-            printf("bench %-5s attention B=%-2d T=%d H=%d: %8.3f ms  %6.1f TFLOP/s\n", tn, B, T, H, ms, flop / ms * 1e-9);
+        // attention, large-v3's shape: T 1500, 20 heads, fused QKV views; each kernel (wgmma
+        // "n/a" off cc 9.0) on one line, which tests/gpu/attention.py reads
+        {
+            backend_ptr att[N_ATT_KERNELS];
+            for (int i = 0; i < N_ATT_KERNELS; i++) att[i] = cuda_backend_att(ct, ATT_KERNELS[i]);
+            for (int B : {1, 8, 16, 32}) {
+                const int T = 1500, H = 20, D = 64 * H;
+                const std::vector<float> qkv = rand_fast((size_t)B * T * 3 * D, 50 + B, 1.5f);
+                builder build = [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
+                    vt_tensor * t = vt_new_tensor_3d(ctx, act, 3 * D, T, B);
+                    vt_set_input(t);
+                    L.push_back({t, &qkv});
+                    const size_t es = vt_type_size(act);
+                    return vt_attention(ctx, vt_view_3d(ctx, t, D, T, B, t->nb[1], t->nb[2], 0),
+                                        vt_view_3d(ctx, t, D, T, B, t->nb[1], t->nb[2], D * es),
+                                        vt_view_3d(ctx, t, D, T, B, t->nb[1], t->nb[2], 2 * D * es), H, 0.125f);
+                };
+                const double flop = 4.0 * B * H * (double)T * T * 64;
+                std::string line = msg("bench %-5s attention B=%-2d T=%d H=%d:", tn, B, T, H);
+                for (int i = 0; i < N_ATT_KERNELS; i++) {
+                    if (!att[i]) { line += msg("  %s      n/a", ATT_KERNELS[i]); continue; }
+                    const double ms = bench_graph(att[i].get(), build, ct, 21)[0];
+                    line += msg("  %s %8.3f ms %6.1f TFLOP/s", ATT_KERNELS[i], ms, flop / ms * 1e-9);
+                }
+                printf("%s\n", line.c_str());
+            }
         }
 
         if (!bench_all()) continue;
+        backend_ptr cuda = cuda_backend(ct);
 
         // layer_norm [32 x 1500, 1280]
         {

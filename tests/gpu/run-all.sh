@@ -7,13 +7,15 @@
 #   STEPS="tests parity compare"   which steps (default: all; "nopad" makes the reference,
 #                                  "stages" times main's stages on long audio, "towers" the
 #                                  audio-LLM towers' parity, "e2e" main's whole path on an
-#                                  hour against transformers, "transcripts" real base's
-#                                  embeddings of the spoken clips in f16/bf16/fp8, decoded
-#                                  afterwards on the CPU by tests/gpu/transcripts.py)
+#                                  hour against transformers, "attention" our attention
+#                                  kernels beside torch's flash and cuDNN attention,
+#                                  "transcripts" real base's embeddings of the spoken clips
+#                                  in f16/bf16/fp8, decoded afterwards on the CPU by
+#                                  tests/gpu/transcripts.py)
 #   PARITY_SIZES=tiny,base,...     COMPARE_SIZES=large-v3   COMPARE_BATCHES=1,8,32
 set -u
 OUT=${OUT:-build/gpu-logs}
-STEPS=${STEPS:-tests nopad parity towers compare stages e2e transcripts}
+STEPS=${STEPS:-tests nopad parity towers compare stages e2e attention transcripts}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -46,6 +48,7 @@ has towers && python3 tests/gpu/towers.py 2>&1 | tee "$OUT/towers.log" | grep -v
 has compare && python3 tests/gpu/compare.py --sizes "${COMPARE_SIZES:-large-v3}" --batches "${COMPARE_BATCHES:-1,8,32}" --out "$OUT" 2>&1 | tee "$OUT/compare.log" | grep -v "^|"
 has stages && python3 tests/gpu/stages.py 2>&1 | tee "$OUT/stages.log"
 has e2e && python3 tests/gpu/e2e.py --sizes "${E2E_SIZES:-base,large-v3}" --out "$OUT" 2>&1 | tee "$OUT/e2e.log" | grep -v "^|"
+has attention && python3 tests/gpu/attention.py 2>&1 | tee "$OUT/attention.log" | grep -v "^|"
 # real base (carried: build/carry/base-f16.gguf, made by tests/gpu/transcripts.py --make-cpu) on
 # the spoken clips: $OUT/transcripts/<clip>.cuda-<dtype>.npy, for transcripts.py; speech_16k's in
 # $OUT/real-base/, for the error against tests/data/ct2/base.speech_16k.ref.npy (float64)
@@ -73,4 +76,5 @@ has towers && grep "^|\|^towers" "$OUT/towers.log"
 has stages && cat "$OUT/stages.log"
 has compare && grep "^|\|^compare" "$OUT/compare.log"
 has e2e && grep "^|" "$OUT/e2e.log"
+has attention && grep "^|\|^attention" "$OUT/attention.log"
 exit 0
