@@ -59,8 +59,9 @@ if has transcripts; then
             ./main -m build/carry/base-f16.gguf $(printf -- '-f %s ' tests/data/audio/speech/*.wav samples/speech_16k.wav) \
                 --device cuda --dtype "$dt" --no-progress -o "$OUT/transcripts/$dt/" >"$OUT/transcripts/$dt.log" 2>&1 ||
                 { echo "transcripts: main --dtype $dt failed"; tail -n 5 "$OUT/transcripts/$dt.log"; continue; }
-            for f in "$OUT/transcripts/$dt"/*.npy; do mv "$f" "$OUT/transcripts/$(basename "$f" .npy).cuda-$dt.npy"; done
-            rmdir "$OUT/transcripts/$dt"
+            # main -o DIR/ keeps each input's relative path under DIR: flatten to <clip>.cuda-<dtype>.npy
+            find "$OUT/transcripts/$dt" -name '*.npy' | while read -r f; do mv "$f" "$OUT/transcripts/$(basename "$f" .npy).cuda-$dt.npy"; done
+            rm -r "$OUT/transcripts/$dt"
         done
         mkdir -p "$OUT/real-base" && mv "$OUT/transcripts"/speech_16k.* "$OUT/real-base/"   # against tests/data/ct2's float64
         echo "transcripts: $(ls "$OUT/transcripts"/*.npy | wc -l) embeddings in $OUT/transcripts, speech_16k's in $OUT/real-base"
