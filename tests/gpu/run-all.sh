@@ -50,8 +50,8 @@ has stages && python3 tests/gpu/stages.py 2>&1 | tee "$OUT/stages.log"
 has e2e && python3 tests/gpu/e2e.py --sizes "${E2E_SIZES:-base,large-v3}" --out "$OUT" 2>&1 | tee "$OUT/e2e.log" | grep -v "^|"
 has attention && python3 tests/gpu/attention.py 2>&1 | tee "$OUT/attention.log" | grep -v "^|"
 # real base (carried: build/carry/base-f16.gguf, made by tests/gpu/transcripts.py --make-cpu) on
-# the spoken clips: $OUT/transcripts/<clip>.cuda-<dtype>.npy, for transcripts.py; speech_16k's in
-# $OUT/real-base/, for the error against tests/data/ct2/base.speech_16k.ref.npy (float64)
+# the spoken clips and speech_16k: <clip>.cuda-<dtype>.npy in $OUT/transcripts-<dtype>.tar, for
+# transcripts.py (and speech_16k's against tests/data/ct2/base.speech_16k.ref.npy, float64)
 if has transcripts; then
     if [ -f build/carry/base-f16.gguf ]; then
         for dt in f16 bf16 fp8; do
@@ -63,8 +63,12 @@ if has transcripts; then
             find "$OUT/transcripts/$dt" -name '*.npy' | while read -r f; do mv "$f" "$OUT/transcripts/$(basename "$f" .npy).cuda-$dt.npy"; done
             rm -r "$OUT/transcripts/$dt"
         done
-        mkdir -p "$OUT/real-base" && mv "$OUT/transcripts"/speech_16k.* "$OUT/real-base/"   # against tests/data/ct2's float64
-        echo "transcripts: $(ls "$OUT/transcripts"/*.npy | wc -l) embeddings in $OUT/transcripts, speech_16k's in $OUT/real-base"
+        # one tar per dtype: the device tool brings back at most 8 files of 16 MiB
+        for dt in f16 bf16 fp8; do
+            (cd "$OUT/transcripts" && tar -cf "../transcripts-$dt.tar" ./*.cuda-$dt.npy && rm ./*.cuda-$dt.npy)
+        done
+        rm -r "$OUT/transcripts"
+        echo "transcripts: $OUT/transcripts-{f16,bf16,fp8}.tar (the clips and speech_16k)"
     else
         echo "transcripts: skipped (no build/carry/base-f16.gguf; tests/gpu/transcripts.py --make-cpu makes it)"
     fi
