@@ -1990,10 +1990,11 @@ struct cuda_backend : vt_backend {
         return true;
     }
 
-    // A weight [N, K] whose GEMMs can run in FP8: 16-bit, 2-D, N and K multiples of 16 (the
-    // FP8 GEMMs' rule), rows no wider than the quantize kernel takes.
+    // A weight [N, K] whose GEMMs run in FP8: flagged so (vt_set_fp8), 16-bit, 2-D, N and K
+    // multiples of 16 (the FP8 GEMMs' rule), rows no wider than the quantize kernel takes.
     bool fp8_eligible(const vt_tensor * t) const {
-        return fp8 && (t->type == VT_TYPE_F16 || t->type == VT_TYPE_BF16) && t->ne[2] == 1 && t->ne[3] == 1 &&
+        return fp8 && (t->flags & VT_FLAG_FP8) && (t->type == VT_TYPE_F16 || t->type == VT_TYPE_BF16) &&
+               t->ne[2] == 1 && t->ne[3] == 1 &&
                t->ne[0] % 16 == 0 && t->ne[1] % 16 == 0 && t->ne[0] <= QUANT_MAX_K;
     }
 

@@ -270,6 +270,7 @@ vt_tensor * vt_set_name(vt_tensor * t, const char * fmt, ...) {
 void vt_set_weight(vt_tensor * t) { VT_ASSERT(t->op == VT_OP_NONE); t->flags |= VT_FLAG_WEIGHT; }
 void vt_set_input(vt_tensor * t)  { VT_ASSERT(t->op == VT_OP_NONE); t->flags |= VT_FLAG_INPUT; }
 void vt_set_output(vt_tensor * t) { t->flags |= VT_FLAG_OUTPUT; }
+void vt_set_fp8(vt_tensor * t) { VT_ASSERT(t->flags & VT_FLAG_WEIGHT); t->flags |= VT_FLAG_FP8; }
 
 // =====================================================================================
 // ops: builders check shapes and record; they compute nothing

@@ -64,6 +64,7 @@ enum vt_flag {
     VT_FLAG_WEIGHT = 1,  // lives in the backend's weight buffer, set once
     VT_FLAG_INPUT  = 2,  // lives in the arena for the whole graph, set before compute
     VT_FLAG_OUTPUT = 4,  // lives in the arena until the end, never overwritten
+    VT_FLAG_FP8    = 8,  // a weight whose GEMMs an FP8 backend may run in e4m3 (vt_set_fp8)
 };
 
 typedef struct vt_tensor {
@@ -120,6 +121,7 @@ vt_tensor * vt_set_name(vt_tensor * t, const char * fmt, ...);
 void        vt_set_weight(vt_tensor * t);
 void        vt_set_input(vt_tensor * t);
 void        vt_set_output(vt_tensor * t);
+void        vt_set_fp8(vt_tensor * t);   // a weight that vt_backend_cuda_init_fp8 may quantize
 
 // ---- ops (builders check shapes and record; backends compute) ----------------------
 
@@ -212,7 +214,8 @@ const char * vt_cpu_isa(void);
 // no device, or when this build has no CUDA.
 vt_backend * vt_backend_cuda_init(int device, enum vt_type compute_type);
 // bf16 compute with the linear layers' GEMMs on the FP8 (e4m3) tensor cores (compute
-// capability 8.9+): each weight [N, K] with N and K multiples of 16 (K <= 8192) is quantized
+// capability 8.9+): each weight flagged with vt_set_fp8, [N, K] with N and K multiples of 16
+// (K <= 8192), is quantized
 // at set_tensor with a scale per output channel, each GEMM's input per row (token) just
 // before it, both scales applied by the GEMM; the rest (conv stem, attention, norms, the
 // other linears) as vt_backend_cuda_init(device, VT_TYPE_BF16). Weights keep their bf16

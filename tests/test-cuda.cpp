@@ -292,7 +292,7 @@ TEST_CASE("cuda fp8 linear: exact e4m3 inputs match the f32 GEMM; other sizes fa
             vt_tensor * tw = vt_new_tensor_2d(ctx, mat, s.K, s.N);
             vt_tensor * tb = s.bias ? vt_new_tensor_1d(ctx, VT_TYPE_F32, s.N) : nullptr;
             vt_tensor * tr = s.res ? vt_new_tensor_3d(ctx, act, s.N, s.M, s.B) : nullptr;
-            vt_set_input(tx); vt_set_weight(tw);
+            vt_set_input(tx); vt_set_weight(tw); vt_set_fp8(tw);
             L.push_back({tx, &x}); L.push_back({tw, &w});
             if (tb) { vt_set_weight(tb); L.push_back({tb, &b}); }
             if (tr) { vt_set_input(tr); L.push_back({tr, &r}); }
@@ -313,7 +313,12 @@ TEST_CASE("cuda fp8 MLP: the norm quantizes for fc1, fc1's GELU epilogue for fc2
                              b1 = randn(F, 7, VT_TYPE_F32, 0.5f), w2 = randn((size_t)D * F, 8, VT_TYPE_BF16, 1.0f / 32),
                              b2 = randn(D, 9, VT_TYPE_F32, 0.5f), g = randn(D, 10, VT_TYPE_F32, 0.3f, 1.0f),
                              be = randn(D, 11, VT_TYPE_F32, 0.2f);
-    for (bool expose : {false, true}) {   // the norm's and fc1's outputs also outputs: neither may fuse
+    // expose: the norm's and fc1's outputs also outputs, so neither may fuse; !flag: the weights
+    // not flagged vt_set_fp8, so the GEMMs stay bf16 (and the error is bf16's, well below e4m3's)
+    struct variant { bool expose, flag; const char * what; };
+    for (const variant & var : {variant{false, true, "fp8 MLP, fused"}, variant{true, true, "fp8 MLP, norm and fc1 exposed"},
+                                variant{false, false, "fp8 backend, MLP weights not flagged: bf16 GEMMs"}}) {
+        const bool expose = var.expose;
         builder build = [&](vt_context * ctx, vt_type mat, vt_type act, std::vector<leaf> & L) {
             vt_tensor * tx = vt_new_tensor_3d(ctx, act, D, M, B);
             vt_tensor * t1 = vt_new_tensor_2d(ctx, mat, D, F), * t2 = vt_new_tensor_2d(ctx, mat, F, D);
@@ -321,6 +326,7 @@ TEST_CASE("cuda fp8 MLP: the norm quantizes for fc1, fc1's GELU epilogue for fc2
             vt_tensor * tg = vt_new_tensor_1d(ctx, VT_TYPE_F32, D), * tbe = vt_new_tensor_1d(ctx, VT_TYPE_F32, D);
             vt_set_input(tx);
             for (vt_tensor * t : {t1, t2, tb1, tb2, tg, tbe}) vt_set_weight(t);
+            if (var.flag) { vt_set_fp8(t1); vt_set_fp8(t2); }
             L.push_back({tx, &x}); L.push_back({t1, &w1}); L.push_back({t2, &w2}); L.push_back({tb1, &b1}); L.push_back({tb2, &b2});
             L.push_back({tg, &g}); L.push_back({tbe, &be});
             vt_tensor * n = vt_layer_norm(ctx, tx, tg, tbe, 1e-5f);
@@ -328,8 +334,9 @@ TEST_CASE("cuda fp8 MLP: the norm quantizes for fc1, fc1's GELU epilogue for fc2
             if (expose) { vt_set_output(n); vt_set_output(h); }
             return vt_linear(ctx, h, t2, tb2, VT_ACT_NONE, tx);
         };
-        const double err = cuda_vs_cpu(fp8.get(), VT_TYPE_BF16, build, expose ? "fp8 MLP, norm and fc1 exposed" : "fp8 MLP, fused");
-        CHECK(err < 3e-2);
+        const double err = cuda_vs_cpu(fp8.get(), VT_TYPE_BF16, build, var.what);
+        if (var.flag) CHECK((err > 1e-2 && err < 3e-2));   // e4m3's rounding (measured 2.6e-2), not bf16's
+        else CHECK(err < 5e-3);
     }
 }
 
