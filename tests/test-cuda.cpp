@@ -335,8 +335,9 @@ TEST_CASE("cuda fp8 MLP: the norm quantizes for fc1, fc1's GELU epilogue for fc2
             return vt_linear(ctx, h, t2, tb2, VT_ACT_NONE, tx);
         };
         const double err = cuda_vs_cpu(fp8.get(), VT_TYPE_BF16, build, var.what);
-        if (var.flag) CHECK((err > 1e-2 && err < 3e-2));   // e4m3's rounding (measured 2.6e-2), not bf16's
-        else CHECK(err < 5e-3);
+        // e4m3's rounding (H200: 4.4e-3; the residual dominates the output), not bf16's (1.7e-3)
+        if (var.flag) CHECK((err > 3e-3 && err < 1e-2));
+        else CHECK(err < 2.5e-3);
     }
 }
 
