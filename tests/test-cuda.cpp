@@ -205,13 +205,43 @@ double tol_for(vt_type ct, double f16_tol = 1e-3) { return ct == VT_TYPE_F16 ? f
 
 const vt_type CTYPES[] = {VT_TYPE_F16, VT_TYPE_BF16};
 
+// One linear layer y = act(x w^T + b) + r [B, M, N] on the given numbers; fp8: its weight
+// flagged vt_set_fp8. what() names it for the messages.
+struct linear_case {
+    int B, M, K, N;
+    bool bias;
+    vt_act act;
+    bool res;
+
+    builder build(const std::vector<float> & x, const std::vector<float> & w, const std::vector<float> & b,
+                  const std::vector<float> & r, bool fp8 = false) const {
+        const linear_case s = *this;
+        return [s, &x, &w, &b, &r, fp8](vt_context * ctx, vt_type mat, vt_type act, std::vector<leaf> & L) {
+            vt_tensor * tx = vt_new_tensor_3d(ctx, act, s.K, s.M, s.B);
+            vt_tensor * tw = vt_new_tensor_2d(ctx, mat, s.K, s.N);
+            vt_tensor * tb = s.bias ? vt_new_tensor_1d(ctx, VT_TYPE_F32, s.N) : nullptr;
+            vt_tensor * tr = s.res ? vt_new_tensor_3d(ctx, act, s.N, s.M, s.B) : nullptr;
+            vt_set_input(tx); vt_set_weight(tw);
+            if (fp8) vt_set_fp8(tw);
+            L.push_back({tx, &x}); L.push_back({tw, &w});
+            if (tb) { vt_set_weight(tb); L.push_back({tb, &b}); }
+            if (tr) { vt_set_input(tr); L.push_back({tr, &r}); }
+            return vt_linear(ctx, tx, tw, tb, s.act, tr);
+        };
+    }
+
+    std::string what(const char * prefix) const {
+        return msg("%s B%d M%d K%d N%d%s%s%s", prefix, B, M, K, N, bias ? " +bias" : "", act == VT_ACT_GELU ? " gelu" : "",
+                   res ? " +res" : "");
+    }
+};
+
 } // namespace
 
 // ---- ops -----------------------------------------------------------------------------
 
 TEST_CASE("cuda linear: bias, GELU, residual, odd sizes" * doctest::skip(no_gpu())) {
-    struct shape { int B, M, K, N; bool bias; vt_act act; bool res; };
-    const shape shapes[] = {
+    const linear_case shapes[] = {
         {1, 1, 64, 64, true, VT_ACT_NONE, false},
         {2, 37, 64, 96, true, VT_ACT_NONE, true},      // out_proj / fc2: bias + residual
         {2, 37, 128, 512, true, VT_ACT_GELU, false},   // fc1
@@ -222,25 +252,11 @@ TEST_CASE("cuda linear: bias, GELU, residual, odd sizes" * doctest::skip(no_gpu(
     };
     for (vt_type ct : CTYPES) {
         backend_ptr cuda = cuda_backend(ct);
-        for (const shape & s : shapes) {
+        for (const linear_case & s : shapes) {
             const size_t nx = (size_t)s.B * s.M * s.K, nw = (size_t)s.N * s.K, ny = (size_t)s.B * s.M * s.N;
             const std::vector<float> x = randn(nx, 1, ct), w = randn(nw, 2, ct, 1.0f / std::sqrt((float)s.K)),
                                      b = randn(s.N, 3, VT_TYPE_F32, 0.5f), r = randn(ny, 4, ct);
-            builder build = [&](vt_context * ctx, vt_type mat, vt_type act, std::vector<leaf> & L) {
-                vt_tensor * tx = vt_new_tensor_3d(ctx, act, s.K, s.M, s.B);
-                vt_tensor * tw = vt_new_tensor_2d(ctx, mat, s.K, s.N);
-                vt_tensor * tb = s.bias ? vt_new_tensor_1d(ctx, VT_TYPE_F32, s.N) : nullptr;
-                vt_tensor * tr = s.res ? vt_new_tensor_3d(ctx, act, s.N, s.M, s.B) : nullptr;
-                vt_set_input(tx); vt_set_weight(tw);
-                L.push_back({tx, &x}); L.push_back({tw, &w});
-                if (tb) { vt_set_weight(tb); L.push_back({tb, &b}); }
-                if (tr) { vt_set_input(tr); L.push_back({tr, &r}); }
-                return vt_linear(ctx, tx, tw, tb, s.act, tr);
-            };
-            char what[128];
-            snprintf(what, sizeof(what), "linear B%d M%d K%d N%d%s%s%s", s.B, s.M, s.K, s.N, s.bias ? " +bias" : "",
-                     s.act == VT_ACT_GELU ? " gelu" : "", s.res ? " +res" : "");
-            CHECK(cuda_vs_cpu(cuda.get(), ct, build, what) < tol_for(ct));
+            CHECK(cuda_vs_cpu(cuda.get(), ct, s.build(x, w, b, r), s.what("linear").c_str()) < tol_for(ct));
         }
     }
 }
@@ -273,35 +289,21 @@ TEST_CASE("cuda fp8 linear: exact e4m3 inputs match the f32 GEMM; other sizes fa
     backend_ptr fp8(vt_backend_cuda_init_fp8(0));
     REQUIRE_MESSAGE(fp8, "no FP8 CUDA backend: " << last_error());
     CHECK(vt_backend_compute_type(fp8.get()) == VT_TYPE_BF16);
-    struct shape { int B, M, K, N; bool bias; vt_act act; bool res; bool exact; };
-    const shape shapes[] = {
-        {1, 1, 64, 64, true, VT_ACT_NONE, false, true},
-        {2, 37, 64, 96, true, VT_ACT_NONE, true, true},       // out_proj / fc2: bias + residual
-        {2, 37, 128, 512, true, VT_ACT_GELU, false, true},    // fc1 as the graph's output
-        {1, 1500, 384, 1152, true, VT_ACT_NONE, false, true}, // fused QKV, tiny's size
-        {1, 20, 5120, 1280, false, VT_ACT_NONE, true, true},  // large-v3's fc2 width
-        {1, 37, 40, 24, true, VT_ACT_GELU, true, false},      // K % 16 != 0: the bf16 GEMM
+    const linear_case shapes[] = {
+        {1, 1, 64, 64, true, VT_ACT_NONE, false},
+        {2, 37, 64, 96, true, VT_ACT_NONE, true},       // out_proj / fc2: bias + residual
+        {2, 37, 128, 512, true, VT_ACT_GELU, false},    // fc1 as the graph's output
+        {1, 1500, 384, 1152, true, VT_ACT_NONE, false}, // fused QKV, tiny's size
+        {1, 20, 5120, 1280, false, VT_ACT_NONE, true},  // large-v3's fc2 width
+        {1, 37, 40, 24, true, VT_ACT_GELU, true},       // K % 16 != 0: the bf16 GEMM (random numbers)
     };
-    for (const shape & s : shapes) {
+    for (const linear_case & s : shapes) {
         const int rows = s.B * s.M;
-        const std::vector<float> x = s.exact ? e4m3_rows(rows, s.K, 1, -6, true) : randn((size_t)rows * s.K, 1, VT_TYPE_BF16),
-                                 w = s.exact ? e4m3_rows(s.N, s.K, 2, -12) : randn((size_t)s.N * s.K, 2, VT_TYPE_BF16, 0.2f),
+        const bool exact = s.K % 16 == 0;
+        const std::vector<float> x = exact ? e4m3_rows(rows, s.K, 1, -6, true) : randn((size_t)rows * s.K, 1, VT_TYPE_BF16),
+                                 w = exact ? e4m3_rows(s.N, s.K, 2, -12) : randn((size_t)s.N * s.K, 2, VT_TYPE_BF16, 0.2f),
                                  b = randn(s.N, 3, VT_TYPE_F32, 0.5f), r = randn((size_t)rows * s.N, 4, VT_TYPE_BF16);
-        builder build = [&](vt_context * ctx, vt_type mat, vt_type act, std::vector<leaf> & L) {
-            vt_tensor * tx = vt_new_tensor_3d(ctx, act, s.K, s.M, s.B);
-            vt_tensor * tw = vt_new_tensor_2d(ctx, mat, s.K, s.N);
-            vt_tensor * tb = s.bias ? vt_new_tensor_1d(ctx, VT_TYPE_F32, s.N) : nullptr;
-            vt_tensor * tr = s.res ? vt_new_tensor_3d(ctx, act, s.N, s.M, s.B) : nullptr;
-            vt_set_input(tx); vt_set_weight(tw); vt_set_fp8(tw);
-            L.push_back({tx, &x}); L.push_back({tw, &w});
-            if (tb) { vt_set_weight(tb); L.push_back({tb, &b}); }
-            if (tr) { vt_set_input(tr); L.push_back({tr, &r}); }
-            return vt_linear(ctx, tx, tw, tb, s.act, tr);
-        };
-        char what[128];
-        snprintf(what, sizeof(what), "fp8 linear B%d M%d K%d N%d%s%s%s", s.B, s.M, s.K, s.N, s.bias ? " +bias" : "",
-                 s.act == VT_ACT_GELU ? " gelu" : "", s.res ? " +res" : "");
-        CHECK(cuda_vs_cpu(fp8.get(), VT_TYPE_BF16, build, what) < 1e-2);
+        CHECK(cuda_vs_cpu(fp8.get(), VT_TYPE_BF16, s.build(x, w, b, r, true), s.what("fp8 linear").c_str()) < 1e-2);
     }
 }
 
