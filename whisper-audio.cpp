@@ -3848,7 +3848,10 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
     if (params.device != WHISPER_AUDIO_DEVICE_CPU) {
         enc->backend = params.dtype == WHISPER_AUDIO_DTYPE_FP8 ? vt_backend_cuda_init_fp8(params.gpu_device)
                                                                : vt_backend_cuda_init(params.gpu_device, cuda_type);
-        if (!enc->backend && params.device == WHISPER_AUDIO_DEVICE_CUDA) {
+        // auto falls back to the CPU when there is no GPU, but not when an FP8 GPU was asked
+        // for and the GPU present cannot do it (the CPU would not compute FP8 either)
+        const bool fp8_refused = params.dtype == WHISPER_AUDIO_DTYPE_FP8 && vt_cuda_device_count() > 0;
+        if (!enc->backend && (params.device == WHISPER_AUDIO_DEVICE_CUDA || fp8_refused)) {
             wa_set_error("CUDA backend unavailable: %s", vt_last_error());
             return nullptr;
         }
