@@ -1,4 +1,4 @@
-// vt-cuda.cu - the CUDA backend of vt: f16/bf16 compute with f32 accumulation.
+// vt-cuda.cu - the CUDA backend of vt: f16/bf16 compute with f32 accumulation (and FP8 GEMMs).
 //
 // What runs where (one stream per backend; the whole forward captured once per graph as a
 // CUDA graph and replayed by later vt_backend_compute calls):
@@ -7,8 +7,9 @@
 //               beta = 1 with C = residual; exact-erf GELU as one elementwise pass after it;
 //               the algorithm timed among the heuristic's best 8 at alloc_graph (tune_gemm;
 //               VT_GEMM_TUNE=0 keeps the heuristic's first). FP8 mode
-//               (vt_backend_cuda_init_fp8): e4m3 operands, quantize_rows_kernel before the
-//               GEMM (or in fc1's GELU epilogue), per-channel x per-token scales in cuBLASLt
+//               (vt_backend_cuda_init_fp8, weights flagged vt_set_fp8): e4m3 operands, the
+//               input quantized per row by quantize_rows_kernel, or by the LayerNorm or fc1's
+//               GELU epilogue before it (plan_fp8), per-channel x per-token scales in cuBLASLt
 //   conv1d_k3   im2col_k3_kernel (on device, any input strides and type) + cuBLASLt GEMM,
 //               then epilogue_kernel: bias + exact GELU + the positional add, in f32
 //   layer_norm  layer_norm_vec_kernel: a warp per row, 16-byte loads, the row in registers,
@@ -48,7 +49,9 @@
 //       only), ex2.approx.ftz instead of exp2f:                            280 TFLOP/s
 //   v3  attention_wgmma_kernel (sm_90a): persistent blocks, TMA + mbarrier ring of 3 K/V
 //       stages, 128 x 128 tiles, wgmma with P from registers, intra-warpgroup overlap and
-//       ping-pong between the two consumer warpgroups, setmaxnreg 24/240: not measured yet
+//       ping-pong between the two consumer warpgroups, setmaxnreg 24/240:  398-401 TFLOP/s
+//       (B 1: 274-281; no ping-pong: 404-405 at B 32, 245 at B 1; torch's cuDNN attention in
+//       the same run 367 at B 32; docs/BENCHMARKS.md, issue 12)
 
 #define VT_BACKEND_IMPL
 #include "vt.h"
