@@ -499,7 +499,11 @@ TEST_CASE("C API: NULL and out-of-range arguments fail with a message") {
     p = whisper_audio_encoder_default_params();
     memcpy(&p.dtype, &bad_dtype, sizeof(int));
     CHECK(whisper_audio_encoder_init(model, p) == nullptr);
-    failed_with("dtype 9 is not");
+    failed_with("dtype 9 is not WHISPER_AUDIO_DTYPE_F16, _BF16 or _FP8");
+    const int past_fp8 = WHISPER_AUDIO_DTYPE_FP8 + 1;                 // the first value past the enum
+    memcpy(&p.dtype, &past_fp8, sizeof(int));
+    CHECK(whisper_audio_encoder_init(model, p) == nullptr);
+    failed_with("dtype 3 is not");
     p = whisper_audio_encoder_default_params();
     p.gpu_device = -1;
     CHECK(whisper_audio_encoder_init(model, p) == nullptr);
