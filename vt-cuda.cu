@@ -1176,10 +1176,10 @@ __global__ void convert_kernel(Tout * __restrict__ y, const Tin * __restrict__ x
         y[i] = from_f32<Tout>(to_f32(x[i]));
 }
 
-// ---- log-mel: whisper-audio.cpp's log_mel_window on the GPU ----
+// ---- log-mel: whisper-audio.cpp's log_mel_frames on the GPU ----
 //
-// The window's 3001 frames (the last dropped) of 400 samples every 160 after reflect padding;
-// per frame the power spectrum |DFT_400(hann * frame)|^2 in double, then the mel sums in
+// The window's 3000 frames of 400 samples every 160, read from its row of VT_MEL_ROW samples
+// (the caller put the padding, reflection or neighbours' samples in the row's context); per frame the power spectrum |DFT_400(hann * frame)|^2 in double, then the mel sums in
 // double, log10 in float, and over the whole window max(x, max - 8) then (x + 4) / 4.
 // The 400-point DFT splits as 20 x 20 (n = 20 n1 + n2, k = k1 + 20 k2):
 //   X[k1 + 20 k2] = sum_n2 W20^(n2 k2) [ W400^(n2 k1) sum_n1 x[20 n1 + n2] W20^(n1 k1) ]
@@ -1213,9 +1213,12 @@ __global__ void mel_ranges_kernel(int2 * __restrict__ ranges, const float * __re
 }
 
 // log_mel_frames_kernel: grid (MEL_BLOCKS, B); block (x, b) makes frames [8x, 8x + 8) of
-// window b: out[b, m, t] = log10(max(mel, 1e-10)), and the block's max in block_max[b, x].
+// window b: out[b, m, t] = log10(max(mel, 1e-10)) for the frames t < valid that hold the
+// signal (0 past them), and the block's max over those in block_max[b, x]. out NULL: the max
+// alone (vt_log_mel_max). params[b] = {valid, clamp max} (NULL: all 3000 valid).
 __global__ void __launch_bounds__(MEL_THREADS) log_mel_frames_kernel(float * __restrict__ out, float * __restrict__ block_max,
-        const float * __restrict__ pcm, const float * __restrict__ filters, const int2 * __restrict__ ranges, int n_mels) {
+        const float * __restrict__ pcm, const float * __restrict__ filters, const int2 * __restrict__ ranges, int n_mels,
+        const float * __restrict__ params) {
     extern __shared__ double2 mel_smem[];
     double2 * y     = mel_smem;                            // [MEL_FPB][n2 20][k1 20] after pass 1
     double2 * tw20  = y + MEL_FPB * 400;
@@ -1225,15 +1228,13 @@ __global__ void __launch_bounds__(MEL_THREADS) log_mel_frames_kernel(float * __r
     __shared__ float red[MEL_THREADS / 32];
 
     const int b = blockIdx.y, t0 = blockIdx.x * MEL_FPB, tid = threadIdx.x;
-    const float * x = pcm + (size_t)b * 480000;
+    const int valid = params ? (int)params[2 * b] : 3000;
+    const float * x = pcm + (size_t)b * VT_MEL_ROW;        // frame t: x[160 t, 160 t + 400)
     for (int i = tid; i < 20; i += MEL_THREADS) tw20[i] = g_mel_tables.tw20[i];
     for (int i = tid; i < 400; i += MEL_THREADS) tw400[i] = g_mel_tables.tw400[i];
     for (int i = tid; i < MEL_FPB * 400; i += MEL_THREADS) {
         const int f = i / 400, n = i % 400;
-        int j = (t0 + f) * 160 - 200 + n;                  // reflect at both ends of the 480000
-        if (j < 0) j = -j;
-        if (j >= 480000) j = 2 * (480000 - 1) - j;
-        xw[i] = g_mel_tables.window[n] * (double)x[j];
+        xw[i] = g_mel_tables.window[n] * (double)x[(t0 + f) * 160 + n];
     }
     __syncthreads();
 
@@ -1279,8 +1280,9 @@ __global__ void __launch_bounds__(MEL_THREADS) log_mel_frames_kernel(float * __r
         double sum = 0.0;
         for (int k = r.x; k < r.y; k++) sum += (double)row[k] * pf[k];
         const float v = log2f(fmaxf((float)sum, 1e-10f)) * 0.30102999566398119521f;
-        out[((size_t)b * n_mels + m) * 3000 + t0 + f] = v;
-        mx = fmaxf(mx, v);
+        const bool in_signal = t0 + f < valid;
+        if (out) out[((size_t)b * n_mels + m) * 3000 + t0 + f] = in_signal ? v : 0.0f;
+        if (in_signal) mx = fmaxf(mx, v);
     }
     for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
     if (tid % 32 == 0) red[tid / 32] = mx;
@@ -1291,11 +1293,9 @@ __global__ void __launch_bounds__(MEL_THREADS) log_mel_frames_kernel(float * __r
     }
 }
 
-// log_mel_norm_kernel: grid (x, B): every block of window b finds the window's max from the
-// frame blocks' and applies out = (max(out, max - 8) + 4) / 4 to its part, grid-stride.
-__global__ void log_mel_norm_kernel(float * __restrict__ out, const float * __restrict__ block_max, size_t per_window) {
+// The largest of window b's frame blocks' maxima, in every thread of the block.
+__device__ float log_mel_window_max(const float * __restrict__ block_max, int b) {
     __shared__ float red[32];
-    const int b = blockIdx.y;
     float mx = -INFINITY;
     for (int i = threadIdx.x; i < MEL_BLOCKS; i += blockDim.x) mx = fmaxf(mx, block_max[(size_t)b * MEL_BLOCKS + i]);
     for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
@@ -1303,10 +1303,28 @@ __global__ void log_mel_norm_kernel(float * __restrict__ out, const float * __re
     __syncthreads();
     mx = red[0];
     for (int w = 1; w < (int)(blockDim.x / 32); w++) mx = fmaxf(mx, red[w]);
+    return mx;
+}
+
+// log_mel_norm_kernel: grid (x, B): every block of window b takes the clamp's max (params[b].y,
+// or when that is NaN the window's own, from the frame blocks') and applies out = (max(out,
+// max - 8) + 4) / 4 to its part of the frames that hold the signal, grid-stride.
+__global__ void log_mel_norm_kernel(float * __restrict__ out, const float * __restrict__ block_max, size_t per_window,
+                                    const float * __restrict__ params) {
+    const int b = blockIdx.y;
+    const int valid = params ? (int)params[2 * b] : 3000;
+    const float given = params ? params[2 * b + 1] : NAN;
+    const float mx = isnan(given) ? log_mel_window_max(block_max, b) : given;
     const float floor_v = mx - 8.0f;
     float * o = out + (size_t)b * per_window;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < per_window; i += (size_t)gridDim.x * blockDim.x)
-        o[i] = (fmaxf(o[i], floor_v) + 4.0f) / 4.0f;
+        if ((int)(i % 3000) < valid) o[i] = (fmaxf(o[i], floor_v) + 4.0f) / 4.0f;
+}
+
+// log_mel_max_kernel: grid B: out[b] = window b's max (vt_log_mel_max).
+__global__ void log_mel_max_kernel(float * __restrict__ out, const float * __restrict__ block_max) {
+    const float mx = log_mel_window_max(block_max, blockIdx.x);
+    if (threadIdx.x == 0) out[blockIdx.x] = mx;
 }
 
 // =====================================================================================
@@ -1660,18 +1678,26 @@ static bool launch_convert(cudaStream_t st, void * y, vt_type yt, const void * x
     return true;
 }
 
-// log_mel: ranges, frames, then the normalisation over each window
+// log_mel: ranges, frames, then the normalisation over each window (or its max alone)
 static bool launch_log_mel(cudaStream_t st, vt_tensor * t, float * block_max, int2 * ranges) {
     const vt_tensor * pcm = t->src[0], * filters = t->src[1];
-    const int n_mels = (int)t->ne[1], B = (int)t->ne[2];
+    const float * params = t->src[2] ? (const float *)t->src[2]->data : nullptr;
+    const bool max_only = t->iparams[0];
+    const int n_mels = (int)filters->ne[1], B = (int)pcm->ne[1];
     mel_ranges_kernel<<<(unsigned)ceil_div(n_mels, 128), 128, 0, st>>>(ranges, (const float *)filters->data, n_mels);
     CUDA_CHECK(cudaGetLastError());
     log_mel_frames_kernel<<<dim3(MEL_BLOCKS, B), MEL_THREADS, log_mel_smem_bytes(), st>>>(
-        (float *)t->data, block_max, (const float *)pcm->data, (const float *)filters->data, ranges, n_mels);
+        max_only ? nullptr : (float *)t->data, block_max, (const float *)pcm->data, (const float *)filters->data, ranges,
+        n_mels, params);
     CUDA_CHECK(cudaGetLastError());
+    if (max_only) {
+        log_mel_max_kernel<<<B, 256, 0, st>>>((float *)t->data, block_max);
+        CUDA_CHECK(cudaGetLastError());
+        return true;
+    }
     const size_t per_window = (size_t)n_mels * 3000;
     const int bx = (int)std::max<int64_t>(1, std::min<int64_t>(ceil_div((int64_t)per_window, 256 * 4), 4 * g_sm_count / B));
-    log_mel_norm_kernel<<<dim3(bx, B), 256, 0, st>>>((float *)t->data, block_max, per_window);
+    log_mel_norm_kernel<<<dim3(bx, B), 256, 0, st>>>((float *)t->data, block_max, per_window, params);
     CUDA_CHECK(cudaGetLastError());
     return true;
 }
@@ -2272,8 +2298,8 @@ struct cuda_backend : vt_backend {
                 case VT_OP_ATTENTION:  ok = attention_supported(t); break;
                 case VT_OP_LAYER_NORM: break;
                 case VT_OP_LOG_MEL:
-                    mel_windows = std::max(mel_windows, (size_t)t->ne[2]);
-                    mel_rows = std::max(mel_rows, (size_t)t->ne[1]);
+                    mel_windows = std::max(mel_windows, (size_t)t->src[0]->ne[1]);
+                    mel_rows = std::max(mel_rows, (size_t)t->src[1]->ne[1]);
                     break;
                 case VT_OP_AVG_POOL2: case VT_OP_RMS_NORM: case VT_OP_SWIGLU: case VT_OP_STACK: break;
                 default:
@@ -2494,25 +2520,29 @@ struct cuda_backend : vt_backend {
         return true;
     }
 
-    // upload stream: host -> slot.in; compute stream: slot.in -> the graph's input, the
-    // forward, its output converted into slot.out; download stream: slot.out -> host. The
-    // events keep each slot's buffers from being overwritten while another stream reads them.
-    bool submit(vt_graph * g, vt_tensor * in, const void * in_host, const vt_tensor * out, void * out_host,
-                vt_type out_type, int slot) override {
+    // upload stream: host -> slot.in (the inputs back to back); compute stream: slot.in -> the
+    // graph's inputs, the forward, its output converted into slot.out; download stream: slot.out
+    // -> host. The events keep each slot's buffers from being overwritten while another stream
+    // reads them.
+    bool submit(vt_graph * g, int n_in, vt_tensor * const * in, const void * const * in_host, const vt_tensor * out,
+                void * out_host, vt_type out_type, int slot) override {
         graph_state * s = (graph_state *)g->backend_state;
         if (!s) { vt_set_error("cuda: graph not allocated"); return false; }
         CUDA_CHECK(cudaSetDevice(device));
         submit_slot & sl = slots[slot];
-        const size_t in_bytes = vt_nbytes(in), n_out = (size_t)vt_nelements(out);
-        const size_t out_bytes = n_out * vt_type_size(out_type);
-        if (!ensure_slot_buffer(sl.in, sl.in_bytes, in_bytes) || !ensure_slot_buffer(sl.out, sl.out_bytes, out_bytes)) return false;
+        size_t at[VT_MAX_SUBMIT_INPUTS + 1] = {0};          // each input's offset in slot.in, 256-aligned
+        for (int i = 0; i < n_in; i++) at[i + 1] = at[i] + (vt_nbytes(in[i]) + 255) / 256 * 256;
+        const size_t n_out = (size_t)vt_nelements(out), out_bytes = n_out * vt_type_size(out_type);
+        if (!ensure_slot_buffer(sl.in, sl.in_bytes, at[n_in]) || !ensure_slot_buffer(sl.out, sl.out_bytes, out_bytes)) return false;
 
         CUDA_CHECK(cudaStreamWaitEvent(up, sl.consumed, 0));
-        CUDA_CHECK(cudaMemcpyAsync(sl.in, in_host, in_bytes, cudaMemcpyHostToDevice, up));
+        for (int i = 0; i < n_in; i++)
+            CUDA_CHECK(cudaMemcpyAsync((char *)sl.in + at[i], in_host[i], vt_nbytes(in[i]), cudaMemcpyHostToDevice, up));
         CUDA_CHECK(cudaEventRecord(sl.uploaded, up));
 
         CUDA_CHECK(cudaStreamWaitEvent(stream, sl.uploaded, 0));
-        CUDA_CHECK(cudaMemcpyAsync(in->data, sl.in, in_bytes, cudaMemcpyDeviceToDevice, stream));
+        for (int i = 0; i < n_in; i++)
+            CUDA_CHECK(cudaMemcpyAsync(in[i]->data, (char *)sl.in + at[i], vt_nbytes(in[i]), cudaMemcpyDeviceToDevice, stream));
         CUDA_CHECK(cudaEventRecord(sl.consumed, stream));
         if (!launch(s, g)) return false;
         CUDA_CHECK(cudaStreamWaitEvent(stream, sl.done, 0));

@@ -411,15 +411,27 @@ vt_tensor * vt_attention(vt_context * ctx, vt_tensor * q, vt_tensor * k, vt_tens
 
 // vt_log_mel
 
-vt_tensor * vt_log_mel(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters) {
-    VT_ASSERT(pcm->type == VT_TYPE_F32 && vt_is_contiguous(pcm) && pcm->ne[0] == 480000 && pcm->ne[2] == 1 && pcm->ne[3] == 1);
+static vt_tensor * log_mel_op(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params, bool max_only) {
+    VT_ASSERT(pcm->type == VT_TYPE_F32 && vt_is_contiguous(pcm) && pcm->ne[0] == VT_MEL_ROW && pcm->ne[2] == 1 && pcm->ne[3] == 1);
     VT_ASSERT(filters->type == VT_TYPE_F32 && vt_is_contiguous(filters) && filters->ne[0] == 201 && filters->ne[2] == 1);
-    const int64_t ne[4] = {3000, filters->ne[1], pcm->ne[1], 1};
-    vt_tensor * t = new_tensor(ctx, VT_TYPE_F32, ne);
+    VT_ASSERT(!params || (params->type == VT_TYPE_F32 && vt_is_contiguous(params) && params->ne[0] == 2 &&
+                          params->ne[1] == pcm->ne[1] && params->ne[2] == 1));
+    const int64_t ne[4] = {3000, filters->ne[1], pcm->ne[1], 1}, ne_max[4] = {pcm->ne[1], 1, 1, 1};
+    vt_tensor * t = new_tensor(ctx, VT_TYPE_F32, max_only ? ne_max : ne);
     t->op = VT_OP_LOG_MEL;
     t->src[0] = pcm;
     t->src[1] = filters;
+    t->src[2] = params;
+    t->iparams[0] = max_only;
     return t;
+}
+
+vt_tensor * vt_log_mel(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params) {
+    return log_mel_op(ctx, pcm, filters, params, false);
+}
+
+vt_tensor * vt_log_mel_max(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params) {
+    return log_mel_op(ctx, pcm, filters, params, true);
 }
 
 vt_tensor * vt_attention_masked(vt_context * ctx, vt_tensor * q, vt_tensor * k, vt_tensor * v,
@@ -632,9 +644,11 @@ bool vt_backend_profile(vt_backend * be, vt_graph * g, double * ms) {
     return be->profile(g, ms);
 }
 
-bool vt_backend::submit(vt_graph * g, vt_tensor * in, const void * in_host, const vt_tensor * out, void * out_host,
-                        vt_type out_type, int) {
-    if (!set_tensor(in, in_host, VT_TYPE_F32) || !compute(g)) return false;
+bool vt_backend::submit(vt_graph * g, int n_in, vt_tensor * const * in, const void * const * in_host, const vt_tensor * out,
+                        void * out_host, vt_type out_type, int) {
+    for (int i = 0; i < n_in; i++)
+        if (!set_tensor(in[i], in_host[i], VT_TYPE_F32)) return false;
+    if (!compute(g)) return false;
     if (out_type == VT_TYPE_F32) return get_tensor_f32(out, (float *)out_host);
     std::vector<float> f32((size_t)vt_nelements(out));
     if (!get_tensor_f32(out, f32.data())) return false;
@@ -650,14 +664,19 @@ void * vt_backend::host_alloc(size_t bytes) {
 
 void vt_backend::host_free(void * p) { free(p); }
 
-bool vt_backend_submit(vt_backend * be, vt_graph * g, vt_tensor * in, const void * in_host, const vt_tensor * out,
-                       void * out_host, enum vt_type out_type, int slot) {
+bool vt_backend_submit(vt_backend * be, vt_graph * g, int n_in, vt_tensor * const * in, const void * const * in_host,
+                       const vt_tensor * out, void * out_host, enum vt_type out_type, int slot) {
     if (g->backend != be) { vt_set_error("graph not allocated on backend %s", be->name()); return false; }
     if (slot < 0 || slot > 1) { vt_set_error("submit: slot %d (0 or 1)", slot); return false; }
     if (out_type != VT_TYPE_F32 && out_type != VT_TYPE_F16) { vt_set_error("submit: output as %s (f32 or f16)", vt_type_name(out_type)); return false; }
-    if (in->type != VT_TYPE_F32 || !(in->flags & VT_FLAG_INPUT) || !in->data) { vt_set_error("submit: '%s' is not an allocated f32 input", in->name); return false; }
+    if (n_in < 1 || n_in > VT_MAX_SUBMIT_INPUTS) { vt_set_error("submit: %d inputs (1 to %d)", n_in, VT_MAX_SUBMIT_INPUTS); return false; }
+    for (int i = 0; i < n_in; i++)
+        if (in[i]->type != VT_TYPE_F32 || !(in[i]->flags & VT_FLAG_INPUT) || !in[i]->data) {
+            vt_set_error("submit: '%s' is not an allocated f32 input", in[i]->name);
+            return false;
+        }
     if (!vt_is_contiguous(out) || !out->data) { vt_set_error("submit: '%s' is not a contiguous allocated tensor", out->name); return false; }
-    return be->submit(g, in, in_host, out, out_host, out_type, slot);
+    return be->submit(g, n_in, in, in_host, out, out_host, out_type, slot);
 }
 
 bool vt_backend_prepare(vt_backend * be, vt_graph * g) {

@@ -179,13 +179,24 @@ vt_tensor * vt_swiglu(vt_context * ctx, vt_tensor * x);
 //   x [B, T, C] contiguous -> out [B, ceil(T/f), f*C]; a view when f divides T, else a copy
 vt_tensor * vt_stack_frames(vt_context * ctx, vt_tensor * x, int f);
 
-// log_mel: Whisper's log-mel spectrogram of B 30 s windows, the algorithm of
+// log_mel: Whisper's log-mel spectrogram of B windows of 3000 frames, the algorithm of
 // whisper_audio_log_mel (transformers' WhisperFeatureExtractor), the FFT in double.
-//   pcm     [B, 480000] ne {480000, B} f32, contiguous, each window zero-padded by the caller
+//   pcm     [B, VT_MEL_ROW] ne {480400, B} f32, contiguous: each row is the window's 480000
+//           samples with VT_MEL_CONTEXT more on each side, as the caller's signal has them
+//           there (its neighbours, its reflection at the signal's ends, zeros): frame t reads
+//           row[160 t, 160 t + 400), so the op itself never pads
 //   filters [n_mels, 201] ne {201, n_mels} f32 (the model's mel bank)
-//   out     [B, n_mels, 3000] f32
+//   params  [B, 2] ne {2, B} f32, or NULL ({3000, NaN} for every window): per window the frames
+//           that hold the signal (those past it are 0 in out and left out of the max) and the
+//           max of the dynamic-range clamp, or NaN for the window's own max
+//   out     [B, n_mels, 3000] f32: (max(log10 mel, max - 8) + 4) / 4
 // CUDA only: on the CPU the model library computes the log-mel before the graph.
-vt_tensor * vt_log_mel(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters);
+#define VT_MEL_CONTEXT 200
+#define VT_MEL_ROW (480000 + 2 * VT_MEL_CONTEXT)
+vt_tensor * vt_log_mel(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params);
+// The same op's first half: out [B] f32, each window's largest log10 mel over the frames
+// that hold the signal, before any clamp (the max of an input cut into several windows).
+vt_tensor * vt_log_mel_max(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params);
 
 const char * vt_op_name(enum vt_op op);
 
@@ -239,13 +250,14 @@ bool   vt_backend_compute(vt_backend * be, vt_graph * g);
 bool   vt_backend_profile(vt_backend * be, vt_graph * g, double * ms);
 size_t vt_backend_allocated_bytes(const vt_backend * be); // weights + arenas + workspaces
 
-// Runs without waiting: in_host (f32, all of `in`) is copied in, g computed, `out` copied to
-// out_host as out_type (F32 or F16). The CUDA backend puts the copies in and out on streams
-// of their own, so that with two slots (0 and 1) one run's upload and another's download
-// overlap a forward; its host buffers should come from vt_backend_host_alloc (pinned).
-// vt_backend_wait(be, slot) waits for the run in that slot; the host buffers must stay
-// untouched until then. The CPU backend runs it at once.
-bool   vt_backend_submit(vt_backend * be, vt_graph * g, vt_tensor * in, const void * in_host,
+// Runs without waiting: each in[i] (an f32 graph input) is copied in from in_host[i], g
+// computed, `out` copied to out_host as out_type (F32 or F16). The CUDA backend puts the copies
+// in and out on streams of their own, so that with two slots (0 and 1) one run's upload and
+// another's download overlap a forward; its host buffers should come from vt_backend_host_alloc
+// (pinned). vt_backend_wait(be, slot) waits for the run in that slot; the host buffers must
+// stay untouched until then. The CPU backend runs it at once.
+#define VT_MAX_SUBMIT_INPUTS 4
+bool   vt_backend_submit(vt_backend * be, vt_graph * g, int n_in, vt_tensor * const * in, const void * const * in_host,
                          const vt_tensor * out, void * out_host, enum vt_type out_type, int slot);
 bool   vt_backend_wait(vt_backend * be, int slot);
 // Everything but the run: on CUDA the forward is captured as a CUDA graph now rather than at
@@ -300,8 +312,8 @@ struct vt_backend {
     virtual size_t allocated_bytes() const = 0;
     virtual bool supports(vt_op op) const { return op != VT_OP_LOG_MEL; }
     // at once, by default: in, compute, out (converted on the host)
-    virtual bool submit(vt_graph * g, vt_tensor * in, const void * in_host, const vt_tensor * out, void * out_host,
-                        vt_type out_type, int slot);
+    virtual bool submit(vt_graph * g, int n_in, vt_tensor * const * in, const void * const * in_host,
+                        const vt_tensor * out, void * out_host, vt_type out_type, int slot);
     virtual bool wait(int slot) { (void)slot; return true; }
     virtual bool prepare(vt_graph * g) { (void)g; return true; }
     virtual void * host_alloc(size_t bytes);

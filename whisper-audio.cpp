@@ -3484,26 +3484,44 @@ static bool wa_mel_check_pcm(const char * func, const float * pcm, size_t n, siz
     return true;
 }
 
-// The log10 mel of frames [f0, f0 + n_frames) of a signal of sig_len samples, the first
-// min(n, sig_len) from pcm (already checked), the rest zero: out[m * ld + t], before the
-// dynamic-range clamp. Returns the largest value. A window is frames [0, 3000) of 480000
-// samples; Voxtral's and Ultravox's processors take the log-mel of a whole input instead.
-WA_SIMD_CLONES static float log_mel_frames(const float * filters, int n_mels, const float * pcm, size_t n, int64_t sig_len, int64_t f0,
-                            int n_frames, float * out, size_t ld) {
-    const wa_mel_tables & tb = wa_mel_get_tables();
+// The row the log-mel reads for a window that starts at sample `start` of a signal of sig_len
+// samples, the first min(n, sig_len) from pcm (already checked), the rest zero: row[i] =
+// signal[start - 200 + i], mirrored at the signal's two ends without repeating the edge sample
+// (torch.stft center=True, pad_mode="reflect"), 0 where even the mirror falls outside (only
+// frames past the signal read those). A 30 s window is a signal of its own (start 0, sig_len
+// 480000); Voxtral's and Ultravox's processors take one signal of the whole input instead, so
+// their windows' edges hold their neighbours' samples.
+static void log_mel_row(const float * pcm, size_t n, int64_t sig_len, int64_t start, float * row) {
+    const int64_t n_sig = std::min<int64_t>((int64_t)n, sig_len), first = start - VT_MEL_CONTEXT;
+    auto at = [&](int64_t j) {
+        if (j < 0) j = -j;
+        if (j >= sig_len) j = 2 * (sig_len - 1) - j;
+        return j >= 0 && j < n_sig ? pcm[j] : 0.0f;
+    };
+    // [lo, hi): the signal itself, unmirrored; the mirrored edges around it
+    const int64_t lo = std::min<int64_t>(VT_MEL_ROW, std::max<int64_t>(0, -first));
+    const int64_t hi = std::min<int64_t>(VT_MEL_ROW, std::max<int64_t>(lo, sig_len - first));
+    for (int64_t i = 0; i < lo; i++) row[i] = at(first + i);
+    const int64_t n_copy = std::min<int64_t>(hi - lo, std::max<int64_t>(0, n_sig - (first + lo)));
+    if (n_copy > 0) memcpy(row + lo, pcm + first + lo, (size_t)n_copy * sizeof(float));
+    std::fill(row + lo + n_copy, row + hi, 0.0f);
+    for (int64_t i = hi; i < VT_MEL_ROW; i++) row[i] = at(first + i);
+}
 
-    // pad with zeros or truncate to 480000 samples (WhisperFeatureExtractor: padding="max_length",
-    // truncation=True; openai pad_or_trim)
-    const int64_t n_samp = (int64_t) std::min(n, (size_t) sig_len);
+// The log10 mel of frames [0, n_frames) of a window's row (log_mel_row): out[m * ld + t], before
+// the dynamic-range clamp. Frame t reads row[160 t, 160 t + 400). Returns the largest value.
+WA_SIMD_CLONES static float log_mel_frames(const float * filters, int n_mels, const float * row, int n_frames, float * out,
+                                           size_t ld) {
+    const wa_mel_tables & tb = wa_mel_get_tables();
 
     // the filters are triangles: keep each row's non-zero range [k0, k1) (exact: the
     // skipped products are 0 * finite)
     std::vector<int> k0(n_mels), k1(n_mels);
     for (int m = 0; m < n_mels; m++) {
-        const float * row = filters + (size_t) m * WA_MEL_N_BINS;
+        const float * fr = filters + (size_t) m * WA_MEL_N_BINS;
         int a = 0, b = WA_MEL_N_BINS;
-        while (a < b && row[a] == 0.0f) a++;
-        while (b > a && row[b - 1] == 0.0f) b--;
+        while (a < b && fr[a] == 0.0f) a++;
+        while (b > a && fr[b - 1] == 0.0f) b--;
         k0[m] = a;
         k1[m] = b;
     }
@@ -3512,21 +3530,9 @@ WA_SIMD_CLONES static float log_mel_frames(const float * filters, int n_mels, co
     double power[WA_MEL_N_BINS];
     float  mx = -INFINITY;
     for (int t = 0; t < n_frames; t++) {
-        // frame f covers padded[160 f, 160 f + 400); padded[i] = signal[i - 200], where the
-        // signal is sig_len long and mirrored at both ends without repeating the edge sample
-        // (torch.stft center=True, pad_mode="reflect"); samples past n_samp are the zero pad
-        const int64_t j0 = (f0 + t) * WA_MEL_HOP - WA_MEL_N_FFT / 2;
-        if (j0 >= 0 && j0 + WA_MEL_N_FFT <= n_samp) {
-            for (int i = 0; i < WA_MEL_N_FFT; i++) {
-                frame[i] = tb.window[i] * pcm[j0 + i];
-            }
-        } else {
-            for (int i = 0; i < WA_MEL_N_FFT; i++) {
-                int64_t j = j0 + i;
-                if (j < 0) j = -j;
-                if (j >= sig_len) j = 2 * (sig_len - 1) - j;
-                frame[i] = j < n_samp ? tb.window[i] * pcm[j] : 0.0;
-            }
+        const float * x = row + (size_t) t * WA_MEL_HOP;
+        for (int i = 0; i < WA_MEL_N_FFT; i++) {
+            frame[i] = tb.window[i] * x[i];
         }
 
         // |rfft|^2 of the windowed frame, 201 bins (stft(...).abs() ** 2)
@@ -3534,10 +3540,10 @@ WA_SIMD_CLONES static float log_mel_frames(const float * filters, int n_mels, co
 
         // mel = filters @ power, then log10(clamp(mel, min=1e-10))
         for (int m = 0; m < n_mels; m++) {
-            const float * row = filters + (size_t) m * WA_MEL_N_BINS;
+            const float * fr = filters + (size_t) m * WA_MEL_N_BINS;
             double sum = 0.0;
             for (int k = k0[m]; k < k1[m]; k++) {
-                sum += (double) row[k] * power[k];
+                sum += (double) fr[k] * power[k];
             }
             // (log2 * log10(2): one libm call instead of log10f's two; within 1e-6 of it)
             const float v = std::log2(std::max((float) sum, 1e-10f)) * 0.30102999566398119521f;
@@ -3559,35 +3565,21 @@ static void log_mel_clamp(float * out, int n_mels, int n_frames, size_t ld, floa
     }
 }
 
-// One window, its samples already checked: out [n_mels, n_frames]. The signal is sig_len
-// samples (480000: a 30 s window; Ultravox's unpadded input: its length rounded up to 160,
-// n_frames = sig_len / 160), the first min(n, sig_len) from pcm, the rest zero.
-static void log_mel_window(const float * filters, int n_mels, const float * pcm, size_t n, float * out,
-                           int64_t sig_len = WA_MEL_N_SAMP, int n_frames = WA_MEL_N_FRAME) {
-    const float mx = log_mel_frames(filters, n_mels, pcm, n, sig_len, 0, n_frames, out, n_frames);
-    log_mel_clamp(out, n_mels, n_frames, n_frames, mx);
+// A window's log-mel from its row, as vt_log_mel computes it: out [n_mels, 3000], frames
+// [0, valid) clamped with clamp_max (NaN: their own max), frames past them 0. Returns their max
+// before the clamp.
+static float log_mel_from_row(const float * filters, int n_mels, const float * row, int valid, float clamp_max, float * out) {
+    const float mx = log_mel_frames(filters, n_mels, row, valid, out, WA_MEL_N_FRAME);
+    for (int m = 0; m < n_mels; m++) std::fill(out + (size_t)m * WA_MEL_N_FRAME + valid, out + (size_t)(m + 1) * WA_MEL_N_FRAME, 0.0f);
+    log_mel_clamp(out, n_mels, valid, WA_MEL_N_FRAME, std::isnan(clamp_max) ? mx : clamp_max);
+    return mx;
 }
 
-// The log-mel of a whole input as Voxtral's and Ultravox's processors take it: n_frames frames
-// of a signal of sig_len samples (the first n from pcm), one dynamic-range clamp over all of
-// them, cut into chunks of 3000 frames: out [ceil(n_frames / 3000), n_mels, 3000], the last
-// chunk's frames past the end 0 (Ultravox pads its last chunk's mel with zeros).
-static bool log_mel_chunks(const float * filters, int n_mels, const float * pcm, size_t n, int64_t sig_len,
-                           int64_t n_frames, float * out, int n_threads) {
-    if (!wa_mel_check_pcm("log-mel", pcm, std::min<size_t>(n, (size_t)sig_len), 0)) return false;
-    const int n_chunks = (int)((n_frames + WA_MEL_N_FRAME - 1) / WA_MEL_N_FRAME);
-    const size_t chunk = (size_t)n_mels * WA_MEL_N_FRAME;
-    auto frames_of = [&](int c) { return (int)std::min<int64_t>(WA_MEL_N_FRAME, n_frames - (int64_t)c * WA_MEL_N_FRAME); };
-    std::vector<float> mx(n_chunks);
-    wa_parallel(n_chunks, n_threads, [&](int c) {
-        float * o = out + c * chunk;
-        const int k = frames_of(c);
-        mx[c] = log_mel_frames(filters, n_mels, pcm, n, sig_len, (int64_t)c * WA_MEL_N_FRAME, k, o, WA_MEL_N_FRAME);
-        for (int m = 0; m < n_mels; m++) std::fill(o + (size_t)m * WA_MEL_N_FRAME + k, o + (size_t)(m + 1) * WA_MEL_N_FRAME, 0.0f);
-    });
-    const float all = *std::max_element(mx.begin(), mx.end());
-    wa_parallel(n_chunks, n_threads, [&](int c) { log_mel_clamp(out + c * chunk, n_mels, frames_of(c), WA_MEL_N_FRAME, all); });
-    return true;
+// One 30 s window of its own, its samples already checked: out [n_mels, 3000].
+static void log_mel_window(const float * filters, int n_mels, const float * pcm, size_t n, float * out) {
+    std::vector<float> row(VT_MEL_ROW);
+    log_mel_row(pcm, n, WA_MEL_N_SAMP, 0, row.data());
+    log_mel_from_row(filters, n_mels, row.data(), WA_MEL_N_FRAME, NAN, out);
 }
 
 bool whisper_audio_log_mel_filters(const float * filters, int n_mels, const float * pcm, size_t n, float * out) {
@@ -3642,9 +3634,10 @@ bool whisper_audio_log_mel_windows(const whisper_audio_model * model, const floa
 struct wa_graph {                        // one batch shape, built once and replayed
     vt_context * ctx = nullptr;
     vt_graph * graph = nullptr;
-    vt_tensor * in = nullptr;            // f32 input: mel [B, n_mels, F], or PCM [B, 480000]
-    vt_tensor * kv_len = nullptr;        // [B] f32 input: Qwen2-Audio's positions holding audio (token graphs)
-    vt_tensor * out = nullptr;           // [B, F/2, d], or a token graph's [B, rows, width]
+    vt_tensor * in = nullptr;            // f32 input: mel [B, n_mels, F], or PCM rows [B, VT_MEL_ROW]
+    vt_tensor * mel_params = nullptr;    // [B, 2] f32 input with PCM: vt_log_mel's frames and clamp per window
+    vt_tensor * kv_len = nullptr;        // [B] f32 input: the positions holding audio (a masked tower's graphs)
+    vt_tensor * out = nullptr;           // [B, F/2, d], a tower's [B, rows, width], or the mel maxima [B]
 };
 
 // It keeps copies of what it needs from the model, so the model may be freed before it.
@@ -3659,57 +3652,107 @@ struct whisper_audio_encoder {
     bool mel_in_graph = false;           // the backend makes the log-mel (CUDA): PCM goes in
     vt_tensor * mel_filters_t = nullptr; // ... with this copy of the mel bank
     wa_projector proj{};                 // the projector's, by WA_PROJ_TENSORS (those of hparams.projector)
-    // by (batch size, mel frames, PCM in, token graph)
-    std::map<std::tuple<int, int, bool, bool>, wa_graph> graphs;
+    // by (batch size, mel frames, PCM in, what it computes: wa_graph_kind)
+    std::map<std::tuple<int, int, bool, int>, wa_graph> graphs;
     whisper_audio_timings timings{};     // since init or the last reset
 };
 
-// The audio LLM's tower after the encoder's last layer, then (params.projector) its projector,
-// each step as the model's own code: cur [B, T, d] -> [B, tokens, n_llm] (or the tower's rows).
-static vt_tensor * whisper_audio_build_tower(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
-    const whisper_audio_hparams & hp = enc->hparams;
-    const wa_weights & w = enc->w;
-    const wa_projector & p = enc->proj;
-    const bool project = enc->params.projector;
-    switch (hp.projector) {
-        case WHISPER_AUDIO_PROJECTOR_QWEN2A:     // Qwen2AudioEncoder: avg_pooler, layer_norm; the projector's linear
-            cur = vt_avg_pool2(ctx, cur);
-            cur = vt_layer_norm(ctx, cur, w.ln_post_w, w.ln_post_b, hp.eps);
-            if (project) cur = vt_linear(ctx, cur, p.fc1_w, p.fc1_b, VT_ACT_NONE, nullptr);
-            break;
-        case WHISPER_AUDIO_PROJECTOR_VOXTRAL:    // layer_norm; get_audio_features: reshape(-1, 4 d), linear_1, GELU, linear_2
-            cur = vt_layer_norm(ctx, cur, w.ln_post_w, w.ln_post_b, hp.eps);
-            if (project) {
-                cur = vt_stack_frames(ctx, cur, hp.stack_factor);
-                cur = vt_linear(ctx, cur, p.fc1_w, nullptr, VT_ACT_GELU, nullptr);
-                cur = vt_linear(ctx, cur, p.fc2_w, nullptr, VT_ACT_NONE, nullptr);
-            }
-            break;
-        case WHISPER_AUDIO_PROJECTOR_ULTRAVOX:   // layer_norm; UltravoxProjector: stack (the tail zero-padded),
-            cur = vt_layer_norm(ctx, cur, w.ln_post_w, w.ln_post_b, hp.eps);   // ln_pre, linear_1, SwiGLU,
-            if (project) {                                                      // ln_mid, linear_2, ln_post
-                cur = vt_stack_frames(ctx, cur, hp.stack_factor);
-                cur = vt_rms_norm(ctx, cur, p.ln_pre_w, hp.proj_eps);
-                cur = vt_linear(ctx, cur, p.fc1_w, nullptr, VT_ACT_NONE, nullptr);
-                cur = vt_swiglu(ctx, cur);
-                if (p.ln_mid_w) cur = vt_rms_norm(ctx, cur, p.ln_mid_w, hp.proj_eps);
-                cur = vt_linear(ctx, cur, p.fc2_w, nullptr, VT_ACT_NONE, nullptr);
-                if (p.ln_post_w) cur = vt_rms_norm(ctx, cur, p.ln_post_w, hp.proj_eps);
-            }
-            break;
-        case WHISPER_AUDIO_PROJECTOR_NONE:
-            VT_ASSERT(!"a token graph for a model without a projector");
-    }
-    vt_set_name(cur, "tokens");
+// ---- the audio LLMs' towers: each a builder and a row of WA_TOWERS ----------------------
+//
+// A tower's builder follows the encoder's last layer, each step as the model's own code:
+// cur [B, T, d] -> [B, tokens, n_llm] with the projector (params.projector), else the tower's
+// own rows [B, rows, d].
+
+// Qwen2AudioEncoder: avg_pooler, layer_norm; Qwen2AudioMultiModalProjector's linear
+static vt_tensor * build_qwen2a(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+    cur = vt_avg_pool2(ctx, cur);
+    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
+    if (enc->params.projector) cur = vt_linear(ctx, cur, enc->proj.fc1_w, enc->proj.fc1_b, VT_ACT_NONE, nullptr);
     return cur;
+}
+
+// layer_norm; get_audio_features: reshape(-1, 4 d), linear_1, GELU, linear_2
+static vt_tensor * build_voxtral(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
+    if (!enc->params.projector) return cur;
+    cur = vt_stack_frames(ctx, cur, enc->hparams.stack_factor);
+    cur = vt_linear(ctx, cur, enc->proj.fc1_w, nullptr, VT_ACT_GELU, nullptr);
+    return vt_linear(ctx, cur, enc->proj.fc2_w, nullptr, VT_ACT_NONE, nullptr);
+}
+
+// layer_norm; UltravoxProjector: stack (the tail zero-padded), ln_pre, linear_1, SwiGLU, ln_mid,
+// linear_2, ln_post (v0.4: ln_post after linear_2 instead of ln_mid)
+static vt_tensor * build_ultravox(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+    const wa_projector & p = enc->proj;
+    const float eps = enc->hparams.proj_eps;
+    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
+    if (!enc->params.projector) return cur;
+    cur = vt_stack_frames(ctx, cur, enc->hparams.stack_factor);
+    cur = vt_rms_norm(ctx, cur, p.ln_pre_w, eps);
+    cur = vt_linear(ctx, cur, p.fc1_w, nullptr, VT_ACT_NONE, nullptr);
+    cur = vt_swiglu(ctx, cur);
+    if (p.ln_mid_w) cur = vt_rms_norm(ctx, cur, p.ln_mid_w, eps);
+    cur = vt_linear(ctx, cur, p.fc2_w, nullptr, VT_ACT_NONE, nullptr);
+    if (p.ln_post_w) cur = vt_rms_norm(ctx, cur, p.ln_post_w, eps);
+    return cur;
+}
+
+// The rows a chunk gives from its mel frames that hold audio (conv2's stride 2 makes
+// ceil(frames / 2) positions).
+static int positions_of(int frames) { return frames < 1 ? 0 : (frames - 1) / 2 + 1; }
+static int rows_qwen2a(const whisper_audio_hparams &, int frames, bool) { return positions_of(frames) / 2; }   // (pos - 2) // 2 + 1
+static int rows_voxtral(const whisper_audio_hparams & hp, int, bool projector) {
+    return projector ? hp.n_ctx / hp.stack_factor : hp.n_ctx;
+}
+static int rows_ultravox(const whisper_audio_hparams & hp, int frames, bool projector) {
+    const int pos = positions_of(frames);
+    return projector ? (pos + hp.stack_factor - 1) / hp.stack_factor : pos;
+}
+
+// The mel frames an input of n samples gives, as the model's processor prepares it; each
+// chunk of 3000 of them is one encoder window.
+static int64_t frames_qwen2a(size_t n) {       // its first 30 s, a frame per started hop
+    return (int64_t)((std::min<size_t>(n, WHISPER_AUDIO_N_SAMPLES) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
+}
+static int64_t frames_voxtral(size_t n) {      // padded to a multiple of 30 s
+    return (int64_t)whisper_audio_n_windows(n) * WHISPER_AUDIO_N_FRAMES;
+}
+static int64_t frames_ultravox(size_t n) {     // at least 2 hops, padded to a hop
+    return (int64_t)((std::max<size_t>(n, 2 * WHISPER_AUDIO_HOP) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
+}
+
+// One row per audio LLM: what its processor and code do with an input, for the pipeline, the
+// token counts and the graph. A new tower is a row, a builder and its tests.
+struct wa_tower {
+    whisper_audio_projector type;
+    const char * name;           // llama.cpp's clip.projector_type
+    size_t max_samples;          // the most of an input the processor keeps (0: all of it)
+    bool whole_signal;           // one log-mel over the whole input, its clamp over all of it (else
+                                 // each 30 s window its own, zero-padded)
+    bool unpadded;               // an input of one chunk runs at its own length (positional embedding sliced)
+    bool masked;                 // attention masked past the positions that hold audio
+    int64_t (*frames)(size_t n_samples);
+    int (*rows)(const whisper_audio_hparams & hp, int frames, bool projector);
+    vt_tensor * (*build)(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur);
+};
+
+static const wa_tower WA_TOWERS[] = {
+    //  type                               name        max_samples               whole  unpad  mask
+    { WHISPER_AUDIO_PROJECTOR_QWEN2A,   "qwen2a",   WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_qwen2a,   rows_qwen2a,   build_qwen2a   },
+    { WHISPER_AUDIO_PROJECTOR_VOXTRAL,  "voxtral",  0,                       true,  false, false, frames_voxtral,  rows_voxtral,  build_voxtral  },
+    { WHISPER_AUDIO_PROJECTOR_ULTRAVOX, "ultravox", 0,                       true,  true,  true,  frames_ultravox, rows_ultravox, build_ultravox },
+};
+
+static const wa_tower * wa_tower_of(whisper_audio_projector type) {
+    for (const wa_tower & t : WA_TOWERS) if (t.type == type) return &t;
+    return nullptr;
 }
 
 // Builds the forward for a batch of mel windows: mel [B, n_mels, F] -> [B, (F + 1) / 2, d]; F
 // is 3000 for a padded 30 s window, or fewer for an unpadded one. kv_len [B] (or NULL):
-// window b attends to its first kv_len[b] positions. tokens: the model's tower and projector
-// follow the last layer (whisper_audio_encode_tokens).
+// window b attends to its first kv_len[b] positions. tower: its builder follows the last layer.
 static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * mel,
-                                               vt_tensor * kv_len, bool tokens) {
+                                               vt_tensor * kv_len, const wa_tower * tower) {
     const whisper_audio_hparams & hp = enc->hparams;
     const wa_weights & w = enc->w;
     const int n_state = hp.n_state, n_head = hp.n_head;
@@ -3756,7 +3799,7 @@ static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc
         vt_set_name(cur, "layer%d", il);
         if (il == out_layer) return cur;
     }
-    if (tokens) return whisper_audio_build_tower(enc, ctx, cur);
+    if (tower) return vt_set_name(tower->build(enc, ctx, cur), "tokens");
 
     // final norm
     if (enc->params.final_ln) {
@@ -3989,12 +4032,16 @@ struct wa_encoder_lock {
     ~wa_encoder_lock() { if (held) enc->busy = false; }
 };
 
+// What a graph computes: the encoder's rows (windows), a tower's tokens, or (from PCM) the
+// log-mel's maxima alone (the first pass over an input that a tower takes one log-mel of).
+enum wa_graph_kind { WA_GRAPH_ROWS, WA_GRAPH_TOKENS, WA_GRAPH_MEL_MAX };
+
 // The graph for a batch of n windows of n_frames each, built and allocated on first use:
-// from mel, or with from_pcm (where the backend makes the log-mel) from 16 kHz PCM; with
-// tokens, the audio-LLM tower's. Only the full batches of padded windows and one other shape
-// are kept, so memory stays bounded.
-static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_frames, bool from_pcm = false, bool tokens = false) {
-    const std::tuple<int, int, bool, bool> key(n, n_frames, from_pcm, tokens);
+// from mel, or with from_pcm (where the backend makes the log-mel) from PCM rows. Only the full
+// batches of padded windows and one other shape are kept, so memory stays bounded.
+static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_frames, bool from_pcm = false,
+                                  wa_graph_kind kind = WA_GRAPH_ROWS) {
+    const std::tuple<int, int, bool, int> key(n, n_frames, from_pcm, kind);
     auto it = enc->graphs.find(key);
     if (it != enc->graphs.end()) return &it->second;
     for (auto i = enc->graphs.begin(); i != enc->graphs.end();) {
@@ -4008,37 +4055,48 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_fram
     }
     // owned by these until the map holds them, so that nothing leaks if something throws
     const whisper_audio_hparams & hp = enc->hparams;
+    const wa_tower * tower = kind == WA_GRAPH_TOKENS ? wa_tower_of(hp.projector) : nullptr;
+    VT_ASSERT(kind != WA_GRAPH_TOKENS || tower);
+    VT_ASSERT(kind != WA_GRAPH_MEL_MAX || from_pcm);
     std::unique_ptr<vt_context, void (*)(vt_context *)> ctx(vt_init(48 + 16 * hp.n_layer), vt_free);
-    vt_tensor * in, * mel;
-    if (from_pcm) {     // the padded window's log-mel, its first n_frames frames kept
-        in = vt_new_tensor_2d(ctx.get(), VT_TYPE_F32, WHISPER_AUDIO_N_SAMPLES, n);
-        vt_set_name(in, "pcm");
-        vt_set_input(in);
-        mel = vt_log_mel(ctx.get(), in, enc->mel_filters_t);
-        vt_set_name(mel, "mel");
-        if (n_frames < WHISPER_AUDIO_N_FRAMES)
-            mel = vt_view_3d(ctx.get(), mel, n_frames, hp.n_mels, n, mel->nb[1], mel->nb[2], 0);
+    wa_graph g;
+    vt_tensor * mel = nullptr, * out = nullptr;
+    if (from_pcm) {     // the windows' log-mel, the first n_frames frames kept
+        g.in = vt_new_tensor_2d(ctx.get(), VT_TYPE_F32, VT_MEL_ROW, n);
+        vt_set_name(g.in, "pcm");
+        vt_set_input(g.in);
+        g.mel_params = vt_new_tensor_2d(ctx.get(), VT_TYPE_F32, 2, n);
+        vt_set_name(g.mel_params, "mel_params");
+        vt_set_input(g.mel_params);
+        if (kind == WA_GRAPH_MEL_MAX) {
+            out = vt_log_mel_max(ctx.get(), g.in, enc->mel_filters_t, g.mel_params);
+        } else {
+            mel = vt_log_mel(ctx.get(), g.in, enc->mel_filters_t, g.mel_params);
+            vt_set_name(mel, "mel");
+            if (n_frames < WHISPER_AUDIO_N_FRAMES)
+                mel = vt_view_3d(ctx.get(), mel, n_frames, hp.n_mels, n, mel->nb[1], mel->nb[2], 0);
+        }
     } else {
-        in = mel = vt_new_tensor_3d(ctx.get(), VT_TYPE_F32, n_frames, hp.n_mels, n);
-        vt_set_name(in, "mel");
-        vt_set_input(in);
+        g.in = mel = vt_new_tensor_3d(ctx.get(), VT_TYPE_F32, n_frames, hp.n_mels, n);
+        vt_set_name(g.in, "mel");
+        vt_set_input(g.in);
     }
-    vt_tensor * kv_len = nullptr;
-    if (tokens && hp.projector != WHISPER_AUDIO_PROJECTOR_VOXTRAL) {   // Qwen2-Audio's and Ultravox's masks
-        kv_len = vt_new_tensor_1d(ctx.get(), VT_TYPE_F32, n);
-        vt_set_name(kv_len, "kv_len");
-        vt_set_input(kv_len);
+    if (tower && tower->masked) {
+        g.kv_len = vt_new_tensor_1d(ctx.get(), VT_TYPE_F32, n);
+        vt_set_name(g.kv_len, "kv_len");
+        vt_set_input(g.kv_len);
     }
-    vt_tensor * out = whisper_audio_build_encoder(enc, ctx.get(), mel, kv_len, tokens);
+    if (!out) out = whisper_audio_build_encoder(enc, ctx.get(), mel, g.kv_len, tower);
     std::unique_ptr<vt_graph, void (*)(vt_graph *)> graph(vt_graph_build(ctx.get(), &out, 1), vt_graph_free);
     if (!vt_backend_alloc_graph(enc->backend, graph.get())) {
         wa_set_error("allocating the encoder graph (batch %d, %d frames, %.1f MiB) on %s: %s", n, n_frames,
                      vt_graph_arena_size(graph.get()) / 1048576.0, vt_backend_name(enc->backend), vt_last_error());
         return nullptr;
     }
-    wa_graph & g = enc->graphs[key];
-    g = wa_graph{ctx.release(), graph.release(), in, kv_len, out};
-    return &g;
+    g.out = out;
+    g.ctx = ctx.release();
+    g.graph = graph.release();
+    return &(enc->graphs[key] = g);
 }
 
 static bool encode_mel_frames(whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames, float * out) {
@@ -4094,28 +4152,41 @@ bool whisper_audio_encode_mel(whisper_audio_encoder * enc, const float * mel, in
 // pipeline: audio in as it comes, rows out in input order
 // =====================================================================================
 //
-// The caller's thread cuts the audio into 30 s windows and the windows into batches of
-// max_batch (with no_pad, an input's short last window goes alone, unpadded). One worker
-// thread per encoder takes batches in turn. On CUDA it submits the PCM: upload, log-mel and
-// forward, download (as f32 or f16) overlap on the device's streams, two batches in flight.
-// On the CPU it makes the log-mel on the encoder's threads, then runs the forward. Then it
-// pools. The caller's thread hands the rows to on_rows in input order whenever it is inside
-// push, end_input or finish. Batches are cut the same way however many encoders there are,
-// so every encoder count gives the same rows.
+// The caller's thread cuts the audio into windows and the windows into batches of max_batch,
+// each window a row of VT_MEL_ROW samples (its 30 s and the 200 samples the log-mel's edge
+// frames read on each side). A Whisper model's windows (and Qwen2-Audio's one) are 30 s each,
+// filled as the audio comes; a tower that takes one log-mel over its whole input (Voxtral,
+// Ultravox) holds the input until it ends, then cuts its chunks; when there are several, a
+// first pass on the device finds the log-mel's max over all of them (the dynamic-range clamp
+// is the input's). A batch holds windows of one length (an unpadded window: its own length).
+//
+// One worker thread per encoder takes batches in turn. On CUDA it submits the PCM: upload,
+// log-mel and forward, download (as f32 or f16) overlap on the device's streams, two batches in
+// flight. On the CPU it makes the log-mel on the encoder's threads, then runs the forward. Then
+// it pools. The caller's thread hands the rows to on_rows in input order whenever it is inside
+// push, end_input or finish. Batches are cut the same way however many encoders there are, so
+// every encoder count gives the same rows.
 
 struct wa_window {
     int64_t input, window;
     size_t samples;                      // of audio in it
+    int valid = WHISPER_AUDIO_N_FRAMES;  // mel frames that hold the signal (vt_log_mel's params)
+    float clamp = NAN;                   // the log-mel clamp's max: NaN, the window's own
+    int positions = 0;                   // that hold audio (the mask of a masked tower)
+    int rows = 0;                        // a tower's rows from it
 };
 
 struct wa_batch {
-    int64_t id = 0;                      // in the order the batches were cut
+    int64_t id = 0;                      // in the order the batches were cut; -1 for a mel-max batch
     int n = 0;                           // windows
     int n_frames = WHISPER_AUDIO_N_FRAMES;
     int cap = 0;                         // windows the buffers hold: max_batch, or fewer for less work
+    bool mel_max = false;                // the first pass over a held input: out holds each window's mel max
     std::vector<wa_window> wins;
-    float * pcm = nullptr;               // [cap, 480000], host memory of the first encoder's backend
-    void * out = nullptr;                // [cap, 1500, d], f32, or f16 when rows are f16 and not pooled
+    float * pcm = nullptr;               // [cap, VT_MEL_ROW], then mel_params [cap, 2] and kv_len [cap]:
+    float * mel_params = nullptr;        // one block of host memory of the first encoder's backend
+    float * kv_len = nullptr;
+    void * out = nullptr;                // [cap, out_win]: f32, or f16 when rows are f16 and not pooled
     std::vector<float> pooled;           // pool: [cap, d]
     std::vector<uint16_t> pooled_f16;
 };
@@ -4123,7 +4194,9 @@ struct wa_batch {
 struct whisper_audio_pipeline {
     std::vector<whisper_audio_encoder *> encs;
     whisper_audio_pipeline_params params;
-    int max_batch = 1, n_state = 0, n_ctx = 0;
+    const wa_tower * tower = nullptr;    // the rows are this tower's tokens (else Whisper windows)
+    bool projector = true;               // ... through its projector
+    int max_batch = 1, width = 0, max_rows = 0;   // a row's floats; rows a window gives, at most
     bool out_f16 = false;                // the download's type (f16 rows, not pooled)
     vt_backend * host = nullptr;         // allocates the batches' host buffers (pinned on CUDA)
     std::vector<std::unique_ptr<wa_batch>> batches;   // two per encoder (in flight) and one being filled
@@ -4131,9 +4204,12 @@ struct whisper_audio_pipeline {
     std::mutex mu;
     std::condition_variable cv;
     std::deque<wa_batch *> free_list;    // ready to be filled
-    std::deque<wa_batch *> todo;         // cut, waiting for a worker
+    std::deque<wa_batch *> todo;         // cut, waiting for a worker (mel-max batches first)
     std::map<int64_t, wa_batch *> done;  // encoded, waiting for on_rows
+    std::deque<wa_batch *> maxima;       // mel-max batches done, waiting to be read
     int64_t n_cut = 0, n_emitted = 0;
+    int n_max_pending = 0;               // mel-max batches cut and not yet read
+    float held_max = -INFINITY;          // their largest value
     bool closing = false;                // workers leave once todo is empty
     std::string error;                   // the first failure; every later call fails with it
     std::vector<std::thread> workers;
@@ -4142,8 +4218,12 @@ struct whisper_audio_pipeline {
     wa_batch * cur = nullptr;            // being filled: window cur->n takes the samples
     size_t in_window = 0;                // samples in window cur->n
     int64_t input = 0, window = 0;
-    size_t input_samples = 0;
+    size_t input_samples = 0;            // of the current input, pushed (held or windowed or not used)
+    std::vector<float> held;             // a whole-signal tower's current input
 };
+
+// The most samples of an input a whole-signal tower holds: 4 hours (922 MB of f32).
+static const size_t WA_MAX_HELD_SAMPLES = (size_t)4 * 3600 * WHISPER_AUDIO_SAMPLE_RATE;
 
 static void pipeline_fail(whisper_audio_pipeline * p, const std::string & msg) {
     std::lock_guard<std::mutex> lock(p->mu);
@@ -4153,8 +4233,8 @@ static void pipeline_fail(whisper_audio_pipeline * p, const std::string & msg) {
 
 // Pools (and converts) an encoded batch on the encoder's threads.
 static void pipeline_finish_rows(whisper_audio_pipeline * p, whisper_audio_encoder * enc, wa_batch * b) {
-    if (p->params.pool != WHISPER_AUDIO_POOL_MEAN) return;
-    const int n_pos = b->n_frames / 2, d = p->n_state;
+    if (p->params.pool != WHISPER_AUDIO_POOL_MEAN || b->mel_max) return;
+    const int n_pos = b->n_frames / 2, d = p->width;
     wa_parallel(b->n, enc->params.n_threads, [&](int i) {
         whisper_audio_pool_mean((const float *)b->out + (size_t)i * n_pos * d, n_pos, d, b->wins[i].samples,
                                 b->pooled.data() + (size_t)i * d);
@@ -4162,28 +4242,86 @@ static void pipeline_finish_rows(whisper_audio_pipeline * p, whisper_audio_encod
     if (p->params.f16) vt_convert(b->pooled_f16.data(), VT_TYPE_F16, b->pooled.data(), VT_TYPE_F32, (size_t)b->n * d);
 }
 
-static void pipeline_worker(whisper_audio_pipeline * p, whisper_audio_encoder * enc) {
+// The CPU's log-mel of a batch on the encoder's threads: mel [n, n_mels, n_frames], or with
+// mel_max each window's max into b->out.
+static void pipeline_cpu_mel(whisper_audio_encoder * enc, wa_batch * b, std::vector<float> & mel) {
     const whisper_audio_hparams & hp = enc->hparams;
-    const vt_type out_type = p->out_f16 ? VT_TYPE_F16 : VT_TYPE_F32;
+    const size_t mel_win = (size_t)hp.n_mels * WHISPER_AUDIO_N_FRAMES;
+    mel.resize((size_t)b->n * mel_win);
+    wa_parallel(b->n, enc->params.n_threads, [&](int i) {
+        const wa_window & w = b->wins[i];
+        const float * row = b->pcm + (size_t)i * VT_MEL_ROW;
+        float * o = mel.data() + i * mel_win;
+        if (b->mel_max) ((float *)b->out)[i] = log_mel_frames(enc->mel_filters.data(), hp.n_mels, row, w.valid, o, WHISPER_AUDIO_N_FRAMES);
+        else log_mel_from_row(enc->mel_filters.data(), hp.n_mels, row, w.valid, w.clamp, o);
+    });
+    for (int i = 0; !b->mel_max && b->n_frames < WHISPER_AUDIO_N_FRAMES && i < b->n; i++)   // the first frames, packed
+        for (int m = 0; m < hp.n_mels; m++)
+            memmove(mel.data() + ((size_t)i * hp.n_mels + m) * b->n_frames, mel.data() + i * mel_win + (size_t)m * WHISPER_AUDIO_N_FRAMES,
+                    b->n_frames * sizeof(float));
+}
+
+// Submits batch b to the encoder's backend in slot `slot` (on the CPU: computes it).
+static bool pipeline_submit(whisper_audio_pipeline * p, whisper_audio_encoder * enc, wa_batch * b, int slot,
+                            std::vector<float> & mel) {
+    // on CUDA a short batch of padded windows runs as a whole one (zero windows after it), so
+    // that one captured graph serves every batch; the CPU's time follows the windows
+    const bool from_pcm = enc->mel_in_graph;
+    const int n_run = from_pcm && b->n_frames == WHISPER_AUDIO_N_FRAMES ? b->cap : b->n;
+    for (int i = b->n; i < n_run; i++) {
+        std::fill(b->pcm + (size_t)i * VT_MEL_ROW, b->pcm + (size_t)(i + 1) * VT_MEL_ROW, 0.0f);
+        b->mel_params[2 * i] = WHISPER_AUDIO_N_FRAMES;
+        b->mel_params[2 * i + 1] = NAN;
+        b->kv_len[i] = 1;
+    }
+    if (!from_pcm) {
+        const auto t = std::chrono::steady_clock::now();
+        pipeline_cpu_mel(enc, b, mel);
+        enc->timings.mel_ms += ms_since(t);
+        if (b->mel_max) return true;
+    }
+    const wa_graph_kind kind = b->mel_max ? WA_GRAPH_MEL_MAX : p->tower ? WA_GRAPH_TOKENS : WA_GRAPH_ROWS;
+    wa_graph * g = graph_for_batch(enc, n_run, b->n_frames, from_pcm, kind);
+    if (!g) { pipeline_fail(p, whisper_audio_last_error()); return false; }
+    vt_tensor * in[3] = {g->in};
+    const void * in_host[3] = {from_pcm ? (const void *)b->pcm : (const void *)mel.data()};
+    int n_in = 1;
+    if (g->mel_params) { in[n_in] = g->mel_params; in_host[n_in++] = b->mel_params; }
+    if (g->kv_len) { in[n_in] = g->kv_len; in_host[n_in++] = b->kv_len; }
+    const vt_type out_type = p->out_f16 && !b->mel_max ? VT_TYPE_F16 : VT_TYPE_F32;
+    const auto t = std::chrono::steady_clock::now();
+    const bool ok = vt_backend_submit(enc->backend, g->graph, n_in, in, in_host, g->out, b->out, out_type, slot);
+    enc->timings.encode_ms += ms_since(t);
+    if (!ok) {
+        pipeline_fail(p, std::string("encoding on ") + vt_backend_name(enc->backend) + ": " + vt_last_error());
+        return false;
+    }
+    return true;
+}
+
+static void pipeline_worker(whisper_audio_pipeline * p, whisper_audio_encoder * enc) {
     std::vector<float> mel;                              // CPU: the batch's log-mel
     wa_batch * in_flight[2] = {nullptr, nullptr};        // by slot
     int slot = 0;
-    auto fail = [&](const char * what) {
-        pipeline_fail(p, std::string(what) + " on " + vt_backend_name(enc->backend) + ": " + vt_last_error());
-    };
     // waits for the batch in slot s, pools it and hands it back
     auto land = [&](int s) {
         wa_batch * b = in_flight[s];
         if (!b) return true;
         in_flight[s] = nullptr;
         const auto t = std::chrono::steady_clock::now();
-        if (!vt_backend_wait(enc->backend, s)) { fail("encoding"); return false; }
+        if (!vt_backend_wait(enc->backend, s)) {
+            pipeline_fail(p, std::string("encoding on ") + vt_backend_name(enc->backend) + ": " + vt_last_error());
+            return false;
+        }
         pipeline_finish_rows(p, enc, b);
         enc->timings.encode_ms += ms_since(t);
-        enc->timings.n_batches++;
-        enc->timings.n_windows += b->n;
+        if (!b->mel_max) {
+            enc->timings.n_batches++;
+            enc->timings.n_windows += b->n;
+        }
         std::lock_guard<std::mutex> lock(p->mu);
-        p->done[b->id] = b;
+        if (b->mel_max) p->maxima.push_back(b);
+        else p->done[b->id] = b;
         p->cv.notify_all();
         return true;
     };
@@ -4205,36 +4343,9 @@ static void pipeline_worker(whisper_audio_pipeline * p, whisper_audio_encoder * 
             b = p->todo.front();
             p->todo.pop_front();
         }
-        bool ok = true;
+        bool ok;
         try {
-            // on CUDA a short batch runs as a whole one (zero windows after it), so that one
-            // captured graph serves every batch; the CPU's time follows the windows
-            const int n_run = enc->mel_in_graph && b->n_frames == WHISPER_AUDIO_N_FRAMES ? b->cap : b->n;
-            if (n_run > b->n)
-                std::fill(b->pcm + (size_t)b->n * WHISPER_AUDIO_N_SAMPLES, b->pcm + (size_t)n_run * WHISPER_AUDIO_N_SAMPLES, 0.0f);
-            wa_graph * g = graph_for_batch(enc, n_run, b->n_frames, enc->mel_in_graph);
-            if (!g) { pipeline_fail(p, whisper_audio_last_error()); ok = false; }
-            const void * in = b->pcm;
-            if (ok && !enc->mel_in_graph) {
-                const size_t mel_win = (size_t)hp.n_mels * WHISPER_AUDIO_N_FRAMES;
-                mel.resize((size_t)b->n * mel_win);
-                const auto t = std::chrono::steady_clock::now();
-                ok = log_mel_windows(enc->mel_filters.data(), hp.n_mels, b->pcm, (size_t)b->n * WHISPER_AUDIO_N_SAMPLES,
-                                     b->n, mel.data(), enc->params.n_threads);
-                if (!ok) pipeline_fail(p, whisper_audio_last_error());
-                for (int i = 0; ok && b->n_frames < WHISPER_AUDIO_N_FRAMES && i < b->n; i++)   // keep the first frames, packed
-                    for (int m = 0; m < hp.n_mels; m++)
-                        memmove(mel.data() + ((size_t)i * hp.n_mels + m) * b->n_frames,
-                                mel.data() + i * mel_win + (size_t)m * WHISPER_AUDIO_N_FRAMES, b->n_frames * sizeof(float));
-                enc->timings.mel_ms += ms_since(t);
-                in = mel.data();
-            }
-            const auto t = std::chrono::steady_clock::now();
-            if (ok && !vt_backend_submit(enc->backend, g->graph, g->in, in, g->out, b->out, out_type, slot)) {
-                fail("encoding");
-                ok = false;
-            }
-            enc->timings.encode_ms += ms_since(t);
+            ok = pipeline_submit(p, enc, b, slot, mel);
         } catch (const std::exception & e) {
             pipeline_fail(p, std::string("pipeline worker: ") + e.what());
             ok = false;
@@ -4270,34 +4381,47 @@ static void pipeline_stop(whisper_audio_pipeline * p) {
     p->workers.clear();
 }
 
-// Hands every batch that is next in order to on_rows; with wait, blocks until one comes
-// (or a failure). False once the pipeline has failed (the error set).
+// Hands every batch that is next in order to on_rows (and takes in the mel maxima that came
+// back); with wait, blocks until one of them comes (or a failure). False once the pipeline has
+// failed (the error set).
 static bool pipeline_emit(whisper_audio_pipeline * p, bool wait) {
     for (;;) {
         wa_batch * b = nullptr;
         {
             std::unique_lock<std::mutex> lock(p->mu);
-            if (wait) p->cv.wait(lock, [&] { return !p->error.empty() || p->done.count(p->n_emitted); });
+            if (wait) p->cv.wait(lock, [&] { return !p->error.empty() || p->done.count(p->n_emitted) || !p->maxima.empty(); });
             if (!p->error.empty()) { wa_set_error("%s", p->error.c_str()); return false; }
+            for (; !p->maxima.empty(); p->maxima.pop_front(), p->n_max_pending--) {
+                wa_batch * m = p->maxima.front();
+                for (int i = 0; i < m->n; i++) p->held_max = std::max(p->held_max, ((const float *)m->out)[i]);
+                p->free_list.push_back(m);
+                wait = false;
+            }
             auto it = p->done.find(p->n_emitted);
-            if (it == p->done.end()) return true;
+            if (it == p->done.end()) {
+                if (wait) continue;
+                return true;
+            }
             b = it->second;
             p->done.erase(it);
         }
-        const int n_pos = b->n_frames / 2, d = p->n_state;
+        const int n_pos = b->n_frames / 2, d = p->width;
         const bool pool = p->params.pool == WHISPER_AUDIO_POOL_MEAN;
+        const size_t es = p->out_f16 || (pool && p->params.f16) ? 2 : 4;
+        // rows a window's output holds
+        const size_t win_rows = p->tower ? (size_t)p->tower->rows(p->encs[0]->hparams, b->n_frames, p->projector) : (size_t)n_pos;
         for (int i = 0; i < b->n; i++) {
+            const wa_window & w = b->wins[i];
             whisper_audio_rows r;
-            r.input = b->wins[i].input;
-            r.window = b->wins[i].window;
-            r.samples = b->wins[i].samples;
-            r.audio_positions = std::min(n_pos, whisper_audio_n_positions(r.samples));
-            r.n_rows = pool ? 1 : n_pos;
+            r.input = w.input;
+            r.window = w.window;
+            r.samples = w.samples;
+            r.audio_positions = p->tower ? w.positions : std::min(n_pos, whisper_audio_n_positions(r.samples));
+            r.n_rows = p->tower ? w.rows : pool ? 1 : n_pos;
             r.n_state = d;
             r.f16 = p->params.f16;
-            const size_t es = p->out_f16 || (pool && r.f16) ? 2 : 4;
             r.data = pool ? (r.f16 ? (const void *)(b->pooled_f16.data() + (size_t)i * d) : (const void *)(b->pooled.data() + (size_t)i * d))
-                          : (const void *)((const char *)b->out + (size_t)i * n_pos * d * es);
+                          : (const void *)((const char *)b->out + (size_t)i * win_rows * d * es);
             if (p->params.on_rows && !p->params.on_rows(&r, p->params.user)) {
                 pipeline_fail(p, "stopped by the rows callback");
                 wa_set_error("stopped by the rows callback");
@@ -4317,14 +4441,12 @@ static wa_batch * pipeline_acquire(whisper_audio_pipeline * p) {
         if (!pipeline_emit(p, false)) return nullptr;
         {
             std::lock_guard<std::mutex> lock(p->mu);
-            wa_batch * b = nullptr;
             if (!p->free_list.empty()) {
-                b = p->free_list.front();
+                wa_batch * b = p->free_list.front();
                 p->free_list.pop_front();
-            }
-            if (b) {
                 b->n = 0;
                 b->n_frames = WHISPER_AUDIO_N_FRAMES;
+                b->mel_max = false;
                 return b;
             }
         }
@@ -4332,14 +4454,21 @@ static wa_batch * pipeline_acquire(whisper_audio_pipeline * p) {
     }
 }
 
+// Hands the batch being filled to the workers (a mel-max batch ahead of the others).
 static void pipeline_dispatch(whisper_audio_pipeline * p) {
     wa_batch * b = p->cur;
     p->cur = nullptr;
     if (!b) return;
     std::lock_guard<std::mutex> lock(p->mu);
     if (b->n == 0) { p->free_list.push_back(b); return; }
-    b->id = p->n_cut++;
-    p->todo.push_back(b);
+    if (b->mel_max) {
+        b->id = -1;
+        p->n_max_pending++;
+        p->todo.push_front(b);
+    } else {
+        b->id = p->n_cut++;
+        p->todo.push_back(b);
+    }
     p->cv.notify_all();
 }
 
@@ -4350,95 +4479,137 @@ static bool pipeline_ok(whisper_audio_pipeline * p) {
     return false;
 }
 
-// max_windows: the most windows the caller will push (encode_pcm knows), so that the host
-// buffers are no larger than the work; 0: no bound, whole batches.
-static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * encoders, int n_encoders,
-                                              whisper_audio_pipeline_params params, size_t max_windows = 0) {
-    if (!encoders || n_encoders < 1) { wa_set_error("whisper_audio_pipeline_init: no encoders"); return nullptr; }
-    int pool;
-    memcpy(&pool, &params.pool, sizeof(int));
-    if (pool != WHISPER_AUDIO_POOL_NONE && pool != WHISPER_AUDIO_POOL_MEAN) {
-        wa_set_error("whisper_audio_pipeline_init: pool %d is not WHISPER_AUDIO_POOL_NONE or _MEAN", pool);
-        return nullptr;
+// Makes the batch being filled one that takes a window of n_frames (frames) and has room: the
+// one there, or, when it holds windows of another length or mel maxima, a new one (the other
+// goes to the workers). A window being streamed into slot cur->n moves along.
+static bool pipeline_make_room(whisper_audio_pipeline * p, int n_frames, bool mel_max) {
+    wa_batch * b = p->cur;
+    if (b && (b->n == 0 || (b->n_frames == n_frames && b->mel_max == mel_max))) {
+        b->n_frames = n_frames;
+        b->mel_max = mel_max;
+        return true;
     }
-    std::unique_ptr<whisper_audio_pipeline, void (*)(whisper_audio_pipeline *)> owner(new whisper_audio_pipeline,
-                                                                                    whisper_audio_pipeline_free);
-    whisper_audio_pipeline * p = owner.get();
-    p->params = params;
-    for (int i = 0; i < n_encoders; i++) {
-        whisper_audio_encoder * e = encoders[i];
-        if (!e) { wa_set_error("whisper_audio_pipeline_init: encoder %d is NULL", i); return nullptr; }
-        const whisper_audio_encoder * e0 = p->encs.empty() ? e : p->encs[0];
-        if (e->hparams.n_state != e0->hparams.n_state || e->hparams.n_mels != e0->hparams.n_mels ||
-            e->params.output_layer != e0->params.output_layer || e->params.final_ln != e0->params.final_ln ||
-            e->params.max_batch != e0->params.max_batch) {
-            wa_set_error("whisper_audio_pipeline_init: encoder %d differs from encoder 0 (model, output layer or batch size)", i);
-            return nullptr;
-        }
-        if (e->busy.exchange(true)) {
-            wa_set_error("whisper_audio_pipeline_init: encoder %d is busy (with another call or pipeline, or given twice)", i);
-            return nullptr;
-        }
-        p->encs.push_back(e);
-    }
-    p->max_batch = p->encs[0]->params.max_batch;
-    p->n_state = p->encs[0]->hparams.n_state;
-    p->n_ctx = p->encs[0]->hparams.n_ctx;
-    p->out_f16 = params.f16 && params.pool != WHISPER_AUDIO_POOL_MEAN;
-    p->host = p->encs[0]->backend;
-    // the host buffers, allocated once here (pinned memory is slow to allocate)
-    const int cap = max_windows > 0 ? (int)std::min<size_t>(p->max_batch, max_windows) : p->max_batch;
-    const size_t win_out = (size_t)p->n_ctx * p->n_state * (p->out_f16 ? 2 : 4);
-    for (size_t i = 0; i < 2 * p->encs.size() + 1; i++) {
-        p->batches.emplace_back(new wa_batch);
-        wa_batch * b = p->batches.back().get();
-        b->cap = cap;
-        b->wins.resize(cap);
-        b->pcm = (float *)vt_backend_host_alloc(p->host, (size_t)cap * WHISPER_AUDIO_N_SAMPLES * sizeof(float));
-        b->out = b->pcm ? vt_backend_host_alloc(p->host, (size_t)cap * win_out) : nullptr;
-        if (!b->out) throw std::bad_alloc();
-        if (params.pool == WHISPER_AUDIO_POOL_MEAN) {
-            b->pooled.resize((size_t)cap * p->n_state);
-            if (params.f16) b->pooled_f16.resize(b->pooled.size());
-        }
-        p->free_list.push_back(b);
-    }
-    for (whisper_audio_encoder * e : p->encs) {      // the whole batch's graph, captured now
-        wa_graph * g = e->mel_in_graph ? graph_for_batch(e, cap, WHISPER_AUDIO_N_FRAMES, true) : nullptr;
-        if (g && !vt_backend_prepare(e->backend, g->graph)) {
-            wa_set_error("whisper_audio_pipeline_init: %s", vt_last_error());
-            return nullptr;
-        }
-        if (e->mel_in_graph && !g) return nullptr;
-    }
-    for (whisper_audio_encoder * e : p->encs) p->workers.emplace_back(pipeline_worker, p, e);
-    return owner.release();
+    p->cur = nullptr;
+    wa_batch * next = pipeline_acquire(p);
+    if (!next) { p->cur = b; return false; }
+    if (b && p->in_window > 0)
+        memcpy(next->pcm + VT_MEL_CONTEXT, b->pcm + (size_t)b->n * VT_MEL_ROW + VT_MEL_CONTEXT, p->in_window * sizeof(float));
+    p->cur = b;
+    pipeline_dispatch(p);
+    p->cur = next;
+    next->n_frames = n_frames;
+    next->mel_max = mel_max;
+    return true;
 }
 
-// Closes window cur->n with `samples` of audio (the rest zeroed); a full batch goes.
-static bool pipeline_close_window(whisper_audio_pipeline * p, size_t samples) {
-    float * w = p->cur->pcm + (size_t)p->cur->n * WHISPER_AUDIO_N_SAMPLES;
-    std::fill(w + samples, w + WHISPER_AUDIO_N_SAMPLES, 0.0f);
-    p->cur->wins[p->cur->n++] = wa_window{p->input, p->window++, samples};
+// Closes window cur->n, whose row is filled; a full batch goes.
+static void pipeline_close_window(whisper_audio_pipeline * p, const wa_window & w) {
+    wa_batch * b = p->cur;
+    b->mel_params[2 * b->n] = (float)w.valid;
+    b->mel_params[2 * b->n + 1] = w.clamp;
+    b->kv_len[b->n] = (float)std::max(1, w.positions);
+    b->wins[b->n++] = w;
     p->in_window = 0;
-    if (p->cur->n == p->cur->cap) pipeline_dispatch(p);
-    return true;
+    if (b->n == b->cap) pipeline_dispatch(p);
+}
+
+// A 30 s window of its own, its first `samples` in its row: the zero padding, then the row's
+// edges mirrored (log_mel_row for a signal of 480000 samples starting at 0).
+static void pipeline_close_own_window(whisper_audio_pipeline * p, size_t samples) {
+    float * row = p->cur->pcm + (size_t)p->cur->n * VT_MEL_ROW, * x = row + VT_MEL_CONTEXT;
+    const int64_t N = WHISPER_AUDIO_N_SAMPLES;
+    std::fill(x + samples, x + N, 0.0f);
+    for (int i = 1; i <= VT_MEL_CONTEXT; i++) row[VT_MEL_CONTEXT - i] = x[i];            // x[-i] = x[i]
+    for (int k = 0; k < VT_MEL_CONTEXT; k++) x[N + k] = x[N - 2 - k];                    // x[N + k] = x[2 (N - 1) - (N + k)]
+    wa_window w{p->input, p->window++, samples};
+    if (p->tower) {                       // Qwen2-Audio: a frame per started hop holds audio
+        const int frames = (int)((samples + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
+        w.positions = positions_of(frames);
+        w.rows = p->tower->rows(p->encs[0]->hparams, frames, p->projector);
+    }
+    pipeline_close_window(p, w);
 }
 
 static bool pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t n) {
     if (!pipeline_ok(p)) return false;
     if (!wa_mel_check_pcm("whisper_audio_pipeline_push", pcm, n, p->input_samples)) return false;
+    if (p->tower && p->tower->whole_signal) {       // held until the input ends
+        if (n > WA_MAX_HELD_SAMPLES - p->held.size()) {
+            wa_set_error("whisper_audio_pipeline_push: input %lld is longer than %.0f hours; %s takes one log-mel over "
+                         "a whole input, and the pipeline holds at most that much of one: split it",
+                         (long long)p->input, WA_MAX_HELD_SAMPLES / 3600.0 / WHISPER_AUDIO_SAMPLE_RATE, p->tower->name);
+            return false;
+        }
+        p->held.insert(p->held.end(), pcm, pcm + n);
+        p->input_samples += n;
+        return pipeline_emit(p, false);
+    }
+    if (p->tower && p->tower->max_samples) {        // the processor keeps the first max_samples
+        const size_t used = p->input_samples >= p->tower->max_samples ? 0 : std::min(n, p->tower->max_samples - p->input_samples);
+        p->input_samples += n - used;
+        n = used;
+    }
     while (n > 0) {
-        if (!p->cur && !(p->cur = pipeline_acquire(p))) return false;
+        if (p->in_window == 0 && !pipeline_make_room(p, WHISPER_AUDIO_N_FRAMES, false)) return false;
         const size_t k = std::min(n, (size_t)WHISPER_AUDIO_N_SAMPLES - p->in_window);
-        memcpy(p->cur->pcm + (size_t)p->cur->n * WHISPER_AUDIO_N_SAMPLES + p->in_window, pcm, k * sizeof(float));
+        memcpy(p->cur->pcm + (size_t)p->cur->n * VT_MEL_ROW + VT_MEL_CONTEXT + p->in_window, pcm, k * sizeof(float));
         p->in_window += k;
         p->input_samples += k;
         pcm += k;
         n -= k;
-        if (p->in_window == WHISPER_AUDIO_N_SAMPLES) pipeline_close_window(p, WHISPER_AUDIO_N_SAMPLES);
+        if (p->in_window == WHISPER_AUDIO_N_SAMPLES && !p->tower) pipeline_close_own_window(p, WHISPER_AUDIO_N_SAMPLES);
     }
     return pipeline_emit(p, false);
+}
+
+// A whole-signal tower's input, once it has ended: its log-mel frames cut into chunks of 3000
+// (an input of one chunk unpadded where the tower runs it so), with the clamp of the input's max.
+static bool pipeline_cut_held(whisper_audio_pipeline * p) {
+    const wa_tower & tw = *p->tower;
+    const float * x = p->held.data();
+    const size_t n = p->held.size();
+    const int64_t frames = tw.frames(n), sig_len = frames * WHISPER_AUDIO_HOP;
+    const int64_t F = WHISPER_AUDIO_N_FRAMES, n_chunks = (frames + F - 1) / F;
+    auto valid_of = [&](int64_t c) { return (int)std::min<int64_t>(F, frames - c * F); };
+    float clamp = NAN;                                // one chunk: its own max
+    if (n_chunks > 1) {                               // first pass: every chunk's max, on the device
+        wa_batch * kept = p->cur;                     // (the batch being filled waits for the second)
+        p->cur = nullptr;
+        p->held_max = -INFINITY;
+        for (int64_t c = 0; c < n_chunks; c++) {
+            if (!pipeline_make_room(p, (int)F, true)) { p->cur = kept; return false; }
+            log_mel_row(x, n, sig_len, c * WHISPER_AUDIO_N_SAMPLES, p->cur->pcm + (size_t)p->cur->n * VT_MEL_ROW);
+            wa_window w{p->input, c, 0};
+            w.valid = valid_of(c);
+            pipeline_close_window(p, w);
+        }
+        if (p->cur && p->cur->mel_max) pipeline_dispatch(p);
+        for (;;) {
+            {
+                std::lock_guard<std::mutex> lock(p->mu);
+                if (p->n_max_pending == 0) break;
+            }
+            if (!pipeline_emit(p, true)) { p->cur = kept; return false; }
+        }
+        p->cur = kept;
+        clamp = p->held_max;
+    }
+    const whisper_audio_hparams & hp = p->encs[0]->hparams;
+    for (int64_t c = 0; c < n_chunks; c++) {
+        const int valid = valid_of(c);
+        const int n_frames = tw.unpadded && n_chunks == 1 ? valid : (int)F;
+        if (!pipeline_make_room(p, n_frames, false)) return false;
+        log_mel_row(x, n, sig_len, c * WHISPER_AUDIO_N_SAMPLES, p->cur->pcm + (size_t)p->cur->n * VT_MEL_ROW);
+        const size_t first = (size_t)c * WHISPER_AUDIO_N_SAMPLES;
+        wa_window w{p->input, c, std::min<size_t>(WHISPER_AUDIO_N_SAMPLES, n - std::min(n, first))};
+        w.valid = valid;
+        w.clamp = clamp;
+        w.positions = positions_of(valid);
+        w.rows = tw.rows(hp, valid, p->projector);
+        pipeline_close_window(p, w);
+    }
+    p->window = n_chunks;
+    return true;
 }
 
 static bool pipeline_end_input(whisper_audio_pipeline * p) {
@@ -4447,24 +4618,15 @@ static bool pipeline_end_input(whisper_audio_pipeline * p) {
         wa_set_error("whisper_audio_pipeline_end_input: input %lld has no audio samples", (long long)p->input);
         return false;
     }
-    if (p->in_window > 0) {
-        if (p->params.no_pad) {        // the batch so far goes, then this window alone, unpadded
-            wa_batch * b = p->cur;
-            const size_t samples = p->in_window;
-            p->cur = nullptr;
-            wa_batch * alone = pipeline_acquire(p);
-            if (!alone) { p->cur = b; return false; }
-            memcpy(alone->pcm, b->pcm + (size_t)b->n * WHISPER_AUDIO_N_SAMPLES, samples * sizeof(float));
-            p->cur = b;
-            pipeline_dispatch(p);
-            p->cur = alone;
-            p->in_window = samples;
-            p->cur->n_frames = 2 * whisper_audio_n_positions(samples);
-            pipeline_close_window(p, samples);
-            pipeline_dispatch(p);
-        } else {
-            pipeline_close_window(p, p->in_window);
-        }
+    if (p->tower && p->tower->whole_signal) {
+        const bool ok = pipeline_cut_held(p);
+        p->held.clear();
+        if (!ok) return false;
+    } else if (p->in_window > 0) {
+        const size_t samples = p->in_window;
+        // with no_pad, the short last window unpadded: its positions' frames, in a batch of that length
+        if (p->params.no_pad && !pipeline_make_room(p, 2 * whisper_audio_n_positions(samples), false)) return false;
+        pipeline_close_own_window(p, samples);
     }
     p->input++;
     p->window = 0;
@@ -4486,6 +4648,94 @@ static bool pipeline_finish(whisper_audio_pipeline * p) {
         }
         if (!pipeline_emit(p, true)) return false;
     }
+}
+
+// Whether a pipeline of these encoder and pipeline parameters gives a tower's tokens: a model
+// with a projector, its last layer's output as the tower takes it, no pooling, padded windows.
+static const wa_tower * pipeline_tower(const whisper_audio_hparams & hp, const whisper_audio_encoder_params & ep,
+                                       const whisper_audio_pipeline_params & pp) {
+    const bool plain = ep.output_layer == -1 && ep.final_ln && pp.pool == WHISPER_AUDIO_POOL_NONE && !pp.no_pad;
+    return plain ? wa_tower_of(hp.projector) : nullptr;
+}
+
+// max_windows: the most windows the caller will push (encode_pcm knows), so that the host
+// buffers are no larger than the work; 0: no bound, whole batches. windows: Whisper windows
+// even from a tower's model (encode_pcm's contract).
+static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * encoders, int n_encoders,
+                                              whisper_audio_pipeline_params params, size_t max_windows = 0,
+                                              bool windows = false) {
+    if (!encoders || n_encoders < 1) { wa_set_error("whisper_audio_pipeline_init: no encoders"); return nullptr; }
+    int pool;
+    memcpy(&pool, &params.pool, sizeof(int));
+    if (pool != WHISPER_AUDIO_POOL_NONE && pool != WHISPER_AUDIO_POOL_MEAN) {
+        wa_set_error("whisper_audio_pipeline_init: pool %d is not WHISPER_AUDIO_POOL_NONE or _MEAN", pool);
+        return nullptr;
+    }
+    std::unique_ptr<whisper_audio_pipeline, void (*)(whisper_audio_pipeline *)> owner(new whisper_audio_pipeline,
+                                                                                    whisper_audio_pipeline_free);
+    whisper_audio_pipeline * p = owner.get();
+    p->params = params;
+    for (int i = 0; i < n_encoders; i++) {
+        whisper_audio_encoder * e = encoders[i];
+        if (!e) { wa_set_error("whisper_audio_pipeline_init: encoder %d is NULL", i); return nullptr; }
+        const whisper_audio_encoder * e0 = p->encs.empty() ? e : p->encs[0];
+        if (e->hparams.n_state != e0->hparams.n_state || e->hparams.n_mels != e0->hparams.n_mels ||
+            e->hparams.projector != e0->hparams.projector || e->params.output_layer != e0->params.output_layer ||
+            e->params.final_ln != e0->params.final_ln || e->params.projector != e0->params.projector ||
+            e->params.max_batch != e0->params.max_batch) {
+            wa_set_error("whisper_audio_pipeline_init: encoder %d differs from encoder 0 (model, output layer, "
+                         "projector or batch size)", i);
+            return nullptr;
+        }
+        if (e->busy.exchange(true)) {
+            wa_set_error("whisper_audio_pipeline_init: encoder %d is busy (with another call or pipeline, or given twice)", i);
+            return nullptr;
+        }
+        p->encs.push_back(e);
+    }
+    const whisper_audio_encoder * e0 = p->encs[0];
+    const whisper_audio_hparams & hp = e0->hparams;
+    p->tower = windows ? nullptr : pipeline_tower(hp, e0->params, params);
+    p->projector = e0->params.projector;
+    p->max_batch = e0->params.max_batch;
+    p->width = p->tower && p->projector ? hp.n_llm : hp.n_state;
+    p->max_rows = p->tower ? p->tower->rows(hp, WHISPER_AUDIO_N_FRAMES, p->projector) : hp.n_ctx;
+    p->out_f16 = params.f16 && params.pool != WHISPER_AUDIO_POOL_MEAN;
+    p->host = e0->backend;
+    // the host buffers, allocated once here (pinned memory is slow to allocate)
+    const int cap = max_windows > 0 ? (int)std::min<size_t>(p->max_batch, max_windows) : p->max_batch;
+    const size_t win_out = std::max<size_t>((size_t)p->max_rows * p->width * (p->out_f16 ? 2 : 4), sizeof(float));
+    const size_t in_floats = (size_t)cap * (VT_MEL_ROW + 3);
+    for (size_t i = 0; i < 2 * p->encs.size() + 1; i++) {
+        p->batches.emplace_back(new wa_batch);
+        wa_batch * b = p->batches.back().get();
+        b->cap = cap;
+        b->wins.resize(cap);
+        b->pcm = (float *)vt_backend_host_alloc(p->host, in_floats * sizeof(float));
+        b->out = b->pcm ? vt_backend_host_alloc(p->host, (size_t)cap * win_out) : nullptr;
+        if (!b->out) throw std::bad_alloc();
+        b->mel_params = b->pcm + (size_t)cap * VT_MEL_ROW;
+        b->kv_len = b->mel_params + 2 * cap;
+        if (params.pool == WHISPER_AUDIO_POOL_MEAN) {
+            b->pooled.resize((size_t)cap * p->width);
+            if (params.f16) b->pooled_f16.resize(b->pooled.size());
+        }
+        p->free_list.push_back(b);
+    }
+    const wa_graph_kind kind = p->tower ? WA_GRAPH_TOKENS : WA_GRAPH_ROWS;
+    for (whisper_audio_encoder * e : p->encs) {      // the whole batch's graphs, captured now
+        for (wa_graph_kind k : {kind, WA_GRAPH_MEL_MAX}) {
+            if (!e->mel_in_graph || (k == WA_GRAPH_MEL_MAX && !(p->tower && p->tower->whole_signal))) continue;
+            wa_graph * g = graph_for_batch(e, cap, WHISPER_AUDIO_N_FRAMES, true, k);
+            if (!g) return nullptr;
+            if (!vt_backend_prepare(e->backend, g->graph)) {
+                wa_set_error("whisper_audio_pipeline_init: %s", vt_last_error());
+                return nullptr;
+            }
+        }
+    }
+    for (whisper_audio_encoder * e : p->encs) p->workers.emplace_back(pipeline_worker, p, e);
+    return owner.release();
 }
 
 int whisper_audio_cuda_device_count(void) { return vt_cuda_device_count(); }
@@ -4539,18 +4789,24 @@ void whisper_audio_pipeline_free(whisper_audio_pipeline * p) {
     delete p;
 }
 
-// encode_pcm: one input through a pipeline of this encoder, its rows copied out in order
-static bool encode_pcm(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out) {
-    struct sink { float * out; size_t win_floats; } dst{out, (size_t)enc->hparams.n_ctx * enc->hparams.n_state};
+// ---- one input through a pipeline: encode_pcm, encode_tokens -----------------------------
+
+// One input of n samples through a pipeline of this encoder (Whisper windows, or with tokens
+// the tower's rows), every row copied to out one after another.
+static bool encode_one_input(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out, bool tokens) {
+    float * dst = out;
     whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
     pp.user = &dst;
     pp.on_rows = [](const whisper_audio_rows * r, void * user) {
-        sink * s = (sink *)user;
-        memcpy(s->out + (size_t)r->window * s->win_floats, r->data, s->win_floats * sizeof(float));
+        float *& d = *(float **)user;
+        const size_t k = (size_t)r->n_rows * r->n_state;
+        memcpy(d, r->data, k * sizeof(float));
+        d += k;
         return true;
     };
+    const size_t max_windows = tokens ? 0 : whisper_audio_n_windows(n);
     std::unique_ptr<whisper_audio_pipeline, void (*)(whisper_audio_pipeline *)> p(
-        pipeline_init(&enc, 1, pp, whisper_audio_n_windows(n)), whisper_audio_pipeline_free);
+        pipeline_init(&enc, 1, pp, max_windows, !tokens), whisper_audio_pipeline_free);
     if (!p) return false;
     if (n == 0) {      // no audio: one window of silence, as whisper_audio_n_windows counts it
         const float zero = 0.0f;
@@ -4568,50 +4824,15 @@ bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, si
         return false;
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const bool ok = wa_catch(__func__, false, [&] { return encode_pcm(enc, pcm, n, out); });
+    const bool ok = wa_catch(__func__, false, [&] { return encode_one_input(enc, pcm, n, out, false); });
     enc->timings.wall_ms += ms_since(t0);
     return ok;
 }
 
 // ---- audio LLMs: tokens ------------------------------------------------------------------
 
-// The log-mel frames an input of n samples gives, as the model's processor prepares it:
-//   Qwen2-Audio: its first 30 s (the processor truncates there), padded to 480000 samples;
-//     the frames holding audio (feature_attention_mask: one per started 160 samples) set the
-//     attention mask and the tokens.
-//   Voxtral: padded to a multiple of 480000 samples; all 3000 frames of each 30 s.
-//   Ultravox: at least 2 hops, padded to a hop, unpadded beyond that: a frame per 160 samples.
-// Each chunk of 3000 of these frames is one encoder window.
-static int64_t wa_audio_frames(const whisper_audio_hparams & hp, size_t n) {
-    const size_t N = WHISPER_AUDIO_N_SAMPLES, hop = WHISPER_AUDIO_HOP;
-    switch (hp.projector) {
-        case WHISPER_AUDIO_PROJECTOR_QWEN2A:   return (int64_t)((std::min(n, N) + hop - 1) / hop);
-        case WHISPER_AUDIO_PROJECTOR_VOXTRAL:  return (int64_t)whisper_audio_n_windows(n) * WHISPER_AUDIO_N_FRAMES;
-        case WHISPER_AUDIO_PROJECTOR_ULTRAVOX: return (int64_t)((std::max(n, 2 * hop) + hop - 1) / hop);
-        default:                               return 0;
-    }
-}
-
-static int wa_n_chunks(int64_t frames) { return (int)std::max<int64_t>(1, (frames + WHISPER_AUDIO_N_FRAMES - 1) / WHISPER_AUDIO_N_FRAMES); }
-
-// The frames of chunk c that hold audio.
-static int wa_chunk_frames(int64_t frames, int c) {
-    return (int)std::max<int64_t>(0, std::min<int64_t>(WHISPER_AUDIO_N_FRAMES, frames - (int64_t)c * WHISPER_AUDIO_N_FRAMES));
-}
-
-// The rows a chunk gives from the frames in it that hold audio.
-static int wa_chunk_rows(const whisper_audio_hparams & hp, int frames, bool projector) {
-    const int pos = frames < 1 ? 0 : (frames - 1) / 2 + 1;                 // conv2, stride 2
-    switch (hp.projector) {
-        case WHISPER_AUDIO_PROJECTOR_QWEN2A:   return pos / 2;                // (pos - 2) // 2 + 1
-        case WHISPER_AUDIO_PROJECTOR_VOXTRAL:  return projector ? hp.n_ctx / hp.stack_factor : hp.n_ctx;
-        case WHISPER_AUDIO_PROJECTOR_ULTRAVOX: return projector ? (pos + hp.stack_factor - 1) / hp.stack_factor : pos;
-        default:                               return 0;
-    }
-}
-
 static bool wa_check_projector(const whisper_audio_hparams & hp, const char * func) {
-    if (hp.projector != WHISPER_AUDIO_PROJECTOR_NONE) return true;
+    if (wa_tower_of(hp.projector)) return true;
     wa_set_error("%s: the model is a Whisper encoder without an audio-LLM projector (Qwen2-Audio, Voxtral, Ultravox)", func);
     return false;
 }
@@ -4620,9 +4841,10 @@ size_t whisper_audio_n_tokens(const whisper_audio_model * model, size_t n_sample
     if (!model) { wa_set_error("%s: no model", __func__); return 0; }
     const whisper_audio_hparams & hp = model->hparams;
     if (!wa_check_projector(hp, __func__)) return 0;
-    const int64_t frames = wa_audio_frames(hp, n_samples);
+    const wa_tower & tw = *wa_tower_of(hp.projector);
+    const int64_t frames = tw.frames(n_samples), F = WHISPER_AUDIO_N_FRAMES;
     size_t rows = 0;
-    for (int c = 0; c < wa_n_chunks(frames); c++) rows += (size_t)wa_chunk_rows(hp, wa_chunk_frames(frames, c), projector);
+    for (int64_t c = 0; c * F < frames; c++) rows += (size_t)tw.rows(hp, (int)std::min(F, frames - c * F), projector);
     return rows;
 }
 
@@ -4632,14 +4854,37 @@ int whisper_audio_token_dim(const whisper_audio_model * model, bool projector) {
     return projector ? model->hparams.n_llm : model->hparams.n_state;
 }
 
+const char * whisper_audio_projector_name(enum whisper_audio_projector type) {
+    int t;
+    memcpy(&t, &type, sizeof(int));
+    if (t == WHISPER_AUDIO_PROJECTOR_NONE) return "none";
+    for (const wa_tower & tw : WA_TOWERS) if ((int)tw.type == t) return tw.name;
+    wa_set_error("%s: %d is not a whisper_audio_projector", __func__, t);
+    return nullptr;
+}
+
+size_t whisper_audio_samples_used(const whisper_audio_model * model, bool tokens) {
+    if (!model) { wa_set_error("%s: no model", __func__); return 0; }
+    const wa_tower * tw = tokens ? wa_tower_of(model->hparams.projector) : nullptr;
+    return tw && tw->max_samples ? tw->max_samples : SIZE_MAX;
+}
+
+bool whisper_audio_rows_are_tokens(const whisper_audio_model * model, whisper_audio_encoder_params ep,
+                                   whisper_audio_pipeline_params pp) {
+    if (!model) { wa_set_error("%s: no model", __func__); return false; }
+    return pipeline_tower(model->hparams, ep, pp) != nullptr;
+}
+
+bool whisper_audio_pipeline_tokens(const whisper_audio_pipeline * p) { return p && p->tower; }
+int  whisper_audio_pipeline_row_width(const whisper_audio_pipeline * p) { return p ? p->width : 0; }
+
 // One batch of n windows of n_frames mel frames: the rows[b] first rows of window b's output
-// go to out, one after another. kv_len[b]: the positions holding audio (Qwen2-Audio's and
-// Ultravox's attention masks).
+// go to out, one after another. kv_len[b]: the positions holding audio (a masked tower's).
 static bool encode_token_batch(whisper_audio_encoder * enc, const float * mel, int n, int n_frames, const float * kv_len,
                                const int * rows, float * out) {
     whisper_audio_timings & tm = enc->timings;
     const auto t0 = std::chrono::steady_clock::now();
-    wa_graph * g = graph_for_batch(enc, n, n_frames, false, true);
+    wa_graph * g = graph_for_batch(enc, n, n_frames, false, WA_GRAPH_TOKENS);
     if (!g) return false;
     const int64_t width = g->out->ne[0], per_win = g->out->ne[1];
     std::vector<float> all((size_t)vt_nelements(g->out));
@@ -4675,52 +4920,10 @@ static bool wa_check_token_encoder(const whisper_audio_encoder * enc, const char
                      func, enc->params.output_layer);
         return false;
     }
-    return true;
-}
-
-static bool encode_tokens(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out) {
-    const whisper_audio_hparams & hp = enc->hparams;
-    const bool project = enc->params.projector;
-    const size_t width = project ? hp.n_llm : hp.n_state;
-    const int64_t frames = wa_audio_frames(hp, n);
-    const int n_chunks = wa_n_chunks(frames);
-    const size_t mel_win = (size_t)hp.n_mels * WHISPER_AUDIO_N_FRAMES;
-    std::vector<float> mel(n_chunks * mel_win);
-    const auto t0 = std::chrono::steady_clock::now();
-    if (hp.projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX && n_chunks == 1) {
-        // one chunk runs unpadded: the log-mel of exactly its samples rounded up to a hop
-        // (reflected there, as torch.stft does), the positional embedding sliced
-        if (!wa_mel_check_pcm("log-mel", pcm, n, 0)) return false;
-        log_mel_window(enc->mel_filters.data(), hp.n_mels, pcm, n, mel.data(), frames * WHISPER_AUDIO_HOP, (int)frames);
-        enc->timings.mel_ms += ms_since(t0);
-        const float kv_len = (float)((frames - 1) / 2 + 1);
-        const int rows = wa_chunk_rows(hp, (int)frames, project);
-        return encode_token_batch(enc, mel.data(), 1, (int)frames, &kv_len, &rows, out);
-    }
-    if (hp.projector == WHISPER_AUDIO_PROJECTOR_QWEN2A) {   // its first 30 s, one padded window
-        if (!log_mel_windows(enc->mel_filters.data(), hp.n_mels, pcm, std::min<size_t>(n, WHISPER_AUDIO_N_SAMPLES), 1,
-                             mel.data(), enc->params.n_threads))
-            return false;
-    } else {   // Voxtral, Ultravox: one log-mel of the whole input, then its chunks
-        const int64_t sig_len = hp.projector == WHISPER_AUDIO_PROJECTOR_VOXTRAL ? (int64_t)n_chunks * WHISPER_AUDIO_N_SAMPLES
-                                                                                : frames * WHISPER_AUDIO_HOP;
-        if (!log_mel_chunks(enc->mel_filters.data(), hp.n_mels, pcm, n, sig_len, frames, mel.data(), enc->params.n_threads))
-            return false;
-    }
-    enc->timings.mel_ms += ms_since(t0);
-    const int batch = std::min(enc->params.max_batch, n_chunks);
-    std::vector<float> kv_len(batch);
-    std::vector<int> rows(batch);
-    for (int c0 = 0; c0 < n_chunks; c0 += batch) {
-        const int nb = std::min(batch, n_chunks - c0);
-        for (int b = 0; b < nb; b++) {
-            const int f = wa_chunk_frames(frames, c0 + b);
-            kv_len[b] = (float)std::max(1, (f - 1) / 2 + 1);
-            rows[b] = wa_chunk_rows(hp, f, project);
-        }
-        if (!encode_token_batch(enc, mel.data() + c0 * mel_win, nb, WHISPER_AUDIO_N_FRAMES, kv_len.data(), rows.data(), out))
-            return false;
-        for (int b = 0; b < nb; b++) out += (size_t)rows[b] * width;
+    if (!enc->params.final_ln) {
+        wa_set_error("%s: the encoder was made without the final LayerNorm (final_ln false); the tower takes the "
+                     "last layer's output as it is (final_ln true)", func);
+        return false;
     }
     return true;
 }
@@ -4731,10 +4934,9 @@ bool whisper_audio_encode_tokens(whisper_audio_encoder * enc, const float * pcm,
         return false;
     }
     if (!wa_check_token_encoder(enc, __func__)) return false;
-    wa_encoder_lock lock(enc, __func__);
-    if (!lock.held) return false;
+    if (n == 0) { wa_set_error("%s: no audio samples", __func__); return false; }
     const auto t0 = std::chrono::steady_clock::now();
-    const bool ok = wa_catch(__func__, false, [&] { return encode_tokens(enc, pcm, n, out); });
+    const bool ok = wa_catch(__func__, false, [&] { return encode_one_input(enc, pcm, n, out, true); });
     enc->timings.wall_ms += ms_since(t0);
     return ok;
 }
@@ -4744,9 +4946,9 @@ int whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * m
     if (!enc || !mel || !out) { wa_set_error("%s: NULL %s", __func__, !enc ? "encoder" : !mel ? "mel" : "out"); return -1; }
     if (!wa_check_token_encoder(enc, __func__)) return -1;
     const whisper_audio_hparams & hp = enc->hparams;
-    const bool unpadded = hp.projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX;
-    if (unpadded ? n_frames < 2 || n_frames > WHISPER_AUDIO_N_FRAMES : n_frames != WHISPER_AUDIO_N_FRAMES) {
-        wa_set_error("%s: %d mel frames; this model takes %s", __func__, n_frames, unpadded ? "2 to 3000" : "3000 (a padded 30 s window)");
+    const wa_tower & tw = *wa_tower_of(hp.projector);
+    if (tw.unpadded ? n_frames < 2 || n_frames > WHISPER_AUDIO_N_FRAMES : n_frames != WHISPER_AUDIO_N_FRAMES) {
+        wa_set_error("%s: %d mel frames; this model takes %s", __func__, n_frames, tw.unpadded ? "2 to 3000" : "3000 (a padded 30 s window)");
         return -1;
     }
     if (n_audio_frames < 1 || n_audio_frames > n_frames) {
@@ -4755,8 +4957,8 @@ int whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * m
     }
     wa_encoder_lock lock(enc, __func__);
     if (!lock.held) return -1;
-    const float kv_len = (float)((n_audio_frames - 1) / 2 + 1);
-    const int rows = wa_chunk_rows(hp, n_audio_frames, enc->params.projector);
+    const float kv_len = (float)positions_of(n_audio_frames);
+    const int rows = tw.rows(hp, n_audio_frames, enc->params.projector);
     const auto t0 = std::chrono::steady_clock::now();
     const bool ok = wa_catch(__func__, false, [&] { return encode_token_batch(enc, mel, 1, n_frames, &kv_len, &rows, out); });
     enc->timings.wall_ms += ms_since(t0);

@@ -233,24 +233,34 @@ bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, si
 // For long audio and many files at the device's speed: push 16 kHz mono audio as it is
 // decoded, end each input, and the rows come back through on_rows. The pipeline cuts the
 // windows and batches (max_batch windows, the inputs one after another sharing batches; with
-// no_pad an input's short last window goes alone, unpadded), makes the log-mel (on the GPU
-// for a CUDA encoder), runs the forward and the download (f32, or f16 converted on the GPU)
-// with two batches in flight per encoder, and pools. With several encoders (one per GPU, or
-// any mix) each takes the next batch; the rows are the same as with one.
-// whisper_audio_encode_pcm is one input through a pipeline of its encoder.
-
+// no_pad an input's short last window unpadded, in a batch of windows of its length), makes the
+// log-mel (on the GPU for a CUDA encoder), runs the forward and the download (f32, or f16
+// converted on the GPU) with two batches in flight per encoder, and pools. With several encoders
+// (one per GPU, or any mix) each takes the next batch; the rows are the same as with one.
+//
+// The library decides what an input gives (whisper_audio_rows_are_tokens): for an audio-LLM
+// model (hparams.projector != NONE) whose encoders take the last layer (output_layer -1,
+// final_ln) without pooling or no_pad, the tokens it feeds its LLM (params.projector true) or
+// the tower's own rows (false), cut by the model's rules below ("audio LLMs"); else Whisper
+// windows, positions or pooled rows. whisper_audio_encode_pcm and whisper_audio_encode_tokens
+// are one input through a pipeline of their encoder.
 enum whisper_audio_pool {
     WHISPER_AUDIO_POOL_NONE,
     WHISPER_AUDIO_POOL_MEAN,    // a row per window: the mean over the positions that hold audio
 };
 
+// A record of rows: one per window, in input order. For a tower's tokens one per chunk of the
+// input (the model's 30 s windows or chunks of 3000 mel frames): window is the chunk's index,
+// samples the audio in it, audio_positions the encoder positions that hold audio (those
+// attended to where the model masks), n_rows its tokens (0 for a Qwen2-Audio input of at most
+// 320 samples: the model gives none), n_state the token's width (whisper_audio_token_dim).
 typedef struct whisper_audio_rows {
     int64_t input;              // 0-based, in the order the inputs were pushed
     int64_t window;             // 0-based, within the input
     size_t  samples;            // of audio in the window (the rest of its 480000 is padding)
     int     audio_positions;    // positions that hold audio: whisper_audio_n_positions(samples)
-    int     n_rows;             // 1500; fewer for a no_pad window (its positions); 1 pooled
-    int     n_state;
+    int     n_rows;             // 1500; fewer for a no_pad window (its positions); 1 pooled; a chunk's tokens
+    int     n_state;            // a row's width
     bool    f16;                // data holds IEEE half floats (uint16_t), else float
     const void * data;          // [n_rows, n_state], valid until the callback returns
 } whisper_audio_rows;
@@ -282,15 +292,19 @@ bool whisper_audio_pipeline_end_input(whisper_audio_pipeline * p);
 bool whisper_audio_pipeline_finish(whisper_audio_pipeline * p);
 // Stops the workers (queued windows are dropped) and releases the encoders.
 void whisper_audio_pipeline_free(whisper_audio_pipeline * p);
+// Whether the pipeline's rows are a tower's tokens, and a row's width (n_state, or token_dim).
+bool whisper_audio_pipeline_tokens(const whisper_audio_pipeline * p);
+int  whisper_audio_pipeline_row_width(const whisper_audio_pipeline * p);
 
 // CUDA devices present (0 without a device or in a build without CUDA).
 int whisper_audio_cuda_device_count(void);
 // ---- audio LLMs: the tokens a Qwen2-Audio, Voxtral or Ultravox model feeds its LLM -----
 // For a model with a projector (hparams.projector != NONE). An input of n samples gives the
 // rows the model's own processor and code give for it:
-//   Qwen2-Audio: its first 30 s (the processor truncates there) as one padded window,
-//     attention masked past the ceil(ceil(n / 160) / 2) positions holding audio (transformers'
-//     feature_attention_mask), pooled by 2: the first floor(positions / 2) tokens (0 for n <= 320).
+//   Qwen2-Audio: its first 30 s (the processor truncates there: whisper_audio_samples_used) as
+//     one padded window, attention masked past the ceil(ceil(n / 160) / 2) positions holding
+//     audio (transformers' feature_attention_mask), pooled by 2: the first floor(positions / 2)
+//     tokens (0 for n <= 320).
 //   Voxtral: padded to a multiple of 30 s, one log-mel over all of it, 375 tokens per 30 s
 //     (1500 positions stacked by 4).
 //   Ultravox: F = ceil(n / 160) mel frames (at least 2) of the audio padded to a hop, one
@@ -300,15 +314,27 @@ int whisper_audio_cuda_device_count(void);
 // With projector false the rows are the tower's own output: Qwen2-Audio's pooled and
 // normalised positions (as many as its tokens), Voxtral's 1500 per 30 s and Ultravox's
 // ceil(f / 2) positions per chunk, each n_state wide.
+// Voxtral and Ultravox take one log-mel over a whole input (its dynamic-range clamp is the
+// input's max), so the pipeline holds such an input until it ends (at most 4 hours, 922 MB),
+// and one of more than one chunk takes a first pass on the device for that max.
 
+// Whether a pipeline of these parameters over this model gives its tokens (see the pipeline).
+bool whisper_audio_rows_are_tokens(const whisper_audio_model * model, whisper_audio_encoder_params ep,
+                                   whisper_audio_pipeline_params pp);
+// The most samples of an input the model uses: 480000 for Qwen2-Audio's tokens (its first
+// 30 s), SIZE_MAX otherwise (tokens false: the Whisper rules, which use all). A caller may stop
+// reading an input there.
+size_t whisper_audio_samples_used(const whisper_audio_model * model, bool tokens);
+// "qwen2a", "voxtral", "ultravox" (llama.cpp's clip.projector_type), "none"; NULL outside the enum.
+const char * whisper_audio_projector_name(enum whisper_audio_projector type);
 // The rows (tokens) of an input of n samples. 0 with the error set for a model without a projector.
 size_t whisper_audio_n_tokens(const whisper_audio_model * model, size_t n_samples, bool projector);
 // The width of a row: n_llm with the projector, n_state without.
 int    whisper_audio_token_dim(const whisper_audio_model * model, bool projector);
 
-// A whole input of 16 kHz mono audio -> out [whisper_audio_n_tokens(n), token_dim]
-// (params.projector chooses the rows; output_layer must be -1). Its memory follows the
-// input's length (the log-mel of all of it), as the models' processors do.
+// A whole input of 16 kHz mono audio (n >= 1) -> out [whisper_audio_n_tokens(n), token_dim]
+// (params.projector chooses the rows; output_layer must be -1, final_ln true): one input through
+// a pipeline of the encoder.
 bool whisper_audio_encode_tokens(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out);
 // One window's log-mel [n_mels, n_frames] -> out [rows, token_dim]: n_frames 3000 (Qwen2-Audio,
 // Voxtral) or 2..3000 (Ultravox: unpadded, or a last chunk padded to 3000), n_audio_frames of

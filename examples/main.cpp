@@ -589,6 +589,7 @@ struct input {
     whisper_audio_stream * stream = nullptr;
     whisper_audio_info info{};
     size_t samples = 0;           // 16 kHz samples read so far
+    size_t samples_encoded = 0;   // of them, those the rows cover (an audio LLM may keep fewer)
     size_t first_row = 0, rows = 0, windows = 0;
     std::vector<int> audio_positions;   // per window: the positions that hold audio
 };
@@ -639,7 +640,7 @@ struct job {
     size_t n_committed = 0;                      // per_file: inputs [0, n_committed) are written
     std::vector<size_t> row_shape;
     bool rows_are_positions = false;             // --no-pad: a row per position
-    bool tokens = false;                         // an audio-LLM model: a row per token (whisper_audio_encode_tokens)
+    bool tokens = false;                         // an audio-LLM model's tokens (the library decides: whisper_audio_rows_are_tokens)
     size_t width = 0;                            // with tokens: floats in a row
     output_file png;
     bool emit_failed = false;                    // emit stopped the pipeline (its message printed)
@@ -705,7 +706,6 @@ struct job {
         n_values += n;
         return !bad;
     }
-    bool run_tokens();
     bool commit_inputs_before(size_t k);
     bool pipeline_error(const char * what);
     bool run();
@@ -798,17 +798,13 @@ bool job::emit(const whisper_audio_rows & r) {
         return false;
     }
     const size_t n_out_rows = tokens || rows_are_positions ? (size_t)r.n_rows : 1;
-    // with tokens, r is the whole input: its 30 s windows' positions
-    const size_t n_win = tokens ? whisper_audio_n_windows(r.samples) : 1;
-    for (size_t i = 0; i < n_win; i++) {
-        const size_t s = std::min<size_t>(WHISPER_AUDIO_N_SAMPLES, r.samples - i * WHISPER_AUDIO_N_SAMPLES);
-        in.audio_positions.push_back(tokens ? whisper_audio_n_positions(s) : r.audio_positions);
-    }
-    if (in.rows == 0) in.first_row = per_file ? 0 : n_rows;
+    in.audio_positions.push_back(r.audio_positions);
+    if (in.windows == 0) in.first_row = per_file ? 0 : n_rows;
     in.rows += n_out_rows;
-    in.windows += n_win;
+    in.windows++;
+    in.samples_encoded += r.samples;
     n_rows += n_out_rows;
-    n_windows += n_win;
+    n_windows++;
     if (show_progress) {
         const double s = ms_since(t_work) / 1000.0;
         if (expected_windows >= n_windows)
@@ -887,52 +883,11 @@ bool job::start() {
     return true;
 }
 
-// An audio-LLM model: each input read whole (its processor takes the log-mel of all of it),
-// then its tokens by the library's rules, the rows emitted as one "window" of all its samples.
-bool job::run_tokens() {
-    std::vector<float> pcm, out;
-    std::vector<uint16_t> half;
-    for (size_t i = 0; i < inputs.size(); i++) {
-        input & in = inputs[i];
-        auto t = std::chrono::steady_clock::now();
-        if (!in.stream && !(in.stream = whisper_audio_stream_open(in.path.c_str(), &in.info))) {
-            fprintf(stderr, "error: %s\n", whisper_audio_last_error());
-            return false;
-        }
-        size_t n = 0;
-        for (int64_t got = 1; got > 0; n += (size_t)got) {
-            if (pcm.size() < n + WHISPER_AUDIO_N_SAMPLES) pcm.resize(n + WHISPER_AUDIO_N_SAMPLES);
-            got = whisper_audio_stream_read(in.stream, pcm.data() + n, WHISPER_AUDIO_N_SAMPLES);
-            if (got < 0) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return false; }
-        }
-        whisper_audio_stream_close(in.stream);
-        in.stream = nullptr;
-        decode_ms += ms_since(t);
-        if (n == 0) { fprintf(stderr, "error: %s: no audio samples\n", in.path.c_str()); return false; }
-        in.samples = n;
-        const size_t rows = whisper_audio_n_tokens(model, n, p.projector);
-        if (out.size() < rows * width) out.resize(rows * width);
-        t = std::chrono::steady_clock::now();
-        if (!whisper_audio_encode_tokens(encs[0], pcm.data(), n, out.data())) {
-            fprintf(stderr, "error: %s: %s\n", in.path.c_str(), whisper_audio_last_error());
-            return false;
-        }
-        run_ms += ms_since(t);
-        whisper_audio_rows r{(int64_t)i, 0, n, 0, (int)rows, (int)width, p.outtype == "f16", out.data()};
-        if (r.f16) {
-            half.resize(rows * width);
-            vt_convert(half.data(), VT_TYPE_F16, out.data(), VT_TYPE_F32, half.size());
-            r.data = half.data();
-        }
-        if (!emit(r)) return false;
-    }
-    if (per_file && !commit_inputs_before(inputs.size())) return false;
-    return per_file || writers.empty() || writers[0].finish();
-}
-
 // Each input decoded a block at a time into the pipeline; then every output is finished.
+// An input is read only as far as the model uses it (Qwen2-Audio's tokens: its first 30 s).
 bool job::run() {
     t_work = std::chrono::steady_clock::now();
+    const size_t used = whisper_audio_samples_used(model, tokens);
     for (input & in : inputs) {
         for (;;) {
             long long got = (long long)pending;
@@ -940,11 +895,20 @@ bool job::run() {
                 pending = 0;
             } else {
                 const auto t = std::chrono::steady_clock::now();
-                got = read_samples(in, buf.data(), buf.size());
+                // past what the model uses, one sample more only, to tell whether there is more
+                got = read_samples(in, buf.data(), in.samples < used ? std::min(buf.size(), used - in.samples) : 1);
                 decode_ms += ms_since(t);
             }
             if (got < 0) return false;
             if (got == 0) break;
+            if (in.samples >= used) {
+                const long long total = samples_16k(in.info);
+                char len[64] = "longer";
+                if (total >= 0) snprintf(len, sizeof(len), "%.3f s", (double)total / WHISPER_AUDIO_SAMPLE_RATE);
+                fprintf(stderr, "main: '%s': %s; %s keeps its first %.0f s (its processor's rule): the rest is not read\n",
+                        in.path.c_str(), len, whisper_audio_projector_name(hp.projector), (double)used / WHISPER_AUDIO_SAMPLE_RATE);
+                break;
+            }
             if (!whisper_audio_pipeline_push(pipe, buf.data(), (size_t)got)) return pipeline_error(in.path.c_str());
             in.samples += (size_t)got;
         }
@@ -985,15 +949,6 @@ static std::string json_escape(const std::string & s) {
     return o;
 }
 
-static const char * projector_name(whisper_audio_projector type) {
-    switch (type) {
-        case WHISPER_AUDIO_PROJECTOR_QWEN2A:   return "qwen2a";
-        case WHISPER_AUDIO_PROJECTOR_VOXTRAL:  return "voxtral";
-        case WHISPER_AUDIO_PROJECTOR_ULTRAVOX: return "ultravox";
-        default:                               return "none";
-    }
-}
-
 static void print_summary(const job & j, FILE * human, double load_ms, double init_ms, double total_ms) {
     const params & p = j.p;
     const double mean = j.n_values ? j.sum / j.n_values : 0.0;
@@ -1031,7 +986,7 @@ static void print_summary(const job & j, FILE * human, double load_ms, double in
            "\"dtype\": \"%s\", \"threads\": %d, \"projector\": %s, \"tokens\": %s},\n",
            p.layer, p.final_ln && p.layer < 0 ? "true" : "false", p.pool_mean ? "\"mean\"" : "null", p.no_pad ? "true" : "false",
            p.batch, p.device.c_str(), p.dtype.c_str(), j.n_threads,
-           hp.projector == WHISPER_AUDIO_PROJECTOR_NONE ? "null" : ("\"" + std::string(projector_name(hp.projector)) + "\"").c_str(),
+           hp.projector == WHISPER_AUDIO_PROJECTOR_NONE ? "null" : ("\"" + std::string(whisper_audio_projector_name(hp.projector)) + "\"").c_str(),
            j.tokens && p.projector ? "true" : "false");
     printf(" \"files\": [");
     for (size_t i = 0; i < j.inputs.size(); i++) {
@@ -1039,9 +994,10 @@ static void print_summary(const job & j, FILE * human, double load_ms, double in
         std::string positions;
         for (int n : in.audio_positions) positions += (positions.empty() ? "" : ", ") + std::to_string(n);
         printf("%s\n  {\"path\": \"%s\", \"format\": \"%s\", \"sample_rate\": %d, \"channels\": %d, \"seconds\": %.6f, "
-               "\"windows\": %zu, \"first_row\": %zu, \"rows\": %zu, \"audio_positions\": [%s]%s%s%s}",
+               "\"seconds_encoded\": %.6f, \"windows\": %zu, \"first_row\": %zu, \"rows\": %zu, \"audio_positions\": [%s]%s%s%s}",
                i ? "," : "", json_escape(in.path).c_str(), json_escape(in.info.format).c_str(), in.info.sample_rate,
-               in.info.channels, (double)in.samples / WHISPER_AUDIO_SAMPLE_RATE, in.windows, in.first_row, in.rows,
+               in.info.channels, (double)in.samples / WHISPER_AUDIO_SAMPLE_RATE,
+               (double)in.samples_encoded / WHISPER_AUDIO_SAMPLE_RATE, in.windows, in.first_row, in.rows,
                positions.c_str(), j.per_file ? ", \"output\": \"" : "", j.per_file ? json_escape(j.writers[i].out.path).c_str() : "",
                j.per_file ? "\"" : "");
     }
@@ -1070,9 +1026,18 @@ static int run_main(const params & p) {
         return 2;
     }
 
-    // an audio-LLM model gives its tokens, unless the options ask for the Whisper encoder's own outputs
+    // an audio-LLM model gives its tokens, unless the options ask for the Whisper encoder's own
+    // outputs: the library's rule
     const bool encoder_options = p.layer >= 0 || !p.final_ln || p.pool_mean || p.no_pad;
-    j.tokens = hp.projector != WHISPER_AUDIO_PROJECTOR_NONE && !encoder_options;
+    {
+        whisper_audio_encoder_params ep = whisper_audio_encoder_default_params();
+        ep.output_layer = p.layer;
+        ep.final_ln = p.final_ln;
+        whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
+        pp.pool = p.pool_mean ? WHISPER_AUDIO_POOL_MEAN : WHISPER_AUDIO_POOL_NONE;
+        pp.no_pad = p.no_pad;
+        j.tokens = whisper_audio_rows_are_tokens(model, ep, pp);
+    }
     const char * usage_error = nullptr;
     if (!p.projector && hp.projector == WHISPER_AUDIO_PROJECTOR_NONE) usage_error = "--no-projector: the model is a Whisper encoder without an audio-LLM projector";
     else if (!p.projector && encoder_options) usage_error = "--no-projector gives the audio tower's output; --layer, --no-final-ln, --pool and --no-pad the Whisper encoder's: choose one";
@@ -1083,7 +1048,7 @@ static int run_main(const params & p) {
         return 2;
     }
     if (j.tokens) {
-        fprintf(stderr, "main: an audio-LLM tower (%s): %s, %d wide\n", projector_name(hp.projector),
+        fprintf(stderr, "main: an audio-LLM tower (%s): %s, %d wide\n", whisper_audio_projector_name(hp.projector),
                 p.projector ? "the tokens it feeds its LLM" : "the tower's own output", whisper_audio_token_dim(model, p.projector));
     }
 
@@ -1107,7 +1072,7 @@ static int run_main(const params & p) {
     bool lengths_known = true;
     for (const input & in : j.inputs) {
         const long long n = samples_16k(in.info);
-        if (n >= 0) j.expected_windows += whisper_audio_n_windows((size_t)n);
+        if (n >= 0) j.expected_windows += whisper_audio_n_windows(std::min((size_t)n, whisper_audio_samples_used(model, j.tokens)));
         else lengths_known = false;
     }
     ok = ok && j.open_outputs();
@@ -1146,7 +1111,7 @@ static int run_main(const params & p) {
             j.encs.push_back(e);
         }
         const auto t_pipe = std::chrono::steady_clock::now();
-        ok = ok && (j.tokens || j.start());        // the pipeline: its buffers, its graphs captured
+        ok = ok && j.start();                      // the pipeline: its buffers, its graphs captured
         j.pipeline_ms = ms_since(t_pipe);
         init_ms = ms_since(t0);
         j.n_threads = ep.n_threads;
@@ -1160,8 +1125,8 @@ static int run_main(const params & p) {
         }
     }
 
-    j.show_progress = p.progress && isatty(2) && !j.tokens;
-    if (ok) ok = j.tokens ? j.run_tokens() : j.run();
+    j.show_progress = p.progress && isatty(2);
+    if (ok) ok = j.run();
     if (!ok) j.abandon();
     if (ok) print_summary(j, human, load_ms, init_ms, ms_since(t_start));
 
