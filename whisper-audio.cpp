@@ -4800,6 +4800,7 @@ static bool encode_one_input(whisper_audio_encoder * enc, const float * pcm, siz
     pp.on_rows = [](const whisper_audio_rows * r, void * user) {
         float *& d = *(float **)user;
         const size_t k = (size_t)r->n_rows * r->n_state;
+        if (k == 0) return true;
         memcpy(d, r->data, k * sizeof(float));
         d += k;
         return true;
@@ -4929,12 +4930,15 @@ static bool wa_check_token_encoder(const whisper_audio_encoder * enc, const char
 }
 
 bool whisper_audio_encode_tokens(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out) {
-    if (!enc || !out || (!pcm && n > 0)) {
-        wa_set_error("%s: NULL %s", __func__, !enc ? "encoder" : !out ? "out" : "pcm");
-        return false;
-    }
+    if (!enc || !pcm) { wa_set_error("%s: NULL %s", __func__, !enc ? "encoder" : "pcm"); return false; }
     if (!wa_check_token_encoder(enc, __func__)) return false;
     if (n == 0) { wa_set_error("%s: no audio samples", __func__); return false; }
+    // out may be NULL where the input gives no rows (Qwen2-Audio's 320 samples or fewer)
+    const wa_tower & tw = *wa_tower_of(enc->hparams.projector);
+    if (!out && tw.rows(enc->hparams, (int)std::min<int64_t>(WHISPER_AUDIO_N_FRAMES, tw.frames(n)), enc->params.projector) > 0) {
+        wa_set_error("%s: NULL out", __func__);
+        return false;
+    }
     const auto t0 = std::chrono::steady_clock::now();
     const bool ok = wa_catch(__func__, false, [&] { return encode_one_input(enc, pcm, n, out, true); });
     enc->timings.wall_ms += ms_since(t0);

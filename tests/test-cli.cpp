@@ -698,6 +698,37 @@ TEST_CASE("main: an audio-LLM model gives its tokens; --no-projector the tower's
     remove(bad.c_str());
 }
 
+TEST_CASE("main: Qwen2-Audio reads an input only as far as its first 30 s and says so; 320 samples give (0, width)") {
+    const std::string dir = "build/test-cli-towers-used/";
+    const std::string model = "build/tower-qwen2a-f32.gguf";
+    // 70 s: a note naming the input and what was kept; the JSON's coverage is the 30 s encoded
+    run_result r = run_main("-m " + model + " -f " + LONG + " -o " + dir + " --device cpu -t 2 --json");
+    REQUIRE_MESSAGE(r.status == 0, r.output);
+    CHECK_MESSAGE(r.output.find("main: '" + LONG + "': 70.000 s; qwen2a keeps its first 30 s") != std::string::npos, r.output);
+    CHECK(r.output.find("\"seconds\": 30.000000, \"seconds_encoded\": 30.000000, \"windows\": 1") != std::string::npos);
+    // from standard input too (the length not known ahead): the rest is not read
+    r = run_main("-m " + model + " -f - -o " + dir + "stdin.npy --device cpu -t 2 < " + LONG);
+    REQUIRE_MESSAGE(r.status == 0, r.output);
+    CHECK(r.output.find("; qwen2a keeps its first 30 s (its processor's rule): the rest is not read") != std::string::npos);
+    std::vector<int64_t> shape;
+    npy_load_f32(dir + "stdin.npy", &shape);
+    CHECK(shape == std::vector<int64_t>{750, 32});
+    // 320 samples: no tokens (the model's own output for it), alone and after another input alike
+    const std::string tiny = dir + "tiny.wav";
+    decoded_audio a = decode_file(SPEECH);
+    REQUIRE(a.ok);
+    std::vector<int> s16;
+    for (int i = 0; i < 320; i++) s16.push_back((int)lrintf(a.pcm[i] * 32767.0f) & 0xffff);
+    mkdir(dir.c_str(), 0755);
+    write_bytes(tiny, wav_file(1, 1, 16000, 16, wav_s16(s16)));
+    for (const std::string & files : {"-f " + tiny, "-f " + SPEECH + " -f " + tiny}) {
+        r = run_main("-m " + model + " " + files + " -o " + dir + "out/ --device cpu -t 2");
+        REQUIRE_MESSAGE(r.status == 0, r.output);
+        npy_load_f32(dir + "out/tiny.npy", &shape);
+        CHECK(shape == std::vector<int64_t>{0, 32});
+    }
+}
+
 TEST_CASE("main: --device takes cpu, cuda, auto and lists of GPUs; bad lists are refused before any work") {
     for (const char * bad : {"cuda:", "cuda:0,0", "cuda:x", "cuda:-1", "cuda:1,", "gpu", "cuda:0 1"}) {
         CAPTURE(bad);

@@ -292,3 +292,161 @@ TEST_CASE("towers on CUDA: tokens in f16 and bf16 near the float64 references (t
         }
     }
 }
+
+namespace {
+
+struct token_rows {                      // what a pipeline gave, per input: its rows and records
+    std::vector<std::vector<float>> rows;
+    std::vector<std::vector<whisper_audio_rows>> records;
+    int width = 0;
+};
+
+bool collect_rows(const whisper_audio_rows * r, void * user) {
+    token_rows & t = *(token_rows *)user;
+    if ((size_t)r->input >= t.rows.size()) { t.rows.resize(r->input + 1); t.records.resize(r->input + 1); }
+    REQUIRE(!r->f16);
+    t.width = r->n_state;
+    const float * x = (const float *)r->data;
+    t.rows[r->input].insert(t.rows[r->input].end(), x, x + (size_t)r->n_rows * r->n_state);
+    whisper_audio_rows rec = *r;
+    rec.data = nullptr;
+    t.records[r->input].push_back(rec);
+    return true;
+}
+
+// inputs through one pipeline over encs, pushed in pieces of `piece` samples
+token_rows pipeline_tokens(std::vector<whisper_audio_encoder *> encs, const std::vector<std::vector<float>> & inputs,
+                           size_t piece) {
+    token_rows t;
+    whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
+    pp.on_rows = collect_rows;
+    pp.user = &t;
+    whisper_audio_pipeline * p = whisper_audio_pipeline_init(encs.data(), (int)encs.size(), pp);
+    REQUIRE_MESSAGE(p, whisper_audio_last_error());
+    CHECK(whisper_audio_pipeline_tokens(p));
+    for (const std::vector<float> & x : inputs) {
+        for (size_t i = 0; i < x.size(); i += piece)
+            REQUIRE_MESSAGE(whisper_audio_pipeline_push(p, x.data() + i, std::min(piece, x.size() - i)), whisper_audio_last_error());
+        REQUIRE_MESSAGE(whisper_audio_pipeline_end_input(p), whisper_audio_last_error());
+    }
+    REQUIRE_MESSAGE(whisper_audio_pipeline_finish(p), whisper_audio_last_error());
+    whisper_audio_pipeline_free(p);
+    return t;
+}
+
+} // namespace
+
+TEST_CASE("towers on the pipeline: inputs share batches, and every input's tokens are encode_tokens' of it alone, bit for bit") {
+    decoded_audio a = decode_file(test_data("audio/long_70s_16k.wav"));
+    REQUIRE(a.ok);
+    // lengths around every rule: at most 320 samples (Qwen2-Audio: no tokens), one unpadded chunk,
+    // equal lengths (Ultravox's unpadded chunks batch together), 30 s exactly, 70 s (three chunks:
+    // the first pass for the whole input's max)
+    const size_t lengths[] = {300, 50001, 112256, 50001, 480000, 1120000, 321, 50001};
+    std::vector<std::vector<float>> inputs;
+    for (size_t n : lengths) inputs.emplace_back(a.pcm.begin(), a.pcm.begin() + n);
+    for (const char * name : TOWERS) {
+        CAPTURE(name);
+        whisper_audio_model * model = whisper_audio_model_load(("build/tower-" + std::string(name) + "-f32.gguf").c_str());
+        REQUIRE_MESSAGE(model, whisper_audio_last_error());
+        for (bool projector : {true, false}) {
+            CAPTURE(projector);
+            whisper_audio_encoder * alone = cpu_encoder(model, projector);
+            std::vector<std::vector<float>> want;
+            for (const std::vector<float> & x : inputs) {
+                want.emplace_back(whisper_audio_n_tokens(model, x.size(), projector) * whisper_audio_token_dim(model, projector));
+                REQUIRE_MESSAGE(whisper_audio_encode_tokens(alone, x.data(), x.size(), want.back().data()), whisper_audio_last_error());
+            }
+            whisper_audio_encoder_free(alone);
+            // batch 3, one encoder or two (two GPUs' worth), pushed whole or in odd pieces
+            whisper_audio_encoder_params ep = whisper_audio_encoder_default_params();
+            ep.device = WHISPER_AUDIO_DEVICE_CPU;
+            ep.n_threads = 2;
+            ep.max_batch = 3;
+            ep.projector = projector;
+            for (int n_enc : {1, 2}) {
+                std::vector<whisper_audio_encoder *> encs;
+                for (int e = 0; e < n_enc; e++) encs.push_back(whisper_audio_encoder_init(model, ep));
+                for (whisper_audio_encoder * e : encs) REQUIRE_MESSAGE(e, whisper_audio_last_error());
+                token_rows got = pipeline_tokens(encs, inputs, n_enc == 1 ? (size_t)1 << 30 : 77777);
+                REQUIRE(got.rows.size() == inputs.size());
+                CHECK(got.width == whisper_audio_token_dim(model, projector));
+                for (size_t i = 0; i < inputs.size(); i++) {
+                    CAPTURE(i);
+                    CHECK(got.rows[i].size() == want[i].size());
+                    CHECK(got.rows[i] == want[i]);
+                    // one record per chunk: its index, the audio in it, the positions holding audio
+                    size_t samples = 0;
+                    for (size_t c = 0; c < got.records[i].size(); c++) {
+                        CHECK(got.records[i][c].window == (int64_t)c);
+                        samples += got.records[i][c].samples;
+                    }
+                    CHECK(samples == std::min(inputs[i].size(), whisper_audio_samples_used(model, true)));
+                }
+                for (whisper_audio_encoder * e : encs) whisper_audio_encoder_free(e);
+            }
+        }
+        whisper_audio_model_free(model);
+    }
+}
+
+TEST_CASE("towers: what each input gives is the library's rule (tokens, or the Whisper encoder's windows)") {
+    whisper_audio_model * tower = whisper_audio_model_load("build/tower-qwen2a-f32.gguf");
+    whisper_audio_model * whisper = whisper_audio_model_load("build/micro-80-f32.gguf");
+    REQUIRE(tower);
+    REQUIRE(whisper);
+    whisper_audio_encoder_params ep = whisper_audio_encoder_default_params();
+    whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
+    CHECK(whisper_audio_rows_are_tokens(tower, ep, pp));
+    CHECK_FALSE(whisper_audio_rows_are_tokens(whisper, ep, pp));
+    ep.output_layer = 1;
+    CHECK_FALSE(whisper_audio_rows_are_tokens(tower, ep, pp));
+    ep.output_layer = -1;
+    pp.pool = WHISPER_AUDIO_POOL_MEAN;
+    CHECK_FALSE(whisper_audio_rows_are_tokens(tower, ep, pp));
+    pp.pool = WHISPER_AUDIO_POOL_NONE;
+    pp.no_pad = true;
+    CHECK_FALSE(whisper_audio_rows_are_tokens(tower, ep, pp));
+    CHECK(whisper_audio_samples_used(tower, true) == WHISPER_AUDIO_N_SAMPLES);
+    CHECK(whisper_audio_samples_used(tower, false) == SIZE_MAX);
+    CHECK(whisper_audio_samples_used(whisper, true) == SIZE_MAX);
+    CHECK(std::string(whisper_audio_projector_name(WHISPER_AUDIO_PROJECTOR_VOXTRAL)) == "voxtral");
+    CHECK(std::string(whisper_audio_projector_name(WHISPER_AUDIO_PROJECTOR_NONE)) == "none");
+    CHECK(whisper_audio_projector_name((whisper_audio_projector)99) == nullptr);
+    // Qwen2-Audio's rule for at most 320 samples: no tokens, as its own code gives (an input of
+    // 321 gives its first)
+    CHECK(whisper_audio_n_tokens(tower, 320, true) == 0);
+    CHECK(whisper_audio_n_tokens(tower, 321, true) == 1);
+    whisper_audio_model_free(tower);
+    whisper_audio_model_free(whisper);
+}
+
+TEST_CASE("towers on CUDA: 70 s through the pipeline (the first pass for the input's max on the device) near float64" *
+          doctest::skip(no_gpu())) {
+    decoded_audio a = decode_file(test_data("audio/long_70s_16k.wav"));
+    REQUIRE(a.ok);
+    for (const char * name : TOWERS) {
+        whisper_audio_model * model = whisper_audio_model_load(("build/tower-" + std::string(name) + "-f32.gguf").c_str());
+        REQUIRE_MESSAGE(model, whisper_audio_last_error());
+        const int width = whisper_audio_model_hparams(model)->n_llm;
+        std::vector<float> ref = npy_load_f32(test_data(std::string("towers/") + name + ".long_70s.audio.every8.npy"), nullptr);
+        for (whisper_audio_dtype dt : {WHISPER_AUDIO_DTYPE_F16, WHISPER_AUDIO_DTYPE_BF16}) {
+            whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
+            p.device = WHISPER_AUDIO_DEVICE_CUDA;
+            p.dtype = dt;
+            p.max_batch = 2;
+            whisper_audio_encoder * enc = whisper_audio_encoder_init(model, p);
+            REQUIRE_MESSAGE(enc, whisper_audio_last_error());
+            const size_t n_tok = whisper_audio_n_tokens(model, a.pcm.size(), true);
+            std::vector<float> got(n_tok * width, NAN);
+            REQUIRE_MESSAGE(whisper_audio_encode_tokens(enc, a.pcm.data(), a.pcm.size(), got.data()), whisper_audio_last_error());
+            std::vector<float> every8;
+            for (size_t r = 0; r < n_tok; r += 8) every8.insert(every8.end(), got.begin() + r * width, got.begin() + (r + 1) * width);
+            const double err = rel_l2(every8, ref);
+            MESSAGE(name << (dt == WHISPER_AUDIO_DTYPE_F16 ? " f16" : " bf16") << " 70 s: " << n_tok << " tokens, rel L2 " << err);
+            CHECK(err < (dt == WHISPER_AUDIO_DTYPE_F16 ? 1e-2 : 5e-2));
+            whisper_audio_encoder_free(enc);
+        }
+        whisper_audio_model_free(model);
+    }
+}
