@@ -61,9 +61,10 @@ endif
 
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 TEST_SRCS = $(wildcard tests/test-*.cpp)
-# test models always live in build/ (the converter's output does not depend on the build flavour)
+# test models always live in build/ (the converter's output does not depend on the build flavour);
+# build/model-files.stamp: build/ggml/*.bin and build/ct2/*/ (tests/data/make-model-files.py)
 TEST_MODELS = $(foreach m,micro-80 micro-128,$(foreach t,f32 f16 bf16,build/$(m)-$(t).gguf)) \
-              $(foreach m,qwen2a voxtral ultravox,build/tower-$(m)-f32.gguf)
+              $(foreach m,qwen2a voxtral ultravox,build/tower-$(m)-f32.gguf) build/model-files.stamp
 CONVERT = python3 convert/convert-hf-to-gguf.py
 
 .PHONY: all deps demo test test-run test-sanitize test-embed test-install test-python install clean bench-cpu
@@ -123,6 +124,14 @@ $(BUILD)/test-all: $(TEST_SRCS) tests/test-util.h $(OBJS) | $(BUILD)
 build/micro-%.gguf: convert/convert-hf-to-gguf.py
 	@mkdir -p build
 	$(CONVERT) tests/data/micro-$(word 1,$(subst -, ,$*)) -o $@ --outtype $(word 2,$(subst -, ,$*)) 2>/dev/null
+
+# whisper.cpp's ggml files and CTranslate2 directories of the micro models (build/ggml, build/ct2),
+# written again from tests/data/micro-* by Python alone, each checked to be byte for byte the file
+# the real tool made (tests/data/README.md)
+build/model-files.stamp: tests/data/make-model-files.py $(wildcard tests/data/micro-*/*)
+	@mkdir -p build
+	python3 tests/data/make-model-files.py build
+	@touch $@
 
 # the audio LLMs' tiny random towers (tests/data/towers), converted by our own converter
 build/tower-%-f32.gguf: convert/convert-hf-to-gguf.py

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-# test-convert-ct2.py - the converter on CTranslate2 directories (tests/data/ct2): its GGUF must
-# give main the same embeddings, bit for bit, as main loading the directory itself, with and
-# without numpy; a broken model.bin must give a one-line error and exit code 1.
+# test-convert-ct2.py - the converter on CTranslate2 directories (build/ct2: CTranslate2's own files
+# of the micro checkpoints, written again byte for byte by tests/data/make-model-files.py, which
+# `make` runs first): its GGUF must give main the same embeddings, bit for bit, as main loading the
+# directory itself, with and without numpy; a broken model.bin must give a one-line error and exit
+# code 1.
 #
 #   WA_MAIN=build/main python3 tests/test-convert-ct2.py
 import os
@@ -40,7 +42,10 @@ def main():
 
     tmp = tempfile.mkdtemp(prefix="wa-ct2-")
     try:
-        ct2 = os.path.join(ROOT, "tests", "data", "ct2")
+        ct2 = os.path.join(ROOT, "build", "ct2")
+        if not os.path.isfile(os.path.join(ct2, "micro-80-int8", "model.bin")):
+            print("FAIL %s is missing: `make build/model-files.stamp` writes it (tests/data/make-model-files.py)" % ct2)
+            return 1
         for name in sorted(os.listdir(ct2)):
             d = os.path.join(ct2, name)
             if not os.path.isdir(d):

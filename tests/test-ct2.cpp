@@ -1,6 +1,7 @@
 // CTranslate2 / faster-whisper model directories: the ones CTranslate2's own converter made
-// (tests/data/ct2, tests/data/make-ct2-references.py) against transformers in float64 on their
-// own weights, the mel bank computed in C++, and hostile model.bin files.
+// (build/ct2, byte for byte those files, written again by tests/data/make-model-files.py; their
+// references in tests/data/ct2, tests/data/make-ct2-references.py) against transformers in float64
+// on their own weights, the mel bank computed in C++, and hostile model.bin files.
 #include <doctest/doctest.h>
 
 #include "test-util.h"
@@ -136,9 +137,9 @@ TEST_CASE("ct2: CTranslate2's own files match transformers float64 on their weig
     for (auto & c : cases) {
         const std::string name = c.dir;
         CAPTURE(name);
-        const std::string dir = test_data(std::string("ct2/") + c.dir);
+        const std::string dir = test_model_file(std::string("ct2/") + c.dir);
         whisper_audio_model * model = whisper_audio_model_load(dir.c_str());
-        REQUIRE_MESSAGE(model, whisper_audio_last_error());
+        REQUIRE_MESSAGE(model, whisper_audio_last_error() << TEST_MODEL_FILE_HINT);
         const whisper_audio_hparams * hp = whisper_audio_model_hparams(model);
         CHECK(hp->n_mels == c.n_mels);
         CHECK(hp->n_state == 128);
@@ -148,7 +149,7 @@ TEST_CASE("ct2: CTranslate2's own files match transformers float64 on their weig
         CHECK(hp->weight_type == c.type);
         const std::vector<float> mel = npy_load_f32(test_data("features/speech_16k.mel" + std::to_string(c.n_mels) + ".npy"), nullptr);
         // the reference holds the first 100 positions (each depends on every weight, through attention)
-        const std::vector<float> ref = npy_load_f32(dir + "/speech_16k.last_hidden_state.npy", nullptr);
+        const std::vector<float> ref = npy_load_f32(test_data(std::string("ct2/") + c.dir + "/speech_16k.last_hidden_state.npy"), nullptr);
         std::vector<float> got = encode_cpu(model, mel);
         got.resize(ref.size());
         const double err = rel_l2(got, ref);
@@ -160,7 +161,7 @@ TEST_CASE("ct2: CTranslate2's own files match transformers float64 on their weig
 
 TEST_CASE("ct2: the mel bank computed at load equals the converter's") {
     for (int n_mels : {80, 128}) {
-        const std::string dir = test_data("ct2/micro-" + std::to_string(n_mels) + "-int8");
+        const std::string dir = test_model_file("ct2/micro-" + std::to_string(n_mels) + "-int8");
         const std::string gguf = "build/micro-" + std::to_string(n_mels) + "-f32.gguf";
         whisper_audio_model * a = whisper_audio_model_load(dir.c_str());
         whisper_audio_model * b = whisper_audio_model_load(gguf.c_str());
@@ -175,8 +176,8 @@ TEST_CASE("ct2: the mel bank computed at load equals the converter's") {
 }
 
 TEST_CASE("ct2: model.bin loads as a file, by content; a directory without one says so") {
-    whisper_audio_model * m = whisper_audio_model_load(test_data("ct2/micro-80-float16/model.bin").c_str());
-    REQUIRE_MESSAGE(m, whisper_audio_last_error());
+    whisper_audio_model * m = whisper_audio_model_load(test_model_file("ct2/micro-80-float16/model.bin").c_str());
+    REQUIRE_MESSAGE(m, whisper_audio_last_error() << TEST_MODEL_FILE_HINT);
     whisper_audio_model_free(m);
     const std::string dir = test_tmp("ct2-empty-dir");
     REQUIRE(mkdir(dir.c_str(), 0700) == 0);

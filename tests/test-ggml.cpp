@@ -1,5 +1,6 @@
-// whisper.cpp's legacy ggml-*.bin models (tests/data/ggml, made by whisper.cpp's own
-// convert-h5-to-ggml.py and quantize: see tests/data/README.md): loaded as they are and
+// whisper.cpp's legacy ggml-*.bin models (build/ggml, byte for byte the files whisper.cpp's own
+// convert-h5-to-ggml.py and quantize made, written again by tests/data/make-model-files.py; their
+// references in tests/data/ggml: see tests/data/README.md): loaded as they are and
 // through the converter, against transformers' float64 forward of the files' own weights,
 // and the loader's answers to broken files.
 #include <doctest/doctest.h>
@@ -15,7 +16,7 @@
 
 namespace {
 
-std::string ggml_file(const std::string & base) { return test_data("ggml/" + base + ".bin"); }
+std::string ggml_file(const std::string & base) { return test_model_file("ggml/" + base + ".bin"); }
 
 // The float64 reference's first REF_POSITIONS positions (all of them depend on every
 // weight, through attention; a slice keeps the test data small).
@@ -71,7 +72,7 @@ ggml_layout ggml_find(const std::vector<uint8_t> & b, const std::string & name) 
 TEST_CASE("whisper.cpp ggml files match transformers float64 on their own weights") {
     for (std::string base : GGML_FILES) {
         whisper_audio_model * model = whisper_audio_model_load(ggml_file(base).c_str());
-        REQUIRE_MESSAGE(model, whisper_audio_last_error());
+        REQUIRE_MESSAGE(model, whisper_audio_last_error() << TEST_MODEL_FILE_HINT);
         const whisper_audio_hparams * hp = whisper_audio_model_hparams(model);
         CHECK(hp->n_state == 128);
         CHECK(hp->n_layer == 2);
@@ -128,7 +129,7 @@ TEST_CASE("the converter turns ggml files into GGUF files that give the same out
 
 TEST_CASE("broken ggml files are refused with a message") {
     const std::vector<uint8_t> good = read_bytes(ggml_file("micro-80-q8_0"));
-    REQUIRE(good.size() > 100000);
+    REQUIRE_MESSAGE(good.size() > 100000, ggml_file("micro-80-q8_0") << TEST_MODEL_FILE_HINT);
     const ggml_layout l = ggml_find(good, "encoder.blocks.0.attn.query.weight");
     REQUIRE(l.named > l.tensors);
     const ggml_layout dec = ggml_find(good, "decoder.token_embedding.weight");

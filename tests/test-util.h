@@ -33,6 +33,14 @@ static inline std::string test_data(const std::string & path) {
     return "tests/data/" + path;
 }
 
+// The path of a model file that `make` writes from the micro checkpoints before the tests run
+// (tests/data/make-model-files.py: whisper.cpp's ggml files and CTranslate2 directories, byte for
+// byte as those tools wrote them), e.g. test_model_file("ggml/micro-80-f16.bin").
+static inline std::string test_model_file(const std::string & path) {
+    return "build/" + path;
+}
+#define TEST_MODEL_FILE_HINT " (`make build/model-files.stamp` writes it: tests/data/make-model-files.py)"
+
 // A per-process scratch path: $TMPDIR (or /tmp)/whisper-audio-test-<pid>-<name>.
 static inline std::string test_tmp(const std::string & name) {
     const char * tmp = getenv("TMPDIR");

@@ -5,11 +5,14 @@
 #   python3 tests/data/make-ct2-references.py --base DIR
 #
 # 1. CTranslate2's own converter (ctranslate2.converters.TransformersConverter) turns the micro
-#    checkpoints into CTranslate2 directories, one per stored weight format it offers.
+#    checkpoints into CTranslate2 directories, one per stored weight format it offers, in build/ct2
+#    (they were in tests/data/ct2 when this script was run; tests/data/make-model-files.py now
+#    writes the same bytes there without CTranslate2, and checks them against these files' sha256).
 # 2. Each directory's encoder weights are read back from its model.bin (convert/'s reader),
 #    dequantised exactly (q / scale in float64), loaded into transformers' WhisperEncoder in
 #    float64 (eager attention, CPU) and run on features/speech_16k.mel{80,128}.npy: the output
-#    is <dir>/speech_16k.last_hidden_state.npy (float32 [100, 128], the first 100 positions).
+#    is tests/data/ct2/<dir>/speech_16k.last_hidden_state.npy (float32 [100, 128], the first 100
+#    positions).
 # The float32 directory's output must equal encoder/micro-N/'s (made from the safetensors): that
 # checks the name mapping. Each format's distance from it is printed: the quantisation's error.
 #
@@ -101,10 +104,12 @@ def main():
         mel = np.load(os.path.join(HERE, "features", "speech_16k.mel%d.npy" % cfg.num_mel_bins))
         hf_ref = np.load(os.path.join(HERE, "encoder", model, "speech_16k.last_hidden_state.npy"))
         for q in formats:
-            d = os.path.join(HERE, "ct2", "%s-%s" % (model, q))
+            d = os.path.join(HERE, "..", "..", "build", "ct2", "%s-%s" % (model, q))
             if os.path.isdir(d):
                 shutil.rmtree(d)
             TransformersConverter(src).convert(d, quantization=q)
+            ref_dir = os.path.join(HERE, "ct2", "%s-%s" % (model, q))
+            os.makedirs(ref_dir, exist_ok=True)
             hp, w = encoder_weights_f64(d)
             enc = WhisperEncoder(cfg).double().eval()
             state = {k[len("encoder."):]: torch.from_numpy(v) for k, v in w.items()}
@@ -113,7 +118,7 @@ def main():
             with torch.no_grad():
                 y = enc(torch.from_numpy(mel.astype(np.float64))[None]).last_hidden_state[0].numpy()
             # the first 100 positions: small, and each depends on every weight
-            np.save(os.path.join(d, "speech_16k.last_hidden_state.npy"), y[:100].astype(np.float32))
+            np.save(os.path.join(ref_dir, "speech_16k.last_hidden_state.npy"), y[:100].astype(np.float32))
             print("%s-%s: %d bytes; vs the float32 checkpoint's float64 output: rel L2 %.3g"
                   % (model, q, os.path.getsize(os.path.join(d, "model.bin")), rel(y, hf_ref.astype(np.float64))))
             if q == "float32":

@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-# make-ggml-references.py - float64 references for the whisper.cpp model files in tests/data/ggml.
+# make-ggml-references.py - float64 references for the whisper.cpp model files in build/ggml.
 #
 #   python3 tests/data/make-ggml-references.py      (from the repository root; needs torch,
 #                                                    transformers, numpy; gguf to cross-check)
 #
-# For each tests/data/ggml/micro-N-TYPE.bin: reads the file (its own small reader, not ours),
+# The files: whisper.cpp's own (tests/data/README.md), which tests/data/make-model-files.py writes
+# again byte for byte into build/ggml (`make build/model-files.stamp`); they were in tests/data/ggml
+# when this script was run.
+# For each build/ggml/micro-N-TYPE.bin: reads the file (its own small reader, not ours),
 # dequantises its encoder tensors exactly (in float64), puts them into the HF micro-N
 # checkpoint's WhisperEncoder in place of its weights, runs it in float64 (eager attention, CPU)
 # on features/speech_16k.melN.npy and saves the output as
-# ggml/micro-N-TYPE.speech_16k.last_hidden_state.npy (float32). It prints each file's
+# tests/data/ggml/micro-N-TYPE.speech_16k.last_hidden_state.npy (float32). It prints each file's
 # quantisation error: its encoder matrices against the f16 file's, relative L2.
 
 import glob
@@ -98,7 +101,7 @@ def read_ggml(path):
 
 def main():
     torch.set_default_dtype(torch.float64)
-    files = sorted(glob.glob("tests/data/ggml/micro-*.bin"))
+    files = sorted(glob.glob("build/ggml/micro-*.bin"))
     weights = {f: read_ggml(f) for f in files}
     for f in files:
         base = os.path.basename(f)[:-len(".bin")]
@@ -116,7 +119,7 @@ def main():
         out = "tests/data/ggml/%s.speech_16k.last_hidden_state.npy" % base
         np.save(out, y[:100].astype(np.float32))   # the first 100 positions: small, and they depend on every weight
 
-        f16 = weights.get("tests/data/ggml/%s-f16.bin" % model_name)[1]
+        f16 = weights.get("build/ggml/%s-f16.bin" % model_name)[1]
         mats = [k for k in w if w[k].ndim >= 2 and "embed_positions" not in k]
         num = sum(((w[k] - f16[k]) ** 2).sum() for k in mats)
         den = sum((f16[k] ** 2).sum() for k in mats)

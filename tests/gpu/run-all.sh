@@ -26,7 +26,7 @@ nvcc --version | tail -n 2 | tee -a "$OUT/gpu.txt"
 
 make -j16 all build/micro-80-f32.gguf build/micro-80-f16.gguf build/micro-80-bf16.gguf build/micro-128-f32.gguf \
     build/micro-128-f16.gguf build/micro-128-bf16.gguf build/tower-qwen2a-f32.gguf build/tower-voxtral-f32.gguf \
-    build/tower-ultravox-f32.gguf >"$OUT/build.log" 2>&1 || { tail -n 30 "$OUT/build.log"; exit 1; }
+    build/tower-ultravox-f32.gguf build/model-files.stamp >"$OUT/build.log" 2>&1 || { tail -n 30 "$OUT/build.log"; exit 1; }
 echo "build ok"
 
 if has tests; then
