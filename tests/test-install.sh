@@ -3,7 +3,8 @@
 # consumers built against it with pkg-config (shared and static) and CMake's find_package,
 # and one that adds this tree with add_subdirectory next to its own `main` target (then
 # installs it with cmake --install and builds against that too); main and bench built by CMake
-# against the shared library (BUILD_SHARED_LIBS=ON). The CMake checks skip without cmake. Run from the repository
+# against the shared library (BUILD_SHARED_LIBS=ON); make's objects rebuilt when the flags change.
+# The CMake checks skip without cmake. Run from the repository
 # root by `make test` (after the build); prints one line per check and a closing summary.
 set -euo pipefail
 BUILD=${BUILD:-build}
@@ -41,6 +42,17 @@ ok "SONAME libwhisper-audio.so.$major; only whisper_audio_* exported ($(echo "$e
 
 "$P/bin/whisper-audio" --version | grep -q "$version" || fail "whisper-audio --version does not say $version"
 ok "the installed main says its version ($version)"
+
+# ---- make: objects follow the build flags (build/flags) --------------------------------------
+# built once, then nothing to do; a changed flag (an audio library off, as when one is installed
+# or removed) rebuilds the object, and the same flags again leave it alone
+B="$T/flags-build"
+compiles() { make --no-print-directory BUILD="$B" CUDA=0 "$@" "$B/vt.o" 2>&1 | grep -c -- '-c vt.cpp' || true; }
+[ "$(compiles)" = 1 ] || fail "make did not build $B/vt.o"
+[ "$(compiles)" = 0 ] || fail "make rebuilt $B/vt.o with the same flags"
+[ "$(compiles OGG=0)" = 1 ] || fail "make did not rebuild $B/vt.o when the flags changed (OGG=0)"
+[ "$(compiles OGG=0)" = 0 ] || fail "make rebuilt $B/vt.o with the same flags (OGG=0)"
+ok "make rebuilds objects when the flags change (the build/flags stamp), and only then"
 
 # ---- pkg-config, shared and static ---------------------------------------------------------
 command -v pkg-config >/dev/null || fail "pkg-config is not installed (make deps installs it)"
