@@ -3,7 +3,8 @@
 #   make demo            the quick start: a random tiny model, then main on samples/speech_16k.wav
 #   make test            build and run every test (the converter's too)
 #   make test-sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer (CPU build)
-#   make test-python     the Python package (pip install . into build/venv) against main, and the Ray example
+#   make test-python     the Python package (pip install . into build/venv) against main and its ctypes
+#                        mirror against whisper-audio.h, and the Ray example
 #   make CUDA=0          build without CUDA (a CPU-only build where nvcc is installed); CUDA_ARCH=... to
 #                        choose GPU targets
 #   make bench-cpu       the CPU encoder against CTranslate2 (and whisper.cpp: WHISPER_CPP=DIR)
@@ -15,6 +16,8 @@
 
 BUILD    ?= build
 CXX      ?= g++
+# the lists this file shares with CMakeLists.txt: audio formats, GPU targets, exports, test models
+include lists.mk
 # no -march: one binary for every x86-64 CPU; the CPU backend's hot loops pick AVX-512, AVX2 or
 # plain code at run time (VT_CPU_ISA=avx2 forces a lesser set, to measure it)
 CXXFLAGS ?= -O3
@@ -31,25 +34,23 @@ LDLIBS   += -fsanitize=address,undefined
 CUDA      = 0
 endif
 
-# Compressed audio input, each format through its reference decoder when that header is there;
-# OGG=0 (FLAC=0, ...) builds without it, and that input then fails with a message that says how
-# to get it. Ogg Vorbis: Xiph's libvorbisfile (Debian: libvorbis-dev); FLAC and Ogg FLAC: libFLAC
-# (libflac-dev); MP3: libmpg123 (libmpg123-dev); Opus: Xiph's opusfile (libopusfile-dev).
-OGG  ?= $(if $(wildcard /usr/include/vorbis/vorbisfile.h),1,0)
-FLAC ?= $(if $(wildcard /usr/include/FLAC/stream_decoder.h),1,0)
-MP3  ?= $(if $(wildcard /usr/include/mpg123.h /usr/include/*/mpg123.h),1,0)
-OPUS ?= $(if $(wildcard /usr/include/opus/opusfile.h),1,0)
-AUDIO_DEFS = $(if $(filter 1,$(OGG)),-DWHISPER_AUDIO_OGG) $(if $(filter 1,$(FLAC)),-DWHISPER_AUDIO_FLAC) \
-             $(if $(filter 1,$(MP3)),-DWHISPER_AUDIO_MP3) $(if $(filter 1,$(OPUS)),-DWHISPER_AUDIO_OPUS -I/usr/include/opus)
-AUDIO_LIBS = $(if $(filter 1,$(OGG)),-lvorbisfile -lvorbis -logg) $(if $(filter 1,$(FLAC)),-lFLAC) \
-             $(if $(filter 1,$(MP3)),-lmpg123) $(if $(filter 1,$(OPUS)),-lopusfile)
+# Compressed audio input, each format of lists.mk's AUDIO_FORMATS through its reference decoder
+# when that header is there; OGG=0 (FLAC=0, ...) builds without it, and that input then fails
+# with a message that says how to get it. Ogg Vorbis: Xiph's libvorbisfile (Debian:
+# libvorbis-dev); FLAC and Ogg FLAC: libFLAC (libflac-dev); MP3: libmpg123 (libmpg123-dev); Opus:
+# Xiph's opusfile (libopusfile-dev).
+have_header = $(if $(wildcard /usr/include/$(1) /usr/include/*/$(1)),1,0)
+$(foreach f,$(AUDIO_FORMATS),$(eval $(f) ?= $(call have_header,$($(f)_HEADER))))
+AUDIO_ON   = $(foreach f,$(AUDIO_FORMATS),$(if $(filter 1,$($(f))),$(f)))
+AUDIO_DEFS = $(foreach f,$(AUDIO_ON),-DWHISPER_AUDIO_$(f) $(addprefix -I/usr/include/,$($(f)_INCLUDE)))
+AUDIO_LIBS = $(foreach f,$(AUDIO_ON),$(addprefix -l,$($(f)_LIBS)))
 CXXFLAGS += $(AUDIO_DEFS)
 LDLIBS   += $(AUDIO_LIBS)
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 CUDA ?= $(if $(NVCC),1,0)
-# sm_90a: Hopper (H100/H200) with wgmma; compute_80 PTX lets other recent GPUs JIT-compile
-CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=compute_80
+# CUDA_ARCH: lists.mk (sm_90a, Hopper with wgmma; compute_80 PTX for other recent GPUs)
+NVCCFLAGS = -O3 -std=c++17 $(CUDA_ARCH) -I. -DVT_USE_CUDA -Xcompiler -Wall,-Wextra,-fPIC,-fvisibility=hidden
 
 OBJS = $(BUILD)/vt.o $(BUILD)/whisper-audio.o
 ifeq ($(CUDA),1)
@@ -63,11 +64,11 @@ SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 TEST_SRCS = $(wildcard tests/test-*.cpp)
 # test models always live in build/ (the converter's output does not depend on the build flavour);
 # build/model-files.stamp: build/ggml/*.bin and build/ct2/*/ (tests/data/make-model-files.py)
-TEST_MODELS = $(foreach m,micro-80 micro-128,$(foreach t,f32 f16 bf16,build/$(m)-$(t).gguf)) \
-              $(foreach m,qwen2a voxtral ultravox,build/tower-$(m)-f32.gguf) build/model-files.stamp
+TEST_MODELS = $(foreach m,$(TEST_MICRO_MELS),$(foreach t,$(TEST_MICRO_TYPES),build/micro-$(m)-$(t).gguf)) \
+              $(foreach m,$(TEST_TOWERS),build/tower-$(m)-f32.gguf) build/model-files.stamp
 CONVERT = python3 convert/convert-hf-to-gguf.py
 
-.PHONY: all deps demo test test-run test-sanitize test-embed test-install test-python install clean bench-cpu
+.PHONY: all deps demo test test-run test-sanitize test-embed test-install test-python install clean bench-cpu FORCE
 all: main bench $(BUILD)/test-all $(BUILD)/libwhisper-audio.so $(BUILD)/libwhisper-audio.a
 
 # one apt-get for whatever is missing (each audio library unless OGG=0, FLAC=0, ... was asked for)
@@ -80,20 +81,27 @@ deps:
 	command -v pkg-config >/dev/null || missing="$$missing pkg-config"; \
 	[ -f /usr/include/doctest/doctest.h ] || [ -f .deps/doctest/doctest.h ] || missing="$$missing doctest-dev"; \
 	[ -f /usr/include/stb/stb_image_write.h ] || [ -f .deps/stb/stb_image_write.h ] || missing="$$missing libstb-dev"; \
-	[ -f /usr/include/vorbis/vorbisfile.h ] || [ "$(call WANT,OGG)" = 0 ] || missing="$$missing libvorbis-dev"; \
-	[ -f /usr/include/FLAC/stream_decoder.h ] || [ "$(call WANT,FLAC)" = 0 ] || missing="$$missing libflac-dev"; \
-	[ -n "$$(ls /usr/include/mpg123.h /usr/include/*/mpg123.h 2>/dev/null)" ] || [ "$(call WANT,MP3)" = 0 ] || missing="$$missing libmpg123-dev"; \
-	[ -f /usr/include/opus/opusfile.h ] || [ "$(call WANT,OPUS)" = 0 ] || missing="$$missing libopusfile-dev"; \
+	$(foreach f,$(AUDIO_FORMATS),[ $(call have_header,$($(f)_HEADER)) = 1 ] || [ "$(call WANT,$(f))" = 0 ] || missing="$$missing $($(f)_DEB)"; ) \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; fi
 
 $(BUILD):
 	mkdir -p $@
 
-$(BUILD)/%.o: %.cpp vt.h whisper-audio.h | $(BUILD)
+# The flags the objects are built with (the detected audio libraries, CUDA or not, the
+# sanitizers, ...) in a stamp file that the objects depend on: rewritten, and so newer, only
+# when they change (git's GIT-CFLAGS), so that a tree built before libflac-dev was installed
+# rebuilds once with FLAC rather than refusing it.
+# $(call write_if_changed,FILE,TEXT)
+write_if_changed = t='$(subst ','\'',$(strip $(2)))'; [ "$$t" = "$$(cat $(1) 2>/dev/null)" ] || \
+	{ [ ! -e $(1) ] || echo "$(1): the build flags changed: rebuilding"; printf '%s\n' "$$t" > $(1); }
+$(BUILD)/flags: FORCE | $(BUILD)
+	@$(call write_if_changed,$@,$(CXX) $(CXXFLAGS) | $(LDLIBS) | $(if $(filter 1,$(CUDA)),$(NVCC) $(NVCCFLAGS)))
+
+$(BUILD)/%.o: %.cpp vt.h whisper-audio.h $(BUILD)/flags | $(BUILD)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
-$(BUILD)/vt-cuda.o: vt-cuda.cu vt.h | $(BUILD)
-	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -I. -DVT_USE_CUDA -Xcompiler -Wall,-Wextra,-fPIC,-fvisibility=hidden -c $< -o $@
+$(BUILD)/vt-cuda.o: vt-cuda.cu vt.h $(BUILD)/flags | $(BUILD)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(BUILD)/main: examples/main.cpp $(OBJS)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
@@ -110,7 +118,7 @@ VERSION   := $(shell sed -n 's/^\#define WHISPER_AUDIO_VERSION "\(.*\)"/\1/p' wh
 SOVERSION := $(firstword $(subst ., ,$(VERSION)))
 # (a version script as well: the C++ library's template code has default visibility)
 $(BUILD)/libwhisper-audio.so: $(OBJS)
-	printf '{ global: whisper_audio_*; local: *; };\n' > $(BUILD)/exports.map
+	printf '{ global: %s local: *; };\n' '$(addsuffix ;,$(EXPORTS))' > $(BUILD)/exports.map
 	$(CXX) -shared -Wl,-soname,libwhisper-audio.so.$(SOVERSION) -Wl,--version-script=$(BUILD)/exports.map $^ -o $@ $(LDLIBS)
 	ln -sf libwhisper-audio.so $@.$(SOVERSION)
 
@@ -248,7 +256,10 @@ FUZZ_LDLIBS   = -pthread $(AUDIO_LIBS)
 fuzz-deps:
 	@command -v $(FUZZ_CXX) >/dev/null || { echo "installing clang"; $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq clang; }
 
-$(FUZZ_BUILD)/%.o: %.cpp vt.h whisper-audio.h | fuzz-deps
+$(FUZZ_BUILD)/flags: FORCE
+	@mkdir -p $(FUZZ_BUILD); $(call write_if_changed,$@,$(FUZZ_CXX) $(FUZZ_FLAGS) | $(FUZZ_LDLIBS))
+
+$(FUZZ_BUILD)/%.o: %.cpp vt.h whisper-audio.h $(FUZZ_BUILD)/flags | fuzz-deps
 	@mkdir -p $(FUZZ_BUILD)
 	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 

@@ -4969,6 +4969,60 @@ int whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * m
     return ok ? rows : -1;
 }
 
+// ---- devices, the CPU, f16 rows: what clients ask of vt, through the public API ---------------
+
+// a C caller may store any int in an enum argument: read it as an int
+static bool wa_device_kind(enum whisper_audio_device device, const char * func, int * kind) {
+    memcpy(kind, &device, sizeof(int));
+    if (*kind == WHISPER_AUDIO_DEVICE_AUTO || *kind == WHISPER_AUDIO_DEVICE_CPU || *kind == WHISPER_AUDIO_DEVICE_GPU) return true;
+    wa_set_error("%s: device %d is not WHISPER_AUDIO_DEVICE_AUTO, _CPU or _GPU", func, *kind);
+    return false;
+}
+
+int whisper_audio_device_count(enum whisper_audio_device device) {
+    int kind;
+    if (!wa_device_kind(device, __func__, &kind)) return -1;
+    const int n_gpu = kind == WHISPER_AUDIO_DEVICE_CPU ? 0 : vt_cuda_device_count();
+    return kind == WHISPER_AUDIO_DEVICE_GPU ? n_gpu : std::max(n_gpu, 1);
+}
+
+bool whisper_audio_device_memory_used(enum whisper_audio_device device, int index, size_t * used) {
+    int kind;
+    if (!wa_device_kind(device, __func__, &kind)) return false;
+    if (!used) { wa_set_error("%s: NULL used", __func__); return false; }
+    const int n_gpu = kind == WHISPER_AUDIO_DEVICE_CPU ? 0 : vt_cuda_device_count();
+    if (kind == WHISPER_AUDIO_DEVICE_CPU || (kind == WHISPER_AUDIO_DEVICE_AUTO && n_gpu == 0)) {
+        wa_set_error("%s: the CPU has no device memory figure", __func__);
+        return false;
+    }
+    if (index < 0 || index >= n_gpu) {
+        wa_set_error("%s: no GPU %d (%d present%s)", __func__, index, n_gpu, vt_cuda_built() ? "" : ": a build without CUDA");
+        return false;
+    }
+    if (!vt_cuda_memory_used(index, used)) { wa_set_error("%s: %s", __func__, vt_last_error()); return false; }
+    return true;
+}
+
+const char * whisper_audio_cpu_isa(void) {
+    const char * isa = vt_cpu_isa();
+    if (!isa) wa_set_error("%s", vt_last_error());
+    return isa;
+}
+
+bool whisper_audio_f16_to_f32(const uint16_t * src, float * dst, size_t n) {
+    if (n > 0 && (!src || !dst)) { wa_set_error("%s: NULL %s", __func__, !src ? "src" : "dst"); return false; }
+    if (n > 0) vt_convert(dst, VT_TYPE_F32, src, VT_TYPE_F16, n);
+    return true;
+}
+
+bool whisper_audio_f32_to_f16(const float * src, uint16_t * dst, size_t n) {
+    if (n > 0 && (!src || !dst)) { wa_set_error("%s: NULL %s", __func__, !src ? "src" : "dst"); return false; }
+    if (n > 0) vt_convert(dst, VT_TYPE_F16, src, VT_TYPE_F32, n);
+    return true;
+}
+
+// ---- profile ------------------------------------------------------------------------------
+
 static int encoder_profile(whisper_audio_encoder * enc, const float * mel, int n_windows, whisper_audio_op_time * times,
                            int max_times) {
     if (n_windows < 1 || n_windows > enc->params.max_batch) {

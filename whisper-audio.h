@@ -158,9 +158,10 @@ bool whisper_audio_log_mel_windows(const whisper_audio_model * model, const floa
 // ---- encoder -----------------------------------------------------------------------
 
 enum whisper_audio_device {
-    WHISPER_AUDIO_DEVICE_AUTO,  // CUDA when a device is present, else the CPU
+    WHISPER_AUDIO_DEVICE_AUTO,  // a GPU when one is present, else the CPU
     WHISPER_AUDIO_DEVICE_CPU,
-    WHISPER_AUDIO_DEVICE_CUDA,
+    WHISPER_AUDIO_DEVICE_GPU,   // the GPU backend this build has: CUDA (gpu_device picks the GPU)
+    WHISPER_AUDIO_DEVICE_CUDA = WHISPER_AUDIO_DEVICE_GPU,   // the earlier name of _GPU, kept
 };
 
 enum whisper_audio_dtype {      // compute type on CUDA (the CPU always computes in f32)
@@ -176,7 +177,7 @@ typedef struct whisper_audio_encoder_params {
     enum whisper_audio_dtype  dtype;
     int n_threads;              // CPU threads (also used for the log-mel); <= 0: as many as the
                                 // hardware runs (llama.cpp's -t), and never more than that
-    int gpu_device;             // CUDA device index
+    int gpu_device;             // GPU index, 0..whisper_audio_device_count(WHISPER_AUDIO_DEVICE_GPU) - 1
     int max_batch;              // windows per encoder call, 1..WHISPER_AUDIO_MAX_BATCH; memory
                                 // follows the largest batch actually encoded
     int output_layer;           // -1: the last layer; N: the hidden state after layer N
@@ -296,7 +297,7 @@ void whisper_audio_pipeline_free(whisper_audio_pipeline * p);
 bool whisper_audio_pipeline_tokens(const whisper_audio_pipeline * p);
 int  whisper_audio_pipeline_row_width(const whisper_audio_pipeline * p);
 
-// CUDA devices present (0 without a device or in a build without CUDA).
+// The earlier name of whisper_audio_device_count(WHISPER_AUDIO_DEVICE_GPU), kept.
 int whisper_audio_cuda_device_count(void);
 // ---- audio LLMs: the tokens a Qwen2-Audio, Voxtral or Ultravox model feeds its LLM -----
 // For a model with a projector (hparams.projector != NONE). An input of n samples gives the
@@ -342,6 +343,31 @@ bool whisper_audio_encode_tokens(whisper_audio_encoder * enc, const float * pcm,
 // ignores it). Returns the number of rows written, or -1.
 int  whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * mel, int n_frames, int n_audio_frames,
                                      float * out);
+
+// ---- devices, the CPU, f16 rows --------------------------------------------------------
+// Backend-neutral: a device is a kind (enum whisper_audio_device) and an index, as
+// encoder_params' device and gpu_device.
+
+// Devices of a kind present: GPU, the GPUs this build's GPU backend sees (0 without one, or in
+// a build without a GPU backend); CPU, 1; AUTO, those AUTO picks from (the GPUs, or else the
+// CPU: 1). -1 with the error set for a value outside the enum.
+int  whisper_audio_device_count(enum whisper_audio_device device);
+// Bytes in use on the GPU index (0-based), by any process: the driver's figure, as nvidia-smi
+// shows it. AUTO is the GPU when one is present. false with the error set for the CPU (no such
+// figure), an index not present, or a build without a GPU backend.
+bool whisper_audio_device_memory_used(enum whisper_audio_device device, int index, size_t * used);
+// The instruction set of the CPU encoder's kernels on this machine: "avx512", "avx2" or
+// "plain", picked at run time; the environment variable VT_CPU_ISA asks for a lesser one (to
+// measure or test it). NULL with the error set when VT_CPU_ISA names one that is unknown or
+// that this CPU cannot run (a CPU encoder then fails to start the same way).
+const char * whisper_audio_cpu_isa(void);
+
+// IEEE half floats (uint16_t, as the rows of a pipeline with f16 set) to float and back,
+// n values from src to dst (which may not overlap), as ggml's ggml_fp16_to_fp32_row. Exact one
+// way; f32 -> f16 rounds to nearest even, as the pipeline does. false with the error set for a
+// NULL src or dst when n > 0.
+bool whisper_audio_f16_to_f32(const uint16_t * src, float * dst, size_t n);
+bool whisper_audio_f32_to_f16(const float * src, uint16_t * dst, size_t n);
 
 // Timings of the encode calls (encode_mel, encode_mel_frames, encode_pcm) since the encoder
 // was made or its timings reset, in milliseconds. Each stage's field is its busy time, the

@@ -4,7 +4,6 @@
 //
 // Prints ms per batch and per 30 s clip, clips/s, TFLOP/s against the H200's measured bf16
 // GEMM peak, and memory: our own allocations and, on CUDA, the device's used-memory delta.
-#include "vt.h"
 #include "whisper-audio.h"
 
 #include <algorithm>
@@ -65,13 +64,13 @@ int main(int argc, char ** argv) {
     }
 
     size_t used_before = 0;
-    const bool have_mem = vt_cuda_memory_used(0, &used_before);
+    const bool have_mem = whisper_audio_device_memory_used(WHISPER_AUDIO_DEVICE_GPU, 0, &used_before);
 
     whisper_audio_model * model = whisper_audio_model_load(model_path.c_str());
     if (!model) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return 1; }
     const whisper_audio_hparams & hp = *whisper_audio_model_hparams(model);
     whisper_audio_encoder_params ep = whisper_audio_encoder_default_params();
-    ep.device = device == "cpu" ? WHISPER_AUDIO_DEVICE_CPU : device == "cuda" ? WHISPER_AUDIO_DEVICE_CUDA : WHISPER_AUDIO_DEVICE_AUTO;
+    ep.device = device == "cpu" ? WHISPER_AUDIO_DEVICE_CPU : device == "cuda" ? WHISPER_AUDIO_DEVICE_GPU : WHISPER_AUDIO_DEVICE_AUTO;
     ep.dtype = dtype == "fp8" ? WHISPER_AUDIO_DTYPE_FP8 : dtype == "bf16" ? WHISPER_AUDIO_DTYPE_BF16 : WHISPER_AUDIO_DTYPE_F16;
     ep.max_batch = batch;
     if (threads > 0) ep.n_threads = threads;
@@ -104,10 +103,10 @@ int main(int argc, char ** argv) {
     const double med = ms[ms.size() / 2], med_compute = median(compute_ms), med_transfer = median(transfer_ms);
     const double tflops = encoder_flops(hp) * batch / (med * 1e-3) / 1e12;
     size_t used_after = 0;
-    const bool have_after = have_mem && vt_cuda_memory_used(0, &used_after);
+    const bool have_after = have_mem && whisper_audio_device_memory_used(WHISPER_AUDIO_DEVICE_GPU, 0, &used_after);
 
     printf("bench: model %s (n_state %d, n_layer %d, n_mels %d), backend %s%s%s, batch %d\n", model_path.c_str(), hp.n_state,
-           hp.n_layer, hp.n_mels, whisper_audio_encoder_backend(enc), ", ", cpu ? vt_cpu_isa() : dtype.c_str(), batch);
+           hp.n_layer, hp.n_mels, whisper_audio_encoder_backend(enc), ", ", cpu ? whisper_audio_cpu_isa() : dtype.c_str(), batch);
     printf("bench: %.3f ms per batch (median of %d; min %.3f, max %.3f), %.3f ms per clip, %.1f clips/s\n", med, iters,
            ms.front(), ms.back(), med / batch, batch * 1000.0 / med);
     printf("bench: of which compute %.3f ms (%.3f ms per clip), mel upload + f32 download %.3f ms\n", med_compute,

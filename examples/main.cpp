@@ -9,7 +9,6 @@
 //
 // Parts, in the order main() runs them: command line -> output files -> inputs (each
 // header checked up front, then opened one at a time) -> the run (batch by batch) -> summary.
-#include "vt.h"
 #include "whisper-audio.h"
 
 #include <algorithm>
@@ -782,11 +781,11 @@ bool job::emit(const whisper_audio_rows & r) {
     if (per_file && !commit_inputs_before((size_t)r.input)) return false;
     const size_t n = (size_t)r.n_rows * r.n_state;
     bool finite = true;
-    if (r.f16) {            // in blocks through f32 (vt_convert uses the CPU's f16 conversion)
+    if (r.f16) {            // in blocks through f32 (the library's f16 conversion)
         float block[4096];
         for (size_t i = 0; finite && i < n; i += 4096) {
             const size_t k = std::min<size_t>(4096, n - i);
-            vt_convert(block, VT_TYPE_F32, (const uint16_t *)r.data + i, VT_TYPE_F16, k);
+            whisper_audio_f16_to_f32((const uint16_t *)r.data + i, block, k);
             finite = add_stats(block, k);
         }
     } else {

@@ -2,7 +2,9 @@
 # The library as C and C++ users take it: `make install` into a scratch DESTDIR, then
 # consumers built against it with pkg-config (shared and static) and CMake's find_package,
 # and one that adds this tree with add_subdirectory next to its own `main` target (then
-# installs it with cmake --install and builds against that too). Run from the repository
+# installs it with cmake --install and builds against that too); main and bench built by CMake
+# against the shared library (BUILD_SHARED_LIBS=ON); make's objects rebuilt when the flags change.
+# The CMake checks skip without cmake. Run from the repository
 # root by `make test` (after the build); prints one line per check and a closing summary.
 set -euo pipefail
 BUILD=${BUILD:-build}
@@ -14,6 +16,7 @@ trap 'rm -rf "$T"' EXIT
 passed=0
 ok() { echo "test-install: ok: $*"; passed=$((passed + 1)); }
 fail() { echo "test-install: FAILED: $*"; exit 1; }
+quiet() { "$@" >"$T/log" 2>&1 || { cat "$T/log"; return 1; }; }   # a command's output only when it fails
 
 version=$(sed -n 's/^#define WHISPER_AUDIO_VERSION "\(.*\)"/\1/p' whisper-audio.h)
 [ -n "$version" ] || fail "no WHISPER_AUDIO_VERSION in whisper-audio.h"
@@ -40,6 +43,17 @@ ok "SONAME libwhisper-audio.so.$major; only whisper_audio_* exported ($(echo "$e
 "$P/bin/whisper-audio" --version | grep -q "$version" || fail "whisper-audio --version does not say $version"
 ok "the installed main says its version ($version)"
 
+# ---- make: objects follow the build flags (build/flags) --------------------------------------
+# built once, then nothing to do; a changed flag (an audio library off, as when one is installed
+# or removed) rebuilds the object, and the same flags again leave it alone
+B="$T/flags-build"
+compiles() { make --no-print-directory BUILD="$B" CUDA=0 "$@" "$B/vt.o" 2>&1 | grep -c -- '-c vt.cpp' || true; }
+[ "$(compiles)" = 1 ] || fail "make did not build $B/vt.o"
+[ "$(compiles)" = 0 ] || fail "make rebuilt $B/vt.o with the same flags"
+[ "$(compiles OGG=0)" = 1 ] || fail "make did not rebuild $B/vt.o when the flags changed (OGG=0)"
+[ "$(compiles OGG=0)" = 0 ] || fail "make rebuilt $B/vt.o with the same flags (OGG=0)"
+ok "make rebuilds objects when the flags change (the build/flags stamp), and only then"
+
 # ---- pkg-config, shared and static ---------------------------------------------------------
 command -v pkg-config >/dev/null || fail "pkg-config is not installed (make deps installs it)"
 export PKG_CONFIG_PATH="$P/lib/pkgconfig"
@@ -54,6 +68,29 @@ g++ -std=c++17 -O2 examples/embed/embed.cpp $(pkg-config --cflags whisper-audio)
 "$T/embed-static" "$MODEL" "$AUDIO" > "$T/static.txt" || fail "the static consumer failed"
 cmp -s "$T/shared.txt" "$T/static.txt" || fail "the static and shared consumers disagree"
 ok "a consumer linked to libwhisper-audio.a with pkg-config --static gives the same output"
+
+# ---- CMake (skipped where cmake is missing: make deps installs it) --------------------------
+if ! command -v cmake >/dev/null; then
+    echo "test-install: skipped: the CMake checks (cmake is not installed; make deps installs it)"
+    echo "test-install: $passed checks passed"
+    exit 0
+fi
+
+# ---- CMake: main and bench against the shared library (BUILD_SHARED_LIBS=ON) ------------
+# main and bench include whisper-audio.h alone, so they link to the library's exports; main's
+# output from it is the make build's, bit for bit
+cmake -S "$ROOT" -B "$T/shared" -DBUILD_SHARED_LIBS=ON -DWHISPER_AUDIO_CUDA=OFF -DWHISPER_AUDIO_BUILD_TESTS=OFF >/dev/null
+cmake --build "$T/shared" --target main bench -j"$(nproc)" >/dev/null || fail "main and bench do not build against the shared library"
+readelf -d "$T/shared/main" | grep -q "libwhisper-audio.so.$major" || fail "CMake's main does not link the shared library"
+quiet "$T/shared/main" -m "$MODEL" -f "$AUDIO" -o "$T/shared.npy" --device cpu || fail "main against the shared library"
+quiet "$BUILD/main" -m "$MODEL" -f "$AUDIO" -o "$T/make.npy" --device cpu || fail "$BUILD/main"
+cmp -s "$T/shared.npy" "$T/make.npy" || fail "main against the shared library disagrees with $BUILD/main"
+# f16 rows: converted by whisper_audio_f16_to_f32 for main's statistics
+quiet "$T/shared/main" -m "$MODEL" -f "$AUDIO" -o "$T/shared-f16.npy" --outtype f16 --device cpu || fail "main --outtype f16"
+quiet "$BUILD/main" -m "$MODEL" -f "$AUDIO" -o "$T/make-f16.npy" --outtype f16 --device cpu || fail "$BUILD/main --outtype f16"
+cmp -s "$T/shared-f16.npy" "$T/make-f16.npy" || fail "main --outtype f16 against the shared library disagrees"
+"$T/shared/bench" -m "$MODEL" -b 1 -n 1 --device cpu | grep -q "backend cpu, [a-z0-9]*, batch 1" || fail "bench against the shared library"
+ok "cmake -DBUILD_SHARED_LIBS=ON builds main and bench on the public API; main (f32, f16) agrees with $BUILD/main"
 
 # ---- CMake: find_package on the make-install tree ------------------------------------
 mkdir -p "$T/pkg"

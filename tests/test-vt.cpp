@@ -4,10 +4,13 @@
 
 #include "test-util.h"
 #include "vt.h"
+#include "whisper-audio.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -380,6 +383,62 @@ TEST_CASE("vt_convert agrees with the scalar conversions, every f16 value and ra
         REQUIRE(h[i] == vt_f32_to_f16(x[i]));
         REQUIRE(b[i] == vt_f32_to_bf16(x[i]));
     }
+}
+
+// What main and bench ask of vt, through whisper-audio.h alone (the shared library hides vt):
+// the same answers as vt's own calls, and errors as values.
+TEST_CASE("public API: f16 rows, device counts, device memory and the CPU ISA are vt's") {
+    std::vector<uint16_t> all(65536), back(65536);
+    for (int i = 0; i < 65536; i++) all[i] = (uint16_t)i;
+    std::vector<float> f(65536), want(65536);
+    REQUIRE(whisper_audio_f16_to_f32(all.data(), f.data(), all.size()));
+    vt_convert(want.data(), VT_TYPE_F32, all.data(), VT_TYPE_F16, all.size());
+    CHECK(memcmp(f.data(), want.data(), f.size() * sizeof(float)) == 0);
+    std::vector<float> x = randn(10007, 44, 100.0f);
+    std::vector<uint16_t> h(x.size()), hv(x.size());
+    REQUIRE(whisper_audio_f32_to_f16(x.data(), h.data(), x.size()));
+    vt_convert(hv.data(), VT_TYPE_F16, x.data(), VT_TYPE_F32, x.size());
+    CHECK(h == hv);
+    CHECK(whisper_audio_f16_to_f32(nullptr, nullptr, 0));           // nothing to convert
+    CHECK(!whisper_audio_f16_to_f32(nullptr, f.data(), 1));
+    CHECK(std::string(whisper_audio_last_error()) == "whisper_audio_f16_to_f32: NULL src");
+    CHECK(!whisper_audio_f32_to_f16(x.data(), nullptr, 1));
+    CHECK(std::string(whisper_audio_last_error()) == "whisper_audio_f32_to_f16: NULL dst");
+
+    const int n_gpu = vt_cuda_device_count();
+    CHECK(whisper_audio_device_count(WHISPER_AUDIO_DEVICE_GPU) == n_gpu);
+    CHECK(whisper_audio_device_count(WHISPER_AUDIO_DEVICE_CUDA) == n_gpu);      // the old name
+    CHECK(whisper_audio_cuda_device_count() == n_gpu);
+    CHECK(whisper_audio_device_count(WHISPER_AUDIO_DEVICE_CPU) == 1);
+    CHECK(whisper_audio_device_count(WHISPER_AUDIO_DEVICE_AUTO) == std::max(n_gpu, 1));
+    const int bad = 7;
+    enum whisper_audio_device bad_device;
+    memcpy(&bad_device, &bad, sizeof(int));                          // any int, as C allows
+    CHECK(whisper_audio_device_count(bad_device) == -1);
+    CHECK(std::string(whisper_audio_last_error()) ==
+          "whisper_audio_device_count: device 7 is not WHISPER_AUDIO_DEVICE_AUTO, _CPU or _GPU");
+
+    size_t used = 0, vt_used = 0;
+    CHECK(!whisper_audio_device_memory_used(WHISPER_AUDIO_DEVICE_CPU, 0, &used));
+    CHECK(std::string(whisper_audio_last_error()).find("the CPU has no device memory figure") != std::string::npos);
+    CHECK(!whisper_audio_device_memory_used(WHISPER_AUDIO_DEVICE_GPU, n_gpu, &used));
+    CHECK(std::string(whisper_audio_last_error()).find("no GPU " + std::to_string(n_gpu)) != std::string::npos);
+    CHECK(!whisper_audio_device_memory_used(WHISPER_AUDIO_DEVICE_GPU, -1, &used));
+    CHECK(!whisper_audio_device_memory_used(WHISPER_AUDIO_DEVICE_GPU, 0, nullptr));
+    if (n_gpu > 0) {
+        CHECK(whisper_audio_device_memory_used(WHISPER_AUDIO_DEVICE_GPU, 0, &used));
+        CHECK(vt_cuda_memory_used(0, &vt_used));
+        CHECK(used > 0);
+    } else {
+        CHECK(!whisper_audio_device_memory_used(WHISPER_AUDIO_DEVICE_AUTO, 0, &used));   // AUTO: the CPU here
+    }
+
+    REQUIRE(vt_cpu_isa() != nullptr);
+    CHECK(std::string(whisper_audio_cpu_isa()) == vt_cpu_isa());
+    setenv("VT_CPU_ISA", "sse9", 1);
+    CHECK(whisper_audio_cpu_isa() == nullptr);
+    CHECK(std::string(whisper_audio_last_error()).find("VT_CPU_ISA=sse9: unknown") != std::string::npos);
+    unsetenv("VT_CPU_ISA");
 }
 
 // Every kernel set this CPU runs (VT_CPU_ISA picks one), on odd sizes against float64: a

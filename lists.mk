@@ -1,0 +1,35 @@
+# The lists that the Makefile and CMakeLists.txt share, written once: the Makefile includes this
+# file and CMake reads its `NAME = words` lines (so: plain words, no make functions, no comment
+# after a value). A format, test model or GPU target added here reaches both builds.
+
+# Compressed audio input, each format through its reference decoder when its header is found
+# (under /usr/include, or a multiarch folder below it): the build then defines
+# WHISPER_AUDIO_<FORMAT> and links the libraries. _INCLUDE: a folder below the header's include
+# root that goes on the include path too. _DEB: the Debian package that `make deps` installs.
+AUDIO_FORMATS = OGG FLAC MP3 OPUS
+OGG_HEADER = vorbis/vorbisfile.h
+OGG_LIBS = vorbisfile vorbis ogg
+OGG_DEB = libvorbis-dev
+FLAC_HEADER = FLAC/stream_decoder.h
+FLAC_LIBS = FLAC
+FLAC_DEB = libflac-dev
+MP3_HEADER = mpg123.h
+MP3_LIBS = mpg123
+MP3_DEB = libmpg123-dev
+OPUS_HEADER = opus/opusfile.h
+OPUS_INCLUDE = opus
+OPUS_LIBS = opusfile
+OPUS_DEB = libopusfile-dev
+
+# CUDA: the GPU targets (sm_90a: Hopper with wgmma; compute_80 PTX lets other recent GPUs
+# JIT-compile). make CUDA_ARCH=... and cmake -DWHISPER_AUDIO_CUDA_ARCH=... choose others.
+CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=compute_80
+
+# The shared library exports these symbols alone (the version script's global: patterns).
+EXPORTS = whisper_audio_*
+
+# Test models, converted by our converter into build/: micro-<MELS>-<TYPE>.gguf from
+# tests/data/micro-<MELS>, and tower-<TOWER>-f32.gguf from tests/data/towers/<TOWER>.
+TEST_MICRO_MELS = 80 128
+TEST_MICRO_TYPES = f32 f16 bf16
+TEST_TOWERS = qwen2a voxtral ultravox
