@@ -106,6 +106,12 @@ def _load_library():
         "whisper_audio_pipeline_end_input": (B, [P]),
         "whisper_audio_pipeline_finish": (B, [P]),
         "whisper_audio_pipeline_free": (None, [P]),
+        "whisper_audio_pipeline_tokens": (B, [P]),
+        "whisper_audio_pipeline_row_width": (I, [P]),
+        "whisper_audio_n_tokens": (Z, [P, Z, B]),
+        "whisper_audio_token_dim": (I, [P, B]),
+        "whisper_audio_projector_name": (S, [I]),
+        "whisper_audio_samples_used": (Z, [P, B]),
     }
     for name, (restype, argtypes) in signatures.items():
         f = getattr(lib, name)
@@ -173,8 +179,9 @@ class _Encoder:
     with the same options (a pipeline holds its encoder busy: freed before the encoder's own
     calls). Used by one call at a time."""
 
-    def __init__(self, ptr):
+    def __init__(self, ptr, projector=True):
         self.ptr = ptr
+        self.projector = projector          # its tokens' rows: through the projector, or the tower's
         self.pipe = None                    # whisper_audio_pipeline *, or None
         self.pipe_key = None                # its (pool, no_pad, f16)
         self.inputs = 0                     # inputs it has ended: rows' input numbers go on across calls
@@ -287,7 +294,12 @@ class Model:
         hp = _lib.whisper_audio_model_hparams(model).contents
         self.hparams = {name: getattr(hp, name) for name, _ in _Hparams._fields_}
         self.hparams["weight_type"] = _lib.whisper_audio_weight_type_name(hp.weight_type).decode()
+        self.hparams["projector"] = _lib.whisper_audio_projector_name(hp.projector).decode()
         self.n_mels, self.n_ctx, self.n_state, self.n_layer = hp.n_mels, hp.n_ctx, hp.n_state, hp.n_layer
+        # an audio LLM's tower: its projector's name ("qwen2a", "voxtral", "ultravox"; None for a
+        # Whisper encoder) and a token's width (its LLM's, n_llm; None for a Whisper encoder)
+        self.projector = None if hp.projector == 0 else self.hparams["projector"]
+        self.token_dim = None if self.projector is None else hp.n_llm
         self._params = _lib.whisper_audio_encoder_default_params()
         self._params.device, self._params.dtype = _DEVICES[device], _DTYPES[dtype]
         if n_threads > 0:
@@ -345,11 +357,11 @@ class Model:
                     self._free()
 
     @contextlib.contextmanager
-    def _encoder(self, layer, final_ln, pipe_key=None):
+    def _encoder(self, layer, final_ln, pipe_key=None, projector=True):
         """An _Encoder for these settings that no other call is using. pipe_key: for a pipeline
         of these options (one that has it kept is taken first); None: for the encoder's own
         calls (its pipeline freed)."""
-        key = (-1 if layer is None else int(layer), bool(final_ln) and layer is None)
+        key = (-1 if layer is None else int(layer), bool(final_ln) and layer is None, bool(projector))
         with self._use() as model:
             with self._lock:
                 idle = self._idle.setdefault(key, [])
@@ -357,10 +369,10 @@ class Model:
                 enc = idle.pop(i) if idle else None
             if enc is None:
                 params = _EncoderParams.from_buffer_copy(self._params)
-                params.output_layer, params.final_ln = key
+                params.output_layer, params.final_ln, params.projector = key
                 ptr = _lib.whisper_audio_encoder_init(model, params)
                 _check(ptr)
-                enc = _Encoder(ptr)
+                enc = _Encoder(ptr, key[2])
             if pipe_key is None:
                 enc.free_pipeline()
             ok = False
@@ -443,7 +455,14 @@ class Model:
         out = self._check_finite(out.reshape(mel.shape[:-2] + out.shape[1:]), "features")
         return out.astype(np.float16) if outtype == "f16" else out     # main's conversion (round to nearest even)
 
-    def encode(self, audio, *, layer=None, final_ln=True, pool=None, no_pad=False, outtype="f32"):
+    def n_tokens(self, n_samples, projector=True):
+        """The rows an input of n_samples 16 kHz samples gives an audio LLM's tower (the library's rule)."""
+        if self.projector is None:
+            raise ValueError(f"{self.path}: a Whisper encoder without an audio-LLM projector has no tokens")
+        with self._use() as model:
+            return _lib.whisper_audio_n_tokens(model, int(n_samples), bool(projector))
+
+    def encode(self, audio, *, layer=None, final_ln=True, pool=None, no_pad=False, outtype="f32", projector=True):
         """Encoder embeddings of audio: a float32 16 kHz mono array, a file path, or a list of them.
 
         As main's options: each input is cut into 30 s windows, the last zero-padded, and gives
@@ -453,8 +472,18 @@ class Model:
         final_ln=False: the last layer before the final LayerNorm; outtype "f32" or "f16".
         A list gives a list, its windows encoded in shared batches (main's inputs); a file is
         decoded a block at a time. Runs the library's pipeline as main does: main's results.
+
+        An audio LLM's model (Qwen2-Audio, Voxtral, Ultravox: self.projector) gives, as main,
+        the tokens it feeds its LLM, [n_tokens, token_dim], by its processor's rules;
+        projector=False the tower's own rows [n, d_model]; layer, final_ln=False, pool or no_pad
+        the Whisper encoder's outputs instead (the library decides which).
         """
         self._check_layer(layer)
+        if not projector and self.projector is None:
+            raise ValueError("projector=False: the model is a Whisper encoder without an audio-LLM projector")
+        if not projector and (layer is not None or not final_ln or pool or no_pad):
+            raise ValueError("projector=False gives the audio tower's output; layer, final_ln=False, pool and no_pad "
+                             "the Whisper encoder's: choose one")
         if pool not in (None, "mean"):
             raise ValueError(f"pool must be None or 'mean', got {pool!r}")
         if outtype not in ("f32", "f16"):
@@ -462,7 +491,7 @@ class Model:
         single = not isinstance(audio, (list, tuple))
         inputs = [self._input(a) for a in ([audio] if single else audio)]
         key = (pool, bool(no_pad), outtype == "f16")
-        with self._encoder(layer, final_ln, key) as enc:
+        with self._encoder(layer, final_ln, key, projector) as enc:
             outs = self._run_pipeline(enc, inputs, key)
         outs = [self._check_finite(out, name) for out, (_, name) in zip(outs, inputs)]
         return outs[0] if single else outs
@@ -472,15 +501,20 @@ class Model:
         decoded a block at a time), the input ended, then finish; the rows of each input."""
         pool, no_pad, f16 = key
         pipe = enc.pipeline(key)
-        d, dtype = self.n_state, (np.float16 if f16 else np.float32)
-        collectors = []
-        for src, _ in inputs:                # rows known ahead for an array: copied into place
-            rows = None
-            if isinstance(src, np.ndarray):
-                n = src.size
-                rows = (_lib.whisper_audio_n_windows(n) if pool else
-                        _lib.whisper_audio_n_positions_total(n) if no_pad else _lib.whisper_audio_n_windows(n) * self.n_ctx)
-            collectors.append(_Collector(d, dtype, rows))
+        tokens = _lib.whisper_audio_pipeline_tokens(pipe)      # the library's rule
+        d, dtype = _lib.whisper_audio_pipeline_row_width(pipe), (np.float16 if f16 else np.float32)
+        projector = enc.projector
+        with self._use() as model:
+            used = _lib.whisper_audio_samples_used(model, tokens)
+            collectors = []
+            for src, _ in inputs:                # rows known ahead for an array: copied into place
+                rows = None
+                if isinstance(src, np.ndarray):
+                    n = src.size
+                    rows = (_lib.whisper_audio_n_tokens(model, n, projector) if tokens else
+                            _lib.whisper_audio_n_windows(n) if pool else
+                            _lib.whisper_audio_n_positions_total(n) if no_pad else _lib.whisper_audio_n_windows(n) * self.n_ctx)
+                collectors.append(_Collector(d, dtype, rows))
         first = enc.inputs
 
         def on_rows(r):
@@ -491,11 +525,11 @@ class Model:
             block = None
             for src, name in inputs:
                 if isinstance(src, np.ndarray):
-                    enc.check(_lib.whisper_audio_pipeline_push(pipe, src.ctypes.data, src.size), name)
+                    enc.check(_lib.whisper_audio_pipeline_push(pipe, src.ctypes.data, min(src.size, used)), name)
                 else:
                     if block is None:
                         block = np.empty(_N_SAMPLES, np.float32)
-                    if self._push_file(enc, pipe, src, name, block) == 0:
+                    if self._push_file(enc, pipe, src, name, block, used) == 0:
                         raise ValueError(f"{name}: no audio samples")
                 enc.check(_lib.whisper_audio_pipeline_end_input(pipe), name)
                 enc.inputs += 1
@@ -503,23 +537,25 @@ class Model:
         finally:
             enc.handler = None
         outs = [c.result() for c in collectors]
-        if not pool and not no_pad:         # a window of n_ctx rows each
+        if not pool and not no_pad and not tokens:   # a window of n_ctx rows each
             outs = [out.reshape(-1, self.n_ctx, d) for out in outs]
         return outs
 
     @staticmethod
-    def _push_file(enc, pipe, path, name, block):
-        """A file decoded a block at a time (whisper_audio_stream_*) into the pipeline: the samples."""
+    def _push_file(enc, pipe, path, name, block, used):
+        """A file decoded a block at a time (whisper_audio_stream_*) into the pipeline, as far
+        as the model uses it (used samples): the samples pushed."""
         stream = _lib.whisper_audio_stream_open(path, None)
         _check(stream)
         total = 0
         try:
-            while True:
-                got = _lib.whisper_audio_stream_read(stream, block.ctypes.data, block.size)
+            while total < used:
+                got = _lib.whisper_audio_stream_read(stream, block.ctypes.data, min(block.size, used - total))
                 _check(got >= 0)
                 if got == 0:
                     return total
                 enc.check(_lib.whisper_audio_pipeline_push(pipe, block.ctypes.data, got), name)
                 total += got
+            return total
         finally:
             _lib.whisper_audio_stream_close(stream)

@@ -77,6 +77,41 @@ def test_other_models_equal_main(tmp_path, name):
         assert np.array_equal(m.encode(LONG, no_pad=True), run_main(tmp_path, model_path(name), [LONG], "--no-pad"))
 
 
+# every tower file in tests/data: our GGUF and llama.cpp's mmproj of each model
+TOWER_FILES = [model_path(f"tower-{n}-f32") for n in ("qwen2a", "voxtral", "ultravox")] + \
+    [os.path.join(ROOT, "tests", "data", "towers", f"{n}.mmproj.gguf") for n in ("qwen2a", "voxtral", "ultravox")]
+
+
+@pytest.mark.parametrize("path", TOWER_FILES, ids=[os.path.basename(p) for p in TOWER_FILES])
+def test_tower_tokens_equal_main(tmp_path, path):
+    with wa.Model(path, device="cpu") as m:
+        assert m.projector in ("qwen2a", "voxtral", "ultravox") and m.hparams["projector"] == m.projector
+        for audio in (SPEECH, LONG):
+            for projector, args in ((True, []), (False, ["--no-projector"])):
+                ref = run_main(tmp_path, path, [audio], *args)
+                got = m.encode(audio, projector=projector)
+                assert got.shape == ref.shape and got.dtype == ref.dtype
+                assert np.array_equal(got, ref), (audio, projector)
+                assert got.shape[0] == m.n_tokens(wa.load_audio(audio).size, projector)
+                assert got.shape[1] == (m.token_dim if projector else m.n_state)
+                assert np.array_equal(m.encode(wa.load_audio(audio), projector=projector), ref)
+        # the Whisper encoder's outputs when asked for, as main gives them
+        assert np.array_equal(m.encode(LONG, pool="mean"), run_main(tmp_path, path, [LONG], "--pool", "mean"))
+        # a list: inputs share batches, each gets its own tokens
+        both = m.encode([SPEECH, LONG])
+        assert np.array_equal(both[0], m.encode(SPEECH)) and np.array_equal(both[1], m.encode(LONG))
+        with pytest.raises(ValueError, match="choose one"):
+            m.encode(SPEECH, projector=False, layer=0)
+
+
+def test_projector_refused_on_a_whisper_model(model):
+    assert model.projector is None and model.token_dim is None and model.hparams["projector"] == "none"
+    with pytest.raises(ValueError, match="without an audio-LLM projector"):
+        model.encode(SPEECH, projector=False)
+    with pytest.raises(ValueError, match="without an audio-LLM projector"):
+        model.n_tokens(16000)
+
+
 def test_list_equals_main(tmp_path, model):
     # main puts the rows of all its inputs in one array, in order; a list gives one array each
     files = [SPEECH, LONG, STEREO]
