@@ -428,17 +428,20 @@ class Tower:
 
 
 def check_voxtral_method(t):
-    """The copy above is get_audio_features' body: check it against the model's own method once (f32, CPU)."""
+    """holder_audio_features is get_audio_features' body: check it against the model's own method
+    once (f32, on the device), so that a transformers that changes the method is noticed."""
     import torch
     if t.name != "voxtral":
         return
-    x = torch.randn(1, t.cfg.audio_config.num_mel_bins, 3000) * 0.3
+    x = torch.randn(1, t.cfg.audio_config.num_mel_bins, 3000, device=t.device) * 0.3
+    t.holder.to(t.device)            # moves t.modules' tower and projector too (the same objects)
     with torch.inference_mode():
         ref = t.holder.get_audio_features(x).pooler_output
-        t.dev = {"audio_tower": t.modules["audio_tower"], "multi_modal_projector": t.modules["multi_modal_projector"]}
+        t.dev = t.modules
         got = t.holder_audio_features(x)
         t.dev = None
-    assert torch.equal(ref, got), "get_audio_features changed: update holder_audio_features"
+    t.holder.to("cpu")
+    assert torch.allclose(ref, got, rtol=1e-5, atol=1e-6), "get_audio_features changed: update holder_audio_features"
 
 
 # ---------------------------------------------------------------------------------------
@@ -656,6 +659,7 @@ def main():
     ap.add_argument("--work", default=os.path.join(ROOT, "build", "tower-bench"))
     ap.add_argument("--ultravox-code", default=os.path.join(ROOT, "tests", "gpu", ".ultravox"))
     ap.add_argument("--out", default=os.environ.get("OUT"))
+    ap.add_argument("--build-only", action="store_true", help="make the audio, checkpoints and GGUFs, then stop")
     args = ap.parse_args()
     dtypes = (args.dtypes or ("f32" if args.device == "cpu" else "bf16,f16")).split(",")
     hour_s = args.hour_s if args.hour_s is not None else (95.0 if args.tiny else 3595.0)
@@ -677,7 +681,11 @@ def main():
 
     results, parity, failed = [], [], False
     for name in args.models.split(","):
+        t0 = time.time()
         t = Tower(name, shape, args.work, args.ultravox_code, args.device)
+        log("%s: built in %.1f s" % (name, time.time() - t0))
+        if args.build_only:
+            continue
         check_voxtral_method(t)
         fe = t.fe()
         d, mels = shape["d"], shape["mels"]
@@ -737,6 +745,8 @@ def main():
                     os.remove(p)
         del t, ref
 
+    if args.build_only:
+        return 0
     speed = ["| model | dtype | input | transformers s | ours run s | ours wall s | speed-up | tower fwd alone s | GPU busy ours / tr | "
              "device MiB | RSS MiB |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
