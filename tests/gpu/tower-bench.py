@@ -276,6 +276,9 @@ class Tower:
             self.holder = None
             config = dict(cfg.to_dict(), architectures=["UltravoxModel"])
         self.cfg = cfg
+        attn = self.modules["audio_tower"].config._attn_implementation
+        if attn != "sdpa":
+            raise RuntimeError("%s: the tower's attention is %r, not sdpa" % (name, attn))
         for i, m in enumerate(self.modules.values()):
             perturb_and_round(m, 100 + i)
         tag = "tiny" if shape is TINY else "real"
@@ -645,6 +648,77 @@ def timed_peer(t, fe, paths, batch, device):
     return toks, sec, busy, peak
 
 
+def bench_model(name, args, shape, dtypes, sets, clips, n_hour, lib, results):
+    """Every dtype and input set of one model; appends to results, returns False on a parity failure."""
+    import torch
+    tdt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+    failed = False
+    t0 = time.time()
+    t = Tower(name, shape, args.work, args.ultravox_code, args.device)
+    log("%s: built in %.1f s" % (name, time.time() - t0))
+    if args.build_only:
+        return True
+    check_voxtral_method(t)
+    fe = t.fe()
+    d, mels = shape["d"], shape["mels"]
+    # the reference: transformers in f32 (TF32 off) on the 64 files
+    t.to(torch.float32)
+    ref = t.run(fe, [read_wav(p) for p in clips], args.batch)
+    t.release()
+    for dtype in dtypes:
+        # ours first, while the peer holds no device memory
+        ours = {}
+        for label, files in sets:
+            ours[label] = run_main(args, t.gguf, files, dtype, os.path.join(args.work, "out", name, dtype, label.replace(" ", "")))
+        # the forward alone, for the windows each set needs
+        fwd = {}
+        for label, files in sets:
+            nw, nf = windows_of(name, CLIP_S * SR) if files is clips else windows_of(name, n_hour)
+            nw *= len(files)
+            b = min(args.batch, nw)
+            ms = lib.forward_ms(t.gguf, args.device, dtype, b, nf, mels, d, args.threads, args.iters)
+            fwd[label] = {"windows": nw, "frames": nf, "batch": b, "ms_per_batch": ms, "s": ms / 1000.0 * nw / b}
+        # the peer: a warm-up pass, then the timed one
+        t.to(tdt[dtype])
+        peer = {}
+        for label, files in sets:
+            t.run(fe, [read_wav(p) for p in files], args.batch)
+            peer[label] = timed_peer(t, fe, files, args.batch, args.device)
+        t.release()
+        for label, files in sets:
+            o, (toks, sec, busy, peak) = ours[label], peer[label]
+            mine = [np.load(p) for p in o["outputs"]]
+            counts_ok = [a.shape for a in mine] == [b.shape for b in toks]
+            e_pair = rel_l2(cat(mine), cat(toks)) if counts_ok else float("nan")
+            row = {"model": name, "dtype": dtype, "input": label, "transformers_s": sec, "transformers_gpu_busy": busy,
+                   "transformers_peak_alloc_mib": peak, "ours": {k: v for k, v in o.items() if k != "outputs"},
+                   "forward": fwd[label], "tokens": int(sum(a.shape[0] for a in mine)), "token_counts_equal": counts_ok,
+                   "ours_vs_transformers": e_pair}
+            if files is clips and counts_ok:
+                r = cat(ref)
+                e_ours, e_peer = rel_l2(cat(mine), r), rel_l2(cat(toks), r)
+                ok = e_ours <= (1e-5 if dtype == "f32" else BOUND * e_peer)
+                row.update(ours_vs_f32=e_ours, transformers_vs_f32=e_peer, parity_ok=ok)
+            else:
+                ok = counts_ok
+                row["parity_ok"] = ok
+            if not counts_ok:
+                log("%s %s %s: token shapes differ: ours %s, transformers %s" % (
+                    name, dtype, label, [a.shape for a in mine[:3]], [b.shape for b in toks[:3]]))
+            failed |= not ok
+            results.append(row)
+            log("%s %s %s: transformers %.3f s, ours run %.3f s (wall %.3f, load %.0f + init %.0f ms), x%.2f; fwd alone %.3f s; "
+                "GPU busy %.0f%%, +%.0f MiB, RSS %.0f MiB; %d tokens, ours vs transformers %.3g%s" % (
+                    name, dtype, label, sec, o["run_s"], o["wall_s"], o["load_ms"], o["init_ms"], sec / o["run_s"],
+                    fwd[label]["s"], o["gpu_busy"], o["dev_mem_mib"], o["rss_mib"], row["tokens"], e_pair,
+                    ", vs f32: ours %.3g, transformers %.3g" % (row["ours_vs_f32"], row["transformers_vs_f32"])
+                    if "ours_vs_f32" in row else ""))
+            for p in o["outputs"]:
+                os.remove(p)
+    del t, ref
+    return not failed
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default=",".join(MODELS))
@@ -673,87 +747,37 @@ def main():
     if args.device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-    tdt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
     clips, hour = make_audio(args.work, args.n_files, hour_s)
     sets = [("%d x %d s" % (len(clips), CLIP_S), clips), ("%.0f s" % hour_s, [hour])]
     n_hour = len(read_wav(hour))
     lib = Lib()
 
-    results, parity, failed = [], [], False
+    results = []
+    ok_all = True
     for name in args.models.split(","):
-        t0 = time.time()
-        t = Tower(name, shape, args.work, args.ultravox_code, args.device)
-        log("%s: built in %.1f s" % (name, time.time() - t0))
-        if args.build_only:
+        if name == "ultravox" and not os.path.isfile(os.path.join(args.ultravox_code, "ultravox", "model", "ultravox_model.py")):
+            log("ultravox: skipped: no %s/ultravox/model/ultravox_model.py (tests/gpu/make-ultravox-code.sh makes it; "
+                "carry tests/gpu/.ultravox)" % args.ultravox_code)
+            ok_all = False
             continue
-        check_voxtral_method(t)
-        fe = t.fe()
-        d, mels = shape["d"], shape["mels"]
-        # the reference: transformers in f32 (TF32 off) on the 64 files
-        t.to(torch.float32)
-        ref = t.run(fe, [read_wav(p) for p in clips], args.batch)
-        t.release()
-        for dtype in dtypes:
-            # ours first, while the peer holds no device memory
-            ours = {}
-            for label, files in sets:
-                ours[label] = run_main(args, t.gguf, files, dtype, os.path.join(args.work, "out", name, dtype, label.replace(" ", "")))
-            # the forward alone, for the windows each set needs
-            fwd = {}
-            for label, files in sets:
-                nw, nf = windows_of(name, CLIP_S * SR) if files is clips else windows_of(name, n_hour)
-                nw *= len(files)
-                b = min(args.batch, nw)
-                ms = lib.forward_ms(t.gguf, args.device, dtype, b, nf, mels, d, args.threads, args.iters)
-                fwd[label] = {"windows": nw, "frames": nf, "batch": b, "ms_per_batch": ms, "s": ms / 1000.0 * nw / b}
-            # the peer: a warm-up pass, then the timed one
-            t.to(tdt[dtype])
-            peer = {}
-            for label, files in sets:
-                t.run(fe, [read_wav(p) for p in files], args.batch)
-                peer[label] = timed_peer(t, fe, files, args.batch, args.device)
-            t.release()
-            for label, files in sets:
-                o, (toks, sec, busy, peak) = ours[label], peer[label]
-                mine = [np.load(p) for p in o["outputs"]]
-                counts_ok = [a.shape for a in mine] == [b.shape for b in toks]
-                e_pair = rel_l2(cat(mine), cat(toks)) if counts_ok else float("nan")
-                row = {"model": name, "dtype": dtype, "input": label, "transformers_s": sec, "transformers_gpu_busy": busy,
-                       "transformers_peak_alloc_mib": peak, "ours": {k: v for k, v in o.items() if k != "outputs"},
-                       "forward": fwd[label], "tokens": int(sum(a.shape[0] for a in mine)), "token_counts_equal": counts_ok,
-                       "ours_vs_transformers": e_pair}
-                if files is clips and counts_ok:
-                    r = cat(ref)
-                    e_ours, e_peer = rel_l2(cat(mine), r), rel_l2(cat(toks), r)
-                    ok = e_ours <= (1e-5 if dtype == "f32" else BOUND * e_peer)
-                    row.update(ours_vs_f32=e_ours, transformers_vs_f32=e_peer, parity_ok=ok)
-                else:
-                    ok = counts_ok
-                    row["parity_ok"] = ok
-                if not counts_ok:
-                    log("%s %s %s: token shapes differ: ours %s, transformers %s" % (
-                        name, dtype, label, [a.shape for a in mine[:3]], [b.shape for b in toks[:3]]))
-                failed |= not ok
-                results.append(row)
-                log("%s %s %s: transformers %.3f s, ours run %.3f s (wall %.3f, load %.0f + init %.0f ms), x%.2f; fwd alone %.3f s; "
-                    "GPU busy %.0f%%, +%.0f MiB, RSS %.0f MiB; %d tokens, ours vs transformers %.3g%s" % (
-                        name, dtype, label, sec, o["run_s"], o["wall_s"], o["load_ms"], o["init_ms"], sec / o["run_s"],
-                        fwd[label]["s"], o["gpu_busy"], o["dev_mem_mib"], o["rss_mib"], row["tokens"], e_pair,
-                        ", vs f32: ours %.3g, transformers %.3g" % (row["ours_vs_f32"], row["transformers_vs_f32"])
-                        if "ours_vs_f32" in row else ""))
-                for p in o["outputs"]:
-                    os.remove(p)
-        del t, ref
+        try:
+            ok_all &= bench_model(name, args, shape, dtypes, sets, clips, n_hour, lib, results)
+        except Exception:
+            import traceback
+            log("%s: FAILED:\n%s" % (name, traceback.format_exc()))
+            ok_all = False
+    failed = not ok_all
 
     if args.build_only:
         return 0
     speed = ["| model | dtype | input | transformers s | ours run s | ours wall s | speed-up | tower fwd alone s | GPU busy ours / tr | "
-             "device MiB | RSS MiB |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "device MiB ours / tr | RSS MiB |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         o = r["ours"]
-        speed.append("| %s | %s | %s | %.3f | %.3f | %.3f | x%.2f | %.3f | %.0f%% / %.0f%% | %.0f | %.0f |" % (
+        speed.append("| %s | %s | %s | %.3f | %.3f | %.3f | x%.2f | %.3f | %.0f%% / %.0f%% | %.0f / %.0f | %.0f |" % (
             r["model"], r["dtype"], r["input"], r["transformers_s"], o["run_s"], o["wall_s"], r["transformers_s"] / o["run_s"],
-            r["forward"]["s"], o["gpu_busy"], r["transformers_gpu_busy"], o["dev_mem_mib"], o["rss_mib"]))
+            r["forward"]["s"], o["gpu_busy"], r["transformers_gpu_busy"], o["dev_mem_mib"], r["transformers_peak_alloc_mib"],
+            o["rss_mib"]))
     par = ["| model | dtype | input | tokens | ours vs f32 | transformers vs f32 | ratio | ours vs transformers | ok |",
            "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
@@ -766,6 +790,7 @@ def main():
             par.append("| %s | %s | %s | %d | | | | %.3g | %s |" % (r["model"], r["dtype"], r["input"], r["tokens"],
                                                                   r["ours_vs_transformers"], "ok" if r["parity_ok"] else "FAIL"))
     note = ("ours run s: main's total less load and init (decode, tower, writing the .npy files); wall: the process; "
+            "device MiB: ours the peak of nvidia-smi's memory.used less the idle figure, transformers torch's peak allocated; "
             "tower fwd alone: the encoder forward's compute (C API, batch %d, random log-mel, projector excluded); "
             "transformers: numpy read, WhisperFeatureExtractor(device=%s), tower + projector (sdpa), tokens to the host, "
             "after a warm-up pass. Bound: ours vs f32 within %.2fx transformers' own." % (args.batch, args.device, BOUND))
