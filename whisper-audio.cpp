@@ -4216,6 +4216,8 @@ struct whisper_audio_pipeline {
 
     // the caller's side
     wa_batch * cur = nullptr;            // being filled: window cur->n takes the samples
+    wa_batch * cur_max = nullptr;        // the mel-max batch being filled (a held input's first pass)
+    int64_t max_cut = 0;                 // chunks of the held input whose max is cut
     size_t in_window = 0;                // samples in window cur->n
     int64_t input = 0, window = 0;
     size_t input_samples = 0;            // of the current input, pushed (held or windowed or not used)
@@ -4454,10 +4456,10 @@ static wa_batch * pipeline_acquire(whisper_audio_pipeline * p) {
     }
 }
 
-// Hands the batch being filled to the workers (a mel-max batch ahead of the others).
-static void pipeline_dispatch(whisper_audio_pipeline * p) {
-    wa_batch * b = p->cur;
-    p->cur = nullptr;
+// Hands a batch being filled (p->cur or p->cur_max) to the workers, a mel-max batch ahead of the others.
+static void pipeline_dispatch(whisper_audio_pipeline * p, wa_batch *& slot) {
+    wa_batch * b = slot;
+    slot = nullptr;
     if (!b) return;
     std::lock_guard<std::mutex> lock(p->mu);
     if (b->n == 0) { p->free_list.push_back(b); return; }
@@ -4480,13 +4482,12 @@ static bool pipeline_ok(whisper_audio_pipeline * p) {
 }
 
 // Makes the batch being filled one that takes a window of n_frames (frames) and has room: the
-// one there, or, when it holds windows of another length or mel maxima, a new one (the other
-// goes to the workers). A window being streamed into slot cur->n moves along.
-static bool pipeline_make_room(whisper_audio_pipeline * p, int n_frames, bool mel_max) {
+// one there, or, when it holds windows of another length, a new one (the other goes to the
+// workers). A window being streamed into slot cur->n moves along.
+static bool pipeline_make_room(whisper_audio_pipeline * p, int n_frames) {
     wa_batch * b = p->cur;
-    if (b && (b->n == 0 || (b->n_frames == n_frames && b->mel_max == mel_max))) {
+    if (b && (b->n == 0 || b->n_frames == n_frames)) {
         b->n_frames = n_frames;
-        b->mel_max = mel_max;
         return true;
     }
     p->cur = nullptr;
@@ -4495,22 +4496,21 @@ static bool pipeline_make_room(whisper_audio_pipeline * p, int n_frames, bool me
     if (b && p->in_window > 0)
         memcpy(next->pcm + VT_MEL_CONTEXT, b->pcm + (size_t)b->n * VT_MEL_ROW + VT_MEL_CONTEXT, p->in_window * sizeof(float));
     p->cur = b;
-    pipeline_dispatch(p);
+    pipeline_dispatch(p, p->cur);
     p->cur = next;
     next->n_frames = n_frames;
-    next->mel_max = mel_max;
     return true;
 }
 
-// Closes window cur->n, whose row is filled; a full batch goes.
-static void pipeline_close_window(whisper_audio_pipeline * p, const wa_window & w) {
-    wa_batch * b = p->cur;
+// Closes window b->n of the batch in slot (p->cur or p->cur_max), whose row is filled; a full batch goes.
+static void pipeline_close_window(whisper_audio_pipeline * p, wa_batch *& slot, const wa_window & w) {
+    wa_batch * b = slot;
     b->mel_params[2 * b->n] = (float)w.valid;
     b->mel_params[2 * b->n + 1] = w.clamp;
     b->kv_len[b->n] = (float)std::max(1, w.positions);
     b->wins[b->n++] = w;
     p->in_window = 0;
-    if (b->n == b->cap) pipeline_dispatch(p);
+    if (b->n == b->cap) pipeline_dispatch(p, slot);
 }
 
 // A 30 s window of its own, its first `samples` in its row: the zero padding, then the row's
@@ -4527,7 +4527,23 @@ static void pipeline_close_own_window(whisper_audio_pipeline * p, size_t samples
         w.positions = positions_of(frames);
         w.rows = p->tower->rows(p->encs[0]->hparams, frames, p->projector);
     }
-    pipeline_close_window(p, w);
+    pipeline_close_window(p, p->cur, w);
+}
+
+// The first pass over a held input: chunk c's row (of a signal of sig_len samples, the first
+// held.size() held) into the mel-max batch, its frames holding the signal `valid`.
+static bool pipeline_cut_max(whisper_audio_pipeline * p, int64_t c, int valid, int64_t sig_len) {
+    if (!p->cur_max) {
+        if (!(p->cur_max = pipeline_acquire(p))) return false;
+        p->cur_max->mel_max = true;
+    }
+    log_mel_row(p->held.data(), p->held.size(), sig_len, c * WHISPER_AUDIO_N_SAMPLES,
+                p->cur_max->pcm + (size_t)p->cur_max->n * VT_MEL_ROW);
+    wa_window w{p->input, c, 0};
+    w.valid = valid;
+    pipeline_close_window(p, p->cur_max, w);
+    p->max_cut = c + 1;
+    return true;
 }
 
 static bool pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t n) {
@@ -4542,6 +4558,11 @@ static bool pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t 
         }
         p->held.insert(p->held.end(), pcm, pcm + n);
         p->input_samples += n;
+        // an input of more than one chunk: the first pass over each chunk whose samples are
+        // all here (and the 200 after it), while the rest comes (its frames all hold audio)
+        const size_t N = WHISPER_AUDIO_N_SAMPLES;
+        while ((size_t)(p->max_cut + 1) * N + VT_MEL_CONTEXT <= p->held.size())
+            if (!pipeline_cut_max(p, p->max_cut, WHISPER_AUDIO_N_FRAMES, (int64_t)p->held.size())) return false;
         return pipeline_emit(p, false);
     }
     if (p->tower && p->tower->max_samples) {        // the processor keeps the first max_samples
@@ -4550,7 +4571,7 @@ static bool pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t 
         n = used;
     }
     while (n > 0) {
-        if (p->in_window == 0 && !pipeline_make_room(p, WHISPER_AUDIO_N_FRAMES, false)) return false;
+        if (p->in_window == 0 && !pipeline_make_room(p, WHISPER_AUDIO_N_FRAMES)) return false;
         const size_t k = std::min(n, (size_t)WHISPER_AUDIO_N_SAMPLES - p->in_window);
         memcpy(p->cur->pcm + (size_t)p->cur->n * VT_MEL_ROW + VT_MEL_CONTEXT + p->in_window, pcm, k * sizeof(float));
         p->in_window += k;
@@ -4572,33 +4593,24 @@ static bool pipeline_cut_held(whisper_audio_pipeline * p) {
     const int64_t F = WHISPER_AUDIO_N_FRAMES, n_chunks = (frames + F - 1) / F;
     auto valid_of = [&](int64_t c) { return (int)std::min<int64_t>(F, frames - c * F); };
     float clamp = NAN;                                // one chunk: its own max
-    if (n_chunks > 1) {                               // first pass: every chunk's max, on the device
-        wa_batch * kept = p->cur;                     // (the batch being filled waits for the second)
-        p->cur = nullptr;
-        p->held_max = -INFINITY;
-        for (int64_t c = 0; c < n_chunks; c++) {
-            if (!pipeline_make_room(p, (int)F, true)) { p->cur = kept; return false; }
-            log_mel_row(x, n, sig_len, c * WHISPER_AUDIO_N_SAMPLES, p->cur->pcm + (size_t)p->cur->n * VT_MEL_ROW);
-            wa_window w{p->input, c, 0};
-            w.valid = valid_of(c);
-            pipeline_close_window(p, w);
-        }
-        if (p->cur && p->cur->mel_max) pipeline_dispatch(p);
+    if (n_chunks > 1) {                               // the first pass's last chunks, then its max
+        for (int64_t c = p->max_cut; c < n_chunks; c++)
+            if (!pipeline_cut_max(p, c, valid_of(c), sig_len)) return false;
+        pipeline_dispatch(p, p->cur_max);
         for (;;) {
             {
                 std::lock_guard<std::mutex> lock(p->mu);
                 if (p->n_max_pending == 0) break;
             }
-            if (!pipeline_emit(p, true)) { p->cur = kept; return false; }
+            if (!pipeline_emit(p, true)) return false;
         }
-        p->cur = kept;
         clamp = p->held_max;
     }
     const whisper_audio_hparams & hp = p->encs[0]->hparams;
     for (int64_t c = 0; c < n_chunks; c++) {
         const int valid = valid_of(c);
         const int n_frames = tw.unpadded && n_chunks == 1 ? valid : (int)F;
-        if (!pipeline_make_room(p, n_frames, false)) return false;
+        if (!pipeline_make_room(p, n_frames)) return false;
         log_mel_row(x, n, sig_len, c * WHISPER_AUDIO_N_SAMPLES, p->cur->pcm + (size_t)p->cur->n * VT_MEL_ROW);
         const size_t first = (size_t)c * WHISPER_AUDIO_N_SAMPLES;
         wa_window w{p->input, c, std::min<size_t>(WHISPER_AUDIO_N_SAMPLES, n - std::min(n, first))};
@@ -4606,9 +4618,8 @@ static bool pipeline_cut_held(whisper_audio_pipeline * p) {
         w.clamp = clamp;
         w.positions = positions_of(valid);
         w.rows = tw.rows(hp, valid, p->projector);
-        pipeline_close_window(p, w);
+        pipeline_close_window(p, p->cur, w);
     }
-    p->window = n_chunks;
     return true;
 }
 
@@ -4621,11 +4632,13 @@ static bool pipeline_end_input(whisper_audio_pipeline * p) {
     if (p->tower && p->tower->whole_signal) {
         const bool ok = pipeline_cut_held(p);
         p->held.clear();
+        p->max_cut = 0;
+        p->held_max = -INFINITY;
         if (!ok) return false;
     } else if (p->in_window > 0) {
         const size_t samples = p->in_window;
         // with no_pad, the short last window unpadded: its positions' frames, in a batch of that length
-        if (p->params.no_pad && !pipeline_make_room(p, 2 * whisper_audio_n_positions(samples), false)) return false;
+        if (p->params.no_pad && !pipeline_make_room(p, 2 * whisper_audio_n_positions(samples))) return false;
         pipeline_close_own_window(p, samples);
     }
     p->input++;
@@ -4640,7 +4653,7 @@ static bool pipeline_finish(whisper_audio_pipeline * p) {
         wa_set_error("whisper_audio_pipeline_finish: input %lld was not ended (whisper_audio_pipeline_end_input)", (long long)p->input);
         return false;
     }
-    pipeline_dispatch(p);
+    pipeline_dispatch(p, p->cur);
     for (;;) {
         {
             std::lock_guard<std::mutex> lock(p->mu);

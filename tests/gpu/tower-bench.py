@@ -540,10 +540,13 @@ def run_main(args, gguf, files, dtype, out_dir):
         raise RuntimeError("%s failed (status %d):\n%s" % (" ".join(cmd), status, stderr[-3000:]))
     j = json.loads(stdout)
     t = j["timings_ms"]
+    for line in stderr.splitlines():             # main's own stage times, for the record
+        if line.startswith("timings:"):
+            print("tower-bench: main %s: %s" % (os.path.relpath(out_dir, args.work), line), flush=True)
     common = os.path.commonpath([os.path.dirname(os.path.abspath(f)) for f in files])
     outs = [os.path.join(out_dir, os.path.relpath(os.path.splitext(os.path.abspath(f))[0], common) + ".npy") for f in files]
     return {"cmd": " ".join(cmd), "load_ms": t["load"], "init_ms": t["init"], "run_ms_json": t["run"], "total_ms": t["total"],
-            "run_s": (t["total"] - t["load"] - t["init"]) / 1000.0, "wall_s": wall, "gpu_busy": util,
+            "run_s": (t["total"] - t["load"] - t["init"]) / 1000.0, "wall_s": wall, "gpu_busy": util, "timings_ms": t,
             "dev_mem_mib": peak - base_mem, "rss_mib": rss, "outputs": outs}
 
 
