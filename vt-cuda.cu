@@ -2101,7 +2101,7 @@ struct cuda_backend : vt_backend {
 
     // ---- graphs ----
 
-    bool plan_linear(vt_tensor * t, node_plan & p, const graph_state * s) {
+    bool plan_linear(vt_tensor * t, node_plan & p, const graph_state * s, bool tune) {
         const vt_tensor * x = t->src[0], * w = t->src[1], * b = t->src[2], * res = t->src[3];
         const int act = t->iparams[1];
         if (w->type != VT_TYPE_F16 && w->type != VT_TYPE_BF16) {
@@ -2131,7 +2131,12 @@ struct cuda_backend : vt_backend {
         char key[160];
         snprintf(key, sizeof(key), "%d %d %lld %lld %lld %d %d %u %u %u", (int)t->type, (int)p.fp8, (long long)rows,
                  (long long)N, (long long)K, (int)(lt_bias != nullptr), (int)lt_res, align_a, align_b, align_cd);
-        tune_gemm(p.gemm, key, wq, xq, lt_res ? res->data : nullptr, t->data, lt_bias);
+        if (tune) {
+            tune_gemm(p.gemm, key, wq, xq, lt_res ? res->data : nullptr, t->data, lt_bias);
+        } else {                                          // a shape timed before keeps its choice
+            auto it = tuned.find(key);
+            if (it != tuned.end()) p.gemm.algo = it->second;
+        }
         return true;
     }
 
@@ -2293,7 +2298,7 @@ struct cuda_backend : vt_backend {
         for (size_t i = 0; ok && i < g->nodes.size(); i++) {
             vt_tensor * t = g->nodes[i];
             switch (t->op) {
-                case VT_OP_LINEAR:     ok = plan_linear(t, s->plans[i], s); break;
+                case VT_OP_LINEAR:     ok = plan_linear(t, s->plans[i], s, g->tune); break;
                 case VT_OP_CONV1D_K3:  ok = plan_conv(t, s->plans[i], im2col_need); break;
                 case VT_OP_ATTENTION:  ok = attention_supported(t); break;
                 case VT_OP_LAYER_NORM: break;

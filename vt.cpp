@@ -664,6 +664,8 @@ void * vt_backend::host_alloc(size_t bytes) {
 
 void vt_backend::host_free(void * p) { free(p); }
 
+void vt_graph_set_tune(vt_graph * g, bool tune) { g->tune = tune; }
+
 bool vt_backend_submit(vt_backend * be, vt_graph * g, int n_in, vt_tensor * const * in, const void * const * in_host,
                        const vt_tensor * out, void * out_host, enum vt_type out_type, int slot) {
     if (g->backend != be) { vt_set_error("graph not allocated on backend %s", be->name()); return false; }

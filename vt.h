@@ -210,6 +210,10 @@ int         vt_graph_n_nodes(const vt_graph * g);         // computed nodes (no 
 vt_tensor * vt_graph_node(const vt_graph * g, int i);
 size_t      vt_graph_arena_size(const vt_graph * g);      // planned bytes
 size_t      vt_graph_naive_size(const vt_graph * g);      // bytes if nothing were shared
+// Whether a backend may time alternative kernels for g's nodes when it is allocated (default
+// true): worth it for a graph replayed many times, not for one run once or twice. Set before
+// vt_backend_alloc_graph; shapes timed before keep their choice.
+void        vt_graph_set_tune(vt_graph * g, bool tune);
 
 // ---- backends ----------------------------------------------------------------------
 
@@ -293,6 +297,7 @@ struct vt_graph {
     std::vector<vt_tensor *> views;    // views reached, in order (their data follows src)
     size_t arena_size = 0;
     size_t naive_size = 0;
+    bool tune = true;                  // vt_graph_set_tune
     vt_backend * backend = nullptr;    // who holds the arena, once allocated
     void * backend_state = nullptr;    // the backend's per-graph memory (arena, captured graph)
 };

@@ -4088,6 +4088,9 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_fram
     }
     if (!out) out = whisper_audio_build_encoder(enc, ctx.get(), mel, g.kv_len, tower);
     std::unique_ptr<vt_graph, void (*)(vt_graph *)> graph(vt_graph_build(ctx.get(), &out, 1), vt_graph_free);
+    // the full batches of padded windows run again and again: worth timing their GEMMs; another
+    // shape (an unpadded length, a short batch) may run once, and timing costs more than it saves
+    vt_graph_set_tune(graph.get(), n == enc->params.max_batch && n_frames == WHISPER_AUDIO_N_FRAMES);
     if (!vt_backend_alloc_graph(enc->backend, graph.get())) {
         wa_set_error("allocating the encoder graph (batch %d, %d frames, %.1f MiB) on %s: %s", n, n_frames,
                      vt_graph_arena_size(graph.get()) / 1048576.0, vt_backend_name(enc->backend), vt_last_error());
