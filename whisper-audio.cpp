@@ -2099,8 +2099,12 @@ bool whisper_audio_resample(const float * in, size_t n_in, int rate_in, int rate
         wa_set_error("whisper_audio_resample: invalid argument (in, out and n_out must not be NULL)");
         return false;
     }
-    if (rate_in <= 0 || rate_out <= 0) {
-        wa_set_error("whisper_audio_resample: invalid sample rates %d -> %d Hz (must be positive)", rate_in, rate_out);
+    // the rates every decoder accepts: beyond them the filter's length (taps grow with the
+    // downsampling ratio) and the phase arithmetic have no bound
+    if (rate_in < (int) WAV_MIN_SAMPLE_RATE || rate_in > (int) WAV_MAX_SAMPLE_RATE ||
+        rate_out < (int) WAV_MIN_SAMPLE_RATE || rate_out > (int) WAV_MAX_SAMPLE_RATE) {
+        wa_set_error("whisper_audio_resample: invalid sample rates %d -> %d Hz (each must be %u to %u Hz)", rate_in, rate_out,
+                     WAV_MIN_SAMPLE_RATE, WAV_MAX_SAMPLE_RATE);
         return false;
     }
     if (n_in > (size_t) INT64_MAX / 2) {

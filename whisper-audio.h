@@ -138,6 +138,7 @@ int64_t whisper_audio_stream_read(whisper_audio_stream * s, float * out, size_t 
 void    whisper_audio_stream_close(whisper_audio_stream * s);
 
 // Band-limited resampling of mono float audio from rate_in to rate_out (malloc'ed result).
+// Each rate must be 1000 to 1000000 Hz (the rates the decoders accept); others are an error.
 bool whisper_audio_resample(const float * in, size_t n_in, int rate_in, int rate_out,
                             float ** out, size_t * n_out);
 

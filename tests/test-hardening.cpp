@@ -618,3 +618,32 @@ TEST_CASE("model messages: unaligned offsets, bad eps and dims whose byte count 
     f.add("unused", {1u << 24, 1u << 24, 1u << 14}, 0, {});
     check_refused(f, "tensor 'unused' has dims [16777216, 16777216, 16384, 1] (f32): more bytes than the file's");
 }
+
+// ---- round three (issue 23) ------------------------------------------------------------
+
+TEST_CASE("hardening: the resampler takes 1 kHz to 1 MHz; other rates are refused at once") {
+    const float one = 0.5f;
+    float * y = nullptr;
+    size_t n = 0;
+    // a ratio of 1e7 asked for a vector past max_size (abort); 1 MHz -> 1 Hz ran 50 s into 3.5 GB
+    // for 0 samples; 2^31 - 1 Hz overflowed the phase arithmetic
+    const int bad[][2] = {{10000000, 1}, {1000000, 1}, {2147483647, 16000}, {16000, 2147483647}, {999, 16000}, {16000, 1000001}};
+    for (const auto & r : bad) {
+        CAPTURE(r[0]);
+        CAPTURE(r[1]);
+        const auto t0 = std::chrono::steady_clock::now();
+        CHECK_FALSE(whisper_audio_resample(&one, 1, r[0], r[1], &y, &n));
+        CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
+        CHECK(y == nullptr);
+        CHECK(std::string(whisper_audio_last_error()).find("each must be 1000 to 1000000 Hz") != std::string::npos);
+    }
+    // the edges of the range work, and quickly
+    for (const auto & r : {std::make_pair(1000000, 1000), std::make_pair(1000, 1000000), std::make_pair(16000, 1000000)}) {
+        const auto t0 = std::chrono::steady_clock::now();
+        REQUIRE(whisper_audio_resample(&one, 1, r.first, r.second, &y, &n));
+        CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+        CHECK(n == (size_t)llround((double)r.second / r.first));
+        whisper_audio_pcm_free(y);
+        y = nullptr;
+    }
+}

@@ -136,14 +136,18 @@ def _malloced_array(ptr, n):
     return np.frombuffer(buf, dtype=np.float32)
 
 
+# the rates whisper_audio_resample takes
+_MIN_RATE, _MAX_RATE = 1000, 1000000
+
+
 def load_audio(path, sr=SAMPLE_RATE):
     """Decodes an audio file (WAV, FLAC, MP3, Ogg Vorbis, Opus; found by content) to float32 mono.
 
     The library decodes to 16 kHz (channels averaged, resampled when needed); another sr is
     resampled from that, so it holds nothing above 8 kHz.
     """
-    if isinstance(sr, bool) or not isinstance(sr, int) or sr <= 0:
-        raise ValueError(f"sr must be a positive int, got {sr!r}")
+    if isinstance(sr, bool) or not isinstance(sr, int) or not _MIN_RATE <= sr <= _MAX_RATE:
+        raise ValueError(f"sr must be an int in [{_MIN_RATE}, {_MAX_RATE}] (Hz), got {sr!r}")
     pcm, n = ctypes.c_void_p(), ctypes.c_size_t()
     _check(_lib.whisper_audio_decode_file(os.fsencode(path), ctypes.byref(pcm), ctypes.byref(n), None))
     audio = _malloced_array(pcm.value, n.value)
