@@ -47,6 +47,7 @@
 struct params {
     std::string model;
     std::vector<std::string> files;
+    std::vector<std::string> lists;   // the --list files (read, never to be written)
     std::string output;           // empty: no output file
     std::string outtype = "f32";
     std::string png;
@@ -188,7 +189,7 @@ static int parse_args(int argc, char ** argv, params & p) {
         else if (arg == "--json") p.json = true;
         else if (arg == "-m" || arg == "--model") { if (!value()) return -1; p.model = v; }
         else if (arg == "-f" || arg == "--file") { if (!value()) return -1; p.files.push_back(v); }
-        else if (arg == "--list") { if (!value() || !read_list(v, p.files)) return -1; }
+        else if (arg == "--list") { if (!value() || !read_list(v, p.files)) return -1; p.lists.push_back(v); }
         else if (arg == "-o" || arg == "--output" || arg == "--png") {
             if (!value()) return -1;
             if (!*v) { fprintf(stderr, "error: %s was given an empty path\n", arg.c_str()); return -1; }
@@ -500,6 +501,15 @@ static std::vector<std::string> output_names(const std::string & dir, const std:
     return names;
 }
 
+// The directories make_parent_dirs made, in the order made: a run that fails removes those
+// still empty (remove_made_dirs), so that it leaves nothing behind.
+static std::vector<std::string> g_made_dirs;
+
+static void remove_made_dirs() {
+    for (size_t i = g_made_dirs.size(); i-- > 0;) rmdir(g_made_dirs[i].c_str());   // only empty ones go
+    g_made_dirs.clear();
+}
+
 // mkdir -p for the directory that holds path.
 static bool make_parent_dirs(const std::string & path) {
     for (size_t i = 1; i < path.size(); i++) {
@@ -511,7 +521,9 @@ static bool make_parent_dirs(const std::string & path) {
             fprintf(stderr, "error: cannot make directory '%s': a file of that name exists\n", dir.c_str());
             return false;
         }
-        if (mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
+        if (mkdir(dir.c_str(), 0777) == 0) {
+            g_made_dirs.push_back(dir);
+        } else if (errno != EEXIST) {
             fprintf(stderr, "error: cannot make directory '%s': %s\n", dir.c_str(), strerror(errno));
             return false;
         }
@@ -522,6 +534,89 @@ static bool make_parent_dirs(const std::string & path) {
 static bool is_dir_output(const std::string & p) {
     struct stat st;
     return !p.empty() && p != "-" && (p.back() == '/' || (stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)));
+}
+
+// What a path names, so that two spellings of one file compare equal: an existing file by
+// device and inode (symlinks followed, hard links alike), one still to be made by its
+// directory's real path and its name.
+struct file_id {
+    bool exists = false;
+    dev_t dev = 0;
+    ino_t ino = 0;
+    std::string path;            // when it does not exist
+    bool is_chr = false;         // a character device (/dev/null): written twice without harm
+
+    bool operator==(const file_id & o) const {
+        return exists == o.exists && (exists ? dev == o.dev && ino == o.ino : path == o.path);
+    }
+};
+
+static file_id file_id_of(const std::string & path) {
+    file_id id;
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0) {
+        id.exists = true;
+        id.dev = st.st_dev;
+        id.ino = st.st_ino;
+        id.is_chr = S_ISCHR(st.st_mode);
+        return id;
+    }
+    const size_t slash = path.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+    if (char * real = realpath(dir.c_str(), nullptr)) {
+        id.path = std::string(real) + "/" + name;
+        free(real);
+    } else {                     // a directory still to be made: the lexical path
+        for (const std::string & part : path_parts(path)) id.path += "/" + part;
+    }
+    return id;
+}
+
+// Refuses, before any work, a run whose outputs would overwrite what it reads (the model,
+// a --list file, an input) or each other (-o, --png, the per-file outputs): every spelling
+// of one file, through symlinks and hard links, counts as that file.
+static bool check_paths(const params & p) {
+    struct named { std::string what, path; file_id id; std::string input; };   // input: a per-file output's
+    std::vector<named> reads, writes;
+    auto add = [](std::vector<named> & v, const std::string & what, const std::string & path, const std::string & input = "") {
+        if (!path.empty() && path != "-") v.push_back({what, path, file_id_of(path), input});
+    };
+    add(reads, "the model", p.model);
+    struct stat st;
+    if (stat(p.model.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {      // a CTranslate2 directory
+        add(reads, "the model", p.model + "/model.bin");
+        add(reads, "the model", p.model + "/config.json");
+    }
+    for (const std::string & l : p.lists) add(reads, "the --list file", l);
+    for (const std::string & f : p.files) add(reads, "one of the inputs", f);
+    if (is_dir_output(p.output)) {
+        const std::vector<std::string> names = output_names(p.output, p.files);
+        for (size_t i = 0; i < names.size(); i++) add(writes, "an output", names[i], p.files[i]);
+    } else {
+        add(writes, "the output", p.output);
+    }
+    add(writes, "the --png image", p.png);
+    for (size_t i = 0; i < writes.size(); i++) {
+        for (const named & r : reads) {
+            if (!(writes[i].id == r.id)) continue;
+            fprintf(stderr, "error: %s '%s' is %s ('%s'); nothing was written\n", writes[i].what.c_str(),
+                    writes[i].path.c_str(), r.what.c_str(), r.path.c_str());
+            return false;
+        }
+        for (size_t k = 0; k < i; k++) {
+            if (!(writes[i].id == writes[k].id) || writes[i].id.is_chr) continue;
+            if (!writes[i].input.empty() && !writes[k].input.empty()) {
+                fprintf(stderr, "error: '%s' and '%s' would both be written to '%s'; nothing was written\n",
+                        writes[k].input.c_str(), writes[i].input.c_str(), writes[i].path.c_str());
+                return false;
+            }
+            fprintf(stderr, "error: %s '%s' and %s '%s' are the same file; nothing was written\n", writes[k].what.c_str(),
+                    writes[k].path.c_str(), writes[i].what.c_str(), writes[i].path.c_str());
+            return false;
+        }
+    }
+    return true;
 }
 
 // =====================================================================================
@@ -1185,12 +1280,14 @@ int main(int argc, char ** argv) {
     umask(mask);
     g_new_file_mode = 0666 & ~mask;
     install_signal_handlers();
+    int status = 1;
     try {
-        return run_main(p);
+        if (check_paths(p)) status = run_main(p);
     } catch (const std::bad_alloc &) {          // temporaries are removed as the stack unwinds
         fprintf(stderr, "error: out of memory (try a smaller -b)\n");
     } catch (const std::exception & e) {
         fprintf(stderr, "error: %s\n", e.what());
     }
-    return 1;
+    if (status != 0) remove_made_dirs();       // outputs already kept hold theirs: not empty
+    return status;
 }

@@ -714,3 +714,64 @@ TEST_CASE("main: --device takes cpu, cuda, auto and lists of GPUs; bad lists are
         }
     }
 }
+
+TEST_CASE("main: no output may be the model, a --list file, an input or another output; refused before any work") {
+    const scratch sd("collide");
+    const std::string & d = sd.dir;
+    const std::string model = d + "/model.gguf";
+    copy_file(MODEL, model);
+    const std::vector<uint8_t> model_bytes = read_bytes(model);
+    REQUIRE(link(model.c_str(), (d + "/hard.npy").c_str()) == 0);
+    REQUIRE(symlink("model.gguf", (d + "/soft.npy").c_str()) == 0);
+    write_bytes(d + "/list.txt", std::vector<uint8_t>(SPEECH.begin(), SPEECH.end()));
+    const std::vector<uint8_t> list_bytes = read_bytes(d + "/list.txt");
+    const std::string base = "-m " + model + " --device cpu --no-progress ";
+    struct clash { std::string args, message; };
+    const clash cases[] = {
+        {"-f " + SPEECH + " -o " + model, "the output '" + model + "' is the model"},
+        {"-f " + SPEECH + " -o " + d + "/hard.npy", "is the model"},                  // a hard link to it
+        {"-f " + SPEECH + " -o " + d + "/soft.npy", "is the model"},                  // a symlink to it
+        {"-f " + SPEECH + " -o " + d + "/../" + d.substr(6) + "/model.gguf", "is the model"},
+        {"--list " + d + "/list.txt -o " + d + "/list.txt", "is the --list file"},
+        {"-f " + SPEECH + " -o " + d + "/x.npy --png " + model, "the --png image '" + model + "' is the model"},
+        {"-f " + SPEECH + " -o " + d + "/x.npy --png " + d + "/./x.npy", "are the same file"},
+        {"-f " + SPEECH + " -o " + d + "/out/ --png " + d + "/out/speech_16k.npy", "are the same file"},
+        {"-f " + SPEECH + " -o " + d + "/y.npy --png " + SPEECH, "is one of the inputs"},
+    };
+    for (const clash & c : cases) {
+        CAPTURE(c.args);
+        run_result r = run_main(base + c.args);
+        INFO(r.output);
+        CHECK(r.status == 1);
+        CHECK(r.output.find(c.message) != std::string::npos);
+        CHECK(r.output.find("main: model") == std::string::npos);        // before the model was loaded
+        CHECK(read_bytes(model) == model_bytes);
+        CHECK(read_bytes(d + "/list.txt") == list_bytes);
+        CHECK(!exists(d + "/x.npy"));
+        CHECK(!exists(d + "/out"));
+        CHECK(files_starting(d, "model.gguf.").empty());
+    }
+    // the model's own directory is fine as a place for outputs of other names
+    run_result r = run_main(base + "-f " + SPEECH + " -o " + d + "/emb.npy");
+    CHECK(r.status == 0);
+}
+
+TEST_CASE("main: a failed run leaves no directories it made under -o DIR/") {
+    const scratch sd("dirs");
+    const std::string & d = sd.dir;
+    write_bytes(d + "/notes.wav", {'n', 'o', 't', ' ', 'a', 'u', 'd', 'i', 'o'});
+    REQUIRE(system(("mkdir -p " + d + "/in/a " + d + "/in/b").c_str()) == 0);
+    copy_file(SPEECH, d + "/in/a/x.wav");
+    copy_file(d + "/notes.wav", d + "/in/b/y.wav");
+    run_result r = run_main("-m " + MODEL + " --device cpu -f " + d + "/in/a/x.wav -f " + d + "/in/b/y.wav -o " + d + "/new/deeper/");
+    INFO(r.output);
+    CHECK(r.status == 1);
+    CHECK(!exists(d + "/new"));
+    // a directory that was there before stays
+    REQUIRE(mkdir((d + "/mine").c_str(), 0755) == 0);
+    r = run_main("-m " + MODEL + " --device cpu -f " + d + "/in/a/x.wav -f " + d + "/in/b/y.wav -o " + d + "/mine/");
+    CHECK(r.status == 1);
+    CHECK(exists(d + "/mine"));
+    CHECK(!exists(d + "/mine/a"));
+}
+
