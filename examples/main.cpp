@@ -213,6 +213,12 @@ static int parse_args(int argc, char ** argv, params & p) {
     }
     if (p.model.empty()) { fprintf(stderr, "error: no model given (-m MODEL)\n"); print_usage(argv[0]); return -1; }
     if (p.files.empty()) { fprintf(stderr, "error: no audio file given (-f AUDIO)\n"); print_usage(argv[0]); return -1; }
+    // -o naming the file that is already standard output (/dev/stdout, /proc/self/fd/1) is -o -:
+    // the array alone goes there, the summary to stderr
+    struct stat out_st, fd1_st;
+    if (!p.output.empty() && p.output != "-" && stat(p.output.c_str(), &out_st) == 0 && !S_ISDIR(out_st.st_mode) &&
+        fstat(1, &fd1_st) == 0 && out_st.st_dev == fd1_st.st_dev && out_st.st_ino == fd1_st.st_ino)
+        p.output = "-";
     if (p.output == "-" && p.json) {
         fprintf(stderr, "error: -o - writes the array to standard output, which --json needs for itself\n");
         return -1;
@@ -298,6 +304,13 @@ struct output_file {
         struct stat st;
         if (lstat(target.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
             char * real = realpath(target.c_str(), nullptr);
+            struct stat to;
+            if (!real && stat(target.c_str(), &to) == 0 && !S_ISREG(to.st_mode) && !S_ISDIR(to.st_mode)) {
+                // a link to what has no path (/dev/stdout -> /proc/self/fd/1 -> pipe:[...]): write through
+                f = fopen(target.c_str(), "wb");
+                if (!f) { fprintf(stderr, "error: cannot write '%s': %s\n", target.c_str(), strerror(errno)); return false; }
+                return true;
+            }
             if (!real) {
                 fprintf(stderr, "error: '%s' is a symlink that does not lead to a file: %s\n", target.c_str(), strerror(errno));
                 return false;

@@ -775,3 +775,14 @@ TEST_CASE("main: a failed run leaves no directories it made under -o DIR/") {
     CHECK(!exists(d + "/mine/a"));
 }
 
+TEST_CASE("main -o /dev/stdout into a pipe is -o -") {
+    const scratch sd("devstdout");
+    const std::string & d = sd.dir;
+    REQUIRE(run_main("-m " + MODEL + " --device cpu -f " + SPEECH + " -o " + d + "/want.npy").status == 0);
+    run_result r = run_shell("{ " + main_bin() + " -m " + MODEL + " --device cpu -f " + SPEECH + " -o /dev/stdout; echo $? > " + d +
+                             "/rc; } | cat > " + d + "/pipe.npy");
+    INFO(r.output);
+    CHECK(read_bytes(d + "/rc") == std::vector<uint8_t>{'0', '\n'});
+    CHECK(read_bytes(d + "/pipe.npy") == read_bytes(d + "/want.npy"));
+    CHECK(r.output.find("output: [1, 1500, 128]") != std::string::npos);     // the summary on stderr
+}
