@@ -1465,7 +1465,8 @@ static whisper_audio_model * model_load(const char * path) {
     const bool is_dir = stat(path, &dir) == 0 && S_ISDIR(dir.st_mode);
     const std::string file = is_dir ? std::string(path) + "/model.bin" : path;
     path = file.c_str();
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO would wait for a writer forever; it is refused below instead
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         wa_set_error("%s: cannot open model file: %s%s", path, strerror(errno),
                      is_dir ? " (a model directory is a CTranslate2 / faster-whisper one: model.bin + config.json)" : "");
@@ -1473,10 +1474,11 @@ static whisper_audio_model * model_load(const char * path) {
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        wa_set_error("%s: not a regular file", path);
+        wa_set_error("%s: not a regular file (a model is a file, or a CTranslate2 directory holding model.bin)", path);
         close(fd);
         return nullptr;
     }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     if (st.st_size == 0) {
         wa_set_error("%s: the model file is empty", path);
         close(fd);

@@ -17,7 +17,9 @@
 #include <vector>
 
 #include <pthread.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -646,4 +648,38 @@ TEST_CASE("hardening: the resampler takes 1 kHz to 1 MHz; other rates are refuse
         whisper_audio_pcm_free(y);
         y = nullptr;
     }
+}
+
+TEST_CASE("hardening: a FIFO as the model, or as a CTranslate2 directory's model.bin, is refused at once") {
+    const std::string dir = test_tmp("fifo-model");
+    REQUIRE(system(("rm -rf " + dir + " && mkdir -p " + dir + "/ct2").c_str()) == 0);
+    REQUIRE(mkfifo((dir + "/model.gguf").c_str(), 0644) == 0);
+    REQUIRE(mkfifo((dir + "/ct2/model.bin").c_str(), 0644) == 0);
+    for (const std::string & path : {dir + "/model.gguf", dir + "/ct2", dir + "/ct2/model.bin"}) {
+        CAPTURE(path);
+        // the load in a thread: were it to block in open(), a writer of our own releases it
+        std::atomic<bool> done{false};
+        std::string msg;
+        whisper_audio_model * m = nullptr;
+        std::thread t([&] {
+            m = whisper_audio_model_load(path.c_str());
+            msg = m ? "" : whisper_audio_last_error();
+            done = true;
+        });
+        const auto t0 = std::chrono::steady_clock::now();
+        while (!done && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5))
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        const bool blocked = !done;
+        if (blocked) {
+            const std::string fifo = path.find("ct2") != std::string::npos && path.back() == '2' ? path + "/model.bin" : path;
+            const int w = open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+            if (w >= 0) close(w);
+        }
+        t.join();
+        CHECK_FALSE(blocked);
+        CHECK(m == nullptr);
+        CHECK_MESSAGE(msg.find("not a regular file") != std::string::npos, msg);
+        whisper_audio_model_free(m);
+    }
+    REQUIRE(system(("rm -rf " + dir).c_str()) == 0);
 }
