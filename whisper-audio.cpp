@@ -5,6 +5,7 @@
 #include "vt.h"
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -19,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -796,6 +798,27 @@ static bool read_at(const whisper_audio_model * m, int fd, void * dst, size_t n,
     return true;
 }
 
+// The layer a tensor's name places it in (prefix "encoder.layers." and "encoder.layers.7.fc1.weight"
+// -> 7), or -1 when the name is not of a layer. An index too large for a long reads as LONG_MAX.
+static long wa_layer_of(const std::string & name, const char * prefix) {
+    const size_t n = strlen(prefix);
+    if (name.compare(0, n, prefix) != 0 || !isdigit((unsigned char)name[n])) return -1;
+    char * end = nullptr;
+    const long il = strtol(name.c_str() + n, &end, 10);
+    return *end == '.' || *end == '/' ? il : -1;
+}
+
+// A tensor of a layer past the hyperparameters' count is an error: the file holds an encoder
+// other than the one they describe, and running the layers they name would truncate it.
+static bool wa_check_layers(const whisper_audio_model * m, const std::string & name, const char * prefix,
+                            const char * file_name, const char * count_key) {
+    const long il = wa_layer_of(name, prefix);
+    if (il < m->hparams.n_layer) return true;
+    wa_set_error("%s: tensor '%s' is of layer %ld, but %s says %d layer%s: a file whose layer count is wrong", m->path.c_str(),
+                 file_name, il, count_key, m->hparams.n_layer, m->hparams.n_layer == 1 ? "" : "s");
+    return false;
+}
+
 // The first of n elements whose exponent bits are all set (NaN or +-inf), or n. A block is
 // scanned without branches, which vectorises; only a block that has one is searched.
 template <typename T> static size_t first_nonfinite(const uint8_t * p, size_t n, T exp_mask) {
@@ -820,6 +843,10 @@ template <typename T> static size_t first_nonfinite(const uint8_t * p, size_t n,
 // the model's own memory and refused when a value is not finite (NaN would reach every
 // output; inf the softmax).
 static bool model_read_weights(whisper_audio_model * m, int fd) {
+    for (const gguf_tensor_info & t : m->tensors)
+        if (!wa_check_layers(m, t.name, "encoder.layers.", wa_file_name(m, t.name.c_str()).c_str(),
+                             m->mmproj ? "clip.audio.block_count" : "whisper.encoder.block_count"))
+            return false;
     std::vector<gguf_tensor_info *> used;
     if (!wa_for_each_tensor(m->hparams.n_layer, [&](const wa_tensor_desc & t, int, const char * name) {
             if (m->mmproj && !t.top && !t.layer) return true;   // the mel bank: computed below
@@ -921,6 +948,8 @@ static const char *   CT2_DTYPE_NAME[CT2_DTYPE_COUNT] = {"float32", "int8", "int
 static const uint32_t CT2_VERSION  = 6;
 static const int      CT2_MAX_RANK = 4;
 static const char     CT2_MAGIC[]  = "\x06\0\0\0\x0c\0WhisperSpec";   // version, spec name's length, spec name + NUL
+// as GGUF's tensor count is (large-v3's model.bin: about 1,300 variables)
+static const uint32_t CT2_MAX_VARS = 65536, CT2_MAX_ALIASES = 65536;
 
 // The CTranslate2 variable of each row of WA_TENSORS ("%d": the layer), row by row. The
 // variable of a fused row is the whole fused tensor (q, k, v as [3d, d]: our own layout),
@@ -988,6 +1017,7 @@ struct ct2_var {
     int rank = 0, dtype = 0;
     uint32_t dims[CT2_MAX_RANK] = {};
     uint64_t offset = 0, bytes = 0;     // the data's place in the file
+    bool alias = false;                 // another name for a variable stored before it
 };
 
 // A bounds-checked cursor over the file through pread: model.bin interleaves the variables'
@@ -1007,8 +1037,9 @@ struct ct2_reader {
     template <typename T> T get() { T v{}; get(&v, sizeof(T)); return v; }
     std::string get_string() {
         const uint16_t n = get<uint16_t>();
+        if (n == 0) return "";                  // no NUL even: the caller says what it wanted
         std::string s(n, '\0');
-        if (n == 0 || !get(&s[0], n) || s.back() != '\0') { ok = false; return ""; }
+        if (!get(&s[0], n) || s.back() != '\0') { ok = false; return ""; }
         s.pop_back();
         return s;
     }
@@ -1033,8 +1064,17 @@ static bool ct2_parse(whisper_audio_model * m, int fd, ct2_vars & vars) {
     r.pos = sizeof(CT2_MAGIC);                              // the spec name: checked by the caller
     r.get<uint32_t>();                                      // spec revision
     const uint32_t n_vars = r.get<uint32_t>();
+    if (r.ok && n_vars > CT2_MAX_VARS) {
+        wa_set_error("%s: %u variables (at most %u)", path, n_vars, CT2_MAX_VARS);
+        return false;
+    }
     for (uint32_t i = 0; i < n_vars && r.ok; i++) {         // each variable takes bytes: the file bounds the loop
         const std::string name = r.get_string();
+        if (r.ok && name.empty()) {
+            wa_set_error("%s: variable %u of %u (at byte %llu) has an empty name: n_vars too large, or a corrupt file", path,
+                         i, n_vars, (unsigned long long)r.pos);
+            return false;
+        }
         ct2_var v;
         v.rank = r.get<uint8_t>();
         if (!r.ok) break;
@@ -1068,12 +1108,18 @@ static bool ct2_parse(whisper_audio_model * m, int fd, ct2_vars & vars) {
         if (!vars.emplace(name, v).second) { wa_set_error("%s: duplicate variable '%s'", path, name.c_str()); return false; }
     }
     const uint32_t n_aliases = r.get<uint32_t>();
+    if (r.ok && n_aliases > CT2_MAX_ALIASES) {
+        wa_set_error("%s: %u aliases (at most %u)", path, n_aliases, CT2_MAX_ALIASES);
+        return false;
+    }
     for (uint32_t i = 0; i < n_aliases && r.ok; i++) {
         const std::string alias = r.get_string(), target = r.get_string();
         if (!r.ok) break;
+        if (alias.empty()) { wa_set_error("%s: alias %u of %u has an empty name: a corrupt file", path, i, n_aliases); return false; }
         const ct2_var * v = ct2_find(vars, target);
         if (!v) { wa_set_error("%s: alias '%s' names '%s', which is not a variable", path, alias.c_str(), target.c_str()); return false; }
-        const ct2_var copy = *v;
+        ct2_var copy = *v;
+        copy.alias = true;
         if (!vars.emplace(alias, copy).second) { wa_set_error("%s: duplicate variable '%s'", path, alias.c_str()); return false; }
     }
     if (!r.ok) { wa_set_error("%s: truncated or corrupt CTranslate2 model (at byte %llu)", path, (unsigned long long)r.pos); return false; }
@@ -1102,6 +1148,15 @@ static bool ct2_hparams(whisper_audio_model * m, int fd, const ct2_vars & vars) 
         if (!ct2_find(vars, name)) break;
     }
     whisper_audio_hparams & hp = m->hparams;
+    hp.n_layer = (int)std::min<int64_t>(n_layer, 256);
+    for (const auto & kv : vars) {                          // a layer after a gap: not one of the encoder's
+        const long il = wa_layer_of(kv.first, "encoder/layer_");
+        if (n_layer <= 256 && il >= n_layer) {
+            wa_set_error("%s: variable '%s' is of layer %ld, but the layers present end at encoder/layer_%d: a layer is "
+                         "missing", path, kv.first.c_str(), il, (int)n_layer - 1);
+            return false;
+        }
+    }
     struct { const char * what; int64_t v; int * dst; int lo, hi; } keys[] = {
         {"n_mels (encoder/conv1/weight's dims[1])", conv1->dims[1], &hp.n_mels, 1, 512},
         {"d_model (encoder/conv1/weight's dims[0])", conv1->dims[0], &hp.n_state, 1, 16384},
@@ -1202,6 +1257,20 @@ static bool ct2_read_weights(whisper_audio_model * m, int fd, const ct2_vars & v
         return true;
     });
     if (!found) return false;
+    // aliases may name one variable for many: the encoder's variables must be backed by the
+    // data the file stores (256 layers aliased to one took 6.4 GB from a 7.5 MB file)
+    std::set<const ct2_var *> distinct;
+    uint64_t used_bytes = 0, stored = 0;
+    for (const use & u : uses)
+        for (const ct2_var * v : {u.v, u.scale})
+            if (v && distinct.insert(v).second) used_bytes += v->bytes;
+    for (const auto & kv : vars) stored += kv.second.alias ? 0 : kv.second.bytes;
+    if (used_bytes > stored) {
+        wa_set_error("%s: the encoder's %d layers take %llu bytes, more than the %llu bytes of data the file stores: "
+                     "aliases stand in for layers the file does not hold", path, hp.n_layer, (unsigned long long)used_bytes,
+                     (unsigned long long)stored);
+        return false;
+    }
 
     // the parts of a fused variable that no row takes (k's bias) must be zero: they are dropped
     std::vector<uint8_t> tmp;
@@ -1421,6 +1490,7 @@ static bool ggml_parse(whisper_audio_model * m, gguf_reader & r, int fd) {
         t.offset = pos + head;
         pos = t.offset + t.bytes;
         auto it = ours.find(t.name);
+        if (it == ours.end() && !wa_check_layers(m, t.name, "encoder.blocks.", t.name.c_str(), "n_audio_layer")) return false;
         if (it == ours.end()) continue;
         t.name = it->second.first;
         for (int d = 0; d < t.n_dims && t.n_dims > it->second.second;)   // dims of 1 beyond ours: [d, 1] is [d]

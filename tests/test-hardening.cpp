@@ -683,3 +683,22 @@ TEST_CASE("hardening: a FIFO as the model, or as a CTranslate2 directory's model
     }
     REQUIRE(system(("rm -rf " + dir).c_str()) == 0);
 }
+
+TEST_CASE("hardening: tensors of layers past block_count are an error, not a truncated encoder") {
+    gguf_file f = tiny_model();
+    f.add("encoder.layers.1.fc1.weight", {8, 16}, 0, values(8 * 16, 0.3f));
+    check_refused(f, "tensor 'encoder.layers.1.fc1.weight' is of layer 1, but whisper.encoder.block_count says 1 layer");
+    f = tiny_model();
+    f.add("encoder.layers.7.self_attn.q_proj.bias", {8}, 0, values(8, 0.1f));
+    check_refused(f, "is of layer 7");
+    f = tiny_model();
+    f.add("encoder.layers.99999999999999999999.fc1.bias", {8}, 0, values(8, 0.1f));
+    check_refused(f, "but whisper.encoder.block_count says 1 layer");
+    // names that only look like a layer's are the file's own business
+    f = tiny_model();
+    f.add("encoder.layers.x", {8}, 0, values(8, 0.1f));
+    std::string msg;
+    whisper_audio_model * m = load_bytes(f.bytes(), &msg);
+    CHECK_MESSAGE(m != nullptr, msg);
+    whisper_audio_model_free(m);
+}
