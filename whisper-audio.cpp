@@ -2361,6 +2361,9 @@ struct whisper_audio_stream {
     int         channels = 0;
     int         bits = 0;           // FLAC's bits per sample (0 for the lossy formats)
     int64_t     frames_total = -1;  // the length the header says (FLAC, MP3 with a Xing/LAME tag), or -1
+    int64_t     frames_said = -1;   // a WAV's: its data chunk's size in frames (-1: to the end)
+    bool        cut = false;        // the input ends inside a frame (a FLAC of unknown length)
+    std::string warning;            // at the end: the input was not the length its header says
     std::vector<float> dec;         // interleaved decoder output (MP3, Opus)
 
     // WAV
@@ -2504,6 +2507,7 @@ static bool wav_stream_open(whisper_audio_stream * s) {
     }
     h.data_offset = (size_t) data_off;
     s->data_left  = data_size;
+    s->frames_said = data_size == UINT64_MAX ? -1 : (int64_t) (data_size / h.block_align);
     s->sample_rate = (int) h.sample_rate;
     s->channels    = (int) h.channels;
     return true;
@@ -2817,15 +2821,15 @@ static bool flac_stream_open(whisper_audio_stream * s, bool ogg) {
 // Decodes the next frame(s) to mono at the end of s->hist; returns the count (0 at the end).
 // Damage is an error, as a hole in Ogg is: a frame that fails its CRC, or lost sync with
 // frames after it (a gap). Lost sync with nothing after it is a cut inside the last frame, and
-// a stream that ends before the length its STREAMINFO says is cut too. Bytes after that
-// length (an ID3v1 tag) are not read.
+// a stream that ends before the length its STREAMINFO says is cut too: what is there is
+// decoded (the stream's warning says so), as are frames past that length; bytes that are not
+// a frame after it (an ID3v1 tag) end the stream.
 static int64_t flac_stream_block(whisper_audio_stream * s) {
     const char * name = s->name.c_str();
     const double at = (double) s->frames_in / s->sample_rate;
     const int lost_sync = FLAC__STREAM_DECODER_ERROR_STATUS_LOST_SYNC;
     const size_t old = s->hist.size();
     while (s->hist.size() == old) {
-        if (s->frames_total >= 0 && s->frames_in >= s->frames_total) return 0;
         if (FLAC__stream_decoder_get_state(s->flac) == FLAC__STREAM_DECODER_END_OF_STREAM) break;
         const bool ok = FLAC__stream_decoder_process_single(s->flac);
         if (s->flac_refused) return -1;
@@ -2846,13 +2850,9 @@ static int64_t flac_stream_block(whisper_audio_stream * s) {
             FLAC__StreamDecoderErrorStatusString[s->flac_status], at, WAV_FFMPEG_HINT);
         return -1;
     }
-    if (got == 0 && (s->flac_status == lost_sync || (s->frames_total >= 0 && s->frames_in < s->frames_total))) {
-        char says[64] = "";
-        if (s->frames_total >= 0) snprintf(says, sizeof(says), ", and its header says %.3f s", (double) s->frames_total / s->sample_rate);
-        wav_fail(name, "truncated FLAC stream: the input ends after %.3f s of audio%s; to decode what is there, %s",
-            at, says, WAV_FFMPEG_HINT);
-        return -1;
-    }
+    // the end: a cut inside the last frame is noted (a length the header says is compared by
+    // the stream), bytes after the length it says are not audio
+    if (got == 0 && s->flac_status == lost_sync && !(s->frames_total >= 0 && s->frames_in >= s->frames_total)) s->cut = true;
     return got;
 }
 
@@ -2965,12 +2965,7 @@ static int64_t mp3_stream_block(whisper_audio_stream * s) {
             wav_fail(name, "corrupt MP3 stream after %.3f s of audio (libmpg123: %s)", at, mpg123_strerror(s->mp3));
             return -1;
         }
-        if (s->frames_total >= 0 && s->frames_in < s->frames_total) {
-            wav_fail(name, "truncated MP3 stream: the input ends after %.3f s of audio, and its Xing/LAME tag says "
-                "%.3f s; to decode what is there, %s", at, (double) s->frames_total / s->sample_rate, WAV_FFMPEG_HINT);
-            return -1;
-        }
-        return 0;
+        return 0;           // shorter than its Xing/LAME tag says: the stream's warning says so
     }
 }
 
@@ -3239,6 +3234,27 @@ static whisper_audio_stream * wa_stream_open_memory(const void * data, size_t si
     return wa_stream_start(s, info);
 }
 
+// At the end of a stream: when it decoded another length than its header says (a cut file, a
+// FLAC whose STREAMINFO is wrong), or ended inside a frame, the one-line warning that says so.
+static void wa_stream_note_length(whisper_audio_stream * s) {
+    const int64_t said = s->codec == WA_CODEC_WAV ? s->frames_said : s->frames_total;
+    const double rate = s->sample_rate, got = (double) s->frames_in / rate;
+    char msg[512];
+    if (said >= 0 && s->frames_in < said) {
+        snprintf(msg, sizeof(msg), "%s: the input ends after %.3f s of audio, but its header says %.3f s (cut short?); "
+                 "decoded what is there", s->name.c_str(), got, (double) said / rate);
+    } else if (said >= 0 && s->frames_in > said) {
+        snprintf(msg, sizeof(msg), "%s: the input holds %.3f s of audio, more than the %.3f s its header says; decoded all of it",
+                 s->name.c_str(), got, (double) said / rate);
+    } else if (s->cut) {
+        snprintf(msg, sizeof(msg), "%s: the input ends inside a frame after %.3f s of audio (cut short?); decoded what is there",
+                 s->name.c_str(), got);
+    } else {
+        return;
+    }
+    s->warning = msg;
+}
+
 int64_t whisper_audio_stream_read(whisper_audio_stream * s, float * out, size_t max) {
     if (!s || (!out && max > 0)) {
         wa_set_error("whisper_audio_stream_read: invalid argument (stream and out must not be NULL)");
@@ -3290,7 +3306,10 @@ int64_t whisper_audio_stream_read(whisper_audio_stream * s, float * out, size_t 
                 if (k == 0) return -1;
                 break;
             }
-            if (got == 0) s->src_end = true;
+            if (got == 0) {
+                s->src_end = true;
+                wa_stream_note_length(s);
+            }
             s->frames_in += got;
         }
         return (int64_t) k;
@@ -3300,6 +3319,10 @@ int64_t whisper_audio_stream_read(whisper_audio_stream * s, float * out, size_t 
         snprintf(s->error, sizeof(s->error), "%s", whisper_audio_last_error());
         return -1;
     }
+}
+
+const char * whisper_audio_stream_warning(const whisper_audio_stream * s) {
+    return s && !s->warning.empty() ? s->warning.c_str() : NULL;
 }
 
 void whisper_audio_stream_close(whisper_audio_stream * s) {

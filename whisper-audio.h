@@ -136,6 +136,10 @@ whisper_audio_stream * whisper_audio_stream_open(const char * path, whisper_audi
 // 0), -1 on error.
 int64_t whisper_audio_stream_read(whisper_audio_stream * s, float * out, size_t max);
 void    whisper_audio_stream_close(whisper_audio_stream * s);
+// Once a read has returned 0 (the end): NULL, or a one-line warning that the input was not
+// the length its header says (a WAV, FLAC or MP3 cut short, a FLAC whose STREAMINFO says
+// less): what the file holds was decoded all the same. Valid until the stream is closed.
+const char * whisper_audio_stream_warning(const whisper_audio_stream * s);
 
 // Band-limited resampling of mono float audio from rate_in to rate_out (malloc'ed result).
 // Each rate must be 1000 to 1000000 Hz (the rates the decoders accept); others are an error.

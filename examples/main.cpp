@@ -699,6 +699,7 @@ struct input {
     size_t samples = 0;           // 16 kHz samples read so far
     size_t first_row = 0, rows = 0, windows = 0;
     std::vector<int> audio_positions;   // per window: the positions that hold audio
+    bool warned = false;          // its stream's warning (a length other than its header's) printed
 };
 
 // The 16 kHz samples a file of known length decodes to (the resampler's rounding), or -1.
@@ -959,7 +960,12 @@ static long long read_samples(input & in, float * dst, size_t max) {
     while (got < max) {
         const int64_t n = whisper_audio_stream_read(in.stream, dst + got, max - got);
         if (n < 0) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return -1; }
-        if (n == 0) break;
+        if (n == 0) {                           // the end: a file cut short (or longer than it says) is noted
+            const char * w = whisper_audio_stream_warning(in.stream);
+            if (w && !in.warned) fprintf(stderr, "warning: %s\n", w);
+            in.warned = true;
+            break;
+        }
         got += (size_t)n;
     }
     return (long long)got;

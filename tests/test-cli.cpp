@@ -786,3 +786,21 @@ TEST_CASE("main -o /dev/stdout into a pipe is -o -") {
     CHECK(read_bytes(d + "/pipe.npy") == read_bytes(d + "/want.npy"));
     CHECK(r.output.find("output: [1, 1500, 128]") != std::string::npos);     // the summary on stderr
 }
+
+TEST_CASE("main: a file cut short is encoded as far as it goes, with one warning line naming it and the length") {
+    const scratch sd("cutshort");
+    const std::string & d = sd.dir;
+    const std::vector<uint8_t> wav = read_bytes(SPEECH);
+    write_bytes(d + "/cut.wav", std::vector<uint8_t>(wav.begin(), wav.begin() + 100044));
+    run_result r = run_main("-m " + MODEL + " --device cpu --no-progress -f " + d + "/cut.wav -o " + d + "/cut.npy");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    const std::string line = "warning: " + d + "/cut.wav: the input ends after 3.125 s of audio, but its header says 7.016 s";
+    CHECK(r.output.find(line) != std::string::npos);
+    CHECK(r.output.find(line) == r.output.rfind("warning:"));        // once
+    std::vector<int64_t> shape;
+    npy_load_f32(d + "/cut.npy", &shape);
+    CHECK(shape == std::vector<int64_t>{1, 1500, 128});
+    r = run_main("-m " + MODEL + " --device cpu --no-progress -f " + SPEECH + " -o " + d + "/whole.npy");
+    CHECK(r.output.find("warning") == std::string::npos);
+}

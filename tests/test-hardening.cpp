@@ -702,3 +702,69 @@ TEST_CASE("hardening: tensors of layers past block_count are an error, not a tru
     CHECK_MESSAGE(m != nullptr, msg);
     whisper_audio_model_free(m);
 }
+
+// The whole stream of a file: its samples and the warning at its end (empty: none).
+static std::pair<size_t, std::string> stream_to_end(const std::string & path) {
+    whisper_audio_info info{};
+    whisper_audio_stream * s = whisper_audio_stream_open(path.c_str(), &info);
+    REQUIRE_MESSAGE(s, whisper_audio_last_error());
+    CHECK(whisper_audio_stream_warning(s) == nullptr);             // nothing before the end
+    std::vector<float> buf(40000);
+    size_t n = 0;
+    for (int64_t got; (got = whisper_audio_stream_read(s, buf.data(), buf.size())) != 0; n += (size_t)got)
+        REQUIRE_MESSAGE(got > 0, whisper_audio_last_error());
+    const char * w = whisper_audio_stream_warning(s);
+    std::string warning = w ? w : "";
+    whisper_audio_stream_close(s);
+    return {n, warning};
+}
+
+TEST_CASE("hardening: a WAV, FLAC or MP3 cut short (or a FLAC longer than its header) decodes what is there, with a warning") {
+    const std::string dir = test_tmp("cut");
+    REQUIRE(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
+    // WAV: the data chunk says 7.016 s, the file holds about 3 s (0.94 s decoded, no word)
+    const std::vector<uint8_t> wav = read_bytes(test_data("audio/speech_16k.wav"));
+    write_bytes(dir + "/cut.wav", std::vector<uint8_t>(wav.begin(), wav.begin() + 100044));
+    auto r = stream_to_end(dir + "/cut.wav");
+    CHECK(r.first == 50000);
+    CHECK(r.second == dir + "/cut.wav: the input ends after 3.125 s of audio, but its header says 7.016 s (cut short?); "
+                            "decoded what is there");
+    auto [n_whole, none] = stream_to_end(test_data("audio/speech_16k.wav"));
+    CHECK(n_whole == 112259);
+    CHECK(none.empty());
+#ifdef WHISPER_AUDIO_FLAC
+    // FLAC: STREAMINFO's total (36 bits at byte 21) a quarter of the audio (cut silently to it),
+    // three times it (an error), and a file cut in half (an error)
+    const std::vector<uint8_t> flac = read_bytes(test_data("audio/speech_44k1_stereo_1s.flac"));
+    REQUIRE(flac.size() > 1000);
+    uint64_t bits = 0;
+    for (int i = 0; i < 8; i++) bits = bits << 8 | flac[18 + i];
+    const uint64_t total = bits & ((1ull << 36) - 1);
+    REQUIRE(total == 44100);
+    for (uint64_t said : {total / 4, total * 3}) {
+        std::vector<uint8_t> b = flac;
+        const uint64_t patched = (bits & ~((1ull << 36) - 1)) | said;
+        for (int i = 0; i < 8; i++) b[18 + i] = (uint8_t)(patched >> (56 - 8 * i));
+        write_bytes(dir + "/said.flac", b);
+        CAPTURE(said);
+        r = stream_to_end(dir + "/said.flac");
+        CHECK(r.first == 16000);                                    // the whole second, either way
+        CHECK(r.second.find(said < total ? "holds 1.000 s of audio, more than the 0.250 s its header says; decoded all of it"
+                                         : "ends after 1.000 s of audio, but its header says 3.000 s") != std::string::npos);
+    }
+    write_bytes(dir + "/cut.flac", std::vector<uint8_t>(flac.begin(), flac.begin() + flac.size() / 2));
+    r = stream_to_end(dir + "/cut.flac");
+    CHECK(r.first > 1000);
+    CHECK(r.first < 16000);
+    CHECK(r.second.find("but its header says 1.000 s (cut short?); decoded what is there") != std::string::npos);
+#endif
+#ifdef WHISPER_AUDIO_MP3
+    // MP3 with a LAME tag of 7.016 s, cut in half (an error)
+    const std::vector<uint8_t> mp3 = read_bytes(test_data("audio/speech_44k1_stereo.mp3"));
+    write_bytes(dir + "/cut.mp3", std::vector<uint8_t>(mp3.begin(), mp3.begin() + mp3.size() / 2));
+    r = stream_to_end(dir + "/cut.mp3");
+    CHECK(r.first > 16000);
+    CHECK(r.second.find("but its header says 7.016 s (cut short?)") != std::string::npos);
+#endif
+    REQUIRE(system(("rm -rf " + dir).c_str()) == 0);
+}
