@@ -4034,6 +4034,11 @@ const char * whisper_audio_encoder_backend(const whisper_audio_encoder * enc) {
     return vt_backend_name(enc->backend);
 }
 
+int whisper_audio_encoder_n_threads(const whisper_audio_encoder * enc) {
+    if (!enc) { wa_set_error("%s: no encoder", __func__); return 0; }
+    return enc->params.n_threads;
+}
+
 size_t whisper_audio_encoder_memory(const whisper_audio_encoder * enc) {
     if (!enc) { wa_set_error("%s: no encoder", __func__); return 0; }
     return vt_backend_allocated_bytes(enc->backend);

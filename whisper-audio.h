@@ -201,6 +201,9 @@ whisper_audio_encoder * whisper_audio_encoder_init(const whisper_audio_model * m
                                                    whisper_audio_encoder_params params);
 void         whisper_audio_encoder_free(whisper_audio_encoder * enc);
 const char * whisper_audio_encoder_backend(const whisper_audio_encoder * enc); // "cpu", "cuda (...)"
+// The CPU threads the encoder uses: params.n_threads as resolved (<= 0 or more than the
+// hardware runs: the hardware's count).
+int whisper_audio_encoder_n_threads(const whisper_audio_encoder * enc);
 size_t       whisper_audio_encoder_memory(const whisper_audio_encoder * enc);  // backend bytes
 
 // ---- windows, positions, pooling: the rules that turn audio into rows -------------

@@ -740,7 +740,8 @@ struct job {
     whisper_audio_model * model;
     std::vector<whisper_audio_encoder *> encs;   // one per device
     whisper_audio_pipeline * pipe = nullptr;
-    int n_threads = 0;
+    int n_threads = 0;                           // the CPU threads used (the encoder's own count)
+    std::string dtype;                           // the compute type used: f32 on the CPU
     std::vector<input> inputs;
     bool per_file = false;
     std::vector<std::string> out_names;          // per input, with per_file
@@ -1089,12 +1090,37 @@ void job::abandon() {
 // main
 // =====================================================================================
 
+// The length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlongs, no
+// surrogates, at most U+10FFFF), or 0.
+static size_t utf8_length(const std::string & s, size_t i) {
+    const unsigned char c = (unsigned char)s[i];
+    const size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return 0;
+    uint32_t cp = n == 1 ? c : c & (0x7f >> n);
+    for (size_t k = 1; k < n; k++) {
+        const unsigned char d = (unsigned char)s[i + k];
+        if ((d >> 6) != 2) return 0;
+        cp = cp << 6 | (d & 0x3f);
+    }
+    static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < least[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+    return n;
+}
+
+// A JSON string's contents. A byte that is not part of well-formed UTF-8 (a file name in
+// another encoding) becomes \udcXX, as Python's os.fsdecode has it (surrogateescape), so the
+// JSON stays valid and os.fsencode gives the name's bytes back.
 static std::string json_escape(const std::string & s) {
     std::string o;
-    for (char c : s) {
+    for (size_t i = 0; i < s.size();) {
+        const char c = s[i];
+        const size_t n = utf8_length(s, i);
+        char b[8];
+        if (n == 0) { snprintf(b, sizeof(b), "\\udc%02x", (unsigned char)c); o += b; i++; continue; }
         if (c == '"' || c == '\\') { o += '\\'; o += c; }
-        else if ((unsigned char)c < 0x20) { char b[8]; snprintf(b, sizeof(b), "\\u%04x", c); o += b; }
-        else o += c;
+        else if ((unsigned char)c < 0x20 || c == 0x7f) { snprintf(b, sizeof(b), "\\u%04x", (unsigned char)c); o += b; }
+        else o.append(s, i, n);
+        i += n;
     }
     return o;
 }
@@ -1144,7 +1170,7 @@ static void print_summary(const job & j, FILE * human, double load_ms, double in
     printf(" \"settings\": {\"layer\": %d, \"final_ln\": %s, \"pool\": %s, \"no_pad\": %s, \"batch\": %d, \"device\": \"%s\", "
            "\"dtype\": \"%s\", \"threads\": %d, \"projector\": %s, \"tokens\": %s},\n",
            p.layer, p.final_ln && p.layer < 0 ? "true" : "false", p.pool_mean ? "\"mean\"" : "null", p.no_pad ? "true" : "false",
-           p.batch, p.device.c_str(), p.dtype.c_str(), j.n_threads,
+           p.batch, p.device.c_str(), json_escape(j.dtype).c_str(), j.n_threads,
            hp.projector == WHISPER_AUDIO_PROJECTOR_NONE ? "null" : ("\"" + std::string(projector_name(hp.projector)) + "\"").c_str(),
            j.tokens && p.projector ? "true" : "false");
     printf(" \"files\": [");
@@ -1263,9 +1289,11 @@ static int run_main(const params & p) {
         ok = ok && (j.tokens || j.start());        // the pipeline: its buffers, its graphs captured
         j.pipeline_ms = ms_since(t_pipe);
         init_ms = ms_since(t0);
-        j.n_threads = ep.n_threads;
+        // what runs, not what was asked: threads as the encoder capped them, f32 on the CPU
+        j.n_threads = ok ? whisper_audio_encoder_n_threads(j.encs[0]) : ep.n_threads;
+        j.dtype = ok && strcmp(whisper_audio_encoder_backend(j.encs[0]), "cpu") == 0 ? "f32" : p.dtype;
         if (ok && strcmp(whisper_audio_encoder_backend(j.encs[0]), "cpu") == 0) {
-            fprintf(stderr, "main: backend cpu, %d threads, batch %d\n", ep.n_threads, ep.max_batch);
+            fprintf(stderr, "main: backend cpu, %d threads, batch %d\n", j.n_threads, ep.max_batch);
         } else if (ok) {
             std::string devices;
             for (int g : gpus) devices += (devices.empty() ? "" : ",") + std::to_string(g);

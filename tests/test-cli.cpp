@@ -804,3 +804,25 @@ TEST_CASE("main: a file cut short is encoded as far as it goes, with one warning
     r = run_main("-m " + MODEL + " --device cpu --no-progress -f " + SPEECH + " -o " + d + "/whole.npy");
     CHECK(r.output.find("warning") == std::string::npos);
 }
+
+TEST_CASE("main --json: valid JSON for a name that is not UTF-8; the threads used; f32 on the CPU") {
+    const scratch sd("json");
+    const std::string & d = sd.dir;
+    const std::string odd = d + "/caf\xe9-\xff.wav";                    // Latin-1 bytes, and one no encoding has
+    copy_file(SPEECH, odd);
+    const std::string check = d + "/check.py";
+    const std::string py = "import json, os, sys\n"
+                           "d = json.load(sys.stdin)\n"
+                           "print('path-ok' if os.fsencode(d['files'][0]['path']) == sys.argv[1].encode('latin-1') else 'path-bad')\n"
+                           "print('threads', d['settings']['threads'], 'dtype', d['settings']['dtype'])\n";
+    write_bytes(check, std::vector<uint8_t>(py.begin(), py.end()));
+    run_result r = run_shell(main_bin() + " -m " + MODEL + " --device cpu -t 4096 --no-progress -f '" + odd + "' --json 2>/dev/null | python3 " +
+                             check + " \"$(printf '%s' '" + odd + "' | python3 -c 'import sys; print(sys.stdin.buffer.read().decode(\"latin-1\"), end=\"\")')\"");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("path-ok") != std::string::npos);
+    const long hw = sysconf(_SC_NPROCESSORS_ONLN);
+    CHECK(r.output.find("threads " + std::to_string(hw) + " dtype f32") != std::string::npos);
+    r = run_main("-m " + MODEL + " --device cpu -t 4096 --no-progress -f " + SPEECH);
+    CHECK(r.output.find("main: backend cpu, " + std::to_string(hw) + " threads") != std::string::npos);
+}
