@@ -553,6 +553,8 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
     uint32_t alignment = 32;
     std::map<std::string, uint32_t> u32;
     std::map<std::string, float> f32;
+    std::map<std::string, uint32_t> wrong_type;       // keys we read, stored with another GGUF type
+    bool has_arch = false;
     auto is_ours = [](const std::string & k) {
         return k.rfind("whisper.encoder.", 0) == 0 || k.rfind("whisper.projector.", 0) == 0 || k.rfind("clip.audio.", 0) == 0;
     };
@@ -564,7 +566,8 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
         const std::string key = r.get_string(GGUF_MAX_KEY);
         const uint32_t type = r.get<uint32_t>();
         if (!r.ok) break;
-        if (key == "general.architecture" && type == GGUF_STRING) arch = r.get_string();
+        const bool is_string_key = key == "general.architecture" || key == "whisper.projector.type" || key == "clip.projector_type";
+        if (key == "general.architecture" && type == GGUF_STRING) { arch = r.get_string(); has_arch = true; }
         else if (key == "general.alignment" && type == GGUF_UINT32) alignment = r.get<uint32_t>();
         else if ((key == "whisper.projector.type" || key == "clip.projector_type") && type == GGUF_STRING) {
             proj_type = r.get_string();
@@ -573,10 +576,31 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
         else if (is_eps(key) && type == GGUF_FLOAT32) f32[key] = r.get<float>();
         else if (is_eps(key)) { wa_set_error("%s: %s has GGUF type %u, not float32 (6)", path, key.c_str(), type); return false; }
         else if (is_ours(key) && type == GGUF_UINT32) u32[key] = r.get<uint32_t>();
-        else r.skip(type);
+        else {
+            if (is_string_key || is_ours(key) || key == "general.alignment") wrong_type[key] = type;
+            r.skip(type);
+        }
     }
     if (!r.ok) { wa_set_error("%s: truncated or corrupt GGUF key/value section", path); return false; }
+    // a key this reader needs that is absent, or there of another type (which says so)
+    auto missing = [&](const char * key, const char * want) {
+        auto it = wrong_type.find(key);
+        if (it != wrong_type.end()) wa_set_error("%s: key %s has GGUF type %u, not %s", path, key, it->second, want);
+        else wa_set_error("%s: missing key %s (%s)", path, key, want);
+        return false;
+    };
+    if (!has_arch) {
+        if (wrong_type.count("general.architecture")) return missing("general.architecture", "string (8)");
+        wa_set_error("%s: no general.architecture key (%llu key%s): not a whisper-audio or llama.cpp mmproj model", path,
+                     (unsigned long long)n_kv, n_kv == 1 ? "" : "s");
+        return false;
+    }
     m->mmproj = arch == "clip";
+    if (arch.find('\0') != std::string::npos || proj_type.find('\0') != std::string::npos) {
+        wa_set_error("%s: %s holds a NUL byte", path, arch.find('\0') != std::string::npos ? "general.architecture"
+                     : m->mmproj ? "clip.projector_type" : "whisper.projector.type");
+        return false;
+    }
     if (arch != "whisper" && !m->mmproj) {
         wa_set_error("%s: general.architecture is '%s', expected 'whisper' (or 'clip': a llama.cpp mmproj file)", path,
                      arch.c_str());
@@ -607,7 +631,7 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
     };
     for (auto & k : keys) {
         auto it = u32.find(k.key);
-        if (it == u32.end()) { wa_set_error("%s: missing key %s (uint32)", path, k.key); return false; }
+        if (it == u32.end()) return missing(k.key, "uint32 (4)");
         if (it->second < (uint32_t)k.lo || it->second > (uint32_t)k.hi) {
             wa_set_error("%s: %s = %u is outside [%d, %d]", path, k.key, it->second, k.lo, k.hi);
             return false;
@@ -633,7 +657,8 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
     const char * type_key = mm ? "clip.projector_type" : "whisper.projector.type";
     hp.projector = WHISPER_AUDIO_PROJECTOR_NONE;
     hp.stack_factor = 1;
-    if (mm && !has_proj_type) { wa_set_error("%s: missing key %s (string)", path, type_key); return false; }
+    if (mm && !has_proj_type) return missing(type_key, "string (8)");
+    if (!has_proj_type && wrong_type.count(type_key)) return missing(type_key, "string (8)");
     if (has_proj_type) {
         bool known = false;
         for (const auto & p : PROJECTORS)
@@ -646,12 +671,12 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
         const char * llm_key = mm ? "clip.audio.projection_dim" : "whisper.projector.embedding_length";
         const char * stack_key = mm ? "clip.audio.projector.stack_factor" : "whisper.projector.stack_factor";
         auto it = u32.find(llm_key);
-        if (it == u32.end()) { wa_set_error("%s: missing key %s (uint32)", path, llm_key); return false; }
+        if (it == u32.end()) return missing(llm_key, "uint32 (4)");
         if (it->second < 1 || it->second > 65536) { wa_set_error("%s: %s = %u is outside [1, 65536]", path, llm_key, it->second); return false; }
         hp.n_llm = (int)it->second;
         if (hp.projector != WHISPER_AUDIO_PROJECTOR_QWEN2A) {
             it = u32.find(stack_key);
-            if (it == u32.end()) { wa_set_error("%s: missing key %s (uint32)", path, stack_key); return false; }
+            if (it == u32.end()) return missing(stack_key, "uint32 (4)");
             if (it->second < 1 || it->second > 64) { wa_set_error("%s: %s = %u is outside [1, 64]", path, stack_key, it->second); return false; }
             hp.stack_factor = (int)it->second;
             if (hp.projector == WHISPER_AUDIO_PROJECTOR_VOXTRAL && hp.n_ctx % hp.stack_factor != 0) {
@@ -1513,6 +1538,29 @@ static bool model_read(whisper_audio_model * m, int fd) {
     char magic[sizeof(CT2_MAGIC)];                        // a CTranslate2 model.bin, by content (any version)
     if (m->file_size >= sizeof(magic) && read_at(m, fd, magic, sizeof(magic), 0) && memcmp(magic + 4, CT2_MAGIC + 4, sizeof(magic) - 4) == 0)
         return ct2_model_read(m, fd);
+    // another CTranslate2 spec (a translation model, a cut header): said as such, not as a bad GGUF
+    uint8_t h[6 + 64] = {};
+    const size_t have = std::min(m->file_size, sizeof(h));
+    if (!read_at(m, fd, h, have, 0)) return false;
+    const size_t base = m->path.rfind('/') == std::string::npos ? 0 : m->path.rfind('/') + 1;
+    const bool named_ct2 = m->path.compare(base, std::string::npos, "model.bin") == 0;
+    const uint32_t version = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
+    const size_t len = have >= 6 ? (size_t)(h[4] | h[5] << 8) : 0;
+    if (version >= 1 && version < 100 && len >= 6 && 6 + len <= have && h[6 + len - 1] == 0) {
+        const std::string spec((const char *)h + 6, len - 1);
+        bool word = spec.size() > 4 && spec.compare(spec.size() - 4, 4, "Spec") == 0;
+        for (char c : spec) word = word && (isalnum((unsigned char)c) || c == '_');
+        if (word) {
+            wa_set_error("%s: a CTranslate2 model of spec %s (binary version %u), not a Whisper one (WhisperSpec)",
+                         m->path.c_str(), spec.c_str(), version);
+            return false;
+        }
+    }
+    if (named_ct2 && m->file_size < sizeof(CT2_MAGIC)) {
+        wa_set_error("%s: %zu bytes: too short for a CTranslate2 model.bin (its header alone is %zu bytes)", m->path.c_str(),
+                     m->file_size, sizeof(CT2_MAGIC));
+        return false;
+    }
     std::vector<uint8_t> head;
     for (size_t have = std::min<size_t>(m->file_size, 1u << 20);; have = std::min<size_t>(m->file_size, have * 4)) {
         head.resize(have);
@@ -2567,17 +2615,22 @@ static int64_t wav_stream_block(whisper_audio_stream * s) {
 
 // ---- Ogg ----------------------------------------------------------------------------
 
-// The codec of an Ogg stream, from the first packet of its first page; NULL when unknown.
+// The codec of an Ogg stream, from the first packet of its first page; NULL when unknown,
+// "" when the input ends before a byte of that packet. An input cut inside the packet's
+// signature is taken for the codec whose signature it begins (a cut Opus file is a cut Opus
+// file, not "not Vorbis").
 static const char * ogg_sniff_codec(const uint8_t * p, size_t size) {
-    if (size < 27 || !wav_id(p, "OggS")) return NULL;
+    if (size < 4 || !wav_id(p, "OggS")) return NULL;
+    if (size < 27 || size <= 27 + (size_t) p[26]) return "";
     const size_t body = 27 + (size_t) p[26];   // after the segment table
-    if (size < body + 8) return NULL;
     const uint8_t * q = p + body;
-    if (memcmp(q, "\x01vorbis", 7) == 0)  return "Vorbis";
-    if (memcmp(q, "OpusHead", 8) == 0)    return "Opus";
-    if (memcmp(q, "\x7f" "FLAC", 5) == 0) return "FLAC";
-    if (memcmp(q, "Speex   ", 8) == 0)    return "Speex";
-    if (memcmp(q, "\x80theora", 7) == 0)  return "Theora (video)";
+    const size_t have = size - body;
+    static const struct { const char * sig; size_t len; const char * codec; } SIGS[] = {
+        {"\x01vorbis", 7, "Vorbis"}, {"OpusHead", 8, "Opus"}, {"\x7f" "FLAC", 5, "FLAC"}, {"Speex   ", 8, "Speex"},
+        {"\x80theora", 7, "Theora (video)"},
+    };
+    for (const auto & k : SIGS)
+        if (memcmp(q, k.sig, std::min(have, k.len)) == 0) return k.codec;
     return NULL;
 }
 
@@ -3068,7 +3121,12 @@ static void wa_stream_free(whisper_audio_stream * s) {
 static bool ogg_open(whisper_audio_stream * s) {
     const char * name = s->name.c_str();
     wa_reader & r = s->rd;
-    const char * codec = ogg_sniff_codec(r.p + r.pos, rd_fill(r, 27 + 255 + 8));
+    const size_t have = rd_fill(r, 27 + 255 + 8);
+    const char * codec = ogg_sniff_codec(r.p + r.pos, have);
+    if (codec && !*codec) {
+        return wav_fail(name, "truncated Ogg file: the input ends after %zu bytes, inside its first page; if it is audio, %s",
+            have, WAV_FFMPEG_HINT);
+    }
     if (codec && strcmp(codec, "Opus") == 0) {
 #ifdef WHISPER_AUDIO_OPUS
         return opus_stream_open(s);
@@ -3110,7 +3168,8 @@ static bool id3_skip(whisper_audio_stream * s) {
         }
         const uint64_t size = 10 + ((uint64_t) h[6] << 21 | h[7] << 14 | h[8] << 7 | h[9]) + (h[5] & 0x10 ? 10 : 0);
         if (rd_skip(r, size) < size) {
-            return wav_fail(name, "truncated MP3 file: the input ends inside its ID3 tag (%llu bytes); if it is audio, %s",
+            return wav_fail(name, "truncated file: the input ends inside its ID3v2 tag (%llu bytes), before the MP3 or "
+                "FLAC audio after it; if it is audio, %s",
                 (unsigned long long) size, WAV_FFMPEG_HINT);
         }
     }

@@ -120,7 +120,8 @@ static bool parse_int(const char * s, int lo, int hi, int * out) {
     return true;
 }
 
-// One path per line; blank lines and lines starting with '#' are skipped.
+// One path per line, as it is (blanks at its end are part of the name; a CR before the LF is
+// not); lines of blanks alone and lines starting with '#' are skipped.
 static bool read_list(const char * path, std::vector<std::string> & files) {
     FILE * f = fopen(path, "r");
     if (!f) { fprintf(stderr, "error: cannot open list '%s': %s\n", path, strerror(errno)); return false; }
@@ -129,8 +130,9 @@ static bool read_list(const char * path, std::vector<std::string> & files) {
     ssize_t n;
     while ((n = getline(&line, &cap, f)) >= 0) {
         std::string s(line, (size_t)n);
-        while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
-        if (!s.empty() && s[0] != '#') files.push_back(s);
+        if (!s.empty() && s.back() == '\n') s.pop_back();
+        if (!s.empty() && s.back() == '\r') s.pop_back();
+        if (s.find_first_not_of(" \t") != std::string::npos && s[0] != '#') files.push_back(s);
     }
     const bool ok = !ferror(f);
     if (!ok) fprintf(stderr, "error: reading list '%s' failed: %s\n", path, strerror(errno));

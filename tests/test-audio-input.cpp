@@ -628,7 +628,7 @@ TEST_CASE("mp3: hostile headers, ID3 tags and truncation fail with a clear messa
     ai_fails_with({ 0xFF, 0xFB, 0x90, 0x64, 1, 2, 3, 4, 5, 6, 7, 8 }, { "not a valid MP3 stream", "ffmpeg" });
     ai_fails_with({ 'I', 'D', '3', 4, 0, 0, 0, 0, 0, 0 }, { "ID3", "neither MP3 nor FLAC", "ffmpeg" });
     ai_fails_with({ 'I', 'D', '3', 4, 0, 0, 0, 0, 0, 2, 0, 0, 'x', 'y', 'z', '!' }, { "neither MP3 nor FLAC" });
-    ai_fails_with({ 'I', 'D', '3', 4, 0, 0, 0x7F, 0x7F, 0x7F, 0x7F, 0, 0 }, { "truncated MP3 file", "inside its ID3 tag" });
+    ai_fails_with({ 'I', 'D', '3', 4, 0, 0, 0x7F, 0x7F, 0x7F, 0x7F, 0, 0 }, { "truncated file", "inside its ID3v2 tag" });
     ai_fails_with({ 'I', 'D', '3', 4, 0, 0, 0x80, 0, 0, 0, 0, 0 }, { "ID3", "corrupt", "ffmpeg" });
     ai_fails_with({ 'I', 'D', '3', 4 }, { "MP3", "truncated", "ffmpeg" });
     // cut inside the audio: what is there is decoded (the LAME tag's length is in the stream's

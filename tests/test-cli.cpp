@@ -826,3 +826,15 @@ TEST_CASE("main --json: valid JSON for a name that is not UTF-8; the threads use
     r = run_main("-m " + MODEL + " --device cpu -t 4096 --no-progress -f " + SPEECH);
     CHECK(r.output.find("main: backend cpu, " + std::to_string(hw) + " threads") != std::string::npos);
 }
+
+TEST_CASE("main --list: blanks at the end of a line are part of the file name") {
+    const scratch sd("listblank");
+    const std::string & d = sd.dir;
+    copy_file(SPEECH, d + "/x.wav ");
+    const std::string list = d + "/x.wav \n\n   \n# note\n";
+    write_bytes(d + "/list.txt", std::vector<uint8_t>(list.begin(), list.end()));
+    run_result r = run_main("-m " + MODEL + " --device cpu --no-progress --list " + d + "/list.txt -o " + d + "/x.npy");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("'" + d + "/x.wav ': wav pcm s16") != std::string::npos);
+}

@@ -768,3 +768,70 @@ TEST_CASE("hardening: a WAV, FLAC or MP3 cut short (or a FLAC longer than its he
 #endif
     REQUIRE(system(("rm -rf " + dir).c_str()) == 0);
 }
+
+TEST_CASE("hardening: model messages name the file and the field (issue 23, item 19)") {
+    // no keys at all: "architecture is ''"
+    {
+        gguf_file f = tiny_model();
+        f.kv.b.clear();
+        f.n_kv = 0;
+        check_refused(f, "no general.architecture key (0 keys)");
+    }
+    // a key of the wrong type: "missing key"
+    {
+        gguf_file f = tiny_model();
+        const char key[] = "whisper.encoder.block_count";
+        auto it = std::search(f.kv.b.begin(), f.kv.b.end(), key, key + strlen(key));
+        REQUIRE(it != f.kv.b.end());
+        *(it + strlen(key)) = 5;                                      // its type: int32, not uint32
+        check_refused(f, "key whisper.encoder.block_count has GGUF type 5, not uint32 (4)");
+    }
+    // a projector type with a NUL inside: the message showed 'qwen2a'
+    {
+        gguf_file f = tiny_model();
+        f.string("whisper.projector.type", std::string("qwen2a\0junk", 11));
+        check_refused(f, "whisper.projector.type holds a NUL byte");
+    }
+    // CTranslate2: a model.bin under 18 bytes, or of another spec, was "not a GGUF model"
+    const std::string dir = test_tmp("ct2-msg");
+    REQUIRE(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
+    write_bytes(dir + "/model.bin", {6, 0, 0, 0, 12, 0, 'W', 'h', 'i', 's'});
+    whisper_audio_model * m = whisper_audio_model_load(dir.c_str());
+    CHECK(m == nullptr);
+    CHECK_MESSAGE(std::string(whisper_audio_last_error()).find("10 bytes: too short for a CTranslate2 model.bin") != std::string::npos,
+                  whisper_audio_last_error());
+    wav_bytes t;
+    t.u32(6).u16(16);
+    for (char c : std::string("TransformerSpec")) t.u8((uint8_t)c);
+    t.u8(0).u32(1).u32(0).u32(0);
+    write_bytes(dir + "/model.bin", t.b);
+    m = whisper_audio_model_load(dir.c_str());
+    CHECK(m == nullptr);
+    CHECK_MESSAGE(std::string(whisper_audio_last_error()).find("a CTranslate2 model of spec TransformerSpec (binary version 6), not a "
+                                                               "Whisper one") != std::string::npos, whisper_audio_last_error());
+    REQUIRE(system(("rm -rf " + dir).c_str()) == 0);
+}
+
+TEST_CASE("hardening: audio messages say what the file is (issue 23, item 19)") {
+#ifdef WHISPER_AUDIO_OPUS
+    // an Opus file cut at 30 bytes was "not a valid Ogg Vorbis stream"
+    const std::vector<uint8_t> opus = read_bytes(test_data("audio/speech_16k.opus"));
+    decoded_audio a = decode_memory(std::vector<uint8_t>(opus.begin(), opus.begin() + 30));
+    CHECK_FALSE(a.ok);
+    CHECK_MESSAGE(a.error.find("Ogg Opus") != std::string::npos, a.error);
+    CHECK(a.error.find("Vorbis") == std::string::npos);
+    a = decode_memory(std::vector<uint8_t>(opus.begin(), opus.begin() + 20));
+    CHECK_MESSAGE(a.error.find("truncated Ogg file: the input ends after 20 bytes, inside its first page") != std::string::npos, a.error);
+#endif
+#ifdef WHISPER_AUDIO_FLAC
+    // a FLAC behind an ID3v2 tag that the input ends inside was a "truncated MP3 file"
+    std::vector<uint8_t> b = {'I', 'D', '3', 4, 0, 0, 0x7f, 0x7f, 0x7f, 0x7f};
+    const std::vector<uint8_t> flac = read_bytes(test_data("audio/speech_44k1_stereo_1s.flac"));
+    b.insert(b.end(), flac.begin(), flac.end());
+    a = decode_memory(b);
+    CHECK_FALSE(a.ok);
+    CHECK_MESSAGE(a.error.find("the input ends inside its ID3v2 tag (268435465 bytes), before the MP3 or FLAC audio") != std::string::npos,
+                  a.error);
+    CHECK(a.error.find("MP3 file") == std::string::npos);
+#endif
+}
