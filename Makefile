@@ -71,6 +71,15 @@ all: main bench $(BUILD)/test-all $(BUILD)/libwhisper-audio.so $(BUILD)/libwhisp
 
 # one apt-get for whatever is missing (each audio library unless OGG=0, FLAC=0, ... was asked for)
 WANT = $(if $(filter command line environment,$(origin $(1))),$($(1)),1)
+# apt-get that waits while another apt-get or dpkg holds its lock (another checkout's make deps,
+# unattended upgrades) rather than failing at once: dpkg's lock through apt's own
+# -o DPkg::Lock::Timeout, the lists lock of apt-get update by retrying; up to APT_WAIT seconds
+APT_WAIT ?= 900
+APT_GET = wait_apt() { t=0; while :; do out=$$("$$@" 2>&1) && { [ -z "$$out" ] || echo "$$out"; return 0; }; s=$$?; \
+	case "$$out" in *"Could not get lock"*|*"Unable to lock"*|*"Unable to acquire"*) ;; *) echo "$$out" >&2; return $$s;; esac; \
+	[ $$t -lt $(APT_WAIT) ] || { echo "$$out" >&2; return $$s; }; \
+	[ $$t -gt 0 ] || echo "waiting (up to $(APT_WAIT) s) for another apt-get or dpkg to release its lock"; \
+	sleep 5; t=$$((t + 5)); done; }; wait_apt $(SUDO) apt-get -o DPkg::Lock::Timeout=$(APT_WAIT)
 deps:
 	@missing=""; \
 	command -v python3 >/dev/null || missing="$$missing python3"; \
@@ -83,7 +92,7 @@ deps:
 	[ -f /usr/include/FLAC/stream_decoder.h ] || [ "$(call WANT,FLAC)" = 0 ] || missing="$$missing libflac-dev"; \
 	[ -n "$$(ls /usr/include/mpg123.h /usr/include/*/mpg123.h 2>/dev/null)" ] || [ "$(call WANT,MP3)" = 0 ] || missing="$$missing libmpg123-dev"; \
 	[ -f /usr/include/opus/opusfile.h ] || [ "$(call WANT,OPUS)" = 0 ] || missing="$$missing libopusfile-dev"; \
-	if [ -n "$$missing" ]; then echo "installing:$$missing"; $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; fi
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; $(APT_GET) update -qq && $(APT_GET) install -y -qq $$missing; fi
 
 $(BUILD):
 	mkdir -p $@
@@ -148,6 +157,7 @@ test-run: $(BUILD)/main $(BUILD)/test-all $(TEST_MODELS) test-embed
 	WA_MAIN=$(BUILD)/main $(BUILD)/test-all
 	WA_MAIN=$(BUILD)/main python3 tests/test-real-weights.py
 	$(if $(filter 1,$(SANITIZE)),,BUILD=$(BUILD) tests/test-install.sh)
+	tests/test-deps.sh
 	$(MAKE) test-python
 
 # The Python package in a virtual environment (Debian's python3 refuses system-wide pip
@@ -237,7 +247,7 @@ FUZZ_LDLIBS   = -pthread $(AUDIO_LIBS)
 
 .PHONY: fuzz fuzz-deps
 fuzz-deps:
-	@command -v $(FUZZ_CXX) >/dev/null || { echo "installing clang"; $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq clang; }
+	@command -v $(FUZZ_CXX) >/dev/null || { echo "installing clang"; $(APT_GET) update -qq && $(APT_GET) install -y -qq clang; }
 
 $(FUZZ_BUILD)/%.o: %.cpp vt.h whisper-audio.h | fuzz-deps
 	@mkdir -p $(FUZZ_BUILD)
