@@ -73,6 +73,15 @@ all: main bench $(BUILD)/test-all $(BUILD)/libwhisper-audio.so $(BUILD)/libwhisp
 
 # one apt-get for whatever is missing (each audio library unless OGG=0, FLAC=0, ... was asked for)
 WANT = $(if $(filter command line environment,$(origin $(1))),$($(1)),1)
+# apt-get that waits while another apt-get or dpkg holds its lock (another checkout's make deps,
+# unattended upgrades) rather than failing at once: dpkg's lock through apt's own
+# -o DPkg::Lock::Timeout, the lists lock of apt-get update by retrying; up to APT_WAIT seconds
+APT_WAIT ?= 900
+APT_GET = wait_apt() { t=0; while :; do out=$$("$$@" 2>&1) && { [ -z "$$out" ] || echo "$$out"; return 0; }; s=$$?; \
+	case "$$out" in *"Could not get lock"*|*"Unable to lock"*|*"Unable to acquire"*) ;; *) echo "$$out" >&2; return $$s;; esac; \
+	[ $$t -lt $(APT_WAIT) ] || { echo "$$out" >&2; return $$s; }; \
+	[ $$t -gt 0 ] || echo "waiting (up to $(APT_WAIT) s) for another apt-get or dpkg to release its lock"; \
+	sleep 5; t=$$((t + 5)); done; }; wait_apt $(SUDO) apt-get -o DPkg::Lock::Timeout=$(APT_WAIT)
 deps:
 	@missing=""; \
 	command -v python3 >/dev/null || missing="$$missing python3"; \
@@ -82,7 +91,7 @@ deps:
 	[ -f /usr/include/doctest/doctest.h ] || [ -f .deps/doctest/doctest.h ] || missing="$$missing doctest-dev"; \
 	[ -f /usr/include/stb/stb_image_write.h ] || [ -f .deps/stb/stb_image_write.h ] || missing="$$missing libstb-dev"; \
 	$(foreach f,$(AUDIO_FORMATS),[ $(call have_header,$($(f)_HEADER)) = 1 ] || [ "$(call WANT,$(f))" = 0 ] || missing="$$missing $($(f)_DEB)"; ) \
-	if [ -n "$$missing" ]; then echo "installing:$$missing"; $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; fi
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; $(APT_GET) update -qq && $(APT_GET) install -y -qq $$missing; fi
 
 $(BUILD):
 	mkdir -p $@
@@ -165,6 +174,7 @@ test-run: $(BUILD)/main $(BUILD)/test-all $(TEST_MODELS) test-embed
 	WA_MAIN=$(BUILD)/main $(BUILD)/test-all
 	WA_MAIN=$(BUILD)/main python3 tests/test-real-weights.py
 	$(if $(filter 1,$(SANITIZE)),,BUILD=$(BUILD) tests/test-install.sh)
+	tests/test-deps.sh
 	$(MAKE) test-python
 
 # The Python package in a virtual environment (Debian's python3 refuses system-wide pip
@@ -254,7 +264,7 @@ FUZZ_LDLIBS   = -pthread $(AUDIO_LIBS)
 
 .PHONY: fuzz fuzz-deps
 fuzz-deps:
-	@command -v $(FUZZ_CXX) >/dev/null || { echo "installing clang"; $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq clang; }
+	@command -v $(FUZZ_CXX) >/dev/null || { echo "installing clang"; $(APT_GET) update -qq && $(APT_GET) install -y -qq clang; }
 
 $(FUZZ_BUILD)/flags: FORCE
 	@mkdir -p $(FUZZ_BUILD); $(call write_if_changed,$@,$(FUZZ_CXX) $(FUZZ_FLAGS) | $(FUZZ_LDLIBS))

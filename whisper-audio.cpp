@@ -5,6 +5,7 @@
 #include "vt.h"
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -19,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -551,6 +553,8 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
     uint32_t alignment = 32;
     std::map<std::string, uint32_t> u32;
     std::map<std::string, float> f32;
+    std::map<std::string, uint32_t> wrong_type;       // keys we read, stored with another GGUF type
+    bool has_arch = false;
     auto is_ours = [](const std::string & k) {
         return k.rfind("whisper.encoder.", 0) == 0 || k.rfind("whisper.projector.", 0) == 0 || k.rfind("clip.audio.", 0) == 0;
     };
@@ -562,7 +566,8 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
         const std::string key = r.get_string(GGUF_MAX_KEY);
         const uint32_t type = r.get<uint32_t>();
         if (!r.ok) break;
-        if (key == "general.architecture" && type == GGUF_STRING) arch = r.get_string();
+        const bool is_string_key = key == "general.architecture" || key == "whisper.projector.type" || key == "clip.projector_type";
+        if (key == "general.architecture" && type == GGUF_STRING) { arch = r.get_string(); has_arch = true; }
         else if (key == "general.alignment" && type == GGUF_UINT32) alignment = r.get<uint32_t>();
         else if ((key == "whisper.projector.type" || key == "clip.projector_type") && type == GGUF_STRING) {
             proj_type = r.get_string();
@@ -571,10 +576,31 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
         else if (is_eps(key) && type == GGUF_FLOAT32) f32[key] = r.get<float>();
         else if (is_eps(key)) { wa_set_error("%s: %s has GGUF type %u, not float32 (6)", path, key.c_str(), type); return false; }
         else if (is_ours(key) && type == GGUF_UINT32) u32[key] = r.get<uint32_t>();
-        else r.skip(type);
+        else {
+            if (is_string_key || is_ours(key) || key == "general.alignment") wrong_type[key] = type;
+            r.skip(type);
+        }
     }
     if (!r.ok) { wa_set_error("%s: truncated or corrupt GGUF key/value section", path); return false; }
+    // a key this reader needs that is absent, or there of another type (which says so)
+    auto missing = [&](const char * key, const char * want) {
+        auto it = wrong_type.find(key);
+        if (it != wrong_type.end()) wa_set_error("%s: key %s has GGUF type %u, not %s", path, key, it->second, want);
+        else wa_set_error("%s: missing key %s (%s)", path, key, want);
+        return false;
+    };
+    if (!has_arch) {
+        if (wrong_type.count("general.architecture")) return missing("general.architecture", "string (8)");
+        wa_set_error("%s: no general.architecture key (%llu key%s): not a whisper-audio or llama.cpp mmproj model", path,
+                     (unsigned long long)n_kv, n_kv == 1 ? "" : "s");
+        return false;
+    }
     m->mmproj = arch == "clip";
+    if (arch.find('\0') != std::string::npos || proj_type.find('\0') != std::string::npos) {
+        wa_set_error("%s: %s holds a NUL byte", path, arch.find('\0') != std::string::npos ? "general.architecture"
+                     : m->mmproj ? "clip.projector_type" : "whisper.projector.type");
+        return false;
+    }
     if (arch != "whisper" && !m->mmproj) {
         wa_set_error("%s: general.architecture is '%s', expected 'whisper' (or 'clip': a llama.cpp mmproj file)", path,
                      arch.c_str());
@@ -605,7 +631,7 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
     };
     for (auto & k : keys) {
         auto it = u32.find(k.key);
-        if (it == u32.end()) { wa_set_error("%s: missing key %s (uint32)", path, k.key); return false; }
+        if (it == u32.end()) return missing(k.key, "uint32 (4)");
         if (it->second < (uint32_t)k.lo || it->second > (uint32_t)k.hi) {
             wa_set_error("%s: %s = %u is outside [%d, %d]", path, k.key, it->second, k.lo, k.hi);
             return false;
@@ -631,7 +657,8 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
     const char * type_key = mm ? "clip.projector_type" : "whisper.projector.type";
     hp.projector = WHISPER_AUDIO_PROJECTOR_NONE;
     hp.stack_factor = 1;
-    if (mm && !has_proj_type) { wa_set_error("%s: missing key %s (string)", path, type_key); return false; }
+    if (mm && !has_proj_type) return missing(type_key, "string (8)");
+    if (!has_proj_type && wrong_type.count(type_key)) return missing(type_key, "string (8)");
     if (has_proj_type) {
         bool known = false;
         for (const auto & p : PROJECTORS)
@@ -644,12 +671,12 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
         const char * llm_key = mm ? "clip.audio.projection_dim" : "whisper.projector.embedding_length";
         const char * stack_key = mm ? "clip.audio.projector.stack_factor" : "whisper.projector.stack_factor";
         auto it = u32.find(llm_key);
-        if (it == u32.end()) { wa_set_error("%s: missing key %s (uint32)", path, llm_key); return false; }
+        if (it == u32.end()) return missing(llm_key, "uint32 (4)");
         if (it->second < 1 || it->second > 65536) { wa_set_error("%s: %s = %u is outside [1, 65536]", path, llm_key, it->second); return false; }
         hp.n_llm = (int)it->second;
         if (hp.projector != WHISPER_AUDIO_PROJECTOR_QWEN2A) {
             it = u32.find(stack_key);
-            if (it == u32.end()) { wa_set_error("%s: missing key %s (uint32)", path, stack_key); return false; }
+            if (it == u32.end()) return missing(stack_key, "uint32 (4)");
             if (it->second < 1 || it->second > 64) { wa_set_error("%s: %s = %u is outside [1, 64]", path, stack_key, it->second); return false; }
             hp.stack_factor = (int)it->second;
             if (hp.projector == WHISPER_AUDIO_PROJECTOR_VOXTRAL && hp.n_ctx % hp.stack_factor != 0) {
@@ -796,6 +823,27 @@ static bool read_at(const whisper_audio_model * m, int fd, void * dst, size_t n,
     return true;
 }
 
+// The layer a tensor's name places it in (prefix "encoder.layers." and "encoder.layers.7.fc1.weight"
+// -> 7), or -1 when the name is not of a layer. An index too large for a long reads as LONG_MAX.
+static long wa_layer_of(const std::string & name, const char * prefix) {
+    const size_t n = strlen(prefix);
+    if (name.compare(0, n, prefix) != 0 || !isdigit((unsigned char)name[n])) return -1;
+    char * end = nullptr;
+    const long il = strtol(name.c_str() + n, &end, 10);
+    return *end == '.' || *end == '/' ? il : -1;
+}
+
+// A tensor of a layer past the hyperparameters' count is an error: the file holds an encoder
+// other than the one they describe, and running the layers they name would truncate it.
+static bool wa_check_layers(const whisper_audio_model * m, const std::string & name, const char * prefix,
+                            const char * file_name, const char * count_key) {
+    const long il = wa_layer_of(name, prefix);
+    if (il < m->hparams.n_layer) return true;
+    wa_set_error("%s: tensor '%s' is of layer %ld, but %s says %d layer%s: a file whose layer count is wrong", m->path.c_str(),
+                 file_name, il, count_key, m->hparams.n_layer, m->hparams.n_layer == 1 ? "" : "s");
+    return false;
+}
+
 // The first of n elements whose exponent bits are all set (NaN or +-inf), or n. A block is
 // scanned without branches, which vectorises; only a block that has one is searched.
 template <typename T> static size_t first_nonfinite(const uint8_t * p, size_t n, T exp_mask) {
@@ -820,6 +868,10 @@ template <typename T> static size_t first_nonfinite(const uint8_t * p, size_t n,
 // the model's own memory and refused when a value is not finite (NaN would reach every
 // output; inf the softmax).
 static bool model_read_weights(whisper_audio_model * m, int fd) {
+    for (const gguf_tensor_info & t : m->tensors)
+        if (!wa_check_layers(m, t.name, "encoder.layers.", wa_file_name(m, t.name.c_str()).c_str(),
+                             m->mmproj ? "clip.audio.block_count" : "whisper.encoder.block_count"))
+            return false;
     std::vector<gguf_tensor_info *> used;
     if (!wa_for_each_tensor(m->hparams.n_layer, [&](const wa_tensor_desc & t, int, const char * name) {
             if (m->mmproj && !t.top && !t.layer) return true;   // the mel bank: computed below
@@ -921,6 +973,8 @@ static const char *   CT2_DTYPE_NAME[CT2_DTYPE_COUNT] = {"float32", "int8", "int
 static const uint32_t CT2_VERSION  = 6;
 static const int      CT2_MAX_RANK = 4;
 static const char     CT2_MAGIC[]  = "\x06\0\0\0\x0c\0WhisperSpec";   // version, spec name's length, spec name + NUL
+// as GGUF's tensor count is (large-v3's model.bin: about 1,300 variables)
+static const uint32_t CT2_MAX_VARS = 65536, CT2_MAX_ALIASES = 65536;
 
 // The CTranslate2 variable of each row of WA_TENSORS ("%d": the layer), row by row. The
 // variable of a fused row is the whole fused tensor (q, k, v as [3d, d]: our own layout),
@@ -988,6 +1042,7 @@ struct ct2_var {
     int rank = 0, dtype = 0;
     uint32_t dims[CT2_MAX_RANK] = {};
     uint64_t offset = 0, bytes = 0;     // the data's place in the file
+    bool alias = false;                 // another name for a variable stored before it
 };
 
 // A bounds-checked cursor over the file through pread: model.bin interleaves the variables'
@@ -1007,8 +1062,9 @@ struct ct2_reader {
     template <typename T> T get() { T v{}; get(&v, sizeof(T)); return v; }
     std::string get_string() {
         const uint16_t n = get<uint16_t>();
+        if (n == 0) return "";                  // no NUL even: the caller says what it wanted
         std::string s(n, '\0');
-        if (n == 0 || !get(&s[0], n) || s.back() != '\0') { ok = false; return ""; }
+        if (!get(&s[0], n) || s.back() != '\0') { ok = false; return ""; }
         s.pop_back();
         return s;
     }
@@ -1033,8 +1089,17 @@ static bool ct2_parse(whisper_audio_model * m, int fd, ct2_vars & vars) {
     r.pos = sizeof(CT2_MAGIC);                              // the spec name: checked by the caller
     r.get<uint32_t>();                                      // spec revision
     const uint32_t n_vars = r.get<uint32_t>();
+    if (r.ok && n_vars > CT2_MAX_VARS) {
+        wa_set_error("%s: %u variables (at most %u)", path, n_vars, CT2_MAX_VARS);
+        return false;
+    }
     for (uint32_t i = 0; i < n_vars && r.ok; i++) {         // each variable takes bytes: the file bounds the loop
         const std::string name = r.get_string();
+        if (r.ok && name.empty()) {
+            wa_set_error("%s: variable %u of %u (at byte %llu) has an empty name: n_vars too large, or a corrupt file", path,
+                         i, n_vars, (unsigned long long)r.pos);
+            return false;
+        }
         ct2_var v;
         v.rank = r.get<uint8_t>();
         if (!r.ok) break;
@@ -1068,12 +1133,18 @@ static bool ct2_parse(whisper_audio_model * m, int fd, ct2_vars & vars) {
         if (!vars.emplace(name, v).second) { wa_set_error("%s: duplicate variable '%s'", path, name.c_str()); return false; }
     }
     const uint32_t n_aliases = r.get<uint32_t>();
+    if (r.ok && n_aliases > CT2_MAX_ALIASES) {
+        wa_set_error("%s: %u aliases (at most %u)", path, n_aliases, CT2_MAX_ALIASES);
+        return false;
+    }
     for (uint32_t i = 0; i < n_aliases && r.ok; i++) {
         const std::string alias = r.get_string(), target = r.get_string();
         if (!r.ok) break;
+        if (alias.empty()) { wa_set_error("%s: alias %u of %u has an empty name: a corrupt file", path, i, n_aliases); return false; }
         const ct2_var * v = ct2_find(vars, target);
         if (!v) { wa_set_error("%s: alias '%s' names '%s', which is not a variable", path, alias.c_str(), target.c_str()); return false; }
-        const ct2_var copy = *v;
+        ct2_var copy = *v;
+        copy.alias = true;
         if (!vars.emplace(alias, copy).second) { wa_set_error("%s: duplicate variable '%s'", path, alias.c_str()); return false; }
     }
     if (!r.ok) { wa_set_error("%s: truncated or corrupt CTranslate2 model (at byte %llu)", path, (unsigned long long)r.pos); return false; }
@@ -1102,6 +1173,15 @@ static bool ct2_hparams(whisper_audio_model * m, int fd, const ct2_vars & vars) 
         if (!ct2_find(vars, name)) break;
     }
     whisper_audio_hparams & hp = m->hparams;
+    hp.n_layer = (int)std::min<int64_t>(n_layer, 256);
+    for (const auto & kv : vars) {                          // a layer after a gap: not one of the encoder's
+        const long il = wa_layer_of(kv.first, "encoder/layer_");
+        if (n_layer <= 256 && il >= n_layer) {
+            wa_set_error("%s: variable '%s' is of layer %ld, but the layers present end at encoder/layer_%d: a layer is "
+                         "missing", path, kv.first.c_str(), il, (int)n_layer - 1);
+            return false;
+        }
+    }
     struct { const char * what; int64_t v; int * dst; int lo, hi; } keys[] = {
         {"n_mels (encoder/conv1/weight's dims[1])", conv1->dims[1], &hp.n_mels, 1, 512},
         {"d_model (encoder/conv1/weight's dims[0])", conv1->dims[0], &hp.n_state, 1, 16384},
@@ -1202,6 +1282,20 @@ static bool ct2_read_weights(whisper_audio_model * m, int fd, const ct2_vars & v
         return true;
     });
     if (!found) return false;
+    // aliases may name one variable for many: the encoder's variables must be backed by the
+    // data the file stores (256 layers aliased to one took 6.4 GB from a 7.5 MB file)
+    std::set<const ct2_var *> distinct;
+    uint64_t used_bytes = 0, stored = 0;
+    for (const use & u : uses)
+        for (const ct2_var * v : {u.v, u.scale})
+            if (v && distinct.insert(v).second) used_bytes += v->bytes;
+    for (const auto & kv : vars) stored += kv.second.alias ? 0 : kv.second.bytes;
+    if (used_bytes > stored) {
+        wa_set_error("%s: the encoder's %d layers take %llu bytes, more than the %llu bytes of data the file stores: "
+                     "aliases stand in for layers the file does not hold", path, hp.n_layer, (unsigned long long)used_bytes,
+                     (unsigned long long)stored);
+        return false;
+    }
 
     // the parts of a fused variable that no row takes (k's bias) must be zero: they are dropped
     std::vector<uint8_t> tmp;
@@ -1421,6 +1515,7 @@ static bool ggml_parse(whisper_audio_model * m, gguf_reader & r, int fd) {
         t.offset = pos + head;
         pos = t.offset + t.bytes;
         auto it = ours.find(t.name);
+        if (it == ours.end() && !wa_check_layers(m, t.name, "encoder.blocks.", t.name.c_str(), "n_audio_layer")) return false;
         if (it == ours.end()) continue;
         t.name = it->second.first;
         for (int d = 0; d < t.n_dims && t.n_dims > it->second.second;)   // dims of 1 beyond ours: [d, 1] is [d]
@@ -1443,6 +1538,29 @@ static bool model_read(whisper_audio_model * m, int fd) {
     char magic[sizeof(CT2_MAGIC)];                        // a CTranslate2 model.bin, by content (any version)
     if (m->file_size >= sizeof(magic) && read_at(m, fd, magic, sizeof(magic), 0) && memcmp(magic + 4, CT2_MAGIC + 4, sizeof(magic) - 4) == 0)
         return ct2_model_read(m, fd);
+    // another CTranslate2 spec (a translation model, a cut header): said as such, not as a bad GGUF
+    uint8_t h[6 + 64] = {};
+    const size_t have = std::min(m->file_size, sizeof(h));
+    if (!read_at(m, fd, h, have, 0)) return false;
+    const size_t base = m->path.rfind('/') == std::string::npos ? 0 : m->path.rfind('/') + 1;
+    const bool named_ct2 = m->path.compare(base, std::string::npos, "model.bin") == 0;
+    const uint32_t version = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
+    const size_t len = have >= 6 ? (size_t)(h[4] | h[5] << 8) : 0;
+    if (version >= 1 && version < 100 && len >= 6 && 6 + len <= have && h[6 + len - 1] == 0) {
+        const std::string spec((const char *)h + 6, len - 1);
+        bool word = spec.size() > 4 && spec.compare(spec.size() - 4, 4, "Spec") == 0;
+        for (char c : spec) word = word && (isalnum((unsigned char)c) || c == '_');
+        if (word) {
+            wa_set_error("%s: a CTranslate2 model of spec %s (binary version %u), not a Whisper one (WhisperSpec)",
+                         m->path.c_str(), spec.c_str(), version);
+            return false;
+        }
+    }
+    if (named_ct2 && m->file_size < sizeof(CT2_MAGIC)) {
+        wa_set_error("%s: %zu bytes: too short for a CTranslate2 model.bin (its header alone is %zu bytes)", m->path.c_str(),
+                     m->file_size, sizeof(CT2_MAGIC));
+        return false;
+    }
     std::vector<uint8_t> head;
     for (size_t have = std::min<size_t>(m->file_size, 1u << 20);; have = std::min<size_t>(m->file_size, have * 4)) {
         head.resize(have);
@@ -1465,7 +1583,8 @@ static whisper_audio_model * model_load(const char * path) {
     const bool is_dir = stat(path, &dir) == 0 && S_ISDIR(dir.st_mode);
     const std::string file = is_dir ? std::string(path) + "/model.bin" : path;
     path = file.c_str();
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO would wait for a writer forever; it is refused below instead
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         wa_set_error("%s: cannot open model file: %s%s", path, strerror(errno),
                      is_dir ? " (a model directory is a CTranslate2 / faster-whisper one: model.bin + config.json)" : "");
@@ -1473,10 +1592,11 @@ static whisper_audio_model * model_load(const char * path) {
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        wa_set_error("%s: not a regular file", path);
+        wa_set_error("%s: not a regular file (a model is a file, or a CTranslate2 directory holding model.bin)", path);
         close(fd);
         return nullptr;
     }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     if (st.st_size == 0) {
         wa_set_error("%s: the model file is empty", path);
         close(fd);
@@ -1552,8 +1672,8 @@ const float * whisper_audio_model_mel_filters(const whisper_audio_model * model)
 // a word, and a NaN, or a value as large as 1e30 (whose power overflows the log-mel's
 // float), makes the encoder's whole window NaN.
 
-static const uint32_t WAV_MIN_SAMPLE_RATE = 1000;
-static const uint32_t WAV_MAX_SAMPLE_RATE = 1000000;
+static const uint32_t WAV_MIN_SAMPLE_RATE = WHISPER_AUDIO_MIN_RATE;
+static const uint32_t WAV_MAX_SAMPLE_RATE = WHISPER_AUDIO_MAX_RATE;
 static const double   WAV_FLOAT_MAX       = 1e4;
 
 static const char * WAV_FFMPEG_HINT =
@@ -2099,8 +2219,12 @@ bool whisper_audio_resample(const float * in, size_t n_in, int rate_in, int rate
         wa_set_error("whisper_audio_resample: invalid argument (in, out and n_out must not be NULL)");
         return false;
     }
-    if (rate_in <= 0 || rate_out <= 0) {
-        wa_set_error("whisper_audio_resample: invalid sample rates %d -> %d Hz (must be positive)", rate_in, rate_out);
+    // the rates every decoder accepts: beyond them the filter's length (taps grow with the
+    // downsampling ratio) and the phase arithmetic have no bound
+    if (rate_in < (int) WAV_MIN_SAMPLE_RATE || rate_in > (int) WAV_MAX_SAMPLE_RATE ||
+        rate_out < (int) WAV_MIN_SAMPLE_RATE || rate_out > (int) WAV_MAX_SAMPLE_RATE) {
+        wa_set_error("whisper_audio_resample: invalid sample rates %d -> %d Hz (each must be %u to %u Hz)", rate_in, rate_out,
+                     WAV_MIN_SAMPLE_RATE, WAV_MAX_SAMPLE_RATE);
         return false;
     }
     if (n_in > (size_t) INT64_MAX / 2) {
@@ -2285,6 +2409,9 @@ struct whisper_audio_stream {
     int         channels = 0;
     int         bits = 0;           // FLAC's bits per sample (0 for the lossy formats)
     int64_t     frames_total = -1;  // the length the header says (FLAC, MP3 with a Xing/LAME tag), or -1
+    int64_t     frames_said = -1;   // a WAV's: its data chunk's size in frames (-1: to the end)
+    bool        cut = false;        // the input ends inside a frame (a FLAC of unknown length)
+    std::string warning;            // at the end: the input was not the length its header says
     std::vector<float> dec;         // interleaved decoder output (MP3, Opus)
 
     // WAV
@@ -2428,6 +2555,7 @@ static bool wav_stream_open(whisper_audio_stream * s) {
     }
     h.data_offset = (size_t) data_off;
     s->data_left  = data_size;
+    s->frames_said = data_size == UINT64_MAX ? -1 : (int64_t) (data_size / h.block_align);
     s->sample_rate = (int) h.sample_rate;
     s->channels    = (int) h.channels;
     return true;
@@ -2487,17 +2615,22 @@ static int64_t wav_stream_block(whisper_audio_stream * s) {
 
 // ---- Ogg ----------------------------------------------------------------------------
 
-// The codec of an Ogg stream, from the first packet of its first page; NULL when unknown.
+// The codec of an Ogg stream, from the first packet of its first page; NULL when unknown,
+// "" when the input ends before a byte of that packet. An input cut inside the packet's
+// signature is taken for the codec whose signature it begins (a cut Opus file is a cut Opus
+// file, not "not Vorbis").
 static const char * ogg_sniff_codec(const uint8_t * p, size_t size) {
-    if (size < 27 || !wav_id(p, "OggS")) return NULL;
+    if (size < 4 || !wav_id(p, "OggS")) return NULL;
+    if (size < 27 || size <= 27 + (size_t) p[26]) return "";
     const size_t body = 27 + (size_t) p[26];   // after the segment table
-    if (size < body + 8) return NULL;
     const uint8_t * q = p + body;
-    if (memcmp(q, "\x01vorbis", 7) == 0)  return "Vorbis";
-    if (memcmp(q, "OpusHead", 8) == 0)    return "Opus";
-    if (memcmp(q, "\x7f" "FLAC", 5) == 0) return "FLAC";
-    if (memcmp(q, "Speex   ", 8) == 0)    return "Speex";
-    if (memcmp(q, "\x80theora", 7) == 0)  return "Theora (video)";
+    const size_t have = size - body;
+    static const struct { const char * sig; size_t len; const char * codec; } SIGS[] = {
+        {"\x01vorbis", 7, "Vorbis"}, {"OpusHead", 8, "Opus"}, {"\x7f" "FLAC", 5, "FLAC"}, {"Speex   ", 8, "Speex"},
+        {"\x80theora", 7, "Theora (video)"},
+    };
+    for (const auto & k : SIGS)
+        if (memcmp(q, k.sig, std::min(have, k.len)) == 0) return k.codec;
     return NULL;
 }
 
@@ -2741,15 +2874,15 @@ static bool flac_stream_open(whisper_audio_stream * s, bool ogg) {
 // Decodes the next frame(s) to mono at the end of s->hist; returns the count (0 at the end).
 // Damage is an error, as a hole in Ogg is: a frame that fails its CRC, or lost sync with
 // frames after it (a gap). Lost sync with nothing after it is a cut inside the last frame, and
-// a stream that ends before the length its STREAMINFO says is cut too. Bytes after that
-// length (an ID3v1 tag) are not read.
+// a stream that ends before the length its STREAMINFO says is cut too: what is there is
+// decoded (the stream's warning says so), as are frames past that length; bytes that are not
+// a frame after it (an ID3v1 tag) end the stream.
 static int64_t flac_stream_block(whisper_audio_stream * s) {
     const char * name = s->name.c_str();
     const double at = (double) s->frames_in / s->sample_rate;
     const int lost_sync = FLAC__STREAM_DECODER_ERROR_STATUS_LOST_SYNC;
     const size_t old = s->hist.size();
     while (s->hist.size() == old) {
-        if (s->frames_total >= 0 && s->frames_in >= s->frames_total) return 0;
         if (FLAC__stream_decoder_get_state(s->flac) == FLAC__STREAM_DECODER_END_OF_STREAM) break;
         const bool ok = FLAC__stream_decoder_process_single(s->flac);
         if (s->flac_refused) return -1;
@@ -2770,13 +2903,9 @@ static int64_t flac_stream_block(whisper_audio_stream * s) {
             FLAC__StreamDecoderErrorStatusString[s->flac_status], at, WAV_FFMPEG_HINT);
         return -1;
     }
-    if (got == 0 && (s->flac_status == lost_sync || (s->frames_total >= 0 && s->frames_in < s->frames_total))) {
-        char says[64] = "";
-        if (s->frames_total >= 0) snprintf(says, sizeof(says), ", and its header says %.3f s", (double) s->frames_total / s->sample_rate);
-        wav_fail(name, "truncated FLAC stream: the input ends after %.3f s of audio%s; to decode what is there, %s",
-            at, says, WAV_FFMPEG_HINT);
-        return -1;
-    }
+    // the end: a cut inside the last frame is noted (a length the header says is compared by
+    // the stream), bytes after the length it says are not audio
+    if (got == 0 && s->flac_status == lost_sync && !(s->frames_total >= 0 && s->frames_in >= s->frames_total)) s->cut = true;
     return got;
 }
 
@@ -2889,12 +3018,7 @@ static int64_t mp3_stream_block(whisper_audio_stream * s) {
             wav_fail(name, "corrupt MP3 stream after %.3f s of audio (libmpg123: %s)", at, mpg123_strerror(s->mp3));
             return -1;
         }
-        if (s->frames_total >= 0 && s->frames_in < s->frames_total) {
-            wav_fail(name, "truncated MP3 stream: the input ends after %.3f s of audio, and its Xing/LAME tag says "
-                "%.3f s; to decode what is there, %s", at, (double) s->frames_total / s->sample_rate, WAV_FFMPEG_HINT);
-            return -1;
-        }
-        return 0;
+        return 0;           // shorter than its Xing/LAME tag says: the stream's warning says so
     }
 }
 
@@ -2997,7 +3121,12 @@ static void wa_stream_free(whisper_audio_stream * s) {
 static bool ogg_open(whisper_audio_stream * s) {
     const char * name = s->name.c_str();
     wa_reader & r = s->rd;
-    const char * codec = ogg_sniff_codec(r.p + r.pos, rd_fill(r, 27 + 255 + 8));
+    const size_t have = rd_fill(r, 27 + 255 + 8);
+    const char * codec = ogg_sniff_codec(r.p + r.pos, have);
+    if (codec && !*codec) {
+        return wav_fail(name, "truncated Ogg file: the input ends after %zu bytes, inside its first page; if it is audio, %s",
+            have, WAV_FFMPEG_HINT);
+    }
     if (codec && strcmp(codec, "Opus") == 0) {
 #ifdef WHISPER_AUDIO_OPUS
         return opus_stream_open(s);
@@ -3039,7 +3168,8 @@ static bool id3_skip(whisper_audio_stream * s) {
         }
         const uint64_t size = 10 + ((uint64_t) h[6] << 21 | h[7] << 14 | h[8] << 7 | h[9]) + (h[5] & 0x10 ? 10 : 0);
         if (rd_skip(r, size) < size) {
-            return wav_fail(name, "truncated MP3 file: the input ends inside its ID3 tag (%llu bytes); if it is audio, %s",
+            return wav_fail(name, "truncated file: the input ends inside its ID3v2 tag (%llu bytes), before the MP3 or "
+                "FLAC audio after it; if it is audio, %s",
                 (unsigned long long) size, WAV_FFMPEG_HINT);
         }
     }
@@ -3163,6 +3293,27 @@ static whisper_audio_stream * wa_stream_open_memory(const void * data, size_t si
     return wa_stream_start(s, info);
 }
 
+// At the end of a stream: when it decoded another length than its header says (a cut file, a
+// FLAC whose STREAMINFO is wrong), or ended inside a frame, the one-line warning that says so.
+static void wa_stream_note_length(whisper_audio_stream * s) {
+    const int64_t said = s->codec == WA_CODEC_WAV ? s->frames_said : s->frames_total;
+    const double rate = s->sample_rate, got = (double) s->frames_in / rate;
+    char msg[512];
+    if (said >= 0 && s->frames_in < said) {
+        snprintf(msg, sizeof(msg), "%s: the input ends after %.3f s of audio, but its header says %.3f s (cut short?); "
+                 "decoded what is there", s->name.c_str(), got, (double) said / rate);
+    } else if (said >= 0 && s->frames_in > said) {
+        snprintf(msg, sizeof(msg), "%s: the input holds %.3f s of audio, more than the %.3f s its header says; decoded all of it",
+                 s->name.c_str(), got, (double) said / rate);
+    } else if (s->cut) {
+        snprintf(msg, sizeof(msg), "%s: the input ends inside a frame after %.3f s of audio (cut short?); decoded what is there",
+                 s->name.c_str(), got);
+    } else {
+        return;
+    }
+    s->warning = msg;
+}
+
 int64_t whisper_audio_stream_read(whisper_audio_stream * s, float * out, size_t max) {
     if (!s || (!out && max > 0)) {
         wa_set_error("whisper_audio_stream_read: invalid argument (stream and out must not be NULL)");
@@ -3214,7 +3365,10 @@ int64_t whisper_audio_stream_read(whisper_audio_stream * s, float * out, size_t 
                 if (k == 0) return -1;
                 break;
             }
-            if (got == 0) s->src_end = true;
+            if (got == 0) {
+                s->src_end = true;
+                wa_stream_note_length(s);
+            }
             s->frames_in += got;
         }
         return (int64_t) k;
@@ -3224,6 +3378,10 @@ int64_t whisper_audio_stream_read(whisper_audio_stream * s, float * out, size_t 
         snprintf(s->error, sizeof(s->error), "%s", whisper_audio_last_error());
         return -1;
     }
+}
+
+const char * whisper_audio_stream_warning(const whisper_audio_stream * s) {
+    return s && !s->warning.empty() ? s->warning.c_str() : NULL;
 }
 
 void whisper_audio_stream_close(whisper_audio_stream * s) {
@@ -3976,6 +4134,11 @@ void whisper_audio_encoder_free(whisper_audio_encoder * enc) {
 const char * whisper_audio_encoder_backend(const whisper_audio_encoder * enc) {
     if (!enc) { wa_set_error("%s: no encoder", __func__); return nullptr; }
     return vt_backend_name(enc->backend);
+}
+
+int whisper_audio_encoder_n_threads(const whisper_audio_encoder * enc) {
+    if (!enc) { wa_set_error("%s: no encoder", __func__); return 0; }
+    return enc->params.n_threads;
 }
 
 size_t whisper_audio_encoder_memory(const whisper_audio_encoder * enc) {

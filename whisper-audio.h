@@ -49,6 +49,8 @@ extern "C" {
 #define WHISPER_AUDIO_N_SAMPLES   480000   // one 30 s window
 #define WHISPER_AUDIO_N_FRAMES    3000     // mel frames per window
 #define WHISPER_AUDIO_N_BINS      201      // n_fft / 2 + 1
+#define WHISPER_AUDIO_MIN_RATE    1000     // the sample rates audio may have (files, the resampler)
+#define WHISPER_AUDIO_MAX_RATE    1000000
 
 typedef struct whisper_audio_model   whisper_audio_model;
 typedef struct whisper_audio_encoder whisper_audio_encoder;
@@ -136,8 +138,13 @@ whisper_audio_stream * whisper_audio_stream_open(const char * path, whisper_audi
 // 0), -1 on error.
 int64_t whisper_audio_stream_read(whisper_audio_stream * s, float * out, size_t max);
 void    whisper_audio_stream_close(whisper_audio_stream * s);
+// Once a read has returned 0 (the end): NULL, or a one-line warning that the input was not
+// the length its header says (a WAV, FLAC or MP3 cut short, a FLAC whose STREAMINFO says
+// less): what the file holds was decoded all the same. Valid until the stream is closed.
+const char * whisper_audio_stream_warning(const whisper_audio_stream * s);
 
 // Band-limited resampling of mono float audio from rate_in to rate_out (malloc'ed result).
+// Each rate must be WHISPER_AUDIO_MIN_RATE to _MAX_RATE (the rates the decoders accept); others are an error.
 bool whisper_audio_resample(const float * in, size_t n_in, int rate_in, int rate_out,
                             float ** out, size_t * n_out);
 
@@ -197,6 +204,9 @@ whisper_audio_encoder * whisper_audio_encoder_init(const whisper_audio_model * m
                                                    whisper_audio_encoder_params params);
 void         whisper_audio_encoder_free(whisper_audio_encoder * enc);
 const char * whisper_audio_encoder_backend(const whisper_audio_encoder * enc); // "cpu", "cuda (...)"
+// The CPU threads the encoder uses: params.n_threads as resolved (<= 0 or more than the
+// hardware runs: the hardware's count).
+int whisper_audio_encoder_n_threads(const whisper_audio_encoder * enc);
 size_t       whisper_audio_encoder_memory(const whisper_audio_encoder * enc);  // backend bytes
 
 // ---- windows, positions, pooling: the rules that turn audio into rows -------------

@@ -36,8 +36,11 @@ import json
 import math
 import os
 import random
+import signal
+import stat
 import struct
 import sys
+import tempfile
 
 np = None
 if os.environ.get("WHISPER_AUDIO_NO_NUMPY", "") in ("", "0"):
@@ -88,6 +91,11 @@ SIZES = {
 ST_DTYPES = {"F32": (4, "f"), "F16": (2, "H"), "BF16": (2, "H"), "F64": (8, "d")}
 
 CHUNK = 1 << 20             # elements converted at a time on the pure-Python path
+
+# the largest hyperparameters the loader takes (whisper-audio.cpp's GGUF key bounds)
+HPARAM_MAX = {"d_model": 16384, "hidden_size": 65536, "encoder_layers": 256, "num_hidden_layers": 256,
+              "encoder_attention_heads": 256, "num_attention_heads": 256, "encoder_ffn_dim": 65536,
+              "intermediate_size": 65536, "num_mel_bins": 512, "stack_factor": 64}
 
 
 class ConvertError(Exception):
@@ -328,6 +336,26 @@ def convert_elements(data, src, dst):
     return _bytes(_f32_bits_to_bf16_py(bits))
 
 
+def check_finite(data, gtype, name):
+    """ConvertError naming the tensor when its bytes (ggml type gtype; block types are not
+    looked into) hold a NaN or an infinity: the loader refuses such a model."""
+    if gtype not in (GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16):
+        return
+    # all exponent bits set: inf or NaN, in each format
+    width, mask = {GGML_TYPE_F32: (4, 0x7f800000), GGML_TYPE_F16: (2, 0x7c00),
+                   GGML_TYPE_BF16: (2, 0x7f80)}[gtype]
+    if np is not None:
+        u = np.frombuffer(data, dtype="<u4" if width == 4 else "<u2")
+        bad = np.flatnonzero((u & mask) == mask)
+        first = int(bad[0]) if bad.size else None
+    else:
+        u = _arr("I" if width == 4 else "H", data)
+        first = next((i for i, v in enumerate(u) if (v & mask) == mask), None)
+    if first is not None:
+        raise ConvertError("tensor %s: element %d is not finite (NaN or inf); the model would "
+                           "be refused" % (name, first))
+
+
 def f64_list_to_f32_bytes(vals):
     if np is not None:
         return np.asarray(vals, dtype=np.float64).astype("<f4").tobytes()
@@ -337,6 +365,24 @@ def f64_list_to_f32_bytes(vals):
 # ---------------------------------------------------------------------------------------
 # safetensors (8-byte LE header length, JSON header, raw data)
 # ---------------------------------------------------------------------------------------
+
+def _uint(x):
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+def regular_file(path):
+    """Whether path is a regular file (symlinks followed); ConvertError when it is something
+    else that exists (a FIFO or a device would be read forever, a socket not at all)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    if stat.S_ISREG(st.st_mode):
+        return True
+    if stat.S_ISDIR(st.st_mode):
+        return False
+    raise ConvertError("%s: not a regular file or a directory" % path)
+
 
 class SafetensorsFile:
     def __init__(self, path):
@@ -353,6 +399,8 @@ class SafetensorsFile:
                 header = json.loads(f.read(n).decode("utf-8"))
             except (UnicodeDecodeError, ValueError) as e:
                 raise ConvertError("%s: bad safetensors header: %s" % (path, e))
+            except RecursionError:
+                raise ConvertError("%s: bad safetensors header: nested too deeply" % path)
         if not isinstance(header, dict):
             raise ConvertError("%s: bad safetensors header" % path)
         self.data_start = 8 + n
@@ -364,6 +412,12 @@ class SafetensorsFile:
                 dtype, shape, (b, e) = info["dtype"], tuple(info["shape"]), info["data_offsets"]
             except (KeyError, TypeError, ValueError):
                 raise ConvertError("%s: bad safetensors entry for %s" % (path, name))
+            if not isinstance(dtype, str) or not all(_uint(x) for x in shape):
+                raise ConvertError("%s: bad safetensors entry for %s: dtype %r, shape %r"
+                                   % (path, name, dtype, list(shape)))
+            if not _uint(b) or not _uint(e):
+                raise ConvertError("%s: tensor %s: data_offsets %r are not non-negative integers"
+                                   % (path, name, info["data_offsets"]))
             if e < b or self.data_start + e > self.size:
                 raise ConvertError("%s: tensor %s lies outside the file" % (path, name))
             self.tensors[name] = (dtype, shape, b, e)
@@ -382,19 +436,29 @@ def open_checkpoint(d):
     """{tensor name: SafetensorsFile} for model.safetensors or a sharded index."""
     single = os.path.join(d, "model.safetensors")
     index = os.path.join(d, "model.safetensors.index.json")
-    if os.path.isfile(single):
+    if regular_file(single):
         st = SafetensorsFile(single)
         return {k: st for k in st.tensors}
-    if os.path.isfile(index):
+    if regular_file(index):
         try:
             with open(index) as f:
                 weight_map = json.load(f)["weight_map"]
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
             raise ConvertError("%s: unreadable index: %s" % (index, e))
+        if not isinstance(weight_map, dict):
+            raise ConvertError("%s: weight_map is a %s, not an object of tensor name -> shard file"
+                               % (index, type(weight_map).__name__))
         files, where = {}, {}
         for name, fn in weight_map.items():
+            if not isinstance(fn, str) or not fn:
+                raise ConvertError("%s: weight_map[%r] is %r, not a shard file name" % (index, name, fn))
+            norm = os.path.normpath(fn)
+            if os.path.isabs(fn) or norm == ".." or norm.startswith(".." + os.sep) or "\0" in fn:
+                raise ConvertError("%s: shard %r of %s lies outside the checkpoint directory"
+                                   % (index, fn, name))
             if fn not in files:
                 p = os.path.join(d, fn)
+                regular_file(p)
                 if not os.path.isfile(p):
                     raise ConvertError("%s: shard %s named by the index is missing" % (d, fn))
                 files[fn] = SafetensorsFile(p)
@@ -412,7 +476,7 @@ def read_config(d):
     if not os.path.isdir(d):
         raise ConvertError("%s: not a directory" % d)
     p = os.path.join(d, "config.json")
-    if not os.path.isfile(p):
+    if not regular_file(p):
         raise ConvertError("%s: no config.json: not a Hugging Face checkpoint directory" % d)
     try:
         with open(p) as f:
@@ -432,9 +496,10 @@ def read_config(d):
     def get(key, where=None, what="audio_config."):
         where = cfg if where is None else where
         v = where.get(key)
-        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-            raise ConvertError("%s: config.json: %s%s is %r, expected a positive integer"
-                               % (d, what if mt in TOWERS else "", key, v))
+        hi = HPARAM_MAX.get(key, 1 << 20)
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 < v <= hi:
+            raise ConvertError("%s: config.json: %s%s is %r, expected an integer in [1, %d]"
+                               % (d, what if mt in TOWERS else "", key, v, hi))
         return v
 
     if mt == "voxtral":    # VoxtralEncoderConfig names them as Llama does
@@ -506,9 +571,38 @@ def gguf_kv(key, vtype, value):
     raise AssertionError(vtype)
 
 
+def output_target(path):
+    """(the file to write, whether it is written straight through) for -o path, as main has it:
+    a symlink is followed (the file it points to is replaced, the link stays); a FIFO or a
+    device is written straight through; a regular file or a new one gets a temporary beside it
+    that is renamed over it when complete. ConvertError for a directory or a dangling link."""
+    target = path
+    if os.path.islink(path):
+        target = os.path.realpath(path)
+        if not os.path.exists(target):
+            raise ConvertError("%s: a symlink that does not lead to a file" % path)
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        return target, False
+    except OSError as e:
+        raise ConvertError("%s: %s" % (path, e.strerror))
+    if stat.S_ISDIR(st.st_mode):
+        raise ConvertError("%s: is a directory" % path)
+    return target, not stat.S_ISREG(st.st_mode)
+
+
+def _new_file_mode():
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_gguf(path, kvs, tensors):
     """kvs: [(key, type, value)]; tensors: [(name, torch shape, ggml type, produce())] where
-    produce() returns the tensor's bytes. Writes path + ".tmp", then renames it."""
+    produce() returns the tensor's bytes. Writes a temporary of a unique name beside path
+    (mkstemp: a user's own file and a concurrent run are never touched), then renames it over
+    path; a FIFO or a device (output_target) is written straight through."""
     names = [t[0] for t in tensors]
     assert len(set(names)) == len(names), "duplicate tensor names"
     header = bytearray()
@@ -525,27 +619,46 @@ def write_gguf(path, kvs, tensors):
         offset += pad_to(tensor_nbytes(shape, gtype))
     header += b"\x00" * (pad_to(len(header)) - len(header))
 
-    tmp = path + ".tmp"
+    target, through = output_target(path)
+    tmp = None
     total = 0
     try:
-        with open(tmp, "wb") as f:
+        if through:
+            f = open(target, "wb")
+        else:
+            try:
+                old_mode = stat.S_IMODE(os.stat(target).st_mode)
+            except FileNotFoundError:
+                old_mode = _new_file_mode()
+            fd, tmp = tempfile.mkstemp(prefix=os.path.basename(target) + ".",
+                                       dir=os.path.dirname(target) or ".")
+            f = os.fdopen(fd, "wb")
+            os.fchmod(fd, old_mode)     # the mode of the file it replaces, else the usual one
+        with f:
             f.write(header)
             for i, (name, shape, gtype, produce) in enumerate(tensors):
                 data = produce()
                 nbytes = tensor_nbytes(shape, gtype)
                 assert len(data) == nbytes, (name, len(data), nbytes)
+                check_finite(data, gtype, name)
                 f.write(data)
                 f.write(b"\x00" * (pad_to(nbytes) - nbytes))
                 total += nbytes
                 log("[%3d/%3d] %-48s %-16s %s" % (i + 1, len(tensors), name,
                     "x".join(str(s) for s in reversed(shape)), GGML_TYPE_NAME[gtype]))
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
+        if tmp is not None:
+            os.replace(tmp, target)
+            tmp = None
+    except OSError as e:
+        if e.filename is None:          # a write error names no file: ours is the output
+            e.filename = path
         raise
+    finally:
+        if tmp is not None:
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
     return total, len(header) + offset
 
 
@@ -688,6 +801,8 @@ def ct2_source(name):
 
 def is_ct2_model(path):
     """model.bin of a CTranslate2 Whisper model, by content: version 6 and spec WhisperSpec."""
+    if not regular_file(path):
+        return False
     try:
         with open(path, "rb") as f:
             head = f.read(4 + 2 + 12)
@@ -887,6 +1002,8 @@ GGML_RENAME = [("encoder.positional_embedding", "encoder.embed_positions.weight"
 
 
 def is_ggml_file(path):
+    if not regular_file(path):
+        return False
     try:
         with open(path, "rb") as f:
             head = f.read(4)
@@ -1051,6 +1168,38 @@ def random_model(size, out, outtype, seed, init_std):
 # CLI
 # ---------------------------------------------------------------------------------------
 
+def check_input(path):
+    """The source must be a regular file (a ggml-*.bin) or a directory: a FIFO would block."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return                          # the converters say what is missing
+    if not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
+        raise ConvertError("%s: not a regular file or a directory" % path)
+
+
+def input_files(src):
+    """The files a conversion of src may read: src itself, or the checkpoint's own files."""
+    if not os.path.isdir(src):
+        return [src]
+    return [os.path.join(src, fn) for fn in sorted(os.listdir(src))
+            if fn.endswith((".json", ".safetensors", ".bin"))]
+
+
+def check_output(out, inputs):
+    """Before any work: -o must be a place to write (output_target) and none of the inputs
+    (the same file by any name: a symlink or a hard link to it)."""
+    target, _ = output_target(out)
+    if not os.path.exists(target):
+        return
+    for f in inputs:
+        try:
+            same = os.path.samefile(target, f)
+        except OSError:
+            continue
+        if same:
+            raise ConvertError("%s: the output is the input %s; nothing was written" % (out, f))
+
 def main(argv=None):
     ap = argparse.ArgumentParser(
         description="Convert a Hugging Face Whisper checkpoint directory (config.json + "
@@ -1072,7 +1221,13 @@ def main(argv=None):
     if (args.dir is None) == (args.random is None):
         ap.error("give either a checkpoint directory or --random SIZE")
 
+    # SIGTERM and SIGHUP end the run as Ctrl-C does: write_gguf's temporary is removed
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda n, _frame: sys.exit(128 + n))
     try:
+        if args.dir is not None:
+            check_input(args.dir)
+        check_output(args.output, [] if args.dir is None else input_files(args.dir))
         if args.random:
             (nbytes, fbytes), nt = random_model(args.random, args.output, args.outtype,
                                                 args.seed, args.init_std)
@@ -1086,7 +1241,7 @@ def main(argv=None):
         log("error: %s" % e)
         return 1
     except OSError as e:
-        log("error: %s" % e)
+        log("error: %s" % (e if e.filename is not None else "%s: %s" % (args.output, e)))
         return 1
     log("wrote %s: %d tensors, %d bytes of tensor data, %d bytes in all, matrices %s "
         "(general.file_type %d)%s" % (args.output, nt, nbytes, fbytes, args.outtype,

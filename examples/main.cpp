@@ -46,6 +46,7 @@
 struct params {
     std::string model;
     std::vector<std::string> files;
+    std::vector<std::string> lists;   // the --list files (read, never to be written)
     std::string output;           // empty: no output file
     std::string outtype = "f32";
     std::string png;
@@ -118,7 +119,8 @@ static bool parse_int(const char * s, int lo, int hi, int * out) {
     return true;
 }
 
-// One path per line; blank lines and lines starting with '#' are skipped.
+// One path per line, as it is (blanks at its end are part of the name; a CR before the LF is
+// not); lines of blanks alone and lines starting with '#' are skipped.
 static bool read_list(const char * path, std::vector<std::string> & files) {
     FILE * f = fopen(path, "r");
     if (!f) { fprintf(stderr, "error: cannot open list '%s': %s\n", path, strerror(errno)); return false; }
@@ -127,8 +129,9 @@ static bool read_list(const char * path, std::vector<std::string> & files) {
     ssize_t n;
     while ((n = getline(&line, &cap, f)) >= 0) {
         std::string s(line, (size_t)n);
-        while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
-        if (!s.empty() && s[0] != '#') files.push_back(s);
+        if (!s.empty() && s.back() == '\n') s.pop_back();
+        if (!s.empty() && s.back() == '\r') s.pop_back();
+        if (s.find_first_not_of(" \t") != std::string::npos && s[0] != '#') files.push_back(s);
     }
     const bool ok = !ferror(f);
     if (!ok) fprintf(stderr, "error: reading list '%s' failed: %s\n", path, strerror(errno));
@@ -187,7 +190,7 @@ static int parse_args(int argc, char ** argv, params & p) {
         else if (arg == "--json") p.json = true;
         else if (arg == "-m" || arg == "--model") { if (!value()) return -1; p.model = v; }
         else if (arg == "-f" || arg == "--file") { if (!value()) return -1; p.files.push_back(v); }
-        else if (arg == "--list") { if (!value() || !read_list(v, p.files)) return -1; }
+        else if (arg == "--list") { if (!value() || !read_list(v, p.files)) return -1; p.lists.push_back(v); }
         else if (arg == "-o" || arg == "--output" || arg == "--png") {
             if (!value()) return -1;
             if (!*v) { fprintf(stderr, "error: %s was given an empty path\n", arg.c_str()); return -1; }
@@ -211,6 +214,12 @@ static int parse_args(int argc, char ** argv, params & p) {
     }
     if (p.model.empty()) { fprintf(stderr, "error: no model given (-m MODEL)\n"); print_usage(argv[0]); return -1; }
     if (p.files.empty()) { fprintf(stderr, "error: no audio file given (-f AUDIO)\n"); print_usage(argv[0]); return -1; }
+    // -o naming the file that is already standard output (/dev/stdout, /proc/self/fd/1) is -o -:
+    // the array alone goes there, the summary to stderr
+    struct stat out_st, fd1_st;
+    if (!p.output.empty() && p.output != "-" && stat(p.output.c_str(), &out_st) == 0 && !S_ISDIR(out_st.st_mode) &&
+        fstat(1, &fd1_st) == 0 && out_st.st_dev == fd1_st.st_dev && out_st.st_ino == fd1_st.st_ino)
+        p.output = "-";
     if (p.output == "-" && p.json) {
         fprintf(stderr, "error: -o - writes the array to standard output, which --json needs for itself\n");
         return -1;
@@ -296,6 +305,13 @@ struct output_file {
         struct stat st;
         if (lstat(target.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
             char * real = realpath(target.c_str(), nullptr);
+            struct stat to;
+            if (!real && stat(target.c_str(), &to) == 0 && !S_ISREG(to.st_mode) && !S_ISDIR(to.st_mode)) {
+                // a link to what has no path (/dev/stdout -> /proc/self/fd/1 -> pipe:[...]): write through
+                f = fopen(target.c_str(), "wb");
+                if (!f) { fprintf(stderr, "error: cannot write '%s': %s\n", target.c_str(), strerror(errno)); return false; }
+                return true;
+            }
             if (!real) {
                 fprintf(stderr, "error: '%s' is a symlink that does not lead to a file: %s\n", target.c_str(), strerror(errno));
                 return false;
@@ -499,6 +515,15 @@ static std::vector<std::string> output_names(const std::string & dir, const std:
     return names;
 }
 
+// The directories make_parent_dirs made, in the order made: a run that fails removes those
+// still empty (remove_made_dirs), so that it leaves nothing behind.
+static std::vector<std::string> g_made_dirs;
+
+static void remove_made_dirs() {
+    for (size_t i = g_made_dirs.size(); i-- > 0;) rmdir(g_made_dirs[i].c_str());   // only empty ones go
+    g_made_dirs.clear();
+}
+
 // mkdir -p for the directory that holds path.
 static bool make_parent_dirs(const std::string & path) {
     for (size_t i = 1; i < path.size(); i++) {
@@ -510,7 +535,9 @@ static bool make_parent_dirs(const std::string & path) {
             fprintf(stderr, "error: cannot make directory '%s': a file of that name exists\n", dir.c_str());
             return false;
         }
-        if (mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
+        if (mkdir(dir.c_str(), 0777) == 0) {
+            g_made_dirs.push_back(dir);
+        } else if (errno != EEXIST) {
             fprintf(stderr, "error: cannot make directory '%s': %s\n", dir.c_str(), strerror(errno));
             return false;
         }
@@ -521,6 +548,89 @@ static bool make_parent_dirs(const std::string & path) {
 static bool is_dir_output(const std::string & p) {
     struct stat st;
     return !p.empty() && p != "-" && (p.back() == '/' || (stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)));
+}
+
+// What a path names, so that two spellings of one file compare equal: an existing file by
+// device and inode (symlinks followed, hard links alike), one still to be made by its
+// directory's real path and its name.
+struct file_id {
+    bool exists = false;
+    dev_t dev = 0;
+    ino_t ino = 0;
+    std::string path;            // when it does not exist
+    bool is_chr = false;         // a character device (/dev/null): written twice without harm
+
+    bool operator==(const file_id & o) const {
+        return exists == o.exists && (exists ? dev == o.dev && ino == o.ino : path == o.path);
+    }
+};
+
+static file_id file_id_of(const std::string & path) {
+    file_id id;
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0) {
+        id.exists = true;
+        id.dev = st.st_dev;
+        id.ino = st.st_ino;
+        id.is_chr = S_ISCHR(st.st_mode);
+        return id;
+    }
+    const size_t slash = path.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+    if (char * real = realpath(dir.c_str(), nullptr)) {
+        id.path = std::string(real) + "/" + name;
+        free(real);
+    } else {                     // a directory still to be made: the lexical path
+        for (const std::string & part : path_parts(path)) id.path += "/" + part;
+    }
+    return id;
+}
+
+// Refuses, before any work, a run whose outputs would overwrite what it reads (the model,
+// a --list file, an input) or each other (-o, --png, the per-file outputs): every spelling
+// of one file, through symlinks and hard links, counts as that file.
+static bool check_paths(const params & p) {
+    struct named { std::string what, path; file_id id; std::string input; };   // input: a per-file output's
+    std::vector<named> reads, writes;
+    auto add = [](std::vector<named> & v, const std::string & what, const std::string & path, const std::string & input = "") {
+        if (!path.empty() && path != "-") v.push_back({what, path, file_id_of(path), input});
+    };
+    add(reads, "the model", p.model);
+    struct stat st;
+    if (stat(p.model.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {      // a CTranslate2 directory
+        add(reads, "the model", p.model + "/model.bin");
+        add(reads, "the model", p.model + "/config.json");
+    }
+    for (const std::string & l : p.lists) add(reads, "the --list file", l);
+    for (const std::string & f : p.files) add(reads, "one of the inputs", f);
+    if (is_dir_output(p.output)) {
+        const std::vector<std::string> names = output_names(p.output, p.files);
+        for (size_t i = 0; i < names.size(); i++) add(writes, "an output", names[i], p.files[i]);
+    } else {
+        add(writes, "the output", p.output);
+    }
+    add(writes, "the --png image", p.png);
+    for (size_t i = 0; i < writes.size(); i++) {
+        for (const named & r : reads) {
+            if (!(writes[i].id == r.id)) continue;
+            fprintf(stderr, "error: %s '%s' is %s ('%s'); nothing was written\n", writes[i].what.c_str(),
+                    writes[i].path.c_str(), r.what.c_str(), r.path.c_str());
+            return false;
+        }
+        for (size_t k = 0; k < i; k++) {
+            if (!(writes[i].id == writes[k].id) || writes[i].id.is_chr) continue;
+            if (!writes[i].input.empty() && !writes[k].input.empty()) {
+                fprintf(stderr, "error: '%s' and '%s' would both be written to '%s'; nothing was written\n",
+                        writes[k].input.c_str(), writes[i].input.c_str(), writes[i].path.c_str());
+                return false;
+            }
+            fprintf(stderr, "error: %s '%s' and %s '%s' are the same file; nothing was written\n", writes[k].what.c_str(),
+                    writes[k].path.c_str(), writes[i].what.c_str(), writes[i].path.c_str());
+            return false;
+        }
+    }
+    return true;
 }
 
 // =====================================================================================
@@ -591,6 +701,7 @@ struct input {
     size_t samples_encoded = 0;   // of them, those the rows cover (an audio LLM may keep fewer)
     size_t first_row = 0, rows = 0, windows = 0;
     std::vector<int> audio_positions;   // per window: the positions that hold audio
+    bool warned = false;          // its stream's warning (a length other than its header's) printed
 };
 
 // The 16 kHz samples a file of known length decodes to (the resampler's rounding), or -1.
@@ -631,7 +742,8 @@ struct job {
     whisper_audio_model * model;
     std::vector<whisper_audio_encoder *> encs;   // one per device
     whisper_audio_pipeline * pipe = nullptr;
-    int n_threads = 0;
+    int n_threads = 0;                           // the CPU threads used (the encoder's own count)
+    std::string dtype;                           // the compute type used: f32 on the CPU
     std::vector<input> inputs;
     bool per_file = false;
     std::vector<std::string> out_names;          // per input, with per_file
@@ -846,7 +958,12 @@ static long long read_samples(input & in, float * dst, size_t max) {
     while (got < max) {
         const int64_t n = whisper_audio_stream_read(in.stream, dst + got, max - got);
         if (n < 0) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return -1; }
-        if (n == 0) break;
+        if (n == 0) {                           // the end: a file cut short (or longer than it says) is noted
+            const char * w = whisper_audio_stream_warning(in.stream);
+            if (w && !in.warned) fprintf(stderr, "warning: %s\n", w);
+            in.warned = true;
+            break;
+        }
         got += (size_t)n;
     }
     return (long long)got;
@@ -938,12 +1055,37 @@ void job::abandon() {
 // main
 // =====================================================================================
 
+// The length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlongs, no
+// surrogates, at most U+10FFFF), or 0.
+static size_t utf8_length(const std::string & s, size_t i) {
+    const unsigned char c = (unsigned char)s[i];
+    const size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return 0;
+    uint32_t cp = n == 1 ? c : c & (0x7f >> n);
+    for (size_t k = 1; k < n; k++) {
+        const unsigned char d = (unsigned char)s[i + k];
+        if ((d >> 6) != 2) return 0;
+        cp = cp << 6 | (d & 0x3f);
+    }
+    static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < least[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+    return n;
+}
+
+// A JSON string's contents. A byte that is not part of well-formed UTF-8 (a file name in
+// another encoding) becomes \udcXX, as Python's os.fsdecode has it (surrogateescape), so the
+// JSON stays valid and os.fsencode gives the name's bytes back.
 static std::string json_escape(const std::string & s) {
     std::string o;
-    for (char c : s) {
+    for (size_t i = 0; i < s.size();) {
+        const char c = s[i];
+        const size_t n = utf8_length(s, i);
+        char b[8];
+        if (n == 0) { snprintf(b, sizeof(b), "\\udc%02x", (unsigned char)c); o += b; i++; continue; }
         if (c == '"' || c == '\\') { o += '\\'; o += c; }
-        else if ((unsigned char)c < 0x20) { char b[8]; snprintf(b, sizeof(b), "\\u%04x", c); o += b; }
-        else o += c;
+        else if ((unsigned char)c < 0x20 || c == 0x7f) { snprintf(b, sizeof(b), "\\u%04x", (unsigned char)c); o += b; }
+        else o.append(s, i, n);
+        i += n;
     }
     return o;
 }
@@ -984,7 +1126,7 @@ static void print_summary(const job & j, FILE * human, double load_ms, double in
     printf(" \"settings\": {\"layer\": %d, \"final_ln\": %s, \"pool\": %s, \"no_pad\": %s, \"batch\": %d, \"device\": \"%s\", "
            "\"dtype\": \"%s\", \"threads\": %d, \"projector\": %s, \"tokens\": %s},\n",
            p.layer, p.final_ln && p.layer < 0 ? "true" : "false", p.pool_mean ? "\"mean\"" : "null", p.no_pad ? "true" : "false",
-           p.batch, p.device.c_str(), p.dtype.c_str(), j.n_threads,
+           p.batch, p.device.c_str(), json_escape(j.dtype).c_str(), j.n_threads,
            hp.projector == WHISPER_AUDIO_PROJECTOR_NONE ? "null" : ("\"" + std::string(whisper_audio_projector_name(hp.projector)) + "\"").c_str(),
            j.tokens && p.projector ? "true" : "false");
     printf(" \"files\": [");
@@ -1113,9 +1255,11 @@ static int run_main(const params & p) {
         ok = ok && j.start();                      // the pipeline: its buffers, its graphs captured
         j.pipeline_ms = ms_since(t_pipe);
         init_ms = ms_since(t0);
-        j.n_threads = ep.n_threads;
+        // what runs, not what was asked: threads as the encoder capped them, f32 on the CPU
+        j.n_threads = ok ? whisper_audio_encoder_n_threads(j.encs[0]) : ep.n_threads;
+        j.dtype = ok && strcmp(whisper_audio_encoder_backend(j.encs[0]), "cpu") == 0 ? "f32" : p.dtype;
         if (ok && strcmp(whisper_audio_encoder_backend(j.encs[0]), "cpu") == 0) {
-            fprintf(stderr, "main: backend cpu, %d threads, batch %d\n", ep.n_threads, ep.max_batch);
+            fprintf(stderr, "main: backend cpu, %d threads, batch %d\n", j.n_threads, ep.max_batch);
         } else if (ok) {
             std::string devices;
             for (int g : gpus) devices += (devices.empty() ? "" : ",") + std::to_string(g);
@@ -1149,12 +1293,14 @@ int main(int argc, char ** argv) {
     umask(mask);
     g_new_file_mode = 0666 & ~mask;
     install_signal_handlers();
+    int status = 1;
     try {
-        return run_main(p);
+        if (check_paths(p)) status = run_main(p);
     } catch (const std::bad_alloc &) {          // temporaries are removed as the stack unwinds
         fprintf(stderr, "error: out of memory (try a smaller -b)\n");
     } catch (const std::exception & e) {
         fprintf(stderr, "error: %s\n", e.what());
     }
-    return 1;
+    if (status != 0) remove_made_dirs();       // outputs already kept hold theirs: not empty
+    return status;
 }

@@ -555,13 +555,15 @@ TEST_CASE("flac: hostile headers, damage and truncation fail with a clear messag
         CAPTURE(rate);
         ai_fails_with(b, { "FLAC" });
     }
-    // cut inside the audio: the header says how long it is
-    ai_fails_with(ai_prefix(good, good.size() / 2), { "truncated FLAC stream", "its header says 7.016 s", "ffmpeg" });
-    ai_with_stdin(ai_prefix(good, good.size() / 2), [&] {
-        const decoded_audio a = decode_file("-");
-        CHECK_FALSE(a.ok);
-        CHECK(a.error.rfind("<stdin>: truncated FLAC stream", 0) == 0);
-    });
+    // cut inside the audio: what is there is decoded (the stream's warning says the header's
+    // length: test-hardening.cpp), from memory and from a pipe alike
+    {
+        const decoded_audio a = decode_memory(ai_prefix(good, good.size() / 2));
+        REQUIRE_MESSAGE(a.ok, a.error);
+        CHECK(a.pcm.size() > 16000);
+        CHECK(a.pcm.size() < 112259);
+        ai_with_stdin(ai_prefix(good, good.size() / 2), [&] { CHECK(decode_file("-").pcm == a.pcm); });
+    }
     // a flipped bit in a frame: its CRC fails, an error after the audio before it
     {
         std::vector<uint8_t> b = good;
@@ -626,11 +628,17 @@ TEST_CASE("mp3: hostile headers, ID3 tags and truncation fail with a clear messa
     ai_fails_with({ 0xFF, 0xFB, 0x90, 0x64, 1, 2, 3, 4, 5, 6, 7, 8 }, { "not a valid MP3 stream", "ffmpeg" });
     ai_fails_with({ 'I', 'D', '3', 4, 0, 0, 0, 0, 0, 0 }, { "ID3", "neither MP3 nor FLAC", "ffmpeg" });
     ai_fails_with({ 'I', 'D', '3', 4, 0, 0, 0, 0, 0, 2, 0, 0, 'x', 'y', 'z', '!' }, { "neither MP3 nor FLAC" });
-    ai_fails_with({ 'I', 'D', '3', 4, 0, 0, 0x7F, 0x7F, 0x7F, 0x7F, 0, 0 }, { "truncated MP3 file", "inside its ID3 tag" });
+    ai_fails_with({ 'I', 'D', '3', 4, 0, 0, 0x7F, 0x7F, 0x7F, 0x7F, 0, 0 }, { "truncated file", "inside its ID3v2 tag" });
     ai_fails_with({ 'I', 'D', '3', 4, 0, 0, 0x80, 0, 0, 0, 0, 0 }, { "ID3", "corrupt", "ffmpeg" });
     ai_fails_with({ 'I', 'D', '3', 4 }, { "MP3", "truncated", "ffmpeg" });
-    // cut inside the audio: the LAME tag says how long it is
-    ai_fails_with(ai_prefix(good, good.size() / 2), { "truncated MP3 stream", "Xing/LAME tag says 7.016 s", "ffmpeg" });
+    // cut inside the audio: what is there is decoded (the LAME tag's length is in the stream's
+    // warning: test-hardening.cpp)
+    {
+        const decoded_audio a = decode_memory(ai_prefix(good, good.size() / 2));
+        REQUIRE_MESSAGE(a.ok, a.error);
+        CHECK(a.pcm.size() > 16000);
+        CHECK(a.pcm.size() < 112259);
+    }
     ai_random_damage(good, 11u);
 }
 

@@ -745,3 +745,127 @@ TEST_CASE("main: --device takes cpu, cuda, auto and lists of GPUs; bad lists are
         }
     }
 }
+
+TEST_CASE("main: no output may be the model, a --list file, an input or another output; refused before any work") {
+    const scratch sd("collide");
+    const std::string & d = sd.dir;
+    const std::string model = d + "/model.gguf";
+    copy_file(MODEL, model);
+    const std::vector<uint8_t> model_bytes = read_bytes(model);
+    REQUIRE(link(model.c_str(), (d + "/hard.npy").c_str()) == 0);
+    REQUIRE(symlink("model.gguf", (d + "/soft.npy").c_str()) == 0);
+    write_bytes(d + "/list.txt", std::vector<uint8_t>(SPEECH.begin(), SPEECH.end()));
+    const std::vector<uint8_t> list_bytes = read_bytes(d + "/list.txt");
+    const std::string base = "-m " + model + " --device cpu --no-progress ";
+    struct clash { std::string args, message; };
+    const clash cases[] = {
+        {"-f " + SPEECH + " -o " + model, "the output '" + model + "' is the model"},
+        {"-f " + SPEECH + " -o " + d + "/hard.npy", "is the model"},                  // a hard link to it
+        {"-f " + SPEECH + " -o " + d + "/soft.npy", "is the model"},                  // a symlink to it
+        {"-f " + SPEECH + " -o " + d + "/../" + d.substr(6) + "/model.gguf", "is the model"},
+        {"--list " + d + "/list.txt -o " + d + "/list.txt", "is the --list file"},
+        {"-f " + SPEECH + " -o " + d + "/x.npy --png " + model, "the --png image '" + model + "' is the model"},
+        {"-f " + SPEECH + " -o " + d + "/x.npy --png " + d + "/./x.npy", "are the same file"},
+        {"-f " + SPEECH + " -o " + d + "/out/ --png " + d + "/out/speech_16k.npy", "are the same file"},
+        {"-f " + SPEECH + " -o " + d + "/y.npy --png " + SPEECH, "is one of the inputs"},
+    };
+    for (const clash & c : cases) {
+        CAPTURE(c.args);
+        run_result r = run_main(base + c.args);
+        INFO(r.output);
+        CHECK(r.status == 1);
+        CHECK(r.output.find(c.message) != std::string::npos);
+        CHECK(r.output.find("main: model") == std::string::npos);        // before the model was loaded
+        CHECK(read_bytes(model) == model_bytes);
+        CHECK(read_bytes(d + "/list.txt") == list_bytes);
+        CHECK(!exists(d + "/x.npy"));
+        CHECK(!exists(d + "/out"));
+        CHECK(files_starting(d, "model.gguf.").empty());
+    }
+    // the model's own directory is fine as a place for outputs of other names
+    run_result r = run_main(base + "-f " + SPEECH + " -o " + d + "/emb.npy");
+    CHECK(r.status == 0);
+}
+
+TEST_CASE("main: a failed run leaves no directories it made under -o DIR/") {
+    const scratch sd("dirs");
+    const std::string & d = sd.dir;
+    write_bytes(d + "/notes.wav", {'n', 'o', 't', ' ', 'a', 'u', 'd', 'i', 'o'});
+    REQUIRE(system(("mkdir -p " + d + "/in/a " + d + "/in/b").c_str()) == 0);
+    copy_file(SPEECH, d + "/in/a/x.wav");
+    copy_file(d + "/notes.wav", d + "/in/b/y.wav");
+    run_result r = run_main("-m " + MODEL + " --device cpu -f " + d + "/in/a/x.wav -f " + d + "/in/b/y.wav -o " + d + "/new/deeper/");
+    INFO(r.output);
+    CHECK(r.status == 1);
+    CHECK(!exists(d + "/new"));
+    // a directory that was there before stays
+    REQUIRE(mkdir((d + "/mine").c_str(), 0755) == 0);
+    r = run_main("-m " + MODEL + " --device cpu -f " + d + "/in/a/x.wav -f " + d + "/in/b/y.wav -o " + d + "/mine/");
+    CHECK(r.status == 1);
+    CHECK(exists(d + "/mine"));
+    CHECK(!exists(d + "/mine/a"));
+}
+
+TEST_CASE("main -o /dev/stdout into a pipe is -o -") {
+    const scratch sd("devstdout");
+    const std::string & d = sd.dir;
+    REQUIRE(run_main("-m " + MODEL + " --device cpu -f " + SPEECH + " -o " + d + "/want.npy").status == 0);
+    run_result r = run_shell("{ " + main_bin() + " -m " + MODEL + " --device cpu -f " + SPEECH + " -o /dev/stdout; echo $? > " + d +
+                             "/rc; } | cat > " + d + "/pipe.npy");
+    INFO(r.output);
+    CHECK(read_bytes(d + "/rc") == std::vector<uint8_t>{'0', '\n'});
+    CHECK(read_bytes(d + "/pipe.npy") == read_bytes(d + "/want.npy"));
+    CHECK(r.output.find("output: [1, 1500, 128]") != std::string::npos);     // the summary on stderr
+}
+
+TEST_CASE("main: a file cut short is encoded as far as it goes, with one warning line naming it and the length") {
+    const scratch sd("cutshort");
+    const std::string & d = sd.dir;
+    const std::vector<uint8_t> wav = read_bytes(SPEECH);
+    write_bytes(d + "/cut.wav", std::vector<uint8_t>(wav.begin(), wav.begin() + 100044));
+    run_result r = run_main("-m " + MODEL + " --device cpu --no-progress -f " + d + "/cut.wav -o " + d + "/cut.npy");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    const std::string line = "warning: " + d + "/cut.wav: the input ends after 3.125 s of audio, but its header says 7.016 s";
+    CHECK(r.output.find(line) != std::string::npos);
+    CHECK(r.output.find(line) == r.output.rfind("warning:"));        // once
+    std::vector<int64_t> shape;
+    npy_load_f32(d + "/cut.npy", &shape);
+    CHECK(shape == std::vector<int64_t>{1, 1500, 128});
+    r = run_main("-m " + MODEL + " --device cpu --no-progress -f " + SPEECH + " -o " + d + "/whole.npy");
+    CHECK(r.output.find("warning") == std::string::npos);
+}
+
+TEST_CASE("main --json: valid JSON for a name that is not UTF-8; the threads used; f32 on the CPU") {
+    const scratch sd("json");
+    const std::string & d = sd.dir;
+    const std::string odd = d + "/caf\xe9-\xff.wav";                    // Latin-1 bytes, and one no encoding has
+    copy_file(SPEECH, odd);
+    const std::string check = d + "/check.py";
+    const std::string py = "import json, os, sys\n"
+                           "d = json.load(sys.stdin)\n"
+                           "print('path-ok' if os.fsencode(d['files'][0]['path']) == sys.argv[1].encode('latin-1') else 'path-bad')\n"
+                           "print('threads', d['settings']['threads'], 'dtype', d['settings']['dtype'])\n";
+    write_bytes(check, std::vector<uint8_t>(py.begin(), py.end()));
+    run_result r = run_shell(main_bin() + " -m " + MODEL + " --device cpu -t 4096 --no-progress -f '" + odd + "' --json 2>/dev/null | python3 " +
+                             check + " \"$(printf '%s' '" + odd + "' | python3 -c 'import sys; print(sys.stdin.buffer.read().decode(\"latin-1\"), end=\"\")')\"");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("path-ok") != std::string::npos);
+    const long hw = sysconf(_SC_NPROCESSORS_ONLN);
+    CHECK(r.output.find("threads " + std::to_string(hw) + " dtype f32") != std::string::npos);
+    r = run_main("-m " + MODEL + " --device cpu -t 4096 --no-progress -f " + SPEECH);
+    CHECK(r.output.find("main: backend cpu, " + std::to_string(hw) + " threads") != std::string::npos);
+}
+
+TEST_CASE("main --list: blanks at the end of a line are part of the file name") {
+    const scratch sd("listblank");
+    const std::string & d = sd.dir;
+    copy_file(SPEECH, d + "/x.wav ");
+    const std::string list = d + "/x.wav \n\n   \n# note\n";
+    write_bytes(d + "/list.txt", std::vector<uint8_t>(list.begin(), list.end()));
+    run_result r = run_main("-m " + MODEL + " --device cpu --no-progress --list " + d + "/list.txt -o " + d + "/x.npy");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("'" + d + "/x.wav ': wav pcm s16") != std::string::npos);
+}

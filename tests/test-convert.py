@@ -16,10 +16,12 @@ import json
 import math
 import os
 import shutil
+import stat
 import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -275,7 +277,7 @@ class Base(unittest.TestCase):
         rc, err = run_convert([src, "-o", out, "--outtype", outtype] + list(extra), no_numpy)
         self.assertEqual(rc, 0, err)
         self.assertTrue(os.path.isfile(out))
-        self.assertFalse(os.path.exists(out + ".tmp"))
+        self.assertEqual([f for f in os.listdir(os.path.dirname(out)) if f.startswith(os.path.basename(out) + ".")], [])
         return out
 
     def copy_model(self, src, dst_name):
@@ -450,7 +452,9 @@ class TestMicro(Base):
                         self.assertEqual(g.tensor_bytes(i), expect, name)
 
     def test_rounding_edge_values(self):
-        # conv1.weight full of rounding ties, subnormals, overflow and infinities
+        # conv1.weight full of rounding ties, subnormals and values next to the overflow; a value
+        # that the type rounds to an infinity (or one already infinite) is refused as the
+        # loader would (TestErrors.test_non_finite_weights), so each type gets its own finite set
         src = os.path.join(DATA, "micro-80")
         st = st_read(os.path.join(src, "model.safetensors"))
         dtype, shape, data = st["model.encoder.conv1.weight"]
@@ -461,17 +465,20 @@ class TestMicro(Base):
                    0x38800000, 0x387fe000, 0x387ff000, 0x3f801000,       # smallest normal, subnormal ties, f16 tie
                    0x3f803000, 0x3f808000, 0x3f818000, 0x3f817fff,       # f16 tie up, bf16 ties, just below
                    0x7f7fffff, 0xff7fffff, 0x00000001, 0x3f800001]       # f32 max, f32 denormal
-        bits = array.array("I", data)
-        for i in range(n):
-            if i % 3 == 0:
-                bits[i] = special[(i // 3) % len(special)]
-            elif i % 3 == 1:    # exact f16 ties with random-ish exponents and parities
-                bits[i] = ((100 + i % 40) << 23) | ((i * 2654435761) & 0x7fe000) | 0x1000
-        st["model.encoder.conv1.weight"] = (dtype, shape, bits.tobytes())
-        dst = self.copy_model(src, "edge")
-        st_write(os.path.join(dst, "model.safetensors"), st)
         for outtype in ("f16", "bf16"):
-            rnd = f16_rne if outtype == "f16" else bf16_rne
+            rnd, inf = (f16_rne, 0x7c00) if outtype == "f16" else (bf16_rne, 0x7f80)
+            bits = array.array("I", data)
+            for i in range(n):
+                if i % 3 == 0:
+                    bits[i] = special[(i // 3) % len(special)]
+                elif i % 3 == 1:    # exact f16 ties with random-ish exponents and parities
+                    bits[i] = ((100 + i % 40) << 23) | ((i * 2654435761) & 0x7fe000) | 0x1000
+                if (rnd(bits[i]) & inf) == inf:
+                    bits[i] = 0
+            self.assertIn(0x477fefff, bits)
+            st["model.encoder.conv1.weight"] = (dtype, shape, bits.tobytes())
+            dst = self.copy_model(src, "edge-" + outtype)
+            st_write(os.path.join(dst, "model.safetensors"), st)
             for no_numpy in (False, True):
                 with self.subTest(outtype=outtype, no_numpy=no_numpy):
                     g = GGUF(self.convert(dst, outtype, no_numpy=no_numpy))
@@ -565,7 +572,7 @@ class TestErrors(Base):
         self.assertTrue(lines[0].startswith("error: "), err)
         self.assertIn(needle, lines[0])
         self.assertFalse(os.path.exists(out))
-        self.assertFalse(os.path.exists(out + ".tmp"))
+        self.assertEqual([f for f in os.listdir(self.tmp) if f.startswith("bad.gguf.")], [])
 
     def make(self, name, config=None, tensors=None):
         d = os.path.join(self.tmp, name)
@@ -611,6 +618,210 @@ class TestErrors(Base):
         self.assertEqual(run_convert([os.path.join(self.tmp, "empty"), "-o", out])[0], 1)
         with open(out) as f:
             self.assertEqual(f.read(), "old")
+
+
+class TestHardening(Base):
+    """Issue 23: what hostile or careless use of the converter still broke."""
+    expect_error = TestErrors.expect_error
+    make = TestErrors.make
+
+    def micro(self):
+        src = os.path.join(DATA, "micro-80")
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        return cfg, st_read(os.path.join(src, "model.safetensors"))
+
+    def leftovers(self, d, name):
+        return [f for f in os.listdir(d) if f.startswith(name + ".")]
+
+    def test_output_rules(self):
+        src = os.path.join(DATA, "micro-80")
+        d = os.path.join(self.tmp, "outputs")
+        os.makedirs(d)
+        want = self.convert(src, "f32", name="outputs/want.gguf")
+        with open(want, "rb") as f:
+            want_bytes = f.read()
+        # a user's own OUT.tmp is not touched, and no temporary is left
+        out = os.path.join(d, "notes.gguf")
+        with open(out + ".tmp", "w") as f:
+            f.write("mine")
+        self.assertEqual(run_convert([src, "-o", out, "--outtype", "f32"])[0], 0)
+        with open(out + ".tmp") as f:
+            self.assertEqual(f.read(), "mine")
+        self.assertEqual(self.leftovers(d, "notes.gguf"), ["notes.gguf.tmp"])
+        # a symlink: the file it points to is replaced (its mode kept), the link stays
+        target = os.path.join(d, "target.gguf")
+        with open(target, "w") as f:
+            f.write("old")
+        os.chmod(target, 0o640)
+        os.symlink("target.gguf", os.path.join(d, "link.gguf"))
+        rc, err = run_convert([src, "-o", os.path.join(d, "link.gguf"), "--outtype", "f32"])
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(os.path.islink(os.path.join(d, "link.gguf")))
+        with open(target, "rb") as f:
+            self.assertEqual(f.read(), want_bytes)
+        self.assertEqual(stat.S_IMODE(os.stat(target).st_mode), 0o640)
+        # a dangling symlink is an error, and nothing is made
+        os.symlink("nowhere/x.gguf", os.path.join(d, "dangling.gguf"))
+        rc, err = run_convert([src, "-o", os.path.join(d, "dangling.gguf")])
+        self.assertEqual(rc, 1, err)
+        self.assertIn("a symlink that does not lead to a file", err)
+        # a FIFO is written through and stays a FIFO
+        fifo = os.path.join(d, "fifo")
+        os.mkfifo(fifo)
+        got = []
+        reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()))
+        reader.start()
+        rc, err = run_convert([src, "-o", fifo, "--outtype", "f32"])
+        reader.join(60)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(got, [want_bytes])
+        self.assertTrue(stat.S_ISFIFO(os.lstat(fifo).st_mode))
+        self.assertEqual(self.leftovers(d, "fifo"), [])
+        # two runs at once on one output: both whole, the survivor one of them
+        both = os.path.join(d, "both.gguf")
+        procs = [subprocess.Popen([sys.executable, CONVERT, src, "-o", both, "--outtype", t],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for t in ("f32", "f16")]
+        self.assertEqual([p.wait() for p in procs], [0, 0])
+        with open(both, "rb") as f:
+            survivor = f.read()
+        self.assertIn(survivor, (want_bytes, open(self.convert(src, "f16", name="outputs/f16.gguf"), "rb").read()))
+        self.assertEqual(self.leftovers(d, "both.gguf"), [])
+
+    def test_never_its_own_input(self):
+        cfg, st = self.micro()
+        d = self.make("own-input", cfg, st)
+        files = {fn: open(os.path.join(d, fn), "rb").read() for fn in os.listdir(d)}
+        os.link(os.path.join(d, "model.safetensors"), os.path.join(self.tmp, "hard.gguf"))
+        os.symlink(os.path.join(d, "config.json"), os.path.join(self.tmp, "soft.gguf"))
+        for out in (os.path.join(d, "model.safetensors"), os.path.join(d, "config.json"),
+                    os.path.join(d, ".", "config.json"), os.path.join(self.tmp, "hard.gguf"),
+                    os.path.join(self.tmp, "soft.gguf")):
+            with self.subTest(out=out):
+                rc, err = run_convert([d, "-o", out])
+                self.assertEqual(rc, 1, err)
+                self.assertIn("the output is the input", err)
+                self.assertNotIn("[  1/", err)                       # before any work
+                self.assertEqual({fn: open(os.path.join(d, fn), "rb").read() for fn in os.listdir(d)}, files)
+        # a whisper.cpp file as its own output
+        ggml = os.path.join(self.tmp, "ggml-own.bin")
+        with open(ggml, "wb") as f:
+            f.write(struct.pack("<I", 0x67676D6C) + b"\0" * 64)
+        rc, err = run_convert([ggml, "-o", ggml])
+        self.assertEqual(rc, 1, err)
+        self.assertIn("the output is the input", err)
+        # the checkpoint directory is a fine place for an output of a new name
+        rc, err = run_convert([d, "-o", os.path.join(d, "micro.gguf")])
+        self.assertEqual(rc, 0, err)
+
+    def test_fifo_as_the_source(self):
+        fifo = os.path.join(self.tmp, "src-fifo")
+        os.mkfifo(fifo)
+        d = os.path.join(self.tmp, "ct2-fifo")
+        os.makedirs(d)
+        shutil.copy(os.path.join(ROOT, "build", "ct2", "micro-80-float32", "config.json"), d)   # make-model-files.py's
+        os.mkfifo(os.path.join(d, "model.bin"))
+        cfg, st = self.micro()
+        d2 = self.make("st-fifo", cfg)
+        os.mkfifo(os.path.join(d2, "model.safetensors"))
+        for src in (fifo, d, d2):
+            with self.subTest(src=src):
+                p = subprocess.run([sys.executable, CONVERT, src, "-o", os.path.join(self.tmp, "bad.gguf")],
+                                   capture_output=True, text=True, timeout=60)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertIn("not a regular file or a directory", p.stderr)
+                self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+
+    def test_hparams_bounded(self):
+        cfg, st = self.micro()
+        for key, v in (("encoder_layers", 10 ** 9), ("encoder_layers", 257), ("d_model", 1 << 40),
+                       ("num_mel_bins", 513), ("encoder_attention_heads", 10 ** 12)):
+            with self.subTest(key=key, v=v):
+                p = subprocess.run([sys.executable, CONVERT, self.make("big-%s-%d" % (key, v), dict(cfg, **{key: v}), st),
+                                    "-o", os.path.join(self.tmp, "bad.gguf")], capture_output=True, text=True, timeout=60)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertIn("%s is %d, expected an integer in [1, " % (key, v), p.stderr)
+
+    def test_non_finite_weights_and_negative_offsets(self):
+        cfg, st = self.micro()
+        dtype, shape, data = st["model.encoder.layers.1.fc1.weight"]
+        for label, bits in (("nan", 0x7fc00000), ("inf", 0xff800000), ("f16-overflow", 0x47800000)):
+            vals = array.array("I", data)
+            vals[5] = bits
+            bad = dict(st)
+            bad["model.encoder.layers.1.fc1.weight"] = (dtype, shape, vals.tobytes())
+            d = self.make("nonfinite-" + label, cfg, bad)
+            for no_numpy in (False, True):
+                with self.subTest(label=label, no_numpy=no_numpy):
+                    out = os.path.join(self.tmp, "bad.gguf")
+                    rc, err = run_convert([d, "-o", out, "--outtype", "f16"], no_numpy)
+                    self.assertEqual(rc, 1, err)
+                    self.assertIn("tensor encoder.layers.1.fc1.weight: element 5 is not finite", err)
+                    self.assertFalse(os.path.exists(out))
+                    self.assertEqual(self.leftovers(self.tmp, "bad.gguf"), [])
+        # negative data_offsets: the tensor would be read from the JSON header's own bytes
+        d = self.make("negative", cfg, st)
+        self.rewrite_header(os.path.join(d, "model.safetensors"),
+                            lambda h: h["model.encoder.conv1.bias"].update(data_offsets=[-64, 448]))
+        self.expect_error(d, "model.encoder.conv1.bias: data_offsets [-64, 448] are not non-negative integers")
+
+    def rewrite_header(self, path, edit):
+        with open(path, "rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(n))
+            data = f.read()
+        edit(header)
+        h = json.dumps(header).encode()
+        h += b" " * (-len(h) % 8)
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", len(h)) + h + data)
+
+    def test_bad_headers_one_line(self):
+        # each of these was a Python traceback
+        cfg, st = self.micro()
+        d = self.make("strings", cfg, st)
+        self.rewrite_header(os.path.join(d, "model.safetensors"),
+                            lambda h: h["model.encoder.conv1.bias"].update(data_offsets=["0", "512"]))
+        self.expect_error(d, "are not non-negative integers")
+        d = self.make("deep", cfg)
+        h = b"[" * 100000 + b"]" * 100000
+        with open(os.path.join(d, "model.safetensors"), "wb") as f:
+            f.write(struct.pack("<Q", len(h)) + h)
+        self.expect_error(d, "nested too deeply")
+        for label, weight_map in (("int", 7), ("list", ["model.safetensors"]), ("absolute", "/etc/passwd"),
+                                  ("dotdot", "../outside.safetensors"), ("number", 3)):
+            with self.subTest(weight_map=label):
+                d = self.make("index-" + label, cfg)
+                shard = os.path.join(self.tmp, "outside.safetensors")
+                st_write(shard, st)
+                if isinstance(weight_map, str) or label == "number":
+                    weight_map = {k: weight_map for k in st}
+                with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+                    json.dump({"weight_map": weight_map}, f)
+                needle = {"int": "weight_map is a int", "list": "weight_map is a list", "number": "not a shard file name",
+                          "absolute": "lies outside the checkpoint directory",
+                          "dotdot": "lies outside the checkpoint directory"}[label]
+                self.expect_error(d, needle)
+
+    def test_devices_written_through_errors_name_the_output(self):
+        # device nodes made here, never the machine's own /dev files (a converter that replaced
+        # devices would replace them): a twin of /dev/null stays a device, one of /dev/full
+        # fails with the reason and the path
+        null, full = os.path.join(self.tmp, "null"), os.path.join(self.tmp, "full")
+        try:
+            os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+            os.mknod(full, 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+        except OSError as e:
+            self.skipTest("mknod needs root: %s" % e)
+        rc, err = run_convert([os.path.join(DATA, "micro-80"), "-o", null])
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(stat.S_ISCHR(os.lstat(null).st_mode))
+        rc, err = run_convert([os.path.join(DATA, "micro-80"), "-o", full])
+        self.assertEqual(rc, 1, err)
+        self.assertIn(full, err.strip().splitlines()[-1])
+        self.assertIn("No space left on device", err)
+        self.assertTrue(stat.S_ISCHR(os.lstat(full).st_mode))
+        self.assertEqual(self.leftovers(self.tmp, "full") + self.leftovers(self.tmp, "null"), [])
 
 
 # ---------------------------------------------------------------------------------------

@@ -243,6 +243,32 @@ TEST_CASE("ct2: hostile model.bin files give a one-line error") {
     check_fails(with([](auto & v) { find(v, "encoder/layer_0/ffn/linear_0/weight")->dtype = I8; }), "need 4");
     std::vector<ct2_var> v = tiny_vars(false);
     check_fails(ct2_bytes(v, 6, {{"a", "nothing"}}), "alias 'a' names 'nothing'");
+    // issue 23: a layer after a gap, not counted, was ignored (a truncated encoder ran)
+    check_fails(with([](auto & v) { v.push_back(f32_var("encoder/layer_3/ffn/layer_norm/gamma", {2}, 1.0f)); }),
+                "variable 'encoder/layer_3/ffn/layer_norm/gamma' is of layer 3, but the layers present end at encoder/layer_0");
+    // issue 23: one layer's variables aliased as 255 more: 256 layers from one layer's data
+    {
+        std::vector<std::pair<std::string, std::string>> aliases;
+        for (int il = 1; il < 256; il++)
+            for (const ct2_var & x : tiny_vars(false))
+                if (x.name.rfind("encoder/layer_0/", 0) == 0)
+                    aliases.push_back({"encoder/layer_" + std::to_string(il) + x.name.substr(15), x.name});
+        check_fails(ct2_bytes(tiny_vars(false), 6, aliases), "aliases stand in for layers the file does not hold");
+    }
+    // issue 23: n_vars past the variables present read the alias count as a name ("variable '' has
+    // dtype 26"); a million dummy variables took 10 s
+    {
+        std::vector<uint8_t> b = ct2_bytes(tiny_vars(false));
+        const uint32_t n = (uint32_t)tiny_vars(false).size() + 1;
+        memcpy(b.data() + 4 + 2 + 12 + 4, &n, 4);
+        check_fails(b, "has an empty name: n_vars too large");
+        const uint32_t huge = 1000000;
+        memcpy(b.data() + 4 + 2 + 12 + 4, &huge, 4);
+        check_fails(b, "1000000 variables (at most 65536)");
+        b = ct2_bytes(tiny_vars(false));
+        memcpy(b.data() + b.size() - 4, &huge, 4);             // the alias count
+        check_fails(b, "1000000 aliases (at most 65536)");
+    }
     // a variable that claims 4 GiB - 4 bytes: its n_bytes (after name, rank, dims, dtype) patched
     v.push_back(ct2_var{"huge", {(1u << 30) - 1}, F32, {}});
     std::vector<uint8_t> b = ct2_bytes(v);

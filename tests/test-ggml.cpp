@@ -144,6 +144,9 @@ TEST_CASE("broken ggml files are refused with a message") {
     put_i32(b, 4 + 4 * 2, 100000);                                  // n_audio_state
     check_ggml_fails(b, "n_audio_state = 100000 is outside");
     b = good;
+    put_i32(b, 4 + 4 * 4, 1);                                       // n_audio_layer 1 over 2 layers (issue 23)
+    check_ggml_fails(b, "tensor 'encoder.blocks.1.attn.key.weight' is of layer 1, but n_audio_layer says 1 layer");
+    b = good;
     put_i32(b, 4 + 4 * 1, 448);                                     // n_audio_ctx
     check_ggml_fails(b, "n_audio_ctx = 448");
     b = good;

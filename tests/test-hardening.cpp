@@ -17,7 +17,9 @@
 #include <vector>
 
 #include <pthread.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -617,4 +619,219 @@ TEST_CASE("model messages: unaligned offsets, bad eps and dims whose byte count 
     f = tiny_model();
     f.add("unused", {1u << 24, 1u << 24, 1u << 14}, 0, {});
     check_refused(f, "tensor 'unused' has dims [16777216, 16777216, 16384, 1] (f32): more bytes than the file's");
+}
+
+// ---- round three (issue 23) ------------------------------------------------------------
+
+TEST_CASE("hardening: the resampler takes 1 kHz to 1 MHz; other rates are refused at once") {
+    const float one = 0.5f;
+    float * y = nullptr;
+    size_t n = 0;
+    // a ratio of 1e7 asked for a vector past max_size (abort); 1 MHz -> 1 Hz ran 50 s into 3.5 GB
+    // for 0 samples; 2^31 - 1 Hz overflowed the phase arithmetic
+    const int bad[][2] = {{10000000, 1}, {1000000, 1}, {2147483647, 16000}, {16000, 2147483647}, {999, 16000}, {16000, 1000001}};
+    for (const auto & r : bad) {
+        CAPTURE(r[0]);
+        CAPTURE(r[1]);
+        const auto t0 = std::chrono::steady_clock::now();
+        CHECK_FALSE(whisper_audio_resample(&one, 1, r[0], r[1], &y, &n));
+        CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
+        CHECK(y == nullptr);
+        CHECK(std::string(whisper_audio_last_error()).find("each must be 1000 to 1000000 Hz") != std::string::npos);
+    }
+    // the edges of the range work, and quickly
+    for (const auto & r : {std::make_pair(1000000, 1000), std::make_pair(1000, 1000000), std::make_pair(16000, 1000000)}) {
+        const auto t0 = std::chrono::steady_clock::now();
+        REQUIRE(whisper_audio_resample(&one, 1, r.first, r.second, &y, &n));
+        CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+        CHECK(n == (size_t)llround((double)r.second / r.first));
+        whisper_audio_pcm_free(y);
+        y = nullptr;
+    }
+}
+
+TEST_CASE("hardening: a FIFO as the model, or as a CTranslate2 directory's model.bin, is refused at once") {
+    const std::string dir = test_tmp("fifo-model");
+    REQUIRE(system(("rm -rf " + dir + " && mkdir -p " + dir + "/ct2").c_str()) == 0);
+    REQUIRE(mkfifo((dir + "/model.gguf").c_str(), 0644) == 0);
+    REQUIRE(mkfifo((dir + "/ct2/model.bin").c_str(), 0644) == 0);
+    for (const std::string & path : {dir + "/model.gguf", dir + "/ct2", dir + "/ct2/model.bin"}) {
+        CAPTURE(path);
+        // the load in a thread: were it to block in open(), a writer of our own releases it
+        std::atomic<bool> done{false};
+        std::string msg;
+        whisper_audio_model * m = nullptr;
+        std::thread t([&] {
+            m = whisper_audio_model_load(path.c_str());
+            msg = m ? "" : whisper_audio_last_error();
+            done = true;
+        });
+        const auto t0 = std::chrono::steady_clock::now();
+        while (!done && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5))
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        const bool blocked = !done;
+        if (blocked) {
+            const std::string fifo = path.find("ct2") != std::string::npos && path.back() == '2' ? path + "/model.bin" : path;
+            const int w = open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+            if (w >= 0) close(w);
+        }
+        t.join();
+        CHECK_FALSE(blocked);
+        CHECK(m == nullptr);
+        CHECK_MESSAGE(msg.find("not a regular file") != std::string::npos, msg);
+        whisper_audio_model_free(m);
+    }
+    REQUIRE(system(("rm -rf " + dir).c_str()) == 0);
+}
+
+TEST_CASE("hardening: tensors of layers past block_count are an error, not a truncated encoder") {
+    gguf_file f = tiny_model();
+    f.add("encoder.layers.1.fc1.weight", {8, 16}, 0, values(8 * 16, 0.3f));
+    check_refused(f, "tensor 'encoder.layers.1.fc1.weight' is of layer 1, but whisper.encoder.block_count says 1 layer");
+    f = tiny_model();
+    f.add("encoder.layers.7.self_attn.q_proj.bias", {8}, 0, values(8, 0.1f));
+    check_refused(f, "is of layer 7");
+    f = tiny_model();
+    f.add("encoder.layers.99999999999999999999.fc1.bias", {8}, 0, values(8, 0.1f));
+    check_refused(f, "but whisper.encoder.block_count says 1 layer");
+    // names that only look like a layer's are the file's own business
+    f = tiny_model();
+    f.add("encoder.layers.x", {8}, 0, values(8, 0.1f));
+    std::string msg;
+    whisper_audio_model * m = load_bytes(f.bytes(), &msg);
+    CHECK_MESSAGE(m != nullptr, msg);
+    whisper_audio_model_free(m);
+}
+
+// The whole stream of a file: its samples and the warning at its end (empty: none).
+static std::pair<size_t, std::string> stream_to_end(const std::string & path) {
+    whisper_audio_info info{};
+    whisper_audio_stream * s = whisper_audio_stream_open(path.c_str(), &info);
+    REQUIRE_MESSAGE(s, whisper_audio_last_error());
+    CHECK(whisper_audio_stream_warning(s) == nullptr);             // nothing before the end
+    std::vector<float> buf(40000);
+    size_t n = 0;
+    for (int64_t got; (got = whisper_audio_stream_read(s, buf.data(), buf.size())) != 0; n += (size_t)got)
+        REQUIRE_MESSAGE(got > 0, whisper_audio_last_error());
+    const char * w = whisper_audio_stream_warning(s);
+    std::string warning = w ? w : "";
+    whisper_audio_stream_close(s);
+    return {n, warning};
+}
+
+TEST_CASE("hardening: a WAV, FLAC or MP3 cut short (or a FLAC longer than its header) decodes what is there, with a warning") {
+    const std::string dir = test_tmp("cut");
+    REQUIRE(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
+    // WAV: the data chunk says 7.016 s, the file holds about 3 s (0.94 s decoded, no word)
+    const std::vector<uint8_t> wav = read_bytes(test_data("audio/speech_16k.wav"));
+    write_bytes(dir + "/cut.wav", std::vector<uint8_t>(wav.begin(), wav.begin() + 100044));
+    auto r = stream_to_end(dir + "/cut.wav");
+    CHECK(r.first == 50000);
+    CHECK(r.second == dir + "/cut.wav: the input ends after 3.125 s of audio, but its header says 7.016 s (cut short?); "
+                            "decoded what is there");
+    auto [n_whole, none] = stream_to_end(test_data("audio/speech_16k.wav"));
+    CHECK(n_whole == 112259);
+    CHECK(none.empty());
+#ifdef WHISPER_AUDIO_FLAC
+    // FLAC: STREAMINFO's total (36 bits at byte 21) a quarter of the audio (cut silently to it),
+    // three times it (an error), and a file cut in half (an error)
+    const std::vector<uint8_t> flac = read_bytes(test_data("audio/speech_44k1_stereo_1s.flac"));
+    REQUIRE(flac.size() > 1000);
+    uint64_t bits = 0;
+    for (int i = 0; i < 8; i++) bits = bits << 8 | flac[18 + i];
+    const uint64_t total = bits & ((1ull << 36) - 1);
+    REQUIRE(total == 44100);
+    for (uint64_t said : {total / 4, total * 3}) {
+        std::vector<uint8_t> b = flac;
+        const uint64_t patched = (bits & ~((1ull << 36) - 1)) | said;
+        for (int i = 0; i < 8; i++) b[18 + i] = (uint8_t)(patched >> (56 - 8 * i));
+        write_bytes(dir + "/said.flac", b);
+        CAPTURE(said);
+        r = stream_to_end(dir + "/said.flac");
+        CHECK(r.first == 16000);                                    // the whole second, either way
+        CHECK(r.second.find(said < total ? "holds 1.000 s of audio, more than the 0.250 s its header says; decoded all of it"
+                                         : "ends after 1.000 s of audio, but its header says 3.000 s") != std::string::npos);
+    }
+    write_bytes(dir + "/cut.flac", std::vector<uint8_t>(flac.begin(), flac.begin() + flac.size() / 2));
+    r = stream_to_end(dir + "/cut.flac");
+    CHECK(r.first > 1000);
+    CHECK(r.first < 16000);
+    CHECK(r.second.find("but its header says 1.000 s (cut short?); decoded what is there") != std::string::npos);
+#endif
+#ifdef WHISPER_AUDIO_MP3
+    // MP3 with a LAME tag of 7.016 s, cut in half (an error)
+    const std::vector<uint8_t> mp3 = read_bytes(test_data("audio/speech_44k1_stereo.mp3"));
+    write_bytes(dir + "/cut.mp3", std::vector<uint8_t>(mp3.begin(), mp3.begin() + mp3.size() / 2));
+    r = stream_to_end(dir + "/cut.mp3");
+    CHECK(r.first > 16000);
+    CHECK(r.second.find("but its header says 7.016 s (cut short?)") != std::string::npos);
+#endif
+    REQUIRE(system(("rm -rf " + dir).c_str()) == 0);
+}
+
+TEST_CASE("hardening: model messages name the file and the field (issue 23, item 19)") {
+    // no keys at all: "architecture is ''"
+    {
+        gguf_file f = tiny_model();
+        f.kv.b.clear();
+        f.n_kv = 0;
+        check_refused(f, "no general.architecture key (0 keys)");
+    }
+    // a key of the wrong type: "missing key"
+    {
+        gguf_file f = tiny_model();
+        const char key[] = "whisper.encoder.block_count";
+        auto it = std::search(f.kv.b.begin(), f.kv.b.end(), key, key + strlen(key));
+        REQUIRE(it != f.kv.b.end());
+        *(it + strlen(key)) = 5;                                      // its type: int32, not uint32
+        check_refused(f, "key whisper.encoder.block_count has GGUF type 5, not uint32 (4)");
+    }
+    // a projector type with a NUL inside: the message showed 'qwen2a'
+    {
+        gguf_file f = tiny_model();
+        f.string("whisper.projector.type", std::string("qwen2a\0junk", 11));
+        check_refused(f, "whisper.projector.type holds a NUL byte");
+    }
+    // CTranslate2: a model.bin under 18 bytes, or of another spec, was "not a GGUF model"
+    const std::string dir = test_tmp("ct2-msg");
+    REQUIRE(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
+    write_bytes(dir + "/model.bin", {6, 0, 0, 0, 12, 0, 'W', 'h', 'i', 's'});
+    whisper_audio_model * m = whisper_audio_model_load(dir.c_str());
+    CHECK(m == nullptr);
+    CHECK_MESSAGE(std::string(whisper_audio_last_error()).find("10 bytes: too short for a CTranslate2 model.bin") != std::string::npos,
+                  whisper_audio_last_error());
+    wav_bytes t;
+    t.u32(6).u16(16);
+    for (char c : std::string("TransformerSpec")) t.u8((uint8_t)c);
+    t.u8(0).u32(1).u32(0).u32(0);
+    write_bytes(dir + "/model.bin", t.b);
+    m = whisper_audio_model_load(dir.c_str());
+    CHECK(m == nullptr);
+    CHECK_MESSAGE(std::string(whisper_audio_last_error()).find("a CTranslate2 model of spec TransformerSpec (binary version 6), not a "
+                                                               "Whisper one") != std::string::npos, whisper_audio_last_error());
+    REQUIRE(system(("rm -rf " + dir).c_str()) == 0);
+}
+
+TEST_CASE("hardening: audio messages say what the file is (issue 23, item 19)") {
+#ifdef WHISPER_AUDIO_OPUS
+    // an Opus file cut at 30 bytes was "not a valid Ogg Vorbis stream"
+    const std::vector<uint8_t> opus = read_bytes(test_data("audio/speech_16k.opus"));
+    decoded_audio a = decode_memory(std::vector<uint8_t>(opus.begin(), opus.begin() + 30));
+    CHECK_FALSE(a.ok);
+    CHECK_MESSAGE(a.error.find("Ogg Opus") != std::string::npos, a.error);
+    CHECK(a.error.find("Vorbis") == std::string::npos);
+    a = decode_memory(std::vector<uint8_t>(opus.begin(), opus.begin() + 20));
+    CHECK_MESSAGE(a.error.find("truncated Ogg file: the input ends after 20 bytes, inside its first page") != std::string::npos, a.error);
+#endif
+#ifdef WHISPER_AUDIO_FLAC
+    // a FLAC behind an ID3v2 tag that the input ends inside was a "truncated MP3 file"
+    std::vector<uint8_t> b = {'I', 'D', '3', 4, 0, 0, 0x7f, 0x7f, 0x7f, 0x7f};
+    const std::vector<uint8_t> flac = read_bytes(test_data("audio/speech_44k1_stereo_1s.flac"));
+    b.insert(b.end(), flac.begin(), flac.end());
+    a = decode_memory(b);
+    CHECK_FALSE(a.ok);
+    CHECK_MESSAGE(a.error.find("the input ends inside its ID3v2 tag (268435465 bytes), before the MP3 or FLAC audio") != std::string::npos,
+                  a.error);
+    CHECK(a.error.find("MP3 file") == std::string::npos);
+#endif
 }

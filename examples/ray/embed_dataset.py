@@ -132,6 +132,17 @@ def read_shards(shard_dir, model_info, settings):
     return done
 
 
+def actor_threads(requested, nodes):
+    """The CPU threads of one actor: --threads, at most the CPUs of the largest live node (an
+    actor runs on one node; Ray would wait forever for an actor that no node can hold)."""
+    largest = max([int(n.get("Resources", {}).get("CPU", 0)) for n in nodes if n.get("Alive", True)] or [0])
+    if largest < 1:
+        sys.exit("error: the Ray cluster has no node with a CPU for an actor")
+    if requested > largest:
+        print(f"embed_dataset: --threads {requested}: the largest node has {largest} CPUs; using {largest}", flush=True)
+    return min(requested, largest)
+
+
 def main(argv=None):
     args = parse_args(argv)
     import ray
@@ -158,7 +169,7 @@ def main(argv=None):
             device, n_threads, resources = "cuda", 1, {"num_gpus": 1}
             n_actors = args.actors or n_gpus
         else:
-            device, n_threads = "cpu", args.threads
+            device, n_threads = "cpu", actor_threads(args.threads, ray.nodes())
             resources = {"num_cpus": n_threads}
             n_actors = args.actors or max(1, int(ray.cluster_resources().get("CPU", 1)) // n_threads)
         n_actors = min(n_actors, -(-len(todo) // args.files_per_shard))

@@ -142,16 +142,30 @@ def _malloced_array(ptr, n):
     return np.frombuffer(buf, dtype=np.float32)
 
 
+def _c_path(path):
+    """path as the bytes of a C string; a NUL inside it would cut the path short there, so it is
+    a ValueError (as open() has it) rather than another file opened."""
+    b = os.fsencode(path)
+    if b"\0" in b:
+        raise ValueError(f"embedded null byte in path {os.fsdecode(path)!r}")
+    return b
+
+
+# the rates whisper_audio_resample takes
+_MIN_RATE = 1000        # WHISPER_AUDIO_MIN_RATE: the sample rates the library takes
+_MAX_RATE = 1000000     # WHISPER_AUDIO_MAX_RATE
+
+
 def load_audio(path, sr=SAMPLE_RATE):
     """Decodes an audio file (WAV, FLAC, MP3, Ogg Vorbis, Opus; found by content) to float32 mono.
 
     The library decodes to 16 kHz (channels averaged, resampled when needed); another sr is
     resampled from that, so it holds nothing above 8 kHz.
     """
-    if isinstance(sr, bool) or not isinstance(sr, int) or sr <= 0:
-        raise ValueError(f"sr must be a positive int, got {sr!r}")
+    if isinstance(sr, bool) or not isinstance(sr, int) or not _MIN_RATE <= sr <= _MAX_RATE:
+        raise ValueError(f"sr must be an int in [{_MIN_RATE}, {_MAX_RATE}] (Hz), got {sr!r}")
     pcm, n = ctypes.c_void_p(), ctypes.c_size_t()
-    _check(_lib.whisper_audio_decode_file(os.fsencode(path), ctypes.byref(pcm), ctypes.byref(n), None))
+    _check(_lib.whisper_audio_decode_file(_c_path(path), ctypes.byref(pcm), ctypes.byref(n), None))
     audio = _malloced_array(pcm.value, n.value)
     if sr == SAMPLE_RATE or audio.size == 0:
         return audio
@@ -288,7 +302,7 @@ class Model:
         self._calls = 0                     # calls running now
         self._closed = False
         self.path = os.fspath(path)
-        model = _lib.whisper_audio_model_load(os.fsencode(path))
+        model = _lib.whisper_audio_model_load(_c_path(path))
         _check(model)
         self._model = model
         hp = _lib.whisper_audio_model_hparams(model).contents
@@ -408,7 +422,7 @@ class Model:
     def _input(audio):
         """(a checked float32 array or a path, a name for messages) of one input of encode."""
         if isinstance(audio, (str, bytes, os.PathLike)):
-            return os.fsencode(audio), os.fsdecode(audio)
+            return _c_path(audio), os.fsdecode(audio)
         pcm = _float32_array(audio, "audio", (1,))
         if pcm.size == 0:
             raise ValueError("audio array: no audio samples")

@@ -30,7 +30,8 @@ ENUMS = {"_DEVICES": ("whisper_audio_device", "WHISPER_AUDIO_DEVICE_"),
          "_POOLS": ("whisper_audio_pool", "WHISPER_AUDIO_POOL_")}
 # every integer constant the package restates
 CONSTANTS = {"SAMPLE_RATE": "WHISPER_AUDIO_SAMPLE_RATE", "_N_SAMPLES": "WHISPER_AUDIO_N_SAMPLES",
-             "_N_FRAMES": "WHISPER_AUDIO_N_FRAMES", "_MAX_BATCH": "WHISPER_AUDIO_MAX_BATCH"}
+             "_N_FRAMES": "WHISPER_AUDIO_N_FRAMES", "_MAX_BATCH": "WHISPER_AUDIO_MAX_BATCH",
+             "_MIN_RATE": "WHISPER_AUDIO_MIN_RATE", "_MAX_RATE": "WHISPER_AUDIO_MAX_RATE"}
 
 # a field's kind, in C by _Generic, in Python by its ctypes type: integer, floating, bool, pointer
 KIND_C = ('#define KIND(x) _Generic((x), _Bool: "b", float: "f", double: "f", char: "i", signed char: "i", '

@@ -106,3 +106,23 @@ def test_embed_dataset_list_full_windows(tmp_path, local_ray):
     entries = read_manifest(out)
     assert [e["rows"] for e in entries] == [1, 3, 1]
     check_against_main(tmp_path, out, entries, "--outtype", "f16")
+
+
+def test_threads_capped_at_the_largest_node(tmp_path, local_ray, capsys):
+    # --threads 4 (the default) on nodes of 2 CPUs asked Ray for an actor no node could hold:
+    # it waited forever (issue 23)
+    assert embed_dataset.actor_threads(4, [{"Alive": True, "Resources": {"CPU": 2.0}},
+                                           {"Alive": False, "Resources": {"CPU": 64.0}}]) == 2
+    assert embed_dataset.actor_threads(1, [{"Alive": True, "Resources": {"CPU": 2.0}}]) == 1
+    with pytest.raises(SystemExit, match="no node with a CPU"):
+        embed_dataset.actor_threads(4, [{"Alive": True, "Resources": {"GPU": 1.0}}])
+    out = str(tmp_path / "emb")
+    result = embed_dataset.main(["-m", MODEL, "--list", str(_one_file_list(tmp_path)), "-o", out, "--threads", "64"])
+    assert result["done"] == 1 and not result["errors"]
+    assert "--threads 64: the largest node has 2 CPUs; using 2" in capsys.readouterr().out
+
+
+def _one_file_list(tmp_path):
+    listing = tmp_path / "one.txt"
+    listing.write_text(os.path.join(AUDIO, "speech_16k.wav") + "\n")
+    return listing

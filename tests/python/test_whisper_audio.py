@@ -259,6 +259,29 @@ def test_bad_files(model, tmp_path):
         wa.Model(str(text))
 
 
+def test_paths_with_a_nul_are_refused(model, tmp_path):
+    # a C string ends at the NUL: 'ok.wav\0junk' used to encode ok.wav
+    for path in (SPEECH + "\0junk", os.fsencode(SPEECH) + b"\0junk"):
+        with pytest.raises(ValueError, match="embedded null byte"):
+            model.encode(path)
+        with pytest.raises(ValueError, match="embedded null byte"):
+            model.encode([SPEECH, path])
+        with pytest.raises(ValueError, match="embedded null byte"):
+            model.log_mel(path)
+        with pytest.raises(ValueError, match="embedded null byte"):
+            wa.load_audio(path)
+    with pytest.raises(ValueError, match="embedded null byte"):
+        wa.Model(MICRO + "\0junk", device="cpu")
+
+
+def test_load_audio_rates_outside_the_resampler_range():
+    # sr=2**40 reached the library as 0 Hz ("16000 -> 0 Hz"); 2**31 - 1 ran minutes into GBs
+    for sr in (2 ** 40, 2 ** 31 - 1, 1000001, 999, 0, -16000):
+        with pytest.raises(ValueError, match=r"sr must be an int in \[1000, 1000000\]"):
+            wa.load_audio(SPEECH, sr=sr)
+    assert abs(wa.load_audio(SPEECH, sr=1000).size - 112259 / 16) <= 1
+
+
 def test_bad_options(model):
     with pytest.raises(ValueError, match="layers 0 to 1"):
         model.encode(SPEECH, layer=2)
