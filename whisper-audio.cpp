@@ -4122,6 +4122,11 @@ whisper_audio_encoder * whisper_audio_encoder_init(const whisper_audio_model * m
 
 void whisper_audio_encoder_free(whisper_audio_encoder * enc) {
     if (!enc) return;
+    if (enc->busy) {       // a pipeline owns it, or a call runs: freeing it would pull the backend from under them
+        wa_set_error("whisper_audio_encoder_free: the encoder is in use (by a pipeline, or a call running on another "
+                     "thread); free the pipeline first: the encoder was not freed");
+        return;
+    }
     for (auto & kv : enc->graphs) {
         vt_graph_free(kv.second.graph);
         vt_free(kv.second.ctx);
@@ -4378,6 +4383,8 @@ struct whisper_audio_pipeline {
     float held_max = -INFINITY;          // their largest value
     bool closing = false;                // workers leave once todo is empty
     std::string error;                   // the first failure; every later call fails with it
+    bool refused = false;                // the current call was refused (a caller's mistake): the pipeline goes on
+    bool in_on_rows = false;             // the caller's thread is inside on_rows
     std::vector<std::thread> workers;
 
     // the caller's side
@@ -4590,7 +4597,10 @@ static bool pipeline_emit(whisper_audio_pipeline * p, bool wait) {
             r.f16 = p->params.f16;
             r.data = pool ? (r.f16 ? (const void *)(b->pooled_f16.data() + (size_t)i * d) : (const void *)(b->pooled.data() + (size_t)i * d))
                           : (const void *)((const char *)b->out + (size_t)i * win_rows * d * es);
-            if (p->params.on_rows && !p->params.on_rows(&r, p->params.user)) {
+            p->in_on_rows = true;
+            const bool go_on = !p->params.on_rows || p->params.on_rows(&r, p->params.user);
+            p->in_on_rows = false;
+            if (!go_on) {
                 pipeline_fail(p, "stopped by the rows callback");
                 wa_set_error("stopped by the rows callback");
                 return false;
@@ -4712,15 +4722,21 @@ static bool pipeline_cut_max(whisper_audio_pipeline * p, int64_t c, int valid, i
     return true;
 }
 
+// A caller's mistake: refused with a message, the pipeline unchanged and usable.
+static bool pipeline_refuse(whisper_audio_pipeline * p) {
+    p->refused = true;
+    return false;
+}
+
 static bool pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t n) {
     if (!pipeline_ok(p)) return false;
-    if (!wa_mel_check_pcm("whisper_audio_pipeline_push", pcm, n, p->input_samples)) return false;
+    if (!wa_mel_check_pcm("whisper_audio_pipeline_push", pcm, n, p->input_samples)) return pipeline_refuse(p);
     if (p->tower && p->tower->whole_signal) {       // held until the input ends
         if (n > WA_MAX_HELD_SAMPLES - p->held.size()) {
             wa_set_error("whisper_audio_pipeline_push: input %lld is longer than %.0f hours; %s takes one log-mel over "
                          "a whole input, and the pipeline holds at most that much of one: split it",
                          (long long)p->input, WA_MAX_HELD_SAMPLES / 3600.0 / WHISPER_AUDIO_SAMPLE_RATE, p->tower->name);
-            return false;
+            return pipeline_refuse(p);
         }
         p->held.insert(p->held.end(), pcm, pcm + n);
         p->input_samples += n;
@@ -4793,7 +4809,7 @@ static bool pipeline_end_input(whisper_audio_pipeline * p) {
     if (!pipeline_ok(p)) return false;
     if (p->input_samples == 0) {
         wa_set_error("whisper_audio_pipeline_end_input: input %lld has no audio samples", (long long)p->input);
-        return false;
+        return pipeline_refuse(p);
     }
     if (p->tower && p->tower->whole_signal) {
         const bool ok = pipeline_cut_held(p);
@@ -4817,7 +4833,7 @@ static bool pipeline_finish(whisper_audio_pipeline * p) {
     if (!pipeline_ok(p)) return false;
     if (p->input_samples > 0) {
         wa_set_error("whisper_audio_pipeline_finish: input %lld was not ended (whisper_audio_pipeline_end_input)", (long long)p->input);
-        return false;
+        return pipeline_refuse(p);
     }
     pipeline_dispatch(p, p->cur);
     for (;;) {
@@ -4935,10 +4951,16 @@ whisper_audio_pipeline * whisper_audio_pipeline_init(whisper_audio_encoder * con
 }
 
 // A pipeline call; what it throws (out of memory) fails the pipeline, which may be half-way
-// through cutting a window.
+// through cutting a window; a refused call (the caller's mistake) leaves it as it was. A call
+// from inside on_rows is refused: the caller's thread is in the middle of handing out rows.
 template <typename F> static bool pipeline_call(whisper_audio_pipeline * p, const char * func, F && f) {
+    if (p->in_on_rows) {
+        wa_set_error("%s: called from inside the rows callback (on_rows); call it after the callback returns", func);
+        return false;
+    }
+    p->refused = false;
     const bool ok = wa_catch(func, false, f);
-    if (!ok && pipeline_ok(p)) pipeline_fail(p, whisper_audio_last_error());
+    if (!ok && !p->refused && pipeline_ok(p)) pipeline_fail(p, whisper_audio_last_error());
     return ok;
 }
 
@@ -4959,6 +4981,11 @@ bool whisper_audio_pipeline_finish(whisper_audio_pipeline * p) {
 
 void whisper_audio_pipeline_free(whisper_audio_pipeline * p) {
     if (!p) return;
+    if (p->in_on_rows) {
+        wa_set_error("whisper_audio_pipeline_free: called from inside the rows callback (on_rows); the pipeline was "
+                     "not freed: free it after the call that runs the callback returns");
+        return;
+    }
     pipeline_stop(p);
     for (auto & b : p->batches) {
         vt_backend_host_free(p->host, b->pcm);

@@ -835,3 +835,70 @@ TEST_CASE("hardening: audio messages say what the file is (issue 23, item 19)") 
     CHECK(a.error.find("MP3 file") == std::string::npos);
 #endif
 }
+
+namespace {
+
+struct misuse {                          // what the rows callback tries, and what it saw
+    whisper_audio_pipeline * p = nullptr;
+    whisper_audio_encoder * enc = nullptr;
+    int rows = 0;
+    std::vector<std::string> refusals;
+};
+
+bool misuse_rows(const whisper_audio_rows *, void * user) {
+    misuse & m = *(misuse *)user;
+    if (m.rows++ == 0) {                 // the first window: every call that would crash or hang
+        whisper_audio_pipeline_free(m.p);
+        m.refusals.push_back(whisper_audio_last_error());
+        whisper_audio_encoder_free(m.enc);
+        m.refusals.push_back(whisper_audio_last_error());
+        if (!whisper_audio_pipeline_finish(m.p)) m.refusals.push_back(whisper_audio_last_error());
+        const float x = 0.0f;
+        if (!whisper_audio_pipeline_push(m.p, &x, 1)) m.refusals.push_back(whisper_audio_last_error());
+    }
+    return true;
+}
+
+} // namespace
+
+TEST_CASE("pipeline misuse is refused with a message and leaves the pipeline usable (issue 23: 1, 5)") {
+    whisper_audio_model * model = whisper_audio_model_load("build/micro-80-f32.gguf");
+    REQUIRE_MESSAGE(model, whisper_audio_last_error());
+    whisper_audio_encoder_params ep = whisper_audio_encoder_default_params();
+    ep.device = WHISPER_AUDIO_DEVICE_CPU;
+    ep.n_threads = 2;
+    whisper_audio_encoder * enc = whisper_audio_encoder_init(model, ep);
+    REQUIRE_MESSAGE(enc, whisper_audio_last_error());
+    misuse m;
+    m.enc = enc;
+    whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
+    pp.on_rows = misuse_rows;
+    pp.user = &m;
+    m.p = whisper_audio_pipeline_init(&enc, 1, pp);
+    REQUIRE_MESSAGE(m.p, whisper_audio_last_error());
+    // the encoder belongs to the pipeline: freeing it is refused (it aborted at finish before)
+    whisper_audio_encoder_free(enc);
+    CHECK(std::string(whisper_audio_last_error()).find("the encoder is in use") != std::string::npos);
+    std::vector<float> pcm(700000, 0.01f);
+    REQUIRE(whisper_audio_pipeline_push(m.p, pcm.data(), pcm.size()));
+    REQUIRE(whisper_audio_pipeline_end_input(m.p));
+    // a second end_input is the caller's mistake: refused, and the ended input's rows still come
+    CHECK_FALSE(whisper_audio_pipeline_end_input(m.p));
+    CHECK(std::string(whisper_audio_last_error()).find("has no audio samples") != std::string::npos);
+    CHECK_MESSAGE(whisper_audio_pipeline_finish(m.p), whisper_audio_last_error());
+    CHECK(m.rows == 2);
+    // inside on_rows: free, encoder_free, finish and push were each refused, none crashed or hung
+    REQUIRE(m.refusals.size() == 4);
+    CHECK(m.refusals[0].find("whisper_audio_pipeline_free: called from inside the rows callback") != std::string::npos);
+    CHECK(m.refusals[1].find("the encoder is in use") != std::string::npos);
+    CHECK(m.refusals[2].find("whisper_audio_pipeline_finish: called from inside the rows callback") != std::string::npos);
+    CHECK(m.refusals[3].find("whisper_audio_pipeline_push: called from inside the rows callback") != std::string::npos);
+    // still usable: another input, finished
+    REQUIRE(whisper_audio_pipeline_push(m.p, pcm.data(), 1000));
+    REQUIRE(whisper_audio_pipeline_end_input(m.p));
+    REQUIRE(whisper_audio_pipeline_finish(m.p));
+    CHECK(m.rows == 3);
+    whisper_audio_pipeline_free(m.p);
+    whisper_audio_encoder_free(enc);     // released with the pipeline: freed now
+    whisper_audio_model_free(model);
+}
