@@ -784,36 +784,42 @@ struct job {
     bool draw_png(const float * pcm, size_t n);
     bool start();
     bool emit(const whisper_audio_rows & r);
-    // x[0, n) into the summary statistics; false if one is NaN or infinite. Four independent
-    // lanes, so that the loop vectorises (a value at a time took 1 ns, the whole run's time
-    // for base with full rows).
+    // x[0, n) into the summary statistics; false if one is NaN or infinite. Blocks of 1024 in
+    // eight float lanes (the loop vectorises; f32 partial sums of 128 values, then double),
+    // added to double totals: in double lanes an hour of a tower's tokens (138 M values) took
+    // 0.33 s of the caller's thread, 2.4 ns a value (Xeon, 2 cores).
     bool add_stats(const float * x, size_t n) {
-        double s[4] = {0, 0, 0, 0}, q[4] = {0, 0, 0, 0};
-        float lo[4] = {vmin, vmin, vmin, vmin}, hi[4] = {vmax, vmax, vmax, vmax};
         int bad = 0;
-        size_t i = 0;
-        for (; i + 4 <= n; i += 4) {
-            for (int k = 0; k < 4; k++) {
-                const float v = x[i + k];
+        for (size_t i0 = 0; i0 < n; i0 += 1024) {
+            const size_t i1 = std::min(n, i0 + 1024);
+            float s[8] = {0}, q[8] = {0}, lo[8], hi[8];
+            for (int k = 0; k < 8; k++) { lo[k] = vmin; hi[k] = vmax; }
+            size_t i = i0;
+            for (; i + 8 <= i1; i += 8) {
+                for (int k = 0; k < 8; k++) {
+                    const float v = x[i + k];
+                    bad |= !(std::fabs(v) <= FLT_MAX);
+                    s[k] += v;
+                    q[k] += v * v;
+                    lo[k] = lo[k] < v ? lo[k] : v;
+                    hi[k] = hi[k] > v ? hi[k] : v;
+                }
+            }
+            for (; i < i1; i++) {
+                const float v = x[i];
                 bad |= !(std::fabs(v) <= FLT_MAX);
-                s[k] += v;
-                q[k] += (double)v * v;
-                lo[k] = std::min(lo[k], v);
-                hi[k] = std::max(hi[k], v);
+                s[0] += v;
+                q[0] += v * v;
+                lo[0] = std::min(lo[0], v);
+                hi[0] = std::max(hi[0], v);
+            }
+            for (int k = 0; k < 8; k++) {
+                sum += s[k];
+                sum2 += q[k];
+                vmin = std::min(vmin, lo[k]);
+                vmax = std::max(vmax, hi[k]);
             }
         }
-        for (; i < n; i++) {
-            const float v = x[i];
-            bad |= !(std::fabs(v) <= FLT_MAX);
-            s[0] += v;
-            q[0] += (double)v * v;
-            lo[0] = std::min(lo[0], v);
-            hi[0] = std::max(hi[0], v);
-        }
-        sum += (s[0] + s[1]) + (s[2] + s[3]);
-        sum2 += (q[0] + q[1]) + (q[2] + q[3]);
-        vmin = std::min(std::min(lo[0], lo[1]), std::min(lo[2], lo[3]));
-        vmax = std::max(std::max(hi[0], hi[1]), std::max(hi[2], hi[3]));
         n_values += n;
         return !bad;
     }
