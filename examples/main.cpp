@@ -47,6 +47,12 @@
 static int g_verbosity = 1;            // 0: -q (errors only), 1: the default, 2: -v
 static std::string g_last_error;       // the last error's message, for --json's document
 static bool g_json_printed = false;    // --json's document is out (a run stopped half-way prints its own)
+static bool g_line_open = false;       // a progress line is on the terminal, to end before another
+
+static void end_progress_line() {
+    if (g_line_open) fputc('\n', stderr);
+    g_line_open = false;
+}
 
 static void print_error(const char * fmt, ...) __attribute__((format(printf, 1, 2)));
 static void print_error(const char * fmt, ...) {
@@ -55,6 +61,7 @@ static void print_error(const char * fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    end_progress_line();
     fprintf(stderr, "error: %s", msg);
     g_last_error = msg;
     while (!g_last_error.empty() && g_last_error.back() == '\n') g_last_error.pop_back();
@@ -64,6 +71,7 @@ static void print_error(const char * fmt, ...) {
 static void note(const char * fmt, ...) __attribute__((format(printf, 1, 2)));
 static void note(const char * fmt, ...) {
     if (g_verbosity < 1) return;
+    end_progress_line();
     va_list ap;
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
@@ -999,6 +1007,7 @@ bool job::fail_input(size_t k, const std::string & msg) {
     in.failed = true;
     in.error = msg;
     n_failed++;
+    end_progress_line();
     fprintf(stderr, "error: %s (skipped: --keep-going)\n", msg.c_str());
     expected_windows -= std::min(expected_windows, in.expected_windows);
     if (in.windows > 0 && mark_input == (int64_t)k) {     // its rows so far: the last ones emitted
@@ -1031,6 +1040,7 @@ void job::progress(bool last) {
     }
     if (n_failed) snprintf(failed, sizeof(failed), ", %zu input%s failed", n_failed, n_failed == 1 ? "" : "s");
     fprintf(stderr, progress_tty ? "\rmain: %s, %.1f windows/s%s%s   " : "main: %s, %.1f windows/s%s%s\n", done, rate, eta, failed);
+    g_line_open = progress_tty;
 }
 
 // The rows of one encoded window (from the pipeline, in input order), or of an audio-LLM
@@ -1212,7 +1222,7 @@ bool job::run() {
     run_ms = ms_since(t_work);
     if (show_progress && (n_windows > 0 || n_failed > 0)) {
         if (!progress_tty) progress(true);
-        else fprintf(stderr, "\n");
+        end_progress_line();
     }
     if (per_file && !commit_inputs_before(inputs.size())) return false;
     if (!per_file && !writers.empty() && !writers[0].finish()) return false;
