@@ -4415,6 +4415,7 @@ struct whisper_audio_pipeline {
     int64_t input = 0, window = 0;
     size_t input_samples = 0;            // of the current input, pushed (held or windowed or not used)
     wa_held_pcm held;                    // a whole-signal tower's current input (its capacity kept for the next)
+    std::set<int64_t> dropped;           // inputs dropped after some of their windows were cut
 };
 
 // The most samples of an input a whole-signal tower holds: 4 hours (922 MB of f32).
@@ -4607,6 +4608,7 @@ static bool pipeline_emit(whisper_audio_pipeline * p, bool wait) {
         const size_t win_rows = p->tower ? (size_t)p->tower->rows(p->encs[0]->hparams, b->n_frames, p->projector) : (size_t)n_pos;
         for (int i = 0; i < b->n; i++) {
             const wa_window & w = b->wins[i];
+            if (!p->dropped.empty() && p->dropped.count(w.input)) continue;
             whisper_audio_rows r;
             r.input = w.input;
             r.window = w.window;
@@ -4849,6 +4851,36 @@ static bool pipeline_end_input(whisper_audio_pipeline * p) {
     return pipeline_emit(p, false);
 }
 
+// The current input's windows still in the batch being filled go; those already handed to the
+// workers are encoded, and their rows skipped (p->dropped). A held input's first pass is
+// waited for, so that its maxima do not reach the next input's clamp.
+static bool pipeline_drop_input(whisper_audio_pipeline * p) {
+    if (!pipeline_ok(p)) return false;
+    wa_batch * b = p->cur;
+    while (b && b->n > 0 && b->wins[b->n - 1].input == p->input) b->n--;
+    if (p->cur_max) {
+        std::lock_guard<std::mutex> lock(p->mu);
+        p->free_list.push_back(p->cur_max);
+        p->cur_max = nullptr;
+    }
+    for (;;) {
+        {
+            std::lock_guard<std::mutex> lock(p->mu);
+            if (p->n_max_pending == 0) break;
+        }
+        if (!pipeline_emit(p, true)) return false;
+    }
+    if (p->window > 0) p->dropped.insert(p->input);
+    p->held.size = 0;
+    p->max_cut = 0;
+    p->held_max = -INFINITY;
+    p->in_window = 0;
+    p->input++;
+    p->window = 0;
+    p->input_samples = 0;
+    return pipeline_emit(p, false);
+}
+
 static bool pipeline_finish(whisper_audio_pipeline * p) {
     if (!pipeline_ok(p)) return false;
     if (p->input_samples > 0) {
@@ -4992,6 +5024,11 @@ bool whisper_audio_pipeline_push(whisper_audio_pipeline * p, const float * pcm, 
 bool whisper_audio_pipeline_end_input(whisper_audio_pipeline * p) {
     if (!p) { wa_set_error("%s: NULL pipeline", __func__); return false; }
     return pipeline_call(p, __func__, [&] { return pipeline_end_input(p); });
+}
+
+bool whisper_audio_pipeline_drop_input(whisper_audio_pipeline * p) {
+    if (!p) { wa_set_error("%s: NULL pipeline", __func__); return false; }
+    return pipeline_call(p, __func__, [&] { return pipeline_drop_input(p); });
 }
 
 bool whisper_audio_pipeline_finish(whisper_audio_pipeline * p) {

@@ -299,6 +299,11 @@ whisper_audio_pipeline * whisper_audio_pipeline_init(whisper_audio_encoder * con
 bool whisper_audio_pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t n);
 // Ends the current input (it must have samples); the next push starts the next input.
 bool whisper_audio_pipeline_end_input(whisper_audio_pipeline * p);
+// Drops the current input (with or without samples pushed: a file that failed to decode half
+// way): on_rows is called for none of its windows, the samples not yet encoded are discarded,
+// and the next push starts the next input, so that its index counts the dropped one (input
+// k dropped, the next rows are input k + 1's).
+bool whisper_audio_pipeline_drop_input(whisper_audio_pipeline * p);
 // Encodes what is left and returns once every row has gone to on_rows; more inputs may follow.
 bool whisper_audio_pipeline_finish(whisper_audio_pipeline * p);
 // Stops the workers (queued windows are dropped) and releases the encoders.

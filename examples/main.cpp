@@ -19,6 +19,7 @@
 #include <climits>
 #include <cmath>
 #include <csignal>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,6 +39,44 @@
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb/stb_image_write.h>
 #endif
+
+// =====================================================================================
+// messages: errors always (and the last one kept for --json), the rest unless -q
+// =====================================================================================
+
+static int g_verbosity = 1;            // 0: -q (errors only), 1: the default, 2: -v
+static std::string g_last_error;       // the last error's message, for --json's document
+static bool g_json_printed = false;    // --json's document is out (a run stopped half-way prints its own)
+static bool g_line_open = false;       // a progress line is on the terminal, to end before another
+
+static void end_progress_line() {
+    if (g_line_open) fputc('\n', stderr);
+    g_line_open = false;
+}
+
+static void print_error(const char * fmt, ...) __attribute__((format(printf, 1, 2)));
+static void print_error(const char * fmt, ...) {
+    char msg[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    end_progress_line();
+    fprintf(stderr, "error: %s", msg);
+    g_last_error = msg;
+    while (!g_last_error.empty() && g_last_error.back() == '\n') g_last_error.pop_back();
+}
+
+// A note or a warning: on stderr unless -q.
+static void note(const char * fmt, ...) __attribute__((format(printf, 1, 2)));
+static void note(const char * fmt, ...) {
+    if (g_verbosity < 1) return;
+    end_progress_line();
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
 
 // =====================================================================================
 // command line
@@ -62,28 +101,39 @@ struct params {
     bool no_pad = false;
     bool projector = true;        // an audio-LLM model: its tokens (false: the tower's own output)
     bool json = false;
-    bool progress = true;
+    int progress = -1;            // -1: on a terminal only; 0: --no-progress; 1: --progress (lines on a pipe too)
+    bool keep_going = false;      // a file that fails is reported and skipped (exit 3)
+    bool keep_ext = false;        // -o DIR/: DIR/x.wav.npy, not DIR/x.npy
 };
+
+// More inputs than this: one line for all of them, not one each (-v lists each).
+static const int LIST_INPUTS = 16;
 
 static void print_usage(const char * argv0) {
     fprintf(stderr,
-            "usage: %s -m MODEL -f AUDIO [-f AUDIO ...] [options]\n"
+            "usage: %s -m MODEL [options] AUDIO [AUDIO ...]    (or -f AUDIO, --list FILE)\n"
             "\n"
             "Whisper encoder embeddings of audio files. By default one float32 .npy [n_windows, 1500, d_model]:\n"
             "every file is cut into 30 s windows (the last one zero-padded), one row per window. An audio-LLM\n"
             "model gives per input the tokens the model feeds its LLM: [n_tokens, llm_dim] (its file says how).\n"
             "\n"
-            "options:\n"
+            "options (a value as the next argument or as --opt=value; '--' ends the options):\n"
             "  -h, --help           show this help and exit\n"
             "  --version            print the version and exit\n"
             "  -m, --model PATH     model: .gguf (convert/convert-hf-to-gguf.py), whisper.cpp's ggml-*.bin, or a\n"
             "                       CTranslate2 / faster-whisper directory (found by content)\n"
             "  -f, --file FILE      audio file: WAV, FLAC, MP3, Ogg Vorbis or Opus (found by content), any rate\n"
-            "                       and channels; '-' reads standard input; repeat for several files\n"
+            "                       and channels; '-' reads standard input; repeat for several files (an\n"
+            "                       argument that is not an option is an audio file too)\n"
             "  --list FILE          read audio file names from FILE, one per line\n"
             "  -o, --output PATH    write the embeddings to PATH ('-': standard output), or one .npy per input\n"
             "                       when PATH ends in '/' or is a directory: DIR/<input's path>.npy, the path\n"
-            "                       taken below the inputs' common directory\n"
+            "                       taken below the inputs' common directory, its extension replaced\n"
+            "  --keep-ext           with -o DIR/: keep the input's extension, DIR/x.wav.npy (so that x.wav and\n"
+            "                       x.mp3 in one directory get an output each)\n"
+            "  --keep-going         a file that fails (its header, its decoding, non-finite output) is reported\n"
+            "                       on one line (and in --json's \"failed\") and skipped; the others are written;\n"
+            "                       the exit status is 3 when some failed\n"
             "  --outtype T          f32 (default) or f16 for the .npy\n"
             "  --layer N            the hidden state after encoder layer N (0-based), without the final LayerNorm\n"
             "  --no-final-ln        the last layer's output before the final LayerNorm\n"
@@ -103,11 +153,17 @@ static void print_usage(const char * argv0) {
             "  --dtype T            CUDA compute type: f16, bf16 or fp8 (bf16 with the linear layers\n"
             "                       in FP8 e4m3; compute capability 8.9+) (default: f16)\n"
             "  --no-progress        no progress line on stderr (it shows only on a terminal anyway)\n"
+            "  --progress           the progress line on a pipe or a log too: a line every 10 s\n"
+            "  -q, --quiet          errors only: no notes, warnings, progress or summary (--json still prints)\n"
+            "  -v, --verbose        a line per input even for more than %d inputs\n"
             "\n"
             "Outputs appear whole or not at all: each is written under a temporary name beside it and\n"
             "renamed into place when complete. With one .npy per input, each is complete when its input\n"
-            "is; an error later keeps them and names the input that failed.\n",
-            argv0);
+            "is; an error later keeps them and names the input that failed.\n"
+            "\n"
+            "exit status: 0 done; 1 an error stopped the run; 2 a bad command line or model option; 3 with\n"
+            "--keep-going, some inputs failed (the others were written).\n",
+            argv0, LIST_INPUTS);
 }
 
 static bool parse_int(const char * s, int lo, int hi, int * out) {
@@ -123,7 +179,7 @@ static bool parse_int(const char * s, int lo, int hi, int * out) {
 // not); lines of blanks alone and lines starting with '#' are skipped.
 static bool read_list(const char * path, std::vector<std::string> & files) {
     FILE * f = fopen(path, "r");
-    if (!f) { fprintf(stderr, "error: cannot open list '%s': %s\n", path, strerror(errno)); return false; }
+    if (!f) { print_error("cannot open list '%s': %s\n", path, strerror(errno)); return false; }
     char * line = nullptr;
     size_t cap = 0;
     ssize_t n;
@@ -134,7 +190,7 @@ static bool read_list(const char * path, std::vector<std::string> & files) {
         if (s.find_first_not_of(" \t") != std::string::npos && s[0] != '#') files.push_back(s);
     }
     const bool ok = !ferror(f);
-    if (!ok) fprintf(stderr, "error: reading list '%s' failed: %s\n", path, strerror(errno));
+    if (!ok) print_error("reading list '%s' failed: %s\n", path, strerror(errno));
     free(line);
     fclose(f);
     return ok;
@@ -161,39 +217,64 @@ static bool parse_device(const char * v, params & p) {
         }
         if (!p.gpus.empty()) return true;
     }
-    fprintf(stderr, "error: bad value '%s' for --device (cpu, auto, cuda, cuda:0,1 or cuda:all)\n", v);
+    print_error("bad value '%s' for --device (cpu, auto, cuda, cuda:0,1 or cuda:all)\n", v);
     return false;
 }
 
+// The options that take no value (each --opt=value form is refused for them).
+static const char * const FLAGS[] = {"-h", "--help", "--version", "--no-progress", "--progress", "--no-final-ln", "--no-pad",
+                                     "--no-projector", "--json", "--keep-going", "--keep-ext", "-q", "--quiet", "-v", "--verbose"};
+
 // Returns 0 to go on, 1 after -h or --version, -1 on a bad argument (message printed).
+// Options take their value as the next argument or as --opt=value; an argument that is not
+// an option (or '-', or anything after '--') is an audio file, as with -f.
 static int parse_args(int argc, char ** argv, params & p) {
+    bool options_end = false;
     for (int i = 1; i < argc; i++) {
-        const std::string arg = argv[i];
+        std::string arg = argv[i];
+        if (options_end || arg == "-" || arg.empty() || arg[0] != '-') { p.files.push_back(arg); continue; }
+        if (arg == "--") { options_end = true; continue; }
         const char * v = nullptr;
+        std::string inline_value;            // --opt=value
+        bool has_inline = false;
+        const size_t eq = arg.find('=');
+        if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+            inline_value = arg.substr(eq + 1);
+            arg.resize(eq);
+            has_inline = true;
+            for (const char * f : FLAGS)
+                if (arg == f) { print_error("%s takes no value (got '%s')\n", arg.c_str(), inline_value.c_str()); return -1; }
+        }
         auto value = [&]() -> bool {
-            if (i + 1 >= argc) { fprintf(stderr, "error: %s needs a value\n", arg.c_str()); return false; }
+            if (has_inline) { v = inline_value.c_str(); return true; }
+            if (i + 1 >= argc) { print_error("%s needs a value\n", arg.c_str()); return false; }
             v = argv[++i];
             return true;
         };
         auto choice = [&](std::string & dst, std::initializer_list<const char *> allowed) -> bool {
             if (!value()) return false;
             for (const char * a : allowed) if (strcmp(v, a) == 0) { dst = v; return true; }
-            fprintf(stderr, "error: bad value '%s' for %s\n", v, arg.c_str());
+            print_error("bad value '%s' for %s\n", v, arg.c_str());
             return false;
         };
         if (arg == "-h" || arg == "--help") { print_usage(argv[0]); return 1; }
         else if (arg == "--version") { printf("whisper-audio %s\n", whisper_audio_version()); return 1; }
-        else if (arg == "--no-progress") p.progress = false;
+        else if (arg == "--no-progress") p.progress = 0;
+        else if (arg == "--progress") p.progress = 1;
         else if (arg == "--no-final-ln") p.final_ln = false;
         else if (arg == "--no-pad") p.no_pad = true;
         else if (arg == "--no-projector") p.projector = false;
         else if (arg == "--json") p.json = true;
+        else if (arg == "--keep-going") p.keep_going = true;
+        else if (arg == "--keep-ext") p.keep_ext = true;
+        else if (arg == "-q" || arg == "--quiet") g_verbosity = 0;
+        else if (arg == "-v" || arg == "--verbose") g_verbosity = 2;
         else if (arg == "-m" || arg == "--model") { if (!value()) return -1; p.model = v; }
         else if (arg == "-f" || arg == "--file") { if (!value()) return -1; p.files.push_back(v); }
         else if (arg == "--list") { if (!value() || !read_list(v, p.files)) return -1; p.lists.push_back(v); }
         else if (arg == "-o" || arg == "--output" || arg == "--png") {
             if (!value()) return -1;
-            if (!*v) { fprintf(stderr, "error: %s was given an empty path\n", arg.c_str()); return -1; }
+            if (!*v) { print_error("%s was given an empty path\n", arg.c_str()); return -1; }
             (arg == "--png" ? p.png : p.output) = v;
         }
         else if (arg == "--outtype") { if (!choice(p.outtype, {"f32", "f16"})) return -1; }
@@ -203,17 +284,17 @@ static int parse_args(int argc, char ** argv, params & p) {
         else if (arg == "-t" || arg == "--threads" || arg == "-b" || arg == "--batch" || arg == "--layer") {
             int * dst = arg == "--layer" ? &p.layer : (arg == "-b" || arg == "--batch") ? &p.batch : &p.n_threads;
             if (!value() || !parse_int(v, arg == "--layer" ? 0 : 1, 4096, dst)) {
-                if (v) fprintf(stderr, "error: bad value '%s' for %s\n", v, arg.c_str());
+                if (v) print_error("bad value '%s' for %s\n", v, arg.c_str());
                 return -1;
             }
         } else {
-            fprintf(stderr, "error: unknown argument '%s'\n", arg.c_str());
+            print_error("unknown argument '%s'\n", argv[i]);
             print_usage(argv[0]);
             return -1;
         }
     }
-    if (p.model.empty()) { fprintf(stderr, "error: no model given (-m MODEL)\n"); print_usage(argv[0]); return -1; }
-    if (p.files.empty()) { fprintf(stderr, "error: no audio file given (-f AUDIO)\n"); print_usage(argv[0]); return -1; }
+    if (p.model.empty()) { print_error("no model given (-m MODEL)\n"); print_usage(argv[0]); return -1; }
+    if (p.files.empty()) { print_error("no audio file given (-f AUDIO, or AUDIO after the options)\n"); print_usage(argv[0]); return -1; }
     // -o naming the file that is already standard output (/dev/stdout, /proc/self/fd/1) is -o -:
     // the array alone goes there, the summary to stderr
     struct stat out_st, fd1_st;
@@ -221,15 +302,15 @@ static int parse_args(int argc, char ** argv, params & p) {
         fstat(1, &fd1_st) == 0 && out_st.st_dev == fd1_st.st_dev && out_st.st_ino == fd1_st.st_ino)
         p.output = "-";
     if (p.output == "-" && p.json) {
-        fprintf(stderr, "error: -o - writes the array to standard output, which --json needs for itself\n");
+        print_error("-o - writes the array to standard output, which --json needs for itself\n");
         return -1;
     }
     if (p.output == "-" && isatty(1)) {
-        fprintf(stderr, "error: -o - would write binary .npy data to a terminal; redirect it to a file or a pipe\n");
+        print_error("-o - would write binary .npy data to a terminal; redirect it to a file or a pipe\n");
         return -1;
     }
 #ifndef WHISPER_AUDIO_PNG
-    if (!p.png.empty()) { fprintf(stderr, "error: --png needs stb_image_write (Debian's libstb-dev) at build time\n"); return -1; }
+    if (!p.png.empty()) { print_error("--png needs stb_image_write (Debian's libstb-dev) at build time\n"); return -1; }
 #endif
     return 0;
 }
@@ -309,35 +390,35 @@ struct output_file {
             if (!real && stat(target.c_str(), &to) == 0 && !S_ISREG(to.st_mode) && !S_ISDIR(to.st_mode)) {
                 // a link to what has no path (/dev/stdout -> /proc/self/fd/1 -> pipe:[...]): write through
                 f = fopen(target.c_str(), "wb");
-                if (!f) { fprintf(stderr, "error: cannot write '%s': %s\n", target.c_str(), strerror(errno)); return false; }
+                if (!f) { print_error("cannot write '%s': %s\n", target.c_str(), strerror(errno)); return false; }
                 return true;
             }
             if (!real) {
-                fprintf(stderr, "error: '%s' is a symlink that does not lead to a file: %s\n", target.c_str(), strerror(errno));
+                print_error("'%s' is a symlink that does not lead to a file: %s\n", target.c_str(), strerror(errno));
                 return false;
             }
             path = real;
             free(real);
         }
         const bool exists = stat(path.c_str(), &st) == 0;
-        if (exists && S_ISDIR(st.st_mode)) { fprintf(stderr, "error: '%s' is a directory\n", path.c_str()); return false; }
+        if (exists && S_ISDIR(st.st_mode)) { print_error("'%s' is a directory\n", path.c_str()); return false; }
         if (exists && !S_ISREG(st.st_mode)) {           // a FIFO, a device: write through
             f = fopen(path.c_str(), "wb");
-            if (!f) { fprintf(stderr, "error: cannot write '%s': %s\n", path.c_str(), strerror(errno)); return false; }
+            if (!f) { print_error("cannot write '%s': %s\n", path.c_str(), strerror(errno)); return false; }
             return true;
         }
-        if (path.size() + 8 >= PATH_MAX) { fprintf(stderr, "error: '%s': path too long\n", path.c_str()); return false; }
+        if (path.size() + 8 >= PATH_MAX) { print_error("'%s': path too long\n", path.c_str()); return false; }
         std::string name = path + ".XXXXXX";
         const int fd = mkstemp(&name[0]);
         if (fd < 0) {
-            fprintf(stderr, "error: cannot create a temporary file beside '%s': %s\n", path.c_str(), strerror(errno));
+            print_error("cannot create a temporary file beside '%s': %s\n", path.c_str(), strerror(errno));
             return false;
         }
         tmp = name;
         slot = temp_register(tmp);
         // the new file keeps the mode of the one it replaces, else gets the usual one
         if (fchmod(fd, exists ? (st.st_mode & 07777) : g_new_file_mode) != 0 || slot < 0 || !(f = fdopen(fd, "wb"))) {
-            fprintf(stderr, "error: cannot write '%s': %s\n", tmp.c_str(), slot < 0 ? "too many open outputs" : strerror(errno));
+            print_error("cannot write '%s': %s\n", tmp.c_str(), slot < 0 ? "too many open outputs" : strerror(errno));
             if (!f) close(fd);
             discard();
             return false;
@@ -357,7 +438,7 @@ struct output_file {
         f = nullptr;
         if (ok && seekable() && rename(tmp.c_str(), path.c_str()) != 0) { ok = false; err = errno; }
         if (!ok) {
-            fprintf(stderr, "error: writing '%s' failed: %s\n", path.c_str(), strerror(err));
+            print_error("writing '%s' failed: %s\n", path.c_str(), strerror(err));
             discard();
             return false;
         }
@@ -403,7 +484,7 @@ struct npy_writer {
         if (!out.seekable()) {
             if (expected_rows >= 0) promised = expected_rows;
             else if (!(spool = tmpfile())) {
-                fprintf(stderr, "error: cannot create a spool file for '%s': %s\n", out.path.c_str(), strerror(errno));
+                print_error("cannot create a spool file for '%s': %s\n", out.path.c_str(), strerror(errno));
                 return false;
             }
         }
@@ -422,7 +503,7 @@ struct npy_writer {
         return fwrite("\x93NUMPY\x01\x00", 1, 8, f) == 8 && fwrite(&len, 2, 1, f) == 1 && fwrite(h.data(), 1, h.size(), f) == h.size();
     }
     bool fail_write() {
-        fprintf(stderr, "error: writing '%s' failed: %s\n", out.path.c_str(), strerror(errno));
+        print_error("writing '%s' failed: %s\n", out.path.c_str(), strerror(errno));
         return false;
     }
     // rows already in the file's type (f16 or f32)
@@ -436,7 +517,7 @@ struct npy_writer {
     bool finish() {
         is_open = false;
         if (promised >= 0 && rows != (size_t)promised) {
-            fprintf(stderr, "error: '%s': %zu rows written after a header that promised %lld (an input's length "
+            print_error("'%s': %zu rows written after a header that promised %lld (an input's length "
                     "differed from what its header said)\n", out.path.c_str(), rows, promised);
             out.discard();
             return false;
@@ -460,6 +541,16 @@ struct npy_writer {
         is_open = false;
         if (spool) { fclose(spool); spool = nullptr; }
         out.discard();
+    }
+    // Back to its first n_rows (--keep-going: a failed input's rows taken back); a file or the
+    // spool only (a stream was promised no count).
+    bool truncate_to(size_t n_rows) {
+        size_t row = f16 ? 2 : 4;
+        for (size_t d : row_shape) row *= d;
+        const off_t at = (off_t)(HEADER + n_rows * row);
+        FILE * f = dst();
+        rows = n_rows;
+        return (fflush(f) == 0 && ftruncate(fileno(f), at) == 0 && fseeko(f, at, SEEK_SET) == 0) || fail_write();
     }
 };
 
@@ -488,8 +579,9 @@ static std::vector<std::string> path_parts(const std::string & path) {
 
 // The .npy of each input in the output directory dir: the input's path below the inputs'
 // deepest common directory, its extension replaced ("a/x.wav", "b/x.wav" -> dir/a/x.npy,
-// dir/b/x.npy; inputs of one directory -> dir/x.npy). Standard input is dir/stdin.npy.
-static std::vector<std::string> output_names(const std::string & dir, const std::vector<std::string> & files) {
+// dir/b/x.npy; inputs of one directory -> dir/x.npy), or with keep_ext kept (dir/x.wav.npy).
+// Standard input is dir/stdin.npy.
+static std::vector<std::string> output_names(const std::string & dir, const std::vector<std::string> & files, bool keep_ext) {
     std::vector<std::vector<std::string>> parts;
     for (const std::string & f : files)
         if (f != "-") parts.push_back(path_parts(f));
@@ -508,7 +600,7 @@ static std::vector<std::string> output_names(const std::string & dir, const std:
             rel.clear();
             for (size_t k = common; k < p.size(); k++) rel += (rel.empty() ? "" : "/") + p[k];
             const size_t dot = rel.find_last_of('.'), slash = rel.find_last_of('/');
-            if (dot != std::string::npos && (slash == std::string::npos || dot > slash + 1)) rel.resize(dot);
+            if (!keep_ext && dot != std::string::npos && (slash == std::string::npos || dot > slash + 1)) rel.resize(dot);
         }
         names.push_back(dir + (dir.back() == '/' ? "" : "/") + rel + ".npy");
     }
@@ -532,13 +624,13 @@ static bool make_parent_dirs(const std::string & path) {
         struct stat st;
         if (stat(dir.c_str(), &st) == 0) {
             if (S_ISDIR(st.st_mode)) continue;
-            fprintf(stderr, "error: cannot make directory '%s': a file of that name exists\n", dir.c_str());
+            print_error("cannot make directory '%s': a file of that name exists\n", dir.c_str());
             return false;
         }
         if (mkdir(dir.c_str(), 0777) == 0) {
             g_made_dirs.push_back(dir);
         } else if (errno != EEXIST) {
-            fprintf(stderr, "error: cannot make directory '%s': %s\n", dir.c_str(), strerror(errno));
+            print_error("cannot make directory '%s': %s\n", dir.c_str(), strerror(errno));
             return false;
         }
     }
@@ -605,7 +697,7 @@ static bool check_paths(const params & p) {
     for (const std::string & l : p.lists) add(reads, "the --list file", l);
     for (const std::string & f : p.files) add(reads, "one of the inputs", f);
     if (is_dir_output(p.output)) {
-        const std::vector<std::string> names = output_names(p.output, p.files);
+        const std::vector<std::string> names = output_names(p.output, p.files, p.keep_ext);
         for (size_t i = 0; i < names.size(); i++) add(writes, "an output", names[i], p.files[i]);
     } else {
         add(writes, "the output", p.output);
@@ -614,18 +706,19 @@ static bool check_paths(const params & p) {
     for (size_t i = 0; i < writes.size(); i++) {
         for (const named & r : reads) {
             if (!(writes[i].id == r.id)) continue;
-            fprintf(stderr, "error: %s '%s' is %s ('%s'); nothing was written\n", writes[i].what.c_str(),
+            print_error("%s '%s' is %s ('%s'); nothing was written\n", writes[i].what.c_str(),
                     writes[i].path.c_str(), r.what.c_str(), r.path.c_str());
             return false;
         }
         for (size_t k = 0; k < i; k++) {
             if (!(writes[i].id == writes[k].id) || writes[i].id.is_chr) continue;
             if (!writes[i].input.empty() && !writes[k].input.empty()) {
-                fprintf(stderr, "error: '%s' and '%s' would both be written to '%s'; nothing was written\n",
-                        writes[k].input.c_str(), writes[i].input.c_str(), writes[i].path.c_str());
+                print_error("'%s' and '%s' would both be written to '%s'; nothing was written%s\n",
+                        writes[k].input.c_str(), writes[i].input.c_str(), writes[i].path.c_str(),
+                        p.keep_ext || writes[k].input == writes[i].input ? "" : " (--keep-ext keeps their extensions)");
                 return false;
             }
-            fprintf(stderr, "error: %s '%s' and %s '%s' are the same file; nothing was written\n", writes[k].what.c_str(),
+            print_error("%s '%s' and %s '%s' are the same file; nothing was written\n", writes[k].what.c_str(),
                     writes[k].path.c_str(), writes[i].what.c_str(), writes[i].path.c_str());
             return false;
         }
@@ -678,7 +771,7 @@ static bool write_png(output_file & out, const float * mel, int n_mels, const fl
             colour((emb[(size_t)x * d + c] - mean) / (6 * sd) + 0.5f, &img[((size_t)(n_mels + gap + c) * W + x) * 3]);
     errno = 0;
     if (!stbi_write_png_to_func(png_write_to, out.f, W, H, 3, img.data(), W * 3) || ferror(out.f) || fflush(out.f) != 0) {
-        fprintf(stderr, "error: writing '%s' failed: %s\n", out.path.c_str(), errno ? strerror(errno) : "PNG encoder error");
+        print_error("writing '%s' failed: %s\n", out.path.c_str(), errno ? strerror(errno) : "PNG encoder error");
         return false;
     }
     return true;
@@ -702,6 +795,9 @@ struct input {
     size_t first_row = 0, rows = 0, windows = 0;
     std::vector<int> audio_positions;   // per window: the positions that hold audio
     bool warned = false;          // its stream's warning (a length other than its header's) printed
+    size_t expected_windows = 0;  // from its header (0: not known)
+    bool failed = false;          // --keep-going: skipped, with error the library's message
+    std::string error;
 };
 
 // The 16 kHz samples a file of known length decodes to (the resampler's rounding), or -1.
@@ -710,22 +806,28 @@ static long long samples_16k(const whisper_audio_info & in) {
     return llround((double)in.frames * WHISPER_AUDIO_SAMPLE_RATE / in.sample_rate);
 }
 
-static bool check_inputs(std::vector<input> & inputs) {
+// Each input's header; with keep_going one that fails is marked failed (fail(): reported) and
+// the others are read, else the first failure stops the run.
+template <typename F> static bool check_inputs(std::vector<input> & inputs, bool keep_going, F && fail) {
     size_t stdin_uses = 0;
-    for (input & in : inputs) {
+    const bool each = inputs.size() <= (size_t)LIST_INPUTS || g_verbosity >= 2;
+    for (size_t k = 0; k < inputs.size(); k++) {
+        input & in = inputs[k];
         if (in.path == "-" && ++stdin_uses > 1) {
-            fprintf(stderr, "error: standard input ('-') can be read only once\n");
+            print_error("standard input ('-') can be read only once\n");
             return false;
         }
         in.stream = whisper_audio_stream_open(in.path.c_str(), &in.info);
-        if (!in.stream) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return false; }
+        if (!in.stream && keep_going) { fail(k, whisper_audio_last_error()); continue; }
+        if (!in.stream) { print_error("%s\n", whisper_audio_last_error()); return false; }
         if (in.path != "-") { whisper_audio_stream_close(in.stream); in.stream = nullptr; }
         const whisper_audio_info & i = in.info;
+        if (!each) continue;
         if (i.frames >= 0)
-            fprintf(stderr, "main: '%s': %s, %d Hz, %d channel%s, %.3f s\n", in.path.c_str(), i.format, i.sample_rate,
+            note("main: '%s': %s, %d Hz, %d channel%s, %.3f s\n", in.path.c_str(), i.format, i.sample_rate,
                     i.channels, i.channels == 1 ? "" : "s", (double)i.frames / i.sample_rate);
         else
-            fprintf(stderr, "main: '%s': %s, %d Hz, %d channel%s, length not known ahead\n", in.path.c_str(), i.format,
+            note("main: '%s': %s, %d Hz, %d channel%s, length not known ahead\n", in.path.c_str(), i.format,
                     i.sample_rate, i.channels, i.channels == 1 ? "" : "s");
     }
     return true;
@@ -761,8 +863,14 @@ struct job {
     double sum = 0, sum2 = 0;
     float vmin = INFINITY, vmax = -INFINITY;
     size_t n_values = 0;
-    bool show_progress = false;
+    bool show_progress = false, progress_tty = false;   // the line: redrawn on a terminal, else every 10 s
+    bool lengths_known = true;                   // every input's length known ahead (expected_windows is exact)
+    double last_progress_s = -1;
     std::chrono::steady_clock::time_point t_work;
+    size_t n_failed = 0;                         // --keep-going: inputs skipped
+    // the totals before the input being emitted (mark_input), so that a failure takes its rows back
+    struct totals { double sum, sum2; float vmin, vmax; size_t n_values, n_rows, n_windows; } mark{};
+    int64_t mark_input = -1;
 
     job(const params & p_, whisper_audio_model * m) : p(p_), hp(*whisper_audio_model_hparams(m)), model(m) {}
 
@@ -779,7 +887,8 @@ struct job {
     bool plan_outputs();
     bool open_outputs();
     std::vector<float> buf;                      // a block of decoded audio
-    size_t pending = 0;                          // samples of input 0 in buf, read by start for the PNG
+    size_t pending = 0;                          // samples of input pending_input in buf, read by start for the PNG
+    size_t pending_input = 0;
 
     bool draw_png(const float * pcm, size_t n);
     bool start();
@@ -824,6 +933,8 @@ struct job {
         return !bad;
     }
     bool commit_inputs_before(size_t k);
+    bool fail_input(size_t k, const std::string & msg);
+    void progress(bool last);
     bool pipeline_error(const char * what);
     bool run();
     void abandon();
@@ -845,17 +956,17 @@ bool job::plan_outputs() {
     auto overwrites_input = [&](const std::string & target) {
         struct stat st;
         if (target == "-" || stat(target.c_str(), &st) != 0 || !input_files.count({st.st_dev, st.st_ino})) return false;
-        fprintf(stderr, "error: the output '%s' is one of the inputs\n", target.c_str());
+        print_error("the output '%s' is one of the inputs\n", target.c_str());
         return true;
     };
     if (!p.png.empty() && overwrites_input(p.png)) return false;
     if (per_file) {
-        out_names = output_names(p.output, p.files);
+        out_names = output_names(p.output, p.files, p.keep_ext);
         std::map<std::string, size_t> seen;
         for (size_t i = 0; i < out_names.size(); i++) {
             auto it = seen.emplace(out_names[i], i);
             if (!it.second) {
-                fprintf(stderr, "error: '%s' and '%s' would both be written to '%s'; nothing was written\n",
+                print_error("'%s' and '%s' would both be written to '%s'; nothing was written\n",
                         inputs[it.first->second].path.c_str(), inputs[i].path.c_str(), out_names[i].c_str());
                 return false;
             }
@@ -873,7 +984,8 @@ bool job::open_outputs() {
     if (per_file) {
         writers.resize(inputs.size());         // opened as each input's first row comes
     } else if (!p.output.empty()) {
-        long long expected = 0;
+        // a stream is promised the row count only when no input can fail and take its rows back
+        long long expected = p.keep_going ? -1 : 0;
         for (const input & in : inputs) {
             const long long r = rows_for(samples_16k(in.info));
             expected = r < 0 || expected < 0 ? -1 : expected + r;
@@ -892,11 +1004,61 @@ bool job::commit_inputs_before(size_t k) {
     return true;
 }
 
+// --keep-going: input k failed (msg: the library's message, which names the file): reported on
+// one line, and whatever of it was written taken back (its own .npy removed, or the one array
+// cut back to the rows before it). False when that fails (an output error: the run stops).
+bool job::fail_input(size_t k, const std::string & msg) {
+    input & in = inputs[k];
+    if (in.failed) return true;
+    in.failed = true;
+    in.error = msg;
+    n_failed++;
+    end_progress_line();
+    fprintf(stderr, "error: %s (skipped: --keep-going)\n", msg.c_str());
+    expected_windows -= std::min(expected_windows, in.expected_windows);
+    if (in.windows > 0 && mark_input == (int64_t)k) {     // its rows so far: the last ones emitted
+        sum = mark.sum; sum2 = mark.sum2; vmin = mark.vmin; vmax = mark.vmax;
+        n_values = mark.n_values; n_rows = mark.n_rows; n_windows = mark.n_windows;
+        if (!per_file && !writers.empty() && !writers[0].truncate_to(n_rows)) return false;
+    }
+    if (per_file && k < writers.size() && writers[k].is_open) writers[k].abandon();
+    in.windows = in.rows = in.samples_encoded = 0;
+    in.audio_positions.clear();
+    return true;
+}
+
+// The progress line: windows done (of those expected when every length is known), the rate,
+// and then the time left. On a terminal redrawn each window; elsewhere (--progress) a line
+// every 10 s and the last.
+void job::progress(bool last) {
+    const double s = ms_since(t_work) / 1000.0, rate = s > 0 ? n_windows / s : 0.0;
+    if (!progress_tty && !last && last_progress_s >= 0 && s - last_progress_s < 10) return;
+    last_progress_s = s;
+    char done[64], eta[64] = "", failed[64] = "";
+    if (lengths_known && expected_windows >= n_windows) {
+        snprintf(done, sizeof(done), "%zu/%zu windows", n_windows, expected_windows);
+        if (rate > 0) {
+            const long left = lround((expected_windows - n_windows) / rate);
+            snprintf(eta, sizeof(eta), ", ETA %ld:%02ld:%02ld", left / 3600, left / 60 % 60, left % 60);
+        }
+    } else {
+        snprintf(done, sizeof(done), "%zu windows", n_windows);
+    }
+    if (n_failed) snprintf(failed, sizeof(failed), ", %zu input%s failed", n_failed, n_failed == 1 ? "" : "s");
+    fprintf(stderr, progress_tty ? "\rmain: %s, %.1f windows/s%s%s   " : "main: %s, %.1f windows/s%s%s\n", done, rate, eta, failed);
+    g_line_open = progress_tty;
+}
+
 // The rows of one encoded window (from the pipeline, in input order), or of an audio-LLM
 // model's whole input (its tokens), into the statistics and the writer.
 bool job::emit(const whisper_audio_rows & r) {
     input & in = inputs[(size_t)r.input];
+    if (in.failed) return true;                  // --keep-going: the rest of a failed input's rows
     if (per_file && !commit_inputs_before((size_t)r.input)) return false;
+    if (mark_input != r.input) {
+        mark = {sum, sum2, vmin, vmax, n_values, n_rows, n_windows};
+        mark_input = r.input;
+    }
     const size_t n = (size_t)r.n_rows * r.n_state;
     bool finite = true;
     if (r.f16) {            // in blocks through f32 (the library's f16 conversion)
@@ -910,9 +1072,12 @@ bool job::emit(const whisper_audio_rows & r) {
         finite = add_stats((const float *)r.data, n);
     }
     if (!finite) {
-        fprintf(stderr, "error: %s: window %lld of the encoder output holds non-finite values; nothing of it was "
-                "written\n", in.path.c_str(), (long long)r.window);
-        return false;
+        char msg[PATH_MAX + 256];
+        snprintf(msg, sizeof(msg), "%s: window %lld of the encoder output holds non-finite values; nothing of it was "
+                 "written", in.path.c_str(), (long long)r.window);
+        if (!p.keep_going) { print_error("%s\n", msg); return false; }
+        in.windows++;                            // so that fail_input takes back the statistics just added
+        return fail_input((size_t)r.input, msg);
     }
     const size_t n_out_rows = tokens || rows_are_positions ? (size_t)r.n_rows : 1;
     in.audio_positions.push_back(r.audio_positions);
@@ -922,13 +1087,7 @@ bool job::emit(const whisper_audio_rows & r) {
     in.samples_encoded += r.samples;
     n_rows += n_out_rows;
     n_windows++;
-    if (show_progress) {
-        const double s = ms_since(t_work) / 1000.0;
-        if (expected_windows >= n_windows)
-            fprintf(stderr, "\rmain: %zu/%zu windows, %.1f windows/s   ", n_windows, expected_windows, n_windows / s);
-        else
-            fprintf(stderr, "\rmain: %zu windows, %.1f windows/s   ", n_windows, n_windows / s);
-    }
+    if (show_progress) progress(false);
     npy_writer * wr = per_file ? &writers[(size_t)r.input] : writers.empty() ? nullptr : &writers[0];
     if (wr && per_file && !wr->is_open &&
         !wr->open(out_names[(size_t)r.input], p.outtype == "f16", row_shape, rows_for(samples_16k(in.info))))
@@ -946,7 +1105,7 @@ bool job::draw_png(const float * pcm, size_t n) {
     bool ok = whisper_audio_log_mel(model, pcm, n, mel.data());
     for (int m = 0; ok && m < hp.n_mels; m++) std::copy_n(mel.begin() + m * F, n_frames, packed.begin() + (size_t)m * n_frames);
     ok = ok && whisper_audio_encode_mel_frames(encs[0], packed.data(), 1, n_frames, emb.data());
-    if (!ok) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return false; }
+    if (!ok) { print_error("%s\n", whisper_audio_last_error()); return false; }
     return write_png(png, mel.data(), hp.n_mels, emb.data(), n_frames / 2, (int)d());
 #else
     (void)pcm; (void)n;
@@ -954,19 +1113,19 @@ bool job::draw_png(const float * pcm, size_t n) {
 #endif
 }
 
-// Up to max samples of an input into dst (fewer at its end); -1 on an error (printed).
-static long long read_samples(input & in, float * dst, size_t max) {
+// Up to max samples of an input into dst (fewer at its end); -1 on an error (its message in err).
+static long long read_samples(input & in, float * dst, size_t max, std::string & err) {
     if (!in.stream && !(in.stream = whisper_audio_stream_open(in.path.c_str(), &in.info))) {
-        fprintf(stderr, "error: %s\n", whisper_audio_last_error());
+        err = whisper_audio_last_error();
         return -1;
     }
     size_t got = 0;
     while (got < max) {
         const int64_t n = whisper_audio_stream_read(in.stream, dst + got, max - got);
-        if (n < 0) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return -1; }
+        if (n < 0) { err = whisper_audio_last_error(); return -1; }
         if (n == 0) {                           // the end: a file cut short (or longer than it says) is noted
             const char * w = whisper_audio_stream_warning(in.stream);
-            if (w && !in.warned) fprintf(stderr, "warning: %s\n", w);
+            if (w && !in.warned) note("warning: %s\n", w);
             in.warned = true;
             break;
         }
@@ -976,20 +1135,34 @@ static long long read_samples(input & in, float * dst, size_t max) {
 }
 
 bool job::pipeline_error(const char * what) {
-    if (!emit_failed) fprintf(stderr, "error: %s: %s\n", what, whisper_audio_last_error());
+    if (!emit_failed) print_error("%s: %s\n", what, whisper_audio_last_error());
     return false;
 }
 
 // The PNG (while the encoders are free), then the pipeline over the encoders.
 bool job::start() {
     buf.resize(1 << 16);                             // 4 s of audio a read
-    if (!png.path.empty()) {
-        const auto t = std::chrono::steady_clock::now();
+    if (!png.path.empty()) {                         // the first input that decodes (with --keep-going)
         buf.resize(WHISPER_AUDIO_N_SAMPLES);
-        const long long got = read_samples(inputs[0], buf.data(), buf.size());
-        decode_ms += ms_since(t);
-        if (got < 0 || (got > 0 && !draw_png(buf.data(), (size_t)got))) return false;
-        pending = (size_t)got;
+        for (pending_input = 0; pending_input < inputs.size(); pending_input++) {
+            input & in = inputs[pending_input];
+            if (in.failed) continue;
+            const auto t = std::chrono::steady_clock::now();
+            std::string err;
+            long long got = read_samples(in, buf.data(), buf.size(), err);
+            decode_ms += ms_since(t);
+            if (got == 0) err = in.path + ": no audio samples";
+            if (got <= 0 && p.keep_going) {
+                whisper_audio_stream_close(in.stream);
+                in.stream = nullptr;
+                if (!fail_input(pending_input, err)) return false;
+                continue;
+            }
+            if (got <= 0) { print_error("%s\n", err.c_str()); return false; }
+            if (!draw_png(buf.data(), (size_t)got)) return false;
+            pending = (size_t)got;
+            break;
+        }
     }
     whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
     pp.pool = p.pool_mean ? WHISPER_AUDIO_POOL_MEAN : WHISPER_AUDIO_POOL_NONE;
@@ -1007,27 +1180,33 @@ bool job::start() {
 
 // Each input decoded a block at a time into the pipeline; then every output is finished.
 // An input is read only as far as the model uses it (Qwen2-Audio's tokens: its first 30 s).
+// With --keep-going an input that fails to decode (or whose rows are not finite) is dropped
+// from the pipeline (whisper_audio_pipeline_drop_input: none of its rows come) and the next
+// one starts; so is one that failed at the header check, so that the pipeline's input
+// numbers stay main's.
 bool job::run() {
     t_work = std::chrono::steady_clock::now();
     const size_t used = whisper_audio_samples_used(model, tokens);
-    for (input & in : inputs) {
-        for (;;) {
+    for (size_t k = 0; k < inputs.size(); k++) {
+        input & in = inputs[k];
+        std::string err;
+        while (!in.failed) {
             long long got = (long long)pending;
-            if (pending) {
+            if (pending && k == pending_input) {
                 pending = 0;
             } else {
                 const auto t = std::chrono::steady_clock::now();
                 // past what the model uses, one sample more only, to tell whether there is more
-                got = read_samples(in, buf.data(), in.samples < used ? std::min(buf.size(), used - in.samples) : 1);
+                got = read_samples(in, buf.data(), in.samples < used ? std::min(buf.size(), used - in.samples) : 1, err);
                 decode_ms += ms_since(t);
             }
-            if (got < 0) return false;
+            if (got < 0) break;
             if (got == 0) break;
             if (in.samples >= used) {
                 const long long total = samples_16k(in.info);
                 char len[64] = "longer";
                 if (total >= 0) snprintf(len, sizeof(len), "%.3f s", (double)total / WHISPER_AUDIO_SAMPLE_RATE);
-                fprintf(stderr, "main: '%s': %s; %s keeps its first %.0f s (its processor's rule): the rest is not read\n",
+                note("main: '%s': %s; %s keeps its first %.0f s (its processor's rule): the rest is not read\n",
                         in.path.c_str(), len, whisper_audio_projector_name(hp.projector), (double)used / WHISPER_AUDIO_SAMPLE_RATE);
                 break;
             }
@@ -1036,12 +1215,21 @@ bool job::run() {
         }
         whisper_audio_stream_close(in.stream);      // this input is done: release it
         in.stream = nullptr;
-        if (in.samples == 0) { fprintf(stderr, "error: %s: no audio samples\n", in.path.c_str()); return false; }
+        if (err.empty() && !in.failed && in.samples == 0) err = in.path + ": no audio samples";
+        if (!err.empty() && !p.keep_going) { print_error("%s\n", err.c_str()); return false; }
+        if (!err.empty() && !fail_input(k, err)) return false;
+        if (in.failed) {
+            if (!whisper_audio_pipeline_drop_input(pipe)) return pipeline_error(in.path.c_str());
+            continue;
+        }
         if (!whisper_audio_pipeline_end_input(pipe)) return pipeline_error(in.path.c_str());
     }
     if (!whisper_audio_pipeline_finish(pipe)) return pipeline_error("encoding");
     run_ms = ms_since(t_work);
-    if (show_progress && n_windows > 0) fprintf(stderr, "\n");
+    if (show_progress && (n_windows > 0 || n_failed > 0)) {
+        if (!progress_tty) progress(true);
+        end_progress_line();
+    }
     if (per_file && !commit_inputs_before(inputs.size())) return false;
     if (!per_file && !writers.empty() && !writers[0].finish()) return false;
     return png.path.empty() || png.commit();
@@ -1052,7 +1240,7 @@ void job::abandon() {
     for (npy_writer & w : writers) if (w.is_open) w.abandon();
     png.discard();
     if (per_file && n_committed > 0)
-        fprintf(stderr, "main: the %zu output%s of the inputs before '%s' %s complete and kept\n", n_committed,
+        note("main: the %zu output%s of the inputs before '%s' %s complete and kept\n", n_committed,
                 n_committed == 1 ? "" : "s", inputs[std::min(n_committed, inputs.size() - 1)].path.c_str(),
                 n_committed == 1 ? "is" : "are");
 }
@@ -1096,17 +1284,35 @@ static std::string json_escape(const std::string & s) {
     return o;
 }
 
+// --json's list of the inputs that failed: [{"path": ..., "error": the library's message}, ...].
+static std::string json_failed(const std::vector<input> & inputs) {
+    std::string o;
+    for (const input & in : inputs)
+        if (in.failed) o += std::string(o.empty() ? "\n  " : ",\n  ") + "{\"path\": \"" + json_escape(in.path) + "\", \"error\": \"" + json_escape(in.error) + "\"}";
+    return "[" + o + "]";
+}
+
+// --json when the run stopped (status 1 or 2): one document all the same, with the error.
+static void print_error_json(int status, const std::vector<input> & inputs) {
+    printf("{\"version\": \"%s\", \"status\": %d, \"error\": \"%s\", \"failed\": %s}\n", whisper_audio_version(), status,
+           json_escape(g_last_error.empty() ? "unknown error" : g_last_error).c_str(), json_failed(inputs).c_str());
+    fflush(stdout);
+}
+
 static void print_summary(const job & j, FILE * human, double load_ms, double init_ms, double total_ms) {
     const params & p = j.p;
     const double mean = j.n_values ? j.sum / j.n_values : 0.0;
     const double sd = j.n_values ? std::sqrt(std::max(0.0, j.sum2 / j.n_values - mean * mean)) : 0.0;
     std::string shape = std::to_string(j.n_rows);
     for (size_t x : j.row_shape) shape += ", " + std::to_string(x);
-    fprintf(human, "output: %s[%s] %s: mean %.6f, std %.6f, min %.6f, max %.6f\n", j.per_file ? "per file, in all " : "",
-            shape.c_str(), p.outtype == "f16" ? "float16" : "float32", mean, sd, j.vmin, j.vmax);
+    const bool quiet = g_verbosity < 1, each = j.inputs.size() <= (size_t)LIST_INPUTS || g_verbosity >= 2;
+    if (!quiet)
+        fprintf(human, "output: %s[%s] %s: mean %.6f, std %.6f, min %.6f, max %.6f\n", j.per_file ? "per file, in all " : "",
+                shape.c_str(), p.outtype == "f16" ? "float16" : "float32", mean, sd, j.vmin, j.vmax);
     const std::string where = p.output == "-" ? "standard output" : p.output.empty() ? "output" : p.output;
-    for (size_t i = 0; i < j.inputs.size(); i++) {
+    for (size_t i = 0; i < j.inputs.size() && !quiet && each; i++) {
         const input & in = j.inputs[i];
+        if (in.failed) { fprintf(human, "  %s: failed, skipped\n", in.path.c_str()); continue; }
         fprintf(human, "  %s: %.3f s, %zu window%s -> %s rows %zu-%zu\n", in.path.c_str(),
                 (double)in.samples / WHISPER_AUDIO_SAMPLE_RATE, in.windows, in.windows == 1 ? "" : "s",
                 j.per_file ? j.writers[i].out.path.c_str() : where.c_str(), in.first_row, in.first_row + in.rows - 1);
@@ -1118,14 +1324,18 @@ static void print_summary(const job & j, FILE * human, double load_ms, double in
         encode_ms += t.encode_ms;
     }
     const double per_window = j.n_windows ? j.run_ms / j.n_windows : 0.0;
-    fprintf(stderr, "\ntimings: load %.1f ms, init %.1f ms (of which the pipeline %.1f), decode %.1f ms, mel %.1f ms, encode "
+    if (!quiet && !each)
+        fprintf(human, "  %zu inputs -> %s (-v lists each)\n", j.inputs.size() - j.n_failed, where.c_str());
+    if (!quiet && j.n_failed)
+        fprintf(human, "main: %zu of %zu inputs failed and were skipped (exit status 3)\n", j.n_failed, j.inputs.size());
+    if (!quiet) fprintf(stderr, "\ntimings: load %.1f ms, init %.1f ms (of which the pipeline %.1f), decode %.1f ms, mel %.1f ms, encode "
             "%.1f ms; run %.1f ms (%.2f ms per window, %.1f windows per second), total %.1f ms\n", load_ms, init_ms,
             j.pipeline_ms, j.decode_ms, mel_ms, encode_ms, j.run_ms, per_window, per_window > 0 ? 1000.0 / per_window : 0.0,
             total_ms);
     if (!p.json) return;
     const whisper_audio_hparams & hp = j.hp;
-    printf("{\"version\": \"%s\", \"model\": \"%s\", \"backend\": \"%s\", \"n_state\": %d, \"n_layer\": %d, \"n_mels\": %d,\n",
-           whisper_audio_version(), json_escape(p.model).c_str(), json_escape(whisper_audio_encoder_backend(j.encs[0])).c_str(), hp.n_state, hp.n_layer, hp.n_mels);
+    printf("{\"version\": \"%s\", \"status\": %d, \"error\": null, \"model\": \"%s\", \"backend\": \"%s\", \"n_state\": %d, \"n_layer\": %d, \"n_mels\": %d,\n",
+           whisper_audio_version(), j.n_failed ? 3 : 0, json_escape(p.model).c_str(), json_escape(whisper_audio_encoder_backend(j.encs[0])).c_str(), hp.n_state, hp.n_layer, hp.n_mels);
     printf(" \"output\": %s, \"outtype\": \"%s\", \"per_file\": %s, \"shape\": [%s], \"windows\": %zu,\n",
            p.output.empty() ? "null" : ("\"" + json_escape(p.output) + "\"").c_str(), p.outtype.c_str(),
            j.per_file ? "true" : "false", shape.c_str(), j.n_windows);
@@ -1136,20 +1346,21 @@ static void print_summary(const job & j, FILE * human, double load_ms, double in
            hp.projector == WHISPER_AUDIO_PROJECTOR_NONE ? "null" : ("\"" + std::string(whisper_audio_projector_name(hp.projector)) + "\"").c_str(),
            j.tokens && p.projector ? "true" : "false");
     printf(" \"files\": [");
-    for (size_t i = 0; i < j.inputs.size(); i++) {
+    for (size_t i = 0, n = 0; i < j.inputs.size(); i++) {
         const input & in = j.inputs[i];
+        if (in.failed) continue;
         std::string positions;
         for (int n : in.audio_positions) positions += (positions.empty() ? "" : ", ") + std::to_string(n);
         printf("%s\n  {\"path\": \"%s\", \"format\": \"%s\", \"sample_rate\": %d, \"channels\": %d, \"seconds\": %.6f, "
                "\"seconds_encoded\": %.6f, \"windows\": %zu, \"first_row\": %zu, \"rows\": %zu, \"audio_positions\": [%s]%s%s%s}",
-               i ? "," : "", json_escape(in.path).c_str(), json_escape(in.info.format).c_str(), in.info.sample_rate,
+               n++ ? "," : "", json_escape(in.path).c_str(), json_escape(in.info.format).c_str(), in.info.sample_rate,
                in.info.channels, (double)in.samples / WHISPER_AUDIO_SAMPLE_RATE,
                (double)in.samples_encoded / WHISPER_AUDIO_SAMPLE_RATE, in.windows, in.first_row, in.rows,
                positions.c_str(), j.per_file ? ", \"output\": \"" : "", j.per_file ? json_escape(j.writers[i].out.path).c_str() : "",
                j.per_file ? "\"" : "");
     }
-    printf("],\n \"timings_ms\": {\"load\": %.3f, \"init\": %.3f, \"init_pipeline\": %.3f, \"decode\": %.3f, \"mel\": %.3f, "
-           "\"encode\": %.3f, \"run\": %.3f, \"total\": %.3f}}\n", load_ms, init_ms, j.pipeline_ms, j.decode_ms, mel_ms, encode_ms,
+    printf("],\n \"failed\": %s,\n \"timings_ms\": {\"load\": %.3f, \"init\": %.3f, \"init_pipeline\": %.3f, \"decode\": %.3f, \"mel\": %.3f, "
+           "\"encode\": %.3f, \"run\": %.3f, \"total\": %.3f}}\n", json_failed(j.inputs).c_str(), load_ms, init_ms, j.pipeline_ms, j.decode_ms, mel_ms, encode_ms,
            j.run_ms, total_ms);
 }
 
@@ -1161,14 +1372,14 @@ static int run_main(const params & p) {
     // model
     auto t0 = std::chrono::steady_clock::now();
     whisper_audio_model * model = whisper_audio_model_load(p.model.c_str());
-    if (!model) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return 1; }
+    if (!model) { print_error("%s\n", whisper_audio_last_error()); return 1; }
     const double load_ms = ms_since(t0);
     job j(p, model);
     const whisper_audio_hparams & hp = j.hp;
-    fprintf(stderr, "main: model '%s': n_mels %d, n_ctx %d, n_state %d, n_head %d, n_layer %d, n_ff %d, weights %s\n",
+    note("main: model '%s': n_mels %d, n_ctx %d, n_state %d, n_head %d, n_layer %d, n_ff %d, weights %s\n",
             p.model.c_str(), hp.n_mels, hp.n_ctx, hp.n_state, hp.n_head, hp.n_layer, hp.n_ff, whisper_audio_weight_type_name(hp.weight_type));
     if (p.layer >= hp.n_layer) {
-        fprintf(stderr, "error: --layer %d: the model has layers 0 to %d\n", p.layer, hp.n_layer - 1);
+        print_error("--layer %d: the model has layers 0 to %d\n", p.layer, hp.n_layer - 1);
         whisper_audio_model_free(model);
         return 2;
     }
@@ -1190,17 +1401,17 @@ static int run_main(const params & p) {
     else if (!p.projector && encoder_options) usage_error = "--no-projector gives the audio tower's output; --layer, --no-final-ln, --pool and --no-pad the Whisper encoder's: choose one";
     else if (j.tokens && !p.png.empty()) usage_error = "--png draws Whisper windows; an audio-LLM model's tokens have none (add --no-pad or --layer N for the encoder's)";
     if (usage_error) {
-        fprintf(stderr, "error: %s\n", usage_error);
+        print_error("%s\n", usage_error);
         whisper_audio_model_free(model);
         return 2;
     }
     if (j.tokens) {
-        fprintf(stderr, "main: an audio-LLM tower (%s): %s, %d wide\n", whisper_audio_projector_name(hp.projector),
+        note("main: an audio-LLM tower (%s): %s, %d wide\n", whisper_audio_projector_name(hp.projector),
                 p.projector ? "the tokens it feeds its LLM" : "the tower's own output", whisper_audio_token_dim(model, p.projector));
     }
 
     if ((p.no_pad || j.tokens) && !p.output.empty() && !is_dir_output(p.output) && p.files.size() > 1) {
-        fprintf(stderr, "error: %s makes one array per input: with %zu inputs, give -o a directory (ending in '/')\n",
+        print_error("%s makes one array per input: with %zu inputs, give -o a directory (ending in '/')\n",
                 j.tokens ? "an audio-LLM model" : "--no-pad", p.files.size());
         whisper_audio_model_free(model);
         return 2;
@@ -1214,14 +1425,19 @@ static int run_main(const params & p) {
                 : p.pool_mean || j.rows_are_positions ? std::vector<size_t>{j.d()} : std::vector<size_t>{(size_t)hp.n_ctx, j.d()};
     t0 = std::chrono::steady_clock::now();
     for (const std::string & f : p.files) { j.inputs.emplace_back(); j.inputs.back().path = f; }
-    bool ok = j.plan_outputs() && check_inputs(j.inputs);
+    bool ok = j.plan_outputs() &&
+              check_inputs(j.inputs, p.keep_going, [&](size_t k, const char * msg) { j.fail_input(k, msg); });
     j.decode_ms = ms_since(t0);
-    bool lengths_known = true;
-    for (const input & in : j.inputs) {
-        const long long n = samples_16k(in.info);
-        if (n >= 0) j.expected_windows += whisper_audio_n_windows(std::min((size_t)n, whisper_audio_samples_used(model, j.tokens)));
+    bool & lengths_known = j.lengths_known;
+    for (input & in : j.inputs) {
+        const long long n = in.failed ? 0 : samples_16k(in.info);
+        if (n >= 0) in.expected_windows = whisper_audio_n_windows(std::min((size_t)n, whisper_audio_samples_used(model, j.tokens)));
         else lengths_known = false;
+        j.expected_windows += in.expected_windows;
     }
+    if (j.inputs.size() > (size_t)LIST_INPUTS && g_verbosity < 2)
+        note("main: %zu inputs, %zu with their headers read%s (-v lists each)\n", j.inputs.size(), j.inputs.size() - j.n_failed,
+             lengths_known ? "" : ", some of length not known ahead");
     ok = ok && j.open_outputs();
 
     // encoder: batches no larger than the work present
@@ -1246,7 +1462,7 @@ static int run_main(const params & p) {
         std::vector<int> gpus = p.gpus;
         if (p.all_gpus) {
             for (int g = 0; g < whisper_audio_cuda_device_count(); g++) gpus.push_back(g);
-            if (gpus.empty()) { fprintf(stderr, "error: --device cuda:all: no CUDA device\n"); ok = false; }
+            if (gpus.empty()) { print_error("--device cuda:all: no CUDA device\n"); ok = false; }
         }
         if (gpus.empty()) gpus.push_back(0);
         ep.projector = p.projector;
@@ -1254,7 +1470,7 @@ static int run_main(const params & p) {
         for (size_t i = 0; ok && i < gpus.size(); i++) {
             ep.gpu_device = gpus[i];
             whisper_audio_encoder * e = whisper_audio_encoder_init(model, ep);
-            if (!e) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); ok = false; break; }
+            if (!e) { print_error("%s\n", whisper_audio_last_error()); ok = false; break; }
             j.encs.push_back(e);
         }
         const auto t_pipe = std::chrono::steady_clock::now();
@@ -1265,33 +1481,39 @@ static int run_main(const params & p) {
         j.n_threads = ok ? whisper_audio_encoder_n_threads(j.encs[0]) : ep.n_threads;
         j.dtype = ok && strcmp(whisper_audio_encoder_backend(j.encs[0]), "cpu") == 0 ? "f32" : p.dtype;
         if (ok && strcmp(whisper_audio_encoder_backend(j.encs[0]), "cpu") == 0) {
-            fprintf(stderr, "main: backend cpu, %d threads, batch %d\n", j.n_threads, ep.max_batch);
+            note("main: backend cpu, %d threads, batch %d\n", j.n_threads, ep.max_batch);
         } else if (ok) {
             std::string devices;
             for (int g : gpus) devices += (devices.empty() ? "" : ",") + std::to_string(g);
-            fprintf(stderr, "main: backend %s, device%s %s, %s, batch %d\n", whisper_audio_encoder_backend(j.encs[0]),
+            note("main: backend %s, device%s %s, %s, batch %d\n", whisper_audio_encoder_backend(j.encs[0]),
                     gpus.size() > 1 ? "s" : "", devices.c_str(), p.dtype.c_str(), ep.max_batch);
         }
     }
 
-    j.show_progress = p.progress && isatty(2);
+    j.progress_tty = isatty(2);
+    j.show_progress = g_verbosity >= 1 && (p.progress == 1 || (p.progress == -1 && j.progress_tty));
     if (ok) ok = j.run();
     if (!ok) j.abandon();
     if (ok) print_summary(j, human, load_ms, init_ms, ms_since(t_start));
+    if (!ok && p.json) { print_error_json(1, j.inputs); g_json_printed = true; }
 
     for (input & in : j.inputs) whisper_audio_stream_close(in.stream);
     whisper_audio_pipeline_free(j.pipe);
     for (whisper_audio_encoder * e : j.encs) whisper_audio_encoder_free(e);
     whisper_audio_model_free(model);
-    return ok ? 0 : 1;
+    return !ok ? 1 : j.n_failed ? 3 : 0;
 }
 
 int main(int argc, char ** argv) {
     params p;
     const int rc = parse_args(argc, argv, p);
+    if (rc < 0) {
+        for (int i = 1; i < argc; i++)
+            if (strcmp(argv[i], "--json") == 0) { print_error_json(2, {}); break; }
+    }
     if (rc != 0) return rc > 0 ? 0 : 2;
     if (p.batch > WHISPER_AUDIO_MAX_BATCH) {
-        fprintf(stderr, "main: -b %d: the encoder takes at most %d windows a call; using %d\n", p.batch,
+        note("main: -b %d: the encoder takes at most %d windows a call; using %d\n", p.batch,
                 WHISPER_AUDIO_MAX_BATCH, WHISPER_AUDIO_MAX_BATCH);
         p.batch = WHISPER_AUDIO_MAX_BATCH;
     }
@@ -1303,10 +1525,11 @@ int main(int argc, char ** argv) {
     try {
         if (check_paths(p)) status = run_main(p);
     } catch (const std::bad_alloc &) {          // temporaries are removed as the stack unwinds
-        fprintf(stderr, "error: out of memory (try a smaller -b)\n");
+        print_error("out of memory (try a smaller -b)\n");
     } catch (const std::exception & e) {
-        fprintf(stderr, "error: %s\n", e.what());
+        print_error("%s\n", e.what());
     }
     if (status != 0) remove_made_dirs();       // outputs already kept hold theirs: not empty
+    if (status != 0 && status != 3 && p.json && !g_json_printed) print_error_json(status, {});
     return status;
 }

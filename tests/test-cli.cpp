@@ -869,3 +869,155 @@ TEST_CASE("main --list: blanks at the end of a line are part of the file name") 
     CHECK(r.status == 0);
     CHECK(r.output.find("'" + d + "/x.wav ': wav pcm s16") != std::string::npos);
 }
+
+// ---- corpora (issue 26): bad files skipped, quiet and verbose, positional inputs ---------
+
+namespace {
+
+// speech_16k.ogg with 2000 bytes at 85% of it scrambled: its header reads, and decoding fails
+// after 5.2 s of audio, when main has pushed its first 4 s block into the pipeline.
+void write_late_damaged_ogg(const std::string & path) {
+    std::vector<uint8_t> b = read_bytes(test_data("audio/speech_16k.ogg"));
+    const size_t at = b.size() * 85 / 100;
+    for (size_t i = at; i < at + 2000 && i < b.size(); i++) b[i] = (uint8_t)(i * 131);
+    write_bytes(path, b);
+}
+
+} // namespace
+
+TEST_CASE("main --keep-going: a file that fails is reported and skipped, the others written, exit 3; --json lists it") {
+    const scratch sd("keepgoing");
+    const std::string & d = sd.dir;
+    const std::string text = d + "/text-\xff.wav", late = d + "/late.ogg", empty = d + "/empty.wav";
+    write_bytes(text, {'h', 'e', 'l', 'l', 'o', '\n'});
+    write_late_damaged_ogg(late);
+    write_bytes(empty, wav_file(1, 1, 16000, 16, {}));
+    const std::string good = "--device cpu -b 1 --no-progress " + SPEECH + " " + LONG;
+    const std::string all = "--device cpu -b 1 --no-progress " + SPEECH + " '" + text + "' " + late + " " + empty + " " + LONG;
+
+    // without it: the first bad file stops the run (exit 1), and --json still prints one document
+    run_result r = run_shell(main_bin() + " -m " + MODEL + " " + all + " -o " + d + "/stop.npy --json 2>/dev/null | python3 -c "
+                             "'import json, sys; d = json.load(sys.stdin); print(\"status\", d[\"status\"], \"not a WAV\" in d[\"error\"])'");
+    INFO(r.output);
+    CHECK(r.output.find("status 1 True") != std::string::npos);
+    CHECK(!exists(d + "/stop.npy"));
+    r = run_main("-m " + MODEL + " " + all + " -o " + d + "/stop.npy");
+    CHECK(r.status == 1);
+
+    // one array: the good files' rows, as a run of them alone gives them
+    r = run_main("-m " + MODEL + " " + good + " -o " + d + "/good.npy");
+    REQUIRE(r.status == 0);
+    r = run_main("-m " + MODEL + " " + all + " --keep-going -o " + d + "/all.npy");
+    INFO(r.output);
+    CHECK(r.status == 3);
+    CHECK(read_bytes(d + "/all.npy") == read_bytes(d + "/good.npy"));
+    for (const char * what : {"not a WAV file", "corrupt Ogg Vorbis stream", "no audio samples"}) {
+        CAPTURE(what);
+        const size_t at = r.output.find(what);
+        REQUIRE(at != std::string::npos);
+        const size_t bol = r.output.rfind('\n', at) + 1, eol = r.output.find('\n', at);
+        CHECK(r.output.compare(bol, 7, "error: ") == 0);                           // one line each
+        CHECK(r.output.substr(bol, eol - bol).find("skipped") != std::string::npos);
+    }
+    CHECK(r.output.find("3 of 5 inputs failed") != std::string::npos);
+    CHECK(r.output.find("encode ") != std::string::npos);                          // the summary's wording stays
+    CHECK(r.output.find(" ms per window, ") != std::string::npos);
+    CHECK(r.output.find(LONG + ": 70.000 s, 3 windows -> " + d + "/all.npy rows 1-3") != std::string::npos);
+
+    // one .npy per input: the good ones; --json: valid, the failed ones with their messages,
+    // the name that is not UTF-8 as os.fsdecode has it
+    const std::string py = d + "/check.py";
+    const std::string src = "import json, os, sys\n"
+                            "d = json.load(sys.stdin)\n"
+                            "print('status', d['status'], 'files', len(d['files']), 'failed', len(d['failed']))\n"
+                            "print('names-ok' if os.fsencode(d['failed'][0]['path']).endswith(b'text-\\xff.wav') else 'names-bad')\n"
+                            "print('msg-ok' if 'not a WAV' in d['failed'][0]['error'] and 'Ogg' in d['failed'][1]['error'] else 'msg-bad')\n";
+    write_bytes(py, std::vector<uint8_t>(src.begin(), src.end()));
+    r = run_shell(main_bin() + " -m " + MODEL + " " + all + " --keep-going -o " + d + "/out/ --json 2>/dev/null | python3 " + py);
+    INFO(r.output);
+    CHECK(r.output.find("status 3 files 2 failed 3") != std::string::npos);
+    CHECK(r.output.find("names-ok") != std::string::npos);
+    CHECK(r.output.find("msg-ok") != std::string::npos);
+    const std::string written = run_shell("cd " + d + "/out && find . -type f | sed 's,.*/,,' | sort").output;
+    CHECK(written == "long_70s_16k.npy\nspeech_16k.npy\n");                   // no temporaries, no bad files
+
+    // non-finite output is the file's failure too: every input fails, exit 3, nothing written
+    std::vector<uint8_t> model = read_bytes(MODEL);
+    const size_t at = gguf_tensor_data_at(model, "encoder.layer_norm.weight");
+    REQUIRE(at > 0);
+    const float huge = 3e38f;
+    for (int i = 0; i < 128; i++) memcpy(&model[at + 4 * i], &huge, 4);
+    write_bytes(d + "/huge.gguf", model);
+    r = run_main("-m " + d + "/huge.gguf --device cpu --keep-going -f " + SPEECH + " -o " + d + "/nan/");
+    INFO(r.output);
+    CHECK(r.status == 3);
+    CHECK(r.output.find("non-finite") != std::string::npos);
+    CHECK(!exists(d + "/nan/speech_16k.npy"));
+}
+
+TEST_CASE("main -q: errors only; -v: a line per input beyond 16; --progress: lines with windows/s and an ETA on a pipe") {
+    const scratch sd("quiet");
+    const std::string & d = sd.dir;
+    const std::vector<uint8_t> wav = read_bytes(SPEECH);
+    write_bytes(d + "/cut.wav", std::vector<uint8_t>(wav.begin(), wav.begin() + 100044));   // a warning
+    run_result r = run_main("-m " + MODEL + " --device cpu -q -f " + d + "/cut.wav -o " + d + "/cut.npy");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.empty());
+    CHECK(exists(d + "/cut.npy"));
+    r = run_main("-m " + MODEL + " --device cpu -q -f " + d + "/missing.wav -o " + d + "/m.npy");
+    CHECK(r.status == 1);
+    CHECK(r.output.rfind("error: ", 0) == 0);
+    CHECK(r.output.find("main:") == std::string::npos);
+
+    // 20 inputs: one line for them all, unless -v
+    std::string files;
+    for (int i = 0; i < 20; i++) files += " " + SPEECH;
+    r = run_main("-m " + MODEL + " --device cpu --pool mean --no-progress" + files + " -o " + d + "/p.npy");
+    CHECK(r.status == 0);
+    CHECK(r.output.find("20 inputs") != std::string::npos);
+    CHECK(r.output.find("wav pcm s16") == std::string::npos);
+    r = run_main("-m " + MODEL + " --device cpu --pool mean --no-progress -v" + files + " -o " + d + "/p.npy");
+    CHECK(r.status == 0);
+    size_t n = 0;
+    for (size_t at = 0; (at = r.output.find("wav pcm s16", at)) != std::string::npos; at++) n++;
+    CHECK(n == 20);
+
+    r = run_main("-m " + MODEL + " --device cpu -b 1 --progress -f " + LONG);
+    INFO(r.output);
+    CHECK(r.output.find("main: 3/3 windows, ") != std::string::npos);
+    CHECK(r.output.find(" windows/s, ETA 0:00:00") != std::string::npos);
+    CHECK(r.output.find('\r') == std::string::npos);                    // lines, not a redrawn one
+}
+
+TEST_CASE("main: audio files as arguments, --opt=value for every option, '--'; --keep-ext for x.wav and x.ogg") {
+    const scratch sd("positional");
+    const std::string & d = sd.dir;
+    run_result r = run_main("-m " + MODEL + " --device cpu -f " + SPEECH + " -f " + LONG + " -o " + d + "/a.npy");
+    REQUIRE(r.status == 0);
+    r = run_main("--model=" + MODEL + " --device=cpu --batch=2 --threads=2 --outtype=f32 " + SPEECH + " " + LONG + " --output=" + d + "/b.npy");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(read_bytes(d + "/a.npy") == read_bytes(d + "/b.npy"));
+    copy_file(SPEECH, d + "/-dash.wav");
+    r = run_main("-m " + MODEL + " --device cpu -o " + d + "/c.npy -- " + d + "/-dash.wav");
+    CHECK(r.status == 0);
+    r = run_main("-m " + MODEL + " --json=yes " + SPEECH);
+    CHECK(r.status == 2);
+    CHECK(r.output.find("--json takes no value") != std::string::npos);
+    r = run_main("-m " + MODEL + " --layer=x " + SPEECH);
+    CHECK(r.status == 2);
+    CHECK(r.output.find("bad value 'x' for --layer") != std::string::npos);
+
+    copy_file(SPEECH, d + "/x.wav");
+    copy_file(test_data("audio/speech_16k.ogg"), d + "/x.ogg");
+    r = run_main("-m " + MODEL + " --device cpu " + d + "/x.wav " + d + "/x.ogg -o " + d + "/out/");
+    CHECK(r.status == 1);
+    CHECK(r.output.find("(--keep-ext keeps their extensions)") != std::string::npos);
+    r = run_main("-m " + MODEL + " --device cpu --keep-ext " + d + "/x.wav " + d + "/x.ogg -o " + d + "/out/");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(exists(d + "/out/x.wav.npy"));
+    CHECK(exists(d + "/out/x.ogg.npy"));
+    CHECK(!exists(d + "/out/x.npy"));
+}

@@ -139,6 +139,50 @@ TEST_CASE("pipeline: rows in input order, equal to each window encoded alone, wh
     whisper_audio_encoder_free(b);
 }
 
+TEST_CASE("pipeline: a dropped input gives no rows, counts as an input, and leaves the others' rows as they were") {
+    const decoded_audio speech = decode_file(test_data("audio/speech_16k.wav"));
+    const decoded_audio longer = decode_file(test_data("audio/long_70s_16k.wav"));
+    REQUIRE(speech.ok);
+    REQUIRE(longer.ok);
+    // a Whisper model (windows cut as the audio comes, batches of 1 already with the workers
+    // when the input is dropped) and Voxtral (the input held, its first pass on the device)
+    for (const char * path : {"build/micro-80-f32.gguf", "build/tower-voxtral-f32.gguf"}) {
+        CAPTURE(path);
+        model_ptr model(path);
+        whisper_audio_encoder * enc = make_encoder(model.m, WHISPER_AUDIO_DEVICE_CPU, 1);
+        const whisper_audio_pipeline_params pp0 = whisper_audio_pipeline_default_params();
+        const collector alone = run_pipeline({enc}, {speech.pcm}, pp0, 12345);
+        REQUIRE(!alone.windows.empty());
+
+        collector c;
+        whisper_audio_pipeline_params pp = pp0;
+        pp.on_rows = collector::on_rows;
+        pp.user = &c;
+        whisper_audio_pipeline * p = whisper_audio_pipeline_init(&enc, 1, pp);
+        REQUIRE_MESSAGE(p, whisper_audio_last_error());
+        // input 0: 65 s of the 70, in blocks, then dropped (a decode error half-way); input 1:
+        // dropped before any sample; input 2: speech, whole
+        const size_t part = 65 * WHISPER_AUDIO_SAMPLE_RATE;
+        for (size_t at = 0; at < part; at += 40000)
+            REQUIRE_MESSAGE(whisper_audio_pipeline_push(p, longer.pcm.data() + at, std::min<size_t>(40000, part - at)),
+                            whisper_audio_last_error());
+        REQUIRE_MESSAGE(whisper_audio_pipeline_drop_input(p), whisper_audio_last_error());
+        REQUIRE_MESSAGE(whisper_audio_pipeline_drop_input(p), whisper_audio_last_error());
+        REQUIRE(whisper_audio_pipeline_push(p, speech.pcm.data(), speech.pcm.size()));
+        REQUIRE_MESSAGE(whisper_audio_pipeline_end_input(p), whisper_audio_last_error());
+        REQUIRE_MESSAGE(whisper_audio_pipeline_finish(p), whisper_audio_last_error());
+        whisper_audio_pipeline_free(p);
+        REQUIRE(c.windows.size() == alone.windows.size());
+        for (size_t i = 0; i < c.windows.size(); i++) {
+            CHECK(c.windows[i].r.input == 2);
+            CHECK(c.windows[i].r.window == alone.windows[i].r.window);
+            CHECK(c.windows[i].bytes == alone.windows[i].bytes);
+        }
+        CHECK(!whisper_audio_pipeline_drop_input(nullptr));
+        whisper_audio_encoder_free(enc);
+    }
+}
+
 TEST_CASE("pipeline: pooling, --no-pad windows and f16 rows come from the library's rules") {
     model_ptr model("build/micro-80-f32.gguf");
     const std::vector<std::vector<float>> inputs = test_inputs();
