@@ -801,6 +801,9 @@ struct server {
         // query options first; body fields may override them
         for (const auto & q : req.params)
             if (!set_option(o, fmt, q.first, json_string(q.second), err)) throw http_error{400, err};
+        const std::string declared = req.get_header_value("Content-Length");
+        if (!declared.empty() && (declared.size() > 15 || strtoull(declared.c_str(), nullptr, 10) > limit))
+            throw http_error{413, "the request body is larger than --max-body-mb " + std::to_string(sp.max_body_mb) + " MB"};
         bool read_ok;
         std::string body;
         if (req.is_multipart_form_data()) {
