@@ -8,6 +8,7 @@ options, hostile bodies, the API key, and a SIGTERM with requests in flight. Eac
 are compared byte for byte with what main (WA_MAIN) writes for the same audio, model and options.
 Standard library only. Skips, with a message, when the server was not built (no cpp-httplib).
 """
+import atexit
 import base64
 import http.client
 import json
@@ -70,6 +71,12 @@ def watchdog():
     os._exit(1)
 
 
+def kill_servers():
+    for srv_ in list(SERVERS):
+        srv_.kill()
+
+
+atexit.register(kill_servers)       # an exception in the test leaves no server behind either
 _timer = threading.Timer(DEADLINE - time.monotonic(), watchdog)
 _timer.daemon = True
 _timer.start()
