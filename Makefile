@@ -8,10 +8,10 @@
 #   make CUDA=0          build without CUDA (a CPU-only build where nvcc is installed); CUDA_ARCH=... to
 #                        choose GPU targets
 #   make bench-cpu       the CPU encoder against CTranslate2 (and whisper.cpp: WHISPER_CPP=DIR)
-#   make install         main (as whisper-audio), whisper-audio.h, the shared and static library, a
+#   make install         main (as whisper-audio), whisper-audio-server (when built), whisper-audio.h, the shared and static library, a
 #                        pkg-config file and a CMake package into $(DESTDIR)$(PREFIX) (PREFIX=/usr/local)
 # Missing Debian packages (doctest-dev, libstb-dev, libvorbis-dev, libflac-dev, libmpg123-dev,
-# libopusfile-dev, python3, python3-venv, and for test-install cmake and pkg-config) are installed with apt-get
+# libopusfile-dev, libcpp-httplib-dev for the server (SERVER=0: not), python3, python3-venv, and for test-install cmake and pkg-config) are installed with apt-get
 # when needed; `make fuzz` also installs clang.
 
 BUILD    ?= build
@@ -68,8 +68,23 @@ TEST_MODELS = $(foreach m,$(TEST_MICRO_MELS),$(foreach t,$(TEST_MICRO_TYPES),bui
               $(foreach m,$(TEST_TOWERS),build/tower-$(m)-f32.gguf) build/model-files.stamp
 CONVERT = python3 convert/convert-hf-to-gguf.py
 
-.PHONY: all deps demo test test-run test-sanitize test-embed test-install test-python install clean bench-cpu FORCE
-all: main bench $(BUILD)/test-all $(BUILD)/libwhisper-audio.so $(BUILD)/libwhisper-audio.a
+.PHONY: all deps demo test test-run test-sanitize test-embed test-install test-python test-server install clean bench-cpu FORCE
+all: main bench $(SERVER_BIN) $(BUILD)/test-all $(BUILD)/libwhisper-audio.so $(BUILD)/libwhisper-audio.a
+
+# whisper-audio-server (examples/server.cpp) on cpp-httplib: Debian's libcpp-httplib-dev (0.11, a compiled
+# library found through pkg-config, which also brings the -D flags it was built with). Without it the
+# server is skipped with a message; SERVER=0 skips it on purpose.
+SERVER ?= $(if $(shell pkg-config --exists cpp-httplib 2>/dev/null && echo 1),1,0)
+ifeq ($(SERVER),1)
+HTTPLIB_CFLAGS := $(shell pkg-config --cflags cpp-httplib)
+HTTPLIB_LIBS   := $(shell pkg-config --libs cpp-httplib)
+SERVER_BIN = whisper-audio-server
+else
+SERVER_BIN = server-skipped
+endif
+.PHONY: server-skipped
+server-skipped:
+	@echo "whisper-audio-server: skipped: cpp-httplib not found (make deps installs libcpp-httplib-dev)"
 
 # one apt-get for whatever is missing (each audio library unless OGG=0, FLAC=0, ... was asked for)
 WANT = $(if $(filter command line environment,$(origin $(1))),$($(1)),1)
@@ -90,6 +105,7 @@ deps:
 	command -v pkg-config >/dev/null || missing="$$missing pkg-config"; \
 	[ -f /usr/include/doctest/doctest.h ] || [ -f .deps/doctest/doctest.h ] || missing="$$missing doctest-dev"; \
 	[ -f /usr/include/stb/stb_image_write.h ] || [ -f .deps/stb/stb_image_write.h ] || missing="$$missing libstb-dev"; \
+	[ -f /usr/include/httplib.h ] || [ "$(call WANT,SERVER)" = 0 ] || missing="$$missing libcpp-httplib-dev"; \
 	$(foreach f,$(AUDIO_FORMATS),[ $(call have_header,$($(f)_HEADER)) = 1 ] || [ "$(call WANT,$(f))" = 0 ] || missing="$$missing $($(f)_DEB)"; ) \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; $(APT_GET) update -qq && $(APT_GET) install -y -qq $$missing; fi
 
@@ -118,7 +134,10 @@ $(BUILD)/main: examples/main.cpp $(OBJS)
 $(BUILD)/bench: examples/bench.cpp $(OBJS)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
 
-main bench: %: $(BUILD)/%
+$(BUILD)/whisper-audio-server: examples/server.cpp $(OBJS)
+	$(CXX) $(CXXFLAGS) $(HTTPLIB_CFLAGS) $^ -o $@ $(LDLIBS) $(HTTPLIB_LIBS)
+
+main bench whisper-audio-server: %: $(BUILD)/%
 	cp $< $@
 
 # the C API as a shared library (tests/gpu/parity.py calls it through ctypes): only the
@@ -168,7 +187,7 @@ test-embed: $(BUILD)/embed build/micro-80-f32.gguf
 test: deps
 	$(MAKE) test-run
 
-test-run: $(BUILD)/main $(BUILD)/test-all $(TEST_MODELS) test-embed
+test-run: $(BUILD)/main $(BUILD)/test-all $(TEST_MODELS) test-embed test-server
 	python3 tests/test-convert.py
 	WA_MAIN=$(BUILD)/main python3 tests/test-convert-ct2.py
 	WA_MAIN=$(BUILD)/main $(BUILD)/test-all
@@ -198,6 +217,10 @@ else
 	WA_MAIN=$(BUILD)/main $(VENV)/bin/python -m pytest -q -rs tests/python
 endif
 
+# the server over loopback against main's output (tests/test-server.py; it skips without cpp-httplib)
+test-server: $(BUILD)/main $(if $(filter 1,$(SERVER)),$(BUILD)/whisper-audio-server) build/micro-80-f32.gguf build/tower-qwen2a-f32.gguf
+	WA_MAIN=$(BUILD)/main WA_SERVER=$(if $(filter 1,$(SERVER)),$(BUILD)/whisper-audio-server) python3 tests/test-server.py
+
 test-sanitize:
 	$(MAKE) BUILD=build-san SANITIZE=1 test
 
@@ -219,9 +242,10 @@ PRIVATE_LIBS = $(filter-out -L% -Wl%,$(LDLIBS)) $(if $(filter 1,$(CUDA)),-L$(CUD
 # the installed files find each other by relative paths, so a DESTDIR tree works where it is
 relpath = $(shell realpath -m --relative-to=$(1) $(2))
 
-install: main $(BUILD)/libwhisper-audio.so $(BUILD)/libwhisper-audio.a
+install: main $(SERVER_BIN) $(BUILD)/libwhisper-audio.so $(BUILD)/libwhisper-audio.a
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(INCDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(LIBDIR)/cmake/whisper-audio
 	install -m 755 $(BUILD)/main $(DESTDIR)$(PREFIX)/bin/whisper-audio
+	$(if $(filter 1,$(SERVER)),install -m 755 $(BUILD)/whisper-audio-server $(DESTDIR)$(PREFIX)/bin/whisper-audio-server)
 	install -m 644 whisper-audio.h $(DESTDIR)$(INCDIR)/
 	install -m 755 $(BUILD)/libwhisper-audio.so $(DESTDIR)$(LIBDIR)/libwhisper-audio.so.$(VERSION)
 	ln -sf libwhisper-audio.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libwhisper-audio.so.$(SOVERSION)
@@ -250,7 +274,7 @@ test-install: $(BUILD)/main build/micro-80-f32.gguf
 	tests/test-install.sh
 
 clean:
-	rm -rf build build-san build-fuzz main bench
+	rm -rf build build-san build-fuzz main bench whisper-audio-server
 
 # libFuzzer targets (tests/fuzz/, docs/FUZZING.md): make fuzz builds them with clang and runs
 # each for FUZZ_SECONDS on a copy of its seed corpus (new inputs land in $(FUZZ_BUILD)/corpus-*)

@@ -1,0 +1,1200 @@
+// whisper-audio-server: Whisper encoder embeddings and audio-LLM tokens over HTTP, batched
+// across requests.
+//
+//   ./whisper-audio-server -m model.gguf [--host 127.0.0.1] [--port 8080]
+//   curl --data-binary @speech.wav http://127.0.0.1:8080/v1/audio/embeddings
+//
+// A thin client of the C API, as main is: the library's pipeline decides the rows (windows,
+// positions, pooled vectors or a tower's tokens) and batches them. HTTP workers (cpp-httplib)
+// read and decode the request's audio, queue it and wait; one dispatcher thread owns the
+// pipelines (their calls are for one thread), takes every queued request at once, pushes and
+// ends each one's inputs into the pipeline of its options, finishes it (windows of different
+// requests share batches), and hands each request the rows of its own inputs.
+//
+// Parts: command line -> JSON and base64 -> requests and options -> the dispatcher -> HTTP ->
+// main.
+#include "whisper-audio.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cerrno>
+#include <cmath>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <pthread.h>
+
+// =====================================================================================
+// command line
+// =====================================================================================
+
+struct server_params {
+    std::string model;
+    std::string alias;            // the model's name in responses (default: the file's name)
+    std::string host = "127.0.0.1";
+    int port = 8080;              // 0: a free port, printed
+    std::string device = "auto";
+    std::vector<int> gpus;        // --device cuda:0,1
+    std::string dtype = "f16";
+    int n_threads = 0;
+    int batch = 8;
+    int batch_wait_ms = 0;        // how long a lone request may wait for others to share its batch
+    int http_threads = 64;
+    int max_body_mb = 100;
+    int max_audio_s = 3600;
+    int max_queue = 256;          // requests waiting for the dispatcher
+    int max_inputs = 64;          // inputs in one request (a JSON "input" list)
+    int max_pipelines = 4;        // option sets with a pipeline at once
+    int timeout_s = 30;           // a request's read (whole body) and write limits
+    std::string api_key;
+};
+
+static void print_usage(const char * argv0) {
+    fprintf(stderr,
+            "usage: %s -m MODEL [options]\n"
+            "\n"
+            "Serves Whisper encoder embeddings (or an audio-LLM tower's tokens) over HTTP:\n"
+            "  POST /v1/audio/embeddings   audio as the body, multipart file=, or JSON {\"input\": \"<base64>\"}\n"
+            "  GET  /health, /v1/models, /metrics\n"
+            "\n"
+            "options:\n"
+            "  -h, --help            show this help and exit\n"
+            "  --version             print the version and exit\n"
+            "  -m, --model PATH      model file (as main's -m)\n"
+            "  --alias NAME          the model's name in responses (default: the file's name)\n"
+            "  --host HOST           address to listen on (default: 127.0.0.1)\n"
+            "  --port N              port (default: 8080; 0 picks a free one and prints it)\n"
+            "  --device D            cpu, cuda, auto (default) or cuda:0,1 (each GPU takes the next batch)\n"
+            "  --dtype T             CUDA compute type: f16 (default), bf16 or fp8\n"
+            "  -t, --threads N       CPU threads for log-mel and the CPU backend\n"
+            "  -b, --batch N         30 s windows per encoder call, at most (default: 8)\n"
+            "  --batch-wait-ms N     how long the first queued request waits for others to fill a batch\n"
+            "                        (default: 0: a batch goes as soon as the encoder is free)\n"
+            "  --http-threads N      HTTP worker threads: requests handled at once (default: 64)\n"
+            "  --max-body-mb N       largest request body (default: 100)\n"
+            "  --max-audio-s N       longest audio in one input, decoded (default: 3600)\n"
+            "  --max-queue N         requests waiting to be encoded; beyond it 503 (default: 256)\n"
+            "  --max-inputs N        inputs in one request (default: 64)\n"
+            "  --max-pipelines N     option sets served at once, each with its own encoder (default: 4)\n"
+            "  --timeout N           seconds a client has to send its request, and each write (default: 30)\n"
+            "  --api-key KEY         require 'Authorization: Bearer KEY' (as llama-server; /health is open)\n",
+            argv0);
+}
+
+static bool parse_int(const char * s, int lo, int hi, int * out) {
+    char * end = nullptr;
+    errno = 0;
+    const long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi) return false;
+    *out = (int)v;
+    return true;
+}
+
+// --device: cpu, auto, cuda, cuda:N[,M...]
+static bool parse_device(const std::string & s, server_params & p) {
+    p.gpus.clear();
+    if (s == "cpu" || s == "auto" || s == "cuda") { p.device = s; return true; }
+    if (s.rfind("cuda:", 0) != 0) return false;
+    p.device = "cuda";
+    std::string list = s.substr(5) + ",";
+    for (size_t at = 0, comma; (comma = list.find(',', at)) != std::string::npos; at = comma + 1) {
+        int g;
+        if (!parse_int(list.substr(at, comma - at).c_str(), 0, 1023, &g) ||
+            std::find(p.gpus.begin(), p.gpus.end(), g) != p.gpus.end())
+            return false;
+        p.gpus.push_back(g);
+    }
+    return !p.gpus.empty();
+}
+
+// 0 to go on, 1 after -h or --version, -1 on a bad argument (message printed).
+static int parse_args(int argc, char ** argv, server_params & p) {
+    for (int i = 1; i < argc; i++) {
+        const std::string arg = argv[i];
+        const char * v = nullptr;
+        auto value = [&]() -> bool {
+            if (i + 1 >= argc) { fprintf(stderr, "error: %s needs a value\n", arg.c_str()); return false; }
+            v = argv[++i];
+            return true;
+        };
+        auto number = [&](int lo, int hi, int * dst) -> bool {
+            if (!value()) return false;
+            if (parse_int(v, lo, hi, dst)) return true;
+            fprintf(stderr, "error: bad value '%s' for %s (%d to %d)\n", v, arg.c_str(), lo, hi);
+            return false;
+        };
+        bool ok = true;
+        if (arg == "-h" || arg == "--help") { print_usage(argv[0]); return 1; }
+        else if (arg == "--version") { printf("whisper-audio-server %s\n", whisper_audio_version()); return 1; }
+        else if (arg == "-m" || arg == "--model") ok = value() && (p.model = v, true);
+        else if (arg == "--alias") ok = value() && (p.alias = v, true);
+        else if (arg == "--host") ok = value() && (p.host = v, true);
+        else if (arg == "--api-key") ok = value() && (p.api_key = v, true);
+        else if (arg == "--port") ok = number(0, 65535, &p.port);
+        else if (arg == "-t" || arg == "--threads") ok = number(1, 4096, &p.n_threads);
+        else if (arg == "-b" || arg == "--batch") ok = number(1, WHISPER_AUDIO_MAX_BATCH, &p.batch);
+        else if (arg == "--batch-wait-ms") ok = number(0, 10000, &p.batch_wait_ms);
+        else if (arg == "--http-threads") ok = number(1, 4096, &p.http_threads);
+        else if (arg == "--max-body-mb") ok = number(1, 1 << 20, &p.max_body_mb);
+        else if (arg == "--max-audio-s") ok = number(1, 4 * 3600, &p.max_audio_s);
+        else if (arg == "--max-queue") ok = number(1, 1 << 20, &p.max_queue);
+        else if (arg == "--max-inputs") ok = number(1, 1 << 16, &p.max_inputs);
+        else if (arg == "--max-pipelines") ok = number(1, 64, &p.max_pipelines);
+        else if (arg == "--timeout") ok = number(1, 3600, &p.timeout_s);
+        else if (arg == "--device") {
+            ok = value() && parse_device(v, p);
+            if (!ok && v) fprintf(stderr, "error: bad value '%s' for --device (cpu, auto, cuda or cuda:0,1)\n", v);
+        } else if (arg == "--dtype") {
+            ok = value() && (strcmp(v, "f16") == 0 || strcmp(v, "bf16") == 0 || strcmp(v, "fp8") == 0);
+            if (ok) p.dtype = v;
+            else if (v) fprintf(stderr, "error: bad value '%s' for --dtype (f16, bf16 or fp8)\n", v);
+        } else {
+            fprintf(stderr, "error: unknown argument '%s'\n", arg.c_str());
+            print_usage(argv[0]);
+            return -1;
+        }
+        if (!ok) return -1;
+    }
+    if (p.model.empty()) { fprintf(stderr, "error: no model given (-m MODEL)\n"); print_usage(argv[0]); return -1; }
+    return 0;
+}
+
+// =====================================================================================
+// JSON and base64: the little the requests and responses need
+// =====================================================================================
+//
+// A request's JSON is parsed by this small recursive-descent parser (RFC 8259, nesting at most
+// 32 deep, strings as UTF-8); responses are written by hand. Floats go out as the shortest text
+// that reads back to the same float (std::to_chars), so a JSON client gets main's values bit for bit.
+
+struct json {
+    enum kind { NUL, BOOL, NUMBER, STRING, ARRAY, OBJECT } type = NUL;
+    bool b = false;
+    double num = 0;
+    std::string str;
+    std::vector<json> items;                              // ARRAY
+    std::vector<std::pair<std::string, json>> fields;     // OBJECT, in order
+
+    const json * get(const std::string & key) const {
+        for (const auto & f : fields) if (f.first == key) return &f.second;
+        return nullptr;
+    }
+};
+
+struct json_parser {
+    const char * s;
+    const char * end;
+    std::string error;
+
+    bool fail(const char * what) {
+        if (error.empty()) error = std::string(what) + " at byte " + std::to_string(pos());
+        return false;
+    }
+    size_t pos() const { return (size_t)(end - s) ; }
+    void ws() { while (s < end && (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')) s++; }
+    bool lit(const char * w) {
+        const size_t n = strlen(w);
+        if ((size_t)(end - s) < n || memcmp(s, w, n) != 0) return false;
+        s += n;
+        return true;
+    }
+    static void utf8(std::string & o, uint32_t cp) {
+        if (cp < 0x80) o += (char)cp;
+        else if (cp < 0x800) { o += (char)(0xc0 | cp >> 6); o += (char)(0x80 | (cp & 0x3f)); }
+        else if (cp < 0x10000) { o += (char)(0xe0 | cp >> 12); o += (char)(0x80 | (cp >> 6 & 0x3f)); o += (char)(0x80 | (cp & 0x3f)); }
+        else { o += (char)(0xf0 | cp >> 18); o += (char)(0x80 | (cp >> 12 & 0x3f)); o += (char)(0x80 | (cp >> 6 & 0x3f)); o += (char)(0x80 | (cp & 0x3f)); }
+    }
+    bool hex4(uint32_t & v) {
+        if (end - s < 4) return false;
+        v = 0;
+        for (int k = 0; k < 4; k++) {
+            const char c = *s++;
+            v <<= 4;
+            if (c >= '0' && c <= '9') v |= (uint32_t)(c - '0');
+            else if (c >= 'a' && c <= 'f') v |= (uint32_t)(c - 'a' + 10);
+            else if (c >= 'A' && c <= 'F') v |= (uint32_t)(c - 'A' + 10);
+            else return false;
+        }
+        return true;
+    }
+    bool string(std::string & o) {
+        s++;                                              // the opening quote
+        while (s < end && *s != '"') {
+            const unsigned char c = (unsigned char)*s;
+            if (c < 0x20) return fail("a control character in a string");
+            if (c != '\\') {                              // a run of plain bytes at once (base64 audio)
+                const char * run = s;
+                while (s < end && *s != '"' && *s != '\\' && (unsigned char)*s >= 0x20) s++;
+                o.append(run, s);
+                continue;
+            }
+            if (++s >= end) break;
+            const char e = *s++;
+            uint32_t cp;
+            switch (e) {
+                case '"': o += '"'; break;
+                case '\\': o += '\\'; break;
+                case '/': o += '/'; break;
+                case 'b': o += '\b'; break;
+                case 'f': o += '\f'; break;
+                case 'n': o += '\n'; break;
+                case 'r': o += '\r'; break;
+                case 't': o += '\t'; break;
+                case 'u':
+                    if (!hex4(cp)) return fail("a bad \\u escape");
+                    if (cp >= 0xd800 && cp <= 0xdbff) {   // a surrogate pair
+                        uint32_t lo;
+                        if (!lit("\\u") || !hex4(lo) || lo < 0xdc00 || lo > 0xdfff) return fail("a lone surrogate");
+                        cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                    } else if (cp >= 0xdc00 && cp <= 0xdfff) {
+                        return fail("a lone surrogate");
+                    }
+                    utf8(o, cp);
+                    break;
+                default: return fail("a bad escape");
+            }
+        }
+        if (s >= end) return fail("an unterminated string");
+        s++;
+        return true;
+    }
+    bool value(json & v, int depth) {
+        if (depth > 32) return fail("nesting deeper than 32");
+        ws();
+        if (s >= end) return fail("unexpected end");
+        const char c = *s;
+        if (c == '{') {
+            v.type = json::OBJECT;
+            s++;
+            ws();
+            if (s < end && *s == '}') { s++; return true; }
+            for (;;) {
+                ws();
+                if (s >= end || *s != '"') return fail("expected a field name");
+                std::string key;
+                if (!string(key)) return false;
+                ws();
+                if (s >= end || *s != ':') return fail("expected ':'");
+                s++;
+                v.fields.emplace_back(std::move(key), json());
+                if (!value(v.fields.back().second, depth + 1)) return false;
+                ws();
+                if (s < end && *s == ',') { s++; continue; }
+                if (s < end && *s == '}') { s++; return true; }
+                return fail("expected ',' or '}'");
+            }
+        }
+        if (c == '[') {
+            v.type = json::ARRAY;
+            s++;
+            ws();
+            if (s < end && *s == ']') { s++; return true; }
+            for (;;) {
+                v.items.emplace_back();
+                if (!value(v.items.back(), depth + 1)) return false;
+                ws();
+                if (s < end && *s == ',') { s++; continue; }
+                if (s < end && *s == ']') { s++; return true; }
+                return fail("expected ',' or ']'");
+            }
+        }
+        if (c == '"') { v.type = json::STRING; return string(v.str); }
+        if (lit("true")) { v.type = json::BOOL; v.b = true; return true; }
+        if (lit("false")) { v.type = json::BOOL; v.b = false; return true; }
+        if (lit("null")) { v.type = json::NUL; return true; }
+        if (c == '-' || (c >= '0' && c <= '9')) {
+            const char * start = s;
+            if (*s == '-') s++;
+            while (s < end && ((*s >= '0' && *s <= '9') || *s == '.' || *s == 'e' || *s == 'E' || *s == '+' || *s == '-')) s++;
+            const auto r = std::from_chars(start, s, v.num);
+            if (r.ec != std::errc() || r.ptr != s) return fail("a bad number");
+            v.type = json::NUMBER;
+            return true;
+        }
+        return fail("unexpected character");
+    }
+    bool parse(const std::string & text, json & out) {
+        s = text.data();
+        end = s + text.size();
+        if (!value(out, 0)) return false;
+        ws();
+        return s == end || fail("text after the value");
+    }
+};
+
+// A JSON string literal's contents (the text is ours or already UTF-8: control characters escaped).
+static std::string json_escape(const std::string & s) {
+    std::string o;
+    for (const char c : s) {
+        if (c == '"' || c == '\\') { o += '\\'; o += c; }
+        else if ((unsigned char)c < 0x20) { char b[8]; snprintf(b, sizeof(b), "\\u%04x", (unsigned char)c); o += b; }
+        else o += c;
+    }
+    return o;
+}
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static void base64_encode(const uint8_t * d, size_t n, std::string & o) {
+    o.reserve(o.size() + (n + 2) / 3 * 4);
+    size_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        const uint32_t v = (uint32_t)d[i] << 16 | (uint32_t)d[i + 1] << 8 | d[i + 2];
+        o += B64[v >> 18]; o += B64[v >> 12 & 63]; o += B64[v >> 6 & 63]; o += B64[v & 63];
+    }
+    if (i < n) {
+        const uint32_t v = (uint32_t)d[i] << 16 | (i + 1 < n ? (uint32_t)d[i + 1] << 8 : 0);
+        o += B64[v >> 18]; o += B64[v >> 12 & 63];
+        o += i + 1 < n ? B64[v >> 6 & 63] : '=';
+        o += '=';
+    }
+}
+
+// Standard base64 (RFC 4648), '=' padding optional, line breaks allowed; a "data:...;base64,"
+// prefix is skipped. false for anything else.
+static bool base64_decode(const std::string & in, std::string & out) {
+    size_t i = 0;
+    if (in.rfind("data:", 0) == 0) {
+        const size_t comma = in.find(',');
+        if (comma == std::string::npos || in.compare(comma - 7, 7, ";base64") != 0) return false;
+        i = comma + 1;
+    }
+    out.clear();
+    out.reserve(in.size() / 4 * 3);
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t pad = 0;
+    for (; i < in.size(); i++) {
+        const char c = in[i];
+        if (c == '\n' || c == '\r') continue;
+        if (c == '=') { pad++; continue; }
+        if (pad) return false;                         // data after the padding
+        const char * at = (const char *)memchr(B64, c, 64);
+        if (!at || !c) return false;
+        acc = acc << 6 | (uint32_t)(at - B64);
+        bits += 6;
+        if (bits >= 8) { bits -= 8; out += (char)(acc >> bits & 0xff); }
+    }
+    return pad <= 2 && bits < 6 && (acc & ((1u << bits) - 1)) == 0;
+}
+
+// =====================================================================================
+// requests: options, inputs, the rows that come back
+// =====================================================================================
+
+// A request's options, named as main's flags; requests with equal options share a pipeline.
+struct options {
+    int layer = -1;               // --layer N
+    bool final_ln = true;         // --no-final-ln
+    bool pool_mean = false;       // --pool mean
+    bool no_pad = false;          // --no-pad
+    bool projector = true;        // --no-projector
+    bool f16 = false;             // --outtype f16
+
+    bool operator<(const options & o) const {
+        return std::tie(layer, final_ln, pool_mean, no_pad, projector, f16) <
+               std::tie(o.layer, o.final_ln, o.pool_mean, o.no_pad, o.projector, o.f16);
+    }
+    std::string name() const {
+        return "layer=" + std::to_string(layer) + (final_ln ? "" : ",no_final_ln") + (pool_mean ? ",pool=mean" : "") +
+               (no_pad ? ",no_pad" : "") + (projector ? "" : ",no_projector") + (f16 ? ",f16" : ",f32");
+    }
+};
+
+// One input's audio and, once encoded, its rows.
+struct input {
+    std::vector<float> pcm;               // 16 kHz mono
+    size_t samples = 0;                   // decoded (pcm may keep fewer: Qwen2-Audio's first 30 s)
+    std::vector<uint8_t> data;            // the rows, f32 or f16, as main writes them
+    size_t n_rows = 0;                    // the first dimension of its array
+    size_t windows = 0;                   // row records (windows, or a tower's chunks)
+    bool finite = true;
+};
+
+// A request as the dispatcher sees it: the HTTP worker fills it, queues it and waits on done.
+struct request {
+    options opt;
+    std::vector<input> inputs;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::string error;                    // set when encoding failed
+};
+
+// =====================================================================================
+// the dispatcher: one thread owns the pipelines, requests share their batches
+// =====================================================================================
+
+struct metrics {
+    std::atomic<long long> requests{0}, requests_failed{0}, inputs{0}, windows{0}, batches{0}, rounds{0};
+    std::atomic<long long> rejected_busy{0};
+    std::atomic<double> audio_s{0}, latency_s_sum{0};
+    // request latency histogram (seconds, cumulative buckets as Prometheus has them)
+    static constexpr double BUCKETS[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+    std::atomic<long long> latency_bucket[sizeof(BUCKETS) / sizeof(BUCKETS[0]) + 1]{};
+    std::atomic<long long> batch_windows{0};   // windows in all batches (for the batch fill)
+
+    static void add(std::atomic<double> & a, double v) {
+        double cur = a.load();
+        while (!a.compare_exchange_weak(cur, cur + v)) {}
+    }
+    void observe_latency(double s) {
+        add(latency_s_sum, s);
+        size_t k = 0;
+        while (k < sizeof(BUCKETS) / sizeof(BUCKETS[0]) && s > BUCKETS[k]) k++;
+        latency_bucket[k]++;
+    }
+};
+constexpr double metrics::BUCKETS[];
+
+struct dispatcher {
+    const server_params & sp;
+    whisper_audio_model * model;
+    const whisper_audio_hparams & hp;
+    metrics & m;
+
+    // a pipeline per option set in use, least recently used first out
+    struct pipe_entry {
+        whisper_audio_pipeline * pipe = nullptr;
+        std::vector<whisper_audio_encoder *> encs;   // owned by the pipeline while it lives
+        int64_t next_input = 0;                      // inputs pushed so far (on_rows counts from 0)
+        uint64_t last_used = 0;
+        bool tokens = false;
+    };
+    std::map<options, pipe_entry> pipes;
+    uint64_t tick = 0;
+    std::string backend = "?";
+    int n_threads_used = 0;
+
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::shared_ptr<request>> queue;
+    bool stopping = false;
+    std::thread thread;
+
+    // the round in progress: the input (by pipeline index) each row record belongs to
+    std::vector<input *> routes;
+    int64_t route_base = 0;
+
+    dispatcher(const server_params & p, whisper_audio_model * mdl, metrics & mt)
+        : sp(p), model(mdl), hp(*whisper_audio_model_hparams(mdl)), m(mt) {}
+
+    // The encoder and pipeline parameters of an option set.
+    whisper_audio_encoder_params encoder_params(const options & o, int gpu) const {
+        whisper_audio_encoder_params ep = whisper_audio_encoder_default_params();
+        ep.device = sp.device == "cpu" ? WHISPER_AUDIO_DEVICE_CPU : sp.device == "cuda" ? WHISPER_AUDIO_DEVICE_GPU
+                                                                                        : WHISPER_AUDIO_DEVICE_AUTO;
+        ep.dtype = sp.dtype == "fp8" ? WHISPER_AUDIO_DTYPE_FP8 : sp.dtype == "bf16" ? WHISPER_AUDIO_DTYPE_BF16 : WHISPER_AUDIO_DTYPE_F16;
+        if (sp.n_threads > 0) ep.n_threads = sp.n_threads;
+        ep.max_batch = sp.batch;
+        ep.output_layer = o.layer;
+        ep.final_ln = o.final_ln;
+        ep.projector = o.projector;
+        ep.gpu_device = gpu;
+        return ep;
+    }
+    static whisper_audio_pipeline_params pipeline_params(const options & o) {
+        whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
+        pp.pool = o.pool_mean ? WHISPER_AUDIO_POOL_MEAN : WHISPER_AUDIO_POOL_NONE;
+        pp.no_pad = o.no_pad;
+        pp.f16 = o.f16;
+        return pp;
+    }
+    bool tokens(const options & o) const {
+        return whisper_audio_rows_are_tokens(model, encoder_params(o, 0), pipeline_params(o));
+    }
+
+    static bool on_rows(const whisper_audio_rows * r, void * user) {
+        dispatcher * d = (dispatcher *)user;
+        const int64_t k = r->input - d->route_base;
+        if (k < 0 || k >= (int64_t)d->routes.size()) return false;    // not this round's: a bug
+        input & in = *d->routes[(size_t)k];
+        const size_t n = (size_t)r->n_rows * r->n_state;
+        const size_t bytes = n * (r->f16 ? 2 : 4);
+        const uint8_t * src = (const uint8_t *)r->data;
+        in.data.insert(in.data.end(), src, src + bytes);
+        if (r->f16) {
+            // an f16 value is not finite when its exponent bits are all ones
+            const uint16_t * h = (const uint16_t *)r->data;
+            for (size_t i = 0; i < n; i++) in.finite &= (h[i] & 0x7c00) != 0x7c00;
+        } else {
+            const float * f = (const float *)r->data;
+            for (size_t i = 0; i < n; i++) in.finite &= std::isfinite(f[i]);
+        }
+        in.windows++;
+        d->m.windows++;
+        return true;
+    }
+
+    void free_entry(pipe_entry & e) {
+        whisper_audio_pipeline_free(e.pipe);
+        for (whisper_audio_encoder * enc : e.encs) whisper_audio_encoder_free(enc);
+        e.pipe = nullptr;
+        e.encs.clear();
+    }
+
+    // The pipeline of an option set, made (its encoders and graphs) on first use; NULL with the
+    // library's message in err.
+    pipe_entry * get(const options & o, std::string & err) {
+        auto it = pipes.find(o);
+        if (it != pipes.end()) { it->second.last_used = ++tick; return &it->second; }
+        while ((int)pipes.size() >= sp.max_pipelines) {          // room: the least recently used goes
+            auto lru = pipes.begin();
+            for (auto i = pipes.begin(); i != pipes.end(); ++i) if (i->second.last_used < lru->second.last_used) lru = i;
+            fprintf(stderr, "server: releasing the pipeline for %s\n", lru->first.name().c_str());
+            free_entry(lru->second);
+            pipes.erase(lru);
+        }
+        pipe_entry e;
+        std::vector<int> gpus = sp.gpus;
+        if (gpus.empty()) gpus.push_back(0);
+        for (int g : gpus) {
+            whisper_audio_encoder * enc = whisper_audio_encoder_init(model, encoder_params(o, g));
+            if (!enc) { err = whisper_audio_last_error(); free_entry(e); return nullptr; }
+            e.encs.push_back(enc);
+        }
+        backend = whisper_audio_encoder_backend(e.encs[0]);
+        n_threads_used = whisper_audio_encoder_n_threads(e.encs[0]);
+        whisper_audio_pipeline_params pp = pipeline_params(o);
+        pp.on_rows = on_rows;
+        pp.user = this;
+        e.pipe = whisper_audio_pipeline_init(e.encs.data(), (int)e.encs.size(), pp);
+        if (!e.pipe) { err = whisper_audio_last_error(); free_entry(e); return nullptr; }
+        e.tokens = whisper_audio_pipeline_tokens(e.pipe);
+        e.last_used = ++tick;
+        fprintf(stderr, "server: pipeline for %s ready (%s, batch %d)\n", o.name().c_str(), backend.c_str(), sp.batch);
+        return &pipes.emplace(o, std::move(e)).first->second;
+    }
+
+    // Queues a request; false when the queue is full or the server stops.
+    bool submit(std::shared_ptr<request> r) {
+        {
+            std::lock_guard<std::mutex> lock(mu);
+            if (stopping || (int)queue.size() >= sp.max_queue) return false;
+            queue.push_back(std::move(r));
+        }
+        cv.notify_one();
+        return true;
+    }
+    size_t depth() {
+        std::lock_guard<std::mutex> lock(mu);
+        return queue.size();
+    }
+
+    static void finish_request(request & r, const std::string & error) {
+        std::lock_guard<std::mutex> lock(r.mu);
+        r.error = error;
+        r.done = true;
+        r.cv.notify_all();
+    }
+
+    // One option set's requests through its pipeline: every input pushed and ended, then one finish.
+    void run_group(const options & o, std::vector<std::shared_ptr<request>> & group) {
+        std::string err;
+        pipe_entry * e = get(o, err);
+        if (!e) { for (auto & r : group) finish_request(*r, err); return; }
+        routes.clear();
+        route_base = e->next_input;
+        for (whisper_audio_encoder * enc : e->encs) whisper_audio_encoder_reset_timings(enc);   // counts this round's batches
+        bool ok = true;
+        for (auto & r : group)
+            for (input & in : r->inputs) {
+                routes.push_back(&in);
+                e->next_input++;
+                ok = ok && whisper_audio_pipeline_push(e->pipe, in.pcm.data(), in.pcm.size()) &&
+                     whisper_audio_pipeline_end_input(e->pipe);
+                if (!ok) break;
+            }
+        ok = ok && whisper_audio_pipeline_finish(e->pipe);
+        if (!ok) {
+            // the pipeline stops at its first failure: this round's requests fail and it is made anew
+            err = whisper_audio_last_error();
+            fprintf(stderr, "server: encoding failed: %s\n", err.c_str());
+            free_entry(*e);
+            pipes.erase(o);
+            for (auto & r : group) finish_request(*r, "encoding failed: " + err);
+            return;
+        }
+        long long batches = 0, windows = 0;
+        for (whisper_audio_encoder * enc : e->encs) {
+            const whisper_audio_timings t = whisper_audio_encoder_timings(enc);
+            batches += t.n_batches;
+            windows += t.n_windows;
+        }
+        m.batches += batches;
+        m.batch_windows += windows;
+        // each input's first dimension, as main's .npy: windows, or its rows (positions, tokens)
+        const bool rows_are_rows = e->tokens || (o.no_pad && !o.pool_mean);
+        const size_t width = (size_t)whisper_audio_pipeline_row_width(e->pipe);
+        for (auto & r : group) {
+            std::string error;
+            for (input & in : r->inputs) {
+                const size_t values = in.data.size() / (o.f16 ? 2 : 4);
+                in.n_rows = rows_are_rows ? values / width : in.windows;
+                if (!in.finite) error = "the encoder output holds non-finite values";
+                std::vector<float>().swap(in.pcm);
+            }
+            finish_request(*r, error);
+        }
+    }
+
+    void loop() {
+        for (;;) {
+            std::vector<std::shared_ptr<request>> taken;
+            {
+                std::unique_lock<std::mutex> lock(mu);
+                cv.wait(lock, [&] { return stopping || !queue.empty(); });
+                if (queue.empty()) return;                           // stopping, and nothing left
+                // --batch-wait-ms: give others a moment to share the batch of a lone request
+                if (sp.batch_wait_ms > 0 && !stopping) {
+                    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(sp.batch_wait_ms);
+                    auto windows = [&] {
+                        size_t w = 0;
+                        for (auto & r : queue) for (auto & in : r->inputs) w += whisper_audio_n_windows(in.pcm.size());
+                        return w;
+                    };
+                    while (!stopping && windows() < (size_t)sp.batch && cv.wait_until(lock, until) != std::cv_status::timeout) {}
+                }
+                taken.assign(queue.begin(), queue.end());
+                queue.clear();
+            }
+            m.rounds++;
+            std::map<options, std::vector<std::shared_ptr<request>>> groups;
+            for (auto & r : taken) groups[r->opt].push_back(r);
+            for (auto & g : groups) run_group(g.first, g.second);
+        }
+    }
+
+    void start() { thread = std::thread([this] { loop(); }); }
+    // Encodes what is queued, then the thread ends.
+    void stop() {
+        { std::lock_guard<std::mutex> lock(mu); stopping = true; }
+        cv.notify_all();
+        if (thread.joinable()) thread.join();
+        for (auto & p : pipes) free_entry(p.second);
+        pipes.clear();
+    }
+};
+
+// =====================================================================================
+// HTTP: the endpoints
+// =====================================================================================
+
+struct http_error {
+    int status;
+    std::string message;
+};
+
+static std::string error_json(int status, const std::string & message) {
+    const char * type = status == 401 ? "authentication_error" : status == 503 ? "unavailable_error"
+                      : status >= 500 ? "server_error" : "invalid_request_error";
+    return "{\"error\": {\"code\": " + std::to_string(status) + ", \"message\": \"" + json_escape(message) +
+           "\", \"type\": \"" + type + "\"}}\n";
+}
+
+static void set_error(httplib::Response & res, int status, const std::string & message) {
+    res.status = status;
+    res.set_content(error_json(status, message), "application/json");
+}
+
+// An option's value from a query parameter, a multipart field or a JSON field, into o; an
+// encoding_format into fmt. false with the message for an unknown name or a bad value.
+static bool set_option(options & o, std::string & fmt, const std::string & key, const json & v, std::string & err) {
+    auto as_bool = [&](bool & dst) {
+        if (v.type == json::BOOL) { dst = v.b; return true; }
+        if (v.type == json::STRING && (v.str == "true" || v.str == "1")) { dst = true; return true; }
+        if (v.type == json::STRING && (v.str == "false" || v.str == "0")) { dst = false; return true; }
+        err = "'" + key + "' must be true or false";
+        return false;
+    };
+    if (key == "no_pad") return as_bool(o.no_pad);
+    if (key == "final_ln") return as_bool(o.final_ln);
+    if (key == "projector") return as_bool(o.projector);
+    if (key == "layer") {
+        int n = -2;
+        if (v.type == json::NUMBER && v.num == std::floor(v.num) && v.num >= -1 && v.num <= 4096) n = (int)v.num;
+        else if (v.type == json::STRING && !parse_int(v.str.c_str(), -1, 4096, &n)) n = -2;
+        if (n < -1) { err = "'layer' must be an encoder layer's index (0-based), or -1 for the last"; return false; }
+        o.layer = n;
+        return true;
+    }
+    const std::string s = v.type == json::STRING ? v.str : v.type == json::NUL ? "null" : "";
+    if (key == "pool") {
+        if (s == "mean" || s == "none" || s == "null") { o.pool_mean = s == "mean"; return true; }
+        err = "'pool' must be \"mean\" or \"none\"";
+        return false;
+    }
+    if (key == "outtype") {
+        if (s == "f32" || s == "f16") { o.f16 = s == "f16"; return true; }
+        err = "'outtype' must be \"f32\" or \"f16\"";
+        return false;
+    }
+    if (key == "encoding_format") {
+        if (s == "float" || s == "base64") { fmt = s; return true; }
+        err = "'encoding_format' must be \"float\" or \"base64\"";
+        return false;
+    }
+    if (key == "model" || key == "user") return true;        // OpenAI clients send them; one model is served
+    err = "unknown option '" + key + "' (layer, pool, no_pad, final_ln, projector, outtype, encoding_format)";
+    return false;
+}
+
+static json json_string(const std::string & s) {
+    json v;
+    v.type = json::STRING;
+    v.str = s;
+    return v;
+}
+
+// The rules main applies to its flags, for a request's options; "" when they hold.
+static std::string check_options(const options & o, const whisper_audio_hparams & hp) {
+    if (o.layer >= hp.n_layer)
+        return "layer " + std::to_string(o.layer) + ": the model has layers 0 to " + std::to_string(hp.n_layer - 1);
+    const bool encoder_options = o.layer >= 0 || !o.final_ln || o.pool_mean || o.no_pad;
+    if (!o.projector && hp.projector == WHISPER_AUDIO_PROJECTOR_NONE)
+        return "projector false: the model is a Whisper encoder without an audio-LLM projector";
+    if (!o.projector && encoder_options)
+        return "projector false gives the audio tower's output; layer, final_ln, pool and no_pad the Whisper encoder's: choose one";
+    return "";
+}
+
+struct server {
+    server_params sp;
+    whisper_audio_model * model = nullptr;
+    std::unique_ptr<dispatcher> disp;
+    metrics m;
+    std::string model_name;
+    std::atomic<bool> ready{false}, stopping{false};
+    std::atomic<int> in_flight{0};
+    httplib::Server http;
+    std::chrono::steady_clock::time_point t_start = std::chrono::steady_clock::now();
+
+    // ---- the body: raw audio, multipart file=, or JSON -----------------------------------
+
+    // Reads the request body (at most --max-body-mb, within --timeout) into audio items and options.
+    void read_request(const httplib::Request & req, const httplib::ContentReader & reader, options & o,
+                      std::string & fmt, std::vector<std::string> & audio) {
+        const size_t limit = (size_t)sp.max_body_mb << 20;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(sp.timeout_s);
+        std::string err;
+        bool too_big = false, too_slow = false;
+        auto guard = [&](size_t have, size_t more) {
+            if (have + more > limit) { too_big = true; return false; }
+            if (std::chrono::steady_clock::now() > deadline) { too_slow = true; return false; }
+            return true;
+        };
+        // query options first; body fields may override them
+        for (const auto & q : req.params)
+            if (!set_option(o, fmt, q.first, json_string(q.second), err)) throw http_error{400, err};
+        const std::string declared = req.get_header_value("Content-Length");
+        if (!declared.empty() && (declared.size() > 15 || strtoull(declared.c_str(), nullptr, 10) > limit))
+            throw http_error{413, "the request body is larger than --max-body-mb " + std::to_string(sp.max_body_mb) + " MB"};
+        bool read_ok;
+        std::string body;
+        if (req.is_multipart_form_data()) {
+            std::map<std::string, std::string> fields;
+            std::string * cur = nullptr;
+            size_t total = 0;
+            bool has_file = false;
+            read_ok = reader(
+                [&](const httplib::MultipartFormData & part) {
+                    if (part.name == "file") { audio.emplace_back(); cur = &audio.back(); has_file = true; }
+                    else cur = &fields[part.name];
+                    return true;
+                },
+                [&](const char * d, size_t n) {
+                    if (!guard(total, n)) return false;
+                    total += n;
+                    cur->append(d, n);
+                    return true;
+                });
+            if (read_ok && !too_big && !too_slow) {
+                for (const auto & f : fields)
+                    if (!set_option(o, fmt, f.first, json_string(f.second), err)) throw http_error{400, err};
+                if (!has_file) throw http_error{400, "the multipart body has no 'file' part (the audio)"};
+            }
+        } else {
+            read_ok = reader([&](const char * d, size_t n) {
+                if (!guard(body.size(), n)) return false;
+                body.append(d, n);
+                return true;
+            });
+        }
+        if (too_big) throw http_error{413, "the request body is larger than --max-body-mb " + std::to_string(sp.max_body_mb) + " MB"};
+        if (too_slow) throw http_error{408, "the request body took longer than --timeout " + std::to_string(sp.timeout_s) + " s"};
+        if (!read_ok) throw http_error{400, "the request body could not be read (cut short?)"};
+        if (req.is_multipart_form_data()) return;
+        const std::string ct = req.get_header_value("Content-Type");
+        if (ct.rfind("application/json", 0) == 0) {
+            json j;
+            json_parser jp;
+            if (!jp.parse(body, j)) throw http_error{400, "bad JSON: " + jp.error};
+            if (j.type != json::OBJECT) throw http_error{400, "the JSON body must be an object with an \"input\""};
+            const json * input = nullptr;
+            for (const auto & f : j.fields) {
+                if (f.first == "input") { input = &f.second; continue; }
+                if (!set_option(o, fmt, f.first, f.second, err)) throw http_error{400, err};
+            }
+            if (!input) throw http_error{400, "the JSON body has no \"input\" (base64 audio, or a list of them)"};
+            std::vector<const json *> items;
+            if (input->type == json::STRING) items.push_back(input);
+            else if (input->type == json::ARRAY) for (const json & x : input->items) items.push_back(&x);
+            if (items.empty()) throw http_error{400, "\"input\" must be a base64 string or a non-empty list of them"};
+            for (size_t i = 0; i < items.size(); i++) {
+                audio.emplace_back();
+                if (items[i]->type != json::STRING || !base64_decode(items[i]->str, audio.back()))
+                    throw http_error{400, "\"input\"" + (input->type == json::ARRAY ? "[" + std::to_string(i) + "]" : std::string()) +
+                                          " is not base64 audio"};
+            }
+        } else {
+            // raw audio, whatever the Content-Type says (curl --data-binary sends form-urlencoded)
+            audio.push_back(std::move(body));
+        }
+    }
+
+    // ---- POST /v1/audio/embeddings --------------------------------------------------------
+
+    void embeddings(const httplib::Request & req, httplib::Response & res, const httplib::ContentReader & reader) {
+        const auto t0 = std::chrono::steady_clock::now();
+        in_flight++;
+        m.requests++;
+        try {
+            if (stopping) throw http_error{503, "the server is shutting down"};
+            if (!ready) throw http_error{503, "the model is loading"};
+            auto r = std::make_shared<request>();
+            std::string fmt = "float";
+            std::vector<std::string> audio;
+            read_request(req, reader, r->opt, fmt, audio);
+            if ((int)audio.size() > sp.max_inputs)
+                throw http_error{400, std::to_string(audio.size()) + " inputs: at most --max-inputs " + std::to_string(sp.max_inputs)};
+            const std::string accept = req.get_header_value("Accept");
+            const bool npy = accept.find("application/x-npy") != std::string::npos;
+            if (npy && audio.size() != 1) throw http_error{400, "Accept: application/x-npy returns one array: send one input"};
+            const std::string bad = check_options(r->opt, *whisper_audio_model_hparams(model));
+            if (!bad.empty()) throw http_error{400, bad};
+            const bool tokens = disp->tokens(r->opt);
+            const size_t used = whisper_audio_samples_used(model, tokens);
+            r->inputs.resize(audio.size());
+            for (size_t i = 0; i < audio.size(); i++) {
+                const std::string where = audio.size() > 1 ? "input " + std::to_string(i) + ": " : "";
+                float * pcm = nullptr;
+                size_t n = 0;
+                if (audio[i].empty()) throw http_error{400, where + "no audio: the body is empty"};
+                if (!whisper_audio_decode_memory(audio[i].data(), audio[i].size(), &pcm, &n, nullptr))
+                    throw http_error{400, where + whisper_audio_last_error()};
+                std::string().swap(audio[i]);
+                input & in = r->inputs[i];
+                in.samples = n;
+                in.pcm.assign(pcm, pcm + std::min(n, used));
+                whisper_audio_pcm_free(pcm);
+                if (n == 0) throw http_error{400, where + "no audio samples"};
+                if (n > (size_t)sp.max_audio_s * WHISPER_AUDIO_SAMPLE_RATE)
+                    throw http_error{413, where + "the audio is " + std::to_string(n / WHISPER_AUDIO_SAMPLE_RATE) +
+                                          " s long: at most --max-audio-s " + std::to_string(sp.max_audio_s)};
+            }
+            if (!disp->submit(r)) {
+                m.rejected_busy++;
+                res.set_header("Retry-After", "1");
+                throw http_error{503, stopping ? "the server is shutting down" : "the queue is full (--max-queue " + std::to_string(sp.max_queue) + "); retry later"};
+            }
+            {
+                std::unique_lock<std::mutex> lock(r->mu);
+                r->cv.wait(lock, [&] { return r->done; });
+            }
+            if (!r->error.empty()) throw http_error{500, r->error};
+            respond(*r, npy, fmt, tokens, res);
+            double audio_s = 0;
+            for (const input & in : r->inputs) audio_s += (double)in.samples / WHISPER_AUDIO_SAMPLE_RATE;
+            metrics::add(m.audio_s, audio_s);
+            m.inputs += (long long)r->inputs.size();
+        } catch (const http_error & e) {
+            m.requests_failed++;
+            set_error(res, e.status, e.message);
+        } catch (const std::bad_alloc &) {
+            m.requests_failed++;
+            set_error(res, 500, "out of memory");
+        }
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        m.observe_latency(s);
+        char ms[32];
+        snprintf(ms, sizeof(ms), "%.1f", s * 1000);
+        res.set_header("X-Processing-Ms", ms);
+        in_flight--;
+    }
+
+    // The rows as main's .npy, or as OpenAI's embeddings list.
+    void respond(const request & r, bool npy, const std::string & fmt, bool tokens, httplib::Response & res) {
+        const whisper_audio_hparams & hp = *whisper_audio_model_hparams(model);
+        const options & o = r.opt;
+        const size_t d = tokens ? (size_t)whisper_audio_token_dim(model, o.projector) : (size_t)hp.n_state;
+        auto shape_of = [&](const input & in) {
+            std::vector<size_t> s{in.n_rows};
+            if (!tokens && !o.pool_mean && !o.no_pad) s.push_back((size_t)hp.n_ctx);
+            s.push_back(d);
+            return s;
+        };
+        if (npy) {                  // main's header, byte for byte: 128 bytes, the shape padded with spaces
+            const input & in = r.inputs[0];
+            std::string dims;
+            for (size_t x : shape_of(in)) dims += std::to_string(x) + ", ";
+            dims.resize(dims.size() - 2);         // shapes have two or three dimensions: no trailing comma
+            std::string h = std::string("{'descr': '") + (o.f16 ? "<f2" : "<f4") + "', 'fortran_order': False, 'shape': (" + dims + "), }";
+            h.append(128 - 10 - 1 - h.size(), ' ');
+            h += '\n';
+            std::string body("\x93NUMPY\x01\x00", 8);
+            body += (char)(h.size() & 0xff);
+            body += (char)(h.size() >> 8);
+            body += h;
+            body.append((const char *)in.data.data(), in.data.size());
+            res.set_content(std::move(body), "application/x-npy");
+            return;
+        }
+        std::string out = "{\"object\": \"list\", \"data\": [";
+        size_t windows = 0, rows = 0;
+        double seconds = 0;
+        for (size_t i = 0; i < r.inputs.size(); i++) {
+            const input & in = r.inputs[i];
+            windows += in.windows;
+            rows += in.n_rows;
+            seconds += (double)in.samples / WHISPER_AUDIO_SAMPLE_RATE;
+            std::string shape;
+            for (size_t x : shape_of(in)) shape += (shape.empty() ? "" : ", ") + std::to_string(x);
+            out += std::string(i ? ", " : "") + "{\"object\": \"embedding\", \"index\": " + std::to_string(i) +
+                   ", \"shape\": [" + shape + "], \"dtype\": \"" + (o.f16 ? "float16" : "float32") + "\", \"embedding\": ";
+            if (fmt == "base64") {
+                out += '"';
+                base64_encode(in.data.data(), in.data.size(), out);
+                out += '"';
+            } else {
+                const size_t n = in.data.size() / (o.f16 ? 2 : 4);
+                out.reserve(out.size() + n * 12);
+                out += '[';
+                char buf[32];
+                std::vector<float> block(o.f16 ? std::min<size_t>(n, 4096) : 0);
+                for (size_t k = 0; k < n; k++) {
+                    float v;
+                    if (o.f16) {
+                        if (k % 4096 == 0) whisper_audio_f16_to_f32((const uint16_t *)in.data.data() + k, block.data(), std::min<size_t>(4096, n - k));
+                        v = block[k % 4096];
+                    } else {
+                        memcpy(&v, in.data.data() + 4 * k, 4);
+                    }
+                    const auto rc = std::to_chars(buf, buf + sizeof(buf), v);
+                    if (k) out += ',';
+                    out.append(buf, rc.ptr);
+                }
+                out += ']';
+            }
+            out += '}';
+        }
+        char usage[256];
+        snprintf(usage, sizeof(usage), "], \"model\": \"%s\", \"usage\": {\"prompt_tokens\": 0, \"total_tokens\": 0, "
+                 "\"audio_seconds\": %.6f, \"windows\": %zu, \"rows\": %zu}}\n", json_escape(model_name).c_str(), seconds, windows, rows);
+        out += usage;
+        res.set_content(std::move(out), "application/json");
+    }
+
+    // ---- GET /health, /v1/models, /metrics ------------------------------------------------
+
+    void health(httplib::Response & res) {
+        if (ready && !stopping) res.set_content("{\"status\": \"ok\"}\n", "application/json");
+        else set_error(res, 503, stopping ? "shutting down" : "loading model");
+    }
+
+    void models(httplib::Response & res) {
+        if (!ready) { set_error(res, 503, "loading model"); return; }
+        const whisper_audio_hparams & hp = *whisper_audio_model_hparams(model);
+        const bool cpu = disp->backend == "cpu";
+        std::string device = sp.device;
+        for (size_t i = 0; i < sp.gpus.size(); i++) device += (i ? "," : ":") + std::to_string(sp.gpus[i]);
+        char meta[1024];
+        snprintf(meta, sizeof(meta),
+                 "{\"n_mels\": %d, \"n_ctx\": %d, \"n_state\": %d, \"n_head\": %d, \"n_layer\": %d, \"n_ff\": %d, "
+                 "\"weights\": \"%s\", \"projector\": \"%s\", \"n_llm\": %d, \"token_dim\": %d, \"backend\": \"%s\", "
+                 "\"device\": \"%s\", \"dtype\": \"%s\", \"threads\": %d, \"batch\": %d, \"version\": \"%s\"}",
+                 hp.n_mels, hp.n_ctx, hp.n_state, hp.n_head, hp.n_layer, hp.n_ff, whisper_audio_weight_type_name(hp.weight_type),
+                 whisper_audio_projector_name(hp.projector), hp.n_llm,
+                 hp.projector == WHISPER_AUDIO_PROJECTOR_NONE ? hp.n_state : whisper_audio_token_dim(model, true),
+                 json_escape(disp->backend).c_str(), json_escape(device).c_str(), cpu ? "f32" : sp.dtype.c_str(),
+                 disp->n_threads_used, sp.batch, whisper_audio_version());
+        res.set_content("{\"object\": \"list\", \"data\": [{\"id\": \"" + json_escape(model_name) +
+                        "\", \"object\": \"model\", \"owned_by\": \"whisper-audio\", \"meta\": " + meta + "}]}\n",
+                        "application/json");
+    }
+
+    void metrics_text(httplib::Response & res) {
+        std::string o;
+        auto line = [&](const char * name, const char * type, const char * help, double v) {
+            char b[256];
+            snprintf(b, sizeof(b), "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
+            o += b;
+        };
+        const double batches = (double)m.batches.load();
+        line("whisper_audio_requests_total", "counter", "embedding requests received", (double)m.requests.load());
+        line("whisper_audio_requests_failed_total", "counter", "embedding requests answered with an error", (double)m.requests_failed.load());
+        line("whisper_audio_requests_rejected_total", "counter", "requests refused with 503 (queue full)", (double)m.rejected_busy.load());
+        line("whisper_audio_inputs_total", "counter", "audio inputs encoded", (double)m.inputs.load());
+        line("whisper_audio_audio_seconds_total", "counter", "seconds of audio encoded", m.audio_s.load());
+        line("whisper_audio_windows_total", "counter", "windows (or a tower's chunks) encoded", (double)m.windows.load());
+        line("whisper_audio_batches_total", "counter", "encoder batches run", batches);
+        line("whisper_audio_batch_fill", "gauge", "windows per batch over the batch size, on average",
+             batches > 0 ? (double)m.batch_windows.load() / batches / sp.batch : 0.0);
+        line("whisper_audio_rounds_total", "counter", "dispatcher rounds (queued requests taken at once)", (double)m.rounds.load());
+        line("whisper_audio_queue_depth", "gauge", "requests waiting for the dispatcher", (double)disp->depth());
+        line("whisper_audio_requests_in_flight", "gauge", "embedding requests being handled", (double)in_flight.load());
+        o += "# HELP whisper_audio_request_seconds embedding request latency\n# TYPE whisper_audio_request_seconds histogram\n";
+        long long cum = 0;
+        const size_t nb = sizeof(metrics::BUCKETS) / sizeof(metrics::BUCKETS[0]);
+        for (size_t k = 0; k <= nb; k++) {
+            cum += m.latency_bucket[k].load();
+            char b[128];
+            if (k < nb) snprintf(b, sizeof(b), "whisper_audio_request_seconds_bucket{le=\"%g\"} %lld\n", metrics::BUCKETS[k], cum);
+            else snprintf(b, sizeof(b), "whisper_audio_request_seconds_bucket{le=\"+Inf\"} %lld\n", cum);
+            o += b;
+        }
+        char b[128];
+        snprintf(b, sizeof(b), "whisper_audio_request_seconds_sum %.6f\nwhisper_audio_request_seconds_count %lld\n", m.latency_s_sum.load(), cum);
+        o += b;
+        res.set_content(o, "text/plain; version=0.0.4");
+    }
+
+    // ---- routes, auth, logging ------------------------------------------------------------
+
+    void setup() {
+        http.new_task_queue = [this] { return new httplib::ThreadPool((size_t)sp.http_threads); };
+        http.set_payload_max_length(((size_t)sp.max_body_mb << 20) + (1 << 16));   // a multipart's framing too
+        http.set_read_timeout(sp.timeout_s, 0);
+        http.set_write_timeout(sp.timeout_s, 0);
+        http.set_keep_alive_timeout(5);
+        // --api-key: every endpoint but /health and /v1/models (llama-server's public ones) needs it
+        http.set_pre_routing_handler([this](const httplib::Request & req, httplib::Response & res) {
+            if (sp.api_key.empty() || req.path == "/health" || req.path == "/v1/models" || req.path == "/models")
+                return httplib::Server::HandlerResponse::Unhandled;
+            const std::string auth = req.get_header_value("Authorization");
+            const std::string want = "Bearer " + sp.api_key;
+            unsigned diff = auth.size() != want.size();
+            for (size_t i = 0; i < std::min(auth.size(), want.size()); i++) diff |= (unsigned)(auth[i] ^ want[i]);
+            if (diff == 0) return httplib::Server::HandlerResponse::Unhandled;
+            res.set_header("WWW-Authenticate", "Bearer");
+            set_error(res, 401, "invalid or missing API key ('Authorization: Bearer KEY')");
+            return httplib::Server::HandlerResponse::Handled;
+        });
+        http.Post("/v1/audio/embeddings", [this](const httplib::Request & req, httplib::Response & res, const httplib::ContentReader & reader) {
+            embeddings(req, res, reader);
+        });
+        http.Get("/health", [this](const httplib::Request &, httplib::Response & res) { health(res); });
+        http.Get("/v1/models", [this](const httplib::Request &, httplib::Response & res) { models(res); });
+        http.Get("/models", [this](const httplib::Request &, httplib::Response & res) { models(res); });
+        http.Get("/metrics", [this](const httplib::Request &, httplib::Response & res) { metrics_text(res); });
+        http.set_error_handler([](const httplib::Request & req, httplib::Response & res) {
+            if (!res.body.empty()) return;                        // ours already
+            const std::string msg = res.status == 404 ? "no such endpoint: " + req.method + " " + req.path
+                                  : res.status == 413 ? "the request body is larger than --max-body-mb"
+                                  : res.status == 400 ? "bad request" : "error";
+            res.set_content(error_json(res.status, msg), "application/json");
+        });
+        http.set_exception_handler([](const httplib::Request &, httplib::Response & res, std::exception_ptr ep) {
+            std::string what = "internal error";
+            try { std::rethrow_exception(ep); } catch (const std::exception & e) { what = e.what(); } catch (...) {}
+            set_error(res, 500, what);
+        });
+        http.set_logger([](const httplib::Request & req, const httplib::Response & res) {
+            const std::string ms = res.get_header_value("X-Processing-Ms");
+            fprintf(stderr, "server: %s %s %d %zu bytes%s%s\n", req.method.c_str(), req.path.c_str(), res.status,
+                    res.body.size(), ms.empty() ? "" : " ", ms.empty() ? "" : (ms + " ms").c_str());
+        });
+    }
+};
+
+// =====================================================================================
+// main
+// =====================================================================================
+
+int main(int argc, char ** argv) {
+    server s;
+    const int rc = parse_args(argc, argv, s.sp);
+    if (rc != 0) return rc > 0 ? 0 : 2;
+    const server_params & sp = s.sp;
+
+    // SIGINT and SIGTERM are taken by one thread (sigwait): blocked here, before any thread
+    // starts, so that every thread inherits the mask; SIGPIPE (a client gone) is ignored
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+
+    // listen first (/health says "loading" meanwhile), then the model
+    s.setup();
+    const int port = sp.port == 0 ? s.http.bind_to_any_port(sp.host) : (s.http.bind_to_port(sp.host, sp.port) ? sp.port : -1);
+    if (port <= 0) {
+        fprintf(stderr, "error: cannot listen on %s:%d: %s\n", sp.host.c_str(), sp.port, strerror(errno));
+        return 1;
+    }
+    std::thread listener([&] { s.http.listen_after_bind(); });
+    fprintf(stderr, "server: listening on http://%s:%d\n", sp.host.c_str(), port);
+    fflush(stderr);
+
+    bool ok = true;
+    const auto t0 = std::chrono::steady_clock::now();
+    s.model = whisper_audio_model_load(sp.model.c_str());
+    if (!s.model) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); ok = false; }
+    if (ok) {
+        const whisper_audio_hparams & hp = *whisper_audio_model_hparams(s.model);
+        std::string name = sp.alias.empty() ? sp.model : sp.alias;
+        if (sp.alias.empty() && name.find_last_of('/') != std::string::npos) name = name.substr(name.find_last_of('/') + 1);
+        s.model_name = name;
+        fprintf(stderr, "server: model '%s': n_mels %d, n_state %d, n_layer %d, weights %s, projector %s\n", sp.model.c_str(),
+                hp.n_mels, hp.n_state, hp.n_layer, whisper_audio_weight_type_name(hp.weight_type),
+                whisper_audio_projector_name(hp.projector));
+        s.disp.reset(new dispatcher(sp, s.model, s.m));
+        std::string err;
+        if (!s.disp->get(options(), err)) {            // the default options' pipeline, graphs captured
+            fprintf(stderr, "error: %s\n", err.c_str());
+            ok = false;
+        }
+    }
+    if (ok) {
+        s.disp->start();
+        s.ready = true;
+        fprintf(stderr, "server: ready in %.0f ms (%d HTTP threads, batch %d, --batch-wait-ms %d)\n",
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+                sp.http_threads, sp.batch, sp.batch_wait_ms);
+        fflush(stderr);
+        // wait for SIGINT or SIGTERM (the listener ending on its own is an error: it stops us too)
+        std::thread watcher([&] {
+            int sig = 0;
+            sigwait(&stop_signals, &sig);
+            if (sig != 0) fprintf(stderr, "server: %s: finishing the requests in flight, then exiting\n", strsignal(sig));
+            s.stopping = true;
+        });
+        while (!s.stopping && s.http.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (!s.stopping) { ok = false; pthread_kill(watcher.native_handle(), SIGTERM); }
+        watcher.join();
+        // new requests are refused (503) from here; those queued or in flight are answered
+        while (s.in_flight > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    s.http.stop();
+    listener.join();
+    if (s.disp) s.disp->stop();
+    s.disp.reset();
+    whisper_audio_model_free(s.model);
+    fprintf(stderr, "server: stopped\n");
+    return ok ? 0 : 1;
+}
