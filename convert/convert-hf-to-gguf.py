@@ -32,9 +32,11 @@
 #            do not store). Matrices and conv kernels take --outtype; biases, LayerNorm
 #            parameters, embed_positions and mel_filters stay F32. GGUF dims are innermost
 #            first, so they are the PyTorch shape reversed and the bytes are unchanged.
+#            whisper_audio_model_save_gguf writes the same layout (tests keep them equal).
 #
-# Python 3 standard library only (and main for a whisper.cpp or CTranslate2 model). numpy, when importable, makes it faster; for a conversion
-# both paths write the same bytes (WHISPER_AUDIO_NO_NUMPY=1 forces the pure-Python path).
+# Python 3 standard library only (and main, for a whisper.cpp or CTranslate2 model). numpy,
+# when importable, makes it faster; for a conversion both paths write the same bytes
+# (WHISPER_AUDIO_NO_NUMPY=1 forces the pure-Python path).
 
 import argparse
 import array
