@@ -188,7 +188,7 @@ test: deps
 	$(MAKE) test-run
 
 test-run: $(BUILD)/main $(BUILD)/test-all $(TEST_MODELS) test-embed test-server
-	python3 tests/test-convert.py
+	WA_MAIN=$(BUILD)/main python3 tests/test-convert.py
 	WA_MAIN=$(BUILD)/main python3 tests/test-convert-ct2.py
 	WA_MAIN=$(BUILD)/main $(BUILD)/test-all
 	WA_MAIN=$(BUILD)/main python3 tests/test-real-weights.py

@@ -119,6 +119,8 @@ struct gguf_tensor_info {
     uint64_t offset = 0;            // from the data section's start
     uint64_t bytes = 0;
     const void * data = nullptr;    // in the model's weights, for the tensors the encoder uses
+    int block_type = -1;            // a block type's tensor, dequantised to F32 at load: its type in
+    uint64_t block_bytes = 0;       // the file and its bytes there (whisper_audio_model_save_gguf keeps them)
 };
 
 // Limits beyond which a file is refused before anything is allocated for it: an encoder of
@@ -187,6 +189,8 @@ struct whisper_audio_model {
     const float * mel_filters = nullptr;                 // [n_mels, 201], in weights (or mel_computed)
     bool mmproj = false;                                 // a llama.cpp mmproj file: its tensors renamed to ours
     std::vector<float> mel_computed;                     // the mel bank of a file without one (mmproj)
+    enum { GGUF, GGML, CT2 } kind = GGUF;                // the file's format (GGUF: ours or an mmproj)
+    std::string name, description;                      // a GGUF's general.name and general.description
 
     const gguf_tensor_info * find(const std::string & name) const {
         auto it = index.find(name);
@@ -228,37 +232,42 @@ struct wa_tensor_desc {
     int shape[3];                              // PyTorch's (outermost first) in wa_dim; 0 ends it
     bool matrix;                               // F32, F16 or BF16 in the file, the compute type
                                                // in the backend; otherwise F32 in both
+    int order;                                 // its place in the file the converter writes
+                                               // (whisper_audio_model_save_gguf too): the rows
+                                               // outside the layers before them (< WA_AFTER_LAYERS)
+                                               // and after them, each layer's rows in between
     vt_tensor * wa_layer::* layer;             // the tensor it fills in each layer, or
     vt_tensor * wa_weights::* top = nullptr;   // the one outside the layers; neither: host only
     int part = 0, n_parts = 1;                 // block `part` of n_parts in a fused tensor
 };
 
 static const bool WA_MATRIX = true, WA_F32 = false;
+static constexpr int WA_AFTER_LAYERS = 100, WA_LAST = 200;   // orders: after the layers, the mel bank last (after a projector)
 static constexpr wa_tensor_desc WA_TENSORS[] = {
-    // name in the model file                        PyTorch shape                    type       goes to (layer, top, part, n_parts)
-    {"mel_filters",                                   {WA_MELS, WHISPER_AUDIO_N_BINS}, WA_F32,    nullptr, nullptr},
-    {"encoder.conv1.weight",                          {WA_D, WA_MELS, 3},              WA_MATRIX, nullptr, &wa_weights::conv1_w},
-    {"encoder.conv1.bias",                            {WA_D},                          WA_F32,    nullptr, &wa_weights::conv1_b},
-    {"encoder.conv2.weight",                          {WA_D, WA_D, 3},                 WA_MATRIX, nullptr, &wa_weights::conv2_w},
-    {"encoder.conv2.bias",                            {WA_D},                          WA_F32,    nullptr, &wa_weights::conv2_b},
-    {"encoder.embed_positions.weight",                {WA_CTX, WA_D},                  WA_F32,    nullptr, &wa_weights::pos},
-    {"encoder.layer_norm.weight",                     {WA_D},                          WA_F32,    nullptr, &wa_weights::ln_post_w},
-    {"encoder.layer_norm.bias",                       {WA_D},                          WA_F32,    nullptr, &wa_weights::ln_post_b},
-    {"encoder.layers.%d.self_attn_layer_norm.weight", {WA_D},                          WA_F32,    &wa_layer::attn_ln_w},
-    {"encoder.layers.%d.self_attn_layer_norm.bias",   {WA_D},                          WA_F32,    &wa_layer::attn_ln_b},
-    {"encoder.layers.%d.self_attn.q_proj.weight",     {WA_D, WA_D},                    WA_MATRIX, &wa_layer::qkv_w, nullptr, 0, 3},
-    {"encoder.layers.%d.self_attn.k_proj.weight",     {WA_D, WA_D},                    WA_MATRIX, &wa_layer::qkv_w, nullptr, 1, 3},
-    {"encoder.layers.%d.self_attn.v_proj.weight",     {WA_D, WA_D},                    WA_MATRIX, &wa_layer::qkv_w, nullptr, 2, 3},
-    {"encoder.layers.%d.self_attn.q_proj.bias",       {WA_D},                          WA_F32,    &wa_layer::qkv_b, nullptr, 0, 3},
-    {"encoder.layers.%d.self_attn.v_proj.bias",       {WA_D},                          WA_F32,    &wa_layer::qkv_b, nullptr, 2, 3},
-    {"encoder.layers.%d.self_attn.out_proj.weight",   {WA_D, WA_D},                    WA_MATRIX, &wa_layer::out_w},
-    {"encoder.layers.%d.self_attn.out_proj.bias",     {WA_D},                          WA_F32,    &wa_layer::out_b},
-    {"encoder.layers.%d.final_layer_norm.weight",     {WA_D},                          WA_F32,    &wa_layer::ffn_ln_w},
-    {"encoder.layers.%d.final_layer_norm.bias",       {WA_D},                          WA_F32,    &wa_layer::ffn_ln_b},
-    {"encoder.layers.%d.fc1.weight",                  {WA_FF, WA_D},                   WA_MATRIX, &wa_layer::fc1_w},
-    {"encoder.layers.%d.fc1.bias",                    {WA_FF},                         WA_F32,    &wa_layer::fc1_b},
-    {"encoder.layers.%d.fc2.weight",                  {WA_D, WA_FF},                   WA_MATRIX, &wa_layer::fc2_w},
-    {"encoder.layers.%d.fc2.bias",                    {WA_D},                          WA_F32,    &wa_layer::fc2_b},
+    // name in the model file                        PyTorch shape                    type       order                 goes to (layer, top, part, n_parts)
+    {"mel_filters",                                   {WA_MELS, WHISPER_AUDIO_N_BINS}, WA_F32,    WA_LAST,              nullptr, nullptr},
+    {"encoder.conv1.weight",                          {WA_D, WA_MELS, 3},              WA_MATRIX, 0,                    nullptr, &wa_weights::conv1_w},
+    {"encoder.conv1.bias",                            {WA_D},                          WA_F32,    1,                    nullptr, &wa_weights::conv1_b},
+    {"encoder.conv2.weight",                          {WA_D, WA_D, 3},                 WA_MATRIX, 2,                    nullptr, &wa_weights::conv2_w},
+    {"encoder.conv2.bias",                            {WA_D},                          WA_F32,    3,                    nullptr, &wa_weights::conv2_b},
+    {"encoder.embed_positions.weight",                {WA_CTX, WA_D},                  WA_F32,    4,                    nullptr, &wa_weights::pos},
+    {"encoder.layer_norm.weight",                     {WA_D},                          WA_F32,    WA_AFTER_LAYERS,      nullptr, &wa_weights::ln_post_w},
+    {"encoder.layer_norm.bias",                       {WA_D},                          WA_F32,    WA_AFTER_LAYERS + 1,  nullptr, &wa_weights::ln_post_b},
+    {"encoder.layers.%d.self_attn_layer_norm.weight", {WA_D},                          WA_F32,    7,                    &wa_layer::attn_ln_w},
+    {"encoder.layers.%d.self_attn_layer_norm.bias",   {WA_D},                          WA_F32,    8,                    &wa_layer::attn_ln_b},
+    {"encoder.layers.%d.self_attn.q_proj.weight",     {WA_D, WA_D},                    WA_MATRIX, 0,                    &wa_layer::qkv_w, nullptr, 0, 3},
+    {"encoder.layers.%d.self_attn.k_proj.weight",     {WA_D, WA_D},                    WA_MATRIX, 2,                    &wa_layer::qkv_w, nullptr, 1, 3},
+    {"encoder.layers.%d.self_attn.v_proj.weight",     {WA_D, WA_D},                    WA_MATRIX, 3,                    &wa_layer::qkv_w, nullptr, 2, 3},
+    {"encoder.layers.%d.self_attn.q_proj.bias",       {WA_D},                          WA_F32,    1,                    &wa_layer::qkv_b, nullptr, 0, 3},
+    {"encoder.layers.%d.self_attn.v_proj.bias",       {WA_D},                          WA_F32,    4,                    &wa_layer::qkv_b, nullptr, 2, 3},
+    {"encoder.layers.%d.self_attn.out_proj.weight",   {WA_D, WA_D},                    WA_MATRIX, 5,                    &wa_layer::out_w},
+    {"encoder.layers.%d.self_attn.out_proj.bias",     {WA_D},                          WA_F32,    6,                    &wa_layer::out_b},
+    {"encoder.layers.%d.final_layer_norm.weight",     {WA_D},                          WA_F32,    13,                   &wa_layer::ffn_ln_w},
+    {"encoder.layers.%d.final_layer_norm.bias",       {WA_D},                          WA_F32,    14,                   &wa_layer::ffn_ln_b},
+    {"encoder.layers.%d.fc1.weight",                  {WA_FF, WA_D},                   WA_MATRIX, 9,                    &wa_layer::fc1_w},
+    {"encoder.layers.%d.fc1.bias",                    {WA_FF},                         WA_F32,    10,                   &wa_layer::fc1_b},
+    {"encoder.layers.%d.fc2.weight",                  {WA_D, WA_FF},                   WA_MATRIX, 11,                   &wa_layer::fc2_w},
+    {"encoder.layers.%d.fc2.bias",                    {WA_D},                          WA_F32,    12,                   &wa_layer::fc2_b},
 };
 
 // The backend tensors the table makes (one per whole tensor or fused part 0), in a layer or
@@ -271,6 +280,14 @@ static constexpr int wa_n_made(bool in_layer) {
 static_assert(wa_n_made(true) * sizeof(vt_tensor *) == sizeof(wa_layer), "a field of wa_layer has no row in WA_TENSORS");
 static_assert(wa_n_made(false) * sizeof(vt_tensor *) + sizeof(std::vector<wa_layer>) == sizeof(wa_weights),
               "a field of wa_weights has no row in WA_TENSORS");
+// The file order is one: no two rows of a group (outside the layers, in a layer) share a place.
+static constexpr bool wa_orders_distinct() {
+    for (const wa_tensor_desc & a : WA_TENSORS)
+        for (const wa_tensor_desc & b : WA_TENSORS)
+            if (&a != &b && !a.layer == !b.layer && a.order == b.order) return false;
+    return true;
+}
+static_assert(wa_orders_distinct(), "two rows of WA_TENSORS share an order");
 
 // Calls f(row, il, name) for each tensor of the file that the encoder uses: the rows outside
 // the layers (il -1), then layer by layer; name is the row's with the layer index put in.
@@ -434,9 +451,10 @@ struct wa_block_type {
     int type;                 // ggml's type number
     const char * name;
     size_t bytes;             // per block of QK weights
+    uint32_t file_type;       // general.file_type of a file whose matrices have it (LLAMA_FTYPE_MOSTLY_*)
 };
 static const wa_block_type WA_BLOCK_TYPES[] = {
-    {2, "q4_0", 18}, {3, "q4_1", 20}, {6, "q5_0", 22}, {7, "q5_1", 24}, {8, "q8_0", 34},
+    {2, "q4_0", 18, 2}, {3, "q4_1", 20, 3}, {6, "q5_0", 22, 8}, {7, "q5_1", 24, 9}, {8, "q8_0", 34, 7},
 };
 
 static const wa_block_type * wa_block(int type) {
@@ -568,6 +586,8 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
         if (!r.ok) break;
         const bool is_string_key = key == "general.architecture" || key == "whisper.projector.type" || key == "clip.projector_type";
         if (key == "general.architecture" && type == GGUF_STRING) { arch = r.get_string(); has_arch = true; }
+        else if (key == "general.name" && type == GGUF_STRING) m->name = r.get_string();
+        else if (key == "general.description" && type == GGUF_STRING) m->description = r.get_string();
         else if (key == "general.alignment" && type == GGUF_UINT32) alignment = r.get<uint32_t>();
         else if ((key == "whisper.projector.type" || key == "clip.projector_type") && type == GGUF_STRING) {
             proj_type = r.get_string();
@@ -926,6 +946,8 @@ static bool model_read_weights(whisper_audio_model * m, int fd) {
             std::vector<uint8_t> blocks(t->bytes);
             if (!read_at(m, fd, blocks.data(), t->bytes, m->data_start + t->offset)) { errors[i] = whisper_audio_last_error(); return; }
             wa_dequantize(t->type, blocks.data(), (float *)d, t->bytes / b->bytes);
+            t->block_type = t->type;
+            t->block_bytes = t->bytes;
             t->bytes = loaded_bytes(t);
             t->type = VT_TYPE_F32;
         } else if (!read_at(m, fd, d, t->bytes, m->data_start + t->offset)) {
@@ -1359,6 +1381,7 @@ static bool ct2_read_weights(whisper_audio_model * m, int fd, const ct2_vars & v
 
 static bool ct2_model_read(whisper_audio_model * m, int fd) {
     ct2_vars vars;
+    m->kind = whisper_audio_model::CT2;
     return ct2_parse(m, fd, vars) && ct2_hparams(m, fd, vars) && ct2_read_weights(m, fd, vars);
 }
 
@@ -1409,6 +1432,7 @@ static_assert(wa_names_follow_table(WA_GGML_NAMES), "WA_GGML_NAMES must name the
 // file's start; the rest (the decoder's) are only stepped over.
 static bool ggml_parse(whisper_audio_model * m, gguf_reader & r, int fd) {
     const char * path = m->path.c_str();
+    m->kind = whisper_audio_model::GGML;
     r.pos = 4;
     int32_t h[11];
     for (int32_t & v : h) v = r.get<int32_t>();
@@ -1640,6 +1664,244 @@ const char * whisper_audio_weight_type_name(enum whisper_audio_weight_type type)
 const float * whisper_audio_model_mel_filters(const whisper_audio_model * model) {
     if (!model) { wa_set_error("%s: no model", __func__); return nullptr; }
     return model->mel_filters;
+}
+
+// ---- a GGUF of any loaded model: the file convert-hf-to-gguf.py writes -----------------------
+// Our GGUF (DESIGN.md's contract) of whatever was loaded: its keys in the converter's order,
+// the encoder's tensors in the converter's (WA_TENSORS' order column), the projector's, then
+// the mel bank, under our names, each aligned to 32 bytes. The types are those the loader
+// holds (f16 and bf16 matrices kept, CTranslate2's int8/int16 as the f32 it dequantised),
+// except that a block type's matrices are written as their blocks: read again from the file
+// and checked against the f32 held. So the file loads back to the same weights, bit for bit.
+
+static const uint32_t WA_GGUF_ALIGNMENT = 32;   // the converter's general.alignment
+
+// The header as it is built: GGUF's little-endian integers, length-prefixed strings.
+struct gguf_writer {
+    std::string b;
+    void u32(uint32_t v) { b.append((const char *)&v, 4); }
+    void u64(uint64_t v) { b.append((const char *)&v, 8); }
+    void str(const std::string & s) { u64(s.size()); b += s; }
+    void kv_str(const char * key, const std::string & v) { str(key); u32(GGUF_STRING); str(v); }
+    void kv_u32(const char * key, uint32_t v) { str(key); u32(GGUF_UINT32); u32(v); }
+    void kv_f32(const char * key, float v) { str(key); u32(GGUF_FLOAT32); b.append((const char *)&v, 4); }
+};
+
+// What the converter names a model of this file: a GGUF's own general.name; a ggml file's
+// name without its extension; a CTranslate2 model's directory's name.
+static std::string wa_model_name(const whisper_audio_model * m) {
+    if (!m->name.empty()) return m->name;
+    const size_t slash = m->path.rfind('/');
+    std::string base = slash == std::string::npos ? m->path : m->path.substr(slash + 1);
+    if (m->kind == whisper_audio_model::CT2) {          // DIR/model.bin: DIR's last component
+        std::string dir = slash == std::string::npos ? "." : m->path.substr(0, slash);
+        while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+        const size_t s = dir.rfind('/');
+        base = s == std::string::npos ? dir : dir.substr(s + 1);
+        if (base == "." || base == ".." || base.empty()) {   // as os.path.abspath names it
+            char * real = realpath(dir.empty() ? "/" : dir.c_str(), nullptr);
+            if (real) {
+                const std::string r = real;
+                free(real);
+                base = r == "/" ? "" : r.substr(r.rfind('/') + 1);
+            }
+        }
+        return base;
+    }
+    const size_t dot = base.rfind('.');                 // os.path.splitext: not a leading dot
+    if (dot != std::string::npos && dot > base.find_first_not_of('.')) base.resize(dot);
+    return base;
+}
+
+// The new file's mode, 0666 less the umask, as open() would make it (read without changing it).
+static mode_t wa_new_file_mode() {
+    mode_t mask = 022;
+    if (FILE * f = fopen("/proc/self/status", "r")) {
+        char line[256];
+        unsigned v;
+        while (fgets(line, sizeof(line), f))
+            if (sscanf(line, "Umask: %o", &v) == 1) { mask = (mode_t)v; break; }
+        fclose(f);
+    }
+    return 0666 & ~mask;
+}
+
+static bool wa_write_all(int fd, const void * p, size_t n) {
+    for (size_t done = 0; done < n;) {
+        const ssize_t k = write(fd, (const char *)p + done, std::min<size_t>(n - done, 1u << 30));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return false;
+        done += (size_t)k;
+    }
+    return true;
+}
+
+static bool model_save_gguf(const whisper_audio_model * m, const char * path) {
+    if (!m) { wa_set_error("whisper_audio_model_save_gguf: no model"); return false; }
+    if (!path || !*path) { wa_set_error("whisper_audio_model_save_gguf: no output path"); return false; }
+    const whisper_audio_hparams & hp = m->hparams;
+
+    // the tensors, in the converter's order
+    struct out_tensor { std::string name; const gguf_tensor_info * t; int type; uint64_t bytes, offset; };
+    std::vector<out_tensor> out;
+    auto add = [&](const std::string & name) {
+        const gguf_tensor_info * t = m->find(name);
+        VT_ASSERT(t && t->data);                           // model_read_weights read each of them
+        out.push_back({name, t, t->block_type >= 0 ? t->block_type : t->type, t->block_type >= 0 ? t->block_bytes : t->bytes, 0});
+    };
+    std::vector<const wa_tensor_desc *> rows;
+    for (const wa_tensor_desc & t : WA_TENSORS) if (t.top || t.layer) rows.push_back(&t);
+    std::stable_sort(rows.begin(), rows.end(), [](auto a, auto b) { return a->order < b->order; });
+    char name[GGUF_MAX_NAME + 1];
+    for (const wa_tensor_desc * t : rows) if (!t->layer && t->order < WA_AFTER_LAYERS) add(t->name);
+    for (int il = 0; il < hp.n_layer; il++)
+        for (const wa_tensor_desc * t : rows) if (t->layer) { snprintf(name, sizeof(name), t->name, il); add(name); }
+    for (const wa_tensor_desc * t : rows) if (!t->layer && t->order >= WA_AFTER_LAYERS) add(t->name);
+    for (const wa_proj_desc & t : WA_PROJ_TENSORS) if (t.type == hp.projector && m->find(t.name)) add(t.name);
+    gguf_tensor_info mel;                                 // the file's, or the one computed at load
+    mel.n_dims = 2;
+    mel.ne[0] = WHISPER_AUDIO_N_BINS;
+    mel.ne[1] = hp.n_mels;
+    mel.data = m->mel_filters;
+    mel.bytes = (uint64_t)hp.n_mels * WHISPER_AUDIO_N_BINS * sizeof(float);
+    out.push_back({"mel_filters", &mel, VT_TYPE_F32, mel.bytes, 0});
+
+    // general.file_type: the matrices' type, as encoder.layers.0.fc1.weight has it in the file
+    const gguf_tensor_info * fc1 = m->find("encoder.layers.0.fc1.weight");
+    const wa_block_type * blk = wa_block(fc1->block_type);
+    const uint32_t file_type = blk ? blk->file_type : fc1->type == VT_TYPE_F16 ? 1 : fc1->type == VT_TYPE_BF16 ? 32 : 0;
+
+    gguf_writer w;
+    w.b = "GGUF";
+    w.u32(3);
+    w.u64(out.size());
+    const size_t n_kv_at = w.b.size();
+    w.u64(0);                                            // the key count, once known
+    uint64_t n_kv = 0;
+    w.kv_str("general.architecture", "whisper"), n_kv++;
+    w.kv_str("general.name", wa_model_name(m)), n_kv++;
+    w.kv_u32("general.file_type", file_type), n_kv++;
+    w.kv_u32("general.alignment", WA_GGUF_ALIGNMENT), n_kv++;
+    if (!m->description.empty()) w.kv_str("general.description", m->description), n_kv++;
+    if (hp.projector != WHISPER_AUDIO_PROJECTOR_NONE) {
+        w.kv_str("whisper.projector.type", whisper_audio_projector_name(hp.projector)), n_kv++;
+        w.kv_u32("whisper.projector.embedding_length", (uint32_t)hp.n_llm), n_kv++;
+        w.kv_u32("whisper.projector.stack_factor", (uint32_t)hp.stack_factor), n_kv++;
+        w.kv_f32("whisper.projector.layer_norm_epsilon", hp.proj_eps), n_kv++;
+    }
+    w.kv_u32("whisper.encoder.context_length", (uint32_t)hp.n_ctx), n_kv++;
+    w.kv_u32("whisper.encoder.embedding_length", (uint32_t)hp.n_state), n_kv++;
+    w.kv_u32("whisper.encoder.block_count", (uint32_t)hp.n_layer), n_kv++;
+    w.kv_u32("whisper.encoder.mels_count", (uint32_t)hp.n_mels), n_kv++;
+    w.kv_u32("whisper.encoder.attention.head_count", (uint32_t)hp.n_head), n_kv++;
+    w.kv_u32("whisper.encoder.feed_forward_length", (uint32_t)hp.n_ff), n_kv++;
+    w.kv_f32("whisper.encoder.attention.layer_norm_epsilon", hp.eps), n_kv++;
+    memcpy(&w.b[n_kv_at], &n_kv, 8);
+    auto pad = [](uint64_t n) { return (n + WA_GGUF_ALIGNMENT - 1) / WA_GGUF_ALIGNMENT * WA_GGUF_ALIGNMENT; };
+    uint64_t offset = 0;
+    for (out_tensor & o : out) {
+        w.str(o.name);
+        w.u32((uint32_t)o.t->n_dims);
+        for (int d = 0; d < o.t->n_dims; d++) w.u64((uint64_t)o.t->ne[d]);
+        w.u32((uint32_t)o.type);
+        w.u64(offset);
+        o.offset = offset;
+        offset += pad(o.bytes);
+    }
+    w.b.resize(pad(w.b.size()), '\0');
+
+    // the output: a symlink followed; a FIFO or a device written straight through; a regular
+    // file (or a new one) made as a temporary beside it and renamed over it when complete;
+    // never the model's own file
+    std::string target = path;
+    struct stat st;
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+        char * real = realpath(path, nullptr);
+        if (!real && !(stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))) {
+            wa_set_error("%s: a symlink that does not lead to a file", path);
+            return false;
+        }
+        if (real) { target = real; free(real); }
+    }
+    const bool exists = stat(target.c_str(), &st) == 0;
+    if (exists && S_ISDIR(st.st_mode)) { wa_set_error("%s: is a directory", path); return false; }
+    struct stat in;
+    if (exists && stat(m->path.c_str(), &in) == 0 && in.st_dev == st.st_dev && in.st_ino == st.st_ino) {
+        wa_set_error("%s: the output is the model's own file %s; nothing was written", path, m->path.c_str());
+        return false;
+    }
+    const bool through = exists && !S_ISREG(st.st_mode);
+
+    // a block type's data, from the model's file: it must hold the weights loaded
+    int src = -1;
+    for (const out_tensor & o : out)
+        if (o.t->block_type >= 0 && src < 0 && (src = open(m->path.c_str(), O_RDONLY | O_CLOEXEC)) < 0) {
+            wa_set_error("%s: cannot open it again for its %s blocks: %s", m->path.c_str(), wa_type_name(o.type), strerror(errno));
+            return false;
+        }
+    std::string tmp;                                    // ours until renamed: removed on any failure
+    int fd = -1;
+    struct cleanup {
+        std::string & tmp;
+        int & fd, & src;
+        ~cleanup() {
+            if (fd >= 0) close(fd);
+            if (src >= 0) close(src);
+            if (!tmp.empty()) unlink(tmp.c_str());
+        }
+    } guard{tmp, fd, src};
+    if (through) {
+        fd = open(target.c_str(), O_WRONLY | O_CLOEXEC);
+    } else {
+        tmp = target + ".XXXXXX";
+        fd = mkstemp(&tmp[0]);
+        if (fd >= 0 && fchmod(fd, exists ? (st.st_mode & 07777) : wa_new_file_mode()) != 0) { close(fd); unlink(tmp.c_str()); fd = -1; }
+        if (fd < 0) tmp.clear();
+    }
+    if (fd < 0) {
+        wa_set_error("%s: cannot write %s: %s", path, through ? "it" : "a temporary file beside it", strerror(errno));
+        return false;
+    }
+    bool ok = wa_write_all(fd, w.b.data(), w.b.size());
+    std::string err = ok ? "" : std::string("write failed: ") + strerror(errno);
+    std::vector<uint8_t> blocks;
+    std::vector<float> check;
+    static const char zeros[WA_GGUF_ALIGNMENT] = {};
+    for (size_t i = 0; ok && i < out.size(); i++) {
+        const out_tensor & o = out[i];
+        const void * data = o.t->data;
+        if (o.t->block_type >= 0) {
+            blocks.resize(o.bytes);
+            check.resize(o.t->bytes / sizeof(float));
+            if (!read_at(m, src, blocks.data(), o.bytes, m->data_start + o.t->offset)) { ok = false; err = whisper_audio_last_error(); break; }
+            wa_dequantize(o.type, blocks.data(), check.data(), o.bytes / wa_block(o.type)->bytes);
+            if (memcmp(check.data(), o.t->data, o.t->bytes) != 0) {
+                ok = false;
+                err = m->path + ": tensor '" + o.name + "' is not the one loaded: the file changed since; load it again";
+                break;
+            }
+            data = blocks.data();
+        }
+        ok = wa_write_all(fd, data, o.bytes) && wa_write_all(fd, zeros, pad(o.bytes) - o.bytes);
+        if (!ok) err = std::string("write failed: ") + strerror(errno);
+    }
+    const int closing = fd;
+    fd = -1;
+    if (close(closing) != 0 && ok) { ok = false; err = std::string("write failed: ") + strerror(errno); }
+    if (ok && !tmp.empty()) {
+        if (rename(tmp.c_str(), target.c_str()) == 0) tmp.clear();
+        else { ok = false; err = std::string("rename failed: ") + strerror(errno); }
+    }
+    if (!ok) {
+        if (err.compare(0, m->path.size(), m->path) == 0) wa_set_error("%s", err.c_str());
+        else wa_set_error("%s: %s", path, err.c_str());
+        return false;
+    }
+    return true;
+}
+
+bool whisper_audio_model_save_gguf(const whisper_audio_model * model, const char * path) {
+    return wa_catch(__func__, false, [&] { return model_save_gguf(model, path); });
 }
 
 // =====================================================================================

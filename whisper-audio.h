@@ -104,6 +104,16 @@ const whisper_audio_hparams * whisper_audio_model_hparams(const whisper_audio_mo
 // "f32", "f16" or "bf16"; NULL for a value outside the enum.
 const char *                  whisper_audio_weight_type_name(enum whisper_audio_weight_type type);
 const float *                 whisper_audio_model_mel_filters(const whisper_audio_model * model); // [n_mels, 201]
+// Writes the model as our GGUF (what convert/convert-hf-to-gguf.py writes: its keys, tensor
+// names, order and 32-byte alignment), whichever format it was loaded from: our GGUF,
+// whisper.cpp's ggml-*.bin, a CTranslate2 directory or llama.cpp's mmproj. The matrices keep
+// the type the model holds (f16, bf16 or f32; CTranslate2's int8/int16 as the f32 they were
+// dequantised to), except ggml's block types (q8_0, q5_x, q4_x), which are written as the
+// blocks: those alone are read again from the model's file, which must still hold what was
+// loaded (checked). The file loads back to the same weights, bit for bit. path follows main's
+// rules: a temporary beside it (mkstemp) renamed over it when complete, a symlink followed, a
+// FIFO or a device written straight through, never the model's own file.
+bool                          whisper_audio_model_save_gguf(const whisper_audio_model * model, const char * path);
 
 // ---- audio -------------------------------------------------------------------------
 

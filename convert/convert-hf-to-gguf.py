@@ -3,8 +3,14 @@
 #
 #   python3 convert/convert-hf-to-gguf.py DIR -o model.gguf [--outtype f32|f16|bf16]
 #   python3 convert/convert-hf-to-gguf.py --random SIZE -o model.gguf [--seed N] [--init-std S]
-#   python3 convert/convert-hf-to-gguf.py ggml-base.bin -o model.gguf   (whisper.cpp's legacy file,
-#                                        by content: its block types q8_0, q5_x, q4_x kept as they are)
+#   python3 convert/convert-hf-to-gguf.py ggml-base.bin -o model.gguf   (whisper.cpp's legacy file)
+#   python3 convert/convert-hf-to-gguf.py faster-whisper-base -o model.gguf   (a CTranslate2 directory)
+#
+# whisper.cpp's files and CTranslate2 directories are handed to whisper-audio's own loader, their
+# one reader: `main -m SRC --save-gguf OUT` writes this file's layout, its matrices as loaded (f16,
+# bf16 and the q8_0/q5/q4 blocks kept; CTranslate2's int8/int16 as f32), so that it gives the same
+# output, bit for bit; --outtype does not apply to them. main is --main PATH, else $WA_MAIN, else
+# build/main or main in the repository above this script (`make` builds it).
 #
 # DIR is what save_pretrained writes: config.json plus model.safetensors or a sharded
 # model.safetensors.index.json. Keys may start with `model.encoder.`
@@ -26,9 +32,11 @@
 #            do not store). Matrices and conv kernels take --outtype; biases, LayerNorm
 #            parameters, embed_positions and mel_filters stay F32. GGUF dims are innermost
 #            first, so they are the PyTorch shape reversed and the bytes are unchanged.
+#            whisper_audio_model_save_gguf writes the same layout (tests keep them equal).
 #
-# Python 3 standard library only. numpy, when importable, makes it faster; for a conversion
-# both paths write the same bytes (WHISPER_AUDIO_NO_NUMPY=1 forces the pure-Python path).
+# Python 3 standard library only (and main, for a whisper.cpp or CTranslate2 model). numpy,
+# when importable, makes it faster; for a conversion both paths write the same bytes
+# (WHISPER_AUDIO_NO_NUMPY=1 forces the pure-Python path).
 
 import argparse
 import array
@@ -39,6 +47,7 @@ import random
 import signal
 import stat
 import struct
+import subprocess
 import sys
 import tempfile
 
@@ -64,14 +73,10 @@ GGML_TYPE_F16 = 1
 GGML_TYPE_BF16 = 30
 GGML_TYPE_SIZE = {GGML_TYPE_F32: 4, GGML_TYPE_F16: 2, GGML_TYPE_BF16: 2}
 GGML_TYPE_NAME = {GGML_TYPE_F32: "f32", GGML_TYPE_F16: "f16", GGML_TYPE_BF16: "bf16"}
-# ggml's block types (blocks of 32 weights: ggml-common.h), kept as they are when a quantised
-# whisper.cpp model is converted
-GGML_BLOCK_BYTES = {2: 18, 3: 20, 6: 22, 7: 24, 8: 34}
-GGML_TYPE_NAME.update({2: "q4_0", 3: "q4_1", 6: "q5_0", 7: "q5_1", 8: "q8_0"})
 
 OUTTYPES = {"f32": GGML_TYPE_F32, "f16": GGML_TYPE_F16, "bf16": GGML_TYPE_BF16}
 # general.file_type (llama.cpp's LLAMA_FTYPE_*): ALL_F32 0, MOSTLY_F16 1, MOSTLY_BF16 32
-FILE_TYPES = {"f32": 0, "f16": 1, "bf16": 32, "q4_0": 2, "q4_1": 3, "q8_0": 7, "q5_0": 8, "q5_1": 9}
+FILE_TYPES = {"f32": 0, "f16": 1, "bf16": 32}
 
 N_CTX = 1500                # encoder positions (30 s of audio after the stride-2 conv)
 N_BINS = 201                # n_fft / 2 + 1 for n_fft = 400
@@ -189,8 +194,6 @@ def numel(shape):
 
 
 def tensor_nbytes(shape, gtype):
-    if gtype in GGML_BLOCK_BYTES:
-        return numel(shape) // 32 * GGML_BLOCK_BYTES[gtype]
     return numel(shape) * GGML_TYPE_SIZE[gtype]
 
 
@@ -337,10 +340,8 @@ def convert_elements(data, src, dst):
 
 
 def check_finite(data, gtype, name):
-    """ConvertError naming the tensor when its bytes (ggml type gtype; block types are not
-    looked into) hold a NaN or an infinity: the loader refuses such a model."""
-    if gtype not in (GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16):
-        return
+    """ConvertError naming the tensor when its bytes (ggml type gtype) hold a NaN or an
+    infinity: the loader refuses such a model."""
     # all exponent bits set: inf or NaN, in each format
     width, mask = {GGML_TYPE_F32: (4, 0x7f800000), GGML_TYPE_F16: (2, 0x7c00),
                    GGML_TYPE_BF16: (2, 0x7f80)}[gtype]
@@ -749,364 +750,70 @@ def convert_dir(d, out, outtype):
 
 
 # ---------------------------------------------------------------------------------------
-# CTranslate2 / faster-whisper model directory (model.bin + config.json)
+# whisper.cpp's ggml-*.bin and CTranslate2 directories: converted by the library
 # ---------------------------------------------------------------------------------------
-# model.bin (CTranslate2's models.cc, binary version 6): uint32 version, string spec name,
-# uint32 spec revision, uint32 n_vars, then per variable: string name, uint8 rank, uint32
-# dims[rank], uint8 dtype, uint32 n_bytes, data; then uint32 n_aliases of (alias, target).
-# A string is a uint16 length (the trailing NUL included) and its bytes. int8 weights keep a
-# float scale per row in "<name>_scale", int16 ones a scalar scale: w = q / scale.
+# whisper-audio's loader is the one reader of these formats (STYLE.md 14): main --save-gguf
+# loads the model and writes our GGUF of it, this file's layout (keys, names, order,
+# alignment), with its matrices as the loader holds them: whisper.cpp's f16 and q8_0/q5/q4
+# blocks and CTranslate2's float16/bfloat16 kept, its int8/int16 dequantised to f32. So the
+# GGUF gives the same output as the source, bit for bit, and --outtype does not apply.
 
-CT2_VERSION = 6
-CT2_DTYPES = {0: ("F32", 4), 1: ("I8", 1), 2: ("I16", 2), 3: ("I32", 4), 4: ("F16", 2), 5: ("BF16", 2)}
-CT2_MAX_RANK = 4
-
-# our layer tensor -> (its CTranslate2 variable under encoder/layer_N/, part of a fused q,k,v)
-CT2_LAYER = {
-    "self_attn.q_proj.weight": ("self_attention/linear_0/weight", 0),
-    "self_attn.k_proj.weight": ("self_attention/linear_0/weight", 1),
-    "self_attn.v_proj.weight": ("self_attention/linear_0/weight", 2),
-    "self_attn.q_proj.bias": ("self_attention/linear_0/bias", 0),
-    "self_attn.v_proj.bias": ("self_attention/linear_0/bias", 2),
-    "self_attn.out_proj.weight": ("self_attention/linear_1/weight", 0),
-    "self_attn.out_proj.bias": ("self_attention/linear_1/bias", 0),
-    "self_attn_layer_norm.weight": ("self_attention/layer_norm/gamma", 0),
-    "self_attn_layer_norm.bias": ("self_attention/layer_norm/beta", 0),
-    "fc1.weight": ("ffn/linear_0/weight", 0),
-    "fc1.bias": ("ffn/linear_0/bias", 0),
-    "fc2.weight": ("ffn/linear_1/weight", 0),
-    "fc2.bias": ("ffn/linear_1/bias", 0),
-    "final_layer_norm.weight": ("ffn/layer_norm/gamma", 0),
-    "final_layer_norm.bias": ("ffn/layer_norm/beta", 0),
-}
-CT2_TOP = {
-    "encoder.conv1.weight": "encoder/conv1/weight",
-    "encoder.conv1.bias": "encoder/conv1/bias",
-    "encoder.conv2.weight": "encoder/conv2/weight",
-    "encoder.conv2.bias": "encoder/conv2/bias",
-    "encoder.embed_positions.weight": "encoder/position_encodings/encodings",
-    "encoder.layer_norm.weight": "encoder/layer_norm/gamma",
-    "encoder.layer_norm.bias": "encoder/layer_norm/beta",
-}
+MAIN_HINT = ("build whisper-audio's main (`make` in %s writes build/main), or name it with --main PATH "
+             "or WA_MAIN=PATH" % os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def ct2_source(name):
-    """Our tensor name -> (CTranslate2 variable, part of 3 in the fused q,k,v or 0)."""
-    if name in CT2_TOP:
-        return CT2_TOP[name], 0
-    _, _, i, rest = name.split(".", 3)          # encoder.layers.N.rest
-    var, part = CT2_LAYER[rest]
-    return "encoder/layer_%s/%s" % (i, var), part
-
-
-def is_ct2_model(path):
-    """model.bin of a CTranslate2 Whisper model, by content: version 6 and spec WhisperSpec."""
-    if not regular_file(path):
+def by_library(src):
+    """Whether src is for the library: a file (a whisper.cpp ggml-*.bin; any model main loads),
+    or a directory holding model.bin whose config.json is not a Hugging Face one (CTranslate2's
+    has no model_type). A Hugging Face checkpoint stays this script's."""
+    if not os.path.isdir(src):
+        return os.path.exists(src)
+    if not os.path.lexists(os.path.join(src, "model.bin")):
         return False
     try:
-        with open(path, "rb") as f:
-            head = f.read(4 + 2 + 12)
-    except OSError:
-        return False
-    return (len(head) == 18 and struct.unpack_from("<IH", head) == (CT2_VERSION, 12)
-            and head[6:] == b"WhisperSpec\x00")
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+    except (OSError, ValueError, RecursionError):
+        return True
+    return not (isinstance(cfg, dict) and "model_type" in cfg)
 
 
-class Ct2Model:
-    """The variables of a model.bin: name -> (dtype, dims, offset of the data)."""
-
-    def __init__(self, path):
-        self.path = path
-        self.size = os.path.getsize(path)
-        self.vars = {}
-        with open(path, "rb") as f:
-            self.f = f
-
-            def take(n):
-                b = f.read(n)
-                if len(b) != n:
-                    raise ConvertError("%s: truncated at byte %d" % (path, f.tell()))
-                return b
-
-            def u(fmt):
-                return struct.unpack("<" + fmt, take(struct.calcsize("<" + fmt)))
-
-            def string():
-                (n,) = u("H")
-                b = take(n)
-                if n == 0 or b[-1:] != b"\x00":
-                    raise ConvertError("%s: bad string at byte %d" % (path, f.tell() - n))
-                return b[:-1].decode("utf-8", "replace")
-
-            (version,) = u("I")
-            if version != CT2_VERSION:
-                raise ConvertError("%s: CTranslate2 binary version %d; this reader reads %d"
-                                   % (path, version, CT2_VERSION))
-            spec = string()
-            if spec != "WhisperSpec":
-                raise ConvertError("%s: CTranslate2 spec %r, not WhisperSpec" % (path, spec))
-            _revision, n_vars = u("II")
-            for _ in range(n_vars):
-                name = string()
-                (rank,) = u("B")
-                if rank > CT2_MAX_RANK:
-                    raise ConvertError("%s: variable %s has rank %d" % (path, name, rank))
-                dims = u("%dI" % rank)
-                dtype, n_bytes = u("BI")
-                if dtype not in CT2_DTYPES:
-                    raise ConvertError("%s: variable %s has unknown dtype %d" % (path, name, dtype))
-                dname, esize = CT2_DTYPES[dtype]
-                if numel(dims) * esize != n_bytes:
-                    raise ConvertError("%s: variable %s: %d bytes for dims %s %s"
-                                       % (path, name, n_bytes, list(dims), dname))
-                if n_bytes > self.size - f.tell():
-                    raise ConvertError("%s: variable %s lies outside the file: truncated?" % (path, name))
-                self.vars[name] = (dname, dims, f.tell())
-                f.seek(n_bytes, 1)
-            (n_aliases,) = u("I")
-            for _ in range(n_aliases):
-                alias, target = string(), string()
-                if target in self.vars:
-                    self.vars.setdefault(alias, self.vars[target])
-        self.f = None
-
-    def var(self, name, shape=None):
-        if name not in self.vars:
-            raise ConvertError("%s: variable %s is missing" % (self.path, name))
-        dtype, dims, off = self.vars[name]
-        if shape is not None and tuple(dims) != tuple(shape):
-            raise ConvertError("%s: variable %s has dims %s, expected %s"
-                               % (self.path, name, list(dims), list(shape)))
-        return dtype, dims, off
-
-    def read(self, name, first=0, count=None):
-        """Raw bytes of rows [first, first + count) of a variable (its outermost dimension)."""
-        dtype, dims, off = self.var(name)
-        row = numel(dims[1:]) * CT2_DTYPES_SIZE[dtype]
-        count = (dims[0] if dims else 1) if count is None else count
-        with open(self.path, "rb") as f:
-            f.seek(off + first * row)
-            return f.read(count * row)
-
-    def scalar(self, name):
-        dtype, dims, _ = self.var(name)
-        if dims != () or dtype not in ("I8", "I16", "I32"):
-            raise ConvertError("%s: %s is not an integer scalar" % (self.path, name))
-        return struct.unpack("<" + {"I8": "b", "I16": "h", "I32": "i"}[dtype], self.read(name))[0]
+def find_main(given):
+    """main: --main PATH, else $WA_MAIN, else build/main or main in the repository above this
+    script (what `make` writes)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if given or os.environ.get("WA_MAIN"):
+        path = given or os.environ["WA_MAIN"]
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            raise ConvertError("%s (%s): not an executable file; %s" % (path, "--main" if given else "WA_MAIN", MAIN_HINT))
+        return path
+    for path in (os.path.join(root, "build", "main"), os.path.join(root, "main")):
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise ConvertError("whisper.cpp and CTranslate2 models are converted by whisper-audio's loader, and no main "
+                       "was found (%s, %s): %s" % (os.path.join(root, "build", "main"), os.path.join(root, "main"),
+                                                   MAIN_HINT))
 
 
-CT2_DTYPES_SIZE = {n: s for n, s in CT2_DTYPES.values()}
-
-
-def ct2_f32(data, dtype):
-    """Raw LE bytes of a CTranslate2 float dtype as float32 bytes."""
-    if dtype not in ("F32", "F16", "BF16"):
-        raise ConvertError("dtype %s where a float is expected" % dtype)
-    return convert_elements(data, dtype, GGML_TYPE_F32)
-
-
-def ct2_dequantize(q, qdtype, scale):
-    """Quantised rows q (bytes of int8 or int16) and float32 scales (one per row, or one in
-    all) -> float32 bytes q / scale, divided in float32 as CTranslate2 does."""
-    n_scales = len(scale) // 4
-    if np is not None:
-        s = np.frombuffer(scale, dtype="<f4").reshape(n_scales, 1)
-        qa = np.frombuffer(q, dtype=np.int8 if qdtype == "I8" else "<i2")
-        return (qa.astype(np.float32).reshape(n_scales, -1) / s).astype("<f4").tobytes()
-    s = _arr("f", scale)
-    qs = _arr("b" if qdtype == "I8" else "h", q)
-    cols = len(qs) // n_scales
-    # a float32 quotient computed in float64 rounds to the same float32
-    return _bytes(array.array("f", [qs[i] / s[i // cols] for i in range(len(qs))]))
-
-
-def read_ct2_hparams(m):
-    _, conv1, _ = m.var("encoder/conv1/weight")
-    if len(conv1) != 3:
-        raise ConvertError("%s: encoder/conv1/weight has dims %s, expected [d, n_mels, 3]" % (m.path, list(conv1)))
-    n_layer = 0
-    while "encoder/layer_%d/ffn/linear_0/weight" % n_layer in m.vars:
-        n_layer += 1
-    if n_layer == 0:
-        raise ConvertError("%s: no encoder layers (encoder/layer_0/...)" % m.path)
-    _, fc1, _ = m.var("encoder/layer_0/ffn/linear_0/weight")
-    hp = HParams(conv1[0], n_layer, m.scalar("encoder/num_heads"), fc1[0], conv1[1])
-    if hp.n_head <= 0 or hp.n_state % hp.n_head != 0:
-        raise ConvertError("%s: encoder/num_heads %d does not divide d_model %d" % (m.path, hp.n_head, hp.n_state))
-    return hp
-
-
-def convert_ct2_dir(d, out, outtype):
-    m = Ct2Model(os.path.join(d, "model.bin"))
-    hp = read_ct2_hparams(m)
-    pre = os.path.join(d, "preprocessor_config.json")
-    if os.path.isfile(pre):
-        try:
-            with open(pre) as f:
-                n = json.load(f).get("feature_size", hp.n_mels)
-        except (OSError, ValueError, AttributeError) as e:
-            raise ConvertError("%s: unreadable: %s" % (pre, e))
-        if n != hp.n_mels:
-            raise ConvertError("%s: feature_size %r, but conv1 takes %d mels" % (pre, n, hp.n_mels))
-
-    tensors = []
-    for name, shape, big in encoder_tensors(hp):
-        src, part = ct2_source(name)
-        n_parts = 3 if "/self_attention/linear_0/" in src else 1
-        dtype, _, _ = m.var(src, (shape[0] * n_parts,) + shape[1:])
-        gtype = OUTTYPES[outtype] if big else GGML_TYPE_F32
-
-        def produce(src=src, dtype=dtype, gtype=gtype, first=part * shape[0], rows=shape[0],
-                    total=shape[0] * n_parts):
-            data = m.read(src, first, rows)
-            if dtype in ("I8", "I16"):      # w = q / scale: int8's scale per row, int16's one scalar
-                sname, per_row = src + "_scale", dtype == "I8"
-                sdtype, _, _ = m.var(sname, (total,) if per_row else ())
-                scale = m.read(sname, first, rows) if per_row else m.read(sname)
-                data, dtype = ct2_dequantize(data, dtype, ct2_f32(scale, sdtype)), "F32"
-            return convert_elements(ct2_f32(data, dtype), "F32", gtype)
-        tensors.append((name, shape, gtype, produce))
-    # the fused q,k,v's k slots: Whisper's k_proj has no bias, so they must be zero
-    for i in range(hp.n_layer):
-        src = "encoder/layer_%d/self_attention/linear_0/bias" % i
-        k = ct2_f32(m.read(src, hp.n_state, hp.n_state), m.var(src)[0])
-        if any(v != 0.0 for v in _arr("f", k)):
-            raise ConvertError("%s: %s: k's part is not zero (Whisper's k_proj has no bias)" % (m.path, src))
-
-    log("%s: CTranslate2 WhisperSpec: d_model %d, layers %d, heads %d, ffn %d, mels %d"
-        % (d, hp.n_state, hp.n_layer, hp.n_head, hp.n_ff, hp.n_mels))
-    tensors.append(mel_tensor(hp))
-    name = os.path.basename(os.path.normpath(os.path.abspath(d)))
-    return write_gguf(out, make_kvs(name, hp, outtype), tensors), len(tensors)
-
-
-# ---------------------------------------------------------------------------------------
-# whisper.cpp's legacy ggml-*.bin (models/convert-pt-to-ggml.py, convert-h5-to-ggml.py, quantize)
-# ---------------------------------------------------------------------------------------
-# uint32 magic 0x67676d6c; 11 int32 hparams (n_vocab, n_audio_ctx, n_audio_state, n_audio_head,
-# n_audio_layer, 4 of the decoder, n_mels, ftype); the mel bank (int32 n_mel, n_fft, f32
-# [n_mel][n_fft]); the vocabulary (int32 count, then int32 length + bytes each); then tensors
-# to the end of the file: int32 n_dims, name length, ggml type, dims (innermost first), name,
-# data, unaligned. Conv biases are stored [d, 1]. Block types are kept as they are; F32/F16
-# matrices take --outtype; the file's own mel bank is kept.
-
-GGML_FILE_MAGIC = 0x67676D6C
-
-# whisper.cpp's name parts -> ours (convert-h5-to-ggml.py's conv_map, inverted)
-GGML_RENAME = [("encoder.positional_embedding", "encoder.embed_positions.weight"),
-               ("encoder.ln_post.", "encoder.layer_norm."), ("encoder.blocks.", "encoder.layers."),
-               (".attn.query.", ".self_attn.q_proj."), (".attn.key.", ".self_attn.k_proj."),
-               (".attn.value.", ".self_attn.v_proj."), (".attn.out.", ".self_attn.out_proj."),
-               (".attn_ln.", ".self_attn_layer_norm."), (".mlp.0.", ".fc1."), (".mlp.2.", ".fc2."),
-               (".mlp_ln.", ".final_layer_norm.")]
-
-
-def is_ggml_file(path):
-    if not regular_file(path):
-        return False
+def convert_by_library(main, src, out):
+    """main -m src --save-gguf out; ConvertError with main's message when it fails."""
+    proc = subprocess.Popen([main, "-m", src, "--save-gguf", out], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace")
     try:
-        with open(path, "rb") as f:
-            head = f.read(4)
-    except OSError:
-        return False
-    return len(head) == 4 and struct.unpack("<I", head)[0] == GGML_FILE_MAGIC
-
-
-def read_ggml(path):
-    """(HParams, the mel bank's bytes, {our name: (ggml type, PyTorch shape, offset)}) for the
-    encoder's tensors; the decoder's are stepped over."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        def get(fmt, what):
-            n = struct.calcsize(fmt)
-            b = f.read(n)
-            if len(b) != n:
-                raise ConvertError("%s: truncated %s at byte %d" % (path, what, f.tell()))
-            return struct.unpack(fmt, b)
-
-        h = get("<I11i", "header")[1:]
-        n_ctx, n_state, n_head, n_layer, n_mels = h[1], h[2], h[3], h[4], h[9]
-        for name, v, lo, hi in (("n_audio_ctx", n_ctx, N_CTX, N_CTX), ("n_audio_state", n_state, 1, 16384),
-                                ("n_audio_head", n_head, 1, 256), ("n_audio_layer", n_layer, 1, 256),
-                                ("n_mels", n_mels, 1, 512)):
-            if not lo <= v <= hi:
-                raise ConvertError("%s: hparam %s = %d is outside [%d, %d]" % (path, name, v, lo, hi))
-        if n_state % n_head:
-            raise ConvertError("%s: n_audio_state %d is not a multiple of n_audio_head %d" % (path, n_state, n_head))
-        n_mel, n_fft = get("<2i", "mel filters")
-        if (n_mel, n_fft) != (n_mels, N_BINS):
-            raise ConvertError("%s: the mel filters are [%d, %d], n_mels needs [%d, %d]" % (path, n_mel, n_fft, n_mels, N_BINS))
-        mel = f.read(4 * n_mel * n_fft)
-        if len(mel) != 4 * n_mel * n_fft:
-            raise ConvertError("%s: truncated mel filters" % path)
-        (n_vocab,) = get("<i", "vocabulary")
-        if not 0 <= n_vocab <= 1 << 20:
-            raise ConvertError("%s: implausible vocabulary size %d" % (path, n_vocab))
-        for _ in range(n_vocab):
-            f.seek(get("<i", "vocabulary")[0], 1)
-        if f.tell() > size:
-            raise ConvertError("%s: truncated vocabulary" % path)
-
-        tensors = {}
-        while f.tell() < size:
-            n_dims, name_len, gtype = get("<3i", "tensor header")
-            if not (1 <= n_dims <= 4 and 1 <= name_len <= 64):
-                raise ConvertError("%s: bad tensor header at byte %d" % (path, f.tell() - 12))
-            ne = get("<%di" % n_dims, "tensor header")
-            name = f.read(name_len).decode("utf-8", "replace")
-            if gtype not in GGML_TYPE_SIZE and gtype not in GGML_BLOCK_BYTES:
-                raise ConvertError("%s: tensor %s has ggml type %d (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, "
-                                   "q8_0 expected)" % (path, name, gtype))
-            if any(not 1 <= n <= 1 << 24 for n in ne) or (gtype in GGML_BLOCK_BYTES and ne[0] % 32):
-                raise ConvertError("%s: tensor %s: bad dims %s (%s)" % (path, name, list(ne), GGML_TYPE_NAME[gtype]))
-            shape = tuple(reversed(ne))
-            offset = f.tell()
-            f.seek(tensor_nbytes(shape, gtype), 1)
-            if f.tell() > size:
-                raise ConvertError("%s: tensor %s runs past the end of the file: truncated?" % (path, name))
-            for a, b in GGML_RENAME:
-                name = name.replace(a, b)
-            if name.startswith("encoder."):
-                if name in tensors:
-                    raise ConvertError("%s: duplicate tensor %s" % (path, name))
-                tensors[name] = (gtype, shape, offset)
-    fc1 = tensors.get("encoder.layers.0.fc1.weight")
-    n_ff = fc1[1][0] if fc1 and len(fc1[1]) == 2 else 4 * n_state
-    return HParams(n_state, n_layer, n_head, n_ff, n_mels), mel, tensors
-
-
-def convert_ggml(path, out, outtype):
-    hp, mel, have = read_ggml(path)
-    tensors, kept = [], set()
-    for name, shape, big in encoder_tensors(hp):
-        if name not in have:
-            raise ConvertError("%s: missing encoder tensor %s" % (path, name))
-        gtype, sshape, offset = have[name]
-        if [s for s in sshape if s != 1] != [s for s in shape if s != 1]:      # the conv biases' [d, 1] is [d]
-            raise ConvertError("%s: tensor %s has shape %s, the hparams imply %s" % (path, name, list(sshape), list(shape)))
-        if gtype in GGML_BLOCK_BYTES and not big:
-            raise ConvertError("%s: tensor %s is %s; only matrices may be" % (path, name, GGML_TYPE_NAME[gtype]))
-        dst = gtype if gtype in GGML_BLOCK_BYTES else OUTTYPES[outtype] if big else GGML_TYPE_F32
-        if gtype in GGML_BLOCK_BYTES:
-            kept.add(GGML_TYPE_NAME[gtype])
-
-        def produce(gtype=gtype, dst=dst, offset=offset, n=tensor_nbytes(sshape, gtype)):
-            with open(path, "rb") as f:
-                f.seek(offset)
-                data = f.read(n)
-            if dst in GGML_BLOCK_BYTES:
-                return data
-            return convert_elements(data, {GGML_TYPE_F32: "F32", GGML_TYPE_F16: "F16", GGML_TYPE_BF16: "BF16"}[gtype], dst)
-        tensors.append((name, shape, dst, produce))
-    if len(kept) > 1:
-        raise ConvertError("%s: matrices of several block types (%s)" % (path, ", ".join(sorted(kept))))
-    ftype = kept.pop() if kept else outtype
-    log("%s: whisper.cpp ggml: d_model %d, layers %d, heads %d, ffn %d, mels %d; matrices %s"
-        % (path, hp.n_state, hp.n_layer, hp.n_head, hp.n_ff, hp.n_mels,
-           ftype + " (kept as they are)" if ftype != outtype else outtype))
-    tensors.append(("mel_filters", (hp.n_mels, N_BINS), GGML_TYPE_F32, lambda: mel))
-    name = os.path.splitext(os.path.basename(path))[0]
-    return write_gguf(out, make_kvs(name, hp, ftype), tensors), len(tensors), ftype
+        _, err = proc.communicate()
+    except BaseException:
+        # Ctrl-C or SIGTERM: main holds a signal while it writes, then ends, its output whole or
+        # removed; it is waited for, never killed mid-write
+        proc.send_signal(signal.SIGTERM)
+        proc.wait()
+        raise
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    if proc.returncode != 0:
+        msg = next((ln for ln in reversed(lines) if ln.startswith("error: ")), lines[-1] if lines else
+                   "%s exited with status %d" % (main, proc.returncode))
+        raise ConvertError(msg[len("error: "):] if msg.startswith("error: ") else msg)
+    for ln in lines:
+        log(ln)
 
 
 # ---------------------------------------------------------------------------------------
@@ -1204,19 +911,24 @@ def main(argv=None):
     ap = argparse.ArgumentParser(
         description="Convert a Hugging Face Whisper checkpoint directory (config.json + "
                     "model.safetensors or a sharded index) to a whisper-audio GGUF file "
-                    "holding the encoder and the mel bank.",
+                    "holding the encoder and the mel bank. A whisper.cpp ggml-*.bin or a "
+                    "CTranslate2 directory is converted by whisper-audio's main (--save-gguf).",
         epilog="--random SIZE writes a model of a real shape with random weights: its "
                "embeddings mean nothing; it is for tests and benchmarks only.")
-    ap.add_argument("dir", nargs="?", help="HF checkpoint directory")
+    ap.add_argument("dir", nargs="?", help="HF checkpoint directory, whisper.cpp ggml-*.bin or CTranslate2 directory")
     ap.add_argument("-o", "--output", required=True, help="output .gguf path")
-    ap.add_argument("--outtype", choices=sorted(OUTTYPES), default="f16",
-                    help="type of the matrices and conv kernels (default f16); the rest stays f32")
+    ap.add_argument("--outtype", choices=sorted(OUTTYPES), default=None,
+                    help="type of the matrices and conv kernels of a Hugging Face checkpoint or --random "
+                         "(default f16); the rest stays f32. A ggml or CTranslate2 model keeps its own")
     ap.add_argument("--random", metavar="SIZE", choices=list(SIZES),
                     help="random weights of a real shape (%s): for tests and benchmarks only"
                          % ", ".join(SIZES))
     ap.add_argument("--seed", type=int, default=0, help="random seed for --random (default 0)")
     ap.add_argument("--init-std", type=float, default=0.02,
                     help="std of the random matrices for --random (default 0.02, as transformers)")
+    ap.add_argument("--main", metavar="PATH",
+                    help="whisper-audio's main, which converts ggml and CTranslate2 models (default: $WA_MAIN, "
+                         "else build/main or main in the repository above this script)")
     args = ap.parse_args(argv)
     if (args.dir is None) == (args.random is None):
         ap.error("give either a checkpoint directory or --random SIZE")
@@ -1227,16 +939,24 @@ def main(argv=None):
     try:
         if args.dir is not None:
             check_input(args.dir)
+        library = args.dir is not None and by_library(args.dir)
+        if library and args.outtype is not None:
+            raise ConvertError("--outtype %s: a whisper.cpp or CTranslate2 model keeps the types the loader holds "
+                               "(so that its GGUF gives the same output, bit for bit); --outtype is for Hugging Face "
+                               "checkpoints and --random" % args.outtype)
+        outtype = args.outtype or "f16"
+        if library:
+            regular_file(os.path.join(args.dir, "model.bin") if os.path.isdir(args.dir) else args.dir)
+            main_path = find_main(args.main)
         check_output(args.output, [] if args.dir is None else input_files(args.dir))
+        if library:
+            convert_by_library(main_path, args.dir, args.output)
+            log("wrote %s (by %s --save-gguf)" % (args.output, main_path))
+            return 0
         if args.random:
-            (nbytes, fbytes), nt = random_model(args.random, args.output, args.outtype,
-                                                args.seed, args.init_std)
-        elif is_ggml_file(args.dir):
-            (nbytes, fbytes), nt, args.outtype = convert_ggml(args.dir, args.output, args.outtype)
-        elif is_ct2_model(os.path.join(args.dir, "model.bin")):
-            (nbytes, fbytes), nt = convert_ct2_dir(args.dir, args.output, args.outtype)
+            (nbytes, fbytes), nt = random_model(args.random, args.output, outtype, args.seed, args.init_std)
         else:
-            (nbytes, fbytes), nt = convert_dir(args.dir, args.output, args.outtype)
+            (nbytes, fbytes), nt = convert_dir(args.dir, args.output, outtype)
     except ConvertError as e:
         log("error: %s" % e)
         return 1
@@ -1244,8 +964,8 @@ def main(argv=None):
         log("error: %s" % (e if e.filename is not None else "%s: %s" % (args.output, e)))
         return 1
     log("wrote %s: %d tensors, %d bytes of tensor data, %d bytes in all, matrices %s "
-        "(general.file_type %d)%s" % (args.output, nt, nbytes, fbytes, args.outtype,
-                                      FILE_TYPES[args.outtype], "" if np is not None else
+        "(general.file_type %d)%s" % (args.output, nt, nbytes, fbytes, outtype,
+                                      FILE_TYPES[outtype], "" if np is not None else
                                       " [pure Python]"))
     return 0
 

@@ -89,6 +89,7 @@ struct params {
     std::string output;           // empty: no output file
     std::string outtype = "f32";
     std::string png;
+    std::string save_gguf;        // --save-gguf: write the model as our GGUF, and nothing else
     int n_threads = 0;            // 0: the library's default
     int batch = 8;
     std::string device = "auto";  // auto, cpu, cuda
@@ -112,6 +113,7 @@ static const int LIST_INPUTS = 16;
 static void print_usage(const char * argv0) {
     fprintf(stderr,
             "usage: %s -m MODEL [options] AUDIO [AUDIO ...]    (or -f AUDIO, --list FILE)\n"
+            "       %s -m MODEL --save-gguf OUT\n"
             "\n"
             "Whisper encoder embeddings of audio files. By default one float32 .npy [n_windows, 1500, d_model]:\n"
             "every file is cut into 30 s windows (the last one zero-padded), one row per window. An audio-LLM\n"
@@ -156,6 +158,9 @@ static void print_usage(const char * argv0) {
             "  --progress           the progress line on a pipe or a log too: a line every 10 s\n"
             "  -q, --quiet          errors only: no notes, warnings, progress or summary (--json still prints)\n"
             "  -v, --verbose        a line per input even for more than %d inputs\n"
+            "  --save-gguf OUT      write the model (any of -m's formats) as our GGUF, what\n"
+            "                       convert/convert-hf-to-gguf.py writes, and exit: its matrices as loaded\n"
+            "                       (q8_0/q5/q4 blocks kept), so it gives the same output, bit for bit\n"
             "\n"
             "Outputs appear whole or not at all: each is written under a temporary name beside it and\n"
             "renamed into place when complete. With one .npy per input, each is complete when its input\n"
@@ -163,7 +168,7 @@ static void print_usage(const char * argv0) {
             "\n"
             "exit status: 0 done; 1 an error stopped the run; 2 a bad command line or model option; 3 with\n"
             "--keep-going, some inputs failed (the others were written).\n",
-            argv0, LIST_INPUTS);
+            argv0, argv0, LIST_INPUTS);
 }
 
 static bool parse_int(const char * s, int lo, int hi, int * out) {
@@ -272,10 +277,10 @@ static int parse_args(int argc, char ** argv, params & p) {
         else if (arg == "-m" || arg == "--model") { if (!value()) return -1; p.model = v; }
         else if (arg == "-f" || arg == "--file") { if (!value()) return -1; p.files.push_back(v); }
         else if (arg == "--list") { if (!value() || !read_list(v, p.files)) return -1; p.lists.push_back(v); }
-        else if (arg == "-o" || arg == "--output" || arg == "--png") {
+        else if (arg == "-o" || arg == "--output" || arg == "--png" || arg == "--save-gguf") {
             if (!value()) return -1;
             if (!*v) { print_error("%s was given an empty path\n", arg.c_str()); return -1; }
-            (arg == "--png" ? p.png : p.output) = v;
+            (arg == "--png" ? p.png : arg == "--save-gguf" ? p.save_gguf : p.output) = v;
         }
         else if (arg == "--outtype") { if (!choice(p.outtype, {"f32", "f16"})) return -1; }
         else if (arg == "--device") { if (!value() || !parse_device(v, p)) return -1; }
@@ -294,6 +299,11 @@ static int parse_args(int argc, char ** argv, params & p) {
         }
     }
     if (p.model.empty()) { print_error("no model given (-m MODEL)\n"); print_usage(argv[0]); return -1; }
+    if (!p.save_gguf.empty() && (!p.files.empty() || !p.output.empty() || !p.png.empty())) {
+        print_error("--save-gguf writes the model alone: give it no -f, --list, -o or --png\n");
+        return -1;
+    }
+    if (!p.save_gguf.empty()) return 0;
     if (p.files.empty()) { print_error("no audio file given (-f AUDIO, or AUDIO after the options)\n"); print_usage(argv[0]); return -1; }
     // -o naming the file that is already standard output (/dev/stdout, /proc/self/fd/1) is -o -:
     // the array alone goes there, the summary to stderr
@@ -703,6 +713,7 @@ static bool check_paths(const params & p) {
         add(writes, "the output", p.output);
     }
     add(writes, "the --png image", p.png);
+    add(writes, "the --save-gguf output", p.save_gguf);
     for (size_t i = 0; i < writes.size(); i++) {
         for (const named & r : reads) {
             if (!(writes[i].id == r.id)) continue;
@@ -1378,6 +1389,18 @@ static int run_main(const params & p) {
     const whisper_audio_hparams & hp = j.hp;
     note("main: model '%s': n_mels %d, n_ctx %d, n_state %d, n_head %d, n_layer %d, n_ff %d, weights %s\n",
             p.model.c_str(), hp.n_mels, hp.n_ctx, hp.n_state, hp.n_head, hp.n_layer, hp.n_ff, whisper_audio_weight_type_name(hp.weight_type));
+    if (!p.save_gguf.empty()) {   // the model as our GGUF; a signal waits until the file is whole or gone
+        sigset_t block, old;
+        sigemptyset(&block);
+        for (int sig : CLEANUP_SIGNALS) sigaddset(&block, sig);
+        pthread_sigmask(SIG_BLOCK, &block, &old);
+        const bool saved = whisper_audio_model_save_gguf(model, p.save_gguf.c_str());
+        if (!saved) fprintf(stderr, "error: %s\n", whisper_audio_last_error());
+        else fprintf(stderr, "main: wrote '%s': our GGUF of '%s'\n", p.save_gguf.c_str(), p.model.c_str());
+        whisper_audio_model_free(model);
+        pthread_sigmask(SIG_SETMASK, &old, nullptr);
+        return saved ? 0 : 1;
+    }
     if (p.layer >= hp.n_layer) {
         print_error("--layer %d: the model has layers 0 to %d\n", p.layer, hp.n_layer - 1);
         whisper_audio_model_free(model);

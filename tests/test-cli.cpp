@@ -1021,3 +1021,56 @@ TEST_CASE("main: audio files as arguments, --opt=value for every option, '--'; -
     CHECK(exists(d + "/out/x.ogg.npy"));
     CHECK(!exists(d + "/out/x.npy"));
 }
+
+// Issue 22: each format has one reader, the library; a GGUF of any of them is written by it.
+TEST_CASE("main --save-gguf: our GGUF of every model file, encoding bit for bit as its source") {
+    auto npy = [](const std::string & model, const std::string & out) {
+        const run_result r = run_main("-m " + model + " -f " + SPEECH + " -o " + out + " --device cpu --no-progress");
+        REQUIRE_MESSAGE(r.status == 0, model << ": " << r.output);
+        return read_bytes(out);
+    };
+    const std::string gguf = test_tmp("saved.gguf"), a = test_tmp("source.npy"), b = test_tmp("saved.npy");
+    std::vector<std::string> sources;
+    for (const char * f : {"micro-80-f16", "micro-80-q8_0", "micro-80-q5_1", "micro-80-q5_0", "micro-80-q4_1", "micro-80-q4_0",
+                           "micro-128-q8_0"})
+        sources.push_back(test_model_file(std::string("ggml/") + f + ".bin"));
+    for (const char * d : {"micro-80-float32", "micro-80-float16", "micro-80-bfloat16", "micro-80-int8", "micro-80-int8_float16",
+                           "micro-80-int16", "micro-128-int8"})
+        sources.push_back(test_model_file(std::string("ct2/") + d));
+    for (const char * t : {"qwen2a", "voxtral", "ultravox"}) sources.push_back(test_data(std::string("towers/") + t + ".mmproj.gguf"));
+    for (const std::string & src : sources) {
+        CAPTURE(src);
+        REQUIRE_MESSAGE(exists(src), src << TEST_MODEL_FILE_HINT);
+        const run_result r = run_main("-m " + src + " --save-gguf " + gguf);
+        REQUIRE_MESSAGE(r.status == 0, r.output);
+        CHECK(npy(src, a) == npy(gguf, b));
+        // quantised blocks stay blocks: no larger than the source
+        if (src.find("-q") != std::string::npos) CHECK(read_bytes(gguf).size() < read_bytes(src).size());
+    }
+    // the converter's GGUF of a Hugging Face checkpoint (and of a tower) comes back byte for byte
+    for (const std::string & src : {std::string("build/micro-80-f32.gguf"), std::string("build/micro-128-bf16.gguf"),
+                                    std::string("build/tower-voxtral-f32.gguf"), std::string("build/tower-ultravox-f32.gguf")}) {
+        CAPTURE(src);
+        const run_result r = run_main("-m " + src + " --save-gguf " + gguf);
+        REQUIRE_MESSAGE(r.status == 0, r.output);
+        CHECK(read_bytes(gguf) == read_bytes(src));
+    }
+    // what it refuses: audio options beside it, the model's own file, a directory; no temporary left
+    run_result r = run_main("-m " + MODEL + " --save-gguf " + gguf + " -f " + SPEECH);
+    CHECK(r.status == 2);
+    CHECK_MESSAGE(r.output.find("--save-gguf writes the model alone") != std::string::npos, r.output);
+    r = run_main("-m " + MODEL + " --save-gguf " + MODEL);
+    CHECK(r.status != 0);
+    CHECK_MESSAGE(r.output.find("is the model") != std::string::npos, r.output);
+    const std::string ct2 = test_model_file("ct2/micro-80-int8");
+    r = run_main("-m " + ct2 + " --save-gguf " + ct2 + "/model.bin");
+    CHECK(r.status != 0);
+    r = run_main("-m " + MODEL + " --save-gguf /tmp");
+    CHECK(r.status == 1);
+    CHECK_MESSAGE(r.output.find("is a directory") != std::string::npos, r.output);
+    const run_result left = run_shell("ls " + gguf + ".* 2>/dev/null | wc -l");
+    CHECK(left.output == "0\n");
+    remove(gguf.c_str());
+    remove(a.c_str());
+    remove(b.c_str());
+}

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # test-convert.py - tests for convert/convert-hf-to-gguf.py (Python 3 standard library only).
 #
-#   python3 tests/test-convert.py [-v]
+#   WA_MAIN=build/main python3 tests/test-convert.py [-v]
 #
 # Converts tests/data/micro-80 and micro-128 (random WhisperForConditionalGeneration
 # checkpoints copied from shared/fixtures, see tests/data) and variants made here in a temp
@@ -9,6 +9,8 @@
 # directories), then reads every file back with its own GGUF reader and checks the KVs, the
 # tensor table, the layout and every value against the safetensors. The converter runs with
 # numpy (when importable) and with WHISPER_AUDIO_NO_NUMPY=1; both must write the same bytes.
+# whisper.cpp and CTranslate2 inputs go to the library (main --save-gguf, $WA_MAIN or build/main):
+# TestLibrary here, and tests/test-convert-ct2.py on every such test file.
 # Closes with a line "N passed, N failed" and exits non-zero on any failure.
 
 import array
@@ -902,6 +904,48 @@ class TestTowers(Base):
                 t.expect_error(t.make("u-act", dict(cfg, projector_act="gelu"), st), "projector_act 'gelu'")
                 t.expect_error(t.make("u-post", dict(cfg, projector_ln_mid=False), st),
                                "missing projector tensor multi_modal_projector.ln_post.weight")
+
+
+class TestLibrary(Base):
+    """Issue 22: whisper.cpp and CTranslate2 models go to the library (main --save-gguf, WA_MAIN);
+    a Hugging Face checkpoint stays this converter's alone, and the library writes its GGUF
+    back byte for byte (the two agree on keys, names, order and alignment)."""
+
+    def main_bin(self):
+        path = os.path.abspath(os.environ.get("WA_MAIN", os.path.join(ROOT, "build", "main")))
+        self.assertTrue(os.access(path, os.X_OK), "%s: not built (`make` writes build/main; or set WA_MAIN)" % path)
+        return path
+
+    def test_library_writes_the_converters_file_again(self):
+        main = self.main_bin()
+        for src, outtype in (("micro-80", "f32"), ("micro-80", "f16"), ("micro-128", "bf16"), ("towers/qwen2a", "f16"),
+                             ("towers/voxtral", "bf16"), ("towers/ultravox", "f32")):
+            with self.subTest(src=src, outtype=outtype):
+                ours = self.convert(os.path.join(DATA, src), outtype, name="lib-%s-%s.gguf" % (src.replace("/", "-"), outtype))
+                again = ours + ".again.gguf"
+                p = subprocess.run([main, "-m", ours, "--save-gguf", again], capture_output=True, text=True)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                with open(ours, "rb") as a, open(again, "rb") as b:
+                    self.assertEqual(a.read(), b.read())
+
+    def test_hf_needs_no_main(self):
+        env = dict(os.environ, WA_MAIN=os.path.join(self.tmp, "no-main"))
+        p = subprocess.run([sys.executable, CONVERT, os.path.join(DATA, "micro-80"), "-o", os.path.join(self.tmp, "nomain.gguf")],
+                           env=env, capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_library_inputs_never_overwritten(self):
+        ct2 = os.path.join(ROOT, "build", "ct2", "micro-80-int8")
+        self.assertTrue(os.path.isdir(ct2), "%s: `make build/model-files.stamp` writes it" % ct2)
+        d = os.path.join(self.tmp, "ct2-own")
+        shutil.copytree(ct2, d)
+        files = {fn: open(os.path.join(d, fn), "rb").read() for fn in os.listdir(d)}
+        for out in ("model.bin", "config.json"):
+            with self.subTest(out=out):
+                rc, err = run_convert([d, "-o", os.path.join(d, out)])
+                self.assertEqual(rc, 1, err)
+                self.assertIn("the output is the input", err)
+        self.assertEqual({fn: open(os.path.join(d, fn), "rb").read() for fn in os.listdir(d)}, files)
 
 
 # ---------------------------------------------------------------------------------------

@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -186,4 +188,42 @@ TEST_CASE("broken ggml files are refused with a message") {
     b[l.named + 12 + 8 + 34] = 0x00;
     b[l.named + 12 + 8 + 35] = 0x7c;
     check_ggml_fails(b, "non-finite weight");
+}
+
+TEST_CASE("whisper_audio_model_save_gguf: blocks read again from an unchanged file; never over its own file") {
+    const std::string src = test_tmp("save-q8_0.bin"), out = test_tmp("save-q8_0.gguf"), link = test_tmp("save-link.gguf");
+    std::vector<uint8_t> bytes = read_bytes(ggml_file("micro-80-q8_0"));
+    REQUIRE_MESSAGE(!bytes.empty(), ggml_file("micro-80-q8_0") << TEST_MODEL_FILE_HINT);
+    write_bytes(src, bytes);
+    whisper_audio_model * m = whisper_audio_model_load(src.c_str());
+    REQUIRE_MESSAGE(m, whisper_audio_last_error());
+    CHECK(!whisper_audio_model_save_gguf(m, src.c_str()));                      // its own file
+    CHECK(std::string(whisper_audio_last_error()).find("the model's own file") != std::string::npos);
+    CHECK(read_bytes(src) == bytes);
+    CHECK(!whisper_audio_model_save_gguf(nullptr, out.c_str()));
+    CHECK(!whisper_audio_model_save_gguf(m, ""));
+    // a symlink: the file it leads to is written, the link stays
+    write_bytes(out, {'o', 'l', 'd'});
+    REQUIRE(symlink(out.c_str(), link.c_str()) == 0);
+    REQUIRE_MESSAGE(whisper_audio_model_save_gguf(m, link.c_str()), whisper_audio_last_error());
+    struct stat st;
+    CHECK((lstat(link.c_str(), &st) == 0 && S_ISLNK(st.st_mode)));
+    whisper_audio_model * back = whisper_audio_model_load(out.c_str());
+    REQUIRE_MESSAGE(back, whisper_audio_last_error());
+    const std::vector<float> mel = npy_load_f32(test_data("features/speech_16k.mel80.npy"), nullptr);
+    const std::vector<float> x = encode_cpu(m, mel), y = encode_cpu(back, mel);
+    CHECK(memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
+    whisper_audio_model_free(back);
+    // the source's blocks changed after loading: refused, the old output kept
+    const std::vector<uint8_t> saved = read_bytes(out);
+    const size_t at = ggml_find(bytes, "encoder.blocks.0.attn.query.weight").named + 12 + 8 + 34 + 40;
+    bytes[at] ^= 1;
+    write_bytes(src, bytes);
+    CHECK(!whisper_audio_model_save_gguf(m, out.c_str()));
+    CHECK_MESSAGE(std::string(whisper_audio_last_error()).find("changed since") != std::string::npos, whisper_audio_last_error());
+    CHECK(read_bytes(out) == saved);
+    whisper_audio_model_free(m);
+    remove(link.c_str());
+    remove(out.c_str());
+    remove(src.c_str());
 }

@@ -8,8 +8,11 @@
 #    checkpoints into CTranslate2 directories, one per stored weight format it offers, in build/ct2
 #    (they were in tests/data/ct2 when this script was run; tests/data/make-model-files.py now
 #    writes the same bytes there without CTranslate2, and checks them against these files' sha256).
-# 2. Each directory's encoder weights are read back from its model.bin (convert/'s reader),
-#    dequantised exactly (q / scale in float64), loaded into transformers' WhisperEncoder in
+# 2. Each directory's encoder weights as the library reads them (main --save-gguf: the format's one
+#    reader, issue 22; WA_MAIN or build/main; read back with gguf-py: make-ggml-references.py's
+#    library_weights): int8 and int16 dequantised as the loader does, q / scale in float32, as
+#    CTranslate2 itself does (these files' references were made from q / scale in float64,
+#    convert/'s old reader: the two differ by float32 rounding, ~1e-8), loaded into transformers' WhisperEncoder in
 #    float64 (eager attention, CPU) and run on features/speech_16k.mel{80,128}.npy: the output
 #    is tests/data/ct2/<dir>/speech_16k.last_hidden_state.npy (float32 [100, 128], the first 100
 #    positions).
@@ -34,9 +37,9 @@ from transformers import WhisperConfig
 from transformers.models.whisper.modeling_whisper import WhisperEncoder
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-spec = importlib.util.spec_from_file_location("conv", os.path.join(HERE, "..", "..", "convert", "convert-hf-to-gguf.py"))
-conv = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(conv)
+spec = importlib.util.spec_from_file_location("ggml_refs", os.path.join(HERE, "make-ggml-references.py"))
+ggml_refs = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ggml_refs)
 
 # checkpoint -> the formats written (int8_float32 writes the same bytes as int8)
 MODELS = {
@@ -49,26 +52,16 @@ def rel(a, b):
     return float(np.linalg.norm(a.astype(np.float64) - b) / np.linalg.norm(b))
 
 
+class HParams:
+    def __init__(self, hp):
+        self.n_mels, self.n_state, self.n_layer = hp["mels_count"], hp["embedding_length"], hp["block_count"]
+        self.n_head, self.n_ff = hp["attention.head_count"], hp["feed_forward_length"]
+
+
 def encoder_weights_f64(d):
-    """Our tensor name -> float64 array, from the CTranslate2 directory d."""
-    m = conv.Ct2Model(os.path.join(d, "model.bin"))
-    hp = conv.read_ct2_hparams(m)
-    out = {}
-    for name, shape, _ in conv.encoder_tensors(hp):
-        src, part = conv.ct2_source(name)
-        dtype, dims, _ = m.var(src)
-        rows = shape[0]
-        raw = m.read(src, part * rows, rows)
-        if dtype in ("I8", "I16"):
-            q = np.frombuffer(raw, dtype=np.int8 if dtype == "I8" else "<i2").astype(np.float64)
-            sdtype, sdims, _ = m.var(src + "_scale")
-            s = np.frombuffer(conv.ct2_f32(m.read(src + "_scale", part * rows, rows) if sdims else m.read(src + "_scale"),
-                                           sdtype), dtype="<f4").astype(np.float64)
-            w = q.reshape(len(s), -1) / s.reshape(-1, 1)
-        else:
-            w = np.frombuffer(conv.ct2_f32(raw, dtype), dtype="<f4").astype(np.float64)
-        out[name] = w.reshape(shape)
-    return hp, out
+    """(hparams, {our tensor name: float64 array}) of the CTranslate2 directory d, as the library reads it."""
+    hp, w = ggml_refs.library_weights(d)
+    return HParams(hp), w
 
 
 def base_reference(d):

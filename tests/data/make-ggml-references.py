@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 # make-ggml-references.py - float64 references for the whisper.cpp model files in build/ggml.
 #
-#   python3 tests/data/make-ggml-references.py      (from the repository root; needs torch,
-#                                                    transformers, numpy; gguf to cross-check)
+#   WA_MAIN=build/main python3 tests/data/make-ggml-references.py
+#                                       (from the repository root; needs torch, transformers, numpy,
+#                                        gguf, and main: `make`)
 #
 # The files: whisper.cpp's own (tests/data/README.md), which tests/data/make-model-files.py writes
 # again byte for byte into build/ggml (`make build/model-files.stamp`); they were in tests/data/ggml
 # when this script was run.
-# For each build/ggml/micro-N-TYPE.bin: reads the file (its own small reader, not ours),
-# dequantises its encoder tensors exactly (in float64), puts them into the HF micro-N
+# For each build/ggml/micro-N-TYPE.bin: our GGUF of it, written by the library (main --save-gguf,
+# the format's one reader: issue 22; its blocks kept as they are), read with gguf-py; the encoder
+# tensors dequantised exactly (in float64), puts them into the HF micro-N
 # checkpoint's WhisperEncoder in place of its weights, runs it in float64 (eager attention, CPU)
 # on features/speech_16k.melN.npy and saves the output as
 # tests/data/ggml/micro-N-TYPE.speech_16k.last_hidden_state.npy (float32). It prints each file's
@@ -16,8 +18,9 @@
 
 import glob
 import os
-import struct
+import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import torch
@@ -25,13 +28,42 @@ from transformers import WhisperForConditionalGeneration
 
 BLOCKS = {2: 18, 3: 20, 6: 22, 7: 24, 8: 34}     # ggml type -> bytes per block of 32
 
-# whisper.cpp's name parts -> transformers' (whisper.cpp's convert-h5-to-ggml.py conv_map, inverted)
-RENAME = [("encoder.positional_embedding", "encoder.embed_positions.weight"),
-          ("encoder.ln_post.", "encoder.layer_norm."), ("encoder.blocks.", "encoder.layers."),
-          (".attn.query.", ".self_attn.q_proj."), (".attn.key.", ".self_attn.k_proj."),
-          (".attn.value.", ".self_attn.v_proj."), (".attn.out.", ".self_attn.out_proj."),
-          (".attn_ln.", ".self_attn_layer_norm."), (".mlp.0.", ".fc1."), (".mlp.2.", ".fc2."),
-          (".mlp_ln.", ".final_layer_norm.")]
+
+def library_gguf(src, out):
+    """Our GGUF of the model src (any format main loads) at out, by main --save-gguf."""
+    main = os.environ.get("WA_MAIN", os.path.join("build", "main"))
+    subprocess.run([main, "-m", src, "--save-gguf", out], check=True, stderr=subprocess.DEVNULL)
+    return out
+
+
+def library_weights(src, dequantize_block=None):
+    """({hparam: value} from whisper.encoder.* (mels_count, embedding_length, block_count,
+    attention.head_count, feed_forward_length), {our encoder tensor name: float64 array of the
+    PyTorch shape}) of the model src as the library reads it: main --save-gguf, then gguf-py's
+    reader. dequantize_block(type, raw bytes, n) takes a block type's tensor to float64."""
+    import gguf
+    with tempfile.TemporaryDirectory() as tmp:
+        r = gguf.GGUFReader(library_gguf(src, os.path.join(tmp, "model.gguf")))
+        hp = {}
+        for key in ("mels_count", "embedding_length", "block_count", "attention.head_count", "feed_forward_length"):
+            field = r.fields["whisper.encoder." + key]
+            hp[key] = int(field.parts[field.data[0]][0])
+        out = {}
+        for t in r.tensors:
+            if not t.name.startswith("encoder."):
+                continue
+            kind, ne, raw = int(t.tensor_type), [int(n) for n in t.shape], t.data.tobytes()
+            n = int(np.prod(ne))
+            if kind == 0:
+                v = np.frombuffer(raw, "<f4").astype(np.float64)
+            elif kind == 1:
+                v = np.frombuffer(raw, "<f2").astype(np.float64)
+            elif kind == 30:
+                v = (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+            else:
+                v = dequantize_block(kind, raw, n)
+            out[t.name] = v.reshape(tuple(reversed(ne)))
+    return hp, out
 
 
 def dequantize(t, raw, n):
@@ -59,44 +91,16 @@ def dequantize(t, raw, n):
 
 
 def read_ggml(path):
-    """(n_mels, {transformers encoder name: float64 array, the file's shape squeezed})"""
-    data = open(path, "rb").read()
-    assert struct.unpack_from("<I", data, 0)[0] == 0x67676D6C, path
-    hp = struct.unpack_from("<11i", data, 4)
-    pos = 48
-    n_mel, n_fft = struct.unpack_from("<2i", data, pos)
-    pos += 8 + 4 * n_mel * n_fft
-    (n_vocab,) = struct.unpack_from("<i", data, pos)
-    pos += 4
-    for _ in range(n_vocab):
-        pos += 4 + struct.unpack_from("<i", data, pos)[0]
-    out = {}
-    while pos < len(data):
-        n_dims, name_len, t = struct.unpack_from("<3i", data, pos)
-        ne = struct.unpack_from("<%di" % n_dims, data, pos + 12)
-        pos += 12 + 4 * n_dims
-        name = data[pos:pos + name_len].decode()
-        pos += name_len
-        n = int(np.prod(ne))
-        nbytes = n // 32 * BLOCKS[t] if t in BLOCKS else n * (4 if t == 0 else 2)
-        raw = data[pos:pos + nbytes]
-        pos += nbytes
-        if not name.startswith("encoder."):
-            continue
-        if t in BLOCKS:
-            v = dequantize(t, raw, n)
-            try:                                    # cross-check with gguf-py's (float32) dequantiser
-                import gguf
-                w = gguf.quants.dequantize(np.frombuffer(raw, np.uint8), gguf.GGMLQuantizationType(t)).reshape(-1)
-                assert np.array_equal(w, v.astype(np.float32)), name
-            except ImportError:
-                pass
-        else:
-            v = np.frombuffer(raw, "<f4" if t == 0 else "<f2").astype(np.float64)
-        for a, b in RENAME:
-            name = name.replace(a, b)
-        out[name] = v.reshape(tuple(reversed(ne))).squeeze()
-    return hp[9], out
+    """(n_mels, {transformers encoder name: float64 array}): blocks dequantised here in float64,
+    checked against gguf-py's (float32) dequantiser."""
+    def block(t, raw, n):
+        import gguf
+        v = dequantize(t, raw, n)
+        w = gguf.quants.dequantize(np.frombuffer(raw, np.uint8), gguf.GGMLQuantizationType(t)).reshape(-1)
+        assert np.array_equal(w, v.astype(np.float32)), t
+        return v
+    hp, w = library_weights(path, block)
+    return hp["mels_count"], w
 
 
 def main():
