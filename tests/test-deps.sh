@@ -23,11 +23,11 @@ SH
 printf '#!/bin/sh\nexec "$@"\n' > "$T/bin/sudo"
 chmod +x "$T/bin/apt-get" "$T/bin/sudo"
 out=$(STATE="$T" PATH="$T/bin" make -s deps OGG=0 FLAC=0 MP3=0 OPUS=0 2>&1) || fail "make deps failed: $out"
-echo "$out" | grep -q "waiting (up to 900 s) for another apt-get or dpkg" || fail "no waiting message: $out"
+grep -q "waiting (up to 900 s) for another apt-get or dpkg" <<<"$out" || fail "no waiting message: $out"
 grep -q "DPkg::Lock::Timeout=900 update -qq" "$T/log" || fail "apt-get update did not run after the lock: $(cat "$T/log")"
 grep -q "install -y -qq.* cmake" "$T/log" || fail "cmake was not installed: $(cat "$T/log")"
 # another failure is not waited on
 printf '#!/bin/sh\necho "E: Unable to locate package cmake" >&2\nexit 100\n' > "$T/bin/apt-get"
 if out=$(PATH="$T/bin" make -s deps OGG=0 FLAC=0 MP3=0 OPUS=0 2>&1); then fail "make deps passed a failed apt-get: $out"; fi
-echo "$out" | grep -q "Unable to locate package" || fail "the failure's message is lost: $out"
+grep -q "Unable to locate package" <<<"$out" || fail "the failure's message is lost: $out"
 echo "test-deps: ok: make deps waits for apt's lock, then installs; other apt-get failures fail at once"
