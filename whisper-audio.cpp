@@ -3907,10 +3907,11 @@ static bool wa_mel_check_pcm(const char * func, const float * pcm, size_t n, siz
 // The row the log-mel reads for a window that starts at sample `start` of a signal of sig_len
 // samples, the first min(n, sig_len) from pcm (already checked), the rest zero: row[i] =
 // signal[start - 200 + i], mirrored at the signal's two ends without repeating the edge sample
-// (torch.stft center=True, pad_mode="reflect"), 0 where even the mirror falls outside (only
-// frames past the signal read those). A 30 s window is a signal of its own (start 0, sig_len
-// 480000); Voxtral's and Ultravox's processors take one signal of the whole input instead, so
-// their windows' edges hold their neighbours' samples.
+// (torch.stft center=True, pad_mode="reflect"), 0 where even the mirror falls outside or more
+// than 200 samples past the signal's end (only frames past the signal read those). A 30 s
+// window is a signal of its own (start 0, sig_len 480000); Voxtral's and Ultravox's processors
+// take one signal of the whole input instead, so their windows' edges hold their neighbours'
+// samples.
 static void log_mel_row(const float * pcm, size_t n, int64_t sig_len, int64_t start, float * row) {
     const int64_t n_sig = std::min<int64_t>((int64_t)n, sig_len), first = start - VT_MEL_CONTEXT;
     auto at = [&](int64_t j) {
@@ -3925,7 +3926,11 @@ static void log_mel_row(const float * pcm, size_t n, int64_t sig_len, int64_t st
     const int64_t n_copy = std::min<int64_t>(hi - lo, std::max<int64_t>(0, n_sig - (first + lo)));
     if (n_copy > 0) memcpy(row + lo, pcm + first + lo, (size_t)n_copy * sizeof(float));
     std::fill(row + lo + n_copy, row + hi, 0.0f);
-    for (int64_t i = hi; i < VT_MEL_ROW; i++) row[i] = at(first + i);
+    // past the signal: its mirror for the 200 samples the frames that hold it may read (the
+    // last reads 40 past its end), zeros beyond (read only by frames past the signal)
+    const int64_t mirror_end = std::min<int64_t>(VT_MEL_ROW, hi + VT_MEL_CONTEXT);
+    for (int64_t i = hi; i < mirror_end; i++) row[i] = at(first + i);
+    std::fill(row + mirror_end, row + VT_MEL_ROW, 0.0f);
 }
 
 // The log10 mel of frames [0, n_frames) of a window's row (log_mel_row): out[m * ld + t], before
