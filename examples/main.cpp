@@ -901,7 +901,10 @@ struct job {
     size_t pending = 0;                          // samples of input pending_input in buf, read by start for the PNG
     size_t pending_input = 0;
 
-    bool draw_png(const float * pcm, size_t n);
+    bool draw_png(const float * pcm, size_t n, const float * emb = nullptr);
+    std::vector<float> png_pcm;                  // the PNG's window, drawn from the pipeline's rows of it
+    size_t png_input = SIZE_MAX;                 // ... which input's first window
+    double png_ms = 0;                           // the PNG's own work (not the encoders' init)
     bool start();
     bool emit(const whisper_audio_rows & r);
     // x[0, n) into the summary statistics; false if one is NaN or infinite. Blocks of 1024 in
@@ -1065,6 +1068,15 @@ void job::progress(bool last) {
 bool job::emit(const whisper_audio_rows & r) {
     input & in = inputs[(size_t)r.input];
     if (in.failed) return true;                  // --keep-going: the rest of a failed input's rows
+    if ((size_t)r.input == png_input && r.window == 0) {
+        std::vector<float> f32;
+        if (r.f16) {
+            f32.resize((size_t)r.n_rows * r.n_state);
+            whisper_audio_f16_to_f32((const uint16_t *)r.data, f32.data(), f32.size());
+        }
+        png_input = SIZE_MAX;
+        if (!draw_png(png_pcm.data(), png_pcm.size(), r.f16 ? f32.data() : (const float *)r.data)) return false;
+    }
     if (per_file && !commit_inputs_before((size_t)r.input)) return false;
     if (mark_input != r.input) {
         mark = {sum, sum2, vmin, vmax, n_values, n_rows, n_windows};
@@ -1106,20 +1118,29 @@ bool job::emit(const whisper_audio_rows & r) {
     return !wr || wr->append(r.data, n_out_rows);
 }
 
-// The first window's log-mel and embedding as a PNG, drawn before the pipeline takes the
-// encoders (so that a failure stops the run before any output lands).
-bool job::draw_png(const float * pcm, size_t n) {
+// The first window's log-mel and embedding as a PNG. emb: the window's rows as the pipeline
+// gave them; NULL (pooled rows, which are not the window's): encoded here, before the pipeline
+// takes the encoders.
+bool job::draw_png(const float * pcm, size_t n, const float * emb) {
 #ifdef WHISPER_AUDIO_PNG
+    const auto t = std::chrono::steady_clock::now();
     const size_t N = WHISPER_AUDIO_N_SAMPLES, F = WHISPER_AUDIO_N_FRAMES;
     const int n_frames = p.no_pad && n < N ? 2 * whisper_audio_n_positions(n) : (int)F;
-    std::vector<float> mel((size_t)hp.n_mels * F), packed((size_t)hp.n_mels * n_frames), emb((size_t)(n_frames / 2) * d());
+    std::vector<float> mel((size_t)hp.n_mels * F), packed, own;
     bool ok = whisper_audio_log_mel(model, pcm, n, mel.data());
-    for (int m = 0; ok && m < hp.n_mels; m++) std::copy_n(mel.begin() + m * F, n_frames, packed.begin() + (size_t)m * n_frames);
-    ok = ok && whisper_audio_encode_mel_frames(encs[0], packed.data(), 1, n_frames, emb.data());
+    if (ok && !emb) {
+        packed.resize((size_t)hp.n_mels * n_frames);
+        own.resize((size_t)(n_frames / 2) * d());
+        for (int m = 0; m < hp.n_mels; m++) std::copy_n(mel.begin() + m * F, n_frames, packed.begin() + (size_t)m * n_frames);
+        ok = whisper_audio_encode_mel_frames(encs[0], packed.data(), 1, n_frames, own.data());
+        emb = own.data();
+    }
     if (!ok) { print_error("%s\n", whisper_audio_last_error()); return false; }
-    return write_png(png, mel.data(), hp.n_mels, emb.data(), n_frames / 2, (int)d());
+    ok = write_png(png, mel.data(), hp.n_mels, emb, n_frames / 2, (int)d());
+    png_ms += ms_since(t);
+    return ok;
 #else
-    (void)pcm; (void)n;
+    (void)pcm; (void)n; (void)emb;
     return false;
 #endif
 }
@@ -1170,7 +1191,12 @@ bool job::start() {
                 continue;
             }
             if (got <= 0) { print_error("%s\n", err.c_str()); return false; }
-            if (!draw_png(buf.data(), (size_t)got)) return false;
+            // full rows: drawn from the pipeline's own rows of the window (emit); pooled: encoded now
+            if (p.pool_mean && !draw_png(buf.data(), (size_t)got)) return false;
+            if (!p.pool_mean) {
+                png_pcm.assign(buf.begin(), buf.begin() + got);
+                png_input = pending_input;
+            }
             pending = (size_t)got;
             break;
         }
@@ -1197,6 +1223,7 @@ bool job::start() {
 // numbers stay main's.
 bool job::run() {
     t_work = std::chrono::steady_clock::now();
+    const double png_before = png_ms;
     const size_t used = whisper_audio_samples_used(model, tokens);
     for (size_t k = 0; k < inputs.size(); k++) {
         input & in = inputs[k];
@@ -1236,7 +1263,7 @@ bool job::run() {
         if (!whisper_audio_pipeline_end_input(pipe)) return pipeline_error(in.path.c_str());
     }
     if (!whisper_audio_pipeline_finish(pipe)) return pipeline_error("encoding");
-    run_ms = ms_since(t_work);
+    run_ms = ms_since(t_work) - (png_ms - png_before);   // the PNG drawn from the first window: not the run
     if (show_progress && (n_windows > 0 || n_failed > 0)) {
         if (!progress_tty) progress(true);
         end_progress_line();
@@ -1371,8 +1398,8 @@ static void print_summary(const job & j, FILE * human, double load_ms, double in
                j.per_file ? "\"" : "");
     }
     printf("],\n \"failed\": %s,\n \"timings_ms\": {\"load\": %.3f, \"init\": %.3f, \"init_pipeline\": %.3f, \"decode\": %.3f, \"mel\": %.3f, "
-           "\"encode\": %.3f, \"run\": %.3f, \"total\": %.3f}}\n", json_failed(j.inputs).c_str(), load_ms, init_ms, j.pipeline_ms, j.decode_ms, mel_ms, encode_ms,
-           j.run_ms, total_ms);
+           "\"encode\": %.3f, \"run\": %.3f, \"png\": %.3f, \"total\": %.3f}}\n", json_failed(j.inputs).c_str(), load_ms, init_ms, j.pipeline_ms, j.decode_ms, mel_ms, encode_ms,
+           j.run_ms, j.png_ms, total_ms);
 }
 
 // Everything after the command line; returns the exit code.
@@ -1498,8 +1525,9 @@ static int run_main(const params & p) {
         }
         const auto t_pipe = std::chrono::steady_clock::now();
         ok = ok && j.start();                      // the pipeline: its buffers, its graphs captured
-        j.pipeline_ms = ms_since(t_pipe);
-        init_ms = ms_since(t0);
+        j.pipeline_ms = ms_since(t_pipe) - j.png_ms;   // a pooled run's PNG (drawn in start): its own figure
+        init_ms = ms_since(t0) - j.png_ms;          // a pooled run's PNG encodes its window: not init
+        for (whisper_audio_encoder * e : j.encs) whisper_audio_encoder_reset_timings(e);   // nor the run's encode
         // what runs, not what was asked: threads as the encoder capped them, f32 on the CPU
         j.n_threads = ok ? whisper_audio_encoder_n_threads(j.encs[0]) : ep.n_threads;
         j.dtype = ok && strcmp(whisper_audio_encoder_backend(j.encs[0]), "cpu") == 0 ? "f32" : p.dtype;

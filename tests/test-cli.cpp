@@ -284,6 +284,16 @@ TEST_CASE("main: --png draws an image") {
     REQUIRE(fread(magic, 1, 8, f) == 8);
     fclose(f);
     CHECK(memcmp(magic, "\x89PNG\r\n\x1a\n", 8) == 0);
+    // drawn from the pipeline's own rows of the first window (no extra encode, not booked under
+    // init): the same image as a pooled run's, which has to encode its window for it (issue 23: 18)
+    const std::string pooled = "build/test-cli-pooled.png";
+    r = run_main("-m " + MODEL + " --device cpu -f " + SPEECH + " --pool mean --png " + pooled + " --json");
+    REQUIRE_MESSAGE(r.status == 0, r.output);
+    CHECK(read_bytes(png) == read_bytes(pooled));
+    CHECK(r.output.find("\"png\": 0.000") == std::string::npos);
+    r = run_main("-m " + MODEL + " --device cpu -f " + SPEECH + " --json");
+    CHECK(r.output.find("\"png\": 0.000") != std::string::npos);
+    remove(pooled.c_str());
 }
 #endif
 
