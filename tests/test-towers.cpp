@@ -450,3 +450,33 @@ TEST_CASE("towers on CUDA: 70 s through the pipeline (the first pass for the inp
         whisper_audio_model_free(model);
     }
 }
+
+TEST_CASE("towers on CUDA: an input of 1 sample (and of 320) gives the CPU's rows: no crash, Qwen2-Audio none (issue 23)" *
+          doctest::skip(no_gpu())) {
+    for (const char * name : TOWERS) {
+        whisper_audio_model * model = whisper_audio_model_load(("build/tower-" + std::string(name) + "-f32.gguf").c_str());
+        REQUIRE_MESSAGE(model, whisper_audio_last_error());
+        whisper_audio_encoder * cpu = cpu_encoder(model, true);
+        whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
+        p.device = WHISPER_AUDIO_DEVICE_CUDA;
+        p.max_batch = 2;
+        whisper_audio_encoder * gpu = whisper_audio_encoder_init(model, p);
+        REQUIRE_MESSAGE(gpu, whisper_audio_last_error());
+        for (size_t n : {(size_t)1, (size_t)320}) {
+            CAPTURE(name);
+            CAPTURE(n);
+            const std::vector<float> pcm = pcm_of(n);
+            const size_t rows = whisper_audio_n_tokens(model, n, true);
+            const int width = whisper_audio_token_dim(model, true);
+            CHECK(rows == (std::string(name) == "qwen2a" ? 0u : std::string(name) == "voxtral" ? 375u : 1u));
+            std::vector<float> a(rows * width + 1, NAN), b(rows * width + 1, NAN);
+            REQUIRE_MESSAGE(whisper_audio_encode_tokens(cpu, pcm.data(), n, a.data()), whisper_audio_last_error());
+            REQUIRE_MESSAGE(whisper_audio_encode_tokens(gpu, pcm.data(), n, b.data()), whisper_audio_last_error());
+            if (rows > 0) CHECK(rel_l2(b.data(), a.data(), rows * width) < 5e-2);
+            CHECK(std::isnan(b[rows * width]));          // nothing written past the rows
+        }
+        whisper_audio_encoder_free(gpu);
+        whisper_audio_encoder_free(cpu);
+        whisper_audio_model_free(model);
+    }
+}
