@@ -3,6 +3,9 @@
 #   make demo            the quick start: a random tiny model, then main on samples/speech_16k.wav
 #   make test            build and run every test (the converter's too)
 #   make test-sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer (CPU build)
+#   make test-tsan       the threaded tests under ThreadSanitizer (CPU build in build-tsan): the pipeline with
+#                        several encoders, an encoder shared by two threads, the Python package's concurrent
+#                        calls; suppressions (none yet, never whisper-audio's own code) in tests/tsan.supp
 #   make test-python     the Python package (pip install . into build/venv) against main and its ctypes
 #                        mirror against whisper-audio.h, and the Ray example
 #   make CUDA=0          build without CUDA (a CPU-only build where nvcc is installed); CUDA_ARCH=... to
@@ -31,6 +34,12 @@ endif
 ifeq ($(SANITIZE),1)
 CXXFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g
 LDLIBS   += -fsanitize=address,undefined
+CUDA      = 0
+endif
+# ThreadSanitizer (make test-tsan): -O1, no -O3, so the reports' stacks keep their frames
+ifeq ($(TSAN),1)
+CXXFLAGS += -fsanitize=thread -fno-omit-frame-pointer -g -O1
+LDLIBS   += -fsanitize=thread
 CUDA      = 0
 endif
 
@@ -68,7 +77,7 @@ TEST_MODELS = $(foreach m,$(TEST_MICRO_MELS),$(foreach t,$(TEST_MICRO_TYPES),bui
               $(foreach m,$(TEST_TOWERS),build/tower-$(m)-f32.gguf) build/model-files.stamp
 CONVERT = python3 convert/convert-hf-to-gguf.py
 
-.PHONY: all deps demo test test-run test-sanitize test-embed test-install test-python test-server install clean bench-cpu FORCE
+.PHONY: all deps demo test test-run test-sanitize test-tsan test-tsan-run test-embed test-install test-python test-server install clean bench-cpu FORCE
 all: main bench $(SERVER_BIN) $(BUILD)/test-all $(BUILD)/libwhisper-audio.so $(BUILD)/libwhisper-audio.a
 
 # whisper-audio-server (examples/server.cpp) on cpp-httplib: Debian's libcpp-httplib-dev (0.11, a compiled
@@ -224,6 +233,33 @@ test-server: $(BUILD)/main $(if $(filter 1,$(SERVER)),$(BUILD)/whisper-audio-ser
 test-sanitize:
 	$(MAKE) BUILD=build-san SANITIZE=1 test
 
+# ThreadSanitizer over the code that runs threads (not in make test nor .ci/run: it takes minutes):
+# the doctest cases of the pipeline (several encoders, towers on it, misuse) and of one encoder
+# called from two threads, then the Python package's thread tests on the TSan library (libtsan
+# preloaded into python, the package from python/ with WHISPER_AUDIO_LIBRARY). Each run's output
+# in build-tsan/tsan-*.log; any TSan report fails the target, which ends with the count.
+TSAN_CASES   = pipeline*,towers on the pipeline*,an encoder used from two threads*
+TSAN_PYTESTS = thread or gil
+TSAN_ENV     = TSAN_OPTIONS="suppressions=$(abspath tests/tsan.supp) halt_on_error=0 exitcode=66 second_deadlock_stack=1"
+test-tsan: deps
+	$(MAKE) BUILD=build-tsan TSAN=1 test-tsan-run
+
+test-tsan-run: $(BUILD)/main $(BUILD)/test-all $(BUILD)/libwhisper-audio.so build/micro-80-f32.gguf \
+               $(foreach m,$(TEST_TOWERS),build/tower-$(m)-f32.gguf) $(VENV)/bin/python
+	$(VENV)/bin/pip install -q --disable-pip-version-check numpy pytest
+	@rm -f $(BUILD)/tsan-*.log $(BUILD)/tsan-*.rc
+	{ $(TSAN_ENV) WA_MAIN=$(BUILD)/main $(BUILD)/test-all -tc='$(TSAN_CASES)'; \
+		echo $$? > $(BUILD)/tsan-cases.rc; } 2>&1 | tee $(BUILD)/tsan-cases.log
+	{ $(TSAN_ENV) LD_PRELOAD=$$($(CXX) -print-file-name=libtsan.so) PYTHONPATH=$(abspath python) \
+		WHISPER_AUDIO_LIBRARY=$(abspath $(BUILD))/libwhisper-audio.so WA_MAIN=$(BUILD)/main \
+		$(VENV)/bin/python -m pytest -q -rs -k '$(TSAN_PYTESTS)' tests/python/test_whisper_audio.py; \
+		echo $$? > $(BUILD)/tsan-python.rc; } 2>&1 | tee $(BUILD)/tsan-python.log
+	@reports=$$(cat $(BUILD)/tsan-cases.log $(BUILD)/tsan-python.log | grep -c 'WARNING: ThreadSanitizer'); \
+	cases=$$(sed -n 's/^\[doctest\] test cases: *\([0-9]*\) |.*/\1/p' $(BUILD)/tsan-cases.log); \
+	pytests=$$(sed -n 's/^\([0-9]*\) passed.*/\1/p' $(BUILD)/tsan-python.log); \
+	echo "test-tsan: $${cases:-0} doctest cases, $${pytests:-0} Python tests, $$reports TSan reports"; \
+	[ "$$(cat $(BUILD)/tsan-cases.rc)" = 0 ] && [ "$$(cat $(BUILD)/tsan-python.rc)" = 0 ] && [ "$$reports" = 0 ]
+
 # the CPU side by side with CTranslate2 (pip install ctranslate2) and, given WHISPER_CPP=DIR (a
 # whisper.cpp checkout built with cmake), whisper.cpp: tests/cpu/bench-cpu.py, docs/BENCHMARKS.md
 bench-cpu: $(BUILD)/libwhisper-audio.so
@@ -274,7 +310,7 @@ test-install: $(BUILD)/main build/micro-80-f32.gguf
 	tests/test-install.sh
 
 clean:
-	rm -rf build build-san build-fuzz main bench whisper-audio-server
+	rm -rf build build-san build-tsan build-fuzz main bench whisper-audio-server
 
 # libFuzzer targets (tests/fuzz/, docs/FUZZING.md): make fuzz builds them with clang and runs
 # each for FUZZ_SECONDS on a copy of its seed corpus (new inputs land in $(FUZZ_BUILD)/corpus-*)

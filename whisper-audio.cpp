@@ -2248,7 +2248,8 @@ static const int    RESAMPLE_TAP_ALIGN = 8;     // taps per row rounded up to th
 
 // The resampler's and the log-mel's loops again for AVX2 + FMA CPUs, picked at run time
 // (GCC's target_clones): the build is for the baseline x86-64, where they ran 10-20% slower.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// Not under ThreadSanitizer: the clones' ifunc resolver is instrumented and runs before TSan starts.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define WA_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define WA_SIMD_CLONES
