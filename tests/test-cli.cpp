@@ -780,6 +780,9 @@ TEST_CASE("main: no output may be the model, a --list file, an input or another 
         {"-f " + SPEECH + " -o " + d + "/y.npy --png " + SPEECH, "is one of the inputs"},
     };
     for (const clash & c : cases) {
+#ifndef WHISPER_AUDIO_PNG
+        if (c.args.find("--png") != std::string::npos) continue;     // a build without stb_image_write refuses --png first
+#endif
         CAPTURE(c.args);
         run_result r = run_main(base + c.args);
         INFO(r.output);
@@ -895,6 +898,7 @@ void write_late_damaged_ogg(const std::string & path) {
 
 } // namespace
 
+#ifdef WHISPER_AUDIO_OGG   // its damaged file is an Ogg Vorbis stream
 TEST_CASE("main --keep-going: a file that fails is reported and skipped, the others written, exit 3; --json lists it") {
     const scratch sd("keepgoing");
     const std::string & d = sd.dir;
@@ -964,6 +968,7 @@ TEST_CASE("main --keep-going: a file that fails is reported and skipped, the oth
     CHECK(r.output.find("non-finite") != std::string::npos);
     CHECK(!exists(d + "/nan/speech_16k.npy"));
 }
+#endif
 
 TEST_CASE("main -q: errors only; -v: a line per input beyond 16; --progress: lines with windows/s and an ETA on a pipe") {
     const scratch sd("quiet");
@@ -1000,7 +1005,7 @@ TEST_CASE("main -q: errors only; -v: a line per input beyond 16; --progress: lin
     CHECK(r.output.find('\r') == std::string::npos);                    // lines, not a redrawn one
 }
 
-TEST_CASE("main: audio files as arguments, --opt=value for every option, '--'; --keep-ext for x.wav and x.ogg") {
+TEST_CASE("main: audio files as arguments, --opt=value for every option, '--'; --keep-ext for x.wav and x.snd") {
     const scratch sd("positional");
     const std::string & d = sd.dir;
     run_result r = run_main("-m " + MODEL + " --device cpu -f " + SPEECH + " -f " + LONG + " -o " + d + "/a.npy");
@@ -1020,15 +1025,15 @@ TEST_CASE("main: audio files as arguments, --opt=value for every option, '--'; -
     CHECK(r.output.find("bad value 'x' for --layer") != std::string::npos);
 
     copy_file(SPEECH, d + "/x.wav");
-    copy_file(test_data("audio/speech_16k.ogg"), d + "/x.ogg");
-    r = run_main("-m " + MODEL + " --device cpu " + d + "/x.wav " + d + "/x.ogg -o " + d + "/out/");
+    copy_file(SPEECH, d + "/x.snd");          // a WAV under another extension: formats go by content
+    r = run_main("-m " + MODEL + " --device cpu " + d + "/x.wav " + d + "/x.snd -o " + d + "/out/");
     CHECK(r.status == 1);
     CHECK(r.output.find("(--keep-ext keeps their extensions)") != std::string::npos);
-    r = run_main("-m " + MODEL + " --device cpu --keep-ext " + d + "/x.wav " + d + "/x.ogg -o " + d + "/out/");
+    r = run_main("-m " + MODEL + " --device cpu --keep-ext " + d + "/x.wav " + d + "/x.snd -o " + d + "/out/");
     INFO(r.output);
     CHECK(r.status == 0);
     CHECK(exists(d + "/out/x.wav.npy"));
-    CHECK(exists(d + "/out/x.ogg.npy"));
+    CHECK(exists(d + "/out/x.snd.npy"));
     CHECK(!exists(d + "/out/x.npy"));
 }
 
