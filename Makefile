@@ -78,7 +78,7 @@ TEST_MODELS = $(foreach m,$(TEST_MICRO_MELS),$(foreach t,$(TEST_MICRO_TYPES),bui
 CONVERT = python3 convert/convert-hf-to-gguf.py
 
 .PHONY: all deps demo test test-run test-sanitize test-tsan test-tsan-run test-embed test-install test-python test-server install clean bench-cpu FORCE
-all: main bench $(SERVER_BIN) $(BUILD)/test-all $(BUILD)/libwhisper-audio.so $(BUILD)/libwhisper-audio.a
+all: main bench server $(BUILD)/test-all $(BUILD)/libwhisper-audio.so $(BUILD)/libwhisper-audio.a
 
 # whisper-audio-server (examples/server.cpp) on cpp-httplib: Debian's libcpp-httplib-dev (0.11, a compiled
 # library found through pkg-config, which also brings the -D flags it was built with). Without it the
@@ -91,7 +91,8 @@ SERVER_BIN = whisper-audio-server
 else
 SERVER_BIN = server-skipped
 endif
-.PHONY: server-skipped
+.PHONY: server server-skipped
+server: $(SERVER_BIN)    # (all names this, not $(SERVER_BIN): a prerequisite is read where its rule stands)
 server-skipped:
 	@echo "whisper-audio-server: skipped: cpp-httplib not found (make deps installs libcpp-httplib-dev)"
 
