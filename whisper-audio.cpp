@@ -5369,15 +5369,19 @@ static bool wa_check_projector(const whisper_audio_hparams & hp, const char * fu
     return false;
 }
 
-size_t whisper_audio_n_tokens(const whisper_audio_model * model, size_t n_samples, bool projector) {
-    if (!model) { wa_set_error("%s: no model", __func__); return 0; }
-    const whisper_audio_hparams & hp = model->hparams;
-    if (!wa_check_projector(hp, __func__)) return 0;
+// The rows an input of n samples gives a tower's model: its chunks' rows, summed.
+static size_t tower_rows(const whisper_audio_hparams & hp, size_t n_samples, bool projector) {
     const wa_tower & tw = *wa_tower_of(hp.projector);
     const int64_t frames = tw.frames(n_samples), F = WHISPER_AUDIO_N_FRAMES;
     size_t rows = 0;
     for (int64_t c = 0; c * F < frames; c++) rows += (size_t)tw.rows(hp, (int)std::min(F, frames - c * F), projector);
     return rows;
+}
+
+size_t whisper_audio_n_tokens(const whisper_audio_model * model, size_t n_samples, bool projector) {
+    if (!model) { wa_set_error("%s: no model", __func__); return 0; }
+    if (!wa_check_projector(model->hparams, __func__)) return 0;
+    return tower_rows(model->hparams, n_samples, projector);
 }
 
 int whisper_audio_token_dim(const whisper_audio_model * model, bool projector) {
@@ -5465,8 +5469,7 @@ bool whisper_audio_encode_tokens(whisper_audio_encoder * enc, const float * pcm,
     if (!wa_check_token_encoder(enc, __func__)) return false;
     if (n == 0) { wa_set_error("%s: no audio samples", __func__); return false; }
     // out may be NULL where the input gives no rows (Qwen2-Audio's 320 samples or fewer)
-    const wa_tower & tw = *wa_tower_of(enc->hparams.projector);
-    if (!out && tw.rows(enc->hparams, (int)std::min<int64_t>(WHISPER_AUDIO_N_FRAMES, tw.frames(n)), enc->params.projector) > 0) {
+    if (!out && tower_rows(enc->hparams, n, enc->params.projector) > 0) {
         wa_set_error("%s: NULL out", __func__);
         return false;
     }
