@@ -799,7 +799,6 @@ static bool write_png(output_file & out, const float * mel, int n_mels, const fl
 // Standard input cannot be reopened and stays open.
 struct input {
     std::string path;
-    whisper_audio_stream * stream = nullptr;
     whisper_audio_info info{};
     size_t samples = 0;           // 16 kHz samples read so far
     size_t samples_encoded = 0;   // of them, those the rows cover (an audio LLM may keep fewer)
@@ -817,8 +816,20 @@ static long long samples_16k(const whisper_audio_info & in) {
     return llround((double)in.frames * WHISPER_AUDIO_SAMPLE_RATE / in.sample_rate);
 }
 
+// The line that says what an input is (its header).
+static void note_input(const input & in) {
+    const whisper_audio_info & i = in.info;
+    if (i.frames >= 0)
+        note("main: '%s': %s, %d Hz, %d channel%s, %.3f s\n", in.path.c_str(), i.format, i.sample_rate,
+                i.channels, i.channels == 1 ? "" : "s", (double)i.frames / i.sample_rate);
+    else
+        note("main: '%s': %s, %d Hz, %d channel%s, length not known ahead\n", in.path.c_str(), i.format,
+                i.sample_rate, i.channels, i.channels == 1 ? "" : "s");
+}
+
 // Each input's header; with keep_going one that fails is marked failed (fail(): reported) and
-// the others are read, else the first failure stops the run.
+// the others are read, else the first failure stops the run. Standard input is read once, by
+// the reader: its header is read (and noted) when its turn comes.
 template <typename F> static bool check_inputs(std::vector<input> & inputs, bool keep_going, F && fail) {
     size_t stdin_uses = 0;
     const bool each = inputs.size() <= (size_t)LIST_INPUTS || g_verbosity >= 2;
@@ -828,18 +839,15 @@ template <typename F> static bool check_inputs(std::vector<input> & inputs, bool
             print_error("standard input ('-') can be read only once\n");
             return false;
         }
-        in.stream = whisper_audio_stream_open(in.path.c_str(), &in.info);
-        if (!in.stream && keep_going) { fail(k, whisper_audio_last_error()); continue; }
-        if (!in.stream) { print_error("%s\n", whisper_audio_last_error()); return false; }
-        if (in.path != "-") { whisper_audio_stream_close(in.stream); in.stream = nullptr; }
-        const whisper_audio_info & i = in.info;
-        if (!each) continue;
-        if (i.frames >= 0)
-            note("main: '%s': %s, %d Hz, %d channel%s, %.3f s\n", in.path.c_str(), i.format, i.sample_rate,
-                    i.channels, i.channels == 1 ? "" : "s", (double)i.frames / i.sample_rate);
-        else
-            note("main: '%s': %s, %d Hz, %d channel%s, length not known ahead\n", in.path.c_str(), i.format,
-                    i.sample_rate, i.channels, i.channels == 1 ? "" : "s");
+        if (in.path == "-") {
+            in.info.frames = -1;
+            continue;
+        }
+        whisper_audio_stream * s = whisper_audio_stream_open(in.path.c_str(), &in.info);
+        if (!s && keep_going) { fail(k, whisper_audio_last_error()); continue; }
+        if (!s) { print_error("%s\n", whisper_audio_last_error()); return false; }
+        whisper_audio_stream_close(s);
+        if (each) note_input(in);
     }
     return true;
 }
@@ -870,7 +878,8 @@ struct job {
     bool emit_failed = false;                    // emit stopped the pipeline (its message printed)
 
     size_t n_windows = 0, n_rows = 0, expected_windows = 0;
-    double decode_ms = 0, run_ms = 0, pipeline_ms = 0;
+    double decode_ms = 0, run_ms = 0, pipeline_ms = 0;   // decode: the headers' check, then the reader's workers' busy time
+    double wait_ms = 0;                          // the run waiting on the reader for audio
     double sum = 0, sum2 = 0;
     float vmin = INFINITY, vmax = -INFINITY;
     size_t n_values = 0;
@@ -897,6 +906,7 @@ struct job {
 
     bool plan_outputs();
     bool open_outputs();
+    whisper_audio_reader * reader = nullptr;     // the inputs, decoded ahead by its workers
     std::vector<float> buf;                      // a block of decoded audio
     size_t pending = 0;                          // samples of input pending_input in buf, read by start for the PNG
     size_t pending_input = 0;
@@ -948,6 +958,7 @@ struct job {
     }
     bool commit_inputs_before(size_t k);
     bool fail_input(size_t k, const std::string & msg);
+    long long read_samples(size_t k, float * dst, size_t max, std::string & err);
     void progress(bool last);
     bool pipeline_error(const char * what);
     bool run();
@@ -1145,18 +1156,19 @@ bool job::draw_png(const float * pcm, size_t n, const float * emb) {
 #endif
 }
 
-// Up to max samples of an input into dst (fewer at its end); -1 on an error (its message in err).
-static long long read_samples(input & in, float * dst, size_t max, std::string & err) {
-    if (!in.stream && !(in.stream = whisper_audio_stream_open(in.path.c_str(), &in.info))) {
-        err = whisper_audio_last_error();
-        return -1;
+// Up to max samples of input k into dst (fewer at its end); -1 on an error (its message in err).
+long long job::read_samples(size_t k, float * dst, size_t max, std::string & err) {
+    input & in = inputs[k];
+    if (in.path == "-" && in.samples == 0 && in.info.sample_rate == 0) {   // standard input: its header now
+        if (!whisper_audio_reader_info(reader, k, &in.info)) { err = whisper_audio_last_error(); return -1; }
+        note_input(in);
     }
     size_t got = 0;
     while (got < max) {
-        const int64_t n = whisper_audio_stream_read(in.stream, dst + got, max - got);
+        const int64_t n = whisper_audio_reader_read(reader, k, dst + got, max - got);
         if (n < 0) { err = whisper_audio_last_error(); return -1; }
         if (n == 0) {                           // the end: a file cut short (or longer than it says) is noted
-            const char * w = whisper_audio_stream_warning(in.stream);
+            const char * w = whisper_audio_reader_warning(reader, k);
             if (w && !in.warned) note("warning: %s\n", w);
             in.warned = true;
             break;
@@ -1174,6 +1186,15 @@ bool job::pipeline_error(const char * what) {
 // The PNG (while the encoders are free), then the pipeline over the encoders.
 bool job::start() {
     buf.resize(1 << 16);                             // 4 s of audio a read
+    // the reader: every input decoded ahead on its workers (-t of them), as far as the model
+    // uses it and one sample more (to tell whether there is more)
+    std::vector<const char *> paths;
+    for (const input & in : inputs) paths.push_back(in.path.c_str());
+    whisper_audio_reader_params rp = whisper_audio_reader_default_params();
+    rp.n_workers = p.n_threads;
+    const size_t used = whisper_audio_samples_used(model, tokens);
+    rp.max_samples = used == SIZE_MAX ? 0 : used + 1;
+    if (!(reader = whisper_audio_reader_init(paths.data(), paths.size(), rp))) return pipeline_error("starting the decoders");
     if (!png.path.empty()) {                         // the first input that decodes (with --keep-going)
         buf.resize(WHISPER_AUDIO_N_SAMPLES);
         for (pending_input = 0; pending_input < inputs.size(); pending_input++) {
@@ -1181,12 +1202,10 @@ bool job::start() {
             if (in.failed) continue;
             const auto t = std::chrono::steady_clock::now();
             std::string err;
-            long long got = read_samples(in, buf.data(), buf.size(), err);
-            decode_ms += ms_since(t);
+            long long got = read_samples(pending_input, buf.data(), buf.size(), err);
+            wait_ms += ms_since(t);
             if (got == 0) err = in.path + ": no audio samples";
             if (got <= 0 && p.keep_going) {
-                whisper_audio_stream_close(in.stream);
-                in.stream = nullptr;
                 if (!fail_input(pending_input, err)) return false;
                 continue;
             }
@@ -1235,8 +1254,8 @@ bool job::run() {
             } else {
                 const auto t = std::chrono::steady_clock::now();
                 // past what the model uses, one sample more only, to tell whether there is more
-                got = read_samples(in, buf.data(), in.samples < used ? std::min(buf.size(), used - in.samples) : 1, err);
-                decode_ms += ms_since(t);
+                got = read_samples(k, buf.data(), in.samples < used ? std::min(buf.size(), used - in.samples) : 1, err);
+                wait_ms += ms_since(t);
             }
             if (got < 0) break;
             if (got == 0) break;
@@ -1251,8 +1270,6 @@ bool job::run() {
             if (!whisper_audio_pipeline_push(pipe, buf.data(), (size_t)got)) return pipeline_error(in.path.c_str());
             in.samples += (size_t)got;
         }
-        whisper_audio_stream_close(in.stream);      // this input is done: release it
-        in.stream = nullptr;
         if (err.empty() && !in.failed && in.samples == 0) err = in.path + ": no audio samples";
         if (!err.empty() && !p.keep_going) { print_error("%s\n", err.c_str()); return false; }
         if (!err.empty() && !fail_input(k, err)) return false;
@@ -1263,6 +1280,7 @@ bool job::run() {
         if (!whisper_audio_pipeline_end_input(pipe)) return pipeline_error(in.path.c_str());
     }
     if (!whisper_audio_pipeline_finish(pipe)) return pipeline_error("encoding");
+    decode_ms += whisper_audio_reader_busy_ms(reader);
     run_ms = ms_since(t_work) - (png_ms - png_before);   // the PNG drawn from the first window: not the run
     if (show_progress && (n_windows > 0 || n_failed > 0)) {
         if (!progress_tty) progress(true);
@@ -1366,9 +1384,9 @@ static void print_summary(const job & j, FILE * human, double load_ms, double in
         fprintf(human, "  %zu inputs -> %s (-v lists each)\n", j.inputs.size() - j.n_failed, where.c_str());
     if (!quiet && j.n_failed)
         fprintf(human, "main: %zu of %zu inputs failed and were skipped (exit status 3)\n", j.n_failed, j.inputs.size());
-    if (!quiet) fprintf(stderr, "\ntimings: load %.1f ms, init %.1f ms (of which the pipeline %.1f), decode %.1f ms, mel %.1f ms, encode "
-            "%.1f ms; run %.1f ms (%.2f ms per window, %.1f windows per second), total %.1f ms\n", load_ms, init_ms,
-            j.pipeline_ms, j.decode_ms, mel_ms, encode_ms, j.run_ms, per_window, per_window > 0 ? 1000.0 / per_window : 0.0,
+    if (!quiet) fprintf(stderr, "\ntimings: load %.1f ms, init %.1f ms (of which the pipeline %.1f), decode %.1f ms (the run waited %.1f ms "
+            "for it), mel %.1f ms, encode %.1f ms; run %.1f ms (%.2f ms per window, %.1f windows per second), total %.1f ms\n",
+            load_ms, init_ms, j.pipeline_ms, j.decode_ms, j.wait_ms, mel_ms, encode_ms, j.run_ms, per_window, per_window > 0 ? 1000.0 / per_window : 0.0,
             total_ms);
     if (!p.json) return;
     const whisper_audio_hparams & hp = j.hp;
@@ -1397,8 +1415,9 @@ static void print_summary(const job & j, FILE * human, double load_ms, double in
                positions.c_str(), j.per_file ? ", \"output\": \"" : "", j.per_file ? json_escape(j.writers[i].out.path).c_str() : "",
                j.per_file ? "\"" : "");
     }
-    printf("],\n \"failed\": %s,\n \"timings_ms\": {\"load\": %.3f, \"init\": %.3f, \"init_pipeline\": %.3f, \"decode\": %.3f, \"mel\": %.3f, "
-           "\"encode\": %.3f, \"run\": %.3f, \"png\": %.3f, \"total\": %.3f}}\n", json_failed(j.inputs).c_str(), load_ms, init_ms, j.pipeline_ms, j.decode_ms, mel_ms, encode_ms,
+    printf("],\n \"failed\": %s,\n \"timings_ms\": {\"load\": %.3f, \"init\": %.3f, \"init_pipeline\": %.3f, \"decode\": %.3f, \"decode_wait\": %.3f, "
+           "\"mel\": %.3f, \"encode\": %.3f, \"run\": %.3f, \"png\": %.3f, \"total\": %.3f}}\n", json_failed(j.inputs).c_str(), load_ms,
+           init_ms, j.pipeline_ms, j.decode_ms, j.wait_ms, mel_ms, encode_ms,
            j.run_ms, j.png_ms, total_ms);
 }
 
@@ -1548,7 +1567,7 @@ static int run_main(const params & p) {
     if (ok) print_summary(j, human, load_ms, init_ms, ms_since(t_start));
     if (!ok && p.json) { print_error_json(1, j.inputs); g_json_printed = true; }
 
-    for (input & in : j.inputs) whisper_audio_stream_close(in.stream);
+    whisper_audio_reader_free(j.reader);
     whisper_audio_pipeline_free(j.pipe);
     for (whisper_audio_encoder * e : j.encs) whisper_audio_encoder_free(e);
     whisper_audio_model_free(model);
