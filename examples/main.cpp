@@ -22,13 +22,17 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <map>
+#include <mutex>
 #include <new>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <sys/stat.h>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -473,8 +477,37 @@ struct output_file {
 // A .npy written as rows come: a fixed-size header with room for any shape, rewritten at
 // the end. A target that cannot seek gets the final row count up front when it is known
 // (promised, checked at the end), or else the rows go to an anonymous spool file first.
+struct npy_writer;
+
+// Rows written behind the pipeline's thread: emit copies a window's rows here and returns, so
+// that the device's next batches run while the disk takes these (at the H200's speed a
+// large-v3 window is 7.7 MB every 4 ms). One thread writes the blocks in order, at most
+// MAX_QUEUED bytes ahead (a push waits beyond that); a writer's error (errno, under mu) is kept
+// and returned by its next push or drain.
+struct write_behind {
+    static const size_t MAX_QUEUED = (size_t)256 << 20;
+    struct block { npy_writer * w; std::vector<char> bytes; };
+    std::mutex mu;
+    std::condition_variable changed;
+    std::deque<block> queue;
+    size_t queued = 0;                  // bytes in queue
+    bool writing = false, stop = false;
+    std::thread thread;
+
+    int push(npy_writer * w, const void * data, size_t n);
+    int drain(npy_writer * w);          // waits until every block pushed is written
+    void run();
+    ~write_behind() {
+        { std::lock_guard<std::mutex> lock(mu); stop = true; }
+        changed.notify_all();
+        if (thread.joinable()) thread.join();
+    }
+};
+
 struct npy_writer {
     output_file out;
+    write_behind * behind = nullptr;    // rows written by its thread (else here)
+    int write_errno = 0;                // the first failed write's errno (behind's thread, under its mu)
     bool f16 = false;
     std::vector<size_t> row_shape;      // the dimensions after the first
     size_t rows = 0;                    // the first dimension so far
@@ -512,19 +545,28 @@ struct npy_writer {
         FILE * f = dst();
         return fwrite("\x93NUMPY\x01\x00", 1, 8, f) == 8 && fwrite(&len, 2, 1, f) == 1 && fwrite(h.data(), 1, h.size(), f) == h.size();
     }
-    bool fail_write() {
-        print_error("writing '%s' failed: %s\n", out.path.c_str(), strerror(errno));
+    bool fail_write(int e = 0) {
+        print_error("writing '%s' failed: %s\n", out.path.c_str(), strerror(e ? e : errno));
         return false;
+    }
+    // The rows written behind, or their error.
+    bool sync() {
+        const int e = behind ? behind->drain(this) : 0;
+        return e == 0 || fail_write(e);
     }
     // rows already in the file's type (f16 or f32)
     bool append(const void * data, size_t n_rows) {
         size_t n = n_rows;
         for (size_t d : row_shape) n *= d;
-        const bool ok = fwrite(data, f16 ? 2 : 4, n, dst()) == n;
         rows += n_rows;
-        return ok || fail_write();
+        if (behind) {
+            const int e = behind->push(this, data, n * (f16 ? 2 : 4));
+            return e == 0 || fail_write(e);
+        }
+        return fwrite(data, f16 ? 2 : 4, n, dst()) == n || fail_write();
     }
     bool finish() {
+        if (!sync()) { abandon(); return false; }
         is_open = false;
         if (promised >= 0 && rows != (size_t)promised) {
             print_error("'%s': %zu rows written after a header that promised %lld (an input's length "
@@ -548,6 +590,7 @@ struct npy_writer {
         return out.commit();
     }
     void abandon() {
+        if (behind) behind->drain(this);
         is_open = false;
         if (spool) { fclose(spool); spool = nullptr; }
         out.discard();
@@ -560,9 +603,47 @@ struct npy_writer {
         const off_t at = (off_t)(HEADER + n_rows * row);
         FILE * f = dst();
         rows = n_rows;
+        if (!sync()) return false;
         return (fflush(f) == 0 && ftruncate(fileno(f), at) == 0 && fseeko(f, at, SEEK_SET) == 0) || fail_write();
     }
 };
+
+int write_behind::push(npy_writer * w, const void * data, size_t n) {
+    std::unique_lock<std::mutex> lock(mu);
+    if (w->write_errno) return w->write_errno;
+    if (!thread.joinable()) thread = std::thread([this] { run(); });
+    changed.wait(lock, [&] { return queued + n <= MAX_QUEUED || queue.empty(); });
+    queue.push_back({w, std::vector<char>((const char *)data, (const char *)data + n)});
+    queued += n;
+    changed.notify_all();
+    return 0;
+}
+
+int write_behind::drain(npy_writer * w) {
+    std::unique_lock<std::mutex> lock(mu);
+    changed.wait(lock, [&] { return queue.empty() && !writing; });
+    return w->write_errno;
+}
+
+void write_behind::run() {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+        changed.wait(lock, [&] { return stop || !queue.empty(); });
+        if (queue.empty()) return;      // stop, with everything written
+        block b = std::move(queue.front());
+        queue.pop_front();
+        writing = true;
+        const bool failed_before = b.w->write_errno != 0;
+        lock.unlock();
+        int e = 0;
+        if (!failed_before && fwrite(b.bytes.data(), 1, b.bytes.size(), b.w->dst()) != b.bytes.size()) e = errno ? errno : EIO;
+        lock.lock();
+        if (e) b.w->write_errno = e;
+        writing = false;
+        queued -= b.bytes.size();
+        changed.notify_all();
+    }
+}
 
 // --------------------------------------------------------------------------- paths
 
@@ -868,6 +949,7 @@ struct job {
     std::vector<input> inputs;
     bool per_file = false;
     std::vector<std::string> out_names;          // per input, with per_file
+    write_behind behind;                         // the writers' rows, written on its thread
     std::vector<npy_writer> writers;             // one per input with per_file, else one or none
     size_t n_committed = 0;                      // per_file: inputs [0, n_committed) are written
     std::vector<size_t> row_shape;
@@ -918,43 +1000,48 @@ struct job {
     bool start();
     bool emit(const whisper_audio_rows & r);
     // x[0, n) into the summary statistics; false if one is NaN or infinite. Blocks of 1024 in
-    // eight float lanes (the loop vectorises; f32 partial sums of 128 values, then double),
-    // added to double totals: in double lanes an hour of a tower's tokens (138 M values) took
-    // 0.33 s of the caller's thread, 2.4 ns a value (Xeon, 2 cores).
+    // four float lanes (GCC's vector types, SSE2's width: the plain loop did not vectorise and
+    // took 2-3 ms of the caller's thread per large-v3 window, half the H200's forward; this 0.6 ms
+    // on the 2-core Xeon), f32 partial sums of 256 values, then double totals.
     bool add_stats(const float * x, size_t n) {
-        int bad = 0;
-        for (size_t i0 = 0; i0 < n; i0 += 1024) {
-            const size_t i1 = std::min(n, i0 + 1024);
-            float s[8] = {0}, q[8] = {0}, lo[8], hi[8];
-            for (int k = 0; k < 8; k++) { lo[k] = vmin; hi[k] = vmax; }
-            size_t i = i0;
-            for (; i + 8 <= i1; i += 8) {
-                for (int k = 0; k < 8; k++) {
-                    const float v = x[i + k];
-                    bad |= !(std::fabs(v) <= FLT_MAX);
-                    s[k] += v;
-                    q[k] += v * v;
-                    lo[k] = lo[k] < v ? lo[k] : v;
-                    hi[k] = hi[k] > v ? hi[k] : v;
-                }
+        typedef float    f4 __attribute__((vector_size(16)));
+        typedef uint32_t u4 __attribute__((vector_size(16)));
+        const u4 exponent = {0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u};
+        u4 bad = {};                             // lanes that met an all-ones exponent: inf or NaN
+        size_t i = 0;
+        while (i + 4 <= n) {
+            const size_t i1 = std::min(n - (n - i) % 4, i + 1024);
+            f4 s = {}, q = {}, lo = {}, hi = {}, v;
+            lo += vmin;
+            hi += vmax;
+            for (; i < i1; i += 4) {
+                memcpy(&v, x + i, sizeof(v));
+                u4 bits;
+                memcpy(&bits, &v, sizeof(bits));
+                bad |= (u4)((bits & exponent) == exponent);
+                s += v;
+                q += v * v;
+                lo = v < lo ? v : lo;
+                hi = v > hi ? v : hi;
             }
-            for (; i < i1; i++) {
-                const float v = x[i];
-                bad |= !(std::fabs(v) <= FLT_MAX);
-                s[0] += v;
-                q[0] += v * v;
-                lo[0] = std::min(lo[0], v);
-                hi[0] = std::max(hi[0], v);
-            }
-            for (int k = 0; k < 8; k++) {
+            for (int k = 0; k < 4; k++) {
                 sum += s[k];
                 sum2 += q[k];
                 vmin = std::min(vmin, lo[k]);
                 vmax = std::max(vmax, hi[k]);
             }
         }
+        bool finite = !(bad[0] | bad[1] | bad[2] | bad[3]);
+        for (; i < n; i++) {
+            const float v = x[i];
+            finite = finite && std::fabs(v) <= FLT_MAX;
+            sum += v;
+            sum2 += (double)v * v;
+            vmin = std::min(vmin, v);
+            vmax = std::max(vmax, v);
+        }
         n_values += n;
-        return !bad;
+        return finite;
     }
     bool commit_inputs_before(size_t k);
     bool fail_input(size_t k, const std::string & msg);
@@ -1008,6 +1095,7 @@ bool job::open_outputs() {
     const bool half = p.outtype == "f16";
     if (per_file) {
         writers.resize(inputs.size());         // opened as each input's first row comes
+        for (npy_writer & w : writers) w.behind = &behind;
     } else if (!p.output.empty()) {
         // a stream is promised the row count only when no input can fail and take its rows back
         long long expected = p.keep_going ? -1 : 0;
@@ -1016,6 +1104,7 @@ bool job::open_outputs() {
             expected = r < 0 || expected < 0 ? -1 : expected + r;
         }
         writers.resize(1);
+        writers[0].behind = &behind;
         if (!writers[0].open(p.output, half, row_shape, expected)) return false;
     }
     if (!p.png.empty() && !png.open(p.png)) return false;
