@@ -2788,6 +2788,8 @@ struct whisper_audio_stream {
 #ifdef WHISPER_AUDIO_MP3
     mpg123_handle * mp3 = nullptr;
     int         mp3_channels = 0;   // of the current frames (mpg123 may switch mono <-> stereo)
+    uint64_t    mp3_fed = 0;        // bytes given to mpg123
+    std::vector<uint8_t> mp3_tail;  // the last of them (MP3_TAIL), to tell a cut frame at the end
 #endif
 #ifdef WHISPER_AUDIO_OPUS
     OggOpusFile * opus = nullptr;
@@ -3279,6 +3281,8 @@ static bool mp3_frame_header(const uint8_t * p, size_t size) {
 
 #ifdef WHISPER_AUDIO_MP3
 
+static const size_t MP3_TAIL = 8192;   // more than the largest frame (2881 bytes, MPEG 2.5 layer II at 8 kHz)
+
 // mpg123_read, feeding mpg123 from the reader while it asks for more (mpg123's feed mode:
 // no seeking, and it holds at most what it was last given). MPG123_NEED_MORE at the end.
 static int mp3_read(whisper_audio_stream * s, size_t * done) {
@@ -3289,6 +3293,10 @@ static int mp3_read(whisper_audio_stream * s, size_t * done) {
         const size_t have = std::min(rd_fill(r, 1), WA_MP3_FEED);
         if (have == 0) return MPG123_NEED_MORE;
         if (mpg123_feed(s->mp3, r.p + r.pos, have) != MPG123_OK) return MPG123_ERR;
+        const size_t keep = std::min(have, MP3_TAIL);
+        if (s->mp3_tail.size() + keep > MP3_TAIL) s->mp3_tail.erase(s->mp3_tail.begin(), s->mp3_tail.end() - (MP3_TAIL - keep));
+        s->mp3_tail.insert(s->mp3_tail.end(), r.p + r.pos + have - keep, r.p + r.pos + have);
+        s->mp3_fed += have;
         rd_skip(r, have);
     }
 }
@@ -3375,7 +3383,23 @@ static int64_t mp3_stream_block(whisper_audio_stream * s) {
             wav_fail(name, "corrupt MP3 stream after %.3f s of audio (libmpg123: %s)", at, mpg123_strerror(s->mp3));
             return -1;
         }
-        return 0;           // shorter than its Xing/LAME tag says: the stream's warning says so
+        // the end; shorter than its Xing/LAME tag says: the stream's warning says so. Without
+        // a tag, a file cut inside its last frame: the frame mpg123 parsed last (framesize
+        // counts its header) runs past the end, or the start of a frame header follows it (an
+        // ID3v1 or APE tag there starts otherwise)
+        mpg123_frameinfo fi;
+        if (s->frames_total < 0 && mpg123_info(s->mp3, &fi) == MPG123_OK) {
+            const uint64_t end  = (uint64_t) mpg123_framepos(s->mp3) + (uint64_t) fi.framesize;
+            const uint64_t tail = s->mp3_fed - s->mp3_tail.size();   // the fed offset of mp3_tail[0]
+            if (end > s->mp3_fed) {
+                s->cut = true;
+            } else if (end >= tail && end < s->mp3_fed) {
+                const uint8_t * p = s->mp3_tail.data() + (end - tail);
+                const size_t    n = (size_t) (s->mp3_fed - end);
+                s->cut = n >= 4 ? mp3_frame_header(p, n) : p[0] == 0xFF && (n < 2 || (p[1] & 0xE0) == 0xE0);
+            }
+        }
+        return 0;
     }
 }
 

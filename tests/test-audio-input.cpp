@@ -748,6 +748,52 @@ TEST_CASE("mp3: hostile headers, ID3 tags and truncation fail with a clear messa
     ai_random_damage(good, 11u);
 }
 
+// The stream's warning of the file bytes (written to a file: a stream, as main reads it).
+static std::string ai_stream_warning(const std::vector<uint8_t> & bytes, const char * name) {
+    const std::string path = test_tmp(name);
+    write_bytes(path, bytes);
+    whisper_audio_stream * s = whisper_audio_stream_open(path.c_str(), nullptr);
+    REQUIRE_MESSAGE(s, whisper_audio_last_error());
+    std::vector<float> buf(65536);
+    int64_t got;
+    while ((got = whisper_audio_stream_read(s, buf.data(), buf.size())) > 0) {}
+    CHECK(got == 0);
+    const char * w = whisper_audio_stream_warning(s);
+    const std::string warning = w ? w : "";
+    whisper_audio_stream_close(s);
+    remove(path.c_str());
+    return warning;
+}
+
+TEST_CASE("mp3: a file without a Xing/LAME tag cut inside a frame is decoded with a warning") {
+    // speech_16k.mp3 has no tag (its length is not known ahead): MPEG-2 layer III frames of
+    // 72 * bitrate / rate + padding bytes, the header included
+    const std::vector<uint8_t> mp3 = read_bytes(test_data("audio/speech_16k.mp3"));
+    static const int KBPS[16] = { 0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160, 0 };
+    static const int RATE[4] = { 22050, 24000, 16000, 0 };
+    std::vector<size_t> starts;
+    for (size_t i = 0; i + 4 <= mp3.size();) {
+        REQUIRE(mp3[i] == 0xFF);
+        REQUIRE((mp3[i + 1] & 0xFE) == 0xF2);   // MPEG-2, layer III
+        starts.push_back(i);
+        i += (size_t) (72 * 1000 * KBPS[mp3[i + 2] >> 4] / RATE[(mp3[i + 2] >> 2) & 3] + ((mp3[i + 2] >> 1) & 1));
+    }
+    REQUIRE(starts.size() > 100);
+    const size_t mid = starts[starts.size() / 2], next = starts[starts.size() / 2 + 1];
+    CHECK(ai_stream_warning(mp3, "tagless.mp3").empty());
+    std::vector<uint8_t> id3v1 = mp3;               // an ID3v1 tag at the end is not a cut frame
+    const char tag[128] = "TAGtitle";
+    id3v1.insert(id3v1.end(), tag, tag + 128);
+    CHECK(ai_stream_warning(id3v1, "tagless-id3v1.mp3").empty());
+    CHECK(ai_stream_warning(ai_prefix(mp3, next), "tagless-whole-frames.mp3").empty());
+    for (size_t cut : { mid + (next - mid) / 2, mid + 2, mid + 5, next - 1 }) {
+        CAPTURE(cut - mid);
+        const std::string w = ai_stream_warning(ai_prefix(mp3, cut), "tagless-cut.mp3");
+        CHECK(w.find("ends inside a frame") != std::string::npos);
+        CHECK(w.find("tagless-cut.mp3") != std::string::npos);
+    }
+}
+
 #else
 
 TEST_CASE("mp3: without WHISPER_AUDIO_MP3, MP3 input says how to get it") {
