@@ -64,6 +64,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -98,6 +99,26 @@
             return false;                                                                  \
         }                                                                                  \
     } while (0)
+
+// Every device allocation of the backend goes through here. VT_CUDA_MEMORY_LIMIT (bytes; for
+// tests) fails those past that total since the process started, as a full GPU fails them, so
+// that running out of memory mid-run can be tested on a GPU of any size.
+static std::atomic<size_t> g_device_allocated{0};
+static cudaError_t device_malloc_bytes(void ** p, size_t bytes) {
+    const char * limit = getenv("VT_CUDA_MEMORY_LIMIT");
+    if (limit && *limit && g_device_allocated + bytes > (size_t)strtoull(limit, nullptr, 10)) {
+        *p = nullptr;
+        return cudaErrorMemoryAllocation;
+    }
+    const cudaError_t err = cudaMalloc(p, bytes);
+    if (err == cudaSuccess) g_device_allocated += bytes;
+    return err;
+}
+template <typename T> static cudaError_t device_malloc(T ** p, size_t bytes) {
+    return device_malloc_bytes((void **)p, bytes);
+}
+
+size_t vt_cuda_bytes_allocated(void) { return g_device_allocated; }
 
 // After a kernel launch: a bad configuration shows up here.
 #define LAUNCH_CHECK(name)                                                                 \
@@ -1994,7 +2015,7 @@ struct cuda_backend : vt_backend {
             if (fp8_eligible(t)) total += align_up((size_t)vt_nelements(t), VT_ARENA_ALIGN) + align_up(t->ne[1] * sizeof(float), VT_ARENA_ALIGN);
         }
         char * buf = nullptr;
-        CUDA_CHECK(cudaMalloc((void **)&buf, std::max<size_t>(total, VT_ARENA_ALIGN)));
+        CUDA_CHECK(device_malloc((void **)&buf, std::max<size_t>(total, VT_ARENA_ALIGN)));
         weight_buffers.push_back(buf);
         weight_bytes += total;
         weights_gen++;
@@ -2045,7 +2066,7 @@ struct cuda_backend : vt_backend {
         const size_t es = vt_type_size(src_type), chunk = std::min(n, ((size_t)64 << 20) / es);
         void * raw = nullptr;
         if (!ensure_staging(chunk * es)) return false;
-        CUDA_CHECK(cudaMalloc(&raw, chunk * es));
+        CUDA_CHECK(device_malloc(&raw, chunk * es));
         bool ok = true;
         for (size_t i = 0; ok && i < n; i += chunk) {
             const size_t k = std::min(chunk, n - i);
@@ -2198,8 +2219,8 @@ struct cuda_backend : vt_backend {
             }
         }
         if (x_bytes == 0) return true;
-        cudaError_t err = cudaMalloc(&s->fp8_x, x_bytes);
-        if (err == cudaSuccess) err = cudaMalloc((void **)&s->fp8_scale, rows_max * sizeof(float));
+        cudaError_t err = device_malloc(&s->fp8_x, x_bytes);
+        if (err == cudaSuccess) err = device_malloc((void **)&s->fp8_scale, rows_max * sizeof(float));
         if (err != cudaSuccess) {
             vt_set_error("cuda: cudaMalloc of the %zu-byte FP8 input scratch failed: %s", x_bytes, cudaGetErrorString(err));
             return false;
@@ -2270,7 +2291,7 @@ struct cuda_backend : vt_backend {
         }
         graph_state * s = new graph_state;
         s->arena_bytes = std::max<size_t>(g->arena_size, VT_ARENA_ALIGN);
-        cudaError_t err = cudaMalloc(&s->arena, s->arena_bytes);
+        cudaError_t err = device_malloc(&s->arena, s->arena_bytes);
         if (err != cudaSuccess) {
             vt_set_error("cuda: cudaMalloc of the %zu-byte arena failed: %s", s->arena_bytes, cudaGetErrorString(err));
             s->arena_bytes = 0;
@@ -2283,7 +2304,7 @@ struct cuda_backend : vt_backend {
         vt_graph_resolve_views(g);
 
         if (!lt_ws) {
-            err = cudaMalloc(&lt_ws, LT_WORKSPACE_BYTES);
+            err = device_malloc(&lt_ws, LT_WORKSPACE_BYTES);
             if (err != cudaSuccess) {
                 lt_ws = nullptr;
                 vt_set_error("cuda: cudaMalloc of the cuBLASLt workspace failed: %s", cudaGetErrorString(err));
@@ -2313,7 +2334,7 @@ struct cuda_backend : vt_backend {
             }
         }
         if (ok && im2col_need > 0) {
-            err = cudaMalloc(&s->im2col, im2col_need);
+            err = device_malloc(&s->im2col, im2col_need);
             if (err != cudaSuccess) {
                 s->im2col = nullptr;
                 vt_set_error("cuda: cudaMalloc of the %zu-byte im2col buffer failed: %s", im2col_need, cudaGetErrorString(err));
@@ -2324,8 +2345,8 @@ struct cuda_backend : vt_backend {
             }
         }
         if (ok && mel_windows > 0) {                // log_mel's scratch, shared by its nodes (one after another)
-            err = cudaMalloc(&s->mel_max, mel_windows * MEL_BLOCKS * sizeof(float));
-            if (err == cudaSuccess) err = cudaMalloc(&s->mel_ranges, mel_rows * sizeof(int2));
+            err = device_malloc(&s->mel_max, mel_windows * MEL_BLOCKS * sizeof(float));
+            if (err == cudaSuccess) err = device_malloc(&s->mel_ranges, mel_rows * sizeof(int2));
             if (err != cudaSuccess) {
                 vt_set_error("cuda: cudaMalloc of the log-mel scratch failed: %s", cudaGetErrorString(err));
                 ok = false;
@@ -2339,7 +2360,7 @@ struct cuda_backend : vt_backend {
             if (!ok || !(t->flags & VT_FLAG_OUTPUT) || t->type == VT_TYPE_F32) continue;
             float * copy = nullptr;
             const size_t bytes = (size_t)vt_nelements(t) * sizeof(float);
-            err = cudaMalloc(&copy, bytes);
+            err = device_malloc(&copy, bytes);
             if (err != cudaSuccess) {
                 vt_set_error("cuda: cudaMalloc of the %zu-byte f32 output copy failed: %s", bytes, cudaGetErrorString(err));
                 ok = false;
@@ -2515,7 +2536,7 @@ struct cuda_backend : vt_backend {
         if (buf) CUDA_CHECK(cudaFree(buf));
         buf = nullptr;
         have = 0;
-        const cudaError_t err = cudaMalloc(&buf, bytes);
+        const cudaError_t err = device_malloc(&buf, bytes);
         if (err != cudaSuccess) {
             buf = nullptr;
             vt_set_error("cuda: cudaMalloc of a %zu-byte transfer buffer failed: %s", bytes, cudaGetErrorString(err));
