@@ -1,7 +1,7 @@
 # whisper-audio
 #   make                 build main, bench and the tests (CUDA too when nvcc is found)
 #   make demo            the quick start: a random tiny model, then main on samples/speech_16k.wav
-#   make test            build and run every test (the converter's too)
+#   make test            build and run every test (the converter's too), each part even after a failure, then one line over all of them
 #   make test-sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer (CPU build)
 #   make test-tsan       the threaded tests under ThreadSanitizer (CPU build in build-tsan): the pipeline with
 #                        several encoders, an encoder shared by two threads, the Python package's concurrent
