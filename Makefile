@@ -1,7 +1,7 @@
 # whisper-audio
 #   make                 build main, bench and the tests (CUDA too when nvcc is found)
 #   make demo            the quick start: a random tiny model, then main on samples/speech_16k.wav
-#   make test            build and run every test (the converter's too)
+#   make test            build and run every test (the converter's too), each part even after a failure, then one line over all of them
 #   make test-sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer (CPU build)
 #   make test-tsan       the threaded tests under ThreadSanitizer (CPU build in build-tsan): the pipeline with
 #                        several encoders, an encoder shared by two threads, the Python package's concurrent
@@ -197,14 +197,24 @@ test-embed: $(BUILD)/embed build/micro-80-f32.gguf
 test: deps
 	$(MAKE) test-run
 
-test-run: $(BUILD)/main $(BUILD)/test-all $(TEST_MODELS) test-embed test-server
-	WA_MAIN=$(BUILD)/main python3 tests/test-convert.py
-	WA_MAIN=$(BUILD)/main python3 tests/test-convert-ct2.py
-	WA_MAIN=$(BUILD)/main $(BUILD)/test-all
-	WA_MAIN=$(BUILD)/main python3 tests/test-real-weights.py
-	$(if $(filter 1,$(SANITIZE)),,BUILD=$(BUILD) tests/test-install.sh)
-	tests/test-deps.sh
-	$(MAKE) test-python
+# Each part runs through tests/test-parts.py (its output shown and kept in $(PARTS)/NAME.log), every
+# one even when one before it failed; the last line is computed from the parts' exit status and
+# their own closing lines: `make test: 9 parts passed (embed ok on cpu; ...; python 84 passed, 2 skipped)`,
+# or which failed (and then make test fails).
+PARTS = $(BUILD)/test-parts
+PART  = -python3 tests/test-parts.py run $(PARTS)
+test-run: $(BUILD)/main $(BUILD)/test-all $(TEST_MODELS)
+	@rm -rf $(PARTS) && mkdir -p $(PARTS)
+	$(PART) embed $(MAKE) --no-print-directory test-embed
+	$(PART) server $(MAKE) --no-print-directory test-server
+	$(PART) converter env WA_MAIN=$(BUILD)/main python3 tests/test-convert.py
+	$(PART) ct2 env WA_MAIN=$(BUILD)/main python3 tests/test-convert-ct2.py
+	$(PART) doctest env WA_MAIN=$(BUILD)/main $(BUILD)/test-all
+	$(PART) real-weights env WA_MAIN=$(BUILD)/main python3 tests/test-real-weights.py
+	$(if $(filter 1,$(SANITIZE)),,$(PART) install env BUILD=$(BUILD) tests/test-install.sh)
+	$(PART) deps tests/test-deps.sh
+	$(PART) python $(MAKE) --no-print-directory test-python
+	@python3 tests/test-parts.py summary $(PARTS)
 
 # The Python package in a virtual environment (Debian's python3 refuses system-wide pip
 # installs, PEP 668), from PyPI: numpy, pytest, scikit-build-core, and Ray Data for

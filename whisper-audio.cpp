@@ -4426,6 +4426,7 @@ struct wa_graph {                        // one batch shape, built once and repl
     vt_tensor * mel_params = nullptr;    // [B, 2] f32 input with PCM: vt_log_mel's frames and clamp per window
     vt_tensor * kv_len = nullptr;        // [B] f32 input: the positions holding audio (a masked tower's graphs)
     vt_tensor * out = nullptr;           // [B, F/2, d], a tower's [B, rows, width], or the mel maxima [B]
+    std::vector<vt_tensor *> states;     // WA_GRAPH_STATES: the n_layer + 1 hidden states, each [B, F/2, d]
 };
 
 // It keeps copies of what it needs from the model, so the model may be freed before it.
@@ -4539,8 +4540,12 @@ static const wa_tower * wa_tower_of(whisper_audio_projector type) {
 // Builds the forward for a batch of mel windows: mel [B, n_mels, F] -> [B, (F + 1) / 2, d]; F
 // is 3000 for a padded 30 s window, or fewer for an unpadded one. kv_len [B] (or NULL):
 // window b attends to its first kv_len[b] positions. tower: its builder follows the last layer.
+// states (or NULL; the encoder's output_layer -1, final_ln): gets every hidden state as
+// transformers' WhisperEncoder hands them out (output_hidden_states): the input of layer 0,
+// each layer's output but the last's, then the output (the last layer through the final LayerNorm).
 static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * mel,
-                                               vt_tensor * kv_len, const wa_tower * tower) {
+                                               vt_tensor * kv_len, const wa_tower * tower,
+                                               std::vector<vt_tensor *> * states = nullptr) {
     const whisper_audio_hparams & hp = enc->hparams;
     const wa_weights & w = enc->w;
     const int n_state = hp.n_state, n_head = hp.n_head;
@@ -4557,6 +4562,8 @@ static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc
     cur = vt_conv1d_k3(ctx, cur, w.conv2_w, w.conv2_b, 2, VT_ACT_GELU, pos);
     vt_set_name(cur, "post_conv");
     if (out_layer == WHISPER_AUDIO_POST_CONV) return cur;
+    VT_ASSERT(!states || (out_layer == -1 && enc->params.final_ln && !tower));
+    if (states) states->push_back(cur);
 
     const size_t es = vt_type_size(cur->type);
     for (int il = 0; il < hp.n_layer; il++) {
@@ -4586,6 +4593,7 @@ static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc
         cur = vt_linear(ctx, cur, layer.fc2_w, layer.fc2_b, VT_ACT_NONE, inpFF);
         vt_set_name(cur, "layer%d", il);
         if (il == out_layer) return cur;
+        if (states && il < hp.n_layer - 1) states->push_back(cur);
     }
     if (tower) return vt_set_name(tower->build(enc, ctx, cur), "tokens");
 
@@ -4594,6 +4602,7 @@ static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc
         cur = vt_layer_norm(ctx, cur, w.ln_post_w, w.ln_post_b, hp.eps);
         vt_set_name(cur, "output");
     }
+    if (states) states->push_back(cur);
     return cur;
 }
 
@@ -4830,9 +4839,10 @@ struct wa_encoder_lock {
     ~wa_encoder_lock() { if (held) enc->busy = false; }
 };
 
-// What a graph computes: the encoder's rows (windows), a tower's tokens, or (from PCM) the
-// log-mel's maxima alone (the first pass over an input that a tower takes one log-mel of).
-enum wa_graph_kind { WA_GRAPH_ROWS, WA_GRAPH_TOKENS, WA_GRAPH_MEL_MAX };
+// What a graph computes: the encoder's rows (windows), a tower's tokens, (from PCM) the
+// log-mel's maxima alone (the first pass over an input that a tower takes one log-mel of), or
+// (from mel) every hidden state (whisper_audio_encode_mel_hidden_states).
+enum wa_graph_kind { WA_GRAPH_ROWS, WA_GRAPH_TOKENS, WA_GRAPH_MEL_MAX, WA_GRAPH_STATES };
 
 // The graph for a batch of n windows of n_frames each, built and allocated on first use:
 // from mel, or with from_pcm (where the backend makes the log-mel) from PCM rows. Only the full
@@ -4856,6 +4866,7 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_fram
     const wa_tower * tower = kind == WA_GRAPH_TOKENS ? wa_tower_of(hp.projector) : nullptr;
     VT_ASSERT(kind != WA_GRAPH_TOKENS || tower);
     VT_ASSERT(kind != WA_GRAPH_MEL_MAX || from_pcm);
+    VT_ASSERT(kind != WA_GRAPH_STATES || !from_pcm);
     std::unique_ptr<vt_context, void (*)(vt_context *)> ctx(vt_init(48 + 16 * hp.n_layer), vt_free);
     wa_graph g;
     vt_tensor * mel = nullptr, * out = nullptr;
@@ -4884,8 +4895,11 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_fram
         vt_set_name(g.kv_len, "kv_len");
         vt_set_input(g.kv_len);
     }
-    if (!out) out = whisper_audio_build_encoder(enc, ctx.get(), mel, g.kv_len, tower);
-    std::unique_ptr<vt_graph, void (*)(vt_graph *)> graph(vt_graph_build(ctx.get(), &out, 1), vt_graph_free);
+    if (!out) out = whisper_audio_build_encoder(enc, ctx.get(), mel, g.kv_len, tower,
+                                                kind == WA_GRAPH_STATES ? &g.states : nullptr);
+    std::unique_ptr<vt_graph, void (*)(vt_graph *)> graph(
+        g.states.empty() ? vt_graph_build(ctx.get(), &out, 1) : vt_graph_build(ctx.get(), g.states.data(), (int)g.states.size()),
+        vt_graph_free);
     // the full batches of padded windows run again and again: worth timing their GEMMs; another
     // shape (an unpadded length, a short batch) may run once, and timing costs more than it saves
     vt_graph_set_tune(graph.get(), n == enc->params.max_batch && n_frames == WHISPER_AUDIO_N_FRAMES);
@@ -4900,7 +4914,10 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_fram
     return &(enc->graphs[key] = g);
 }
 
-static bool encode_mel_frames(whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames, float * out) {
+// states: every hidden state (WA_GRAPH_STATES), out [n_layer + 1, n_windows, n_frames / 2, d];
+// else the encoder's output, out [n_windows, n_frames / 2, d].
+static bool encode_mel_frames(whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames, float * out,
+                              bool states = false) {
     const whisper_audio_hparams & hp = enc->hparams;
     if (n_frames < 2 || n_frames > WHISPER_AUDIO_N_FRAMES || n_frames % 2) {
         wa_set_error("%d mel frames: the encoder takes an even count from 2 to %d", n_frames, WHISPER_AUDIO_N_FRAMES);
@@ -4909,12 +4926,14 @@ static bool encode_mel_frames(whisper_audio_encoder * enc, const float * mel, in
     if (n_windows < 1) { wa_set_error("%d windows to encode", n_windows); return false; }
     const size_t mel_win = (size_t)hp.n_mels * n_frames;
     const size_t out_win = (size_t)(n_frames / 2) * hp.n_state;
+    const size_t out_state = (size_t)n_windows * out_win;             // one hidden state of every window
     whisper_audio_timings & tm = enc->timings;                        // added to, batch by batch
     for (int w0 = 0; w0 < n_windows; w0 += enc->params.max_batch) {
         const int n = std::min(enc->params.max_batch, n_windows - w0);
         const auto t0 = std::chrono::steady_clock::now();
-        wa_graph * g = graph_for_batch(enc, n, n_frames);
+        wa_graph * g = graph_for_batch(enc, n, n_frames, false, states ? WA_GRAPH_STATES : WA_GRAPH_ROWS);
         if (!g) return false;
+        VT_ASSERT(!states || g->states.size() == (size_t)hp.n_layer + 1);
         auto t = std::chrono::steady_clock::now();
         bool ok = vt_backend_set_tensor(enc->backend, g->in, mel + w0 * mel_win, VT_TYPE_F32);
         tm.upload_ms += ms_since(t);
@@ -4922,7 +4941,12 @@ static bool encode_mel_frames(whisper_audio_encoder * enc, const float * mel, in
         ok = ok && vt_backend_compute(enc->backend, g->graph);
         tm.compute_ms += ms_since(t);
         t = std::chrono::steady_clock::now();
-        ok = ok && vt_backend_get_tensor_f32(enc->backend, g->out, out + w0 * out_win);
+        if (states) {
+            for (size_t i = 0; ok && i < g->states.size(); i++)
+                ok = vt_backend_get_tensor_f32(enc->backend, g->states[i], out + i * out_state + w0 * out_win);
+        } else {
+            ok = ok && vt_backend_get_tensor_f32(enc->backend, g->out, out + w0 * out_win);
+        }
         tm.download_ms += ms_since(t);
         tm.encode_ms += ms_since(t0);
         if (!ok) {
@@ -4947,6 +4971,23 @@ bool whisper_audio_encode_mel_frames(whisper_audio_encoder * enc, const float * 
 
 bool whisper_audio_encode_mel(whisper_audio_encoder * enc, const float * mel, int n_windows, float * out) {
     return whisper_audio_encode_mel_frames(enc, mel, n_windows, WHISPER_AUDIO_N_FRAMES, out);
+}
+
+bool whisper_audio_encode_mel_hidden_states(whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames,
+                                            float * out) {
+    if (!enc || !mel || !out) { wa_set_error("%s: NULL %s", __func__, !enc ? "encoder" : !mel ? "mel" : "out"); return false; }
+    if (enc->params.output_layer != -1 || !enc->params.final_ln) {
+        wa_set_error("%s: the encoder was made for %s; every hidden state comes from an encoder of the last layer "
+                     "(output_layer -1, final_ln true)", __func__,
+                     enc->params.output_layer != -1 ? "one output layer (output_layer set)" : "no final LayerNorm (final_ln false)");
+        return false;
+    }
+    wa_encoder_lock lock(enc, __func__);
+    if (!lock.held) return false;
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool ok = wa_catch(__func__, false, [&] { return encode_mel_frames(enc, mel, n_windows, n_frames, out, true); });
+    enc->timings.wall_ms += ms_since(t0);
+    return ok;
 }
 
 // =====================================================================================

@@ -270,6 +270,19 @@ bool whisper_audio_encode_mel(whisper_audio_encoder * enc, const float * mel, in
 bool whisper_audio_encode_mel_frames(whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames,
                                      float * out);
 
+// Every hidden state of the encoder from one forward, as transformers' WhisperEncoder returns
+// them with output_hidden_states=True: n_layer + 1 states, state 0 the input of layer 0 (the
+// conv stem + positional embedding: output_layer WHISPER_AUDIO_POST_CONV), state i for i in
+// 1..n_layer - 1 the output of layer i - 1 (output_layer i - 1), state n_layer the last layer
+// through the final LayerNorm (output_layer -1, final_ln: transformers puts last_hidden_state
+// there, not the last layer's own output). mel [n_windows, n_mels, n_frames], n_frames as
+// whisper_audio_encode_mel_frames -> out [n_layer + 1, n_windows, n_frames / 2, n_state]. The
+// encoder must be one of the last layer (output_layer -1, final_ln true); on the CPU each state
+// equals, bit for bit, what an encoder made for that output_layer gives. The encoder keeps the
+// graph of its full batch (its memory holds n_layer + 1 states of max_batch windows).
+bool whisper_audio_encode_mel_hidden_states(whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames,
+                                            float * out);
+
 // Log-mel and encode of 16 kHz mono audio of any length: out [n_windows, 1500, n_state].
 bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out);
 
