@@ -137,6 +137,10 @@ class _Info(ctypes.Structure):
                 ("format", ctypes.c_char * 32), ("frames", ctypes.c_int64)]
 
 
+class _ReaderParams(ctypes.Structure):
+    _fields_ = [("n_workers", ctypes.c_int), ("max_samples", ctypes.c_size_t), ("max_buffered", ctypes.c_size_t)]
+
+
 class _EncoderParams(ctypes.Structure):
     _fields_ = [("device", ctypes.c_int), ("dtype", ctypes.c_int), ("n_threads", ctypes.c_int),
                 ("gpu_device", ctypes.c_int), ("max_batch", ctypes.c_int), ("output_layer", ctypes.c_int),
@@ -181,6 +185,10 @@ def _load_library():
         "whisper_audio_stream_open": (P, [S, ctypes.POINTER(_Info)]),
         "whisper_audio_stream_read": (ctypes.c_int64, [P, P, Z]),
         "whisper_audio_stream_close": (None, [P]),
+        "whisper_audio_reader_default_params": (_ReaderParams, []),
+        "whisper_audio_reader_init": (P, [ctypes.POINTER(S), Z, _ReaderParams]),
+        "whisper_audio_reader_read": (ctypes.c_int64, [P, Z, P, Z]),
+        "whisper_audio_reader_free": (None, [P]),
         "whisper_audio_resample": (B, [P, Z, I, I, ctypes.POINTER(P), ctypes.POINTER(Z)]),
         "whisper_audio_log_mel_windows": (B, [P, P, Z, I, P, I]),
         "whisper_audio_encoder_default_params": (_EncoderParams, []),
@@ -826,41 +834,47 @@ class Model:
             collectors[r.input - first].add(r)
 
         enc.handler = on_rows
+        # the files decoded ahead by the library's reader (a worker per core), as main's
+        paths = [src for src, _ in inputs if not isinstance(src, np.ndarray)]
+        reader = None
+        if paths:
+            rp = _lib.whisper_audio_reader_default_params()
+            rp.n_workers = self.n_threads
+            rp.max_samples = 0 if used >= 2 ** 63 else used
+            reader = _lib.whisper_audio_reader_init((ctypes.c_char_p * len(paths))(*paths), len(paths), rp)
+            _check(reader)
         try:
-            block = None
+            block, k = None, 0
             for src, name in inputs:
                 if isinstance(src, np.ndarray):
                     enc.check(_lib.whisper_audio_pipeline_push(pipe, src.ctypes.data, min(src.size, used)), name)
                 else:
                     if block is None:
                         block = np.empty(_N_SAMPLES, np.float32)
-                    if self._push_file(enc, pipe, src, name, block, used) == 0:
+                    if self._push_file(enc, pipe, reader, k, name, block) == 0:
                         raise ValueError(f"{name}: no audio samples")
+                    k += 1
                 enc.check(_lib.whisper_audio_pipeline_end_input(pipe), name)
                 enc.inputs += 1
             enc.check(_lib.whisper_audio_pipeline_finish(pipe))
         finally:
             enc.handler = None
+            if reader:
+                _lib.whisper_audio_reader_free(reader)
         outs = [c.result() for c in collectors]
         if pool is Pool.NONE and not no_pad and not tokens:   # a window of n_ctx rows each
             outs = [out.reshape(-1, self.n_ctx, d) for out in outs]
         return outs
 
     @staticmethod
-    def _push_file(enc, pipe, path, name, block, used):
-        """A file decoded a block at a time (whisper_audio_stream_*) into the pipeline, as far
-        as the model uses it (used samples): the samples pushed."""
-        stream = _lib.whisper_audio_stream_open(path, None)
-        _check(stream)
+    def _push_file(enc, pipe, reader, k, name, block):
+        """Input k of the reader (decoded as far as the model uses it) into the pipeline a block
+        at a time: the samples pushed."""
         total = 0
-        try:
-            while total < used:
-                got = _lib.whisper_audio_stream_read(stream, block.ctypes.data, min(block.size, used - total))
-                _check(got >= 0)
-                if got == 0:
-                    return total
-                enc.check(_lib.whisper_audio_pipeline_push(pipe, block.ctypes.data, got), name)
-                total += got
-            return total
-        finally:
-            _lib.whisper_audio_stream_close(stream)
+        while True:
+            got = _lib.whisper_audio_reader_read(reader, k, block.ctypes.data, block.size)
+            _check(got >= 0)
+            if got == 0:
+                return total
+            enc.check(_lib.whisper_audio_pipeline_push(pipe, block.ctypes.data, got), name)
+            total += got

@@ -23,7 +23,7 @@ HEADER = os.path.join(ROOT, "whisper-audio.h")
 # every ctypes.Structure in the package: the C struct it mirrors
 STRUCTS = {"_Hparams": "whisper_audio_hparams", "_Info": "whisper_audio_info",
            "_EncoderParams": "whisper_audio_encoder_params", "_Rows": "whisper_audio_rows",
-           "_PipelineParams": "whisper_audio_pipeline_params"}
+           "_PipelineParams": "whisper_audio_pipeline_params", "_ReaderParams": "whisper_audio_reader_params"}
 # every enum the package restates (a _CEnum: a member per C member, its int() the C value):
 # the C enum and the prefix of its members
 ENUMS = {"Device": ("whisper_audio_device", "WHISPER_AUDIO_DEVICE_"),
