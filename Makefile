@@ -66,7 +66,10 @@ ifeq ($(CUDA),1)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CXXFLAGS  += -DVT_USE_CUDA
 OBJS      += $(BUILD)/vt-cuda.o
-LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart
+# the CUDA runtime linked in (it opens the driver, libcuda.so.1, itself) and cuBLASLt opened at
+# run time (vt-cuda.cu, "the CUDA libraries, found at run time"): no file lists a CUDA library as
+# NEEDED, so a CUDA build starts and runs on the CPU where CUDA is not installed
+LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
 endif
 
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -197,12 +200,13 @@ test-embed: $(BUILD)/embed build/micro-80-f32.gguf
 test: deps
 	$(MAKE) test-run
 
-test-run: $(BUILD)/main $(BUILD)/test-all $(TEST_MODELS) test-embed test-server
+test-run: $(BUILD)/main $(BUILD)/bench $(BUILD)/libwhisper-audio.so $(BUILD)/test-all $(TEST_MODELS) test-embed test-server
 	WA_MAIN=$(BUILD)/main python3 tests/test-convert.py
 	WA_MAIN=$(BUILD)/main python3 tests/test-convert-ct2.py
 	WA_MAIN=$(BUILD)/main $(BUILD)/test-all
 	WA_MAIN=$(BUILD)/main python3 tests/test-real-weights.py
 	$(if $(filter 1,$(SANITIZE)),,BUILD=$(BUILD) tests/test-install.sh)
+	BUILD=$(BUILD) CUDA=$(CUDA) tests/test-cuda-libs.sh
 	tests/test-deps.sh
 	$(MAKE) test-python
 
