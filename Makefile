@@ -8,6 +8,7 @@
 #                        calls; suppressions (none yet, never whisper-audio's own code) in tests/tsan.supp
 #   make test-python     the Python package (pip install . into build/venv) against main and its ctypes
 #                        mirror against whisper-audio.h, and the Ray example
+#   make test-wheel      the manylinux wheel: pip wheel ., auditwheel repair, installed into a fresh venv
 #   make CUDA=0          build without CUDA (a CPU-only build where nvcc is installed); CUDA_ARCH=... to
 #                        choose GPU targets
 #   make bench-cpu       the CPU encoder against CTranslate2 (and whisper.cpp: WHISPER_CPP=DIR)
@@ -80,7 +81,7 @@ TEST_MODELS = $(foreach m,$(TEST_MICRO_MELS),$(foreach t,$(TEST_MICRO_TYPES),bui
               $(foreach m,$(TEST_TOWERS),build/tower-$(m)-f32.gguf) build/model-files.stamp
 CONVERT = python3 convert/convert-hf-to-gguf.py
 
-.PHONY: all deps demo test test-run test-sanitize test-tsan test-tsan-run test-embed test-install test-python test-server install clean bench-cpu FORCE
+.PHONY: all deps demo test test-run test-sanitize test-tsan test-tsan-run test-embed test-install test-python test-wheel test-server install clean bench-cpu FORCE
 all: main bench server $(BUILD)/test-all $(BUILD)/libwhisper-audio.so $(BUILD)/libwhisper-audio.a
 
 # whisper-audio-server (examples/server.cpp) on cpp-httplib: Debian's libcpp-httplib-dev (0.11, a compiled
@@ -209,6 +210,7 @@ test-run: $(BUILD)/main $(BUILD)/bench $(BUILD)/libwhisper-audio.so $(BUILD)/tes
 	BUILD=$(BUILD) CUDA=$(CUDA) tests/test-cuda-libs.sh
 	tests/test-deps.sh
 	$(MAKE) test-python
+	$(if $(filter 1,$(SANITIZE)),,$(MAKE) test-wheel)
 
 # The Python package in a virtual environment (Debian's python3 refuses system-wide pip
 # installs, PEP 668), from PyPI: numpy, pytest, scikit-build-core, and Ray Data for
@@ -230,6 +232,13 @@ ifeq ($(SANITIZE),1)
 else
 	WA_MAIN=$(BUILD)/main $(VENV)/bin/python -m pytest -q -rs tests/python
 endif
+
+# the manylinux wheel: pip wheel . (in test-python's build dir, so after it only the link is
+# redone), auditwheel repair, pip install into a fresh venv, encode, ldd (tests/test-wheel.sh; it
+# skips when pip cannot reach PyPI); WHEEL_OUT=DIR keeps the repaired wheel there (build/carry: for
+# tests/gpu/wheel-cuda.sh on the GPU machine)
+test-wheel: $(BUILD)/main build/micro-80-f32.gguf $(VENV)/bin/python
+	VENV=$(VENV) CUDA=$(CUDA) NVCC=$(NVCC) WA_MAIN=$(BUILD)/main WHEEL_OUT=$(WHEEL_OUT) tests/test-wheel.sh
 
 # the server over loopback against main's output (tests/test-server.py; it skips without cpp-httplib)
 test-server: $(BUILD)/main $(if $(filter 1,$(SERVER)),$(BUILD)/whisper-audio-server) build/micro-80-f32.gguf build/tower-qwen2a-f32.gguf
