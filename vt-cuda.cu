@@ -233,9 +233,9 @@ static bool cublaslt_load(std::string & error) {
                      (why == "not found" ? "" : ": " + why);
         }
         if (!loaded)
-            err = std::string("cuBLASLt ") + CUBLASLT_STR(CUBLAS_VER_MAJOR) + " not found (tried " + tries + "): install the CUDA Toolkit " +
-                  CUBLASLT_STR(CUBLAS_VER_MAJOR) + " or pip install \"whisper-audio[cuda]\" (nvidia-cublas), or set "
-                  "WHISPER_AUDIO_CUBLASLT to the file";
+            err = std::string("cuBLASLt " CUBLASLT_STR(CUBLAS_VER_MAJOR) " not found (tried ") + tries +
+                  "): install the CUDA Toolkit " CUBLASLT_STR(CUBLAS_VER_MAJOR) " or, for Python, nvidia-cublas "
+                  CUBLASLT_STR(CUBLAS_VER_MAJOR) " (the wheel's extra [cuda]), or set WHISPER_AUDIO_CUBLASLT to the file";
     }
     error = err;
     return loaded;

@@ -70,7 +70,7 @@ fi
 if run WHISPER_AUDIO_CUBLASLT="$T/none/$soname" WHISPER_AUDIO_NVIDIA_LIB_DIRS="$T" -- --device cuda; then
     fail "--device cuda ran with WHISPER_AUDIO_CUBLASLT naming a missing file"
 fi
-grep -q "cuBLASLt $major not found (tried $T/none/$soname): install the CUDA Toolkit $major or pip install \"whisper-audio\[cuda\]\"" "$T/err.line" ||
+grep -q "cuBLASLt $major not found (tried $T/none/$soname): install the CUDA Toolkit $major or, for Python, nvidia-cublas $major (the wheel's extra \[cuda\])" "$T/err.line" ||
     fail "a missing WHISPER_AUDIO_CUBLASLT: $(cat "$T/err.line")"
 ok "WHISPER_AUDIO_CUBLASLT naming a missing file: nothing else tried, the message says what to install"
 run WHISPER_AUDIO_CUBLASLT="$(realpath "$BUILD/libwhisper-audio.so")" -- --device cuda && fail "a library that is not cuBLASLt was taken"
