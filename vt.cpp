@@ -25,7 +25,7 @@
 // errors
 // =====================================================================================
 
-static thread_local char g_vt_error[512];
+static thread_local char g_vt_error[1024];
 
 const char * vt_last_error(void) { return g_vt_error; }
 

@@ -36,7 +36,7 @@
 // errors
 // =====================================================================================
 
-static thread_local char g_wa_error[512];
+static thread_local char g_wa_error[1024];
 
 const char * whisper_audio_last_error(void) { return g_wa_error; }
 
@@ -4685,7 +4685,8 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
     enc->params = params;
     enc->params.n_threads = wa_n_threads(params.n_threads);
     const vt_type cuda_type = params.dtype == WHISPER_AUDIO_DTYPE_F16 ? VT_TYPE_F16 : VT_TYPE_BF16;
-    if (params.device != WHISPER_AUDIO_DEVICE_CPU) {
+    // auto tries CUDA only where a device is there (so that a CPU machine does not open cuBLASLt)
+    if (params.device == WHISPER_AUDIO_DEVICE_CUDA || (params.device == WHISPER_AUDIO_DEVICE_AUTO && vt_cuda_device_count() > 0)) {
         enc->backend = params.dtype == WHISPER_AUDIO_DTYPE_FP8 ? vt_backend_cuda_init_fp8(params.gpu_device)
                                                                : vt_backend_cuda_init(params.gpu_device, cuda_type);
         // auto falls back to the CPU when there is no GPU, but not when an FP8 GPU was asked

@@ -32,7 +32,11 @@ CLOSING = {
     "real-weights": (r"^(?:(?P<n>\d+) passed, 0 failed|(?P<skip>SKIP): .*)$",
                      lambda g: "skipped (PyPI unreachable)" if g["skip"] else f"{g['n']} passed"),
     "install": (r"^test-install: (?P<n>\d+) checks passed$", lambda g: f"{g['n']} checks"),
+    "cuda-libs": (r"^test-cuda-libs: (?:(?P<n>\d+) checks passed|(?P<skip>skipped): a build without CUDA.*)$",
+                  lambda g: "skipped (no CUDA build)" if g["skip"] else f"{g['n']} checks"),
     "deps": (r"^test-deps: ok: ", lambda g: "ok"),
+    "wheel": (r"^test-wheel: (?:(?P<n>\d+) checks passed|(?P<skip>skipped): .*)$",
+              lambda g: "skipped (PyPI unreachable)" if g["skip"] else f"{g['n']} checks"),
     "python": (r"^=*\s*(?P<n>\d+) passed(?:, (?P<s>\d+) skipped)?(?:, \d+ \w+)* in [\d.]+s",
                lambda g: f"{g['n']} passed" + (f", {g['s']} skipped" if g["s"] else "")),
 }

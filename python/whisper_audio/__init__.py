@@ -35,6 +35,7 @@ command (and `python -m whisper_audio`) runs main's command line.
 import contextlib
 import ctypes
 import enum
+import importlib.util
 import os
 import threading
 import weakref
@@ -165,7 +166,25 @@ _MAX_BATCH = 256                                # WHISPER_AUDIO_MAX_BATCH
 _POST_CONV = -2                                 # WHISPER_AUDIO_POST_CONV: output_layer of the input of layer 0
 
 
+def _nvidia_lib_dirs():
+    """The lib folders of the nvidia-cublas wheel where it is installed: nvidia/cu13/lib (13.x; 12.x
+    used nvidia/cublas/lib), in every folder of the `nvidia` namespace package on sys.path."""
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        return []
+    roots = spec.submodule_search_locations if spec is not None and spec.submodule_search_locations else []
+    return [d for root in roots for d in (os.path.join(root, "cu13", "lib"), os.path.join(root, "cublas", "lib"))
+            if os.path.isdir(d)]
+
+
 def _load_library():
+    # the CUDA backend opens cuBLASLt when it starts: first from the folders named here (where pip
+    # put nvidia-cublas, the extra [cuda]), then the system's (vt-cuda.cu lists the order); a value
+    # the environment already has is kept
+    dirs = _nvidia_lib_dirs()
+    if dirs:
+        os.environ.setdefault("WHISPER_AUDIO_NVIDIA_LIB_DIRS", os.pathsep.join(dirs))
     # the library pip installed beside this file; WHISPER_AUDIO_LIBRARY names another build
     # of the same API (make's build/libwhisper-audio.so, for example)
     path = os.environ.get("WHISPER_AUDIO_LIBRARY") or os.path.join(os.path.dirname(__file__), "libwhisper-audio.so")

@@ -17,11 +17,14 @@
 #                                  tests/gpu/make-ultravox-code.sh; "serverbench"
 #                                  whisper-audio-server, large-v3 bf16 -b 32, 1/8/64 clients on
 #                                  10 s clips against ./main -b 32 and transformers one request
-#                                  at a time: tests/gpu/server-bench.py)
+#                                  at a time: tests/gpu/server-bench.py; "wheel" the carried
+#                                  manylinux wheel, build/carry/whisper_audio-*.whl (make test-wheel
+#                                  WHEEL_OUT=build/carry), in a venv over this python, encoding on
+#                                  the GPU through the system's CUDA: tests/gpu/wheel-cuda.sh)
 #   PARITY_SIZES=tiny,base,...     COMPARE_SIZES=large-v3   COMPARE_BATCHES=1,8,32
 set -u
 OUT=${OUT:-build/gpu-logs}
-STEPS=${STEPS:-tests nopad parity towers compare stages e2e attention transcripts towerbench serverbench}
+STEPS=${STEPS:-tests nopad parity towers compare stages e2e attention transcripts towerbench serverbench wheel}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -57,6 +60,7 @@ has e2e && python3 tests/gpu/e2e.py --sizes "${E2E_SIZES:-base,large-v3}" --out 
 has attention && python3 tests/gpu/attention.py 2>&1 | tee "$OUT/attention.log" | grep -v "^|"
 has towerbench && python3 tests/gpu/tower-bench.py --out "$OUT" 2>&1 | tee "$OUT/towerbench.log" | grep -v "^|"
 has serverbench && python3 tests/gpu/server-bench.py --out "$OUT" 2>&1 | tee "$OUT/serverbench.log" | grep -v "^|"
+has wheel && OUT="$OUT" tests/gpu/wheel-cuda.sh 2>&1 | tee "$OUT/wheel.log"
 # real base (carried: build/carry/base-f16.gguf, made by tests/gpu/transcripts.py --make-cpu) on
 # the spoken clips and speech_16k: <clip>.cuda-<dtype>.npy in $OUT/transcripts-<dtype>.tar, for
 # transcripts.py (and speech_16k's against tests/data/ct2/base.speech_16k.ref.npy, float64)
@@ -92,4 +96,5 @@ has e2e && grep "^|" "$OUT/e2e.log"
 has attention && grep "^|\|^attention" "$OUT/attention.log"
 has towerbench && grep "^|\|^towerbench" "$OUT/towerbench.log"
 has serverbench && grep "^|\|^serverbench\|^server-bench: skipped" "$OUT/serverbench.log"
+has wheel && grep "^wheel" "$OUT/wheel.log"
 exit 0

@@ -7,6 +7,7 @@ import inspect
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -589,6 +590,27 @@ def test_cuda_refused_cleanly_without_a_device():
         assert "CUDA" in str(e)
         return
     m.close()                                               # a GPU is there: see test_cuda_equals_main
+
+
+def test_cuda_looks_in_the_nvidia_wheel_first(tmp_path):
+    """import points the CUDA backend at the nvidia-cublas wheel's folder (nvidia/cu13/lib on
+    sys.path): device="cuda" asks the dynamic loader for cuBLASLt there before the system's"""
+    lib = tmp_path / "nvidia" / "cu13" / "lib"
+    lib.mkdir(parents=True)
+    code = ("import os, whisper_audio as wa\n"
+            "print(os.environ['WHISPER_AUDIO_NVIDIA_LIB_DIRS'])\n"
+            "try:\n    wa.Model(%r, device='cuda').close()\n"
+            "except wa.WhisperAudioError as e:\n    print(e)\n" % MICRO)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("WHISPER_AUDIO_NVIDIA_LIB_DIRS", "WHISPER_AUDIO_CUBLASLT", "PYTHONPATH")}
+    env.update(PYTHONPATH=str(tmp_path), LD_DEBUG="files")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    if "this build has no CUDA backend" in r.stdout:
+        pytest.skip("a build without CUDA")
+    assert r.stdout.splitlines()[0].split(os.pathsep)[0] == str(lib)
+    tried = re.findall(r"file=(\S*libcublasLt\S*) \[0\];  dynamically loaded by", r.stderr)
+    assert tried and re.fullmatch(re.escape(str(lib)) + r"/libcublasLt\.so\.\d+", tried[0]), tried
 
 
 # ---- threads -----------------------------------------------------------------------
