@@ -54,7 +54,8 @@ tag=$(basename "$whl" .whl); tag=${tag##*-}
 [[ "$tag" =~ ^manylinux_2_([0-9]+)_x86_64$ ]] || fail "auditwheel repair gave the tag $tag"
 minor=${BASH_REMATCH[1]}
 mkdir "$T/fixed" && (cd "$T/fixed" && unzip -q "$whl")
-elves=$(find "$T/fixed" -type f -name '*.so*' | sort)
+# every ELF file it ships: the libraries and main (whisper_audio/whisper-audio)
+elves=$(find "$T/fixed" -type f | sort | while read -r f; do [ "$(head -c 4 "$f")" = $'\x7fELF' ] && echo "$f"; done)
 # the tag is the floor the files set: the newest GLIBC_2.x their symbols reference; and no
 # libstdc++ (linked in: pyproject.toml), which would add a GLIBCXX floor of its own
 newest=$(for f in $elves; do objdump -T "$f"; done | grep -o 'GLIBC_2\.[0-9]*' | sort -t. -k2 -n -u | tail -n 1)
