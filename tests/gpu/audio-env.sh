@@ -31,7 +31,7 @@ wa_audio_env() {
     # one folder per Python (cache_tag: cpython-312): a wheel of cffi fits one version
     site=${WA_AUDIO_SITE:-$dir/site-$(python3 -c 'import sys; print(sys.implementation.cache_tag)')}
     if ! [ -f "$site/soundfile.py" ] && ls "$dir"/wheels/*.whl >/dev/null 2>&1; then
-        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --disable-pip-version-check \
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --disable-pip-version-check --root-user-action=ignore \
             --find-links "$dir/wheels" --target "$site" soundfile cffi pycparser ||
             echo "audio-env: the wheels did not install: transformers' side decodes WAV alone" >&2
     fi

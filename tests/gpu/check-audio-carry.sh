@@ -3,9 +3,9 @@
 # the GPU machine will use it: in a private mount namespace (root: unshare -m) where this system's
 # own audio headers and libraries are hidden (empty folders and files bound over them), it sources
 # tests/gpu/audio-env.sh, builds main and bench into build-carrycheck with CUDA=0, shows the
-# build's audio flags and where ldd finds the libraries, decodes every clip with main (the micro
-# model on the CPU) and with the carried soundfile, and reads the chained Opus and concatenated
-# MP3 inputs that e2e.py makes as one input each.
+# build's audio flags and where ldd finds the libraries, and decodes every clip, and e2e.py's
+# long MP3 and Opus (short here), with main (the micro model on the CPU) and with the carried
+# soundfile; and a chained Ogg Opus stream, for the record.
 #
 #   tests/gpu/check-audio-carry.sh [DIR]       (default build/carry/audio)
 #
@@ -39,18 +39,29 @@ echo "build flags: $(grep -o -- '-DWHISPER_AUDIO_[A-Z0-9]*' build-carrycheck/fla
 ldd build-carrycheck/main | grep -E 'FLAC|mpg123|opus|ogg|vorbis'
 
 C=$DIR/clips
-# the long inputs' recipe of e2e.py, short: 4 copies of the MP3's frames; Opus links a, b, a, b
-cat "$C/clip_48k.mp3" "$C/clip_48k.mp3" "$C/clip_48k.mp3" "$C/clip_48k.mp3" > "$work/chain.mp3"
-cat "$C/clip_48k_a.opus" "$C/clip_48k_b.opus" "$C/clip_48k_a.opus" "$C/clip_48k_b.opus" > "$work/chain.opus"
+# e2e.py's long inputs, short: 4 copies of the MP3's frames; the Opus clip's packets 4 times in one
+# logical stream (e2e.opus_long); and, for the record, the Opus clips chained (links a, b, a, b)
+cat "$C/clip_48k.mp3" "$C/clip_48k.mp3" "$C/clip_48k.mp3" "$C/clip_48k.mp3" > "$work/long.mp3"
+python3 -c 'import sys; sys.path.insert(0, "tests/gpu"); import e2e; e2e.opus_long(sys.argv[2], sys.argv[1], 4)' \
+    "$C/clip_48k_a.opus" "$work/long.opus"
+cat "$C/clip_48k_a.opus" "$C/clip_48k_b.opus" "$C/clip_48k_a.opus" "$C/clip_48k_b.opus" > "$work/chained.opus"
 fail=0
-for f in "$C"/clip_* "$work/chain.mp3" "$work/chain.opus"; do
+for f in "$C"/clip_* "$work/long.mp3" "$work/long.opus" "$work/chained.opus"; do
     j=$(build-carrycheck/main -m build/micro-80-f32.gguf --device cpu -t 2 --pool mean --json -q -o "$work/out.npy" "$f") ||
         { echo "main failed on $f"; fail=1; continue; }
     python3 -c 'import json, sys; f = json.loads(sys.argv[1])["files"][0]
-print("main: %-22s %-14s %6d Hz %d ch %7.3f s" % (sys.argv[2], f["format"], f["sample_rate"], f["channels"], f["seconds"]))' "$j" "$(basename "$f")"
-    python3 -c 'import soundfile as sf, sys; x, r = sf.read(sys.argv[1])
-print("soundfile: %-17s %6d Hz %d ch %7.3f s" % (sys.argv[2], r, x.shape[1] if x.ndim > 1 else 1, len(x) / r))' "$f" "$(basename "$f")" ||
-        { echo "soundfile failed on $f"; fail=1; }
+print("main:      %-22s %-12s %6d Hz %d ch %7.3f s" % (sys.argv[2], f["format"], f["sample_rate"], f["channels"], f["seconds"]))' "$j" "$(basename "$f")"
+    # soundfile read block by block until a read comes back empty: sf.read and blocks() trust
+    # the frame count, which libsndfile gives as 2^63 - 1 for a chained stream
+    python3 -c 'import soundfile as sf, sys
+with sf.SoundFile(sys.argv[1]) as f:
+    n = 0
+    while len(b := f.read(65536, dtype="float32")):
+        n += len(b)
+    print("soundfile: %-22s %-12s %6d Hz %d ch %7.3f s" % (sys.argv[2], f.subtype, f.samplerate, f.channels, n / f.samplerate))' \
+        "$f" "$(basename "$f")" || { echo "soundfile failed on $f"; fail=1; }
 done
+echo "(libsndfile 1.2, so soundfile, reads a chained Ogg stream's first link alone: chained.opus gives 5 s of 20;"
+echo " e2e.py's long Opus is one logical stream, long.opus, which both read whole)"
 ls build-carrycheck/bench >/dev/null
 [ $fail = 0 ] && echo "check-audio-carry: ok" || { echo "check-audio-carry: FAILED"; exit 1; }
