@@ -45,16 +45,17 @@ The table printed last gives ours against transformers (windows/s, which is file
 files), ours against max(forward alone, decode-alone), 44.1 kHz WAV against 16 kHz mono for
 large-v3, and the full rows' MB/s against the disk's.
 
-Expected device time with the code of 2026-12-01 (main decodes on its caller's thread, one file
-after another), from decode rates measured on the project's 2-core Xeon (one thread: WAV 44.1k
-~500x real time, FLAC ~390x, MP3 ~550x, Opus ~160x; soundfile's MP3 ~275x, Opus ~70x) and issue
-21's H200 figures, so leads. Per model, ours: hours wav16 1 s, wav44 2-7 s, mp3 7 s, flac 10 s,
-opus 23 s; 1000 files wav16 2 s, wav44 10-15 s, mp3 10 s, flac 13 s, opus 32 s; full rows 2-3 s
-each. transformers at the default --tf-seconds 300 and --tf-files 160: 1-5 s a row (opus the
-slowest). Once for both models: inputs 10 s (the FLAC hour 5 s of it), dd 2 s, decode-alone
-about 50 s (the hours as long as ours' decode). In all about 6 minutes for base and large-v3,
-less as the decoder gets threads (issue 21, item 1); E2E_ROWS / --rows picks fewer rows, --files
-fewer files.
+Expected device time (leads: decode rates measured on the project's 2-core Xeon, loaded, one
+thread: WAV 44.1k 250-500x real time, FLAC 250-390x, MP3 250-550x, Opus 100-160x; soundfile's
+MP3 ~275x, Opus ~70x; and issue 21's H200 figures). With the code of 2026-12-01 (main decodes
+on its caller's thread, one file after another), per model, ours: hours wav16 1 s, wav44 2-7 s,
+mp3 7-15 s, flac 10-15 s, opus 23-37 s; 1000 files wav16 2 s, wav44 10-15 s, mp3 10 s, flac
+13 s, opus 32-40 s; full rows 2-3 s each. transformers at the default --tf-seconds 300 and
+--tf-files 160: 1-5 s a row (opus the slowest). Once for both models: inputs 10 s (the FLAC hour
+5 s of it), dd 2 s, decode-alone 50-65 s (the hours, one thread each). In all 6-7 minutes for
+base and large-v3; about 4.5 once main decodes its files in parallel (issue 21, item 1: the
+files rows then take a tenth). To fit a shorter call: E2E_ROWS / --rows for a part of the rows
+(e.g. 'wav*,flac*' in one call, 'mp3*,opus*' in another), --files fewer files.
 
 Run on the GPU machine from the repository root, after `make -j16` (tests/gpu/run-all.sh step
 e2e, which sources tests/gpu/audio-env.sh on a carried build/carry/audio first):

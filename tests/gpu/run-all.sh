@@ -12,7 +12,8 @@
 #                                  WAV and FLAC, 48 kHz MP3 and Opus, each an hour and 1000 x
 #                                  5 s, base and large-v3, pooled, and full f32/f16 rows
 #                                  against dd's disk bandwidth; E2E_ROWS='mp3:*,...' picks
-#                                  rows; about 6 min of device time), "attention" our attention
+#                                  rows; 6-7 min of device time with one decoding thread, about
+#                                  4.5 once main decodes files in parallel), "attention" our attention
 #                                  kernels beside torch's flash and cuDNN attention,
 #                                  "transcripts" real base's embeddings of the spoken clips
 #                                  in f16/bf16/fp8, decoded afterwards on the CPU by
@@ -23,7 +24,8 @@
 #                                  whisper-audio-server, large-v3 bf16 -b 32, 1/8/64 clients on
 #                                  10 s clips against ./main -b 32 and transformers one request
 #                                  at a time: tests/gpu/server-bench.py)
-#   PARITY_SIZES=tiny,base,...     COMPARE_SIZES=large-v3   COMPARE_BATCHES=1,8,32   E2E_SIZES=base,large-v3
+#   PARITY_SIZES=tiny,base,...     COMPARE_SIZES=large-v3   COMPARE_BATCHES=1,8,32
+#   E2E_SIZES=base,large-v3   E2E_ROWS='wav*,flac*'   E2E_ARGS='--files 500 --tf-files 96' (tests/gpu/e2e.py)
 #
 # Compressed audio on the GPU machine, which has no audio library, no soundfile and no encoder:
 # tests/gpu/make-audio-carry.sh, run on a Debian 12 machine with apt-get and PyPI, makes
@@ -76,7 +78,7 @@ has parity && python3 tests/gpu/parity.py --sizes "${PARITY_SIZES:-tiny,base,sma
 has towers && python3 tests/gpu/towers.py 2>&1 | tee "$OUT/towers.log" | grep -v "^|"
 has compare && python3 tests/gpu/compare.py --sizes "${COMPARE_SIZES:-large-v3}" --batches "${COMPARE_BATCHES:-1,8,32}" --out "$OUT" 2>&1 | tee "$OUT/compare.log" | grep -v "^|"
 has stages && python3 tests/gpu/stages.py 2>&1 | tee "$OUT/stages.log"
-has e2e && python3 tests/gpu/e2e.py --sizes "${E2E_SIZES:-base,large-v3}" --out "$OUT" 2>&1 | tee "$OUT/e2e.log" | grep -v "^|"
+has e2e && python3 tests/gpu/e2e.py --sizes "${E2E_SIZES:-base,large-v3}" --out "$OUT" ${E2E_ARGS:-} 2>&1 | tee "$OUT/e2e.log" | grep -v "^|"
 has attention && python3 tests/gpu/attention.py 2>&1 | tee "$OUT/attention.log" | grep -v "^|"
 has towerbench && python3 tests/gpu/tower-bench.py --out "$OUT" 2>&1 | tee "$OUT/towerbench.log" | grep -v "^|"
 has serverbench && python3 tests/gpu/server-bench.py --out "$OUT" 2>&1 | tee "$OUT/serverbench.log" | grep -v "^|"
