@@ -45,17 +45,17 @@ The table printed last gives ours against transformers (windows/s, which is file
 files), ours against max(forward alone, decode-alone), 44.1 kHz WAV against 16 kHz mono for
 large-v3, and the full rows' MB/s against the disk's.
 
-Expected device time (leads: decode rates measured on the project's 2-core Xeon, loaded, one
-thread: WAV 44.1k 250-500x real time, FLAC 250-390x, MP3 250-550x, Opus 100-160x; soundfile's
-MP3 ~275x, Opus ~70x; and issue 21's H200 figures). With the code of 2026-12-01 (main decodes
-on its caller's thread, one file after another), per model, ours: hours wav16 1 s, wav44 2-7 s,
-mp3 7-15 s, flac 10-15 s, opus 23-37 s; 1000 files wav16 2 s, wav44 10-15 s, mp3 10 s, flac
-13 s, opus 32-40 s; full rows 2-3 s each. transformers at the default --tf-seconds 300 and
---tf-files 160: 1-5 s a row (opus the slowest). Once for both models: inputs 10 s (the FLAC hour
-5 s of it), dd 2 s, decode-alone 50-65 s (the hours, one thread each). In all 6-7 minutes for
-base and large-v3; about 4.5 once main decodes its files in parallel (issue 21, item 1: the
-files rows then take a tenth). To fit a shorter call: E2E_ROWS / --rows for a part of the rows
-(e.g. 'wav*,flac*' in one call, 'mp3*,opus*' in another), --files fewer files.
+Expected device time, leads: from decode rates measured on the project's 2-core Xeon (loaded)
+with the code of 2026-12-02 (main's reader decodes files on several workers, a long file on one;
+./bench --decode-only, one thread on one long file: WAV 44.1k ~1900x real time, FLAC ~900x, MP3
+~770x, Opus ~180x; soundfile's MP3 ~275x, Opus ~70x) and issue 21's H200 figures. Per model,
+ours: hours wav16 1 s, wav44 2 s, flac 4 s, mp3 5 s, opus 20 s; 1000 files 1-2 s each, opus 3-5
+s; full rows 2-3 s each; model load + init about 1.5 s a row for large-v3. transformers at the
+default --tf-seconds 300 and --tf-files 160: 1-5 s a row, opus files 12 s (soundfile's Opus).
+Once for both models: inputs 10 s (the FLAC hour 5 s of it), dd 2 s, decode-alone about 37 s (31
+of it the hours, one thread each; the opus hour 20). In all about 4 minutes for base and
+large-v3. To fit a shorter call: E2E_ROWS / --rows for a part of the rows (e.g. 'wav*,flac*' in
+one call, 'mp3*,opus*' in another), --files fewer files.
 
 Run on the GPU machine from the repository root, after `make -j16` (tests/gpu/run-all.sh step
 e2e, which sources tests/gpu/audio-env.sh on a carried build/carry/audio first):
@@ -309,7 +309,8 @@ def run_main(args, model, lst, dtype, extra, work):
     return {"windows": j["windows"], "files": len(j["files"]), "seconds": sum(f["seconds"] for f in j["files"]),
             "format": j["files"][0]["format"], "run_ms": t["run"], "ms_per_window": t["run"] / j["windows"],
             "windows_per_s": 1000.0 * j["windows"] / t["run"], "load_ms": t["load"], "init_ms": t["init"],
-            "init_pipeline_ms": t["init_pipeline"], "decode_ms": t["decode"], "worker_ms": t["encode"], "gpu_busy": util,
+            "init_pipeline_ms": t["init_pipeline"], "decode_ms": t["decode"], "decode_wait_ms": t.get("decode_wait", float("nan")),
+            "worker_ms": t["encode"], "gpu_busy": util,
             "dev_mem_mib": peak_mem - base_mem, "out_mb": size / 1e6, "mb_per_s": size / 1e3 / t["run"],
             "peak_rss_mib": ru.ru_maxrss / 1024.0, "wall_s": wall}
 
@@ -547,7 +548,7 @@ def main():
                           if t else "")
                 print(f"e2e {size} {dtype} {row}: {r['files']} files, {r['seconds']:.0f} s ({r['format']}), {r['windows']} windows: "
                       f"{r['ms_per_window']:.3f} ms/window ({r['windows_per_s']:.1f}/s), run {r['run_ms']:.0f} ms, decode "
-                      f"{r['decode_ms']:.0f} ms, worker busy {r['worker_ms']:.0f} ms; forward alone {fwd:.3f} ms/window; decode-alone "
+                      f"{r['decode_ms']:.0f} ms (waited for {r['decode_wait_ms']:.0f}), worker busy {r['worker_ms']:.0f} ms; forward alone {fwd:.3f} ms/window; decode-alone "
                       f"{d['wall_ms']:.0f} ms wall on {d['threads']} threads (busy {d['busy_ms']:.0f}); ours / max(forward, decode) "
                       f"x{r['run_ms'] / bound_ms:.2f}; out {r['out_mb']:.1f} MB ({r['mb_per_s']:.0f} MB/s); GPU busy {r['gpu_busy']:.0f}%, "
                       f"device +{r['dev_mem_mib']:.0f} MiB, RSS {r['peak_rss_mib']:.0f} MiB, load {r['load_ms']:.0f} + init "

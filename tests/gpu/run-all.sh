@@ -12,8 +12,7 @@
 #                                  WAV and FLAC, 48 kHz MP3 and Opus, each an hour and 1000 x
 #                                  5 s, base and large-v3, pooled, and full f32/f16 rows
 #                                  against dd's disk bandwidth; E2E_ROWS='mp3:*,...' picks
-#                                  rows; 6-7 min of device time with one decoding thread, about
-#                                  4.5 once main decodes files in parallel), "attention" our attention
+#                                  rows; about 4 min of device time), "attention" our attention
 #                                  kernels beside torch's flash and cuDNN attention,
 #                                  "transcripts" real base's embeddings of the spoken clips
 #                                  in f16/bf16/fp8, decoded afterwards on the CPU by
