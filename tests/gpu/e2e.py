@@ -8,7 +8,7 @@ Inputs, each as one long file (an hour) and as 1000 files of 5 s (one window eac
   wav44  44.1 kHz stereo s16 WAV          \
   flac   44.1 kHz stereo FLAC              | from build/carry/audio (tests/gpu/make-audio-carry.sh):
   mp3    48 kHz stereo MP3, 128 kbit/s     | 5 s clips of speech + noise. The GPU machine has no
-  opus   48 kHz stereo Opus, 96 kbit/s    /  encoder, so the long files are built here from them
+  opus   48 kHz stereo Opus, 96 kbit/s    /  encoder: this script builds the long files from them
 The 1000 files are hard links to the clip under distinct names (real files; copies where the
 file system has no links). The long ones: wav44 the clip tiled; mp3 the clip's frames repeated
 (the clip has no Xing/LAME frame or ID3 tag: a stream of frames); opus the clip's packets in one
@@ -28,15 +28,16 @@ Per row:
                 --json "run" (decode, resample, log-mel, forward, download, pooling, writing;
                 load and init apart) and "decode"; GPU busy and peak device memory (nvidia-smi
                 every 20 ms), peak host RSS
-  transformers  in the same run: soundfile decodes (torchaudio has no I/O of its own since 2.9;
-                without soundfile only WAV, through the wave module), the channels averaged and
+  transformers  in the same run: soundfile decodes (else s16 WAV through the wave module, else
+                torchaudio.load, which from torchaudio 2.9 on needs torchcodec: not on the GPU
+                machine's package list), the channels averaged and
                 the audio resampled to 16 kHz on the GPU (torchaudio.transforms.Resample: its
                 functional.resample with the kernel built once per rate), 30 s windows,
                 WhisperFeatureExtractor on the GPU 32 windows at a time, WhisperEncoder sdpa in
                 the same dtype, rows to the host (pooled on the GPU for pooled rows; f32 or f16
                 for full rows, not written to disk), after a warm-up batch; one thread, as a
-                user's loop. On the slow rows it runs a part of the input (--tf-seconds of the
-                hour, --tf-files of the files): its rate is per window, so the ratio stands
+                user's loop. It runs a part of each input (--tf-seconds of the hour, --tf-files
+                of the files), as its rate is per window: the ratio stands, in less device time
   forward alone ./bench -b 32: the forward per window (mel input, no transfers)
   decode-alone  ./bench --decode-only -t <every core> over the same files: 16 kHz mono out,
                 no model (a single long file decodes on one thread, as in main)
@@ -387,15 +388,20 @@ class Transformers:
             with soundfile.SoundFile(path) as f:
                 rate = f.samplerate
                 x = f.read(-1 if seconds is None else int(seconds * rate), dtype="float32", always_2d=True)
-        elif path.endswith(".wav"):
+        elif path.endswith(".wav") and read_wav(path)[1] == 2:
             ch, width, rate, frames = read_wav(path)
-            if width != 2:
-                raise Skip("no soundfile, and the wave module's WAV is not s16")
             x = np.frombuffer(frames, dtype=np.int16).reshape(-1, ch).astype(np.float32) / 32768.0
             if seconds is not None:
                 x = x[:int(seconds * rate)]
         else:
-            raise Skip("no soundfile to decode it (carry build/carry/audio: its wheels)")
+            try:
+                y, rate = self.torchaudio.load(path)
+                x = y.T.numpy()
+            except Exception as e:                   # (torchcodec missing, or no torchaudio at all)
+                raise Skip(f"no soundfile, and torchaudio.load failed ({str(e).splitlines()[0][:100]}); "
+                           "carry build/carry/audio: its wheels") from None
+            if seconds is not None:
+                x = x[:int(seconds * rate)]
         if rate == 16000 and x.shape[1] == 1:
             return x[:, 0]                                        # already what the extractor takes
         t = torch.from_numpy(np.ascontiguousarray(x)).to(self.device).mean(dim=1)
