@@ -12,9 +12,9 @@
 #   Python      soundfile, cffi and pycparser from the carried wheels, installed into
 #               DIR/site-cpython-3XY (pip --no-index: no network; WA_AUDIO_SITE=... elsewhere) and
 #               put on PYTHONPATH.
-# Prints one line of what it set. Changes nothing when a format's header is missing.
+# Prints one line of what it set; a format whose header is not in the folder stays off.
 wa_audio_env() {
-    local dir r lib inc site f fmts=""
+    local dir r lib inc site fmts=""
     dir=$(cd "$1" 2>/dev/null && pwd) || { echo "audio-env: no folder $1" >&2; return 1; }
     r=$dir/root/usr
     lib=$r/lib/x86_64-linux-gnu
