@@ -2292,36 +2292,44 @@ static double resample_kernel_at(const resample_kernel & kr, double tau) {
     return kr.scale * sinc * resample_bessel_i0(kr.beta * sqrt(1.0 - r * r)) / kr.i0_beta;
 }
 
-// G dot products of n (a multiple of RESAMPLE_TAP_ALIGN) floats at once: y[g * y_step] =
-// x[g * x_step ..] . h. Each in 8 lanes summed in a fixed tree, so every output is the same
-// float whatever G it was made with; G outputs share each load of h and keep G chains of
-// multiply-adds in flight (one chain waits on its adds: G = 8 ran 2.7x faster than 1 on AVX2).
+// Eight dot products of n (a multiple of RESAMPLE_TAP_ALIGN) floats at once, y[g] = x[g] . h,
+// each in 8 lanes summed in a fixed tree: they share each load of h and keep eight chains of
+// multiply-adds in flight (one chain waits on its adds: 2.7x faster than one at a time on
+// AVX2). Every output of the table mode goes through here, alone or not, so that it is the
+// same float however the outputs were grouped (a stream's blocks, the threads' pieces).
 typedef float resample_v8 __attribute__((vector_size(32)));
-template <int G>
-__attribute__((always_inline)) static inline void resample_dots(const float * x, int64_t x_step, const float * h, int n,
-                                                                float * y, int64_t y_step) {
-    resample_v8 acc[G];
-    for (int g = 0; g < G; g++) acc[g] = resample_v8{};
+__attribute__((always_inline)) static inline void resample_dots8(const float * const * x, const float * h, int n, float * y) {
+    resample_v8 acc[8];
+    for (int g = 0; g < 8; g++) acc[g] = resample_v8{};
     for (int j = 0; j < n; j += 8) {
         resample_v8 hj, xj;                     // (memcpy: unaligned loads)
         memcpy(&hj, h + j, sizeof(hj));
-        for (int g = 0; g < G; g++) {
-            memcpy(&xj, x + g * x_step + j, sizeof(xj));
+        for (int g = 0; g < 8; g++) {
+            memcpy(&xj, x[g] + j, sizeof(xj));
             acc[g] += xj * hj;
         }
     }
-    for (int g = 0; g < G; g++) {
+    for (int g = 0; g < 8; g++) {
         const resample_v8 a = acc[g];
-        y[g * y_step] = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+        y[g] = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
     }
+}
+
+// One dot product the same way (the interpolated mode's: its outputs never take resample_dots8).
+__attribute__((always_inline)) static inline float resample_dot(const float * x, const float * h, int n) {
+    resample_v8 acc = {}, hj, xj;
+    for (int j = 0; j < n; j += 8) {
+        memcpy(&hj, h + j, sizeof(hj));
+        memcpy(&xj, x + j, sizeof(xj));
+        acc += xj * hj;
+    }
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
 // One output from the taps h[0..n_taps) that start at input index first (may be out of range).
 __attribute__((always_inline)) static inline float resample_tap(const float * in, int64_t n_in, int64_t first, const float * h, int n_taps) {
     if (first >= 0 && first + n_taps <= n_in) {
-        float y;
-        resample_dots<1>(in + first, 0, h, n_taps, &y, 0);
-        return y;
+        return resample_dot(in + first, h, n_taps);
     }
     float acc = 0.0f; // near the edges: zeros outside the signal
     const int j0 = first < 0 ? (int) std::min<int64_t>(-first, n_taps) : 0;
@@ -2452,7 +2460,7 @@ static int64_t resample_keep(const wa_resampler & rs) {
 }
 
 // Outputs [j0, j0 + n) into dst (their inputs all in in[0, n_avail), which holds [base, ...)).
-// Outputs that share a phase, L apart, go through resample_dots RESAMPLE_GROUP at a time.
+// Outputs that share a phase, L apart, go through resample_dots8 RESAMPLE_GROUP at a time.
 static const int RESAMPLE_GROUP = 8;
 
 // Outputs [j0, j0 + n) into dst (their inputs all in in[0, n_avail), which holds [base, ...)).
@@ -2466,43 +2474,47 @@ WA_SIMD_CLONES static void resample_span(const wa_resampler & rs, const float * 
         phase += rs.step_frac;
         if (phase >= rs.L) { phase -= rs.L; n0++; }
     };
-    size_t k = 0;
     if (rs.P == 0) {
-        // blocks of G L outputs: for each of the first L, it and the G - 1 outputs L, 2 L, ...
-        // after it, which have its phase and read inputs M, 2 M, ... after its own
-        const int     G     = RESAMPLE_GROUP;
-        const size_t  block = (size_t) G * (size_t) rs.L;
-        const int64_t span  = (G - 1) * rs.M + rs.n_taps;   // the inputs a group reads
-        for (; k + block <= n; k += block) {
-            for (int64_t r = 0; r < rs.L; r++) {
+        // blocks of G L outputs: each of the first L with the G - 1 outputs L, 2 L, ... after it,
+        // which have its phase and read inputs M, 2 M, ... after its own. A member past n or
+        // near the signal's edges (taps outside it: resample_tap's zeros) takes no lane.
+        const int    G     = RESAMPLE_GROUP;
+        const size_t block = (size_t) G * (size_t) rs.L;
+        for (size_t k = 0; k < n; k += block) {
+            for (int64_t r = 0; r < rs.L && k + (size_t) r < n; r++) {
                 const int64_t first = n0 - kr.k + 1 - base;
                 const float * h = &rs.table[(size_t) phase * rs.n_taps];
-                if (first >= 0 && first + span <= n_avail) {
-                    resample_dots<G>(in + first, rs.M, h, rs.n_taps, dst + k + r, rs.L);
-                } else {
-                    for (int g = 0; g < G; g++) {
-                        dst[k + r + (size_t) g * rs.L] = resample_tap(in, n_avail, first + g * rs.M, h, rs.n_taps);
-                    }
+                const float * x[RESAMPLE_GROUP];
+                float y[RESAMPLE_GROUP];
+                bool lane[RESAMPLE_GROUP], any = false;
+                for (int g = 0; g < G; g++) {
+                    const size_t  i = k + (size_t) r + (size_t) g * rs.L;
+                    const int64_t f = first + g * rs.M;
+                    lane[g] = i < n && f >= 0 && f + rs.n_taps <= n_avail;
+                    x[g] = lane[g] ? in + f : h;   // (an idle lane reads the taps: any n_taps floats do)
+                    any = any || lane[g];
+                    if (i < n && !lane[g]) dst[i] = resample_tap(in, n_avail, f, h, rs.n_taps);
+                }
+                if (any) {
+                    resample_dots8(x, h, rs.n_taps, y);
+                    for (int g = 0; g < G; g++) if (lane[g]) dst[k + (size_t) r + (size_t) g * rs.L] = y[g];
                 }
                 advance();
             }
             n0 += (G - 1) * rs.M;   // the L outputs moved n0 by M (and phase back): skip the rest of the block
         }
+        return;
     }
-    for (; k < n; k++) {
-        const int64_t first = n0 - kr.k + 1;   // the first tap's input index
-        if (rs.P == 0) {
-            dst[k] = resample_tap(in, n_avail, first - base, &rs.table[(size_t) phase * rs.n_taps], rs.n_taps);
-        } else {
-            // phase / L = (p + w) / P: between rows p and p + 1 (phase * P < 2^31 * 512)
-            const int64_t at = phase * rs.P;
-            const int64_t p  = at / rs.L;
-            const float   w  = (float) ((double) (at - p * rs.L) / (double) rs.L);
-            const float * h0 = &rs.table[(size_t) p * rs.n_taps];
-            const float   y0 = resample_tap(in, n_avail, first - base, h0, rs.n_taps);
-            const float   y1 = resample_tap(in, n_avail, first - base, h0 + rs.n_taps, rs.n_taps);
-            dst[k] = y0 + w * (y1 - y0);
-        }
+    // the interpolated mode: phase / L = (p + w) / P, between rows p and p + 1 (phase * P < 2^31 * 512)
+    for (size_t k = 0; k < n; k++) {
+        const int64_t first = n0 - kr.k + 1 - base;   // the first tap's input index
+        const int64_t at = phase * rs.P;
+        const int64_t p  = at / rs.L;
+        const float   w  = (float) ((double) (at - p * rs.L) / (double) rs.L);
+        const float * h0 = &rs.table[(size_t) p * rs.n_taps];
+        const float   y0 = resample_tap(in, n_avail, first, h0, rs.n_taps);
+        const float   y1 = resample_tap(in, n_avail, first, h0 + rs.n_taps, rs.n_taps);
+        dst[k] = y0 + w * (y1 - y0);
         advance();
     }
 }

@@ -34,6 +34,10 @@ echo "wheel: the system's: $(ldconfig -p | awk '$1 ~ /^libcublasLt\.so/ { printf
 V=build/wheel-venv
 rm -rf "$V"
 python3 -m venv --system-site-packages "$V" || fail "python3 -m venv"
+# this python may be a venv itself (torch's, on the GPU machine): --system-site-packages then
+# reaches only its base interpreter's, so its own site-packages are added by a .pth file
+"$V/bin/python" -c 'import numpy' 2>/dev/null ||
+    python3 -c 'import site; print("\n".join(site.getsitepackages()))' > "$("$V/bin/python" -c 'import site; print(site.getsitepackages()[0])')/parent.pth"
 "$V/bin/pip" install -q --no-index --no-deps --disable-pip-version-check "$whl" >"$OUT/wheel-install.log" 2>&1 ||
     { cat "$OUT/wheel-install.log"; fail "pip install $(basename "$whl")"; }
 ./build/main -m "$MODEL" -f "$AUDIO" -o build/wheel-main-cuda.npy --device cuda --no-progress >/dev/null 2>&1 ||
