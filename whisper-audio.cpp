@@ -3869,23 +3869,35 @@ void whisper_audio_pcm_free(float * pcm) {
 //
 // Each input is decoded by one worker through a stream, start to end, into chunks; the
 // caller takes the chunks of input 0, then input 1, ...: the same floats as one stream
-// (resampling pieces included), whatever the number of workers. Workers take the inputs in
-// order, and stay ahead of the caller within READER_AHEAD inputs and max_buffered samples;
-// the input the caller reads may always decode one chunk, so the caller never waits on a
-// later input's buffer.
+// (resampling pieces included), whatever the number of workers. A long PCM WAV in a file
+// (wa_stream_seek_output) is cut into segments of READER_SEGMENT samples that several workers
+// decode at once, each through a stream of its own started at its first output: the same
+// floats again, since an output depends on its inputs alone. Workers take the segments and
+// inputs in order, and stay ahead of the caller within READER_AHEAD inputs and max_buffered
+// samples; the segment the caller reads may always decode one chunk, so the caller never waits
+// on a later one's buffer.
 
-static const size_t READER_CHUNK = (size_t) 1 << 18;   // samples a worker decodes at a time (16 s)
+static const size_t READER_CHUNK   = (size_t) 1 << 18;   // samples a worker decodes at a time (16 s)
+static const size_t READER_SEGMENT = (size_t) 1 << 21;   // of a long WAV: 131 s
+
+struct wa_reader_segment {
+    uint64_t first = 0, count = UINT64_MAX;   // its outputs (UINT64_MAX: to the input's end)
+    bool started = false;                     // a worker has it
+    bool ended = false, failed = false;       // its worker is done with it: all of it, or an error
+    std::string error;
+    std::deque<std::vector<float>> chunks;
+    size_t front = 0;                         // samples of chunks.front() already read
+};
 
 struct wa_reader_input {
     std::string path;
-    bool started = false;                 // a worker has it
     bool opened = false;                  // info is set (or failed: it did not open)
-    bool ended = false, failed = false;   // its worker is done with it: the whole input, or an error
     bool cancelled = false;               // the caller moved past it
     whisper_audio_info info = {};
-    std::string error, warning;
-    std::deque<std::vector<float>> chunks;
-    size_t front = 0;                     // samples of chunks.front() already read
+    std::string warning;
+    std::deque<wa_reader_segment> segs;   // one, or a long WAV's segments (a deque: they stay put)
+    size_t cur = 0;                       // the segment the caller reads
+    bool done() const { return segs.back().ended || segs.back().failed; }
 };
 
 struct whisper_audio_reader {
@@ -3893,7 +3905,7 @@ struct whisper_audio_reader {
     std::vector<wa_reader_input> inputs;
     std::mutex mu;
     std::condition_variable changed;      // any of the state below
-    size_t next = 0;                      // the next input a worker takes
+    size_t next = 0;                      // the next input a worker opens
     size_t current = 0;                   // the input the caller reads
     size_t buffered = 0;                  // samples in every input's chunks
     int    busy = 0;                      // workers decoding now
@@ -3904,26 +3916,82 @@ struct whisper_audio_reader {
 
 static const size_t READER_AHEAD_MIN = 16;   // inputs a worker may be ahead of the caller: max(this, 4 workers)
 
-// Decodes input k to its end (or max_samples, an error, the caller moving past it, or free).
-static void reader_decode(whisper_audio_reader * r, size_t k) {
+// A just-opened stream moved to output j: its reads give outputs j, j + 1, ..., the same floats
+// as from the start. Only a PCM WAV in a file whose data chunk is all there (a cut one is read
+// start to end, as its warning says); false otherwise.
+static bool wa_stream_seekable(const whisper_audio_stream * s) {
+    return s->codec == WA_CODEC_WAV && s->rd.f && s->rd.seekable && s->rd.size >= 0 && s->frames_said >= 0 &&
+           s->wav.data_offset + (uint64_t) s->frames_said * s->wav.block_align <= (uint64_t) s->rd.size;
+}
+
+static bool wa_stream_seek_output(whisper_audio_stream * s, uint64_t j) {
+    wa_resampler & rs = s->rs;
+    int64_t n0 = (int64_t) j, phase = 0, first = (int64_t) j;   // the first input output j reads
+    if (!rs.copy) {
+        const unsigned __int128 at = (unsigned __int128) j * (unsigned __int128) rs.M;
+        n0    = (int64_t) (at / (unsigned __int128) rs.L);
+        phase = (int64_t) (at % (unsigned __int128) rs.L);
+        first = std::max<int64_t>(0, n0 - rs.kr.k + 1);
+    }
+    first = std::min(first, s->frames_said);
+    const uint32_t ba = s->wav.block_align;
+    if (!rd_seek(s->rd, s->wav.data_offset + (uint64_t) first * ba)) {
+        return wav_fail(s->name.c_str(), "cannot seek in the WAV data: %s", strerror(errno));
+    }
+    s->data_left = (uint64_t) (s->frames_said - first) * ba;
+    s->frames_in = first;
+    s->hist.clear();
+    s->hist_base = first;
+    rs.i = j;
+    rs.n0 = n0;
+    rs.phase = phase;
+    return true;
+}
+
+// Decodes segment g of input k (or its part to max_samples) until its end, an error, the
+// caller moving past it, or free. Segment 0 opens the input: a long seekable WAV then gets its
+// other segments, for the other workers.
+static void reader_decode(whisper_audio_reader * r, size_t k, size_t g) {
     wa_reader_input & in = r->inputs[k];
     int64_t t = wa_thread_cpu_ns();
     whisper_audio_info info;
     whisper_audio_stream * s = whisper_audio_stream_open(in.path.c_str(), &info);
     const std::string open_error = s ? "" : whisper_audio_last_error();
     std::unique_lock<std::mutex> lock(r->mu);
+    wa_reader_segment * seg = &in.segs[g];
+    const size_t max_total = r->params.max_samples ? r->params.max_samples : SIZE_MAX;
+    if (!s) {
+        seg->failed = true;
+        seg->error = open_error;
+    } else if (g == 0) {
+        in.info = info;
+        uint64_t n_out = 0;   // a long seekable WAV: its segments
+        if (wa_stream_seekable(s) &&
+            resample_out_len((uint64_t) s->frames_said, s->sample_rate, WHISPER_AUDIO_SAMPLE_RATE, &n_out)) {
+            n_out = std::min<uint64_t>(n_out, max_total);
+            for (uint64_t first = READER_SEGMENT; n_out > 2 * READER_SEGMENT && first < n_out; first += READER_SEGMENT) {
+                seg->count = READER_SEGMENT;
+                wa_reader_segment next;
+                next.first = first;
+                next.count = std::min<uint64_t>(READER_SEGMENT, n_out - first);
+                in.segs.push_back(next);
+            }
+        }
+    } else if (!wa_stream_seek_output(s, seg->first)) {
+        seg->failed = true;
+        seg->error = whisper_audio_last_error();
+    }
     in.opened = true;
-    in.info   = info;
-    if (!s) { in.failed = true; in.error = open_error; }
     r->busy_ms += (double) (wa_thread_cpu_ns() - t) * 1e-6;
     r->changed.notify_all();
-    const size_t max_total = r->params.max_samples ? r->params.max_samples : SIZE_MAX;
-    size_t total = 0;
-    while (s && !in.ended && !in.failed) {
-        // room for a chunk, or the caller's own input with nothing buffered
+    // this segment's outputs: [first, first + count), the input's first max_samples at most
+    const uint64_t end = std::min<uint64_t>(seg->count == UINT64_MAX ? UINT64_MAX : seg->first + seg->count, max_total);
+    uint64_t done = seg->first;
+    while (s && !seg->ended && !seg->failed) {
+        // room for a chunk, or the caller's own segment with nothing buffered
         r->changed.wait(lock, [&] {
             return r->stop || in.cancelled || r->buffered + READER_CHUNK <= r->params.max_buffered ||
-                   (k == r->current && in.chunks.empty());
+                   (k == r->current && g == in.cur && seg->chunks.empty());
         });
         if (r->stop || in.cancelled) break;
         // the stream's resampling gets this worker's share of the cores
@@ -3936,7 +4004,7 @@ static void reader_decode(whisper_audio_reader * r, size_t k) {
         size_t got = 0;
         int64_t n = 1;
         try {
-            chunk.resize(std::min(READER_CHUNK, max_total - total));
+            chunk.resize((size_t) std::min<uint64_t>(READER_CHUNK, end - done));
             while (got < chunk.size() && (n = whisper_audio_stream_read(s, chunk.data() + got, chunk.size() - got)) > 0) {
                 got += (size_t) n;
             }
@@ -3947,35 +4015,50 @@ static void reader_decode(whisper_audio_reader * r, size_t k) {
         const std::string error = n < 0 ? whisper_audio_last_error() : "";
         const char * warning = n == 0 ? whisper_audio_stream_warning(s) : NULL;
         chunk.resize(got);
-        total += got;
+        done += got;
         lock.lock();
         r->busy--;
         r->busy_ms += (double) (wa_thread_cpu_ns() - t) * 1e-6 + (s->rs.helper_cpu_ms - helpers_before);
         if (got && !in.cancelled) {   // (a chunk of an input the caller has passed is dropped)
             r->buffered += got;
-            in.chunks.push_back(std::move(chunk));
+            seg->chunks.push_back(std::move(chunk));
         }
-        if (n < 0) { in.failed = true; in.error = error; }
-        if (n == 0 || total >= max_total) in.ended = true;
+        if (n < 0) { seg->failed = true; seg->error = error; }
+        if (n == 0 || done >= end) seg->ended = true;
         if (warning) in.warning = warning;
         r->changed.notify_all();
     }
-    if (!in.failed) in.ended = true;   // cancelled or stopped: nothing more comes either way
+    if (!seg->failed) seg->ended = true;   // cancelled or stopped: nothing more comes either way
     r->changed.notify_all();
     lock.unlock();
     whisper_audio_stream_close(s);
 }
 
+// The next work in order: a segment not started of an input opened, else the next input.
 static void reader_work(whisper_audio_reader * r) {
     const size_t ahead = std::max(READER_AHEAD_MIN, (size_t) 4 * r->workers.size());
     for (;;) {
         std::unique_lock<std::mutex> lock(r->mu);
-        r->changed.wait(lock, [&] { return r->stop || r->next >= r->inputs.size() || r->next < r->current + ahead; });
-        if (r->stop || r->next >= r->inputs.size()) return;
-        const size_t k = r->next++;
-        r->inputs[k].started = true;
+        size_t k = 0, g = 0;
+        auto find = [&] {
+            for (k = r->current; k < r->next; k++) {
+                wa_reader_input & in = r->inputs[k];
+                if (in.cancelled) continue;
+                for (g = 1; g < in.segs.size(); g++) if (!in.segs[g].started) return true;
+            }
+            if (r->next < r->inputs.size() && r->next < r->current + ahead) {
+                k = r->next++;
+                g = 0;
+                return true;
+            }
+            return false;
+        };
+        bool have = false;   // (idle workers wait: a long WAV opened later brings segments)
+        r->changed.wait(lock, [&] { return r->stop || (have = find()); });
+        if (!have) return;
+        r->inputs[k].segs[g].started = true;
         lock.unlock();
-        reader_decode(r, k);
+        reader_decode(r, k, g);
     }
 }
 
@@ -4004,7 +4087,10 @@ whisper_audio_reader * whisper_audio_reader_init(const char * const * paths, siz
         r->params = params;
         r->params.max_buffered = std::max(params.max_buffered, READER_CHUNK);
         r->inputs.resize(n);
-        for (size_t k = 0; k < n; k++) r->inputs[k].path = paths[k];
+        for (size_t k = 0; k < n; k++) {
+            r->inputs[k].path = paths[k];
+            r->inputs[k].segs.resize(1);
+        }
         // one worker a core (at most 8, as the CPU threads), never more than the inputs
         const int n_workers = (int) std::min<size_t>(std::max<size_t>(n, 1),
                                                      (size_t) (params.n_workers > 0 ? params.n_workers : std::min(8, wa_n_threads(0))));
@@ -4035,30 +4121,40 @@ int64_t whisper_audio_reader_read(whisper_audio_reader * r, size_t k, float * ou
     for (; r->current < k; r->current++) {
         wa_reader_input & skipped = r->inputs[r->current];
         skipped.cancelled = true;
-        for (const std::vector<float> & c : skipped.chunks) r->buffered -= c.size();
-        skipped.chunks.clear();
-        skipped.front = 0;
-    }
-    r->changed.notify_all();
-    wa_reader_input & in = r->inputs[k];
-    r->changed.wait(lock, [&] { return !in.chunks.empty() || in.ended || in.failed; });
-    size_t got = 0;
-    while (got < max && !in.chunks.empty()) {
-        std::vector<float> & c = in.chunks.front();
-        const size_t n = std::min(max - got, c.size() - in.front);
-        memcpy(out + got, c.data() + in.front, n * sizeof(float));
-        got += n;
-        in.front += n;
-        if (in.front == c.size()) {
-            r->buffered -= c.size();
-            in.chunks.pop_front();
-            in.front = 0;
+        for (wa_reader_segment & g : skipped.segs) {
+            for (const std::vector<float> & c : g.chunks) r->buffered -= c.size();
+            g.chunks.clear();
+            g.front = 0;
         }
     }
     r->changed.notify_all();
+    wa_reader_input & in = r->inputs[k];
+    size_t got = 0;
+    while (got < max) {
+        // the caller's segment: its samples (waited for when there are none yet), then at its
+        // end the next segment's, or its error
+        wa_reader_segment * seg = &in.segs[in.cur];
+        if (got == 0) r->changed.wait(lock, [&] { return !seg->chunks.empty() || seg->ended || seg->failed; });
+        while (got < max && !seg->chunks.empty()) {
+            std::vector<float> & c = seg->chunks.front();
+            const size_t n = std::min(max - got, c.size() - seg->front);
+            memcpy(out + got, c.data() + seg->front, n * sizeof(float));
+            got += n;
+            seg->front += n;
+            if (seg->front == c.size()) {
+                r->buffered -= c.size();
+                seg->chunks.pop_front();
+                seg->front = 0;
+            }
+        }
+        r->changed.notify_all();
+        if (seg->chunks.empty() && seg->ended && in.cur + 1 < in.segs.size()) { in.cur++; continue; }
+        break;
+    }
     if (got > 0 || max == 0) return (int64_t) got;
-    if (in.failed) {
-        wa_set_error("%s", in.error.c_str());
+    const wa_reader_segment & seg = in.segs[in.cur];
+    if (seg.failed) {
+        wa_set_error("%s", seg.error.c_str());
         return -1;
     }
     return 0;
@@ -4077,8 +4173,8 @@ bool whisper_audio_reader_info(whisper_audio_reader * r, size_t k, whisper_audio
         return false;
     }
     r->changed.wait(lock, [&] { return in.opened; });
-    if (in.failed && !in.info.sample_rate) {
-        wa_set_error("%s", in.error.c_str());
+    if (!in.info.sample_rate) {
+        wa_set_error("%s", in.segs[0].error.c_str());
         return false;
     }
     *info = in.info;
@@ -4089,7 +4185,7 @@ const char * whisper_audio_reader_warning(whisper_audio_reader * r, size_t k) {
     if (!r || k >= r->inputs.size()) return NULL;
     std::lock_guard<std::mutex> lock(r->mu);
     const wa_reader_input & in = r->inputs[k];
-    return in.ended && !in.warning.empty() ? in.warning.c_str() : NULL;
+    return in.done() && !in.warning.empty() ? in.warning.c_str() : NULL;
 }
 
 double whisper_audio_reader_busy_ms(whisper_audio_reader * r) {

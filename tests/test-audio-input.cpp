@@ -253,6 +253,48 @@ TEST_CASE("reader: skipping ahead, max_samples, order, free before the end") {
     CHECK(whisper_audio_reader_init(nullptr, 1, rp) == nullptr);
 }
 
+TEST_CASE("reader: a long WAV in segments on several workers, the stream's samples bit for bit") {
+    // 300 s: more than two segments of 131 s; at 22.05 kHz (resampled, its table mode), at
+    // 16 kHz (copied) and at 44.1 kHz stereo cut to 200 s (two segments)
+    uint32_t rng = 11;
+    struct { uint32_t rate, channels, seconds; } cases[] = { { 22050, 1, 300 }, { 16000, 1, 300 }, { 44100, 2, 280 } };
+    for (const auto & c : cases) {
+        CAPTURE(c.rate);
+        std::vector<uint8_t> data((size_t) c.rate * c.channels * c.seconds * 2);
+        for (size_t i = 0; i + 1 < data.size(); i += 2) {
+            rng = rng * 1664525u + 1013904223u;
+            const int16_t v = (int16_t) ((int32_t) (rng >> 16) / 4);
+            memcpy(&data[i], &v, 2);
+        }
+        const std::string path = test_tmp("reader-long.wav");
+        write_bytes(path, wav_file(1, c.channels, c.rate, 16, data, 2 * c.channels));
+        const decoded_audio want = ai_stream(path, 0);
+        REQUIRE_MESSAGE(want.ok, want.error);
+        const char * paths[] = { path.c_str(), path.c_str() };
+        for (int workers : { 1, 4 }) {
+            for (size_t max_samples : { (size_t) 0, (size_t) 4500000 }) {   // (the latter ends inside the third segment)
+                CAPTURE(workers);
+                CAPTURE(max_samples);
+                whisper_audio_reader_params rp = whisper_audio_reader_default_params();
+                rp.n_workers = workers;
+                rp.max_samples = max_samples;
+                whisper_audio_reader * r = whisper_audio_reader_init(paths, 2, rp);
+                REQUIRE(r);
+                for (size_t k = 0; k < 2; k++) {
+                    const decoded_audio got = ai_reader_input(r, k);
+                    REQUIRE_MESSAGE(got.ok, got.error);
+                    const size_t n = max_samples ? std::min(max_samples, want.pcm.size()) : want.pcm.size();
+                    REQUIRE(got.pcm.size() == n);
+                    CHECK(memcmp(got.pcm.data(), want.pcm.data(), n * sizeof(float)) == 0);
+                    CHECK(whisper_audio_reader_warning(r, k) == nullptr);
+                }
+                whisper_audio_reader_free(r);
+            }
+        }
+        remove(path.c_str());
+    }
+}
+
 // ---- standard input ----------------------------------------------------------------------
 
 TEST_CASE("stream: \"-\" reads standard input, with the data size of a pipe writer") {
