@@ -3874,11 +3874,12 @@ void whisper_audio_pcm_free(float * pcm) {
 // decode at once, each through a stream of its own started at its first output: the same
 // floats again, since an output depends on its inputs alone. Workers take the segments and
 // inputs in order, and stay ahead of the caller within READER_AHEAD inputs and max_buffered
-// samples; the segment the caller reads may always decode one chunk, so the caller never waits
-// on a later one's buffer.
+// samples: those of the input the caller reads within max_buffered of where it reads (so the
+// next segments come first and the caller's own can always go on), those of later inputs
+// within max_buffered in all.
 
 static const size_t READER_CHUNK   = (size_t) 1 << 18;   // samples a worker decodes at a time (16 s)
-static const size_t READER_SEGMENT = (size_t) 1 << 21;   // of a long WAV: 131 s
+static const size_t READER_SEGMENT = (size_t) 1 << 20;   // of a long WAV: 65 s
 
 struct wa_reader_segment {
     uint64_t first = 0, count = UINT64_MAX;   // its outputs (UINT64_MAX: to the input's end)
@@ -3897,6 +3898,7 @@ struct wa_reader_input {
     std::string warning;
     std::deque<wa_reader_segment> segs;   // one, or a long WAV's segments (a deque: they stay put)
     size_t cur = 0;                       // the segment the caller reads
+    uint64_t read_pos = 0;                // samples the caller has read
     bool done() const { return segs.back().ended || segs.back().failed; }
 };
 
@@ -3988,10 +3990,12 @@ static void reader_decode(whisper_audio_reader * r, size_t k, size_t g) {
     const uint64_t end = std::min<uint64_t>(seg->count == UINT64_MAX ? UINT64_MAX : seg->first + seg->count, max_total);
     uint64_t done = seg->first;
     while (s && !seg->ended && !seg->failed) {
-        // room for a chunk, or the caller's own segment with nothing buffered
+        // room for a chunk: in the input the caller reads, within max_buffered of where it reads
+        // (the segments nearest it first); in a later one, within max_buffered in all
         r->changed.wait(lock, [&] {
-            return r->stop || in.cancelled || r->buffered + READER_CHUNK <= r->params.max_buffered ||
-                   (k == r->current && g == in.cur && seg->chunks.empty());
+            const bool room = k == r->current ? done + READER_CHUNK <= in.read_pos + r->params.max_buffered
+                                              : r->buffered + READER_CHUNK <= r->params.max_buffered;
+            return r->stop || in.cancelled || room;
         });
         if (r->stop || in.cancelled) break;
         // the stream's resampling gets this worker's share of the cores
@@ -4140,6 +4144,7 @@ int64_t whisper_audio_reader_read(whisper_audio_reader * r, size_t k, float * ou
             const size_t n = std::min(max - got, c.size() - seg->front);
             memcpy(out + got, c.data() + seg->front, n * sizeof(float));
             got += n;
+            in.read_pos += n;
             seg->front += n;
             if (seg->front == c.size()) {
                 r->buffered -= c.size();

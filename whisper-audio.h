@@ -161,7 +161,8 @@ typedef struct whisper_audio_reader whisper_audio_reader;
 typedef struct whisper_audio_reader_params {
     int    n_workers;         // decoding threads (0: one per core, at most 8)
     size_t max_samples;       // of each input, decode at most this many samples (0: all of it)
-    size_t max_buffered;      // samples held ahead of the caller, in all (default 2^24: 64 MiB)
+    size_t max_buffered;      // samples held ahead of the caller: of the input it reads, and of the
+                              // later ones in all (default 2^24 each: 64 MiB)
 } whisper_audio_reader_params;
 whisper_audio_reader_params whisper_audio_reader_default_params(void);
 whisper_audio_reader * whisper_audio_reader_init(const char * const * paths, size_t n, whisper_audio_reader_params params);

@@ -254,8 +254,8 @@ TEST_CASE("reader: skipping ahead, max_samples, order, free before the end") {
 }
 
 TEST_CASE("reader: a long WAV in segments on several workers, the stream's samples bit for bit") {
-    // 300 s: more than two segments of 131 s; at 22.05 kHz (resampled, its table mode), at
-    // 16 kHz (copied) and at 44.1 kHz stereo cut to 200 s (two segments)
+    // 300 s: more than two segments of 65 s; at 22.05 kHz (resampled, its table mode), at
+    // 16 kHz (copied) and at 44.1 kHz stereo (280 s)
     uint32_t rng = 11;
     struct { uint32_t rate, channels, seconds; } cases[] = { { 22050, 1, 300 }, { 16000, 1, 300 }, { 44100, 2, 280 } };
     for (const auto & c : cases) {
@@ -272,7 +272,7 @@ TEST_CASE("reader: a long WAV in segments on several workers, the stream's sampl
         REQUIRE_MESSAGE(want.ok, want.error);
         const char * paths[] = { path.c_str(), path.c_str() };
         for (int workers : { 1, 4 }) {
-            for (size_t max_samples : { (size_t) 0, (size_t) 4500000 }) {   // (the latter ends inside the third segment)
+            for (size_t max_samples : { (size_t) 0, (size_t) 4500000 }) {   // (the latter ends inside a later segment)
                 CAPTURE(workers);
                 CAPTURE(max_samples);
                 whisper_audio_reader_params rp = whisper_audio_reader_default_params();
