@@ -200,6 +200,7 @@ test: deps
 test-run: $(BUILD)/main $(BUILD)/test-all $(TEST_MODELS) test-embed test-server
 	WA_MAIN=$(BUILD)/main python3 tests/test-convert.py
 	WA_MAIN=$(BUILD)/main python3 tests/test-convert-ct2.py
+	WA_MAIN=$(BUILD)/main python3 tests/test-hf-dir.py
 	WA_MAIN=$(BUILD)/main $(BUILD)/test-all
 	WA_MAIN=$(BUILD)/main python3 tests/test-real-weights.py
 	$(if $(filter 1,$(SANITIZE)),,BUILD=$(BUILD) tests/test-install.sh)
@@ -318,7 +319,7 @@ clean:
 FUZZ_CXX     ?= clang++
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD   ?= build-fuzz
-FUZZ_TARGETS  = wav ogg flac mp3 opus model ggml ct2
+FUZZ_TARGETS  = wav ogg flac mp3 opus model ggml ct2 hf
 FUZZ_FLAGS    = -O1 -g -std=c++17 -I. -pthread -fno-omit-frame-pointer \
                 -fsanitize=address,undefined -fno-sanitize-recover=undefined $(AUDIO_DEFS)
 FUZZ_LDLIBS   = -pthread $(AUDIO_LIBS)

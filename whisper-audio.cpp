@@ -1628,7 +1628,7 @@ struct wa_json_parser {
     std::string error;                                      // what is wrong and at which byte
 
     bool fail(const std::string & what) {
-        if (error.empty()) error = what + " at byte " + std::to_string(s - begin);
+        if (error.empty()) error = (s >= end ? "unexpected end (" + what + ")" : what) + " at byte " + std::to_string(s - begin);
         return false;
     }
     void ws() { while (s < end && (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')) s++; }
