@@ -2583,10 +2583,11 @@ static bool wa_is_hf_dir(const std::string & dir) {
 static whisper_audio_model * model_load(const char * path) {
     if (!path) { wa_set_error("no model path given"); return nullptr; }
     std::unique_ptr<whisper_audio_model> m(new whisper_audio_model);
-    // a Hugging Face repo id that is not a local path: its snapshot in the Hugging Face cache
+    // a Hugging Face repo id that is not a local path, nor inside a local directory (build/x.gguf
+    // is a file missing from build/): its snapshot in the Hugging Face cache
     struct stat dir;
     const bool exists = stat(path, &dir) == 0;
-    if (!exists && errno == ENOENT && wa_is_repo_id(path)) {
+    if (!exists && errno == ENOENT && wa_is_repo_id(path) && !wa_hf_exists(std::string(path, strchr(path, '/')))) {
         std::string snapshot, root;
         if (!wa_hf_cached(path, snapshot, root)) return nullptr;
         m->name = strchr(path, '/') + 1;                    // as the converter names a download of it

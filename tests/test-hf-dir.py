@@ -449,10 +449,12 @@ class TestCache(Base):
         repo = cache_put(cache, "test-org/gone", os.path.join(DATA, "micro-80"))
         shutil.rmtree(os.path.join(repo, "snapshots"))
         self.expect_error("test-org/gone", "whose snapshot", env=env)
-        # not a repo id: an ordinary missing path
-        for name in ("test-org/", "a/b/c", "-org/name", "org--x/name", "org/na..me", "./org/name"):
+        # not a repo id: an ordinary missing path; nor is a name below a local directory
+        cwd = os.path.join(self.tmp, "cwd-missing")
+        os.makedirs(os.path.join(cwd, "build"))
+        for name in ("test-org/", "a/b/c", "-org/name", "org--x/name", "org/na..me", "./org/name", "build/model.gguf"):
             with self.subTest(name=name):
-                self.expect_error(name, "cannot open", env=env)
+                self.expect_error(name, "cannot open", env=env, cwd=cwd)
 
     def test_symlinks_that_leave_the_cache_are_refused(self):
         cache = os.path.join(self.tmp, "leaky-cache")
