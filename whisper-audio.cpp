@@ -1,5 +1,5 @@
 // whisper-audio.cpp - the Whisper audio encoder, in data-flow order, one banner a part:
-// errors, model file (GGUF, whisper.cpp ggml, CTranslate2), audio input, log-mel, the
+// errors, model file (GGUF, whisper.cpp ggml, CTranslate2, Hugging Face directories), audio input, log-mel, the
 // encoder graph, the encode API. The tensor work is vt's (vt.h).
 #include "whisper-audio.h"
 #include "vt.h"
