@@ -1,6 +1,6 @@
 // whisper-audio.cpp - the Whisper audio encoder, in data-flow order, one banner a part:
-// errors, model file (GGUF, whisper.cpp ggml, CTranslate2, Hugging Face directories), audio input, log-mel, the
-// encoder graph, the encode API. The tensor work is vt's (vt.h).
+// errors, model file (GGUF, whisper.cpp ggml, CTranslate2, Hugging Face directories), audio
+// input, log-mel, the encoder graph, the encode API. The tensor work is vt's (vt.h).
 #include "whisper-audio.h"
 #include "vt.h"
 
@@ -1862,9 +1862,9 @@ static const struct { const char * model_type; whisper_audio_projector projector
 
 // safetensors' dtypes and their widths in bits (F4 and F6 pack their elements)
 static const struct { const char * name; int bits; } WA_ST_DTYPES[] = {
-    {"BOOL", 8}, {"U8", 8}, {"I8", 8}, {"F8_E5M2", 8}, {"F8_E4M3", 8}, {"F8_E8M0", 8}, {"F4", 4}, {"F6_E2M3", 6},
-    {"F6_E3M2", 6}, {"I16", 16}, {"U16", 16}, {"F16", 16}, {"BF16", 16}, {"I32", 32}, {"U32", 32}, {"F32", 32},
-    {"F64", 64}, {"I64", 64}, {"U64", 64}, {"C64", 64},
+    {"BOOL", 8}, {"U8", 8}, {"I8", 8}, {"F8_E5M2", 8}, {"F8_E4M3", 8}, {"F8_E8M0", 8}, {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8},
+    {"F4", 4}, {"F6_E2M3", 6}, {"F6_E3M2", 6}, {"I16", 16}, {"U16", 16}, {"F16", 16}, {"BF16", 16}, {"I32", 32},
+    {"U32", 32}, {"F32", 32}, {"F64", 64}, {"I64", 64}, {"U64", 64}, {"C64", 64},
 };
 static const uint64_t WA_ST_MAX_HEADER = 100u << 20;     // the safetensors library's bound on N
 static const uint64_t WA_HF_MAX_JSON   = 100u << 20;     // config.json, the shard index
@@ -1889,12 +1889,14 @@ struct wa_st_file {
 static int wa_hf_open(const std::string & path, const std::string & root, uint64_t * size) {
     std::string real = path;
     if (!root.empty()) {
-        char * r = realpath(path.c_str(), nullptr);
-        if (r) { real = r; free(r); }
-        if (r && real.compare(0, root.size() + 1, root + "/") != 0) {
-            wa_set_error("%s: a symlink that leaves the Hugging Face cache's folder of the model (%s -> %s): refused", path.c_str(),
-                         root.c_str(), real.c_str());
-            return -1;
+        if (char * r = realpath(path.c_str(), nullptr)) {
+            real = r;
+            free(r);
+            if (real.compare(0, root.size() + 1, root + "/") != 0) {
+                wa_set_error("%s: a symlink to %s, which leaves the model's folder in the Hugging Face cache (%s): refused",
+                             path.c_str(), real.c_str(), root.c_str());
+                return -1;
+            }
         }
     }
     const int fd = open(real.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
