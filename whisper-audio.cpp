@@ -2319,7 +2319,7 @@ static bool wa_hf_cached(const std::string & id, std::string & dir, std::string 
         return false;
     }
     if (snap.compare(0, root.size() + 1, root + "/") != 0) {
-        wa_set_error("%s: the snapshot %s is a symlink that leaves the Hugging Face cache's folder of the model (-> %s): refused",
+        wa_set_error("%s: the snapshot %s is a symlink to %s, which leaves the model's folder in the Hugging Face cache: refused",
                      i, dir.c_str(), snap.c_str());
         return false;
     }

@@ -467,14 +467,14 @@ class TestCache(Base):
                 link = os.path.join(repo, "snapshots", COMMIT, fn)
                 os.remove(link)
                 os.symlink(os.path.join(outside, fn), link)
-                self.expect_error("test-org/leaky-" + fn.split(".")[0], "leaves the Hugging Face cache", env=env)
+                self.expect_error("test-org/leaky-" + fn.split(".")[0], "which leaves the model's folder in the Hugging Face cache", env=env)
         repo = os.path.join(cache, "models--test-org--leaky-snapshot")
         os.makedirs(os.path.join(repo, "refs"))
         os.makedirs(os.path.join(repo, "snapshots"))
         with open(os.path.join(repo, "refs", "main"), "w") as f:
             f.write(COMMIT)
         os.symlink(outside, os.path.join(repo, "snapshots", COMMIT))
-        self.expect_error("test-org/leaky-snapshot", "leaves the Hugging Face cache", env=env)
+        self.expect_error("test-org/leaky-snapshot", "which leaves the model's folder in the Hugging Face cache", env=env)
         # a local directory may hold symlinks anywhere: the user chose them
         local = os.path.join(self.tmp, "local-links")
         os.makedirs(local)
