@@ -2059,7 +2059,7 @@ static bool wa_st_open(wa_st_file & f, const std::string & path, const std::stri
 
 // A checkpoint's tensors: model.safetensors, else the shards model.safetensors.index.json names.
 struct wa_hf_checkpoint {
-    std::string dir;
+    std::string dir, index;                                 // index: the shard index's path, if there is one
     std::vector<std::unique_ptr<wa_st_file>> files;
     std::unordered_map<std::string, std::pair<const wa_st_file *, const wa_st_tensor *>> where;
 
@@ -2101,6 +2101,7 @@ static bool wa_hf_checkpoint_open(wa_hf_checkpoint & c, const std::string & dir,
         return false;
     }
     wa_json idx;
+    c.index = index;
     if (!wa_hf_json(index, root, idx)) return false;
     const wa_json * map = idx.type == wa_json::OBJECT ? idx.get("weight_map") : nullptr;
     if (!map || map->type != wa_json::OBJECT) {
@@ -2416,7 +2417,7 @@ static bool hf_model_read(whisper_audio_model * m, std::string dir, const std::s
         struct stat st;
         const bool local = stat(id.c_str(), &st) == 0;
         if (!local && !(wa_is_repo_id(id) && wa_hf_cached(id, tdir, troot))) {
-            const std::string why = local || wa_is_repo_id(id) ? whisper_audio_last_error() : id + ": neither a directory nor a repo id";
+            const std::string why = wa_is_repo_id(id) ? whisper_audio_last_error() : id + ": neither a directory nor a repo id";
             wa_set_error("%s: an Ultravox checkpoint of its projector alone; its audio tower is the encoder of %s (config.json's "
                          "audio_model_id): %s", path, id.c_str(), why.c_str());
             return false;
@@ -2433,8 +2434,10 @@ static bool hf_model_read(whisper_audio_model * m, std::string dir, const std::s
                      "model.audio_tower.conv1.weight, conv1.weight is in the checkpoint", path);
         return false;
     }
-    for (const wa_hf_checkpoint * c : {&ck, &tower_ck})
+    for (const wa_hf_checkpoint * c : {&ck, &tower_ck}) {
+        if (!c->index.empty()) m->sources.push_back(c->index);
         for (const auto & f : c->files) m->sources.push_back(f->path);
+    }
 
     std::vector<wa_hf_source> sources;
     std::set<std::string> taken;
