@@ -1623,6 +1623,8 @@ struct wa_json {
     }
 };
 
+// Recursive descent over [s, end): value -> object | array | string | number | literal. Each
+// function starts at its first character and leaves s just past its last.
 struct wa_json_parser {
     const char * begin, * s, * end;
     std::string error;                                      // what is wrong and at which byte
@@ -1631,41 +1633,79 @@ struct wa_json_parser {
         if (error.empty()) error = (s >= end ? "unexpected end (" + what + ")" : what) + " at byte " + std::to_string(s - begin);
         return false;
     }
-    void ws() { while (s < end && (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')) s++; }
-    bool lit(const char * w) {
-        const size_t n = strlen(w);
-        if ((size_t)(end - s) < n || memcmp(s, w, n) != 0) return false;
-        s += n;
+    void ws() { while (s < end && strchr(" \t\n\r", *s) && *s) s++; }
+    bool at(char c) { ws(); return s < end && *s == c; }   // the next character after white space is c
+    bool eat(char c) { return at(c) && ++s; }
+    bool is_digit() const { return s < end && *s >= '0' && *s <= '9'; }
+
+    bool object(wa_json & v, int depth) {
+        v.type = wa_json::OBJECT;
+        s++;
+        if (eat('}')) return true;
+        do {
+            if (!at('"')) return fail("expected a key");
+            std::string key;
+            if (!string(key)) return false;
+            if (!eat(':')) return fail("expected ':' after a key");
+            v.fields.emplace_back(std::move(key), wa_json());
+            if (!value(v.fields.back().second, depth + 1)) return false;
+        } while (eat(','));
+        if (!eat('}')) return fail("expected ',' or '}'");
+        std::vector<const std::string *> keys;              // each key once
+        for (const auto & f : v.fields) keys.push_back(&f.first);
+        std::sort(keys.begin(), keys.end(), [](const std::string * a, const std::string * b) { return *a < *b; });
+        for (size_t i = 1; i < keys.size(); i++)
+            if (*keys[i] == *keys[i - 1]) { s--; return fail("the key \"" + keys[i]->substr(0, 64) + "\" twice in one object"); }
         return true;
     }
-    static bool digit(const char * p, const char * e) { return p < e && *p >= '0' && *p <= '9'; }
-    static void put_utf8(std::string & o, uint32_t cp) {
-        if (cp < 0x80) { o += (char)cp; return; }
-        if (cp < 0x800) { o += (char)(0xc0 | cp >> 6); }
-        else if (cp < 0x10000) { o += (char)(0xe0 | cp >> 12); o += (char)(0x80 | (cp >> 6 & 0x3f)); }
-        else { o += (char)(0xf0 | cp >> 18); o += (char)(0x80 | (cp >> 12 & 0x3f)); o += (char)(0x80 | (cp >> 6 & 0x3f)); }
-        o += (char)(0x80 | (cp & 0x3f));
+    bool array(wa_json & v, int depth) {
+        v.type = wa_json::ARRAY;
+        s++;
+        if (eat(']')) return true;
+        do {
+            v.items.emplace_back();
+            if (!value(v.items.back(), depth + 1)) return false;
+        } while (eat(','));
+        return eat(']') || fail("expected ',' or ']'");
     }
-    bool hex4(uint32_t & v) {
-        if (end - s < 4) return false;
-        v = 0;
+    // four hex digits of a \u escape
+    bool hex4(uint32_t & cp) {
+        cp = 0;
         for (int k = 0; k < 4; k++, s++) {
-            const char c = *s;
-            const int h = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-            if (h < 0) return false;
-            v = v << 4 | (uint32_t)h;
+            if (s >= end || !isxdigit((unsigned char)*s)) return false;
+            cp = cp * 16 + (uint32_t)(isdigit((unsigned char)*s) ? *s - '0' : (tolower((unsigned char)*s) - 'a' + 10));
         }
         return true;
     }
-    // one UTF-8 character of 2-4 bytes at s, checked (its shortest form, no surrogate, at most U+10FFFF)
+    // a code point of a \u escape (a surrogate pair as one), appended as UTF-8
+    bool escape_u(std::string & o) {
+        uint32_t cp, lo;
+        if (!hex4(cp)) return fail("a bad \\u escape");
+        if (cp >= 0xdc00 && cp <= 0xdfff) return fail("a lone surrogate");
+        if (cp >= 0xd800 && cp <= 0xdbff) {
+            if (end - s < 2 || s[0] != '\\' || s[1] != 'u') return fail("a lone surrogate");
+            s += 2;
+            if (!hex4(lo) || lo < 0xdc00 || lo > 0xdfff) return fail("a lone surrogate");
+            cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+        }
+        const int n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+        static const uint8_t lead[5] = {0, 0x00, 0xc0, 0xe0, 0xf0};
+        for (int k = 0; k < n; k++) {                       // byte k: the lead's bits, then 6 bits each
+            const int shift = 6 * (n - 1 - k);
+            o += (char)(k == 0 ? lead[n] | (cp >> shift) : 0x80 | ((cp >> shift) & 0x3f));
+        }
+        return true;
+    }
+    // a UTF-8 character of 2 to 4 bytes, checked: its shortest form, no surrogate, at most U+10FFFF
     bool utf8(std::string & o) {
         const unsigned char c = (unsigned char)*s;
-        const int n = (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        const int n = c >= 0xf0 && c < 0xf8 ? 4 : c >= 0xe0 && c < 0xf0 ? 3 : c >= 0xc0 && c < 0xe0 ? 2 : 0;
         if (n == 0 || end - s < n) return fail("invalid UTF-8");
-        uint32_t cp = c & (0x7f >> n);
+        uint32_t cp = c & (0xff >> (n + 1));
         for (int k = 1; k < n; k++) {
-            if (((unsigned char)s[k] >> 6) != 2) return fail("invalid UTF-8");
-            cp = cp << 6 | ((unsigned char)s[k] & 0x3f);
+            const unsigned char cc = (unsigned char)s[k];
+            if ((cc & 0xc0) != 0x80) return fail("invalid UTF-8");
+            cp = cp << 6 | (cc & 0x3f);
         }
         static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
         if (cp < least[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return fail("invalid UTF-8");
@@ -1674,119 +1714,64 @@ struct wa_json_parser {
         return true;
     }
     bool string(std::string & o) {
-        s++;                                                // the opening quote
-        while (s < end && *s != '"') {
+        static const char ESC[] = "\"\\/bfnrt", CHR[] = "\"\\/\b\f\n\r\t";   // \x -> the character
+        for (s++; s < end && *s != '"';) {
             const unsigned char c = (unsigned char)*s;
             if (c < 0x20) return fail("a control character in a string");
-            if (c >= 0x80) { if (!utf8(o)) return false; continue; }
-            if (c != '\\') {                                // a run of plain ASCII at once
-                const char * run = s;
-                while (s < end && *s != '"' && *s != '\\' && (unsigned char)*s >= 0x20 && (unsigned char)*s < 0x80) s++;
-                o.append(run, s);
-                continue;
-            }
-            if (++s >= end) break;
-            uint32_t cp;
-            switch (*s++) {
-                case '"': o += '"'; break;
-                case '\\': o += '\\'; break;
-                case '/': o += '/'; break;
-                case 'b': o += '\b'; break;
-                case 'f': o += '\f'; break;
-                case 'n': o += '\n'; break;
-                case 'r': o += '\r'; break;
-                case 't': o += '\t'; break;
-                case 'u':
-                    if (!hex4(cp)) return fail("a bad \\u escape");
-                    if (cp >= 0xd800 && cp <= 0xdbff) {     // a surrogate pair
-                        uint32_t lo;
-                        if (!lit("\\u") || !hex4(lo) || lo < 0xdc00 || lo > 0xdfff) return fail("a lone surrogate");
-                        cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-                    } else if (cp >= 0xdc00 && cp <= 0xdfff) {
-                        return fail("a lone surrogate");
-                    }
-                    put_utf8(o, cp);
-                    break;
-                default: s--; return fail("a bad escape");
+            if (c >= 0x80) {
+                if (!utf8(o)) return false;
+            } else if (c != '\\') {
+                o += *s++;
+            } else if (++s < end && *s == 'u') {
+                s++;
+                if (!escape_u(o)) return false;
+            } else if (const char * e = s < end && *s ? strchr(ESC, *s) : nullptr) {
+                o += CHR[e - ESC];
+                s++;
+            } else {
+                return fail("a bad escape");
             }
         }
-        if (s >= end) return fail("an unterminated string");
-        s++;
-        return true;
+        return eat('"') || fail("an unterminated string");
     }
-    // -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+    // -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, kept as its text
     bool number(wa_json & v) {
         const char * start = s;
-        if (*s == '-') s++;
-        if (digit(s, end) && *s == '0') s++;
-        else if (digit(s, end)) while (digit(s, end)) s++;
-        else return fail("a bad number");
-        if (s < end && *s == '.') {
-            if (!digit(++s, end)) return fail("a bad number");
-            while (digit(s, end)) s++;
-        }
-        if (s < end && (*s == 'e' || *s == 'E')) {
-            if (++s < end && (*s == '+' || *s == '-')) s++;
-            if (!digit(s, end)) return fail("a bad number");
-            while (digit(s, end)) s++;
+        s += *s == '-';
+        if (!is_digit()) return fail("unexpected character");
+        if (*s++ != '0') while (is_digit()) s++;
+        for (const char * part : {".", "eE"}) {
+            if (s >= end || !strchr(part, *s) || !*s) continue;
+            s++;
+            if (*part == 'e' && s < end && (*s == '+' || *s == '-')) s++;
+            if (!is_digit()) return fail("a bad number");
+            while (is_digit()) s++;
         }
         v.type = wa_json::NUMBER;
         v.str.assign(start, s);
         return true;
     }
+    bool literal(const char * word, wa_json & v, wa_json::kind type, bool b) {
+        const size_t n = strlen(word);
+        if ((size_t)(end - s) < n || strncmp(s, word, n) != 0) return fail("unexpected character");
+        s += n;
+        v.type = type;
+        v.b = b;
+        return true;
+    }
     bool value(wa_json & v, int depth) {
         if (depth > WA_JSON_DEPTH) return fail("nesting deeper than " + std::to_string(WA_JSON_DEPTH));
         ws();
-        if (s >= end) return fail("unexpected end");
-        const char c = *s;
-        if (c == '{') {
-            v.type = wa_json::OBJECT;
-            s++;
-            ws();
-            if (s < end && *s == '}') { s++; return true; }
-            for (;;) {
-                ws();
-                if (s >= end || *s != '"') return fail("expected a key");
-                std::string key;
-                if (!string(key)) return false;
-                ws();
-                if (s >= end || *s != ':') return fail("expected ':'");
-                s++;
-                v.fields.emplace_back(std::move(key), wa_json());
-                if (!value(v.fields.back().second, depth + 1)) return false;
-                ws();
-                if (s < end && *s == ',') { s++; continue; }
-                if (s < end && *s == '}') break;
-                return fail("expected ',' or '}'");
-            }
-            std::vector<const std::string *> keys;          // each key once
-            for (const auto & f : v.fields) keys.push_back(&f.first);
-            std::sort(keys.begin(), keys.end(), [](const std::string * a, const std::string * b) { return *a < *b; });
-            for (size_t i = 1; i < keys.size(); i++)
-                if (*keys[i] == *keys[i - 1]) return fail("the key \"" + keys[i]->substr(0, 64) + "\" twice in one object");
-            s++;
-            return true;
+        if (s >= end) return fail("no value");
+        switch (*s) {
+            case '{': return object(v, depth);
+            case '[': return array(v, depth);
+            case '"': v.type = wa_json::STRING; return string(v.str);
+            case 't': return literal("true", v, wa_json::BOOL, true);
+            case 'f': return literal("false", v, wa_json::BOOL, false);
+            case 'n': return literal("null", v, wa_json::NUL, false);
+            default:  return number(v);
         }
-        if (c == '[') {
-            v.type = wa_json::ARRAY;
-            s++;
-            ws();
-            if (s < end && *s == ']') { s++; return true; }
-            for (;;) {
-                v.items.emplace_back();
-                if (!value(v.items.back(), depth + 1)) return false;
-                ws();
-                if (s < end && *s == ',') { s++; continue; }
-                if (s < end && *s == ']') { s++; return true; }
-                return fail("expected ',' or ']'");
-            }
-        }
-        if (c == '"') { v.type = wa_json::STRING; return string(v.str); }
-        if (lit("true")) { v.type = wa_json::BOOL; v.b = true; return true; }
-        if (lit("false")) { v.type = wa_json::BOOL; return true; }
-        if (lit("null")) return true;
-        if (c == '-' || (c >= '0' && c <= '9')) return number(v);
-        return fail("unexpected character");
     }
 };
 
