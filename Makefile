@@ -1,13 +1,14 @@
 # whisper-audio
 #   make                 build main, bench and the tests (CUDA too when nvcc is found)
 #   make demo            the quick start: a random tiny model, then main on samples/speech_16k.wav
-#   make test            build and run every test (the converter's too)
+#   make test            build and run every test (the converter's too), each part even after a failure, then one line over all of them
 #   make test-sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer (CPU build)
 #   make test-tsan       the threaded tests under ThreadSanitizer (CPU build in build-tsan): the pipeline with
 #                        several encoders, an encoder shared by two threads, the Python package's concurrent
 #                        calls; suppressions (none yet, never whisper-audio's own code) in tests/tsan.supp
 #   make test-python     the Python package (pip install . into build/venv) against main and its ctypes
 #                        mirror against whisper-audio.h, and the Ray example
+#   make test-wheel      the manylinux wheel: pip wheel ., auditwheel repair, installed into a fresh venv
 #   make CUDA=0          build without CUDA (a CPU-only build where nvcc is installed); CUDA_ARCH=... to
 #                        choose GPU targets
 #   make bench-cpu       the CPU encoder against CTranslate2 (and whisper.cpp: WHISPER_CPP=DIR)
@@ -66,7 +67,10 @@ ifeq ($(CUDA),1)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CXXFLAGS  += -DVT_USE_CUDA
 OBJS      += $(BUILD)/vt-cuda.o
-LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart
+# the CUDA runtime linked in (it opens the driver, libcuda.so.1, itself) and cuBLASLt opened at
+# run time (vt-cuda.cu, "the CUDA libraries, found at run time"): no file lists a CUDA library as
+# NEEDED, so a CUDA build starts and runs on the CPU where CUDA is not installed
+LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
 endif
 
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -77,7 +81,7 @@ TEST_MODELS = $(foreach m,$(TEST_MICRO_MELS),$(foreach t,$(TEST_MICRO_TYPES),bui
               $(foreach m,$(TEST_TOWERS),build/tower-$(m)-f32.gguf) build/model-files.stamp
 CONVERT = python3 convert/convert-hf-to-gguf.py
 
-.PHONY: all deps demo test test-run test-sanitize test-tsan test-tsan-run test-embed test-install test-python test-server install clean bench-cpu FORCE
+.PHONY: all deps demo test test-run test-sanitize test-tsan test-tsan-run test-embed test-install test-python test-wheel test-server install clean bench-cpu FORCE
 all: main bench server $(BUILD)/test-all $(BUILD)/libwhisper-audio.so $(BUILD)/libwhisper-audio.a
 
 # whisper-audio-server (examples/server.cpp) on cpp-httplib: Debian's libcpp-httplib-dev (0.11, a compiled
@@ -197,15 +201,27 @@ test-embed: $(BUILD)/embed build/micro-80-f32.gguf
 test: deps
 	$(MAKE) test-run
 
-test-run: $(BUILD)/main $(BUILD)/test-all $(TEST_MODELS) test-embed test-server
-	WA_MAIN=$(BUILD)/main python3 tests/test-convert.py
-	WA_MAIN=$(BUILD)/main python3 tests/test-convert-ct2.py
-	WA_MAIN=$(BUILD)/main python3 tests/test-hf-dir.py
-	WA_MAIN=$(BUILD)/main $(BUILD)/test-all
-	WA_MAIN=$(BUILD)/main python3 tests/test-real-weights.py
-	$(if $(filter 1,$(SANITIZE)),,BUILD=$(BUILD) tests/test-install.sh)
-	tests/test-deps.sh
-	$(MAKE) test-python
+# Each part runs through tests/test-parts.py (its output shown and kept in $(PARTS)/NAME.log), every
+# one even when one before it failed; the last line is computed from the parts' exit status and
+# their own closing lines: `make test: 12 parts passed (embed ok on cpu; ...; python 84 passed, 2 skipped)`,
+# or which failed (and then make test fails).
+PARTS = $(BUILD)/test-parts
+PART  = -python3 tests/test-parts.py run $(PARTS)
+test-run: $(BUILD)/main $(BUILD)/bench $(BUILD)/libwhisper-audio.so $(BUILD)/test-all $(TEST_MODELS)
+	@rm -rf $(PARTS) && mkdir -p $(PARTS)
+	$(PART) embed $(MAKE) --no-print-directory test-embed
+	$(PART) server $(MAKE) --no-print-directory test-server
+	$(PART) converter env WA_MAIN=$(BUILD)/main python3 tests/test-convert.py
+	$(PART) ct2 env WA_MAIN=$(BUILD)/main python3 tests/test-convert-ct2.py
+	$(PART) hf-dir env WA_MAIN=$(BUILD)/main python3 tests/test-hf-dir.py
+	$(PART) doctest env WA_MAIN=$(BUILD)/main $(BUILD)/test-all
+	$(PART) real-weights env WA_MAIN=$(BUILD)/main python3 tests/test-real-weights.py
+	$(if $(filter 1,$(SANITIZE)),,$(PART) install env BUILD=$(BUILD) tests/test-install.sh)
+	$(PART) cuda-libs env BUILD=$(BUILD) CUDA=$(CUDA) tests/test-cuda-libs.sh
+	$(PART) deps tests/test-deps.sh
+	$(PART) python $(MAKE) --no-print-directory test-python
+	$(if $(filter 1,$(SANITIZE)),,$(PART) wheel $(MAKE) --no-print-directory test-wheel)
+	@python3 tests/test-parts.py summary $(PARTS)
 
 # The Python package in a virtual environment (Debian's python3 refuses system-wide pip
 # installs, PEP 668), from PyPI: numpy, pytest, scikit-build-core, and Ray Data for
@@ -227,6 +243,13 @@ ifeq ($(SANITIZE),1)
 else
 	WA_MAIN=$(BUILD)/main $(VENV)/bin/python -m pytest -q -rs tests/python
 endif
+
+# the manylinux wheel: pip wheel . (in test-python's build dir, so after it only the link is
+# redone), auditwheel repair, pip install into a fresh venv, encode, ldd (tests/test-wheel.sh; it
+# skips when pip cannot reach PyPI); WHEEL_OUT=DIR keeps the repaired wheel there (build/carry: for
+# tests/gpu/wheel-cuda.sh on the GPU machine)
+test-wheel: $(BUILD)/main build/micro-80-f32.gguf $(VENV)/bin/python
+	VENV=$(VENV) CUDA=$(CUDA) NVCC=$(NVCC) WA_MAIN=$(BUILD)/main WHEEL_OUT=$(WHEEL_OUT) tests/test-wheel.sh
 
 # the server over loopback against main's output (tests/test-server.py; it skips without cpp-httplib)
 test-server: $(BUILD)/main $(if $(filter 1,$(SERVER)),$(BUILD)/whisper-audio-server) build/micro-80-f32.gguf build/tower-qwen2a-f32.gguf

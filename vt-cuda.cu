@@ -37,7 +37,9 @@
 // off cc 9.0), wgmma-nopp the same without its ping-pong between consumers, wgmma-1tile with
 // a block per work tile instead of persistent blocks (both to measure what they bring);
 // unset: wgmma on cc 9.0 when the build has sm_90a code (the Makefile's and CMake's do),
-// fa2 elsewhere. Read when a backend starts.
+// fa2 elsewhere. Read when a backend starts. WHISPER_AUDIO_CUBLASLT and
+// WHISPER_AUDIO_NVIDIA_LIB_DIRS: where cuBLASLt is looked for ("the CUDA libraries, found at run
+// time", below).
 //
 // Sections: utilities, kernels, launchers, the backend.
 //
@@ -62,13 +64,16 @@
 #include <cuda_fp8.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -94,10 +99,30 @@
         const cublasStatus_t st_ = (call);                                                 \
         if (st_ != CUBLAS_STATUS_SUCCESS) {                                                \
             vt_set_error("cublasLt: %s failed: %s (%s:%d)", #call,                         \
-                         cublasLtGetStatusString(st_), __FILE__, __LINE__);                \
+                         g_lt.cublasLtGetStatusString(st_), __FILE__, __LINE__);                \
             return false;                                                                  \
         }                                                                                  \
     } while (0)
+
+// Every device allocation of the backend goes through here. VT_CUDA_MEMORY_LIMIT (bytes; for
+// tests) fails those past that total since the process started, as a full GPU fails them, so
+// that running out of memory mid-run can be tested on a GPU of any size.
+static std::atomic<size_t> g_device_allocated{0};
+static cudaError_t device_malloc_bytes(void ** p, size_t bytes) {
+    const char * limit = getenv("VT_CUDA_MEMORY_LIMIT");
+    if (limit && *limit && g_device_allocated + bytes > (size_t)strtoull(limit, nullptr, 10)) {
+        *p = nullptr;
+        return cudaErrorMemoryAllocation;
+    }
+    const cudaError_t err = cudaMalloc(p, bytes);
+    if (err == cudaSuccess) g_device_allocated += bytes;
+    return err;
+}
+template <typename T> static cudaError_t device_malloc(T ** p, size_t bytes) {
+    return device_malloc_bytes((void **)p, bytes);
+}
+
+size_t vt_cuda_bytes_allocated(void) { return g_device_allocated; }
 
 // After a kernel launch: a bad configuration shows up here.
 #define LAUNCH_CHECK(name)                                                                 \
@@ -123,6 +148,119 @@ static inline uint32_t alignment_of(uintptr_t x) {
 static const size_t LT_WORKSPACE_BYTES = 32u << 20;    // cuBLASLt's recommended size on Hopper
 static const int    LT_CANDIDATES = 8;                 // algorithms a linear's GEMM is timed with (tune_gemm)
 static const size_t IM2COL_CAP_BYTES   = 96u << 20;    // conv GEMMs run in chunks of windows
+
+// ---- the CUDA libraries, found at run time ----
+//
+// No file we build lists a CUDA library as NEEDED, so that a CUDA build starts (and runs on the
+// CPU) on a machine without them: the CUDA runtime is linked in statically (-cudart static),
+// and it opens the driver (libcuda.so.1) itself when a backend starts; cuBLASLt is opened here
+// with dlopen, and every cuBLASLt function the backend calls goes through g_lt, a table of
+// their addresses filled once per process by cublaslt_load (the library stays loaded until
+// exit). The places tried, in order (the first that loads wins):
+//
+//   1. $WHISPER_AUDIO_CUBLASLT: a path to the file; when set, nothing else is tried
+//   2. each folder of $WHISPER_AUDIO_NVIDIA_LIB_DIRS (':'-separated): the Python package sets it
+//      at import to the lib folders of the nvidia-cublas wheel beside it (nvidia/cu13/lib)
+//   3. libcublasLt.so.<major>: the system's, as the dynamic loader finds it (LD_LIBRARY_PATH,
+//      /etc/ld.so.cache, /lib, /usr/lib): a CUDA Toolkit whose folder is in ld.so.conf
+//   4. /usr/local/cuda/lib64/libcublasLt.so.<major>: the toolkit's default place otherwise
+//
+// <major> is the cuBLAS major version of the headers we were built with (CUBLAS_VER_MAJOR);
+// the library found must report that major.
+
+#define CUBLASLT_FUNCTIONS(X)                                                                  \
+    X(cublasLtGetVersion) X(cublasLtGetStatusString) X(cublasLtCreate) X(cublasLtDestroy)      \
+    X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute) \
+    X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy)                               \
+    X(cublasLtMatmulPreferenceCreate) X(cublasLtMatmulPreferenceDestroy)                       \
+    X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmul)
+
+struct cublaslt_api {
+#define CUBLASLT_MEMBER(name) decltype(&::name) name = nullptr;
+    CUBLASLT_FUNCTIONS(CUBLASLT_MEMBER)
+#undef CUBLASLT_MEMBER
+};
+static cublaslt_api g_lt;
+
+#define CUBLASLT_STR2(x) #x
+#define CUBLASLT_STR(x) CUBLASLT_STR2(x)
+static const char * const CUBLASLT_SONAME = "libcublasLt.so." CUBLASLT_STR(CUBLAS_VER_MAJOR);
+
+// The NVIDIA driver a CUDA major version needs (NVIDIA's minor version compatibility table:
+// CUDA 12.x needs 525 or newer, 13.x 580 or newer).
+static const char * driver_needed(int cuda_major) {
+    return cuda_major == 12 ? "525" : cuda_major == 13 ? "580" : "its";
+}
+
+// Opens one candidate and fills g_lt from it; on failure the reason, and g_lt left empty.
+static bool cublaslt_open(const std::string & path, std::string & why) {
+    void * h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char * e = dlerror();
+        why = e && !strstr(e, "No such file or directory") ? e : "not found";
+        return false;
+    }
+    cublaslt_api api;
+    const char * missing = nullptr;
+#define CUBLASLT_FIND(name) \
+    if (!missing && !(api.name = (decltype(api.name))dlsym(h, #name))) missing = #name;
+    CUBLASLT_FUNCTIONS(CUBLASLT_FIND)
+#undef CUBLASLT_FIND
+    if (missing) {
+        why = std::string("it has no ") + missing;
+        dlclose(h);
+        return false;
+    }
+    const size_t version = api.cublasLtGetVersion();   // major * 10000 + minor * 100 + patch
+    if ((int)(version / 10000) != CUBLAS_VER_MAJOR) {
+        why = "it is cuBLASLt " + std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) +
+              ", not " CUBLASLT_STR(CUBLAS_VER_MAJOR) ".x";
+        dlclose(h);
+        return false;
+    }
+    g_lt = api;
+    return true;
+}
+
+// Fills g_lt, once per process (the first backend to start); false with the reason in `error`,
+// a sentence naming each place tried, when no candidate loads.
+static bool cublaslt_load(std::string & error) {
+    static std::mutex m;
+    static bool tried = false, loaded = false;
+    static std::string err;
+    std::lock_guard<std::mutex> lock(m);
+    if (!tried) {
+        tried = true;
+        std::vector<std::string> candidates;
+        const char * file = getenv("WHISPER_AUDIO_CUBLASLT");
+        if (file && *file) {
+            candidates.push_back(file);
+        } else {
+            const char * dirs = getenv("WHISPER_AUDIO_NVIDIA_LIB_DIRS");
+            for (const char * p = dirs ? dirs : ""; *p;) {
+                const char * end = strchr(p, ':');
+                const std::string dir(p, end ? end : p + strlen(p));
+                if (!dir.empty()) candidates.push_back(dir + "/" + CUBLASLT_SONAME);
+                p = end ? end + 1 : p + strlen(p);
+            }
+            candidates.push_back(CUBLASLT_SONAME);
+            candidates.push_back(std::string("/usr/local/cuda/lib64/") + CUBLASLT_SONAME);
+        }
+        std::string tries;
+        for (const std::string & c : candidates) {
+            std::string why;
+            if (cublaslt_open(c, why)) { loaded = true; break; }
+            tries += (tries.empty() ? "" : ", ") + c + (c == CUBLASLT_SONAME ? " (the system's)" : "") +
+                     (why == "not found" ? "" : ": " + why);
+        }
+        if (!loaded)
+            err = std::string("cuBLASLt " CUBLASLT_STR(CUBLAS_VER_MAJOR) " not found (tried ") + tries +
+                  "): install the CUDA Toolkit " CUBLASLT_STR(CUBLAS_VER_MAJOR) " or, for Python, nvidia-cublas "
+                  CUBLASLT_STR(CUBLAS_VER_MAJOR) " (the wheel's extra [cuda]), or set WHISPER_AUDIO_CUBLASLT to the file";
+    }
+    error = err;
+    return loaded;
+}
 
 // Element conversion on the device; T is float, __half or __nv_bfloat16.
 __device__ __forceinline__ float to_f32(float x) { return x; }
@@ -1717,10 +1855,10 @@ struct lt_gemm {
     float beta = 0.0f;      // 1: C is a residual
 
     void destroy() {
-        if (op) cublasLtMatmulDescDestroy(op);
-        if (a) cublasLtMatrixLayoutDestroy(a);
-        if (b) cublasLtMatrixLayoutDestroy(b);
-        if (c) cublasLtMatrixLayoutDestroy(c);
+        if (op) g_lt.cublasLtMatmulDescDestroy(op);
+        if (a) g_lt.cublasLtMatrixLayoutDestroy(a);
+        if (b) g_lt.cublasLtMatrixLayoutDestroy(b);
+        if (c) g_lt.cublasLtMatrixLayoutDestroy(c);
         op = nullptr; a = b = c = nullptr;
     }
 };
@@ -1742,44 +1880,44 @@ static bool lt_gemm_plan(cublasLtHandle_t lt, lt_gemm & gm, vt_type type, int64_
                          const void * bias, bool residual, uint32_t align_a, uint32_t align_b, uint32_t align_cd,
                          const char * name, const float * w_scale = nullptr, const float * x_scale = nullptr) {
     const cudaDataType_t dt = cuda_type(type), ab = w_scale ? CUDA_R_8F_E4M3 : dt;
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&gm.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CUBLAS_CHECK(g_lt.cublasLtMatmulDescCreate(&gm.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    CUBLAS_CHECK(g_lt.cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    CUBLAS_CHECK(g_lt.cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
     if (w_scale) {
         const cublasLtMatmulMatrixScale_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &vec, sizeof(vec)));
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &vec, sizeof(vec)));
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof(w_scale)));
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale, sizeof(x_scale)));
+        CUBLAS_CHECK(g_lt.cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &vec, sizeof(vec)));
+        CUBLAS_CHECK(g_lt.cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &vec, sizeof(vec)));
+        CUBLAS_CHECK(g_lt.cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof(w_scale)));
+        CUBLAS_CHECK(g_lt.cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale, sizeof(x_scale)));
     }
     gm.bias = bias != nullptr;
     gm.beta = residual ? 1.0f : 0.0f;
     if (gm.bias) {
         const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+        CUBLAS_CHECK(g_lt.cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+        CUBLAS_CHECK(g_lt.cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     }
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&gm.a, ab, (uint64_t)K, (uint64_t)N, K));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&gm.b, ab, (uint64_t)K, (uint64_t)rows, K));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&gm.c, dt, (uint64_t)N, (uint64_t)rows, N));
+    CUBLAS_CHECK(g_lt.cublasLtMatrixLayoutCreate(&gm.a, ab, (uint64_t)K, (uint64_t)N, K));
+    CUBLAS_CHECK(g_lt.cublasLtMatrixLayoutCreate(&gm.b, ab, (uint64_t)K, (uint64_t)rows, K));
+    CUBLAS_CHECK(g_lt.cublasLtMatrixLayoutCreate(&gm.c, dt, (uint64_t)N, (uint64_t)rows, N));
 
     cublasLtMatmulPreference_t pref = nullptr;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    CUBLAS_CHECK(g_lt.cublasLtMatmulPreferenceCreate(&pref));
     const size_t ws = LT_WORKSPACE_BYTES;
-    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a));
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b));
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_cd, sizeof(align_cd));
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_cd, sizeof(align_cd));
+    cublasStatus_t st = g_lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    if (st == CUBLAS_STATUS_SUCCESS) st = g_lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a));
+    if (st == CUBLAS_STATUS_SUCCESS) st = g_lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b));
+    if (st == CUBLAS_STATUS_SUCCESS) st = g_lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_cd, sizeof(align_cd));
+    if (st == CUBLAS_STATUS_SUCCESS) st = g_lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_cd, sizeof(align_cd));
     cublasLtMatmulHeuristicResult_t res[LT_CANDIDATES];
     int n_res = 0;
-    if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulAlgoGetHeuristic(lt, gm.op, gm.a, gm.b, gm.c, gm.c, pref, LT_CANDIDATES, res, &n_res);
-    cublasLtMatmulPreferenceDestroy(pref);
+    if (st == CUBLAS_STATUS_SUCCESS) st = g_lt.cublasLtMatmulAlgoGetHeuristic(lt, gm.op, gm.a, gm.b, gm.c, gm.c, pref, LT_CANDIDATES, res, &n_res);
+    g_lt.cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || n_res == 0) {
         vt_set_error("cublasLt: no algorithm for '%s' (%s%s, rows %lld, N %lld, K %lld, alignment %u/%u/%u): %s",
                      name, w_scale ? "fp8 e4m3 -> " : "", vt_type_name(type), (long long)rows, (long long)N, (long long)K, align_a, align_b, align_cd,
-                     st != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusString(st) : "heuristic returned none");
+                     st != CUBLAS_STATUS_SUCCESS ? g_lt.cublasLtGetStatusString(st) : "heuristic returned none");
         return false;
     }
     gm.algo = res[0].algo;
@@ -1791,8 +1929,8 @@ static bool lt_gemm_plan(cublasLtHandle_t lt, lt_gemm & gm, vt_type type, int64_
 static bool lt_gemm_run(cublasLtHandle_t lt, cudaStream_t stream, const lt_gemm & gm, const void * w, const void * x,
                         const void * c, void * d, const void * bias, void * ws) {
     const float alpha = 1.0f;
-    if (gm.bias) CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-    CUBLAS_CHECK(cublasLtMatmul(lt, gm.op, &alpha, w, gm.a, x, gm.b, &gm.beta, gm.beta != 0.0f ? c : d, gm.c, d, gm.c,
+    if (gm.bias) CUBLAS_CHECK(g_lt.cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    CUBLAS_CHECK(g_lt.cublasLtMatmul(lt, gm.op, &alpha, w, gm.a, x, gm.b, &gm.beta, gm.beta != 0.0f ? c : d, gm.c, d, gm.c,
                                 &gm.algo, ws, LT_WORKSPACE_BYTES, stream));
     return true;
 }
@@ -1893,7 +2031,7 @@ struct cuda_backend : vt_backend {
         for (void * p : weight_buffers) cudaFree(p);
         if (lt_ws) cudaFree(lt_ws);
         if (staging) cudaFreeHost(staging);
-        if (lt) cublasLtDestroy(lt);
+        if (lt) g_lt.cublasLtDestroy(lt);
         if (stream) cudaStreamDestroy(stream);
     }
 
@@ -1922,7 +2060,7 @@ struct cuda_backend : vt_backend {
         for (submit_slot & sl : slots)
             for (cudaEvent_t * e : {&sl.uploaded, &sl.consumed, &sl.computed, &sl.done})
                 CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
-        CUBLAS_CHECK(cublasLtCreate(&lt));
+        CUBLAS_CHECK(g_lt.cublasLtCreate(&lt));
         mel_tables tables;                              // the CPU's tables (whisper-audio.cpp)
         const double two_pi = 6.283185307179586476925286766559;
         for (int i = 0; i < 400; i++) {
@@ -1994,7 +2132,7 @@ struct cuda_backend : vt_backend {
             if (fp8_eligible(t)) total += align_up((size_t)vt_nelements(t), VT_ARENA_ALIGN) + align_up(t->ne[1] * sizeof(float), VT_ARENA_ALIGN);
         }
         char * buf = nullptr;
-        CUDA_CHECK(cudaMalloc((void **)&buf, std::max<size_t>(total, VT_ARENA_ALIGN)));
+        CUDA_CHECK(device_malloc((void **)&buf, std::max<size_t>(total, VT_ARENA_ALIGN)));
         weight_buffers.push_back(buf);
         weight_bytes += total;
         weights_gen++;
@@ -2045,7 +2183,7 @@ struct cuda_backend : vt_backend {
         const size_t es = vt_type_size(src_type), chunk = std::min(n, ((size_t)64 << 20) / es);
         void * raw = nullptr;
         if (!ensure_staging(chunk * es)) return false;
-        CUDA_CHECK(cudaMalloc(&raw, chunk * es));
+        CUDA_CHECK(device_malloc(&raw, chunk * es));
         bool ok = true;
         for (size_t i = 0; ok && i < n; i += chunk) {
             const size_t k = std::min(chunk, n - i);
@@ -2198,8 +2336,8 @@ struct cuda_backend : vt_backend {
             }
         }
         if (x_bytes == 0) return true;
-        cudaError_t err = cudaMalloc(&s->fp8_x, x_bytes);
-        if (err == cudaSuccess) err = cudaMalloc((void **)&s->fp8_scale, rows_max * sizeof(float));
+        cudaError_t err = device_malloc(&s->fp8_x, x_bytes);
+        if (err == cudaSuccess) err = device_malloc((void **)&s->fp8_scale, rows_max * sizeof(float));
         if (err != cudaSuccess) {
             vt_set_error("cuda: cudaMalloc of the %zu-byte FP8 input scratch failed: %s", x_bytes, cudaGetErrorString(err));
             return false;
@@ -2270,7 +2408,7 @@ struct cuda_backend : vt_backend {
         }
         graph_state * s = new graph_state;
         s->arena_bytes = std::max<size_t>(g->arena_size, VT_ARENA_ALIGN);
-        cudaError_t err = cudaMalloc(&s->arena, s->arena_bytes);
+        cudaError_t err = device_malloc(&s->arena, s->arena_bytes);
         if (err != cudaSuccess) {
             vt_set_error("cuda: cudaMalloc of the %zu-byte arena failed: %s", s->arena_bytes, cudaGetErrorString(err));
             s->arena_bytes = 0;
@@ -2283,7 +2421,7 @@ struct cuda_backend : vt_backend {
         vt_graph_resolve_views(g);
 
         if (!lt_ws) {
-            err = cudaMalloc(&lt_ws, LT_WORKSPACE_BYTES);
+            err = device_malloc(&lt_ws, LT_WORKSPACE_BYTES);
             if (err != cudaSuccess) {
                 lt_ws = nullptr;
                 vt_set_error("cuda: cudaMalloc of the cuBLASLt workspace failed: %s", cudaGetErrorString(err));
@@ -2313,7 +2451,7 @@ struct cuda_backend : vt_backend {
             }
         }
         if (ok && im2col_need > 0) {
-            err = cudaMalloc(&s->im2col, im2col_need);
+            err = device_malloc(&s->im2col, im2col_need);
             if (err != cudaSuccess) {
                 s->im2col = nullptr;
                 vt_set_error("cuda: cudaMalloc of the %zu-byte im2col buffer failed: %s", im2col_need, cudaGetErrorString(err));
@@ -2324,8 +2462,8 @@ struct cuda_backend : vt_backend {
             }
         }
         if (ok && mel_windows > 0) {                // log_mel's scratch, shared by its nodes (one after another)
-            err = cudaMalloc(&s->mel_max, mel_windows * MEL_BLOCKS * sizeof(float));
-            if (err == cudaSuccess) err = cudaMalloc(&s->mel_ranges, mel_rows * sizeof(int2));
+            err = device_malloc(&s->mel_max, mel_windows * MEL_BLOCKS * sizeof(float));
+            if (err == cudaSuccess) err = device_malloc(&s->mel_ranges, mel_rows * sizeof(int2));
             if (err != cudaSuccess) {
                 vt_set_error("cuda: cudaMalloc of the log-mel scratch failed: %s", cudaGetErrorString(err));
                 ok = false;
@@ -2339,7 +2477,7 @@ struct cuda_backend : vt_backend {
             if (!ok || !(t->flags & VT_FLAG_OUTPUT) || t->type == VT_TYPE_F32) continue;
             float * copy = nullptr;
             const size_t bytes = (size_t)vt_nelements(t) * sizeof(float);
-            err = cudaMalloc(&copy, bytes);
+            err = device_malloc(&copy, bytes);
             if (err != cudaSuccess) {
                 vt_set_error("cuda: cudaMalloc of the %zu-byte f32 output copy failed: %s", bytes, cudaGetErrorString(err));
                 ok = false;
@@ -2515,7 +2653,7 @@ struct cuda_backend : vt_backend {
         if (buf) CUDA_CHECK(cudaFree(buf));
         buf = nullptr;
         have = 0;
-        const cudaError_t err = cudaMalloc(&buf, bytes);
+        const cudaError_t err = device_malloc(&buf, bytes);
         if (err != cudaSuccess) {
             buf = nullptr;
             vt_set_error("cuda: cudaMalloc of a %zu-byte transfer buffer failed: %s", bytes, cudaGetErrorString(err));
@@ -2611,6 +2749,28 @@ struct cuda_backend : vt_backend {
 static vt_backend * cuda_init(int device, vt_type compute_type, bool fp8) {
     if (compute_type != VT_TYPE_F16 && compute_type != VT_TYPE_BF16) {
         vt_set_error("cuda: compute type must be f16 or bf16, not %s", vt_type_name(compute_type));
+        return nullptr;
+    }
+    // what is missing, all of it in one message: a driver for our CUDA major, cuBLASLt
+    const int cuda_major = CUDART_VERSION / 1000;
+    std::string missing;
+    int driver = 0;   // CUDA version the driver supports, major * 1000 + minor * 10; 0: no driver
+    if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+    char buf[200];
+    if (driver == 0) {
+        snprintf(buf, sizeof(buf), "no NVIDIA driver (libcuda.so.1 not found; CUDA %d needs driver %s or newer)",
+                 cuda_major, driver_needed(cuda_major));
+        missing = buf;
+    } else if (driver / 1000 < cuda_major) {
+        snprintf(buf, sizeof(buf), "the NVIDIA driver supports CUDA %d.%d, this build needs CUDA %d (driver %s or newer)",
+                 driver / 1000, driver % 1000 / 10, cuda_major, driver_needed(cuda_major));
+        missing = buf;
+    }
+    std::string lt_error;
+    if (!cublaslt_load(lt_error)) missing += (missing.empty() ? "" : "; ") + lt_error;
+    if (!missing.empty()) {
+        vt_set_error("cuda: %s", missing.c_str());
+        cudaGetLastError();
         return nullptr;
     }
     int n = 0;

@@ -25,7 +25,7 @@
 // errors
 // =====================================================================================
 
-static thread_local char g_vt_error[512];
+static thread_local char g_vt_error[1024];
 
 const char * vt_last_error(void) { return g_vt_error; }
 
@@ -707,6 +707,7 @@ bool vt_cuda_memory_used(int, size_t *) {
     vt_set_error("this build has no CUDA backend");
     return false;
 }
+size_t vt_cuda_bytes_allocated(void) { return 0; }
 #endif
 
 // =====================================================================================

@@ -277,6 +277,9 @@ bool   vt_backend_supports(const vt_backend * be, enum vt_op op);
 int    vt_cuda_device_count(void);
 // Bytes in use on a CUDA device, by anyone (cudaMemGetInfo); false without CUDA.
 bool   vt_cuda_memory_used(int device, size_t * used);
+// Bytes the CUDA backend has allocated on devices since the process started (0 without CUDA):
+// what the test-only limit VT_CUDA_MEMORY_LIMIT counts.
+size_t vt_cuda_bytes_allocated(void);
 
 // A broken internal invariant (a bug in our code, not the caller's): prints file:line, aborts.
 #define VT_ASSERT(x) do { if (!(x)) { vt_abort(__FILE__, __LINE__, #x); } } while (0)

@@ -154,6 +154,30 @@ void    whisper_audio_stream_close(whisper_audio_stream * s);
 // less): what the file holds was decoded all the same. Valid until the stream is closed.
 const char * whisper_audio_stream_warning(const whisper_audio_stream * s);
 
+// Many inputs decoded ahead of the caller, for corpora: n_workers threads decode the files
+// (several at once, each one start to end through a stream; "-": standard input) into
+// buffers of at most max_buffered samples in all; the caller reads input 0 to its end, then
+// input 1, ... The samples are the stream's, bit for bit, whatever the number of workers.
+typedef struct whisper_audio_reader whisper_audio_reader;
+typedef struct whisper_audio_reader_params {
+    int    n_workers;         // decoding threads (0: one per core, at most 8)
+    size_t max_samples;       // of each input, decode at most this many samples (0: all of it)
+    size_t max_buffered;      // samples held ahead of the caller, in all (default 2^24: 64 MiB)
+} whisper_audio_reader_params;
+whisper_audio_reader_params whisper_audio_reader_default_params(void);
+whisper_audio_reader * whisper_audio_reader_init(const char * const * paths, size_t n, whisper_audio_reader_params params);
+// Up to max samples of input k into out: the count, 0 at its end, -1 on its error (the message
+// names the input; the samples before the error came first). k is the input being read or a
+// later one: reading a later one drops the rest of those before it.
+int64_t whisper_audio_reader_read(whisper_audio_reader * r, size_t k, float * out, size_t max);
+// Input k's header (waits until a worker has opened it); false with its error if it did not open.
+bool whisper_audio_reader_info(whisper_audio_reader * r, size_t k, whisper_audio_info * info);
+// Once input k's read has returned 0: NULL or its whisper_audio_stream_warning. Valid until free.
+const char * whisper_audio_reader_warning(whisper_audio_reader * r, size_t k);
+// Decoding and resampling time so far, summed over the workers.
+double whisper_audio_reader_busy_ms(whisper_audio_reader * r);
+void   whisper_audio_reader_free(whisper_audio_reader * r);
+
 // Band-limited resampling of mono float audio from rate_in to rate_out (malloc'ed result).
 // Each rate must be WHISPER_AUDIO_MIN_RATE to _MAX_RATE (the rates the decoders accept); others are an error.
 bool whisper_audio_resample(const float * in, size_t n_in, int rate_in, int rate_out,
@@ -246,6 +270,19 @@ bool whisper_audio_encode_mel(whisper_audio_encoder * enc, const float * mel, in
 // of the padded window, its first 2 * ceil(samples / 320) frames kept.
 bool whisper_audio_encode_mel_frames(whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames,
                                      float * out);
+
+// Every hidden state of the encoder from one forward, as transformers' WhisperEncoder returns
+// them with output_hidden_states=True: n_layer + 1 states, state 0 the input of layer 0 (the
+// conv stem + positional embedding: output_layer WHISPER_AUDIO_POST_CONV), state i for i in
+// 1..n_layer - 1 the output of layer i - 1 (output_layer i - 1), state n_layer the last layer
+// through the final LayerNorm (output_layer -1, final_ln: transformers puts last_hidden_state
+// there, not the last layer's own output). mel [n_windows, n_mels, n_frames], n_frames as
+// whisper_audio_encode_mel_frames -> out [n_layer + 1, n_windows, n_frames / 2, n_state]. The
+// encoder must be one of the last layer (output_layer -1, final_ln true); on the CPU each state
+// equals, bit for bit, what an encoder made for that output_layer gives. The encoder keeps the
+// graph of its full batch (its memory holds n_layer + 1 states of max_batch windows).
+bool whisper_audio_encode_mel_hidden_states(whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames,
+                                            float * out);
 
 // Log-mel and encode of 16 kHz mono audio of any length: out [n_windows, 1500, n_state].
 bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out);

@@ -1,19 +1,28 @@
 // bench: times the encoder on random log-mel input, batch after batch.
 //
 //   ./bench -m model.gguf [-b 32] [--dtype bf16] [-n 20] [--profile]
+//   ./bench --decode-only [-t N] --list FILE     (or -f AUDIO, repeated)
 //
 // Prints ms per batch and per 30 s clip, clips/s, TFLOP/s against the H200's measured bf16
 // GEMM peak, and memory: our own allocations and, on CUDA, the device's used-memory delta.
+// --decode-only times our decoder alone, no model: every file decoded to 16 kHz mono as main
+// decodes it (whisper_audio_stream_*), N threads (default: all the hardware runs) each taking
+// the next file in turn; it prints files/s, seconds of audio per second and the busy time
+// summed over the threads (the host-side limit of a run over those files).
 #include "whisper-audio.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
+#include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 static const double H200_BF16_PEAK_TFLOPS = 762.0;   // measured, 8192^3 GEMM (see docs/BENCHMARKS.md)
@@ -27,23 +36,68 @@ static double encoder_flops(const whisper_audio_hparams & hp) {
     return conv + hp.n_layer * layer;
 }
 
+// --decode-only: decodes every file to its end on n_threads threads (each file on one thread,
+// the next free thread taking the next file); returns the exit code.
+static int decode_only(const std::vector<std::string> & files, int n_threads) {
+    const int n_thr = (int)std::min<size_t>(files.size(), (size_t)std::max(1, n_threads));
+    std::atomic<size_t> next{0};
+    std::atomic<bool> failed{false};
+    std::mutex mu;
+    std::string error;
+    std::vector<double> busy_ms(n_thr, 0.0);
+    std::vector<int64_t> samples(n_thr, 0);
+    auto work = [&](int t) {
+        std::vector<float> buf((size_t)1 << 16);                    // 4 s of 16 kHz mono a read
+        for (size_t i; !failed && (i = next.fetch_add(1)) < files.size();) {
+            const auto t0 = std::chrono::steady_clock::now();
+            whisper_audio_stream * s = whisper_audio_stream_open(files[i].c_str(), NULL);
+            int64_t got = s ? 0 : -1;
+            while (s && (got = whisper_audio_stream_read(s, buf.data(), buf.size())) > 0) samples[t] += got;
+            if (got < 0) {                                           // the library's message names the file
+                std::lock_guard<std::mutex> lock(mu);
+                if (!failed.exchange(true)) error = whisper_audio_last_error();
+            }
+            whisper_audio_stream_close(s);
+            busy_ms[t] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        }
+    };
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> threads;
+    for (int t = 1; t < n_thr; t++) threads.emplace_back(work, t);
+    work(0);
+    for (std::thread & th : threads) th.join();
+    const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (failed) { fprintf(stderr, "error: %s\n", error.c_str()); return 1; }
+    double busy = 0.0, audio_s = 0.0;
+    for (int t = 0; t < n_thr; t++) { busy += busy_ms[t]; audio_s += (double)samples[t] / WHISPER_AUDIO_SAMPLE_RATE; }
+    printf("decode-only: %zu files, %.3f s of audio (16 kHz mono), %d threads: wall %.3f ms, busy %.3f ms (summed over "
+           "the threads), %.2f files/s, %.1f s of audio per second\n", files.size(), audio_s, n_thr, wall, busy,
+           1000.0 * files.size() / wall, 1000.0 * audio_s / wall);
+    return 0;
+}
+
 static void usage(const char * argv0) {
     fprintf(stderr,
             "usage: %s -m MODEL [options]\n"
+            "       %s --decode-only [-t N] --list FILE   (or -f AUDIO, repeated)\n"
             "  -m, --model FILE   model file (.gguf); a --random one is fine\n"
             "  -b, --batch N      windows per encoder call (default 1)\n"
             "  -n, --iters N      timed batches (default 10, after 3 warm-up batches)\n"
             "  -t, --threads N    CPU threads\n"
             "  --device D         cpu, cuda or auto (default auto)\n"
             "  --dtype T          f16, bf16 or fp8 on CUDA (default f16)\n"
-            "  --profile          also time each op (node by node, no graph replay)\n",
-            argv0);
+            "  --profile          also time each op (node by node, no graph replay)\n"
+            "  --decode-only      decode the audio files to 16 kHz mono, no model (-t: threads, default all)\n"
+            "  --list FILE        audio file names, one per line (--decode-only)\n"
+            "  -f, --file AUDIO   an audio file (--decode-only; repeat for several)\n",
+            argv0, argv0);
 }
 
 int main(int argc, char ** argv) {
     std::string model_path, device = "auto", dtype = "f16";
     int batch = 1, iters = 10, threads = 0;
-    bool profile = false;
+    bool profile = false, decode = false;
+    std::vector<std::string> files;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         const bool has = i + 1 < argc;
@@ -55,7 +109,18 @@ int main(int argc, char ** argv) {
         else if (a == "--device" && has) device = argv[++i];
         else if (a == "--dtype" && has) dtype = argv[++i];
         else if (a == "--profile") profile = true;
+        else if (a == "--decode-only") decode = true;
+        else if ((a == "-f" || a == "--file") && has) files.push_back(argv[++i]);
+        else if (a == "--list" && has) {
+            std::ifstream in(argv[++i]);
+            if (!in) { fprintf(stderr, "error: cannot read the list '%s'\n", argv[i]); return 1; }
+            for (std::string line; std::getline(in, line);) if (!line.empty()) files.push_back(line);
+        }
         else { fprintf(stderr, "error: bad argument '%s'\n", a.c_str()); usage(argv[0]); return 2; }
+    }
+    if (decode) {
+        if (files.empty()) { fprintf(stderr, "error: --decode-only needs --list FILE or -f AUDIO\n"); return 2; }
+        return decode_only(files, threads > 0 ? threads : (int)std::max(1u, std::thread::hardware_concurrency()));
     }
     if (model_path.empty() || batch < 1 || iters < 1 || (dtype != "f16" && dtype != "bf16" && dtype != "fp8") ||
         (device != "cpu" && device != "cuda" && device != "auto")) {

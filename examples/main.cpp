@@ -22,13 +22,17 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <map>
+#include <mutex>
 #include <new>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <sys/stat.h>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -477,8 +481,37 @@ struct output_file {
 // A .npy written as rows come: a fixed-size header with room for any shape, rewritten at
 // the end. A target that cannot seek gets the final row count up front when it is known
 // (promised, checked at the end), or else the rows go to an anonymous spool file first.
+struct npy_writer;
+
+// Rows written behind the pipeline's thread: emit copies a window's rows here and returns, so
+// that the device's next batches run while the disk takes these (at the H200's speed a
+// large-v3 window is 7.7 MB every 4 ms). One thread writes the blocks in order, at most
+// MAX_QUEUED bytes ahead (a push waits beyond that); a writer's error (errno, under mu) is kept
+// and returned by its next push or drain.
+struct write_behind {
+    static const size_t MAX_QUEUED = (size_t)256 << 20;
+    struct block { npy_writer * w; std::vector<char> bytes; };
+    std::mutex mu;
+    std::condition_variable changed;
+    std::deque<block> queue;
+    size_t queued = 0;                  // bytes in queue
+    bool writing = false, stop = false;
+    std::thread thread;
+
+    int push(npy_writer * w, const void * data, size_t n);
+    int drain(npy_writer * w);          // waits until every block pushed is written
+    void run();
+    ~write_behind() {
+        { std::lock_guard<std::mutex> lock(mu); stop = true; }
+        changed.notify_all();
+        if (thread.joinable()) thread.join();
+    }
+};
+
 struct npy_writer {
     output_file out;
+    write_behind * behind = nullptr;    // rows written by its thread (else here)
+    int write_errno = 0;                // the first failed write's errno (behind's thread, under its mu)
     bool f16 = false;
     std::vector<size_t> row_shape;      // the dimensions after the first
     size_t rows = 0;                    // the first dimension so far
@@ -516,19 +549,28 @@ struct npy_writer {
         FILE * f = dst();
         return fwrite("\x93NUMPY\x01\x00", 1, 8, f) == 8 && fwrite(&len, 2, 1, f) == 1 && fwrite(h.data(), 1, h.size(), f) == h.size();
     }
-    bool fail_write() {
-        print_error("writing '%s' failed: %s\n", out.path.c_str(), strerror(errno));
+    bool fail_write(int e = 0) {
+        print_error("writing '%s' failed: %s\n", out.path.c_str(), strerror(e ? e : errno));
         return false;
+    }
+    // The rows written behind, or their error.
+    bool sync() {
+        const int e = behind ? behind->drain(this) : 0;
+        return e == 0 || fail_write(e);
     }
     // rows already in the file's type (f16 or f32)
     bool append(const void * data, size_t n_rows) {
         size_t n = n_rows;
         for (size_t d : row_shape) n *= d;
-        const bool ok = fwrite(data, f16 ? 2 : 4, n, dst()) == n;
         rows += n_rows;
-        return ok || fail_write();
+        if (behind) {
+            const int e = behind->push(this, data, n * (f16 ? 2 : 4));
+            return e == 0 || fail_write(e);
+        }
+        return fwrite(data, f16 ? 2 : 4, n, dst()) == n || fail_write();
     }
     bool finish() {
+        if (!sync()) { abandon(); return false; }
         is_open = false;
         if (promised >= 0 && rows != (size_t)promised) {
             print_error("'%s': %zu rows written after a header that promised %lld (an input's length "
@@ -552,6 +594,7 @@ struct npy_writer {
         return out.commit();
     }
     void abandon() {
+        if (behind) behind->drain(this);
         is_open = false;
         if (spool) { fclose(spool); spool = nullptr; }
         out.discard();
@@ -564,9 +607,47 @@ struct npy_writer {
         const off_t at = (off_t)(HEADER + n_rows * row);
         FILE * f = dst();
         rows = n_rows;
+        if (!sync()) return false;
         return (fflush(f) == 0 && ftruncate(fileno(f), at) == 0 && fseeko(f, at, SEEK_SET) == 0) || fail_write();
     }
 };
+
+int write_behind::push(npy_writer * w, const void * data, size_t n) {
+    std::unique_lock<std::mutex> lock(mu);
+    if (w->write_errno) return w->write_errno;
+    if (!thread.joinable()) thread = std::thread([this] { run(); });
+    changed.wait(lock, [&] { return queued + n <= MAX_QUEUED || queue.empty(); });
+    queue.push_back({w, std::vector<char>((const char *)data, (const char *)data + n)});
+    queued += n;
+    changed.notify_all();
+    return 0;
+}
+
+int write_behind::drain(npy_writer * w) {
+    std::unique_lock<std::mutex> lock(mu);
+    changed.wait(lock, [&] { return queue.empty() && !writing; });
+    return w->write_errno;
+}
+
+void write_behind::run() {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+        changed.wait(lock, [&] { return stop || !queue.empty(); });
+        if (queue.empty()) return;      // stop, with everything written
+        block b = std::move(queue.front());
+        queue.pop_front();
+        writing = true;
+        const bool failed_before = b.w->write_errno != 0;
+        lock.unlock();
+        int e = 0;
+        if (!failed_before && fwrite(b.bytes.data(), 1, b.bytes.size(), b.w->dst()) != b.bytes.size()) e = errno ? errno : EIO;
+        lock.lock();
+        if (e) b.w->write_errno = e;
+        writing = false;
+        queued -= b.bytes.size();
+        changed.notify_all();
+    }
+}
 
 // --------------------------------------------------------------------------- paths
 
@@ -806,7 +887,6 @@ static bool write_png(output_file & out, const float * mel, int n_mels, const fl
 // Standard input cannot be reopened and stays open.
 struct input {
     std::string path;
-    whisper_audio_stream * stream = nullptr;
     whisper_audio_info info{};
     size_t samples = 0;           // 16 kHz samples read so far
     size_t samples_encoded = 0;   // of them, those the rows cover (an audio LLM may keep fewer)
@@ -824,8 +904,20 @@ static long long samples_16k(const whisper_audio_info & in) {
     return llround((double)in.frames * WHISPER_AUDIO_SAMPLE_RATE / in.sample_rate);
 }
 
+// The line that says what an input is (its header).
+static void note_input(const input & in) {
+    const whisper_audio_info & i = in.info;
+    if (i.frames >= 0)
+        note("main: '%s': %s, %d Hz, %d channel%s, %.3f s\n", in.path.c_str(), i.format, i.sample_rate,
+                i.channels, i.channels == 1 ? "" : "s", (double)i.frames / i.sample_rate);
+    else
+        note("main: '%s': %s, %d Hz, %d channel%s, length not known ahead\n", in.path.c_str(), i.format,
+                i.sample_rate, i.channels, i.channels == 1 ? "" : "s");
+}
+
 // Each input's header; with keep_going one that fails is marked failed (fail(): reported) and
-// the others are read, else the first failure stops the run.
+// the others are read, else the first failure stops the run. Standard input is read once, by
+// the reader: its header is read (and noted) when its turn comes.
 template <typename F> static bool check_inputs(std::vector<input> & inputs, bool keep_going, F && fail) {
     size_t stdin_uses = 0;
     const bool each = inputs.size() <= (size_t)LIST_INPUTS || g_verbosity >= 2;
@@ -835,18 +927,15 @@ template <typename F> static bool check_inputs(std::vector<input> & inputs, bool
             print_error("standard input ('-') can be read only once\n");
             return false;
         }
-        in.stream = whisper_audio_stream_open(in.path.c_str(), &in.info);
-        if (!in.stream && keep_going) { fail(k, whisper_audio_last_error()); continue; }
-        if (!in.stream) { print_error("%s\n", whisper_audio_last_error()); return false; }
-        if (in.path != "-") { whisper_audio_stream_close(in.stream); in.stream = nullptr; }
-        const whisper_audio_info & i = in.info;
-        if (!each) continue;
-        if (i.frames >= 0)
-            note("main: '%s': %s, %d Hz, %d channel%s, %.3f s\n", in.path.c_str(), i.format, i.sample_rate,
-                    i.channels, i.channels == 1 ? "" : "s", (double)i.frames / i.sample_rate);
-        else
-            note("main: '%s': %s, %d Hz, %d channel%s, length not known ahead\n", in.path.c_str(), i.format,
-                    i.sample_rate, i.channels, i.channels == 1 ? "" : "s");
+        if (in.path == "-") {
+            in.info.frames = -1;
+            continue;
+        }
+        whisper_audio_stream * s = whisper_audio_stream_open(in.path.c_str(), &in.info);
+        if (!s && keep_going) { fail(k, whisper_audio_last_error()); continue; }
+        if (!s) { print_error("%s\n", whisper_audio_last_error()); return false; }
+        whisper_audio_stream_close(s);
+        if (each) note_input(in);
     }
     return true;
 }
@@ -867,6 +956,7 @@ struct job {
     std::vector<input> inputs;
     bool per_file = false;
     std::vector<std::string> out_names;          // per input, with per_file
+    write_behind behind;                         // the writers' rows, written on its thread
     std::vector<npy_writer> writers;             // one per input with per_file, else one or none
     size_t n_committed = 0;                      // per_file: inputs [0, n_committed) are written
     std::vector<size_t> row_shape;
@@ -877,7 +967,8 @@ struct job {
     bool emit_failed = false;                    // emit stopped the pipeline (its message printed)
 
     size_t n_windows = 0, n_rows = 0, expected_windows = 0;
-    double decode_ms = 0, run_ms = 0, pipeline_ms = 0;
+    double decode_ms = 0, run_ms = 0, pipeline_ms = 0;   // decode: the headers' check, then the reader's workers' busy time
+    double wait_ms = 0;                          // the run waiting on the reader for audio
     double sum = 0, sum2 = 0;
     float vmin = INFINITY, vmax = -INFINITY;
     size_t n_values = 0;
@@ -904,6 +995,7 @@ struct job {
 
     bool plan_outputs();
     bool open_outputs();
+    whisper_audio_reader * reader = nullptr;     // the inputs, decoded ahead by its workers
     std::vector<float> buf;                      // a block of decoded audio
     size_t pending = 0;                          // samples of input pending_input in buf, read by start for the PNG
     size_t pending_input = 0;
@@ -915,46 +1007,52 @@ struct job {
     bool start();
     bool emit(const whisper_audio_rows & r);
     // x[0, n) into the summary statistics; false if one is NaN or infinite. Blocks of 1024 in
-    // eight float lanes (the loop vectorises; f32 partial sums of 128 values, then double),
-    // added to double totals: in double lanes an hour of a tower's tokens (138 M values) took
-    // 0.33 s of the caller's thread, 2.4 ns a value (Xeon, 2 cores).
+    // four float lanes (GCC's vector types, SSE2's width: the plain loop did not vectorise and
+    // took 2-3 ms of the caller's thread per large-v3 window, half the H200's forward; this 0.6 ms
+    // on the 2-core Xeon), f32 partial sums of 256 values, then double totals.
     bool add_stats(const float * x, size_t n) {
-        int bad = 0;
-        for (size_t i0 = 0; i0 < n; i0 += 1024) {
-            const size_t i1 = std::min(n, i0 + 1024);
-            float s[8] = {0}, q[8] = {0}, lo[8], hi[8];
-            for (int k = 0; k < 8; k++) { lo[k] = vmin; hi[k] = vmax; }
-            size_t i = i0;
-            for (; i + 8 <= i1; i += 8) {
-                for (int k = 0; k < 8; k++) {
-                    const float v = x[i + k];
-                    bad |= !(std::fabs(v) <= FLT_MAX);
-                    s[k] += v;
-                    q[k] += v * v;
-                    lo[k] = lo[k] < v ? lo[k] : v;
-                    hi[k] = hi[k] > v ? hi[k] : v;
-                }
+        typedef float    f4 __attribute__((vector_size(16)));
+        typedef uint32_t u4 __attribute__((vector_size(16)));
+        const u4 exponent = {0x7f800000u, 0x7f800000u, 0x7f800000u, 0x7f800000u};
+        u4 bad = {};                             // lanes that met an all-ones exponent: inf or NaN
+        size_t i = 0;
+        while (i + 4 <= n) {
+            const size_t i1 = std::min(n - (n - i) % 4, i + 1024);
+            f4 s = {}, q = {}, lo = {}, hi = {}, v;
+            lo += vmin;
+            hi += vmax;
+            for (; i < i1; i += 4) {
+                memcpy(&v, x + i, sizeof(v));
+                u4 bits;
+                memcpy(&bits, &v, sizeof(bits));
+                bad |= (u4)((bits & exponent) == exponent);
+                s += v;
+                q += v * v;
+                lo = v < lo ? v : lo;
+                hi = v > hi ? v : hi;
             }
-            for (; i < i1; i++) {
-                const float v = x[i];
-                bad |= !(std::fabs(v) <= FLT_MAX);
-                s[0] += v;
-                q[0] += v * v;
-                lo[0] = std::min(lo[0], v);
-                hi[0] = std::max(hi[0], v);
-            }
-            for (int k = 0; k < 8; k++) {
+            for (int k = 0; k < 4; k++) {
                 sum += s[k];
                 sum2 += q[k];
                 vmin = std::min(vmin, lo[k]);
                 vmax = std::max(vmax, hi[k]);
             }
         }
+        bool finite = !(bad[0] | bad[1] | bad[2] | bad[3]);
+        for (; i < n; i++) {
+            const float v = x[i];
+            finite = finite && std::fabs(v) <= FLT_MAX;
+            sum += v;
+            sum2 += (double)v * v;
+            vmin = std::min(vmin, v);
+            vmax = std::max(vmax, v);
+        }
         n_values += n;
-        return !bad;
+        return finite;
     }
     bool commit_inputs_before(size_t k);
     bool fail_input(size_t k, const std::string & msg);
+    long long read_samples(size_t k, float * dst, size_t max, std::string & err);
     void progress(bool last);
     bool pipeline_error(const char * what);
     bool run();
@@ -1004,6 +1102,7 @@ bool job::open_outputs() {
     const bool half = p.outtype == "f16";
     if (per_file) {
         writers.resize(inputs.size());         // opened as each input's first row comes
+        for (npy_writer & w : writers) w.behind = &behind;
     } else if (!p.output.empty()) {
         // a stream is promised the row count only when no input can fail and take its rows back
         long long expected = p.keep_going ? -1 : 0;
@@ -1012,6 +1111,7 @@ bool job::open_outputs() {
             expected = r < 0 || expected < 0 ? -1 : expected + r;
         }
         writers.resize(1);
+        writers[0].behind = &behind;
         if (!writers[0].open(p.output, half, row_shape, expected)) return false;
     }
     if (!p.png.empty() && !png.open(p.png)) return false;
@@ -1152,18 +1252,19 @@ bool job::draw_png(const float * pcm, size_t n, const float * emb) {
 #endif
 }
 
-// Up to max samples of an input into dst (fewer at its end); -1 on an error (its message in err).
-static long long read_samples(input & in, float * dst, size_t max, std::string & err) {
-    if (!in.stream && !(in.stream = whisper_audio_stream_open(in.path.c_str(), &in.info))) {
-        err = whisper_audio_last_error();
-        return -1;
+// Up to max samples of input k into dst (fewer at its end); -1 on an error (its message in err).
+long long job::read_samples(size_t k, float * dst, size_t max, std::string & err) {
+    input & in = inputs[k];
+    if (in.path == "-" && in.samples == 0 && in.info.sample_rate == 0) {   // standard input: its header now
+        if (!whisper_audio_reader_info(reader, k, &in.info)) { err = whisper_audio_last_error(); return -1; }
+        note_input(in);
     }
     size_t got = 0;
     while (got < max) {
-        const int64_t n = whisper_audio_stream_read(in.stream, dst + got, max - got);
+        const int64_t n = whisper_audio_reader_read(reader, k, dst + got, max - got);
         if (n < 0) { err = whisper_audio_last_error(); return -1; }
         if (n == 0) {                           // the end: a file cut short (or longer than it says) is noted
-            const char * w = whisper_audio_stream_warning(in.stream);
+            const char * w = whisper_audio_reader_warning(reader, k);
             if (w && !in.warned) note("warning: %s\n", w);
             in.warned = true;
             break;
@@ -1181,6 +1282,15 @@ bool job::pipeline_error(const char * what) {
 // The PNG (while the encoders are free), then the pipeline over the encoders.
 bool job::start() {
     buf.resize(1 << 16);                             // 4 s of audio a read
+    // the reader: every input decoded ahead on its workers (-t of them), as far as the model
+    // uses it and one sample more (to tell whether there is more)
+    std::vector<const char *> paths;
+    for (const input & in : inputs) paths.push_back(in.path.c_str());
+    whisper_audio_reader_params rp = whisper_audio_reader_default_params();
+    rp.n_workers = p.n_threads;
+    const size_t used = whisper_audio_samples_used(model, tokens);
+    rp.max_samples = used == SIZE_MAX ? 0 : used + 1;
+    if (!(reader = whisper_audio_reader_init(paths.data(), paths.size(), rp))) return pipeline_error("starting the decoders");
     if (!png.path.empty()) {                         // the first input that decodes (with --keep-going)
         buf.resize(WHISPER_AUDIO_N_SAMPLES);
         for (pending_input = 0; pending_input < inputs.size(); pending_input++) {
@@ -1188,12 +1298,10 @@ bool job::start() {
             if (in.failed) continue;
             const auto t = std::chrono::steady_clock::now();
             std::string err;
-            long long got = read_samples(in, buf.data(), buf.size(), err);
-            decode_ms += ms_since(t);
+            long long got = read_samples(pending_input, buf.data(), buf.size(), err);
+            wait_ms += ms_since(t);
             if (got == 0) err = in.path + ": no audio samples";
             if (got <= 0 && p.keep_going) {
-                whisper_audio_stream_close(in.stream);
-                in.stream = nullptr;
                 if (!fail_input(pending_input, err)) return false;
                 continue;
             }
@@ -1242,8 +1350,8 @@ bool job::run() {
             } else {
                 const auto t = std::chrono::steady_clock::now();
                 // past what the model uses, one sample more only, to tell whether there is more
-                got = read_samples(in, buf.data(), in.samples < used ? std::min(buf.size(), used - in.samples) : 1, err);
-                decode_ms += ms_since(t);
+                got = read_samples(k, buf.data(), in.samples < used ? std::min(buf.size(), used - in.samples) : 1, err);
+                wait_ms += ms_since(t);
             }
             if (got < 0) break;
             if (got == 0) break;
@@ -1258,8 +1366,6 @@ bool job::run() {
             if (!whisper_audio_pipeline_push(pipe, buf.data(), (size_t)got)) return pipeline_error(in.path.c_str());
             in.samples += (size_t)got;
         }
-        whisper_audio_stream_close(in.stream);      // this input is done: release it
-        in.stream = nullptr;
         if (err.empty() && !in.failed && in.samples == 0) err = in.path + ": no audio samples";
         if (!err.empty() && !p.keep_going) { print_error("%s\n", err.c_str()); return false; }
         if (!err.empty() && !fail_input(k, err)) return false;
@@ -1270,6 +1376,7 @@ bool job::run() {
         if (!whisper_audio_pipeline_end_input(pipe)) return pipeline_error(in.path.c_str());
     }
     if (!whisper_audio_pipeline_finish(pipe)) return pipeline_error("encoding");
+    decode_ms += whisper_audio_reader_busy_ms(reader);
     run_ms = ms_since(t_work) - (png_ms - png_before);   // the PNG drawn from the first window: not the run
     if (show_progress && (n_windows > 0 || n_failed > 0)) {
         if (!progress_tty) progress(true);
@@ -1373,9 +1480,9 @@ static void print_summary(const job & j, FILE * human, double load_ms, double in
         fprintf(human, "  %zu inputs -> %s (-v lists each)\n", j.inputs.size() - j.n_failed, where.c_str());
     if (!quiet && j.n_failed)
         fprintf(human, "main: %zu of %zu inputs failed and were skipped (exit status 3)\n", j.n_failed, j.inputs.size());
-    if (!quiet) fprintf(stderr, "\ntimings: load %.1f ms, init %.1f ms (of which the pipeline %.1f), decode %.1f ms, mel %.1f ms, encode "
-            "%.1f ms; run %.1f ms (%.2f ms per window, %.1f windows per second), total %.1f ms\n", load_ms, init_ms,
-            j.pipeline_ms, j.decode_ms, mel_ms, encode_ms, j.run_ms, per_window, per_window > 0 ? 1000.0 / per_window : 0.0,
+    if (!quiet) fprintf(stderr, "\ntimings: load %.1f ms, init %.1f ms (of which the pipeline %.1f), decode %.1f ms (the run waited %.1f ms "
+            "for it), mel %.1f ms, encode %.1f ms; run %.1f ms (%.2f ms per window, %.1f windows per second), total %.1f ms\n",
+            load_ms, init_ms, j.pipeline_ms, j.decode_ms, j.wait_ms, mel_ms, encode_ms, j.run_ms, per_window, per_window > 0 ? 1000.0 / per_window : 0.0,
             total_ms);
     if (!p.json) return;
     const whisper_audio_hparams & hp = j.hp;
@@ -1404,8 +1511,9 @@ static void print_summary(const job & j, FILE * human, double load_ms, double in
                positions.c_str(), j.per_file ? ", \"output\": \"" : "", j.per_file ? json_escape(j.writers[i].out.path).c_str() : "",
                j.per_file ? "\"" : "");
     }
-    printf("],\n \"failed\": %s,\n \"timings_ms\": {\"load\": %.3f, \"init\": %.3f, \"init_pipeline\": %.3f, \"decode\": %.3f, \"mel\": %.3f, "
-           "\"encode\": %.3f, \"run\": %.3f, \"png\": %.3f, \"total\": %.3f}}\n", json_failed(j.inputs).c_str(), load_ms, init_ms, j.pipeline_ms, j.decode_ms, mel_ms, encode_ms,
+    printf("],\n \"failed\": %s,\n \"timings_ms\": {\"load\": %.3f, \"init\": %.3f, \"init_pipeline\": %.3f, \"decode\": %.3f, \"decode_wait\": %.3f, "
+           "\"mel\": %.3f, \"encode\": %.3f, \"run\": %.3f, \"png\": %.3f, \"total\": %.3f}}\n", json_failed(j.inputs).c_str(), load_ms,
+           init_ms, j.pipeline_ms, j.decode_ms, j.wait_ms, mel_ms, encode_ms,
            j.run_ms, j.png_ms, total_ms);
 }
 
@@ -1555,7 +1663,7 @@ static int run_main(const params & p) {
     if (ok) print_summary(j, human, load_ms, init_ms, ms_since(t_start));
     if (!ok && p.json) { print_error_json(1, j.inputs); g_json_printed = true; }
 
-    for (input & in : j.inputs) whisper_audio_stream_close(in.stream);
+    whisper_audio_reader_free(j.reader);
     whisper_audio_pipeline_free(j.pipe);
     for (whisper_audio_encoder * e : j.encs) whisper_audio_encoder_free(e);
     whisper_audio_model_free(model);

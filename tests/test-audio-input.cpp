@@ -147,6 +147,112 @@ TEST_CASE("stream: the resampler in blocks equals whisper_audio_resample at ever
     remove(path.c_str());
 }
 
+// ---- the reader: many inputs decoded ahead by workers -------------------------------------
+
+// Input k of r read to its end in odd blocks: its samples, or its error.
+static decoded_audio ai_reader_input(whisper_audio_reader * r, size_t k) {
+    decoded_audio a;
+    static const size_t ODD[] = { 1, 7, 160, 4093, 31, 65536, 2, 300000 };
+    std::vector<float> buf(300000);
+    for (size_t i = 0;; i++) {
+        const int64_t got = whisper_audio_reader_read(r, k, buf.data(), ODD[i % 8]);
+        if (got < 0) {
+            a.error = whisper_audio_last_error();
+            return a;
+        }
+        if (got == 0) break;
+        REQUIRE((size_t) got <= ODD[i % 8]);
+        a.pcm.insert(a.pcm.end(), buf.begin(), buf.begin() + got);
+    }
+    CHECK(whisper_audio_reader_read(r, k, buf.data(), 100) == 0);   // the end stays the end
+    a.ok = true;
+    return a;
+}
+
+TEST_CASE("reader: every input the stream's samples bit for bit, errors in place, whatever the workers") {
+    // a WAV cut inside its data (a warning, its samples), a file that is not there, and
+    // formats of every rate; 30 inputs, so that the workers run ahead and wait for room
+    const std::vector<uint8_t> wav44 = read_bytes(test_data("audio/speech_44k1_stereo_s16.wav"));
+    const std::string cut = test_tmp("reader-cut.wav"), missing = test_tmp("reader-missing.wav");
+    write_bytes(cut, ai_prefix(wav44, wav44.size() / 2));
+    remove(missing.c_str());
+    const std::string base[] = { test_data("audio/speech_16k.wav"), test_data("audio/speech_44k1_stereo_s16.wav"), cut,
+                                 test_data("audio/speech_22k05_mono_f32.wav"), missing,
+                                 test_data("audio/speech_48k_mono_s24.wav"), test_data("audio/speech_8k_mono_u8.wav") };
+    std::vector<std::string> names;
+    for (int i = 0; i < 30; i++) names.push_back(base[i % 7]);
+    std::vector<const char *> paths;
+    for (const std::string & n : names) paths.push_back(n.c_str());
+    std::vector<decoded_audio> want;
+    for (const std::string & n : base) want.push_back(ai_stream(n, 0));
+    REQUIRE_FALSE(want[4].ok);
+
+    for (int workers : { 1, 2, 5 }) {
+        CAPTURE(workers);
+        whisper_audio_reader_params rp = whisper_audio_reader_default_params();
+        rp.n_workers = workers;
+        rp.max_buffered = 1;   // the least: one chunk ahead in all
+        whisper_audio_reader * r = whisper_audio_reader_init(paths.data(), paths.size(), rp);
+        REQUIRE_MESSAGE(r, whisper_audio_last_error());
+        for (size_t k = 0; k < paths.size(); k++) {
+            CAPTURE(k);
+            const decoded_audio & w = want[k % 7];
+            whisper_audio_info info;
+            CHECK(whisper_audio_reader_info(r, k, &info) == w.ok);
+            const decoded_audio got = ai_reader_input(r, k);
+            REQUIRE(got.ok == w.ok);
+            if (!w.ok) {
+                CHECK(got.error == w.error);   // the stream's own message, naming the file
+                CHECK(got.error.find(missing) != std::string::npos);
+                continue;
+            }
+            CHECK(info.sample_rate == w.info.sample_rate);
+            CHECK(info.frames == w.info.frames);
+            REQUIRE(got.pcm.size() == w.pcm.size());
+            CHECK(memcmp(got.pcm.data(), w.pcm.data(), got.pcm.size() * sizeof(float)) == 0);
+            const char * warning = whisper_audio_reader_warning(r, k);
+            CHECK((warning != nullptr) == (k % 7 == 2));   // the cut one says so
+        }
+        CHECK(whisper_audio_reader_busy_ms(r) > 0.0);
+        whisper_audio_reader_free(r);
+    }
+    remove(cut.c_str());
+}
+
+TEST_CASE("reader: skipping ahead, max_samples, order, free before the end") {
+    const std::string wav = test_data("audio/speech_44k1_stereo_s16.wav"), wav16 = test_data("audio/speech_16k.wav");
+    const decoded_audio a = ai_stream(wav, 0), b = ai_stream(wav16, 0);
+    REQUIRE(a.ok);
+    REQUIRE(b.ok);
+    const char * paths[] = { wav.c_str(), wav.c_str(), wav16.c_str(), wav.c_str() };
+    whisper_audio_reader_params rp = whisper_audio_reader_default_params();
+    rp.n_workers = 2;
+    rp.max_samples = 12345;
+    whisper_audio_reader * r = whisper_audio_reader_init(paths, 4, rp);
+    REQUIRE(r);
+    std::vector<float> buf(100);
+    REQUIRE(whisper_audio_reader_read(r, 0, buf.data(), 100) == 100);   // part of input 0, then on to 2
+    const decoded_audio got = ai_reader_input(r, 2);
+    REQUIRE(got.ok);
+    REQUIRE(got.pcm.size() == 12345);                                   // max_samples of it
+    CHECK(memcmp(got.pcm.data(), b.pcm.data(), 12345 * sizeof(float)) == 0);
+    CHECK(whisper_audio_reader_read(r, 1, buf.data(), 100) == -1);      // passed: an error, not samples
+    CHECK(std::string(whisper_audio_last_error()).find("read already") != std::string::npos);
+    CHECK(whisper_audio_reader_read(r, 4, buf.data(), 100) == -1);      // no such input
+    whisper_audio_reader_free(r);                                       // input 3 not read: its worker stops
+
+    rp.max_samples = 0;
+    r = whisper_audio_reader_init(paths, 4, rp);
+    REQUIRE(r);
+    const decoded_audio last = ai_reader_input(r, 3);
+    REQUIRE(last.ok);
+    REQUIRE(last.pcm.size() == a.pcm.size());
+    CHECK(memcmp(last.pcm.data(), a.pcm.data(), a.pcm.size() * sizeof(float)) == 0);
+    whisper_audio_reader_free(r);
+    whisper_audio_reader_free(nullptr);
+    CHECK(whisper_audio_reader_init(nullptr, 1, rp) == nullptr);
+}
+
 // ---- standard input ----------------------------------------------------------------------
 
 TEST_CASE("stream: \"-\" reads standard input, with the data size of a pipe writer") {
@@ -640,6 +746,52 @@ TEST_CASE("mp3: hostile headers, ID3 tags and truncation fail with a clear messa
         CHECK(a.pcm.size() < 112259);
     }
     ai_random_damage(good, 11u);
+}
+
+// The stream's warning of the file bytes (written to a file: a stream, as main reads it).
+static std::string ai_stream_warning(const std::vector<uint8_t> & bytes, const char * name) {
+    const std::string path = test_tmp(name);
+    write_bytes(path, bytes);
+    whisper_audio_stream * s = whisper_audio_stream_open(path.c_str(), nullptr);
+    REQUIRE_MESSAGE(s, whisper_audio_last_error());
+    std::vector<float> buf(65536);
+    int64_t got;
+    while ((got = whisper_audio_stream_read(s, buf.data(), buf.size())) > 0) {}
+    CHECK(got == 0);
+    const char * w = whisper_audio_stream_warning(s);
+    const std::string warning = w ? w : "";
+    whisper_audio_stream_close(s);
+    remove(path.c_str());
+    return warning;
+}
+
+TEST_CASE("mp3: a file without a Xing/LAME tag cut inside a frame is decoded with a warning") {
+    // speech_16k.mp3 has no tag (its length is not known ahead): MPEG-2 layer III frames of
+    // 72 * bitrate / rate + padding bytes, the header included
+    const std::vector<uint8_t> mp3 = read_bytes(test_data("audio/speech_16k.mp3"));
+    static const int KBPS[16] = { 0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160, 0 };
+    static const int RATE[4] = { 22050, 24000, 16000, 0 };
+    std::vector<size_t> starts;
+    for (size_t i = 0; i + 4 <= mp3.size();) {
+        REQUIRE(mp3[i] == 0xFF);
+        REQUIRE((mp3[i + 1] & 0xFE) == 0xF2);   // MPEG-2, layer III
+        starts.push_back(i);
+        i += (size_t) (72 * 1000 * KBPS[mp3[i + 2] >> 4] / RATE[(mp3[i + 2] >> 2) & 3] + ((mp3[i + 2] >> 1) & 1));
+    }
+    REQUIRE(starts.size() > 100);
+    const size_t mid = starts[starts.size() / 2], next = starts[starts.size() / 2 + 1];
+    CHECK(ai_stream_warning(mp3, "tagless.mp3").empty());
+    std::vector<uint8_t> id3v1 = mp3;               // an ID3v1 tag at the end is not a cut frame
+    const char tag[128] = "TAGtitle";
+    id3v1.insert(id3v1.end(), tag, tag + 128);
+    CHECK(ai_stream_warning(id3v1, "tagless-id3v1.mp3").empty());
+    CHECK(ai_stream_warning(ai_prefix(mp3, next), "tagless-whole-frames.mp3").empty());
+    for (size_t cut : { mid + (next - mid) / 2, mid + 2, mid + 5, next - 1 }) {
+        CAPTURE(cut - mid);
+        const std::string w = ai_stream_warning(ai_prefix(mp3, cut), "tagless-cut.mp3");
+        CHECK(w.find("ends inside a frame") != std::string::npos);
+        CHECK(w.find("tagless-cut.mp3") != std::string::npos);
+    }
 }
 
 #else

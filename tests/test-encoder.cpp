@@ -240,6 +240,129 @@ TEST_CASE("encoder on CUDA matches transformers float64 within f16/bf16 rounding
     whisper_audio_model_free(model);
 }
 
+// One encoder of a CPU (2 threads, batch max_batch) for output_layer / final_ln.
+static whisper_audio_encoder * cpu_encoder(const whisper_audio_model * model, int output_layer, bool final_ln = true,
+                                           int max_batch = 1) {
+    whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
+    p.device = WHISPER_AUDIO_DEVICE_CPU;
+    p.n_threads = 2;
+    p.output_layer = output_layer;
+    p.final_ln = final_ln;
+    p.max_batch = max_batch;
+    whisper_audio_encoder * enc = whisper_audio_encoder_init(model, p);
+    REQUIRE_MESSAGE(enc, whisper_audio_last_error());
+    return enc;
+}
+
+TEST_CASE("hidden states: every layer from one forward, each the encoder of its output_layer bit for bit") {
+    float * pcm = nullptr;
+    size_t n = 0;
+    REQUIRE_MESSAGE(whisper_audio_decode_file(test_data("audio/long_70s_16k.wav").c_str(), &pcm, &n, nullptr),
+                    whisper_audio_last_error());
+    const int n_win = (int)whisper_audio_n_windows(n);
+    REQUIRE(n_win == 3);
+    // micro models of 2 layers (f32, f16), a tower of 3 (its Whisper encoder: state 2 is a middle layer's)
+    for (std::string path : {"build/micro-80-f32.gguf", "build/micro-128-f16.gguf", "build/tower-qwen2a-f32.gguf"}) {
+        CAPTURE(path);
+        whisper_audio_model * model = whisper_audio_model_load(path.c_str());
+        REQUIRE_MESSAGE(model, whisper_audio_last_error());
+        const whisper_audio_hparams hp = *whisper_audio_model_hparams(model);
+        std::vector<float> mel((size_t)n_win * hp.n_mels * 3000);
+        REQUIRE(whisper_audio_log_mel_windows(model, pcm, n, n_win, mel.data(), 2));
+        // the first 702 frames of each window, packed: unpadded windows (--no-pad's shape)
+        const int short_frames = 702;
+        std::vector<float> mel_short((size_t)n_win * hp.n_mels * short_frames);
+        for (size_t r = 0; r < (size_t)n_win * hp.n_mels; r++)
+            std::copy_n(mel.begin() + r * 3000, short_frames, mel_short.begin() + r * short_frames);
+        whisper_audio_encoder * all = cpu_encoder(model, -1, true, 2);     // a batch of 2, then 1
+        for (int n_frames : {3000, short_frames}) {
+            CAPTURE(n_frames);
+            const std::vector<float> & in = n_frames == 3000 ? mel : mel_short;
+            const size_t state = (size_t)n_win * (n_frames / 2) * hp.n_state;
+            std::vector<float> states((hp.n_layer + 1) * state, NAN);
+            REQUIRE_MESSAGE(whisper_audio_encode_mel_hidden_states(all, in.data(), n_win, n_frames, states.data()),
+                            whisper_audio_last_error());
+            for (int i = 0; i <= hp.n_layer; i++) {
+                CAPTURE(i);
+                const int layer = i == 0 ? WHISPER_AUDIO_POST_CONV : i == hp.n_layer ? -1 : i - 1;
+                whisper_audio_encoder * one = cpu_encoder(model, layer);
+                std::vector<float> ref(state, NAN);
+                REQUIRE_MESSAGE(whisper_audio_encode_mel_frames(one, in.data(), n_win, n_frames, ref.data()),
+                                whisper_audio_last_error());
+                CHECK(std::memcmp(states.data() + i * state, ref.data(), state * sizeof(float)) == 0);
+                whisper_audio_encoder_free(one);
+            }
+        }
+        // the encoder's own output is the last state, and its other calls go on as before
+        std::vector<float> out((size_t)n_win * 1500 * hp.n_state), states((hp.n_layer + 1) * out.size());
+        REQUIRE(whisper_audio_encode_mel(all, mel.data(), n_win, out.data()));
+        REQUIRE(whisper_audio_encode_mel_hidden_states(all, mel.data(), n_win, 3000, states.data()));
+        CHECK(std::equal(out.begin(), out.end(), states.begin() + hp.n_layer * out.size()));
+        whisper_audio_encoder_free(all);
+
+        // an encoder of one layer, or without the final LayerNorm, is refused with a message
+        for (int layer : {0, WHISPER_AUDIO_POST_CONV, -1}) {
+            whisper_audio_encoder * enc = cpu_encoder(model, layer, layer != -1);
+            CHECK_FALSE(whisper_audio_encode_mel_hidden_states(enc, mel.data(), 1, 3000, states.data()));
+            CHECK_MESSAGE(std::string(whisper_audio_last_error()).find("output_layer -1, final_ln true") != std::string::npos,
+                          whisper_audio_last_error());
+            whisper_audio_encoder_free(enc);
+        }
+        whisper_audio_model_free(model);
+    }
+    whisper_audio_pcm_free(pcm);
+
+    whisper_audio_model * model = whisper_audio_model_load("build/micro-80-f32.gguf");
+    REQUIRE(model);
+    whisper_audio_encoder * enc = cpu_encoder(model, -1);
+    std::vector<float> mel((size_t)80 * 3000, 0.0f), out((size_t)3 * 1500 * 128);
+    CHECK_FALSE(whisper_audio_encode_mel_hidden_states(nullptr, mel.data(), 1, 3000, out.data()));
+    CHECK_FALSE(whisper_audio_encode_mel_hidden_states(enc, nullptr, 1, 3000, out.data()));
+    CHECK_FALSE(whisper_audio_encode_mel_hidden_states(enc, mel.data(), 1, 3000, nullptr));
+    CHECK(std::string(whisper_audio_last_error()).find("NULL out") != std::string::npos);
+    CHECK_FALSE(whisper_audio_encode_mel_hidden_states(enc, mel.data(), 0, 3000, out.data()));
+    CHECK_FALSE(whisper_audio_encode_mel_hidden_states(enc, mel.data(), 1, 301, out.data()));
+    CHECK(std::string(whisper_audio_last_error()).find("even count") != std::string::npos);
+    whisper_audio_encoder_free(enc);
+    whisper_audio_model_free(model);
+}
+
+TEST_CASE("hidden states on CUDA match transformers float64 within f16/bf16 rounding" * doctest::skip(no_gpu())) {
+    whisper_audio_model * model = whisper_audio_model_load("build/micro-80-f32.gguf");
+    REQUIRE(model);
+    const char * clips[] = {"speech_16k", "long_70s_first30s"};
+    std::vector<float> mel;                                            // [2, 80, 3000]: one batch of 2
+    for (const char * clip : clips) {
+        std::vector<float> m = npy_load_f32(test_data(std::string("features/") + clip + ".mel80.npy"), nullptr);
+        mel.insert(mel.end(), m.begin(), m.end());
+    }
+    const char * stages[] = {"post_conv", "layer0", "last_hidden_state"};   // micro-80: 2 layers, 3 states
+    const size_t win = (size_t)1500 * 128;
+    for (whisper_audio_dtype dtype : {WHISPER_AUDIO_DTYPE_F16, WHISPER_AUDIO_DTYPE_BF16}) {
+        whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
+        p.device = WHISPER_AUDIO_DEVICE_CUDA;
+        p.dtype = dtype;
+        p.max_batch = 2;
+        whisper_audio_encoder * enc = whisper_audio_encoder_init(model, p);
+        REQUIRE_MESSAGE(enc, whisper_audio_last_error());
+        std::vector<float> states(3 * 2 * win, NAN);
+        REQUIRE_MESSAGE(whisper_audio_encode_mel_hidden_states(enc, mel.data(), 2, 3000, states.data()),
+                        whisper_audio_last_error());
+        for (int i = 0; i < 3; i++) {
+            for (int w = 0; w < 2; w++) {
+                std::vector<float> ref = npy_load_f32(test_data(std::string("encoder/micro-80/") + clips[w] + "." + stages[i] + ".npy"), nullptr);
+                REQUIRE(ref.size() == win);
+                const double err = rel_l2(states.data() + (i * 2 + w) * win, ref.data(), win);
+                MESSAGE((dtype == WHISPER_AUDIO_DTYPE_F16 ? "f16" : "bf16") << " " << clips[w] << " state " << i << " ("
+                        << stages[i] << "): relative L2 error " << err);
+                CHECK(err < (dtype == WHISPER_AUDIO_DTYPE_F16 ? 3e-3 : 2.5e-2));
+            }
+        }
+        whisper_audio_encoder_free(enc);
+    }
+    whisper_audio_model_free(model);
+}
+
 TEST_CASE("encode_pcm: audio of any length, windows and batches as main makes them") {
     whisper_audio_model * model = whisper_audio_model_load("build/micro-80-f32.gguf");
     REQUIRE(model);

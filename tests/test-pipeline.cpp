@@ -408,3 +408,41 @@ TEST_CASE("cuda pipeline: GPU log-mel near the CPU one, f16 rows the f32 rows ro
         whisper_audio_encoder_free(b);
     }
 }
+
+TEST_CASE("cuda pipeline: the GPU out of memory mid-run is an error that says so; the encoder runs again after" * doctest::skip(no_gpu())) {
+    model_ptr model("build/micro-80-f32.gguf");
+    whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
+    p.device = WHISPER_AUDIO_DEVICE_CUDA;
+    p.max_batch = 2;
+    whisper_audio_encoder * e = whisper_audio_encoder_init(model.m, p);
+    REQUIRE_MESSAGE(e, whisper_audio_last_error());
+    // no_pad: a short last window needs a graph of its own length, made when it comes
+    whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
+    pp.no_pad = true;
+    size_t n_rows = 0;
+    pp.user = &n_rows;
+    pp.on_rows = [](const whisper_audio_rows * r, void * user) { *(size_t *)user += (size_t)r->n_rows; return true; };
+    const std::vector<float> pcm(WHISPER_AUDIO_N_SAMPLES + 12345, 0.01f);
+    whisper_audio_pipeline * pipe = whisper_audio_pipeline_init(&e, 1, pp);
+    REQUIRE_MESSAGE(pipe, whisper_audio_last_error());
+    // from here on no device memory is left (the test-only limit of vt-cuda.cu)
+    REQUIRE(setenv("VT_CUDA_MEMORY_LIMIT", std::to_string(vt_cuda_bytes_allocated()).c_str(), 1) == 0);
+    bool ok = whisper_audio_pipeline_push(pipe, pcm.data(), pcm.size()) && whisper_audio_pipeline_end_input(pipe) &&
+              whisper_audio_pipeline_finish(pipe);
+    const std::string error = whisper_audio_last_error();
+    unsetenv("VT_CUDA_MEMORY_LIMIT");
+    CHECK_FALSE(ok);
+    CHECK(error.find("cudaMalloc") != std::string::npos);
+    CHECK(error.find("out of memory") != std::string::npos);
+    whisper_audio_pipeline_free(pipe);
+    // memory back: the same encoder, a new pipeline, every row
+    n_rows = 0;
+    pipe = whisper_audio_pipeline_init(&e, 1, pp);
+    REQUIRE_MESSAGE(pipe, whisper_audio_last_error());
+    ok = whisper_audio_pipeline_push(pipe, pcm.data(), pcm.size()) && whisper_audio_pipeline_end_input(pipe) &&
+         whisper_audio_pipeline_finish(pipe);
+    CHECK_MESSAGE(ok, whisper_audio_last_error());
+    CHECK(n_rows == (size_t)whisper_audio_n_positions_total(pcm.size()));
+    whisper_audio_pipeline_free(pipe);
+    whisper_audio_encoder_free(e);
+}

@@ -348,17 +348,23 @@ static inline size_t gguf_tensor_data_at(const std::vector<uint8_t> & file, cons
 // ---- GPU tests ---------------------------------------------------------------------
 
 // GPU tests are declared TEST_CASE("..." * doctest::skip(no_gpu())): doctest reports them
-// "skipped" where no CUDA device can be used (no GPU, or a build without CUDA).
+// "skipped" where no CUDA device can be used (no GPU, or a build without CUDA), and the test
+// binary's main then says why in one line (tests/test-main.cpp).
 // WA_REQUIRE_GPU=1 (tests/gpu/run-tests.sh sets it) runs them regardless, so that a GPU
 // machine whose device is missing fails instead of passing unnoticed.
-static inline bool no_gpu() {
-    static const bool skip = [] {
+// no_gpu_reason(): why no CUDA device can be used (the backend's message), "" when one can.
+static inline const std::string & no_gpu_reason() {
+    static const std::string reason = [] {
         const char * require = getenv("WA_REQUIRE_GPU");
-        if (require && strcmp(require, "1") == 0) return false;
+        if (require && strcmp(require, "1") == 0) return std::string();
         vt_backend * be = vt_backend_cuda_init(0, VT_TYPE_F16);
-        if (!be) return true;
+        if (!be) {
+            const char * why = vt_last_error();
+            return std::string(why && *why ? why : "the CUDA backend did not start");
+        }
         vt_backend_free(be);
-        return false;
+        return std::string();
     }();
-    return skip;
+    return reason;
 }
+static inline bool no_gpu() { return !no_gpu_reason().empty(); }

@@ -3,24 +3,48 @@
     import whisper_audio
     model = whisper_audio.Model("tiny.gguf")              # device="auto": CUDA when present
     emb = model.encode("speech.wav")                      # float32 [n_windows, 1500, d_model]
+    emb = model.encode(pcm, sampling_rate=44100)          # an array of another rate: resampled to 16 kHz
+    emb = model.encode(open("a.mp3", "rb"))               # bytes or a binary file: encoded audio, decoded
     vec = model.encode(pcm, pool="mean")                  # pcm: float32 16 kHz mono -> [n_windows, d_model]
+    out = model.encode(pcm, output_hidden_states=True)    # out.hidden_states: every layer, from one forward
+
+The API (help(whisper_audio.Model) and each name's own help say more):
+
+    Model(path, device="auto", dtype="f16", *, n_threads=0, batch=8, gpu_device=0)
+        .encode(audio, *, sampling_rate=None, layer=None, final_ln=True, pool=None, no_pad=False,
+                outtype="f32", projector=True, output_hidden_states=False)
+        .encode_mel(features, *, layer=None, final_ln=True, outtype="f32", output_hidden_states=False)
+        .log_mel(audio, *, sampling_rate=None)      .n_tokens(n_samples, projector=True)
+        .hparams .n_mels .n_ctx .n_state .n_layer .projector .token_dim .backend .n_threads .close()
+    load_audio(path, sr=16000)     EncoderOutput(last_hidden_state, hidden_states)
+    WhisperAudioError   version() and __version__   SAMPLE_RATE
+    Device, DType, Pool, WeightType, Projector: the C API's enums by name (a member == its name)
+
+An input of encode or log_mel is a float32 mono array (16 kHz unless sampling_rate says
+otherwise), a path (str or os.PathLike), encoded audio as bytes (bytearray, memoryview) or a
+binary file object (anything with .read(), read to its end), or a list of them.
 
 A thin layer over the C API (whisper-audio.h) through ctypes: every model rule (windows,
 positions, pooling, the unpadded window) is the library's, and encode runs audio through the
 library's pipeline as main does, so its results are main's, bit for bit (on the CPU and on
 CUDA). ctypes releases the GIL for each call into the library; a Model may be used from
-several threads (each concurrent call gets its own encoder, see Model).
+several threads (each concurrent call gets its own encoder, see Model). The `whisper-audio`
+command (and `python -m whisper_audio`) runs main's command line.
 """
 
 import contextlib
 import ctypes
+import enum
+import importlib.util
 import os
 import threading
 import weakref
+from typing import BinaryIO, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-__all__ = ["Model", "WhisperAudioError", "load_audio", "version", "SAMPLE_RATE"]
+__all__ = ["Model", "EncoderOutput", "WhisperAudioError", "load_audio", "version", "__version__", "SAMPLE_RATE",
+           "Device", "DType", "Pool", "WeightType", "Projector"]
 
 SAMPLE_RATE = 16000
 _N_SAMPLES = 480000     # WHISPER_AUDIO_N_SAMPLES: one 30 s window
@@ -29,6 +53,74 @@ _N_FRAMES = 3000        # WHISPER_AUDIO_N_FRAMES: mel frames per window
 
 class WhisperAudioError(RuntimeError):
     """A failure inside the library; the message is whisper_audio_last_error()'s."""
+
+
+# ---- the C API's enums, by name -----------------------------------------------------
+
+class _CEnum(str, enum.Enum):
+    """An enum of whisper-audio.h. A member is the string of its name as the library and main
+    spell it (so it equals that string, hashes as it, and JSON writes it as it); int(member) is
+    its value in the C enum."""
+
+    def __str__(self):
+        return self.value
+
+    def __format__(self, spec):
+        return format(self.value, spec)
+
+    __hash__ = str.__hash__
+
+    def __int__(self):
+        return list(type(self)).index(self)     # the C enums count from 0 in this order (test_abi checks it)
+
+    @classmethod
+    def _of(cls, value, what):
+        """The member value names (a member or its string), else a ValueError listing the names."""
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(f"{what} must be one of {', '.join(m.value for m in cls)}, got {value!r}") from None
+
+
+class Device(_CEnum):
+    """Where a Model runs (enum whisper_audio_device): AUTO (CUDA when a GPU is present, else
+    the CPU), CPU, or CUDA (GPU is its other name)."""
+    AUTO = "auto"
+    CPU = "cpu"
+    CUDA = "cuda"
+    GPU = "cuda"        # WHISPER_AUDIO_DEVICE_GPU: the same member as CUDA
+
+
+class DType(_CEnum):
+    """The compute type on CUDA (enum whisper_audio_dtype; the CPU computes in f32): F16, BF16,
+    or FP8 (bf16 with the linear layers' GEMMs in FP8 e4m3; compute capability 8.9+)."""
+    F16 = "f16"
+    BF16 = "bf16"
+    FP8 = "fp8"
+
+
+class Pool(_CEnum):
+    """How encode pools a window's rows (enum whisper_audio_pool): NONE (every position) or MEAN
+    (the mean over the positions that hold audio). encode's pool=None is NONE."""
+    NONE = "none"
+    MEAN = "mean"
+
+
+class WeightType(_CEnum):
+    """The type of a model file's matrices (enum whisper_audio_weight_type): hparams["weight_type"]."""
+    F32 = "f32"
+    F16 = "f16"
+    BF16 = "bf16"
+
+
+class Projector(_CEnum):
+    """The audio LLM whose tower and projector a model file holds (enum whisper_audio_projector;
+    llama.cpp's clip.projector_type names): NONE for a Whisper encoder alone, QWEN2A
+    (Qwen2-Audio), VOXTRAL, ULTRAVOX. hparams["projector"]; Model.projector (None for NONE)."""
+    NONE = "none"
+    QWEN2A = "qwen2a"
+    VOXTRAL = "voxtral"
+    ULTRAVOX = "ultravox"
 
 
 # ---- the C API --------------------------------------------------------------------
@@ -44,6 +136,10 @@ class _Hparams(ctypes.Structure):
 class _Info(ctypes.Structure):
     _fields_ = [("sample_rate", ctypes.c_int), ("channels", ctypes.c_int), ("bits_per_sample", ctypes.c_int),
                 ("format", ctypes.c_char * 32), ("frames", ctypes.c_int64)]
+
+
+class _ReaderParams(ctypes.Structure):
+    _fields_ = [("n_workers", ctypes.c_int), ("max_samples", ctypes.c_size_t), ("max_buffered", ctypes.c_size_t)]
 
 
 class _EncoderParams(ctypes.Structure):
@@ -66,13 +162,29 @@ class _PipelineParams(ctypes.Structure):
                 ("on_rows", _ROWS_FN), ("user", ctypes.c_void_p)]
 
 
-_DEVICES = {"auto": 0, "cpu": 1, "cuda": 2}     # enum whisper_audio_device
-_DTYPES = {"f16": 0, "bf16": 1, "fp8": 2}                 # enum whisper_audio_dtype
 _MAX_BATCH = 256                                # WHISPER_AUDIO_MAX_BATCH
-_POOLS = {None: 0, "mean": 1}                   # enum whisper_audio_pool
+_POST_CONV = -2                                 # WHISPER_AUDIO_POST_CONV: output_layer of the input of layer 0
+
+
+def _nvidia_lib_dirs():
+    """The lib folders of the nvidia-cublas wheel where it is installed: nvidia/cu13/lib (13.x; 12.x
+    used nvidia/cublas/lib), in every folder of the `nvidia` namespace package on sys.path."""
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        return []
+    roots = spec.submodule_search_locations if spec is not None and spec.submodule_search_locations else []
+    return [d for root in roots for d in (os.path.join(root, "cu13", "lib"), os.path.join(root, "cublas", "lib"))
+            if os.path.isdir(d)]
 
 
 def _load_library():
+    # the CUDA backend opens cuBLASLt when it starts: first from the folders named here (where pip
+    # put nvidia-cublas, the extra [cuda]), then the system's (vt-cuda.cu lists the order); a value
+    # the environment already has is kept
+    dirs = _nvidia_lib_dirs()
+    if dirs:
+        os.environ.setdefault("WHISPER_AUDIO_NVIDIA_LIB_DIRS", os.pathsep.join(dirs))
     # the library pip installed beside this file; WHISPER_AUDIO_LIBRARY names another build
     # of the same API (make's build/libwhisper-audio.so, for example)
     path = os.environ.get("WHISPER_AUDIO_LIBRARY") or os.path.join(os.path.dirname(__file__), "libwhisper-audio.so")
@@ -87,10 +199,15 @@ def _load_library():
         "whisper_audio_model_hparams": (ctypes.POINTER(_Hparams), [P]),
         "whisper_audio_weight_type_name": (S, [I]),
         "whisper_audio_decode_file": (B, [S, ctypes.POINTER(P), ctypes.POINTER(Z), ctypes.POINTER(_Info)]),
+        "whisper_audio_decode_memory": (B, [P, Z, ctypes.POINTER(P), ctypes.POINTER(Z), ctypes.POINTER(_Info)]),
         "whisper_audio_pcm_free": (None, [P]),
         "whisper_audio_stream_open": (P, [S, ctypes.POINTER(_Info)]),
         "whisper_audio_stream_read": (ctypes.c_int64, [P, P, Z]),
         "whisper_audio_stream_close": (None, [P]),
+        "whisper_audio_reader_default_params": (_ReaderParams, []),
+        "whisper_audio_reader_init": (P, [ctypes.POINTER(S), Z, _ReaderParams]),
+        "whisper_audio_reader_read": (ctypes.c_int64, [P, Z, P, Z]),
+        "whisper_audio_reader_free": (None, [P]),
         "whisper_audio_resample": (B, [P, Z, I, I, ctypes.POINTER(P), ctypes.POINTER(Z)]),
         "whisper_audio_log_mel_windows": (B, [P, P, Z, I, P, I]),
         "whisper_audio_encoder_default_params": (_EncoderParams, []),
@@ -98,8 +215,11 @@ def _load_library():
         "whisper_audio_encoder_free": (None, [P]),
         "whisper_audio_encoder_backend": (S, [P]),
         "whisper_audio_n_windows": (Z, [Z]),
+        "whisper_audio_n_positions": (I, [Z]),
         "whisper_audio_n_positions_total": (Z, [Z]),
+        "whisper_audio_pool_mean": (B, [P, I, I, Z, P]),
         "whisper_audio_encode_mel_frames": (B, [P, P, I, I, P]),
+        "whisper_audio_encode_mel_hidden_states": (B, [P, P, I, I, P]),
         "whisper_audio_pipeline_default_params": (_PipelineParams, []),
         "whisper_audio_pipeline_init": (P, [ctypes.POINTER(P), I, _PipelineParams]),
         "whisper_audio_pipeline_push": (B, [P, P, Z]),
@@ -127,9 +247,12 @@ def _check(ok):
         raise WhisperAudioError(_lib.whisper_audio_last_error().decode(errors="replace"))
 
 
-def version():
-    """The library's version, "MAJOR.MINOR.PATCH"."""
+def version() -> str:
+    """The library's version, "MAJOR.MINOR.PATCH" (whisper_audio_version(); also __version__)."""
     return _lib.whisper_audio_version().decode()
+
+
+__version__ = version()
 
 
 def _malloced_array(ptr, n):
@@ -156,29 +279,94 @@ _MIN_RATE = 1000        # WHISPER_AUDIO_MIN_RATE: the sample rates the library t
 _MAX_RATE = 1000000     # WHISPER_AUDIO_MAX_RATE
 
 
-def load_audio(path, sr=SAMPLE_RATE):
-    """Decodes an audio file (WAV, FLAC, MP3, Ogg Vorbis, Opus; found by content) to float32 mono.
+def _check_rate(rate, what):
+    if isinstance(rate, bool) or not isinstance(rate, (int, np.integer)) or not _MIN_RATE <= rate <= _MAX_RATE:
+        raise ValueError(f"{what} must be an int in [{_MIN_RATE}, {_MAX_RATE}] (Hz), got {rate!r}")
+    return int(rate)
 
+
+def _resample(pcm, rate_in, rate_out):
+    """pcm from rate_in to rate_out by the library's resampler (whisper_audio_resample)."""
+    if rate_in == rate_out or pcm.size == 0:
+        return pcm
+    out, n_out = ctypes.c_void_p(), ctypes.c_size_t()
+    _check(_lib.whisper_audio_resample(pcm.ctypes.data, pcm.size, rate_in, rate_out, ctypes.byref(out),
+                                       ctypes.byref(n_out)))
+    return _malloced_array(out.value, n_out.value)
+
+
+# ---- inputs: arrays, paths, encoded audio --------------------------------------------
+
+Audio = Union[np.ndarray, str, os.PathLike, bytes, bytearray, memoryview, BinaryIO]
+"""One input: float32 mono samples, a path, or encoded audio (bytes, a binary file object)."""
+
+
+def _is_path(audio):
+    return isinstance(audio, (str, os.PathLike))
+
+
+def _encoded(audio):
+    """The bytes of encoded audio (bytes, bytearray, memoryview, or a binary file object read to
+    its end) and a name for messages; None for anything else."""
+    if isinstance(audio, (bytes, bytearray, memoryview)):
+        return audio, "<memory>"
+    read = getattr(audio, "read", None)
+    if read is None or isinstance(audio, np.ndarray):
+        return None
+    data = read()
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"a file object of audio must be binary (open(path, 'rb')): its read() gave "
+                        f"{type(data).__name__}")
+    name = getattr(audio, "name", None)
+    return data, (os.fsdecode(name) if isinstance(name, (str, bytes, os.PathLike)) else "<file object>")
+
+
+def _decode_memory(data, name):
+    """Encoded audio in memory -> 16 kHz mono float32 (whisper_audio_decode_memory)."""
+    if isinstance(data, bytearray):             # its own buffer, no copy
+        buf = (ctypes.c_char * len(data)).from_buffer(data) if data else b""
+    else:
+        buf = data if isinstance(data, bytes) else bytes(memoryview(data))
+    pcm, n = ctypes.c_void_p(), ctypes.c_size_t()
+    if not _lib.whisper_audio_decode_memory(buf, len(data) if isinstance(data, bytearray) else len(buf),
+                                            ctypes.byref(pcm), ctypes.byref(n), None):
+        msg = _lib.whisper_audio_last_error().decode(errors="replace")
+        if name != "<memory>" and msg.startswith("<memory>"):     # the file object's name instead
+            msg = name + msg[len("<memory>"):]
+        raise WhisperAudioError(msg)
+    return _malloced_array(pcm.value, n.value)
+
+
+def _decode_file(path):
+    pcm, n = ctypes.c_void_p(), ctypes.c_size_t()
+    _check(_lib.whisper_audio_decode_file(_c_path(path), ctypes.byref(pcm), ctypes.byref(n), None))
+    return _malloced_array(pcm.value, n.value)
+
+
+def load_audio(path: Union[str, os.PathLike, bytes, bytearray, memoryview, BinaryIO],
+               sr: int = SAMPLE_RATE) -> np.ndarray:
+    """Decodes audio (WAV, FLAC, MP3, Ogg Vorbis, Opus; found by content) to float32 mono.
+
+    path: a file's path (str or os.PathLike), or the encoded audio itself: bytes (bytearray,
+    memoryview) or a binary file object (anything with .read(), read to its end). Bytes are
+    audio, not a path (they used to be taken as a path: pass os.fsdecode(b) for one).
     The library decodes to 16 kHz (channels averaged, resampled when needed); another sr is
     resampled from that, so it holds nothing above 8 kHz.
     """
-    if isinstance(sr, bool) or not isinstance(sr, int) or not _MIN_RATE <= sr <= _MAX_RATE:
-        raise ValueError(f"sr must be an int in [{_MIN_RATE}, {_MAX_RATE}] (Hz), got {sr!r}")
-    pcm, n = ctypes.c_void_p(), ctypes.c_size_t()
-    _check(_lib.whisper_audio_decode_file(_c_path(path), ctypes.byref(pcm), ctypes.byref(n), None))
-    audio = _malloced_array(pcm.value, n.value)
-    if sr == SAMPLE_RATE or audio.size == 0:
-        return audio
-    out, n_out = ctypes.c_void_p(), ctypes.c_size_t()
-    _check(_lib.whisper_audio_resample(audio.ctypes.data, audio.size, SAMPLE_RATE, sr, ctypes.byref(out),
-                                       ctypes.byref(n_out)))
-    return _malloced_array(out.value, n_out.value)
+    sr = _check_rate(sr, "sr")
+    encoded = None if _is_path(path) else _encoded(path)
+    if encoded is None and not _is_path(path):
+        raise TypeError(f"load_audio takes a path (str or os.PathLike), bytes or a binary file object, "
+                        f"got {type(path).__name__}")
+    audio = _decode_file(path) if encoded is None else _decode_memory(*encoded)
+    return _resample(audio, SAMPLE_RATE, sr)
 
 
 def _float32_array(a, what, ndims):
     """a itself when it is a C-contiguous float32 array of one of the ndims; else a clear error."""
     if not isinstance(a, np.ndarray):
-        raise TypeError(f"{what} must be a numpy array, a file path or a list of them, got {type(a).__name__}")
+        raise TypeError(f"{what} must be a numpy array, a file path, encoded audio (bytes, a binary file object) "
+                        f"or a list of them, got {type(a).__name__}")
     if a.dtype != np.float32:
         raise TypeError(f"{what} must be float32 (native byte order), got {a.dtype}: convert with a.astype(np.float32)")
     if a.ndim not in ndims:
@@ -186,6 +374,20 @@ def _float32_array(a, what, ndims):
     if not a.flags.c_contiguous:
         raise ValueError(f"{what} is not C-contiguous (a strided view?): pass np.ascontiguousarray(a)")
     return a
+
+
+class EncoderOutput(NamedTuple):
+    """What encode and encode_mel give with output_hidden_states=True, as transformers'
+    BaseModelOutput of WhisperEncoder(..., output_hidden_states=True):
+
+    hidden_states: n_layer + 1 arrays of the output's shape, from one forward: [0] the input of
+      the first layer (conv stem + positional embedding), [i] the output of layer i - 1, [-1]
+      the last layer through the final LayerNorm (transformers puts last_hidden_state there,
+      not the last layer's own output: that is encode(layer=n_layer - 1)).
+    last_hidden_state: hidden_states[-1], the encoder's output (encode's default).
+    """
+    last_hidden_state: np.ndarray
+    hidden_states: Tuple[np.ndarray, ...]
 
 
 class _Encoder:
@@ -228,7 +430,7 @@ class _Encoder:
         self.free_pipeline()
         pool, no_pad, f16 = key
         params = _lib.whisper_audio_pipeline_default_params()
-        params.pool, params.no_pad, params.f16 = _POOLS[pool], no_pad, f16
+        params.pool, params.no_pad, params.f16 = int(pool), no_pad, f16
         params.on_rows = self._on_rows
         pipe = _lib.whisper_audio_pipeline_init((ctypes.c_void_p * 1)(self.ptr), 1, params)
         _check(pipe)
@@ -274,11 +476,22 @@ class _Collector:
 
 
 class Model:
-    """A Whisper encoder model (our GGUF, whisper.cpp's ggml-*.bin or a CTranslate2 directory).
+    """A Whisper encoder model: our GGUF, whisper.cpp's ggml-*.bin, a CTranslate2 /
+    faster-whisper directory, or llama.cpp's audio mmproj GGUF (an audio LLM's tower),
+    recognised by content.
 
-    device: "auto" (CUDA when a GPU is present), "cpu" or "cuda"; dtype: the CUDA compute
-    type, "f16", "bf16" or "fp8" (bf16 with FP8 GEMMs; the CPU computes in f32); n_threads: CPU threads (0: the
-    library's default, as main); batch: windows per encoder run (main's -b).
+    path: the model file or directory (str or os.PathLike).
+    device: "auto" (CUDA when a GPU is present), "cpu" or "cuda" (or a Device).
+    dtype: the CUDA compute type, "f16", "bf16" or "fp8" (or a DType; the CPU computes in f32).
+    n_threads: CPU threads (0: the library's default, as main). batch: windows per encoder run
+    (main's -b, at most 256). gpu_device: the GPU's index.
+
+    Attributes: hparams (the file's hyperparameters: n_mels, n_ctx, n_state, n_head, n_layer,
+    n_ff, eps, weight_type (a WeightType), projector (a Projector), n_llm, n_proj_ff,
+    stack_factor, proj_eps), n_mels, n_ctx, n_state, n_layer, projector (a Projector, None for
+    a Whisper encoder alone), token_dim (an audio LLM's token width, else None), backend (the
+    library's name of the device it runs on), n_threads, path. A Model is a context manager
+    (close() on exit).
 
     Threads: calls may come from several threads at once. Each running encode call holds an
     encoder of its own (the C API runs one call at a time per encoder), made when needed and
@@ -287,11 +500,10 @@ class Model:
     rows) for the next call with the same options.
     """
 
-    def __init__(self, path, device="auto", dtype="f16", *, n_threads=0, batch=8, gpu_device=0):
-        if device not in _DEVICES:
-            raise ValueError(f"device must be one of {', '.join(_DEVICES)}, got {device!r}")
-        if dtype not in _DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+    def __init__(self, path: Union[str, os.PathLike], device: Union[str, Device] = "auto",
+                 dtype: Union[str, DType] = "f16", *, n_threads: int = 0, batch: int = 8, gpu_device: int = 0) -> None:
+        device = Device._of(device, "device")
+        dtype = DType._of(dtype, "dtype")
         for name, v, lo, hi in (("n_threads", n_threads, 0, 4096), ("batch", batch, 1, _MAX_BATCH),
                                 ("gpu_device", gpu_device, 0, 4096)):
             if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
@@ -307,15 +519,15 @@ class Model:
         self._model = model
         hp = _lib.whisper_audio_model_hparams(model).contents
         self.hparams = {name: getattr(hp, name) for name, _ in _Hparams._fields_}
-        self.hparams["weight_type"] = _lib.whisper_audio_weight_type_name(hp.weight_type).decode()
-        self.hparams["projector"] = _lib.whisper_audio_projector_name(hp.projector).decode()
+        self.hparams["weight_type"] = WeightType(_lib.whisper_audio_weight_type_name(hp.weight_type).decode())
+        self.hparams["projector"] = Projector(_lib.whisper_audio_projector_name(hp.projector).decode())
         self.n_mels, self.n_ctx, self.n_state, self.n_layer = hp.n_mels, hp.n_ctx, hp.n_state, hp.n_layer
-        # an audio LLM's tower: its projector's name ("qwen2a", "voxtral", "ultravox"; None for a
+        # an audio LLM's tower: its projector ("qwen2a", "voxtral", "ultravox"; None for a
         # Whisper encoder) and a token's width (its LLM's, n_llm; None for a Whisper encoder)
-        self.projector = None if hp.projector == 0 else self.hparams["projector"]
+        self.projector = None if self.hparams["projector"] is Projector.NONE else self.hparams["projector"]
         self.token_dim = None if self.projector is None else hp.n_llm
         self._params = _lib.whisper_audio_encoder_default_params()
-        self._params.device, self._params.dtype = _DEVICES[device], _DTYPES[dtype]
+        self._params.device, self._params.dtype = int(device), int(dtype)
         if n_threads > 0:
             self._params.n_threads = n_threads
         self._params.gpu_device, self._params.max_batch = gpu_device, batch
@@ -327,9 +539,12 @@ class Model:
             self.close()
             raise
 
+    def __repr__(self):
+        return f"whisper_audio.Model({self.path!r}, backend={getattr(self, 'backend', None)!r})"
+
     # -- lifetime --------------------------------------------------------------------
 
-    def close(self):
+    def close(self) -> None:
         """Frees the model and its encoders (after the calls running now end); later calls raise."""
         with self._lock:
             self._closed = True
@@ -408,25 +623,30 @@ class Model:
             raise ValueError(f"layer {layer!r}: the model has layers 0 to {self.n_layer - 1} (None: the last)")
 
     @staticmethod
-    def _pcm(audio):
-        """(16 kHz float32 samples, a name for messages) of a path or an array."""
-        if isinstance(audio, (str, bytes, os.PathLike)):
-            pcm, name = load_audio(audio), os.fsdecode(audio)
+    def _input(audio, sampling_rate, stream=True):
+        """(a float32 16 kHz array, or a path's C string with stream, a name for messages) of one input."""
+        if _is_path(audio):
+            if sampling_rate is not None:
+                raise ValueError(f"sampling_rate is the rate of an array: a file ({os.fsdecode(audio)!r}) has its "
+                                 f"own, read from it")
+            name = os.fsdecode(audio)
+            if stream:
+                return _c_path(audio), name
+            pcm = _decode_file(audio)
         else:
-            pcm, name = _float32_array(audio, "audio", (1,)), "audio array"
+            encoded = _encoded(audio)
+            if encoded is not None:
+                if sampling_rate is not None:
+                    raise ValueError("sampling_rate is the rate of an array: encoded audio (bytes, a file object) "
+                                     "has its own, read from it")
+                pcm, name = _decode_memory(*encoded), encoded[1]
+            else:
+                pcm, name = _float32_array(audio, "audio", (1,)), "audio array"
+                if sampling_rate is not None:
+                    pcm = _resample(pcm, _check_rate(sampling_rate, "sampling_rate"), SAMPLE_RATE)
         if pcm.size == 0:
             raise ValueError(f"{name}: no audio samples")
         return pcm, name
-
-    @staticmethod
-    def _input(audio):
-        """(a checked float32 array or a path, a name for messages) of one input of encode."""
-        if isinstance(audio, (str, bytes, os.PathLike)):
-            return _c_path(audio), os.fsdecode(audio)
-        pcm = _float32_array(audio, "audio", (1,))
-        if pcm.size == 0:
-            raise ValueError("audio array: no audio samples")
-        return pcm, "audio array"
 
     @staticmethod
     def _check_finite(out, name):
@@ -435,14 +655,13 @@ class Model:
             raise WhisperAudioError(f"{name}: the encoder output holds non-finite values")
         return out
 
-    # -- the API ---------------------------------------------------------------------
+    @staticmethod
+    def _check_outtype(outtype):
+        if outtype not in ("f32", "f16"):
+            raise ValueError(f"outtype must be 'f32' or 'f16', got {outtype!r}")
 
-    def log_mel(self, audio):
-        """Log-mel of each 30 s window, as WhisperFeatureExtractor: [n_windows, n_mels, 3000]
-        (a list of them for a list of inputs)."""
-        if isinstance(audio, (list, tuple)):
-            return [self.log_mel(a) for a in audio]
-        pcm, _ = self._pcm(audio)
+    def _log_mel_windows(self, pcm):
+        """The library's log-mel of each 30 s window of pcm: [n_windows, n_mels, 3000]."""
         n_win = _lib.whisper_audio_n_windows(pcm.size)
         mel = np.empty((n_win, self.n_mels, _N_FRAMES), np.float32)
         with self._use() as model:
@@ -450,18 +669,52 @@ class Model:
                                                       self.n_threads))
         return mel
 
-    def encode_mel(self, features, *, layer=None, final_ln=True, outtype="f32"):
-        """Encodes log-mel windows [n_windows, n_mels, n_frames] (n_frames even, 2 to 3000;
-        fewer than 3000: unpadded windows) to [n_windows, n_frames / 2, d_model]; a 2-D
-        [n_mels, n_frames] gives [n_frames / 2, d_model]."""
+    def _hidden_states(self, windows):
+        """Every hidden state of mel windows [n, n_mels, n_frames] from one forward:
+        [n_layer + 1, n, n_frames / 2, d] (whisper_audio_encode_mel_hidden_states)."""
+        n, n_frames = windows.shape[0], windows.shape[-1]
+        out = np.empty((self.n_layer + 1, n, n_frames // 2, self.n_state), np.float32)
+        with self._encoder(None, True) as enc:
+            _check(_lib.whisper_audio_encode_mel_hidden_states(enc.ptr, windows.ctypes.data, n, n_frames,
+                                                               out.ctypes.data))
+        return out
+
+    # -- the API ---------------------------------------------------------------------
+
+    def log_mel(self, audio: Union[Audio, Sequence[Audio]], *,
+                sampling_rate: Optional[int] = None) -> Union[np.ndarray, List[np.ndarray]]:
+        """Log-mel of each 30 s window, as WhisperFeatureExtractor: [n_windows, n_mels, 3000]
+        (a list of them for a list of inputs). audio and sampling_rate as for encode."""
+        if isinstance(audio, (list, tuple)):
+            return [self.log_mel(a, sampling_rate=sampling_rate) for a in audio]
+        pcm, _ = self._input(audio, sampling_rate, stream=False)
+        return self._log_mel_windows(pcm)
+
+    def encode_mel(self, features: np.ndarray, *, layer: Optional[int] = None, final_ln: bool = True,
+                   outtype: str = "f32", output_hidden_states: bool = False) -> Union[np.ndarray, EncoderOutput]:
+        """Encodes log-mel windows [n_windows, n_mels, n_frames] (float32; n_frames even, 2 to
+        3000; fewer than 3000: unpadded windows) to [n_windows, n_frames / 2, d_model]; a 2-D
+        [n_mels, n_frames] gives [n_frames / 2, d_model].
+
+        layer=N: the hidden state after layer N (0-based); final_ln=False: the last layer
+        before the final LayerNorm; outtype "f32" or "f16". output_hidden_states=True: an
+        EncoderOutput of every layer's hidden state from one forward (not with layer or
+        final_ln=False), each of the output's shape.
+        """
         mel = _float32_array(features, "features", (2, 3))
         self._check_layer(layer)
-        if outtype not in ("f32", "f16"):
-            raise ValueError(f"outtype must be 'f32' or 'f16', got {outtype!r}")
+        self._check_outtype(outtype)
+        if output_hidden_states and (layer is not None or not final_ln):
+            raise ValueError("output_hidden_states gives every layer, the last through the final LayerNorm; "
+                             "layer and final_ln=False one state: choose one")
         if mel.shape[-2] != self.n_mels or mel.size == 0:
             raise ValueError(f"features of shape {mel.shape}: the model takes [n_windows, {self.n_mels}, n_frames]")
         windows = mel.reshape((-1,) + mel.shape[-2:])
         n_frames = mel.shape[-1]
+        if output_hidden_states:
+            states = self._hidden_states(windows)
+            states = states.reshape((states.shape[0],) + mel.shape[:-2] + states.shape[2:])
+            return self._states_output(self._check_finite(states, "features"), outtype)
         out = np.empty((windows.shape[0], n_frames // 2, self.n_state), np.float32)
         with self._encoder(layer, final_ln) as enc:
             _check(_lib.whisper_audio_encode_mel_frames(enc.ptr, windows.ctypes.data, windows.shape[0], n_frames,
@@ -469,15 +722,33 @@ class Model:
         out = self._check_finite(out.reshape(mel.shape[:-2] + out.shape[1:]), "features")
         return out.astype(np.float16) if outtype == "f16" else out     # main's conversion (round to nearest even)
 
-    def n_tokens(self, n_samples, projector=True):
+    @staticmethod
+    def _states_output(states, outtype):
+        if outtype == "f16":
+            states = states.astype(np.float16)                          # main's conversion (round to nearest even)
+        hidden = tuple(states)
+        return EncoderOutput(hidden[-1], hidden)
+
+    def n_tokens(self, n_samples: int, projector: bool = True) -> int:
         """The rows an input of n_samples 16 kHz samples gives an audio LLM's tower (the library's rule)."""
         if self.projector is None:
             raise ValueError(f"{self.path}: a Whisper encoder without an audio-LLM projector has no tokens")
         with self._use() as model:
             return _lib.whisper_audio_n_tokens(model, int(n_samples), bool(projector))
 
-    def encode(self, audio, *, layer=None, final_ln=True, pool=None, no_pad=False, outtype="f32", projector=True):
-        """Encoder embeddings of audio: a float32 16 kHz mono array, a file path, or a list of them.
+    def encode(self, audio: Union[Audio, Sequence[Audio]], *, sampling_rate: Optional[int] = None,
+               layer: Optional[int] = None, final_ln: bool = True, pool: Union[None, str, Pool] = None,
+               no_pad: bool = False, outtype: str = "f32", projector: bool = True,
+               output_hidden_states: bool = False) -> Union[np.ndarray, EncoderOutput, list]:
+        """Encoder embeddings of audio, or a list of inputs (a list of results).
+
+        audio: a float32 mono array, a path (str or os.PathLike), encoded audio as bytes
+        (bytearray, memoryview) or a binary file object (anything with .read(), read to its
+        end; WAV, FLAC, MP3, Ogg Vorbis or Opus, found by content), or a list of them.
+        sampling_rate: the arrays' sample rate in Hz (an int, 1000 to 1000000); other than
+        16000 they are resampled to 16 kHz by the library's resampler. An array given without
+        it is taken as 16 kHz. Files and encoded audio carry their own rate: sampling_rate with
+        one of them is a ValueError.
 
         As main's options: each input is cut into 30 s windows, the last zero-padded, and gives
         [n_windows, 1500, d_model]; pool="mean": [n_windows, d_model], the mean over the
@@ -487,28 +758,75 @@ class Model:
         A list gives a list, its windows encoded in shared batches (main's inputs); a file is
         decoded a block at a time. Runs the library's pipeline as main does: main's results.
 
+        output_hidden_states=True: an EncoderOutput (a list of them for a list), as
+        transformers' WhisperEncoder(output_hidden_states=True): hidden_states, the n_layer + 1
+        states of one forward (the input of the first layer, each layer's output, the last
+        through the final LayerNorm), each shaped as encode's output with these pool, no_pad
+        and outtype; last_hidden_state is hidden_states[-1]. Not with layer, final_ln=False or
+        projector=False. Each input is decoded whole and its log-mel made on the CPU; on the CPU
+        hidden_states[i] equals encode(layer=i - 1) bit for bit (hidden_states[0]: the input of
+        layer 0) and hidden_states[-1] equals encode().
+
         An audio LLM's model (Qwen2-Audio, Voxtral, Ultravox: self.projector) gives, as main,
         the tokens it feeds its LLM, [n_tokens, token_dim], by its processor's rules;
-        projector=False the tower's own rows [n, d_model]; layer, final_ln=False, pool or no_pad
-        the Whisper encoder's outputs instead (the library decides which).
+        projector=False the tower's own rows [n, d_model]; layer, final_ln=False, pool, no_pad
+        or output_hidden_states the Whisper encoder's outputs instead (the library decides which).
         """
         self._check_layer(layer)
+        pool = Pool.NONE if pool is None else Pool._of(pool, "pool")
         if not projector and self.projector is None:
             raise ValueError("projector=False: the model is a Whisper encoder without an audio-LLM projector")
-        if not projector and (layer is not None or not final_ln or pool or no_pad):
-            raise ValueError("projector=False gives the audio tower's output; layer, final_ln=False, pool and no_pad "
-                             "the Whisper encoder's: choose one")
-        if pool not in (None, "mean"):
-            raise ValueError(f"pool must be None or 'mean', got {pool!r}")
-        if outtype not in ("f32", "f16"):
-            raise ValueError(f"outtype must be 'f32' or 'f16', got {outtype!r}")
+        if not projector and (layer is not None or not final_ln or pool is Pool.MEAN or no_pad or output_hidden_states):
+            raise ValueError("projector=False gives the audio tower's output; layer, final_ln=False, pool, no_pad "
+                             "and output_hidden_states the Whisper encoder's: choose one")
+        if output_hidden_states and (layer is not None or not final_ln):
+            raise ValueError("output_hidden_states gives every layer, the last through the final LayerNorm; "
+                             "layer and final_ln=False one state: choose one")
+        self._check_outtype(outtype)
+        if sampling_rate is not None:
+            _check_rate(sampling_rate, "sampling_rate")
         single = not isinstance(audio, (list, tuple))
-        inputs = [self._input(a) for a in ([audio] if single else audio)]
+        items = [audio] if single else audio
+        if output_hidden_states:
+            outs = [self._encode_states(*self._input(a, sampling_rate, stream=False), pool, bool(no_pad), outtype)
+                    for a in items]
+            return outs[0] if single else outs
+        inputs = [self._input(a, sampling_rate) for a in items]
         key = (pool, bool(no_pad), outtype == "f16")
         with self._encoder(layer, final_ln, key, projector) as enc:
             outs = self._run_pipeline(enc, inputs, key)
         outs = [self._check_finite(out, name) for out, (_, name) in zip(outs, inputs)]
         return outs[0] if single else outs
+
+    def _encode_states(self, pcm, name, pool, no_pad, outtype):
+        """Every hidden state of one input, by the library's rules for windows, no_pad and
+        pooling (whisper_audio_n_windows, _n_positions, _pool_mean), as the pipeline makes encode's rows."""
+        mel = self._log_mel_windows(pcm)
+        n_win = mel.shape[0]
+        # the windows' samples (the rest of each 480000 is padding) and, with no_pad, the last one's
+        # frames: 2 per position that holds audio
+        samples = [min(_N_SAMPLES, pcm.size - w * _N_SAMPLES) for w in range(n_win)]
+        last_frames = 2 * _lib.whisper_audio_n_positions(samples[-1]) if no_pad else _N_FRAMES
+        if last_frames == _N_FRAMES:
+            parts = [self._hidden_states(mel)]
+        else:
+            last = np.ascontiguousarray(mel[-1:, :, :last_frames])
+            parts = ([self._hidden_states(mel[:-1])] if n_win > 1 else []) + [self._hidden_states(last)]
+        if pool is Pool.MEAN:                   # [n_layer + 1, n_win, d]: each window's mean over its audio
+            states = np.empty((self.n_layer + 1, n_win, self.n_state), np.float32)
+            w = 0
+            for part in parts:
+                for i in range(part.shape[1]):
+                    for s in range(part.shape[0]):
+                        emb = np.ascontiguousarray(part[s, i])
+                        _check(_lib.whisper_audio_pool_mean(emb.ctypes.data, emb.shape[0], self.n_state, samples[w],
+                                                            states[s, w].ctypes.data))
+                    w += 1
+        elif no_pad:                            # [n_layer + 1, n_positions, d]
+            states = np.concatenate([p.reshape(p.shape[0], -1, self.n_state) for p in parts], axis=1)
+        else:                                   # [n_layer + 1, n_win, 1500, d]
+            states = parts[0]
+        return self._states_output(self._check_finite(states, name), outtype)
 
     def _run_pipeline(self, enc, inputs, key):
         """The inputs through enc's pipeline, as main: each input's samples pushed (a file
@@ -526,7 +844,7 @@ class Model:
                 if isinstance(src, np.ndarray):
                     n = src.size
                     rows = (_lib.whisper_audio_n_tokens(model, n, projector) if tokens else
-                            _lib.whisper_audio_n_windows(n) if pool else
+                            _lib.whisper_audio_n_windows(n) if pool is Pool.MEAN else
                             _lib.whisper_audio_n_positions_total(n) if no_pad else _lib.whisper_audio_n_windows(n) * self.n_ctx)
                 collectors.append(_Collector(d, dtype, rows))
         first = enc.inputs
@@ -535,41 +853,47 @@ class Model:
             collectors[r.input - first].add(r)
 
         enc.handler = on_rows
+        # the files decoded ahead by the library's reader (a worker per core), as main's
+        paths = [src for src, _ in inputs if not isinstance(src, np.ndarray)]
+        reader = None
+        if paths:
+            rp = _lib.whisper_audio_reader_default_params()
+            rp.n_workers = self.n_threads
+            rp.max_samples = 0 if used >= 2 ** 63 else used
+            reader = _lib.whisper_audio_reader_init((ctypes.c_char_p * len(paths))(*paths), len(paths), rp)
+            _check(reader)
         try:
-            block = None
+            block, k = None, 0
             for src, name in inputs:
                 if isinstance(src, np.ndarray):
                     enc.check(_lib.whisper_audio_pipeline_push(pipe, src.ctypes.data, min(src.size, used)), name)
                 else:
                     if block is None:
                         block = np.empty(_N_SAMPLES, np.float32)
-                    if self._push_file(enc, pipe, src, name, block, used) == 0:
+                    if self._push_file(enc, pipe, reader, k, name, block) == 0:
                         raise ValueError(f"{name}: no audio samples")
+                    k += 1
                 enc.check(_lib.whisper_audio_pipeline_end_input(pipe), name)
                 enc.inputs += 1
             enc.check(_lib.whisper_audio_pipeline_finish(pipe))
         finally:
             enc.handler = None
+            if reader:
+                _lib.whisper_audio_reader_free(reader)
         outs = [c.result() for c in collectors]
-        if not pool and not no_pad and not tokens:   # a window of n_ctx rows each
+        if pool is Pool.NONE and not no_pad and not tokens:   # a window of n_ctx rows each
             outs = [out.reshape(-1, self.n_ctx, d) for out in outs]
         return outs
 
     @staticmethod
-    def _push_file(enc, pipe, path, name, block, used):
-        """A file decoded a block at a time (whisper_audio_stream_*) into the pipeline, as far
-        as the model uses it (used samples): the samples pushed."""
-        stream = _lib.whisper_audio_stream_open(path, None)
-        _check(stream)
+    def _push_file(enc, pipe, reader, k, name, block):
+        """Input k of the reader (decoded as far as the model uses it) into the pipeline a block
+        at a time: the samples pushed."""
         total = 0
-        try:
-            while total < used:
-                got = _lib.whisper_audio_stream_read(stream, block.ctypes.data, min(block.size, used - total))
-                _check(got >= 0)
-                if got == 0:
-                    return total
-                enc.check(_lib.whisper_audio_pipeline_push(pipe, block.ctypes.data, got), name)
-                total += got
-            return total
-        finally:
-            _lib.whisper_audio_stream_close(stream)
+        while True:
+            got = _lib.whisper_audio_reader_read(reader, k, block.ctypes.data, block.size)
+            _check(got >= 0)
+            if got == 0:
+                return total
+            enc.check(_lib.whisper_audio_pipeline_push(pipe, block.ctypes.data, got), name)
+            total += got

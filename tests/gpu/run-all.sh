@@ -6,8 +6,13 @@
 #
 #   STEPS="tests parity compare"   which steps (default: all; "nopad" makes the reference,
 #                                  "stages" times main's stages on long audio, "towers" the
-#                                  audio-LLM towers' parity, "e2e" main's whole path on an
-#                                  hour against transformers, "attention" our attention
+#                                  audio-LLM towers' parity, "e2e" main's whole path against
+#                                  transformers' pipeline, our forward alone and our decoder
+#                                  alone (tests/gpu/e2e.py: 16 kHz mono WAV, 44.1 kHz stereo
+#                                  WAV and FLAC, 48 kHz MP3 and Opus, each an hour and 1000 x
+#                                  5 s, base and large-v3, pooled, and full f32/f16 rows
+#                                  against dd's disk bandwidth; E2E_ROWS='mp3:*,...' picks
+#                                  rows; about 4 min of device time), "attention" our attention
 #                                  kernels beside torch's flash and cuDNN attention,
 #                                  "transcripts" real base's embeddings of the spoken clips
 #                                  in f16/bf16/fp8, decoded afterwards on the CPU by
@@ -17,11 +22,24 @@
 #                                  tests/gpu/make-ultravox-code.sh; "serverbench"
 #                                  whisper-audio-server, large-v3 bf16 -b 32, 1/8/64 clients on
 #                                  10 s clips against ./main -b 32 and transformers one request
-#                                  at a time: tests/gpu/server-bench.py)
+#                                  at a time: tests/gpu/server-bench.py; "wheel" the carried
+#                                  manylinux wheel, build/carry/whisper_audio-*.whl (make test-wheel
+#                                  WHEEL_OUT=build/carry), in a venv over this python, encoding on
+#                                  the GPU through the system's CUDA: tests/gpu/wheel-cuda.sh)
 #   PARITY_SIZES=tiny,base,...     COMPARE_SIZES=large-v3   COMPARE_BATCHES=1,8,32
+#   E2E_SIZES=base,large-v3   E2E_ROWS='wav*,flac*'   E2E_ARGS='--files 500 --tf-files 96' (tests/gpu/e2e.py)
+#
+# Compressed audio on the GPU machine, which has no audio library, no soundfile and no encoder:
+# tests/gpu/make-audio-carry.sh, run on a Debian 12 machine with apt-get and PyPI, makes
+# build/carry/audio (about 6 MiB: Debian's libFLAC, libmpg123, opusfile, vorbisfile packages
+# unpacked, soundfile/cffi/pycparser wheels, 5 s clips; tests/gpu/check-audio-carry.sh checks it
+# there with the system's own libraries hidden). Carry it (the device tool's carry
+# ["build/carry/audio"]): before the build this script sources tests/gpu/audio-env.sh on it
+# (CPATH, LDLIBS=-L, OGG=1 FLAC=1 MP3=1 OPUS=1, LD_LIBRARY_PATH, soundfile on PYTHONPATH) and logs
+# the build's audio flags; without the folder the build is as before (WAV alone).
 set -u
 OUT=${OUT:-build/gpu-logs}
-STEPS=${STEPS:-tests nopad parity towers compare stages e2e attention transcripts towerbench serverbench}
+STEPS=${STEPS:-tests nopad parity towers compare stages e2e attention transcripts towerbench serverbench wheel}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -29,11 +47,20 @@ has() { [[ " $STEPS " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)' | tee -a "$OUT/gpu.txt"
 nvcc --version | tail -n 2 | tee -a "$OUT/gpu.txt"
+# the carried decoders and soundfile (tests/gpu/make-audio-carry.sh), when they travelled
+# shellcheck source=tests/gpu/audio-env.sh
+# (sourced, not in a pipe: a pipe's subshell would keep the variables to itself)
+if [ -d build/carry/audio ]; then
+    . tests/gpu/audio-env.sh build/carry/audio >"$OUT/audio-env.txt" 2>&1
+    tee -a "$OUT/gpu.txt" <"$OUT/audio-env.txt"
+fi
 
 make -j16 all build/micro-80-f32.gguf build/micro-80-f16.gguf build/micro-80-bf16.gguf build/micro-128-f32.gguf \
     build/micro-128-f16.gguf build/micro-128-bf16.gguf build/tower-qwen2a-f32.gguf build/tower-voxtral-f32.gguf \
     build/tower-ultravox-f32.gguf build/model-files.stamp >"$OUT/build.log" 2>&1 || { tail -n 30 "$OUT/build.log"; exit 1; }
-echo "build ok"
+echo "build ok; audio decoders built in: $(grep -o -- '-DWHISPER_AUDIO_\(OGG\|FLAC\|MP3\|OPUS\)\b' build/flags | sed 's/-DWHISPER_AUDIO_//' | xargs)" |
+    tee -a "$OUT/gpu.txt"
+ldd build/main | grep -E 'FLAC|mpg123|opusfile|vorbisfile' | tee -a "$OUT/gpu.txt"
 
 if has tests; then
     if ! WA_REQUIRE_GPU=1 WA_MAIN=build/main build/test-all >"$OUT/tests.log" 2>&1; then
@@ -53,10 +80,11 @@ has parity && python3 tests/gpu/parity.py --sizes "${PARITY_SIZES:-tiny,base,sma
 has towers && python3 tests/gpu/towers.py 2>&1 | tee "$OUT/towers.log" | grep -v "^|"
 has compare && python3 tests/gpu/compare.py --sizes "${COMPARE_SIZES:-large-v3}" --batches "${COMPARE_BATCHES:-1,8,32}" --out "$OUT" 2>&1 | tee "$OUT/compare.log" | grep -v "^|"
 has stages && python3 tests/gpu/stages.py 2>&1 | tee "$OUT/stages.log"
-has e2e && python3 tests/gpu/e2e.py --sizes "${E2E_SIZES:-base,large-v3}" --out "$OUT" 2>&1 | tee "$OUT/e2e.log" | grep -v "^|"
+has e2e && python3 tests/gpu/e2e.py --sizes "${E2E_SIZES:-base,large-v3}" --out "$OUT" ${E2E_ARGS:-} 2>&1 | tee "$OUT/e2e.log" | grep -v "^|"
 has attention && python3 tests/gpu/attention.py 2>&1 | tee "$OUT/attention.log" | grep -v "^|"
 has towerbench && python3 tests/gpu/tower-bench.py --out "$OUT" 2>&1 | tee "$OUT/towerbench.log" | grep -v "^|"
 has serverbench && python3 tests/gpu/server-bench.py --out "$OUT" 2>&1 | tee "$OUT/serverbench.log" | grep -v "^|"
+has wheel && OUT="$OUT" tests/gpu/wheel-cuda.sh 2>&1 | tee "$OUT/wheel.log"
 # real base (carried: build/carry/base-f16.gguf, made by tests/gpu/transcripts.py --make-cpu) on
 # the spoken clips and speech_16k: <clip>.cuda-<dtype>.npy in $OUT/transcripts-<dtype>.tar, for
 # transcripts.py (and speech_16k's against tests/data/ct2/base.speech_16k.ref.npy, float64)
@@ -88,8 +116,9 @@ has parity && grep "^|\|^parity" "$OUT/parity.log"
 has towers && grep "^|\|^towers" "$OUT/towers.log"
 has stages && cat "$OUT/stages.log"
 has compare && grep "^|\|^compare" "$OUT/compare.log"
-has e2e && grep "^|" "$OUT/e2e.log"
+has e2e && grep "^|\|^ratio\|^e2e: \(build\|disk\|.* in all\|.*skipped\)" "$OUT/e2e.log"
 has attention && grep "^|\|^attention" "$OUT/attention.log"
 has towerbench && grep "^|\|^towerbench" "$OUT/towerbench.log"
 has serverbench && grep "^|\|^serverbench\|^server-bench: skipped" "$OUT/serverbench.log"
+has wheel && grep "^wheel" "$OUT/wheel.log"
 exit 0

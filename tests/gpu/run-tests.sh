@@ -43,7 +43,7 @@ else
             -I. -DVT_USE_CUDA -c vt-cuda.cu -o build/vt-cuda-only.o >>"$OUT/build.log" 2>&1 &&
        g++ -O3 -march=native -std=c++17 -Wall -Wextra $INC -DVT_USE_CUDA -pthread \
             tests/test-main.cpp tests/test-cuda.cpp vt.cpp build/vt-cuda-only.o -o "$bin" \
-            -L"$CUDA_HOME/lib64" -Wl,-rpath,"$CUDA_HOME/lib64" -lcublasLt -lcudart >>"$OUT/build.log" 2>&1; then
+            -L"$CUDA_HOME/lib64" -lcudart_static -ldl -lrt >>"$OUT/build.log" 2>&1; then
         note "build: CUDA-only test binary ok"
     else
         note "build: CUDA-only test binary FAILED"

@@ -23,15 +23,19 @@ HEADER = os.path.join(ROOT, "whisper-audio.h")
 # every ctypes.Structure in the package: the C struct it mirrors
 STRUCTS = {"_Hparams": "whisper_audio_hparams", "_Info": "whisper_audio_info",
            "_EncoderParams": "whisper_audio_encoder_params", "_Rows": "whisper_audio_rows",
-           "_PipelineParams": "whisper_audio_pipeline_params"}
-# every enum the package restates as {name: value}: the C enum and the prefix of its members
-ENUMS = {"_DEVICES": ("whisper_audio_device", "WHISPER_AUDIO_DEVICE_"),
-         "_DTYPES": ("whisper_audio_dtype", "WHISPER_AUDIO_DTYPE_"),
-         "_POOLS": ("whisper_audio_pool", "WHISPER_AUDIO_POOL_")}
+           "_PipelineParams": "whisper_audio_pipeline_params", "_ReaderParams": "whisper_audio_reader_params"}
+# every enum the package restates (a _CEnum: a member per C member, its int() the C value):
+# the C enum and the prefix of its members
+ENUMS = {"Device": ("whisper_audio_device", "WHISPER_AUDIO_DEVICE_"),
+         "DType": ("whisper_audio_dtype", "WHISPER_AUDIO_DTYPE_"),
+         "Pool": ("whisper_audio_pool", "WHISPER_AUDIO_POOL_"),
+         "WeightType": ("whisper_audio_weight_type", "WHISPER_AUDIO_WEIGHT_"),
+         "Projector": ("whisper_audio_projector", "WHISPER_AUDIO_PROJECTOR_")}
 # every integer constant the package restates
 CONSTANTS = {"SAMPLE_RATE": "WHISPER_AUDIO_SAMPLE_RATE", "_N_SAMPLES": "WHISPER_AUDIO_N_SAMPLES",
              "_N_FRAMES": "WHISPER_AUDIO_N_FRAMES", "_MAX_BATCH": "WHISPER_AUDIO_MAX_BATCH",
-             "_MIN_RATE": "WHISPER_AUDIO_MIN_RATE", "_MAX_RATE": "WHISPER_AUDIO_MAX_RATE"}
+             "_MIN_RATE": "WHISPER_AUDIO_MIN_RATE", "_MAX_RATE": "WHISPER_AUDIO_MAX_RATE",
+             "_POST_CONV": "WHISPER_AUDIO_POST_CONV"}
 
 # a field's kind, in C by _Generic, in Python by its ctypes type: integer, floating, bool, pointer
 KIND_C = ('#define KIND(x) _Generic((x), _Bool: "b", float: "f", double: "f", char: "i", signed char: "i", '
@@ -102,7 +106,8 @@ def probe_source():
 
 
 def enum_names(py, prefix):
-    return [prefix + ("NONE" if k is None else k.upper()) for k in getattr(wa, py)]
+    """The C names of the package enum's members, aliases included (Device.GPU: WHISPER_AUDIO_DEVICE_GPU)."""
+    return [prefix + name for name in getattr(wa, py).__members__]
 
 
 @pytest.fixture(scope="module")
@@ -124,8 +129,10 @@ def test_the_tables_cover_every_mirror():
     # a new ctypes struct, enum dict or constant in the package needs a row here (and so a check)
     structs = {n for n, v in vars(wa).items() if isinstance(v, type) and issubclass(v, ctypes.Structure)}
     assert structs == set(STRUCTS)
-    enums = {n for n, v in vars(wa).items() if isinstance(v, dict) and v and all(type(x) is int for x in v.values())}
+    enums = {n for n, v in vars(wa).items() if isinstance(v, type) and issubclass(v, wa._CEnum) and v is not wa._CEnum}
     assert enums == set(ENUMS)
+    assert not [n for n, v in vars(wa).items() if isinstance(v, dict) and v and all(type(x) is int for x in v.values())], \
+        "an enum restated as a dict: make it a _CEnum (and a row of ENUMS)"
     constants = {n for n, v in vars(wa).items() if re.fullmatch(r"_?[A-Z][A-Z0-9_]*", n) and type(v) is int}
     assert constants == set(CONSTANTS)
 
@@ -148,8 +155,11 @@ def test_struct_layout(probe, py):
 def test_enum_values(probe, py):
     enum, prefix = ENUMS[py]
     mirror = getattr(wa, py)
-    for key, c in zip(mirror, enum_names(py, prefix)):
-        assert mirror[key] == probe["values"][c], f"{py}[{key!r}] against {c}"
+    for name, c in zip(mirror.__members__, enum_names(py, prefix)):
+        member = mirror[name]
+        assert int(member) == probe["values"][c], f"{py}.{name} against {c}"
+        if member.name == name:                         # (not an alias: Device.GPU is Device.CUDA)
+            assert member == name.lower() == str(member), f"{py}.{name}: its string is not its name"
     # every member of the C enum (but a _COUNT) has a name in the package; an alias counts
     # through the member it equals
     members = header_enum(enum)
@@ -162,3 +172,75 @@ def test_enum_values(probe, py):
 def test_constants(probe):
     for py, c in CONSTANTS.items():
         assert getattr(wa, py) == probe["values"][c], f"{py} against {c}"
+
+
+# ---- functions: the package's ctypes declarations against the header's prototypes --------
+
+def c_kind(decl, strip_name):
+    """A C parameter or return type -> its ABI kind: p (any pointer), i4 (int, an enum), u8
+    (size_t), i8 (int64_t), b (bool), f (float), void, or struct:NAME (a struct by value)."""
+    decl = " ".join(decl.split())
+    if "*" in decl:
+        return "p"
+    words = decl.split()
+    if strip_name and len(words) > 1:
+        words = words[:-1]                              # the parameter's name
+    words = [w for w in words if w != "const"]
+    if words[0] == "enum":
+        return "i4"
+    kinds = {"int": "i4", "size_t": "u8", "int64_t": "i8", "bool": "b", "float": "f", "void": "void"}
+    if words[0] in kinds:
+        return kinds[words[0]]
+    return "struct:" + words[0]
+
+
+def py_arg_kind(t):
+    if t is None:
+        return "void"
+    if isinstance(t, type) and issubclass(t, ctypes.Structure):
+        return "struct:" + STRUCTS[t.__name__]
+    if t in (ctypes.c_void_p, ctypes.c_char_p) or issubclass(t, (ctypes._Pointer, ctypes._CFuncPtr)):
+        return "p"
+    kinds = {ctypes.c_int: "i4", ctypes.c_size_t: "u8", ctypes.c_int64: "i8", ctypes.c_bool: "b", ctypes.c_float: "f"}
+    assert t in kinds, f"no ABI kind for {t}"
+    return kinds[t]
+
+
+def header_prototypes():
+    """{function name: (return kind, [parameter kinds])} of every function whisper-audio.h declares."""
+    text = re.sub(r"#[^\n]*", "", header_text())
+    protos = {}
+    for m in re.finditer(r"(?:^|(?<=[;{}]))\s*([A-Za-z_][\w\s\*]*?)\b(whisper_audio_\w+)\s*\(([^()]*)\)\s*;", text, re.S):
+        ret, name, params = m.group(1), m.group(2), m.group(3).strip()
+        if "typedef" in ret:
+            continue
+        args = [] if params in ("", "void") else [c_kind(p, True) for p in params.split(",")]
+        protos[name] = (c_kind(ret, False), args)
+    return protos
+
+
+def test_function_declarations_match_the_header():
+    # sizes and signedness matter through ctypes: a size_t declared c_int is cut at 2 GB, an
+    # argument too many or too few reads garbage; a function the package names must be declared
+    protos = header_prototypes()
+    assert "whisper_audio_encode_mel_hidden_states" in protos and "whisper_audio_resample" in protos
+    declared = {n: f for n, f in vars(wa._lib).items() if n.startswith("whisper_audio_")}
+    assert len(declared) >= 30
+    for name, f in declared.items():
+        assert name in protos, f"{name}: not in whisper-audio.h"
+        ret, args = protos[name]
+        assert py_arg_kind(f.restype) == ret, f"{name}: returns {ret} in C, {f.restype} in the package"
+        assert [py_arg_kind(a) for a in f.argtypes] == args, f"{name}: parameters {args} in C, {f.argtypes} in the package"
+
+
+def test_every_header_function_is_exported():
+    for name in header_prototypes():
+        assert hasattr(wa._lib, name), f"{name}: in whisper-audio.h, not exported by the library"
+
+
+def test_enum_strings_are_the_library_names():
+    # WeightType and Projector are named as the library names them (hparams, main's --json)
+    for member in wa.WeightType:
+        assert wa._lib.whisper_audio_weight_type_name(int(member)).decode() == member
+    for member in wa.Projector:
+        assert wa._lib.whisper_audio_projector_name(int(member)).decode() == member

@@ -3,8 +3,13 @@
 # threads. Run by `make test` (make test-python) in build/venv with the package pip-installed:
 #
 #   WA_MAIN=build/main build/venv/bin/python -m pytest tests/python
+import inspect
+import io
+import json
 import os
+import re
 import subprocess
+import sys
 import threading
 import wave
 
@@ -258,6 +263,257 @@ def test_version():
         assert f'#define WHISPER_AUDIO_VERSION "{wa.version()}"' in f.read()
 
 
+# ---- what transformers and faster-whisper users expect -------------------------------
+
+def mono_wav(path, samples, rate):
+    """A mono 16-bit WAV of int16 samples at rate."""
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(samples.astype("<i2").tobytes())
+
+
+@pytest.fixture(scope="module")
+def speech_s16():
+    """speech_44k1_stereo_s16.wav's left channel: int16 samples."""
+    with wave.open(STEREO) as w:
+        return np.frombuffer(w.readframes(w.getnframes()), "<i2").reshape(-1, 2)[:, 0].copy()
+
+
+@pytest.mark.parametrize("rate", [8000, 22050, 44100, 48000])
+def test_sampling_rate_resamples_as_main_does_a_file(tmp_path, model, speech_s16, rate):
+    # the same samples as a WAV of that rate through main, and as an array with sampling_rate:
+    # the library's resampler both ways, the same rows bit for bit
+    path = tmp_path / f"speech_{rate}.wav"
+    mono_wav(path, speech_s16, rate)
+    pcm = (speech_s16 / np.float32(32768)).astype(np.float32)
+    for kwargs, args in [({}, []), ({"pool": "mean"}, ["--pool", "mean"]), ({"no_pad": True}, ["--no-pad"])]:
+        ref = run_main(tmp_path, MICRO, [str(path)], *args)
+        got = model.encode(pcm, sampling_rate=rate, **kwargs)
+        assert got.shape == ref.shape and np.array_equal(got, ref), (rate, args)
+    # a list: every array at that rate; log_mel takes it too
+    got = model.encode([pcm, pcm], sampling_rate=rate)
+    assert np.array_equal(got[0], got[1]) and np.array_equal(got[0], model.encode(str(path)))
+    assert np.array_equal(model.log_mel(pcm, sampling_rate=rate), model.log_mel(str(path)))
+    assert not np.array_equal(model.encode(pcm), model.encode(pcm, sampling_rate=rate))   # it was resampled
+
+
+def test_sampling_rate_16k_and_none_are_the_array_as_it_is(model):
+    pcm = wa.load_audio(SPEECH)
+    ref = model.encode(SPEECH)
+    assert np.array_equal(model.encode(pcm), ref)
+    assert np.array_equal(model.encode(pcm, sampling_rate=16000), ref)
+    assert np.array_equal(model.encode(pcm, sampling_rate=np.int64(16000)), ref)
+
+
+def test_sampling_rate_is_checked(model):
+    pcm = wa.load_audio(SPEECH)
+    for rate in (0, 999, 1000001, 2 ** 40, -16000, 44100.0, True, "44100"):
+        with pytest.raises(ValueError, match=r"sampling_rate must be an int in \[1000, 1000000\]"):
+            model.encode(pcm, sampling_rate=rate)
+        with pytest.raises(ValueError, match=r"sampling_rate must be an int"):
+            model.log_mel(pcm, sampling_rate=rate)
+    # a file and encoded audio carry their own rate
+    for audio in (SPEECH, _Path(SPEECH), open(SPEECH, "rb").read(), [pcm, SPEECH]):
+        with pytest.raises(ValueError, match="sampling_rate is the rate of an array"):
+            model.encode(audio, sampling_rate=16000)
+
+
+# every format the test data holds, as a file and in memory
+FORMAT_FILES = [os.path.join(AUDIO, f) for f in ("speech_16k.wav", "speech_44k1_stereo_s16.wav", "speech_48k_mono_s24.wav",
+                                                  "speech_16k.mp3", "speech_16k.ogg", "speech_16k.opus",
+                                                  "speech_8k_u8.flac", "speech_8k_u8_1s.oga")]
+
+
+@pytest.mark.parametrize("path", FORMAT_FILES, ids=[os.path.basename(p) for p in FORMAT_FILES])
+def test_bytes_and_file_objects_are_encoded_audio(tmp_path, model, path):
+    ref = run_main(tmp_path, MICRO, [path], "--pool", "mean")
+    data = open(path, "rb").read()
+    with open(path, "rb") as f:
+        from_file = model.encode(f, pool="mean")
+    for audio in (data, bytearray(data), memoryview(data), io.BytesIO(data)):
+        assert np.array_equal(model.encode(audio, pool="mean"), ref), type(audio)
+    assert np.array_equal(from_file, ref)
+    assert np.array_equal(wa.load_audio(data), wa.load_audio(path))
+    assert np.array_equal(wa.load_audio(io.BytesIO(data), sr=8000), wa.load_audio(path, sr=8000))
+    assert np.array_equal(model.log_mel(data), model.log_mel(path))
+
+
+def test_bytes_files_paths_and_arrays_in_one_list(tmp_path, model):
+    files = [SPEECH, LONG, STEREO]
+    ref = run_main(tmp_path, MICRO, files)
+    got = model.encode([open(SPEECH, "rb").read(), io.BytesIO(open(LONG, "rb").read()), wa.load_audio(STEREO)])
+    assert np.array_equal(np.concatenate(got), ref)
+
+
+def test_bad_encoded_audio(model, tmp_path):
+    with pytest.raises(wa.WhisperAudioError, match="<memory>: not a WAV file"):
+        model.encode(b"not audio at all, just some text")
+    with pytest.raises(wa.WhisperAudioError, match="<memory>: empty input"):
+        model.encode(b"")
+    text = tmp_path / "notes.txt"
+    text.write_text("not audio at all")
+    with open(text, "rb") as f:                             # a file object's message names its file
+        with pytest.raises(wa.WhisperAudioError, match="notes.txt: not a WAV file"):
+            model.encode(f)
+    with open(text) as f:                                   # opened as text: read() gives str
+        with pytest.raises(TypeError, match="must be binary"):
+            model.encode(f)
+    with pytest.raises(TypeError, match="load_audio takes a path"):
+        wa.load_audio(wa.load_audio(SPEECH))
+
+
+def test_hidden_states_are_each_layer_bit_for_bit(tmp_path):
+    # every state of one forward against encode of one layer (the library's pipeline, main's
+    # rows), with each option that shapes the rows; the last state is encode's output
+    opts = [{}, {"no_pad": True}, {"pool": "mean"}, {"no_pad": True, "pool": "mean"}, {"outtype": "f16"}]
+    for path in (MICRO, model_path("tower-qwen2a-f32")):    # 2 layers; a tower's Whisper encoder, 3 layers
+        with wa.Model(path, device="cpu", batch=2) as m:
+            for audio in (LONG, SPEECH):
+                for kwargs in opts:
+                    out = m.encode(audio, output_hidden_states=True, **kwargs)
+                    assert isinstance(out, wa.EncoderOutput) and len(out.hidden_states) == m.n_layer + 1
+                    assert out.last_hidden_state is out.hidden_states[-1]
+                    for i in range(1, m.n_layer):
+                        assert np.array_equal(out.hidden_states[i], m.encode(audio, layer=i - 1, **kwargs)), (path, i)
+                    rows = kwargs.get("pool") or kwargs.get("no_pad")         # (else a tower gives its tokens)
+                    last = m.encode(audio, **kwargs) if rows or not m.projector else \
+                        m.encode_mel(m.log_mel(audio), outtype=kwargs.get("outtype", "f32"))
+                    assert np.array_equal(out.last_hidden_state, last), (path, audio, kwargs)
+                    assert all(h.shape == last.shape and h.dtype == last.dtype for h in out.hidden_states)
+    # main's --layer, as a user would check it
+    with wa.Model(MICRO, device="cpu") as m:
+        out = m.encode(LONG, output_hidden_states=True)
+        assert np.array_equal(out.hidden_states[1], run_main(tmp_path, MICRO, [LONG], "--layer", "0"))
+        assert np.array_equal(out.hidden_states[2], run_main(tmp_path, MICRO, [LONG]))
+        # a list: one EncoderOutput per input
+        both = m.encode([SPEECH, wa.load_audio(LONG)], output_hidden_states=True)
+        assert [len(o.hidden_states) for o in both] == [3, 3]
+        assert all(np.array_equal(a, b) for a, b in zip(both[1].hidden_states, out.hidden_states))
+
+
+def test_hidden_states_of_the_reference_log_mel_are_transformers(model):
+    # tests/data/encoder: transformers' float64 activations of WhisperEncoder on this log-mel;
+    # hidden_states[0] is its input embedding (conv stem + positions), [1] layer 0's output,
+    # [-1] last_hidden_state (the final LayerNorm), as its output_hidden_states gives them
+    data = os.path.join(ROOT, "tests", "data")
+    mel = np.load(os.path.join(data, "features", "speech_16k.mel80.npy")).astype(np.float32)
+    out = model.encode_mel(mel, output_hidden_states=True)
+    assert out.last_hidden_state.shape == (1500, 128)
+    for state, ref in zip(out.hidden_states, ("post_conv", "layer0", "last_hidden_state")):
+        want = np.load(os.path.join(data, "encoder", "micro-80", f"speech_16k.{ref}.npy")).reshape(1500, 128)
+        assert np.linalg.norm(state - want) / np.linalg.norm(want) < 2e-6, ref
+    assert np.array_equal(out.hidden_states[1], model.encode_mel(mel, layer=0))
+    assert np.array_equal(out.last_hidden_state, model.encode_mel(mel))
+    # windows [n, n_mels, n_frames], unpadded ones too
+    windows = np.ascontiguousarray(np.stack([mel, mel])[:, :, :702])
+    out = model.encode_mel(windows, output_hidden_states=True, outtype="f16")
+    assert out.last_hidden_state.shape == (2, 351, 128) and out.last_hidden_state.dtype == np.float16
+    assert np.array_equal(out.hidden_states[1], model.encode_mel(windows, layer=0, outtype="f16"))
+
+
+def test_hidden_states_refuse_one_layer_options(model):
+    tower = model_path("tower-voxtral-f32")
+    for kwargs in ({"layer": 0}, {"final_ln": False}):
+        with pytest.raises(ValueError, match="output_hidden_states gives every layer.*choose one"):
+            model.encode(SPEECH, output_hidden_states=True, **kwargs)
+        with pytest.raises(ValueError, match="output_hidden_states gives every layer.*choose one"):
+            model.encode_mel(np.zeros((80, 3000), np.float32), output_hidden_states=True, **kwargs)
+    with wa.Model(tower, device="cpu") as m:
+        with pytest.raises(ValueError, match="projector=False gives the audio tower's output.*choose one"):
+            m.encode(SPEECH, output_hidden_states=True, projector=False)
+    with pytest.raises(wa.WhisperAudioError, match="even count"):
+        model.encode_mel(np.zeros((80, 301), np.float32), output_hidden_states=True)
+
+
+def test_version_attribute():
+    assert wa.__version__ == wa.version()
+    with open(os.path.join(ROOT, "whisper-audio.h")) as f:
+        assert f'#define WHISPER_AUDIO_VERSION "{wa.__version__}"' in f.read()
+
+
+def test_enums_by_name(model):
+    # a member is its name (a str: ==, hash, JSON), int() its C value; options take either
+    hp = model.hparams
+    assert hp["projector"] is wa.Projector.NONE and hp["projector"] == "none" and int(hp["projector"]) == 0
+    assert hp["weight_type"] is wa.WeightType.F32 and hp["weight_type"] == "f32" and f"{hp['weight_type']}" == "f32"
+    assert json.loads(json.dumps(hp))["projector"] == "none"
+    assert {"f32": 1}[hp["weight_type"]] == 1
+    with wa.Model(model_path("tower-qwen2a-f32"), device=wa.Device.CPU, dtype=wa.DType.BF16) as m:
+        assert m.projector is wa.Projector.QWEN2A and m.projector == "qwen2a" and int(m.projector) == 1
+        assert m.hparams["projector"] is m.projector and str(m.projector) == "qwen2a"
+    assert wa.Device.GPU is wa.Device.CUDA and wa.Device("cuda") is wa.Device.CUDA
+    assert np.array_equal(model.encode(SPEECH, pool=wa.Pool.MEAN), model.encode(SPEECH, pool="mean"))
+    assert np.array_equal(model.encode(SPEECH, pool=wa.Pool.NONE), model.encode(SPEECH))
+    with pytest.raises(ValueError, match="device must be one of auto, cpu, cuda, got 'tpu'"):
+        wa.Model(MICRO, device="tpu")
+    with pytest.raises(ValueError, match="dtype must be one of f16, bf16, fp8"):
+        wa.Model(MICRO, dtype="int8")
+    with pytest.raises(ValueError, match="pool must be one of none, mean, got 'max'"):
+        model.encode(SPEECH, pool="max")
+
+
+def test_help_documents_every_name():
+    # help() shows a docstring and type hints for every public function, class and method
+    public = [getattr(wa, n) for n in wa.__all__ if callable(getattr(wa, n))]
+    methods = [getattr(wa.Model, n) for n in vars(wa.Model) if not n.startswith("_")]
+    assert len(methods) >= 5
+    for f in public + methods + [wa.Model.__init__]:
+        assert inspect.getdoc(f), f"{f.__qualname__} has no docstring"
+        if inspect.isfunction(f):
+            sig = inspect.signature(f)
+            for name, p in sig.parameters.items():
+                assert name == "self" or p.annotation is not inspect.Parameter.empty, f"{f.__qualname__}({name}) has no type hint"
+            assert sig.return_annotation is not inspect.Signature.empty, f"{f.__qualname__} has no return type hint"
+    import pydoc
+    text = pydoc.render_doc(wa.Model.encode, renderer=pydoc.plaintext)
+    for word in ("sampling_rate: Optional[int] = None", "output_hidden_states: bool = False", "EncoderOutput",
+                 "taken as 16 kHz", "binary file object"):
+        assert word in text, word
+
+
+# the command: python -m whisper_audio (and the console script) run main's command line
+
+def run_cli(cmd, tmp_path, env=None, *args):
+    out = str(tmp_path / "cli.npy")
+    r = subprocess.run(cmd + ["-m", MICRO, "-f", LONG, "-o", out, "--device", "cpu", "--no-progress"] + list(args),
+                       capture_output=True, text=True, env=env)
+    return r, (np.load(out) if r.returncode == 0 else None)
+
+
+def test_python_m_whisper_audio_runs_main(tmp_path):
+    env = dict(os.environ, WHISPER_AUDIO_MAIN=MAIN)
+    cmd = [sys.executable, "-m", "whisper_audio"]
+    r, got = run_cli(cmd, tmp_path, env, "--pool", "mean")
+    assert r.returncode == 0, r.stderr
+    assert np.array_equal(got, run_main(tmp_path, MICRO, [LONG], "--pool", "mean"))
+    r = subprocess.run(cmd + ["--version"], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and wa.__version__ in r.stdout + r.stderr
+    r = subprocess.run(cmd + ["-m", MICRO, "--no-such-option"], capture_output=True, text=True, env=env)
+    assert r.returncode == 2, (r.returncode, r.stderr)                     # main's exit status, as it is
+    r = subprocess.run(cmd + ["--help"], capture_output=True, text=True, env=env)
+    assert "whisper-audio" in r.stdout + r.stderr                         # main's usage, under the command's name
+    env["WHISPER_AUDIO_MAIN"] = str(tmp_path / "no-such-main")
+    r = subprocess.run(cmd + ["--version"], capture_output=True, text=True, env=env)
+    assert r.returncode == 127 and "no such file" in r.stderr and "WHISPER_AUDIO_MAIN" in r.stderr
+
+
+def test_console_script_of_an_installed_package_runs_its_main(tmp_path):
+    # pip installed the package (make test-python: build/venv): its `whisper-audio` command
+    # runs the main binary the wheel carries, without WHISPER_AUDIO_MAIN
+    package = os.path.dirname(os.path.abspath(wa.__file__))
+    if package == os.path.join(ROOT, "python", "whisper_audio"):
+        pytest.skip("the package runs from the source tree (PYTHONPATH), not installed: no console script to run")
+    script = os.path.join(os.path.dirname(sys.executable), "whisper-audio")
+    assert os.path.isfile(script), f"pip installed no {script}"
+    assert os.access(os.path.join(package, "whisper-audio"), os.X_OK), "the wheel carries no main binary"
+    env = {k: v for k, v in os.environ.items() if k != "WHISPER_AUDIO_MAIN"}
+    r, got = run_cli([script], tmp_path, env)
+    assert r.returncode == 0, r.stderr
+    assert np.array_equal(got, run_main(tmp_path, MICRO, [LONG]))
+
+
 # ---- bad input: a clear exception, never a crash or a wrong result ---------------------
 
 def test_bad_audio_arrays(model):
@@ -293,9 +549,19 @@ def test_bad_files(model, tmp_path):
         wa.Model(str(text))
 
 
+class _Path:
+    """An os.PathLike that is not a str (as pathlib's, but its string may hold a NUL)."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __fspath__(self):
+        return self.path
+
+
 def test_paths_with_a_nul_are_refused(model, tmp_path):
     # a C string ends at the NUL: 'ok.wav\0junk' used to encode ok.wav
-    for path in (SPEECH + "\0junk", os.fsencode(SPEECH) + b"\0junk"):
+    for path in (SPEECH + "\0junk", _Path(SPEECH + "\0junk")):
         with pytest.raises(ValueError, match="embedded null byte"):
             model.encode(path)
         with pytest.raises(ValueError, match="embedded null byte"):
@@ -304,8 +570,13 @@ def test_paths_with_a_nul_are_refused(model, tmp_path):
             model.log_mel(path)
         with pytest.raises(ValueError, match="embedded null byte"):
             wa.load_audio(path)
+        with pytest.raises(ValueError, match="embedded null byte"):
+            model.encode(path, output_hidden_states=True)
     with pytest.raises(ValueError, match="embedded null byte"):
         wa.Model(MICRO + "\0junk", device="cpu")
+    # bytes are encoded audio now, not a path: a path's bytes are not audio
+    with pytest.raises(wa.WhisperAudioError, match="<memory>: not a WAV file"):
+        model.encode(os.fsencode(SPEECH) + b"\0junk")
 
 
 def test_load_audio_rates_outside_the_resampler_range():
@@ -353,6 +624,27 @@ def test_cuda_refused_cleanly_without_a_device():
         assert "CUDA" in str(e)
         return
     m.close()                                               # a GPU is there: see test_cuda_equals_main
+
+
+def test_cuda_looks_in_the_nvidia_wheel_first(tmp_path):
+    """import points the CUDA backend at the nvidia-cublas wheel's folder (nvidia/cu13/lib on
+    sys.path): device="cuda" asks the dynamic loader for cuBLASLt there before the system's"""
+    lib = tmp_path / "nvidia" / "cu13" / "lib"
+    lib.mkdir(parents=True)
+    code = ("import os, whisper_audio as wa\n"
+            "print(os.environ['WHISPER_AUDIO_NVIDIA_LIB_DIRS'])\n"
+            "try:\n    wa.Model(%r, device='cuda').close()\n"
+            "except wa.WhisperAudioError as e:\n    print(e)\n" % MICRO)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("WHISPER_AUDIO_NVIDIA_LIB_DIRS", "WHISPER_AUDIO_CUBLASLT", "PYTHONPATH")}
+    env.update(PYTHONPATH=str(tmp_path), LD_DEBUG="files")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    if "this build has no CUDA backend" in r.stdout:
+        pytest.skip("a build without CUDA")
+    assert r.stdout.splitlines()[0].split(os.pathsep)[0] == str(lib)
+    tried = re.findall(r"file=(\S*libcublasLt\S*) \[0\];  dynamically loaded by", r.stderr)
+    assert tried and re.fullmatch(re.escape(str(lib)) + r"/libcublasLt\.so\.\d+", tried[0]), tried
 
 
 # ---- threads -----------------------------------------------------------------------
