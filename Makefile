@@ -203,7 +203,7 @@ test: deps
 
 # Each part runs through tests/test-parts.py (its output shown and kept in $(PARTS)/NAME.log), every
 # one even when one before it failed; the last line is computed from the parts' exit status and
-# their own closing lines: `make test: 11 parts passed (embed ok on cpu; ...; python 84 passed, 2 skipped)`,
+# their own closing lines: `make test: 12 parts passed (embed ok on cpu; ...; python 84 passed, 2 skipped)`,
 # or which failed (and then make test fails).
 PARTS = $(BUILD)/test-parts
 PART  = -python3 tests/test-parts.py run $(PARTS)
@@ -213,6 +213,7 @@ test-run: $(BUILD)/main $(BUILD)/bench $(BUILD)/libwhisper-audio.so $(BUILD)/tes
 	$(PART) server $(MAKE) --no-print-directory test-server
 	$(PART) converter env WA_MAIN=$(BUILD)/main python3 tests/test-convert.py
 	$(PART) ct2 env WA_MAIN=$(BUILD)/main python3 tests/test-convert-ct2.py
+	$(PART) hf-dir env WA_MAIN=$(BUILD)/main python3 tests/test-hf-dir.py
 	$(PART) doctest env WA_MAIN=$(BUILD)/main $(BUILD)/test-all
 	$(PART) real-weights env WA_MAIN=$(BUILD)/main python3 tests/test-real-weights.py
 	$(if $(filter 1,$(SANITIZE)),,$(PART) install env BUILD=$(BUILD) tests/test-install.sh)
@@ -341,7 +342,7 @@ clean:
 FUZZ_CXX     ?= clang++
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD   ?= build-fuzz
-FUZZ_TARGETS  = wav ogg flac mp3 opus model ggml ct2
+FUZZ_TARGETS  = wav ogg flac mp3 opus model ggml ct2 hf
 FUZZ_FLAGS    = -O1 -g -std=c++17 -I. -pthread -fno-omit-frame-pointer \
                 -fsanitize=address,undefined -fno-sanitize-recover=undefined $(AUDIO_DEFS)
 FUZZ_LDLIBS   = -pthread $(AUDIO_LIBS)

@@ -1,6 +1,6 @@
 // whisper-audio.cpp - the Whisper audio encoder, in data-flow order, one banner a part:
-// errors, model file (GGUF, whisper.cpp ggml, CTranslate2), audio input, log-mel, the
-// encoder graph, the encode API. The tensor work is vt's (vt.h).
+// errors, model file (GGUF, whisper.cpp ggml, CTranslate2, Hugging Face directories), audio
+// input, log-mel, the encoder graph, the encode API. The tensor work is vt's (vt.h).
 #include "whisper-audio.h"
 #include "vt.h"
 
@@ -29,6 +29,7 @@
 #include <vector>
 
 #include <cerrno>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -197,8 +198,9 @@ struct whisper_audio_model {
     const float * mel_filters = nullptr;                 // [n_mels, 201], in weights (or mel_computed)
     bool mmproj = false;                                 // a llama.cpp mmproj file: its tensors renamed to ours
     std::vector<float> mel_computed;                     // the mel bank of a file without one (mmproj)
-    enum { GGUF, GGML, CT2 } kind = GGUF;                // the file's format (GGUF: ours or an mmproj)
+    enum { GGUF, GGML, CT2, HF } kind = GGUF;            // the file's format (GGUF: ours or an mmproj; HF: a directory)
     std::string name, description;                      // a GGUF's general.name and general.description
+    std::vector<std::string> sources;                   // a Hugging Face directory's files read (path: the directory)
 
     const gguf_tensor_info * find(const std::string & name) const {
         auto it = index.find(name);
@@ -835,20 +837,25 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
 
 static void wa_mel_filters_slaney(int n_mels, float * out);
 
-// pread of n bytes at offset; false with the error set when the file fails or ends early.
-static bool read_at(const whisper_audio_model * m, int fd, void * dst, size_t n, uint64_t offset) {
+// pread of n bytes at offset of the file at path (size bytes when opened); false with the
+// error set when the file fails or ends early.
+static bool read_at(const std::string & path, uint64_t size, int fd, void * dst, size_t n, uint64_t offset) {
     for (size_t done = 0; done < n;) {
         const ssize_t k = pread(fd, (char *)dst + done, std::min<size_t>(n - done, 1u << 30), (off_t)(offset + done));
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) {
-            if (k == 0) wa_set_error("%s: the file ended at byte %llu, before its %zu bytes: it changed while loading",
-                                     m->path.c_str(), (unsigned long long)(offset + done), m->file_size);
-            else wa_set_error("%s: read failed at byte %llu: %s", m->path.c_str(), (unsigned long long)(offset + done), strerror(errno));
+            if (k == 0) wa_set_error("%s: the file ended at byte %llu, before its %llu bytes: it changed while loading",
+                                     path.c_str(), (unsigned long long)(offset + done), (unsigned long long)size);
+            else wa_set_error("%s: read failed at byte %llu: %s", path.c_str(), (unsigned long long)(offset + done), strerror(errno));
             return false;
         }
         done += (size_t)k;
     }
     return true;
+}
+
+static bool read_at(const whisper_audio_model * m, int fd, void * dst, size_t n, uint64_t offset) {
+    return read_at(m->path, m->file_size, fd, dst, n, offset);
 }
 
 // The layer a tensor's name places it in (prefix "encoder.layers." and "encoder.layers.7.fc1.weight"
@@ -892,9 +899,52 @@ template <typename T> static size_t first_nonfinite(const uint8_t * p, size_t n,
     return n;
 }
 
+// Why tensor t, held at d (its type and bytes as loaded), cannot be used: a value that is not
+// finite (NaN would reach every output; inf the softmax); "" when every value is.
+static std::string wa_nonfinite(const std::string & path, const std::string & name, const gguf_tensor_info & t, const uint8_t * d) {
+    const size_t n = t.bytes / vt_type_size((vt_type)t.type);
+    const size_t bad = t.type == VT_TYPE_F32 ? first_nonfinite<uint32_t>(d, n, 0x7f800000u)
+                     : first_nonfinite<uint16_t>(d, n, t.type == VT_TYPE_F16 ? 0x7c00 : 0x7f80);
+    if (bad == n) return "";
+    float v;
+    vt_convert(&v, VT_TYPE_F32, d + bad * vt_type_size((vt_type)t.type), (vt_type)t.type, 1);
+    char msg[512];
+    snprintf(msg, sizeof(msg), "%s: tensor '%s' holds %g at element %zu: a non-finite weight (a corrupt file, or a "
+             "conversion that overflowed)", path.c_str(), name.c_str(), v, bad);
+    return msg;
+}
+
+// The tensors `used` read into the model's own memory on every core (1.3 GB for large-v3),
+// each in a slot of sizes[i] bytes: fill(i, slot) writes tensor i there as the model holds it
+// (its type and bytes set) and returns why it cannot ("" when it can). The first failure in
+// their order is the one reported.
+template <typename F>
+static bool wa_read_tensors(whisper_audio_model * m, const std::vector<gguf_tensor_info *> & used, const std::vector<uint64_t> & sizes,
+                            F && fill) {
+    const size_t ALIGN = 64;
+    size_t total = 0;
+    for (uint64_t s : sizes) total += (s + ALIGN - 1) / ALIGN * ALIGN;
+    m->weights.reset(new (std::nothrow) uint8_t[total + ALIGN]);
+    if (!m->weights) { wa_set_error("%s: out of memory for %zu bytes of weights", m->path.c_str(), total); return false; }
+    uint8_t * dst = m->weights.get() + (ALIGN - (uintptr_t)m->weights.get() % ALIGN) % ALIGN;
+    std::vector<uint8_t *> at(used.size());
+    for (size_t i = 0; i < used.size(); i++) {
+        at[i] = dst;
+        dst += (sizes[i] + ALIGN - 1) / ALIGN * ALIGN;
+    }
+    std::vector<std::string> errors(used.size());
+    wa_parallel((int)used.size(), 0, [&](int i) {
+        errors[i] = fill((size_t)i, at[i]);
+        if (errors[i].empty()) used[i]->data = at[i];
+    });
+    for (const std::string & e : errors) {
+        if (!e.empty()) { wa_set_error("%s", e.c_str()); return false; }
+    }
+    return true;
+}
+
 // The tensors the encoder uses: shapes checked against the hyperparameters, then read into
-// the model's own memory and refused when a value is not finite (NaN would reach every
-// output; inf the softmax).
+// the model's own memory (wa_read_tensors).
 static bool model_read_weights(whisper_audio_model * m, int fd) {
     for (const gguf_tensor_info & t : m->tensors)
         if (!wa_check_layers(m, t.name, "encoder.layers.", wa_file_name(m, t.name.c_str()).c_str(),
@@ -929,56 +979,27 @@ static bool model_read_weights(whisper_audio_model * m, int fd) {
         return false;
     }
     // a block type's tensor takes its f32 size (4 bytes a weight)
-    auto loaded_bytes = [](const gguf_tensor_info * t) {
+    std::vector<uint64_t> sizes;
+    for (const gguf_tensor_info * t : used) {
         const wa_block_type * b = wa_block(t->type);
-        return b ? t->bytes / b->bytes * QK * 4 : t->bytes;
-    };
-    const size_t ALIGN = 64;
-    size_t total = 0;
-    for (const gguf_tensor_info * t : used) total += (loaded_bytes(t) + ALIGN - 1) / ALIGN * ALIGN;
-    m->weights.reset(new (std::nothrow) uint8_t[total + ALIGN]);
-    if (!m->weights) { wa_set_error("%s: out of memory for %zu bytes of weights", m->path.c_str(), total); return false; }
-    uint8_t * dst = m->weights.get() + (ALIGN - (uintptr_t)m->weights.get() % ALIGN) % ALIGN;
-    std::vector<uint8_t *> at(used.size());
-    for (size_t i = 0; i < used.size(); i++) {
-        at[i] = dst;
-        dst += (loaded_bytes(used[i]) + ALIGN - 1) / ALIGN * ALIGN;
+        sizes.push_back(b ? t->bytes / b->bytes * QK * 4 : t->bytes);
     }
-    // read and checked on every core (1.3 GB for large-v3): each tensor's failure kept, the
-    // first one in file order reported
-    std::vector<std::string> errors(used.size());
-    wa_parallel((int)used.size(), 0, [&](int i) {
+    const bool read = wa_read_tensors(m, used, sizes, [&](size_t i, uint8_t * d) {
         gguf_tensor_info * t = used[i];
-        uint8_t * d = at[i];
         if (const wa_block_type * b = wa_block(t->type)) {   // dequantised, then checked as any f32 tensor
             std::vector<uint8_t> blocks(t->bytes);
-            if (!read_at(m, fd, blocks.data(), t->bytes, m->data_start + t->offset)) { errors[i] = whisper_audio_last_error(); return; }
+            if (!read_at(m, fd, blocks.data(), t->bytes, m->data_start + t->offset)) return std::string(whisper_audio_last_error());
             wa_dequantize(t->type, blocks.data(), (float *)d, t->bytes / b->bytes);
             t->block_type = t->type;
             t->block_bytes = t->bytes;
-            t->bytes = loaded_bytes(t);
+            t->bytes = sizes[i];
             t->type = VT_TYPE_F32;
         } else if (!read_at(m, fd, d, t->bytes, m->data_start + t->offset)) {
-            errors[i] = whisper_audio_last_error();
-            return;
+            return std::string(whisper_audio_last_error());
         }
-        const size_t n = t->bytes / vt_type_size((vt_type)t->type);
-        const size_t bad = t->type == VT_TYPE_F32 ? first_nonfinite<uint32_t>(d, n, 0x7f800000u)
-                         : first_nonfinite<uint16_t>(d, n, t->type == VT_TYPE_F16 ? 0x7c00 : 0x7f80);
-        if (bad < n) {
-            float v;
-            vt_convert(&v, VT_TYPE_F32, d + bad * vt_type_size((vt_type)t->type), (vt_type)t->type, 1);
-            char msg[512];
-            snprintf(msg, sizeof(msg), "%s: tensor '%s' holds %g at element %zu: a non-finite weight (a corrupt file, or a "
-                     "conversion that overflowed)", m->path.c_str(), t->name.c_str(), v, bad);
-            errors[i] = msg;
-            return;
-        }
-        t->data = d;
+        return wa_nonfinite(m->path, t->name, *t, d);
     });
-    for (const std::string & e : errors) {
-        if (!e.empty()) { wa_set_error("%s", e.c_str()); return false; }
-    }
+    if (!read) return false;
     m->hparams.weight_type = wa_weight_type((vt_type)m->find("encoder.layers.0.fc1.weight")->type);
     if (m->mmproj) {   // as the feature extractor computes it (llama.cpp's files do not store it)
         m->mel_computed.resize((size_t)m->hparams.n_mels * WHISPER_AUDIO_N_BINS);
@@ -1565,11 +1586,947 @@ static bool ggml_parse(whisper_audio_model * m, gguf_reader & r, int fd) {
     return true;
 }
 
+// ---- JSON (RFC 8259): config.json, the shard index, safetensors headers --------------------
+// The library's one JSON reader: a tree of values, as strict as the RFC (UTF-8 checked, no
+// text after the value) and stricter than Python's json (a key twice in an object, which
+// Python silently resolves to the last, is refused), nested at most WA_JSON_DEPTH deep. A
+// number keeps its text, so that a 64-bit offset reads back exactly.
+
+static const int WA_JSON_DEPTH = 64;
+
+struct wa_json {
+    enum kind { NUL, BOOL, NUMBER, STRING, ARRAY, OBJECT } type = NUL;
+    bool b = false;
+    std::string str;                                        // STRING: its text (UTF-8); NUMBER: the literal
+    std::vector<wa_json> items;                             // ARRAY
+    std::vector<std::pair<std::string, wa_json>> fields;    // OBJECT, in the text's order
+
+    const wa_json * get(const char * key) const {
+        for (const auto & f : fields) if (f.first == key) return &f.second;
+        return nullptr;
+    }
+    // a non-negative integer literal (no sign, fraction or exponent) that fits in 64 bits
+    bool u64(uint64_t * v) const {
+        if (type != NUMBER || str.empty()) return false;
+        uint64_t x = 0;
+        for (const char c : str) {
+            if (c < '0' || c > '9' || x > (UINT64_MAX - (uint64_t)(c - '0')) / 10) return false;
+            x = x * 10 + (uint64_t)(c - '0');
+        }
+        *v = x;
+        return true;
+    }
+    // the value as a message shows it: a number, true/false/null or a short string as written
+    std::string shown() const {
+        switch (type) {
+            case NUL:    return "null";
+            case BOOL:   return b ? "true" : "false";
+            case NUMBER: return str;
+            case STRING: return str.size() <= 48 && str.find_first_of(std::string("\"\\\0", 3)) == std::string::npos
+                                ? "\"" + str + "\"" : "a string";
+            case ARRAY:  return "an array";
+            case OBJECT: return "an object";
+        }
+        return "";
+    }
+};
+
+// Recursive descent over [s, end): value -> object | array | string | number | literal. Each
+// function starts at its first character and leaves s just past its last.
+struct wa_json_parser {
+    const char * begin, * s, * end;
+    std::string error;                                      // what is wrong and at which byte
+
+    bool fail(const std::string & what) {
+        if (error.empty()) error = (s >= end ? "unexpected end (" + what + ")" : what) + " at byte " + std::to_string(s - begin);
+        return false;
+    }
+    void ws() { while (s < end && strchr(" \t\n\r", *s) && *s) s++; }
+    bool at(char c) { ws(); return s < end && *s == c; }   // the next character after white space is c
+    bool eat(char c) { return at(c) && ++s; }
+    bool is_digit() const { return s < end && *s >= '0' && *s <= '9'; }
+
+    bool object(wa_json & v, int depth) {
+        v.type = wa_json::OBJECT;
+        s++;
+        if (eat('}')) return true;
+        do {
+            if (!at('"')) return fail("expected a key");
+            std::string key;
+            if (!string(key)) return false;
+            if (!eat(':')) return fail("expected ':' after a key");
+            v.fields.emplace_back(std::move(key), wa_json());
+            if (!value(v.fields.back().second, depth + 1)) return false;
+        } while (eat(','));
+        if (!eat('}')) return fail("expected ',' or '}'");
+        std::vector<const std::string *> keys;              // each key once
+        for (const auto & f : v.fields) keys.push_back(&f.first);
+        std::sort(keys.begin(), keys.end(), [](const std::string * a, const std::string * b) { return *a < *b; });
+        for (size_t i = 1; i < keys.size(); i++)
+            if (*keys[i] == *keys[i - 1]) { s--; return fail("the key \"" + keys[i]->substr(0, 64) + "\" twice in one object"); }
+        return true;
+    }
+    bool array(wa_json & v, int depth) {
+        v.type = wa_json::ARRAY;
+        s++;
+        if (eat(']')) return true;
+        do {
+            v.items.emplace_back();
+            if (!value(v.items.back(), depth + 1)) return false;
+        } while (eat(','));
+        return eat(']') || fail("expected ',' or ']'");
+    }
+    // four hex digits of a \u escape
+    bool hex4(uint32_t & cp) {
+        cp = 0;
+        for (int k = 0; k < 4; k++, s++) {
+            if (s >= end || !isxdigit((unsigned char)*s)) return false;
+            cp = cp * 16 + (uint32_t)(isdigit((unsigned char)*s) ? *s - '0' : (tolower((unsigned char)*s) - 'a' + 10));
+        }
+        return true;
+    }
+    // a code point of a \u escape (a surrogate pair as one), appended as UTF-8
+    bool escape_u(std::string & o) {
+        uint32_t cp, lo;
+        if (!hex4(cp)) return fail("a bad \\u escape");
+        if (cp >= 0xdc00 && cp <= 0xdfff) return fail("a lone surrogate");
+        if (cp >= 0xd800 && cp <= 0xdbff) {
+            if (end - s < 2 || s[0] != '\\' || s[1] != 'u') return fail("a lone surrogate");
+            s += 2;
+            if (!hex4(lo) || lo < 0xdc00 || lo > 0xdfff) return fail("a lone surrogate");
+            cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+        }
+        const int n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+        static const uint8_t lead[5] = {0, 0x00, 0xc0, 0xe0, 0xf0};
+        for (int k = 0; k < n; k++) {                       // byte k: the lead's bits, then 6 bits each
+            const int shift = 6 * (n - 1 - k);
+            o += (char)(k == 0 ? lead[n] | (cp >> shift) : 0x80 | ((cp >> shift) & 0x3f));
+        }
+        return true;
+    }
+    // a UTF-8 character of 2 to 4 bytes, checked: its shortest form, no surrogate, at most U+10FFFF
+    bool utf8(std::string & o) {
+        const unsigned char c = (unsigned char)*s;
+        const int n = c >= 0xf0 && c < 0xf8 ? 4 : c >= 0xe0 && c < 0xf0 ? 3 : c >= 0xc0 && c < 0xe0 ? 2 : 0;
+        if (n == 0 || end - s < n) return fail("invalid UTF-8");
+        uint32_t cp = c & (0xff >> (n + 1));
+        for (int k = 1; k < n; k++) {
+            const unsigned char cc = (unsigned char)s[k];
+            if ((cc & 0xc0) != 0x80) return fail("invalid UTF-8");
+            cp = cp << 6 | (cc & 0x3f);
+        }
+        static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < least[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return fail("invalid UTF-8");
+        o.append(s, (size_t)n);
+        s += n;
+        return true;
+    }
+    bool string(std::string & o) {
+        static const char ESC[] = "\"\\/bfnrt", CHR[] = "\"\\/\b\f\n\r\t";   // \x -> the character
+        for (s++; s < end && *s != '"';) {
+            const unsigned char c = (unsigned char)*s;
+            if (c < 0x20) return fail("a control character in a string");
+            if (c >= 0x80) {
+                if (!utf8(o)) return false;
+            } else if (c != '\\') {
+                o += *s++;
+            } else if (++s < end && *s == 'u') {
+                s++;
+                if (!escape_u(o)) return false;
+            } else if (const char * e = s < end && *s ? strchr(ESC, *s) : nullptr) {
+                o += CHR[e - ESC];
+                s++;
+            } else {
+                return fail("a bad escape");
+            }
+        }
+        return eat('"') || fail("an unterminated string");
+    }
+    // -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, kept as its text
+    bool number(wa_json & v) {
+        const char * start = s;
+        s += *s == '-';
+        if (!is_digit()) return fail("unexpected character");
+        if (*s++ != '0') while (is_digit()) s++;
+        for (const char * part : {".", "eE"}) {
+            if (s >= end || !strchr(part, *s) || !*s) continue;
+            s++;
+            if (*part == 'e' && s < end && (*s == '+' || *s == '-')) s++;
+            if (!is_digit()) return fail("a bad number");
+            while (is_digit()) s++;
+        }
+        v.type = wa_json::NUMBER;
+        v.str.assign(start, s);
+        return true;
+    }
+    bool literal(const char * word, wa_json & v, wa_json::kind type, bool b) {
+        const size_t n = strlen(word);
+        if ((size_t)(end - s) < n || strncmp(s, word, n) != 0) return fail("unexpected character");
+        s += n;
+        v.type = type;
+        v.b = b;
+        return true;
+    }
+    bool value(wa_json & v, int depth) {
+        if (depth > WA_JSON_DEPTH) return fail("nesting deeper than " + std::to_string(WA_JSON_DEPTH));
+        ws();
+        if (s >= end) return fail("no value");
+        switch (*s) {
+            case '{': return object(v, depth);
+            case '[': return array(v, depth);
+            case '"': v.type = wa_json::STRING; return string(v.str);
+            case 't': return literal("true", v, wa_json::BOOL, true);
+            case 'f': return literal("false", v, wa_json::BOOL, false);
+            case 'n': return literal("null", v, wa_json::NUL, false);
+            default:  return number(v);
+        }
+    }
+};
+
+// text as one JSON value; false with error ("expected ':' at byte 17") when it is not one.
+static bool wa_json_parse(const char * text, size_t n, wa_json & out, std::string & error) {
+    wa_json_parser p{text, text, text + n, {}};
+    bool ok = p.value(out, 0);
+    if (ok) {
+        p.ws();
+        ok = p.s == p.end || p.fail("text after the value");
+    }
+    error = p.error;
+    return ok;
+}
+
+// ---- Hugging Face directories: config.json + safetensors, read through the same table -------
+// What save_pretrained writes (convert/convert-hf-to-gguf.py reads the same): config.json, and
+// model.safetensors or shards that model.safetensors.index.json names ({"weight_map": {tensor:
+// shard file}}). The encoder's tensors keep their stored type where the model file would hold
+// it (matrices F32, F16 or BF16; F64 ones as F32); the rest become F32, the mel bank is
+// computed: the weights the converter's GGUF of the directory holds, with --outtype the stored
+// type, bit for bit. A safetensors file (huggingface/safetensors): uint64 LE header length N,
+// N bytes of JSON {name: {"dtype", "shape", "data_offsets": [begin, end]}} with an optional
+// "__metadata__" of strings, then the data, which the tensors tile exactly: in offset order
+// each begins where the one before ended and the last ends with the file (the checks of the
+// safetensors library's own reader).
+
+// The checkpoint's name of each row of WA_TENSORS below its encoder's prefix ("%d": the
+// layer), row by row; the mel bank is not stored.
+struct wa_hf_name { const char * ours, * hf; };
+static constexpr wa_hf_name WA_HF_NAMES[] = {
+    {"mel_filters",                                   nullptr},
+    {"encoder.conv1.weight",                          "conv1.weight"},
+    {"encoder.conv1.bias",                            "conv1.bias"},
+    {"encoder.conv2.weight",                          "conv2.weight"},
+    {"encoder.conv2.bias",                            "conv2.bias"},
+    {"encoder.embed_positions.weight",                "embed_positions.weight"},
+    {"encoder.layer_norm.weight",                     "layer_norm.weight"},
+    {"encoder.layer_norm.bias",                       "layer_norm.bias"},
+    {"encoder.layers.%d.self_attn_layer_norm.weight", "layers.%d.self_attn_layer_norm.weight"},
+    {"encoder.layers.%d.self_attn_layer_norm.bias",   "layers.%d.self_attn_layer_norm.bias"},
+    {"encoder.layers.%d.self_attn.q_proj.weight",     "layers.%d.self_attn.q_proj.weight"},
+    {"encoder.layers.%d.self_attn.k_proj.weight",     "layers.%d.self_attn.k_proj.weight"},
+    {"encoder.layers.%d.self_attn.v_proj.weight",     "layers.%d.self_attn.v_proj.weight"},
+    {"encoder.layers.%d.self_attn.q_proj.bias",       "layers.%d.self_attn.q_proj.bias"},
+    {"encoder.layers.%d.self_attn.v_proj.bias",       "layers.%d.self_attn.v_proj.bias"},
+    {"encoder.layers.%d.self_attn.out_proj.weight",   "layers.%d.self_attn.out_proj.weight"},
+    {"encoder.layers.%d.self_attn.out_proj.bias",     "layers.%d.self_attn.out_proj.bias"},
+    {"encoder.layers.%d.final_layer_norm.weight",     "layers.%d.final_layer_norm.weight"},
+    {"encoder.layers.%d.final_layer_norm.bias",       "layers.%d.final_layer_norm.bias"},
+    {"encoder.layers.%d.fc1.weight",                  "layers.%d.fc1.weight"},
+    {"encoder.layers.%d.fc1.bias",                    "layers.%d.fc1.bias"},
+    {"encoder.layers.%d.fc2.weight",                  "layers.%d.fc2.weight"},
+    {"encoder.layers.%d.fc2.bias",                    "layers.%d.fc2.bias"},
+};
+static_assert(wa_names_follow_table(WA_HF_NAMES), "WA_HF_NAMES must name the rows of WA_TENSORS in order");
+
+// Where the encoder is, by the class that saved it: the first prefix whose conv1.weight the
+// checkpoint holds. A tower's projector (WA_PROJ_TENSORS' names) sits beside it, under `projector`.
+static const struct wa_hf_prefix { const char * encoder, * projector; } WA_HF_PREFIXES[] = {
+    {"model.encoder.",     ""},         // WhisperForConditionalGeneration
+    {"encoder.",           ""},         // WhisperModel, WhisperForAudioClassification
+    {"audio_tower.",       ""},         // Qwen2AudioForConditionalGeneration, VoxtralForConditionalGeneration, UltravoxModel
+    {"model.audio_tower.", "model."},   // the same, as transformers 5 saves them
+    {"",                   ""},         // a WhisperEncoder saved alone
+};
+
+// config.json's model_type -> the projector of an audio LLM whose tower is a Whisper encoder
+static const struct { const char * model_type; whisper_audio_projector projector; } WA_HF_TOWERS[] = {
+    {"qwen2_audio", WHISPER_AUDIO_PROJECTOR_QWEN2A}, {"voxtral", WHISPER_AUDIO_PROJECTOR_VOXTRAL},
+    {"ultravox", WHISPER_AUDIO_PROJECTOR_ULTRAVOX},
+};
+
+// safetensors' dtypes and their widths in bits (F4 and F6 pack their elements)
+static const struct { const char * name; int bits; } WA_ST_DTYPES[] = {
+    {"BOOL", 8}, {"U8", 8}, {"I8", 8}, {"F8_E5M2", 8}, {"F8_E4M3", 8}, {"F8_E8M0", 8}, {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8},
+    {"F4", 4}, {"F6_E2M3", 6}, {"F6_E3M2", 6}, {"I16", 16}, {"U16", 16}, {"F16", 16}, {"BF16", 16}, {"I32", 32},
+    {"U32", 32}, {"F32", 32}, {"F64", 64}, {"I64", 64}, {"U64", 64}, {"C64", 64},
+};
+static const uint64_t WA_ST_MAX_HEADER = 100u << 20;     // the safetensors library's bound on N
+static const uint64_t WA_HF_MAX_JSON   = 100u << 20;     // config.json, the shard index
+
+struct wa_st_tensor {
+    std::string dtype;
+    std::vector<uint64_t> shape;                          // PyTorch's, outermost first
+    uint64_t begin = 0, end = 0;                          // in the data section
+};
+
+struct wa_st_file {
+    std::string path;
+    int fd = -1;
+    uint64_t size = 0, data_start = 0;
+    std::unordered_map<std::string, wa_st_tensor> tensors;
+    ~wa_st_file() { if (fd >= 0) close(fd); }
+};
+
+// Opens path for reading, a regular file (a FIFO would block, a directory is not one), within
+// root when root is set (a model from the Hugging Face cache: its files, symlinks into blobs/,
+// must stay inside its folder there). size: the file's. -1 with the error set.
+static int wa_hf_open(const std::string & path, const std::string & root, uint64_t * size) {
+    std::string real = path;
+    if (!root.empty()) {
+        if (char * r = realpath(path.c_str(), nullptr)) {
+            real = r;
+            free(r);
+            if (real.compare(0, root.size() + 1, root + "/") != 0) {
+                wa_set_error("%s: a symlink to %s, which leaves the model's folder in the Hugging Face cache (%s): refused",
+                             path.c_str(), real.c_str(), root.c_str());
+                return -1;
+            }
+        }
+    }
+    const int fd = open(real.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) { wa_set_error("%s: cannot open: %s", path.c_str(), strerror(errno)); return -1; }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        wa_set_error("%s: not a regular file", path.c_str());
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    *size = (uint64_t)st.st_size;
+    return fd;
+}
+
+// A JSON file of the directory (config.json, the index), parsed.
+static bool wa_hf_json(const std::string & path, const std::string & root, wa_json & out) {
+    uint64_t size = 0;
+    const int fd = wa_hf_open(path, root, &size);
+    if (fd < 0) return false;
+    std::string text;
+    bool ok = size <= WA_HF_MAX_JSON;
+    if (!ok) wa_set_error("%s: %llu bytes: more than the %llu of a JSON file this reader takes", path.c_str(),
+                          (unsigned long long)size, (unsigned long long)WA_HF_MAX_JSON);
+    if (ok) {
+        text.resize(size);
+        ok = read_at(path, size, fd, &text[0], size, 0);
+    }
+    close(fd);
+    std::string error;
+    if (ok && !wa_json_parse(text.data(), text.size(), out, error)) {
+        wa_set_error("%s: not valid JSON: %s", path.c_str(), error.c_str());
+        return false;
+    }
+    return ok;
+}
+
+// shape's elements of dtype in bytes, false when they pass limit or are not whole bytes
+static bool wa_st_bytes(const std::vector<uint64_t> & shape, int bits, uint64_t limit, uint64_t * bytes) {
+    uint64_t n = 1;
+    for (const uint64_t d : shape) {
+        if (d == 0) { *bytes = 0; return true; }
+        if (n > limit * 8 / d) return false;
+        n *= d;
+    }
+    if (n > limit * 8 / (uint64_t)bits || n * (uint64_t)bits % 8 != 0) return false;
+    *bytes = n * (uint64_t)bits / 8;
+    return true;
+}
+
+// The header of a safetensors file, every entry checked, and its data's tiling.
+static bool wa_st_open(wa_st_file & f, const std::string & path, const std::string & root) {
+    f.path = path;
+    const char * p = path.c_str();
+    if ((f.fd = wa_hf_open(path, root, &f.size)) < 0) return false;
+    uint8_t len[8];
+    if (f.size < 8) { wa_set_error("%s: %llu bytes: too short for a safetensors file", p, (unsigned long long)f.size); return false; }
+    if (!read_at(path, f.size, f.fd, len, 8, 0)) return false;
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = n << 8 | len[i];
+    if (n > f.size - 8 || n > WA_ST_MAX_HEADER) {
+        wa_set_error("%s: a safetensors header of %llu bytes, in a file of %llu (at most %llu): not a safetensors file, or truncated",
+                     p, (unsigned long long)n, (unsigned long long)f.size, (unsigned long long)WA_ST_MAX_HEADER);
+        return false;
+    }
+    std::string text(n, '\0');
+    if (!read_at(path, f.size, f.fd, &text[0], n, 8)) return false;
+    wa_json h;
+    std::string error;
+    if (!wa_json_parse(text.data(), text.size(), h, error)) { wa_set_error("%s: bad safetensors header: %s", p, error.c_str()); return false; }
+    if (h.type != wa_json::OBJECT) { wa_set_error("%s: the safetensors header is %s, not an object", p, h.shown().c_str()); return false; }
+    f.data_start = 8 + n;
+    const uint64_t data_size = f.size - f.data_start;
+    for (const auto & kv : h.fields) {
+        const std::string & name = kv.first;
+        const wa_json & e = kv.second;
+        if (name == "__metadata__") {
+            bool strings = e.type == wa_json::OBJECT;
+            for (const auto & m : e.fields) strings = strings && m.second.type == wa_json::STRING;
+            if (!strings) { wa_set_error("%s: __metadata__ is not an object of strings", p); return false; }
+            continue;
+        }
+        const char * t = name.c_str();
+        if (e.type != wa_json::OBJECT) { wa_set_error("%s: tensor '%s': its entry is %s, not an object", p, t, e.shown().c_str()); return false; }
+        wa_st_tensor st;
+        int bits = 0;
+        bool has_offsets = false, has_shape = false;
+        for (const auto & fld : e.fields) {
+            const wa_json & v = fld.second;
+            if (fld.first == "dtype" && v.type == wa_json::STRING) {
+                for (const auto & d : WA_ST_DTYPES) if (v.str == d.name) bits = d.bits;
+                if (!bits) { wa_set_error("%s: tensor '%s': dtype %s is not one of safetensors'", p, t, v.shown().c_str()); return false; }
+                st.dtype = v.str;
+            } else if (fld.first == "shape" && v.type == wa_json::ARRAY) {
+                for (const wa_json & d : v.items) {
+                    uint64_t x;
+                    if (!d.u64(&x)) { wa_set_error("%s: tensor '%s': shape holds %s, not a size", p, t, d.shown().c_str()); return false; }
+                    st.shape.push_back(x);
+                }
+                has_shape = true;
+            } else if (fld.first == "data_offsets" && v.type == wa_json::ARRAY && v.items.size() == 2 && v.items[0].u64(&st.begin) &&
+                       v.items[1].u64(&st.end)) {
+                has_offsets = true;
+            } else {
+                const bool known = fld.first == "dtype" || fld.first == "shape" || fld.first == "data_offsets";
+                wa_set_error("%s: tensor '%s': %s%s%s", p, t, known ? fld.first.c_str() : "an unknown field \"",
+                             known ? " is not what safetensors stores there" : fld.first.substr(0, 64).c_str(),
+                             known ? "" : "\" (its entry holds dtype, shape and data_offsets)");
+                return false;
+            }
+        }
+        if (!bits || !has_shape || !has_offsets) {
+            wa_set_error("%s: tensor '%s': no %s", p, t, !bits ? "dtype" : !has_shape ? "shape" : "data_offsets");
+            return false;
+        }
+        if (st.begin > st.end || st.end > data_size) {
+            wa_set_error("%s: tensor '%s': data_offsets [%llu, %llu] %s the %llu bytes of data: truncated?", p, t,
+                         (unsigned long long)st.begin, (unsigned long long)st.end, st.begin > st.end ? "run backwards in" : "lie outside",
+                         (unsigned long long)data_size);
+            return false;
+        }
+        uint64_t bytes = 0;
+        if (!wa_st_bytes(st.shape, bits, data_size, &bytes) || bytes != st.end - st.begin) {
+            std::string shape;
+            for (const uint64_t d : st.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+            wa_set_error("%s: tensor '%s': shape [%s] of %s does not fill its data_offsets [%llu, %llu] (%llu bytes)", p, t,
+                         shape.c_str(), st.dtype.c_str(), (unsigned long long)st.begin, (unsigned long long)st.end,
+                         (unsigned long long)(st.end - st.begin));
+            return false;
+        }
+        f.tensors.emplace(name, std::move(st));
+    }
+    std::vector<std::pair<const std::string *, const wa_st_tensor *>> order;
+    for (const auto & kv : f.tensors) order.push_back({&kv.first, &kv.second});
+    std::sort(order.begin(), order.end(), [](const auto & a, const auto & b) {
+        return a.second->begin != b.second->begin ? a.second->begin < b.second->begin : a.second->end < b.second->end;
+    });
+    uint64_t pos = 0;
+    for (size_t i = 0; i < order.size(); i++) {
+        const wa_st_tensor & t = *order[i].second;
+        if (t.begin < pos) {
+            wa_set_error("%s: tensors '%s' and '%s' overlap (data bytes [%llu, %llu) and [%llu, %llu))", p, order[i - 1].first->c_str(),
+                         order[i].first->c_str(), (unsigned long long)order[i - 1].second->begin, (unsigned long long)pos,
+                         (unsigned long long)t.begin, (unsigned long long)t.end);
+            return false;
+        }
+        if (t.begin > pos) {
+            wa_set_error("%s: data bytes [%llu, %llu) before tensor '%s' belong to no tensor", p, (unsigned long long)pos,
+                         (unsigned long long)t.begin, order[i].first->c_str());
+            return false;
+        }
+        pos = t.end;
+    }
+    if (pos != data_size) {
+        wa_set_error("%s: %llu bytes after the last tensor's data belong to no tensor", p, (unsigned long long)(data_size - pos));
+        return false;
+    }
+    return true;
+}
+
+// A checkpoint's tensors: model.safetensors, else the shards model.safetensors.index.json names.
+struct wa_hf_checkpoint {
+    std::string dir, index;                                 // index: the shard index's path, if there is one
+    std::vector<std::unique_ptr<wa_st_file>> files;
+    std::unordered_map<std::string, std::pair<const wa_st_file *, const wa_st_tensor *>> where;
+
+    const wa_st_tensor * find(const std::string & name, const wa_st_file ** file = nullptr) const {
+        auto it = where.find(name);
+        if (it == where.end()) return nullptr;
+        if (file) *file = it->second.first;
+        return it->second.second;
+    }
+};
+
+static bool wa_hf_exists(const std::string & path) {
+    struct stat st;
+    return lstat(path.c_str(), &st) == 0;
+}
+
+static bool wa_hf_checkpoint_open(wa_hf_checkpoint & c, const std::string & dir, const std::string & root) {
+    c.dir = dir;
+    const std::string single = dir + "/model.safetensors", index = dir + "/model.safetensors.index.json";
+    if (wa_hf_exists(single)) {
+        c.files.emplace_back(new wa_st_file);
+        if (!wa_st_open(*c.files.back(), single, root)) return false;
+        for (const auto & kv : c.files.back()->tensors) c.where[kv.first] = {c.files.back().get(), &kv.second};
+        return true;
+    }
+    if (!wa_hf_exists(index)) {
+        bool pickles = false;                               // what save_pretrained wrote before safetensors
+        if (DIR * d = opendir(dir.c_str())) {
+            while (const dirent * e = readdir(d)) {
+                const std::string fn = e->d_name;
+                for (const char * ext : {".bin", ".pt", ".pth", ".ckpt"})
+                    pickles = pickles || (fn.size() > strlen(ext) && fn.compare(fn.size() - strlen(ext), std::string::npos, ext) == 0);
+            }
+            closedir(d);
+        }
+        if (pickles) wa_set_error("%s: no model.safetensors (PyTorch pickles are not read: save it again with "
+                                  "save_pretrained(..., safe_serialization=True))", dir.c_str());
+        else wa_set_error("%s: no model.safetensors or model.safetensors.index.json", dir.c_str());
+        return false;
+    }
+    wa_json idx;
+    c.index = index;
+    if (!wa_hf_json(index, root, idx)) return false;
+    const wa_json * map = idx.type == wa_json::OBJECT ? idx.get("weight_map") : nullptr;
+    if (!map || map->type != wa_json::OBJECT) {
+        wa_set_error("%s: no \"weight_map\" object of tensor name -> shard file", index.c_str());
+        return false;
+    }
+    std::map<std::string, wa_st_file *> shards;
+    for (const auto & kv : map->fields) {
+        const wa_json & fn = kv.second;
+        if (fn.type != wa_json::STRING || fn.str.empty() || fn.str == "." || fn.str == ".." ||
+            fn.str.find_first_of(std::string("/\0", 2)) != std::string::npos) {
+            wa_set_error("%s: weight_map gives tensor '%s' the shard %s: not a file name in the directory", index.c_str(),
+                         kv.first.c_str(), fn.shown().c_str());
+            return false;
+        }
+        auto it = shards.find(fn.str);
+        if (it == shards.end()) {
+            c.files.emplace_back(new wa_st_file);
+            const std::string shard = dir + "/" + fn.str;
+            if (!wa_hf_exists(shard)) {
+                wa_set_error("%s: shard %s, which the index names, is missing", dir.c_str(), fn.str.c_str());
+                return false;
+            }
+            if (!wa_st_open(*c.files.back(), shard, root)) return false;
+            it = shards.emplace(fn.str, c.files.back().get()).first;
+        }
+        auto t = it->second->tensors.find(kv.first);
+        if (t == it->second->tensors.end()) {
+            wa_set_error("%s: tensor '%s' is not in shard %s, as the index says", dir.c_str(), kv.first.c_str(), fn.str.c_str());
+            return false;
+        }
+        c.where[kv.first] = {it->second, &t->second};
+    }
+    for (const auto & s : shards)                           // and each shard holds what the index says it does
+        for (const auto & kv : s.second->tensors) {
+            auto w = c.where.find(kv.first);
+            if (w == c.where.end() || w->second.first != s.second) {
+                wa_set_error("%s: shard %s holds tensor '%s', which the index %s", dir.c_str(), s.first.c_str(), kv.first.c_str(),
+                             w == c.where.end() ? "does not name" : "puts in another shard");
+                return false;
+            }
+        }
+    return true;
+}
+
+// What config.json says beyond the hyperparameters.
+struct wa_hf_options {
+    bool ln_mid = false;                // Ultravox's projector_ln_mid (v0.5+): ln_mid.weight, else ln_post.weight
+    std::string audio_model_id;         // Ultravox: the model its audio tower comes from ("": none named)
+};
+
+// The hyperparameters from config.json, the projector's included, as the converter's read_config
+// takes them (and within the GGUF loader's bounds).
+static bool wa_hf_config(whisper_audio_model * m, const wa_json & top, wa_hf_options & opt) {
+    const char * path = m->path.c_str();
+    whisper_audio_hparams & hp = m->hparams;
+    const wa_json * mt = top.type == wa_json::OBJECT ? top.get("model_type") : nullptr;
+    const bool named = mt && mt->type == wa_json::STRING;
+    hp.projector = WHISPER_AUDIO_PROJECTOR_NONE;
+    for (const auto & t : WA_HF_TOWERS) if (named && mt->str == t.model_type) hp.projector = t.projector;
+    const bool tower = hp.projector != WHISPER_AUDIO_PROJECTOR_NONE;
+    if (!tower && !(named && mt->str == "whisper")) {
+        wa_set_error("%s: config.json: model_type is %s, not \"whisper\" or an audio LLM's (qwen2_audio, ultravox, voxtral)", path,
+                     top.type != wa_json::OBJECT ? "absent (not an object)" : mt ? mt->shown().c_str() : "absent");
+        return false;
+    }
+    const wa_json * cfg = tower ? top.get("audio_config") : &top;
+    if (!cfg || cfg->type != wa_json::OBJECT) { wa_set_error("%s: config.json: %s without an audio_config", path, mt->str.c_str()); return false; }
+    // an integer in [1, hi]: a JSON number without fraction or exponent, as Python's int
+    auto get = [&](const wa_json & in, const char * where, const char * key, int hi, int * dst) {
+        const wa_json * v = in.get(key);
+        uint64_t x = 0;
+        if (!v || !v->u64(&x) || x < 1 || x > (uint64_t)hi) {
+            wa_set_error("%s: config.json: %s%s is %s, expected an integer in [1, %d]", path, where, key,
+                         v ? v->shown().c_str() : "absent", hi);
+            return false;
+        }
+        *dst = (int)x;
+        return true;
+    };
+    // a setting that must be `want` when present (whisper-audio runs that one alone)
+    auto must_be = [&](const char * key, const char * want) {
+        const wa_json * v = top.get(key);
+        if (!v || (v->type == wa_json::STRING && v->str == want)) return true;
+        wa_set_error("%s: config.json: %s is %s; whisper-audio runs \"%s\"", path, key, v->shown().c_str(), want);
+        return false;
+    };
+    const char * ac = tower ? "audio_config." : "";
+    const bool llama_names = hp.projector == WHISPER_AUDIO_PROJECTOR_VOXTRAL;   // VoxtralEncoderConfig names them as Llama does
+    if (!get(*cfg, ac, llama_names ? "hidden_size" : "d_model", 16384, &hp.n_state) ||
+        !get(*cfg, ac, llama_names ? "num_hidden_layers" : "encoder_layers", 256, &hp.n_layer) ||
+        !get(*cfg, ac, llama_names ? "num_attention_heads" : "encoder_attention_heads", 256, &hp.n_head) ||
+        !get(*cfg, ac, llama_names ? "intermediate_size" : "encoder_ffn_dim", 65536, &hp.n_ff) ||
+        !get(*cfg, ac, "num_mel_bins", 512, &hp.n_mels))
+        return false;
+    hp.n_ctx = 1500;
+    hp.eps = 1e-5f;                                         // Whisper's LayerNorm; the converter writes it
+    hp.stack_factor = 1;
+    if (tower) {
+        const wa_json * text = top.get("text_config");
+        if (!text || text->type != wa_json::OBJECT) { wa_set_error("%s: config.json: %s without a text_config", path, mt->str.c_str()); return false; }
+        if (!get(*text, "text_config.", "hidden_size", 65536, &hp.n_llm)) return false;
+        hp.proj_eps = 1e-6f;                                // Ultravox's RMSNorm default; the converter writes it
+    }
+    if (hp.projector == WHISPER_AUDIO_PROJECTOR_VOXTRAL) {  // get_audio_features: reshape(-1, intermediate_size), linear_1, GELU, linear_2
+        const int stack = hp.n_ff / hp.n_state;
+        if (hp.n_ff % hp.n_state != 0 || hp.n_ctx % stack != 0 || stack > 64) {
+            wa_set_error("%s: config.json: audio_config.intermediate_size %d is not the d_model %d times a divisor of %d (at most 64)",
+                         path, hp.n_ff, hp.n_state, hp.n_ctx);
+            return false;
+        }
+        hp.stack_factor = stack;
+        if (!must_be("projector_hidden_act", "gelu")) return false;
+    }
+    if (hp.projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX) {
+        if (!get(top, "", "stack_factor", 64, &hp.stack_factor) || !get(top, "", "hidden_size", 65536, &hp.n_proj_ff) ||
+            !must_be("projector_act", "swiglu"))
+            return false;
+        if (hp.n_proj_ff % 2 != 0) {
+            wa_set_error("%s: config.json: hidden_size %d is odd; Ultravox's SwiGLU halves it", path, hp.n_proj_ff);
+            return false;
+        }
+        const wa_json * ln_mid = top.get("projector_ln_mid");
+        if (ln_mid && ln_mid->type != wa_json::BOOL && ln_mid->type != wa_json::NUL) {
+            wa_set_error("%s: config.json: projector_ln_mid is %s, not true or false", path, ln_mid->shown().c_str());
+            return false;
+        }
+        opt.ln_mid = ln_mid && ln_mid->b;
+        const wa_json * id = top.get("audio_model_id");
+        if (id && id->type == wa_json::STRING) opt.audio_model_id = id->str;
+    }
+    if (hp.n_state % hp.n_head != 0) {
+        wa_set_error("%s: config.json: %sd_model %d is not a multiple of the %d attention heads", path, ac, hp.n_state, hp.n_head);
+        return false;
+    }
+    const wa_json * n_pos = cfg->get("max_source_positions");
+    uint64_t pos = 0;
+    if (n_pos && !(n_pos->u64(&pos) && pos == (uint64_t)hp.n_ctx)) {
+        wa_set_error("%s: config.json: %smax_source_positions is %s; whisper-audio needs %d (30 s windows)", path, ac,
+                     n_pos->shown().c_str(), hp.n_ctx);
+        return false;
+    }
+    return true;
+}
+
+// ---- the Hugging Face cache: a repo id ("openai/whisper-base") as huggingface_hub stores it --
+// In $HF_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME (~/.cache)/huggingface/hub
+// (huggingface_hub's constants): models--<namespace>--<name>/refs/main holds the commit whose
+// snapshots/<commit>/ has the files, each a symlink into the folder's blobs/ (or the file
+// itself where symlinks could not be made). Read as it is: the library never reaches the network.
+
+// namespace/name of letters, digits, '-', '_', '.', each part neither starting nor ending with
+// '-' or '.', without "--" or "..", at most 96 characters (huggingface_hub's validate_repo_id)
+static bool wa_is_repo_id(const std::string & s) {
+    const size_t slash = s.find('/');
+    if (slash == std::string::npos || s.size() > 96 || s.find('/', slash + 1) != std::string::npos) return false;
+    for (const std::string & part : {s.substr(0, slash), s.substr(slash + 1)}) {
+        if (part.empty() || part.find("--") != std::string::npos || part.find("..") != std::string::npos) return false;
+        for (const char c : part) if (!isalnum((unsigned char)c) && c != '-' && c != '_' && c != '.') return false;
+        if (part.front() == '-' || part.front() == '.' || part.back() == '-' || part.back() == '.') return false;
+    }
+    return true;
+}
+
+static std::string wa_hf_cache_dir() {
+    auto env = [](const char * k) { const char * v = getenv(k); return std::string(v ? v : ""); };
+    auto user = [&](std::string p) {                        // os.path.expanduser's ~/
+        if ((p == "~" || p.compare(0, 2, "~/") == 0) && !env("HOME").empty()) p = env("HOME") + p.substr(1);
+        return p;
+    };
+    if (!env("HF_HUB_CACHE").empty()) return user(env("HF_HUB_CACHE"));
+    if (!env("HF_HOME").empty()) return user(env("HF_HOME")) + "/hub";
+    return (env("XDG_CACHE_HOME").empty() ? user("~/.cache") : env("XDG_CACHE_HOME")) + "/huggingface/hub";
+}
+
+// The snapshot of repo id `id` that refs/main names (dir), and the repo's folder in the cache,
+// its real path (root: every file read must lie inside it). false with the error set, which
+// says how to download it.
+static bool wa_hf_cached(const std::string & id, std::string & dir, std::string & root) {
+    const size_t slash = id.find('/');
+    const std::string repo = wa_hf_cache_dir() + "/models--" + id.substr(0, slash) + "--" + id.substr(slash + 1);
+    const char * i = id.c_str();
+    struct stat st;
+    if (stat(repo.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+        wa_set_error("%s: neither a local path nor a model in the Hugging Face cache (no %s): `hf download %s` fetches it "
+                     "(whisper-audio itself never reaches the network)", i, repo.c_str(), i);
+        return false;
+    }
+    const std::string ref_path = repo + "/refs/main";
+    char buf[129] = {};
+    const int fd = open(ref_path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    const bool regular = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    const ssize_t n = regular ? pread(fd, buf, sizeof(buf) - 1, 0) : -1;
+    if (fd >= 0) close(fd);
+    if (fd < 0 || !regular) {
+        wa_set_error("%s: the Hugging Face cache's %s has no refs/main (downloaded at another revision?): `hf download %s` "
+                     "fetches the main one", i, repo.c_str(), i);
+        return false;
+    }
+    std::string sha(buf, n > 0 ? (size_t)n : 0);
+    while (!sha.empty() && isspace((unsigned char)sha.back())) sha.pop_back();
+    if ((sha.size() != 40 && sha.size() != 64) || sha.find_first_not_of("0123456789abcdef") != std::string::npos) {
+        wa_set_error("%s: %s holds %zd bytes that are not a commit hash", i, ref_path.c_str(), n);
+        return false;
+    }
+    dir = repo + "/snapshots/" + sha;
+    char * r = realpath(repo.c_str(), nullptr);
+    char * s = realpath(dir.c_str(), nullptr);
+    root = r ? r : "";
+    const std::string snap = s ? s : "";
+    free(r);
+    free(s);
+    if (snap.empty() || root.empty() || stat(snap.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+        wa_set_error("%s: refs/main names commit %s, whose snapshot %s is missing: `hf download %s` fetches it again", i,
+                     sha.c_str(), dir.c_str(), i);
+        return false;
+    }
+    if (snap.compare(0, root.size() + 1, root + "/") != 0) {
+        wa_set_error("%s: the snapshot %s is a symlink to %s, which leaves the model's folder in the Hugging Face cache: refused",
+                     i, dir.c_str(), snap.c_str());
+        return false;
+    }
+    return true;
+}
+
+// ---- a Hugging Face directory, read ------------------------------------------------------------
+
+// A directory's name as the converter names a model of it (os.path.basename of its absolute path).
+static std::string wa_dir_name(std::string dir) {
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    const size_t s = dir.rfind('/');
+    std::string base = s == std::string::npos ? dir : dir.substr(s + 1);
+    if (base == "." || base == ".." || base.empty()) {
+        if (char * real = realpath(dir.empty() ? "/" : dir.c_str(), nullptr)) {
+            const std::string r = real;
+            free(real);
+            base = r == "/" ? "" : r.substr(r.rfind('/') + 1);
+        }
+    }
+    return base;
+}
+
+// The checkpoint's tensor `hf` as our tensor `ours` (shape ne, innermost first): its dtype one
+// the model can hold, its shape the hyperparameters'. A matrix keeps F32, F16 or BF16 (F64
+// becomes F32); the rest become F32.
+struct wa_hf_source { const wa_st_file * file; const wa_st_tensor * t; std::string name; };
+
+static bool wa_hf_take(whisper_audio_model * m, const wa_hf_checkpoint & c, const std::string & hf, const char * ours, int n_dims,
+                       const int64_t * ne, bool matrix, const char * what, std::vector<wa_hf_source> & sources) {
+    const wa_st_file * f = nullptr;
+    const wa_st_tensor * t = c.find(hf, &f);
+    if (!t) { wa_set_error("%s: the checkpoint has no %s tensor '%s'", c.dir.c_str(), what, hf.c_str()); return false; }
+    const std::string & dt = t->dtype;
+    if (dt != "F32" && dt != "F16" && dt != "BF16" && dt != "F64") {
+        wa_set_error("%s: tensor '%s' is %s (F32, F16, BF16 or F64 expected)", f->path.c_str(), hf.c_str(), dt.c_str());
+        return false;
+    }
+    bool same = (int)t->shape.size() == n_dims;
+    for (int i = 0; same && i < n_dims; i++) same = t->shape[i] == (uint64_t)ne[n_dims - 1 - i];
+    if (!same) {
+        std::string got, want;
+        for (const uint64_t d : t->shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
+        for (int i = n_dims - 1; i >= 0; i--) want += (want.empty() ? "" : ", ") + std::to_string(ne[i]);
+        wa_set_error("%s: tensor '%s' has shape [%s], config.json implies [%s]", f->path.c_str(), hf.c_str(), got.c_str(), want.c_str());
+        return false;
+    }
+    gguf_tensor_info g;
+    g.name = ours;
+    g.n_dims = n_dims;
+    std::copy(ne, ne + n_dims, g.ne);
+    g.type = !matrix || dt == "F32" || dt == "F64" ? VT_TYPE_F32 : dt == "F16" ? VT_TYPE_F16 : VT_TYPE_BF16;
+    g.bytes = vt_type_size((vt_type)g.type);
+    for (int i = 0; i < n_dims; i++) g.bytes *= (uint64_t)ne[i];
+    if (!m->index.emplace(ours, m->tensors.size()).second) { wa_set_error("%s: tensor '%s' twice", c.dir.c_str(), ours); return false; }
+    m->tensors.push_back(g);
+    sources.push_back({f, t, hf});
+    return true;
+}
+
+// float64 to float32, rounded to nearest even; beyond the range (by more than half an ulp) an
+// infinity, which the finite check then refuses
+static float wa_f64_to_f32(double v) {
+    if (std::fabs(v) >= 0x1.ffffffp127 && std::isfinite(v)) return v < 0 ? -INFINITY : INFINITY;
+    return (float)v;
+}
+
+// A Hugging Face directory: dir; root: its folder in the Hugging Face cache ("": a local one).
+static bool hf_model_read(whisper_audio_model * m, std::string dir, const std::string & root) {
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    m->kind = whisper_audio_model::HF;
+    m->path = dir;
+    const char * path = dir.c_str();
+    const std::string cfg_path = dir + "/config.json";
+    if (!wa_hf_exists(cfg_path)) { wa_set_error("%s: no config.json: not a Hugging Face checkpoint directory", path); return false; }
+    wa_json cfg;
+    wa_hf_options opt;
+    if (!wa_hf_json(cfg_path, root, cfg) || !wa_hf_config(m, cfg, opt)) return false;
+    const whisper_audio_hparams & hp = m->hparams;
+    wa_hf_checkpoint ck, tower_ck;
+    if (!wa_hf_checkpoint_open(ck, dir, root)) return false;
+    m->sources.push_back(cfg_path);
+
+    // the encoder: under the first prefix whose conv1 is there; a published Ultravox checkpoint
+    // holds its projector alone, and its audio tower is the encoder of the model it names
+    const wa_hf_prefix * pre = nullptr;
+    for (const wa_hf_prefix & p : WA_HF_PREFIXES)
+        if (!pre && ck.find(std::string(p.encoder) + "conv1.weight")) pre = &p;
+    const wa_hf_checkpoint * enc = &ck;
+    std::string proj_prefix = pre ? pre->projector : "";
+    if (!pre && hp.projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX && !opt.audio_model_id.empty()) {
+        const std::string & id = opt.audio_model_id;
+        std::string tdir = id, troot;
+        struct stat st;
+        const bool local = stat(id.c_str(), &st) == 0;
+        if (!local && !(wa_is_repo_id(id) && wa_hf_cached(id, tdir, troot))) {
+            const std::string why = wa_is_repo_id(id) ? whisper_audio_last_error() : id + ": neither a directory nor a repo id";
+            wa_set_error("%s: an Ultravox checkpoint of its projector alone; its audio tower is the encoder of %s (config.json's "
+                         "audio_model_id): %s", path, id.c_str(), why.c_str());
+            return false;
+        }
+        if (!wa_hf_checkpoint_open(tower_ck, tdir, troot)) return false;
+        for (const wa_hf_prefix & p : WA_HF_PREFIXES)
+            if (!pre && !*p.projector && tower_ck.find(std::string(p.encoder) + "conv1.weight")) pre = &p;
+        if (!pre) { wa_set_error("%s (audio_model_id of %s): no Whisper encoder tensors", tdir.c_str(), path); return false; }
+        enc = &tower_ck;
+        proj_prefix = ck.find("model.multi_modal_projector.ln_pre.weight") ? "model." : "";
+    }
+    if (!pre) {
+        wa_set_error("%s: no encoder tensors: none of model.encoder.conv1.weight, encoder.conv1.weight, audio_tower.conv1.weight, "
+                     "model.audio_tower.conv1.weight, conv1.weight is in the checkpoint", path);
+        return false;
+    }
+    for (const wa_hf_checkpoint * c : {&ck, &tower_ck}) {
+        if (!c->index.empty()) m->sources.push_back(c->index);
+        for (const auto & f : c->files) m->sources.push_back(f->path);
+    }
+
+    std::vector<wa_hf_source> sources;
+    std::set<std::string> taken;
+    const bool found = wa_for_each_tensor(hp.n_layer, [&](const wa_tensor_desc & t, int il, const char * name) {
+        const char * hf = WA_HF_NAMES[&t - WA_TENSORS].hf;
+        if (!hf) return true;                               // the mel bank: computed below
+        char buf[GGUF_MAX_NAME + 1];
+        snprintf(buf, sizeof(buf), hf, il);
+        int64_t ne[3];
+        const int n_dims = wa_shape(hp, t, ne);
+        taken.insert(pre->encoder + std::string(buf));
+        return wa_hf_take(m, *enc, pre->encoder + std::string(buf), name, n_dims, ne, t.matrix, "encoder", sources);
+    });
+    if (!found) return false;
+    for (const wa_proj_desc & t : WA_PROJ_TENSORS) {
+        if (t.type != hp.projector) continue;
+        if (t.either && (t.name == std::string("multi_modal_projector.ln_mid.weight")) != opt.ln_mid) continue;
+        int64_t ne[2];
+        const int n_dims = wa_proj_shape(hp, t, ne);
+        taken.insert(proj_prefix + t.name);
+        if (!wa_hf_take(m, ck, proj_prefix + t.name, t.name, n_dims, ne, t.matrix, "projector", sources)) return false;
+    }
+    // the encoder's and projector's tensors that config.json does not account for (a layer
+    // beyond its count): the checkpoint holds another model than the one it describes
+    auto untaken = [&](const wa_hf_checkpoint & c, const std::vector<std::string> & prefixes, const char * what) {
+        std::vector<std::string> extra;
+        for (const auto & kv : c.where)
+            for (const std::string & p : prefixes)
+                if (kv.first.compare(0, p.size(), p) == 0 && !taken.count(kv.first)) { extra.push_back(kv.first); break; }
+        if (extra.empty()) return false;
+        std::sort(extra.begin(), extra.end());
+        wa_set_error("%s: %zu %s tensor%s that config.json does not describe, e.g. %s", c.dir.c_str(), extra.size(),
+                     what, extra.size() == 1 ? "" : "s", extra[0].c_str());
+        return true;
+    };
+    const std::vector<std::string> enc_prefixes = *pre->encoder ? std::vector<std::string>{pre->encoder}
+                                                : std::vector<std::string>{"conv", "layers.", "layer_norm.", "embed_positions."};
+    if (untaken(*enc, enc_prefixes, "encoder")) return false;
+    if (hp.projector != WHISPER_AUDIO_PROJECTOR_NONE && untaken(ck, {proj_prefix + "multi_modal_projector."}, "projector")) return false;
+    if (enc != &ck && untaken(ck, {"audio_tower.", "model.audio_tower."}, "audio-tower")) return false;   // not the tower alone: LoRA, a part
+
+    // read on every core: a tensor stored as held goes straight to its place, the rest through a
+    // buffer, widened (F16, BF16: exact) or rounded (F64)
+    std::vector<gguf_tensor_info *> used;
+    std::vector<uint64_t> sizes;
+    for (gguf_tensor_info & t : m->tensors) { used.push_back(&t); sizes.push_back(t.bytes); }
+    const bool read = wa_read_tensors(m, used, sizes, [&](size_t i, uint8_t * d) {
+        const wa_hf_source & s = sources[i];
+        const gguf_tensor_info & t = *used[i];
+        const uint64_t stored = s.t->end - s.t->begin, at = s.file->data_start + s.t->begin;
+        const std::string & dt = s.t->dtype;
+        const vt_type from = dt == "F16" ? VT_TYPE_F16 : dt == "BF16" ? VT_TYPE_BF16 : VT_TYPE_F32;
+        if (dt != "F64" && from == (vt_type)t.type) {
+            if (!read_at(s.file->path, s.file->size, s.file->fd, d, stored, at)) return std::string(whisper_audio_last_error());
+        } else {
+            std::vector<uint8_t> tmp(stored);
+            if (!read_at(s.file->path, s.file->size, s.file->fd, tmp.data(), stored, at)) return std::string(whisper_audio_last_error());
+            const size_t n = t.bytes / sizeof(float);
+            if (dt == "F64") {
+                for (size_t k = 0; k < n; k++) {
+                    double v;
+                    memcpy(&v, tmp.data() + 8 * k, 8);
+                    const float f = wa_f64_to_f32(v);
+                    memcpy(d + 4 * k, &f, 4);
+                }
+            } else {
+                vt_convert(d, VT_TYPE_F32, tmp.data(), from, n);
+            }
+        }
+        return wa_nonfinite(s.file->path, s.name, t, d);
+    });
+    if (!read) return false;
+    m->hparams.weight_type = wa_weight_type((vt_type)m->find("encoder.layers.0.fc1.weight")->type);
+    m->mel_computed.resize((size_t)hp.n_mels * WHISPER_AUDIO_N_BINS);   // as the feature extractor computes it
+    wa_mel_filters_slaney(hp.n_mels, m->mel_computed.data());
+    m->mel_filters = m->mel_computed.data();
+    if (m->name.empty()) m->name = wa_dir_name(dir);
+    return true;
+}
+
 // The metadata from a prefix of the file, grown until the parse fits in it, then the weights.
 static bool model_read(whisper_audio_model * m, int fd) {
     char magic[sizeof(CT2_MAGIC)];                        // a CTranslate2 model.bin, by content (any version)
     if (m->file_size >= sizeof(magic) && read_at(m, fd, magic, sizeof(magic), 0) && memcmp(magic + 4, CT2_MAGIC + 4, sizeof(magic) - 4) == 0)
         return ct2_model_read(m, fd);
+    // a safetensors file (a header length that fits, then a JSON object): the Hugging Face
+    // directory that holds it
+    uint8_t st[9];
+    if (m->file_size >= 10 && read_at(m, fd, st, 9, 0) && st[8] == '{') {
+        uint64_t n = 0;
+        for (int i = 7; i >= 0; i--) n = n << 8 | st[i];
+        if (n <= m->file_size - 8) {
+            const size_t slash = m->path.rfind('/');
+            return hf_model_read(m, slash == std::string::npos ? "." : slash == 0 ? "/" : m->path.substr(0, slash), "");
+        }
+    }
     // another CTranslate2 spec (a translation model, a cut header): said as such, not as a bad GGUF
     uint8_t h[6 + 64] = {};
     const size_t have = std::min(m->file_size, sizeof(h));
@@ -1608,23 +2565,49 @@ static bool model_read(whisper_audio_model * m, int fd) {
     return model_read_weights(m, fd);
 }
 
+// A directory holds a Hugging Face checkpoint when its config.json has a model_type (CTranslate2's
+// has none), or, without a model.bin, when it has a config.json or safetensors at all.
+static bool wa_is_hf_dir(const std::string & dir) {
+    wa_json cfg;
+    if (wa_hf_exists(dir + "/config.json") && wa_hf_json(dir + "/config.json", "", cfg) && cfg.type == wa_json::OBJECT &&
+        cfg.get("model_type"))
+        return true;
+    if (wa_hf_exists(dir + "/model.bin")) return false;
+    for (const char * f : {"/config.json", "/model.safetensors", "/model.safetensors.index.json"})
+        if (wa_hf_exists(dir + f)) return true;
+    return false;
+}
+
 static whisper_audio_model * model_load(const char * path) {
     if (!path) { wa_set_error("no model path given"); return nullptr; }
-    // a directory: a CTranslate2 / faster-whisper model, its model.bin (recognised by content)
+    std::unique_ptr<whisper_audio_model> m(new whisper_audio_model);
+    // a Hugging Face repo id that is not a local path, nor inside a local directory (build/x.gguf
+    // is a file missing from build/): its snapshot in the Hugging Face cache
     struct stat dir;
-    const bool is_dir = stat(path, &dir) == 0 && S_ISDIR(dir.st_mode);
+    const bool exists = stat(path, &dir) == 0;
+    if (!exists && errno == ENOENT && wa_is_repo_id(path) && !wa_hf_exists(std::string(path, strchr(path, '/')))) {
+        std::string snapshot, root;
+        if (!wa_hf_cached(path, snapshot, root)) return nullptr;
+        m->name = strchr(path, '/') + 1;                    // as the converter names a download of it
+        return hf_model_read(m.get(), snapshot, root) ? m.release() : nullptr;
+    }
+    // a directory: a Hugging Face checkpoint, or a CTranslate2 / faster-whisper model (its
+    // model.bin, recognised by content)
+    const bool is_dir = exists && S_ISDIR(dir.st_mode);
+    if (is_dir && wa_is_hf_dir(path)) return hf_model_read(m.get(), path, "") ? m.release() : nullptr;
     const std::string file = is_dir ? std::string(path) + "/model.bin" : path;
     path = file.c_str();
     // O_NONBLOCK: opening a FIFO would wait for a writer forever; it is refused below instead
     const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         wa_set_error("%s: cannot open model file: %s%s", path, strerror(errno),
-                     is_dir ? " (a model directory is a CTranslate2 / faster-whisper one: model.bin + config.json)" : "");
+                     is_dir ? " (a model directory is a Hugging Face one, config.json + model.safetensors, or a CTranslate2 / "
+                              "faster-whisper one, model.bin + config.json)" : "");
         return nullptr;
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        wa_set_error("%s: not a regular file (a model is a file, or a CTranslate2 directory holding model.bin)", path);
+        wa_set_error("%s: not a regular file (a model is a file, or a Hugging Face or CTranslate2 directory)", path);
         close(fd);
         return nullptr;
     }
@@ -1634,7 +2617,6 @@ static whisper_audio_model * model_load(const char * path) {
         close(fd);
         return nullptr;
     }
-    std::unique_ptr<whisper_audio_model> m(new whisper_audio_model);
     m->path = path;
     m->file_size = (size_t)st.st_size;
     bool ok = false;
@@ -1701,21 +2683,8 @@ static std::string wa_model_name(const whisper_audio_model * m) {
     if (!m->name.empty()) return m->name;
     const size_t slash = m->path.rfind('/');
     std::string base = slash == std::string::npos ? m->path : m->path.substr(slash + 1);
-    if (m->kind == whisper_audio_model::CT2) {          // DIR/model.bin: DIR's last component
-        std::string dir = slash == std::string::npos ? "." : m->path.substr(0, slash);
-        while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-        const size_t s = dir.rfind('/');
-        base = s == std::string::npos ? dir : dir.substr(s + 1);
-        if (base == "." || base == ".." || base.empty()) {   // as os.path.abspath names it
-            char * real = realpath(dir.empty() ? "/" : dir.c_str(), nullptr);
-            if (real) {
-                const std::string r = real;
-                free(real);
-                base = r == "/" ? "" : r.substr(r.rfind('/') + 1);
-            }
-        }
-        return base;
-    }
+    if (m->kind == whisper_audio_model::CT2)            // DIR/model.bin: DIR's last component
+        return wa_dir_name(slash == std::string::npos ? "." : m->path.substr(0, slash));
     const size_t dot = base.rfind('.');                 // os.path.splitext: not a leading dot
     if (dot != std::string::npos && dot > base.find_first_not_of('.')) base.resize(dot);
     return base;
@@ -1834,9 +2803,11 @@ static bool model_save_gguf(const whisper_audio_model * m, const char * path) {
     const bool exists = stat(target.c_str(), &st) == 0;
     if (exists && S_ISDIR(st.st_mode)) { wa_set_error("%s: is a directory", path); return false; }
     struct stat in;
-    if (exists && stat(m->path.c_str(), &in) == 0 && in.st_dev == st.st_dev && in.st_ino == st.st_ino) {
-        wa_set_error("%s: the output is the model's own file %s; nothing was written", path, m->path.c_str());
-        return false;
+    for (const std::string & own : m->sources.empty() ? std::vector<std::string>{m->path} : m->sources) {
+        if (exists && stat(own.c_str(), &in) == 0 && in.st_dev == st.st_dev && in.st_ino == st.st_ino) {
+            wa_set_error("%s: the output is the model's own file %s; nothing was written", path, own.c_str());
+            return false;
+        }
     }
     const bool through = exists && !S_ISREG(st.st_mode);
 

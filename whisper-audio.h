@@ -98,6 +98,7 @@ const char * whisper_audio_version(void);
 // ---- model file --------------------------------------------------------------------
 
 // Checks the whole file and reads the encoder's tensors into memory: the file is not used after.
+// path: a model file, a Hugging Face or CTranslate2 directory, or a repo id in the local Hugging Face cache.
 whisper_audio_model *         whisper_audio_model_load(const char * path);
 void                          whisper_audio_model_free(whisper_audio_model * model);
 const whisper_audio_hparams * whisper_audio_model_hparams(const whisper_audio_model * model);

@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -126,8 +127,11 @@ static void print_usage(const char * argv0) {
             "options (a value as the next argument or as --opt=value; '--' ends the options):\n"
             "  -h, --help           show this help and exit\n"
             "  --version            print the version and exit\n"
-            "  -m, --model PATH     model: .gguf (convert/convert-hf-to-gguf.py), whisper.cpp's ggml-*.bin, or a\n"
-            "                       CTranslate2 / faster-whisper directory (found by content)\n"
+            "  -m, --model PATH     model: .gguf (convert/convert-hf-to-gguf.py), whisper.cpp's ggml-*.bin, a Hugging\n"
+            "                       Face directory (config.json + model.safetensors, sharded or not: Whisper, Qwen2-Audio,\n"
+            "                       Voxtral, Ultravox), a CTranslate2 / faster-whisper directory or llama.cpp's audio\n"
+            "                       mmproj (found by content); or a Hugging Face repo id (openai/whisper-base) from the\n"
+            "                       local Hugging Face cache ($HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/huggingface/hub)\n"
             "  -f, --file FILE      audio file: WAV, FLAC, MP3, Ogg Vorbis or Opus (found by content), any rate\n"
             "                       and channels; '-' reads standard input; repeat for several files (an\n"
             "                       argument that is not an option is an audio file too)\n"
@@ -781,9 +785,12 @@ static bool check_paths(const params & p) {
     };
     add(reads, "the model", p.model);
     struct stat st;
-    if (stat(p.model.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {      // a CTranslate2 directory
-        add(reads, "the model", p.model + "/model.bin");
-        add(reads, "the model", p.model + "/config.json");
+    if (stat(p.model.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {      // a Hugging Face or CTranslate2 directory: its files
+        if (DIR * d = opendir(p.model.c_str())) {
+            while (const dirent * e = readdir(d))
+                if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) add(reads, "the model", p.model + "/" + e->d_name);
+            closedir(d);
+        }
     }
     for (const std::string & l : p.lists) add(reads, "the --list file", l);
     for (const std::string & f : p.files) add(reads, "one of the inputs", f);

@@ -162,7 +162,7 @@ TEST_CASE("broken model files are refused with a message") {
     const std::string tmp = "build/test-broken.gguf";
 
     check_load_fails("build/does-not-exist.gguf", "cannot open");
-    check_load_fails("build", "a model directory is a CTranslate2 / faster-whisper one");
+    check_load_fails("build", "a model directory is a Hugging Face one, config.json + model.safetensors, or a CTranslate2");
     write_bytes(tmp, {});
     check_load_fails(tmp, "empty");
     write_bytes(tmp, std::vector<uint8_t>(good.begin(), good.begin() + 10));

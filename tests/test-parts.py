@@ -27,6 +27,8 @@ CLOSING = {
     "converter": (r"^test-convert: (?P<n>\d+) passed, 0 failed(?:, (?P<s>\d+) skipped)?$",
                   lambda g: f"{g['n']} passed" + (f", {g['s']} skipped" if g["s"] else "")),
     "ct2": (r"^(?P<n>\d+) passed, 0 failed$", lambda g: f"{g['n']} passed"),
+    "hf-dir": (r"^test-hf-dir: (?P<n>\d+) passed, 0 failed(?:, (?P<s>\d+) skipped)?$",
+               lambda g: f"{g['n']} passed" + (f", {g['s']} skipped" if g["s"] else "")),
     "doctest": (r"^\[doctest\] test cases:\s*\d+ \|\s*(?P<n>\d+) passed \|\s*0 failed \|\s*(?P<s>\d+) skipped$",
                 lambda g: f"{g['n']} passed, {g['s']} skipped"),
     "real-weights": (r"^(?:(?P<n>\d+) passed, 0 failed|(?P<skip>SKIP): .*)$",

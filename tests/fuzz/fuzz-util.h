@@ -96,12 +96,9 @@ static inline void fuzz_file_and_pipe(const uint8_t * data, size_t size, const c
     }
 }
 
-// Loads the bytes as a model file (a memfd through its /proc/self/fd path, so the loader
-// runs exactly as on a file: open, fstat, pread); a model that loads must describe itself
-// consistently, and a failure must say why. fuzz-model, fuzz-ggml and fuzz-ct2 share it.
-static inline void fuzz_model_load(const uint8_t * data, size_t size, const char * name) {
-    char path[64];
-    const int fd = fuzz_memfd(data, size, name, path);
+// Loads the model at path: one that loads must describe itself consistently (its mel bank
+// readable), and a failure must say why. fuzz-hf loads its directories through it.
+static inline void fuzz_load_path(const char * path) {
     whisper_audio_model * model = whisper_audio_model_load(path);
     if (model) {
         const whisper_audio_hparams * hp = whisper_audio_model_hparams(model);
@@ -113,5 +110,14 @@ static inline void fuzz_model_load(const uint8_t * data, size_t size, const char
     } else if (whisper_audio_last_error()[0] == 0) {
         __builtin_trap();
     }
+}
+
+// Loads the bytes as a model file (a memfd through its /proc/self/fd path, so the loader
+// runs exactly as on a file: open, fstat, pread), as fuzz_load_path. fuzz-model, fuzz-ggml
+// and fuzz-ct2 share it.
+static inline void fuzz_model_load(const uint8_t * data, size_t size, const char * name) {
+    char path[64];
+    const int fd = fuzz_memfd(data, size, name, path);
+    fuzz_load_path(path);
     close(fd);
 }

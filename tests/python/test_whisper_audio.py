@@ -109,6 +109,40 @@ def test_tower_tokens_equal_main(tmp_path, path):
             m.encode(SPEECH, projector=False, layer=0)
 
 
+def _hf_cache_put(cache, repo_id, src):
+    """src's files where huggingface_hub puts a download of repo_id: blobs/, snapshots/<commit>/
+    symlinks into them, refs/main."""
+    commit = "89abcdef" * 5
+    repo = os.path.join(cache, "models--" + repo_id.replace("/", "--"))
+    os.makedirs(os.path.join(repo, "refs"))
+    os.makedirs(os.path.join(repo, "blobs"))
+    os.makedirs(os.path.join(repo, "snapshots", commit))
+    for i, fn in enumerate(sorted(os.listdir(src))):
+        with open(os.path.join(src, fn), "rb") as f, open(os.path.join(repo, "blobs", "blob%d" % i), "wb") as g:
+            g.write(f.read())
+        os.symlink(os.path.join("..", "..", "blobs", "blob%d" % i), os.path.join(repo, "snapshots", commit, fn))
+    with open(os.path.join(repo, "refs", "main"), "w") as f:
+        f.write(commit)
+
+
+@pytest.mark.parametrize("name", ["micro-80", "towers/qwen2a"])
+def test_hugging_face_directory_and_cache(tmp_path, monkeypatch, name):
+    # a directory as it is and its repo id in the Hugging Face cache give main's rows of the
+    # directory (micro-80's: those of its GGUF, build/micro-80-f32.gguf)
+    src = os.path.join(ROOT, "tests", "data", *name.split("/"))
+    ref = run_main(tmp_path, src, [SPEECH])
+    if name == "micro-80":
+        assert np.array_equal(ref, run_main(tmp_path, MICRO, [SPEECH]))
+    cache = str(tmp_path / "hub")
+    _hf_cache_put(cache, "test-org/" + os.path.basename(src), src)
+    monkeypatch.setenv("HF_HUB_CACHE", cache)
+    for path in (src, "test-org/" + os.path.basename(src)):
+        with wa.Model(path, device="cpu") as m:
+            assert np.array_equal(m.encode(SPEECH), ref), path
+    with pytest.raises(wa.WhisperAudioError, match="hf download test-org/not-there"):
+        wa.Model("test-org/not-there")
+
+
 def test_projector_refused_on_a_whisper_model(model):
     assert model.projector is None and model.token_dim is None and model.hparams["projector"] == "none"
     with pytest.raises(ValueError, match="without an audio-LLM projector"):
