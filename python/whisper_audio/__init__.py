@@ -252,9 +252,11 @@ class _Collector:
     def __init__(self, d, dtype, rows=None):
         self.d, self.dtype, self.n, self.parts = d, dtype, 0, []
         self.out = None if rows is None else np.empty((rows, d), dtype)
+        self.windows = []                   # per window: (window, samples, audio_positions, rows)
 
     def add(self, r):
         k = r.n_rows
+        self.windows.append((r.window, r.samples, r.audio_positions, k))
         dtype = np.float16 if r.f16 else np.float32
         size = k * r.n_state * np.dtype(dtype).itemsize
         src = np.frombuffer((ctypes.c_char * size).from_address(r.data), dtype).reshape(k, r.n_state)
@@ -271,6 +273,11 @@ class _Collector:
         if len(self.parts) == 1:
             return self.parts[0]
         return np.concatenate(self.parts) if self.parts else np.empty((0, self.d), self.dtype)
+
+    def window_info(self):
+        """The windows as the pipeline described them: a dict of int64 arrays, one entry a window."""
+        cols = np.array(self.windows, np.int64).reshape(-1, 4)
+        return {name: cols[:, i].copy() for i, name in enumerate(("window", "samples", "audio_positions", "rows"))}
 
 
 class Model:
@@ -476,7 +483,8 @@ class Model:
         with self._use() as model:
             return _lib.whisper_audio_n_tokens(model, int(n_samples), bool(projector))
 
-    def encode(self, audio, *, layer=None, final_ln=True, pool=None, no_pad=False, outtype="f32", projector=True):
+    def encode(self, audio, *, layer=None, final_ln=True, pool=None, no_pad=False, outtype="f32", projector=True,
+               return_windows=False):
         """Encoder embeddings of audio: a float32 16 kHz mono array, a file path, or a list of them.
 
         As main's options: each input is cut into 30 s windows, the last zero-padded, and gives
@@ -491,7 +499,33 @@ class Model:
         the tokens it feeds its LLM, [n_tokens, token_dim], by its processor's rules;
         projector=False the tower's own rows [n, d_model]; layer, final_ln=False, pool or no_pad
         the Whisper encoder's outputs instead (the library decides which).
+
+        return_windows=True: each input gives (rows, windows) instead, windows a dict of int64
+        arrays with one entry per window (a tower's chunk), as the pipeline reports it:
+        "window" (0-based), "samples" (of audio in it; the rest is padding), "audio_positions"
+        (the encoder positions that hold audio) and "rows" (its rows: 1500, 1 pooled, a no_pad
+        window's positions, a chunk's tokens); the rows are the windows' one after another.
         """
+        key = self._options(layer, final_ln, pool, no_pad, outtype, projector)
+        single = not isinstance(audio, (list, tuple))
+        inputs = [self._input(a) for a in ([audio] if single else audio)]
+        with self._encoder(layer, final_ln, key, projector) as enc:
+            outs = self._run_pipeline(enc, inputs, key)
+        outs = [(self._check_finite(out, name), windows) for (out, windows), (_, name) in zip(outs, inputs)]
+        if not return_windows:
+            outs = [out for out, _ in outs]
+        return outs[0] if single else outs
+
+    def row_width(self, *, layer=None, final_ln=True, pool=None, no_pad=False, outtype="f32", projector=True):
+        """The width of the rows encode gives with these options, by the library's rule
+        (whisper_audio_pipeline_row_width): d_model, or an audio LLM's token_dim; no audio needed.
+        The pipeline it asks is kept for the next encode call with the same options."""
+        key = self._options(layer, final_ln, pool, no_pad, outtype, projector)
+        with self._encoder(layer, final_ln, key, projector) as enc:
+            return _lib.whisper_audio_pipeline_row_width(enc.pipeline(key))
+
+    def _options(self, layer, final_ln, pool, no_pad, outtype, projector):
+        """Checks encode's options; the pipeline's key (pool, no_pad, f16) for them."""
         self._check_layer(layer)
         if not projector and self.projector is None:
             raise ValueError("projector=False: the model is a Whisper encoder without an audio-LLM projector")
@@ -502,17 +536,11 @@ class Model:
             raise ValueError(f"pool must be None or 'mean', got {pool!r}")
         if outtype not in ("f32", "f16"):
             raise ValueError(f"outtype must be 'f32' or 'f16', got {outtype!r}")
-        single = not isinstance(audio, (list, tuple))
-        inputs = [self._input(a) for a in ([audio] if single else audio)]
-        key = (pool, bool(no_pad), outtype == "f16")
-        with self._encoder(layer, final_ln, key, projector) as enc:
-            outs = self._run_pipeline(enc, inputs, key)
-        outs = [self._check_finite(out, name) for out, (_, name) in zip(outs, inputs)]
-        return outs[0] if single else outs
+        return (pool, bool(no_pad), outtype == "f16")
 
     def _run_pipeline(self, enc, inputs, key):
         """The inputs through enc's pipeline, as main: each input's samples pushed (a file
-        decoded a block at a time), the input ended, then finish; the rows of each input."""
+        decoded a block at a time), the input ended, then finish; (rows, windows) of each input."""
         pool, no_pad, f16 = key
         pipe = enc.pipeline(key)
         tokens = _lib.whisper_audio_pipeline_tokens(pipe)      # the library's rule
@@ -553,7 +581,7 @@ class Model:
         outs = [c.result() for c in collectors]
         if not pool and not no_pad and not tokens:   # a window of n_ctx rows each
             outs = [out.reshape(-1, self.n_ctx, d) for out in outs]
-        return outs
+        return [(out, c.window_info()) for out, c in zip(outs, collectors)]
 
     @staticmethod
     def _push_file(enc, pipe, path, name, block, used):
