@@ -50,6 +50,8 @@ def parse_args(argv):
     p.add_argument("--pool", choices=["mean"], default=None, help="one vector per 30 s window")
     p.add_argument("--no-pad", action="store_true", help="the last window unpadded: a row per position")
     p.add_argument("--outtype", choices=["f32", "f16"], default="f32")
+    p.add_argument("--dtype", choices=["f16", "bf16", "fp8"], default="f16",
+                   help="the GPU actors' compute type (main's --dtype; the CPU computes in f32)")
     p.add_argument("--files-per-shard", type=int, default=32, help="files per actor call (a shard, a Parquet file)")
     p.add_argument("--actors", type=int, default=0,
                    help="actors (default: one per GPU; without GPUs as many as the CPUs hold at --threads each)")
@@ -94,7 +96,7 @@ def list_inputs(args):
 
 def settings_of(args):
     return {"layer": args.layer, "final_ln": not args.no_final_ln, "pool": args.pool, "no_pad": args.no_pad,
-            "outtype": args.outtype}
+            "outtype": args.outtype, "dtype": args.dtype}
 
 
 def model_files(path):
@@ -150,10 +152,11 @@ def parquet_schema(d, outtype, pooled):
         ("model_sha256", pa.string()),  # the settings: manifest.json's, on every row
         ("layer", pa.int32()), ("final_ln", pa.bool_()), ("pool", pa.string()), ("no_pad", pa.bool_()),
         ("outtype", pa.string()),
+        ("compute", pa.string()),       # where the row was computed: "cpu" (f32), or the GPU and --dtype
     ])
 
 
-def parquet_table(schema, inputs, results, settings, sha256):
+def parquet_table(schema, inputs, results, settings, sha256, compute):
     """The rows of one actor call: inputs [(path, id, duration)], results [(rows, windows)] of
     Model.encode(..., return_windows=True)."""
     import pyarrow as pa
@@ -181,7 +184,7 @@ def parquet_table(schema, inputs, results, settings, sha256):
         emb = pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]), pa.int32()),
                                        emb)
     const = {"model_sha256": sha256, "layer": settings["layer"], "final_ln": settings["final_ln"],
-             "pool": settings["pool"], "no_pad": settings["no_pad"], "outtype": settings["outtype"]}
+             "pool": settings["pool"], "no_pad": settings["no_pad"], "outtype": settings["outtype"], "compute": compute}
     arrays = [pa.array(cols[f.name], f.type) for f in schema if f.name in cols] + [emb] + \
              [pa.array([const[f.name]] * n_rows, f.type) for f in schema if f.name in const]
     return pa.Table.from_arrays(arrays, schema=schema)
@@ -196,8 +199,11 @@ class Embedder:
     def __init__(self, model_path, device, n_threads, batch, settings, out_dir, fmt, sha256):
         import whisper_audio
         self.wa = whisper_audio
-        self.model = whisper_audio.Model(model_path, device=device, n_threads=n_threads, batch=batch)
+        self.model = whisper_audio.Model(model_path, device=device, dtype=settings["dtype"], n_threads=n_threads,
+                                         batch=batch)
         self.settings, self.out_dir, self.fmt, self.sha256 = settings, out_dir, fmt, sha256
+        backend = self.model.backend        # "cpu", or the CUDA device as the library names it
+        self.compute = backend if backend == "cpu" else f"{backend} {settings['dtype']}"
         s = settings
         self.options = dict(layer=s["layer"], final_ln=s["final_ln"], pool=s["pool"], no_pad=s["no_pad"],
                             outtype=s["outtype"])
@@ -225,7 +231,7 @@ class Embedder:
             if failed:                  # the rows go to the writer; the failures beside them
                 write_atomic(os.path.join(self.out_dir, "errors", shard + ".json"), lambda f: json.dump(failed, f))
             return parquet_table(self.schema, [(e["file"], e["id"], e["duration"]) for e in ok], results,
-                                 self.settings, self.sha256)
+                                 self.settings, self.sha256, self.compute)
         row = 0
         for e, (emb, windows) in zip(ok, results):
             e.update(shard=shard, first_row=row, rows=int(emb.shape[0]), windows=len(windows["window"]))

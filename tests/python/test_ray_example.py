@@ -108,8 +108,10 @@ def test_parquet_equals_main_resumes_and_repairs(tmp_path, local_ray):
     t = check_against_main(tmp_path, out, good, "--no-pad", "--pool", "mean")
     assert t.schema.field("embedding").type == pa.list_(pa.float32(), 128)      # pooled: a fixed-size list of d
     assert set(t["id"].to_pylist()) == {"speech_16k.wav", "speech_44k1_stereo_s16.wav", "sub/long_70s_16k.wav"}
-    settings = {"layer": None, "final_ln": True, "pool": "mean", "no_pad": True, "outtype": "f32"}
-    for name, value in dict(settings, model_sha256=sha256(MODEL)).items():
+    settings = {"layer": None, "final_ln": True, "pool": "mean", "no_pad": True, "outtype": "f32", "dtype": "f16"}
+    columns = dict(settings, model_sha256=sha256(MODEL), compute="cpu")
+    del columns["dtype"]                        # the manifest's; a row says where it was computed
+    for name, value in columns.items():
         assert t[name].to_pylist() == [value] * t.num_rows, name
     m = read_manifest(out)      # the model, settings and version once; then the inputs in order
     assert m["model"]["sha256"] == sha256(MODEL) and m["model"]["files"] == ["model.gguf"]
