@@ -17,11 +17,14 @@
 #                                  tests/gpu/make-ultravox-code.sh; "serverbench"
 #                                  whisper-audio-server, large-v3 bf16 -b 32, 1/8/64 clients on
 #                                  10 s clips against ./main -b 32 and transformers one request
-#                                  at a time: tests/gpu/server-bench.py)
+#                                  at a time: tests/gpu/server-bench.py; "raybench" the Ray
+#                                  example's GPU actors on 1000 x 5 s against ./main and its CPU
+#                                  actors: tests/gpu/ray-bench.py, needs Ray carried: the parts
+#                                  build/carry/ray-* made by tests/gpu/ray-carry.sh download)
 #   PARITY_SIZES=tiny,base,...     COMPARE_SIZES=large-v3   COMPARE_BATCHES=1,8,32
 set -u
 OUT=${OUT:-build/gpu-logs}
-STEPS=${STEPS:-tests nopad parity towers compare stages e2e attention transcripts towerbench serverbench}
+STEPS=${STEPS:-tests nopad parity towers compare stages e2e attention transcripts towerbench serverbench raybench}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -57,6 +60,18 @@ has e2e && python3 tests/gpu/e2e.py --sizes "${E2E_SIZES:-base,large-v3}" --out 
 has attention && python3 tests/gpu/attention.py 2>&1 | tee "$OUT/attention.log" | grep -v "^|"
 has towerbench && python3 tests/gpu/tower-bench.py --out "$OUT" 2>&1 | tee "$OUT/towerbench.log" | grep -v "^|"
 has serverbench && python3 tests/gpu/server-bench.py --out "$OUT" 2>&1 | tee "$OUT/serverbench.log" | grep -v "^|"
+if has raybench; then
+    # Ray from the carried wheels (installed into /tmp/site once a machine), else skipped
+    python3 -c 'import ray' 2>/dev/null || { [ -d /tmp/site/ray ] || tests/gpu/ray-carry.sh install >"$OUT/raycarry.log" 2>&1; } &&
+        export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+    if python3 -c 'import ray, pyarrow' 2>/dev/null; then
+        make -j16 main build/libwhisper-audio.so >>"$OUT/build.log" 2>&1
+        python3 tests/gpu/ray-bench.py --out "$OUT" 2>&1 | tee "$OUT/raybench.log" | grep -v "^|"
+    else
+        echo "ray-bench: skipped: Ray is not importable (carry build/carry/ray-*: tests/gpu/ray-carry.sh)" | tee "$OUT/raybench.log"
+        tail -n 3 "$OUT/raycarry.log" 2>/dev/null
+    fi
+fi
 # real base (carried: build/carry/base-f16.gguf, made by tests/gpu/transcripts.py --make-cpu) on
 # the spoken clips and speech_16k: <clip>.cuda-<dtype>.npy in $OUT/transcripts-<dtype>.tar, for
 # transcripts.py (and speech_16k's against tests/data/ct2/base.speech_16k.ref.npy, float64)
@@ -92,4 +107,5 @@ has e2e && grep "^|" "$OUT/e2e.log"
 has attention && grep "^|\|^attention" "$OUT/attention.log"
 has towerbench && grep "^|\|^towerbench" "$OUT/towerbench.log"
 has serverbench && grep "^|\|^serverbench\|^server-bench: skipped" "$OUT/serverbench.log"
+has raybench && grep "^|\|^target\|^ray-bench: skipped\|FAILED" "$OUT/raybench.log"
 exit 0
