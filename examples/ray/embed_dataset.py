@@ -378,10 +378,12 @@ def main(argv=None):
     inputs = list_inputs(args)
     ids = dict(inputs)
     settings = settings_of(args)
-    with whisper_audio.Model(args.model, device="cpu", n_threads=1) as m:   # checks the model and the options
-        hparams = dict(m.hparams)
-        if args.layer is not None and not 0 <= args.layer < m.n_layer:
-            sys.exit(f"error: --layer {args.layer}: the model has layers 0 to {m.n_layer - 1}")
+    try:                                # the loader checks the model (the actors make its encoders)
+        hparams = whisper_audio.model_hparams(args.model)
+    except whisper_audio.WhisperAudioError as e:
+        sys.exit(f"error: {e}")
+    if args.layer is not None and not 0 <= args.layer < hparams["n_layer"]:
+        sys.exit(f"error: --layer {args.layer}: the model has layers 0 to {hparams['n_layer'] - 1}")
     header = {"model": model_identity(args.model, hparams), "settings": settings,
               "library_version": whisper_audio.version(), "format": args.format}
     os.makedirs(args.output, exist_ok=True)

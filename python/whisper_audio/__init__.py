@@ -20,7 +20,7 @@ import weakref
 
 import numpy as np
 
-__all__ = ["Model", "WhisperAudioError", "load_audio", "version", "SAMPLE_RATE"]
+__all__ = ["Model", "WhisperAudioError", "load_audio", "model_hparams", "version", "SAMPLE_RATE"]
 
 SAMPLE_RATE = 16000
 _N_SAMPLES = 480000     # WHISPER_AUDIO_N_SAMPLES: one 30 s window
@@ -188,6 +188,25 @@ def _float32_array(a, what, ndims):
     return a
 
 
+def _hparams_dict(hp):
+    out = {name: getattr(hp, name) for name, _ in _Hparams._fields_}
+    out["weight_type"] = _lib.whisper_audio_weight_type_name(hp.weight_type).decode()
+    out["projector"] = _lib.whisper_audio_projector_name(hp.projector).decode()
+    return out
+
+
+def model_hparams(path):
+    """A model file's hyperparameters (Model.hparams), read and checked by the library's loader
+    without making an encoder: a fraction of a second where Model on the CPU takes seconds for
+    a large model (its weights prepared for the CPU backend)."""
+    model = _lib.whisper_audio_model_load(_c_path(path))
+    _check(model)
+    try:
+        return _hparams_dict(_lib.whisper_audio_model_hparams(model).contents)
+    finally:
+        _lib.whisper_audio_model_free(model)
+
+
 class _Encoder:
     """An encoder of a Model's pool, with the pipeline over it kept for the next encode call
     with the same options (a pipeline holds its encoder busy: freed before the encoder's own
@@ -313,9 +332,7 @@ class Model:
         _check(model)
         self._model = model
         hp = _lib.whisper_audio_model_hparams(model).contents
-        self.hparams = {name: getattr(hp, name) for name, _ in _Hparams._fields_}
-        self.hparams["weight_type"] = _lib.whisper_audio_weight_type_name(hp.weight_type).decode()
-        self.hparams["projector"] = _lib.whisper_audio_projector_name(hp.projector).decode()
+        self.hparams = _hparams_dict(hp)
         self.n_mels, self.n_ctx, self.n_state, self.n_layer = hp.n_mels, hp.n_ctx, hp.n_state, hp.n_layer
         # an audio LLM's tower: its projector's name ("qwen2a", "voxtral", "ultravox"; None for a
         # Whisper encoder) and a token's width (its LLM's, n_llm; None for a Whisper encoder)

@@ -19,8 +19,8 @@ its "run" timing (load and init apart).
 Ray: a local Ray instance (ray.init; --address: a running cluster, see below), started before
 the timing (a cluster is up before a job is sent). Each run is one call of embed_dataset.main
 into a fresh output directory, Parquet (the default): files/s over that call's wall time,
-which holds the driver's checks (the model loaded on the CPU once, its sha256: both timed apart
-and printed), the actors' start (model load, CUDA init) and the writes. GPU runs: one actor per
+which holds the driver's checks (the model read by the loader, its sha256: both timed apart and
+printed), the actors' start (model load, CUDA init) and the writes. GPU runs: one actor per
 GPU, then --gpu-actors-per-gpu more sharing each GPU (default "1,2": does a second actor, decoding
 while the other encodes, help?). CPU run: the example on the CPU alone (a second local instance
 with no GPU: ray.init(address="local", num_gpus=0)) over the first --cpu-files clips (large-v3 on
@@ -228,13 +228,12 @@ def main():
 
     # the example's driver work before any actor, timed apart
     t0 = time.monotonic()
-    with whisper_audio.Model(args.model, device="cpu", n_threads=1) as m:
-        hparams = dict(m.hparams)
+    hparams = whisper_audio.model_hparams(args.model)
     t_check = time.monotonic() - t0
     t0 = time.monotonic()
     ed.model_identity(args.model, hparams)
     t_hash = time.monotonic() - t0
-    log(f"driver: the model loaded on the CPU in {t_check:.2f} s, hashed in {t_hash:.2f} s (both inside each Ray run)")
+    log(f"driver: the model checked by the loader in {t_check:.2f} s, hashed in {t_hash:.2f} s (both inside each Ray run)")
 
     results = {"settings": {"files": len(paths), "clip_s": args.clip_s, "model": args.model, "dtype": args.dtype,
                             "batch": args.batch, "files_per_shard": args.files_per_shard, "pool": args.pool},

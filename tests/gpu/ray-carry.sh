@@ -21,6 +21,8 @@ cd "$(dirname "$0")/../.."
 CARRY=build/carry
 WHEELS=(ray==2.60.0 jsonschema==4.26.0 jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py==2026.9.1)
 PY_VERSION=3.12
+PYTHON=${PYTHON:-python3}     # install: the device's python3 (3.12); another for a try elsewhere
+SITE=${SITE:-/tmp/site}       # install: where the wheels go
 
 case "${1:-}" in
 download)
@@ -64,9 +66,9 @@ install)
     cat $(for p in $parts; do echo "$(basename "$p") $p"; done | sort | cut -d' ' -f2) > /tmp/ray-wheels.tar
     (cd /tmp && echo "$sums" | sha256sum -c --quiet) || { echo "ray-carry: sha256 mismatch: a part is missing or lost"; exit 1; }
     rm -rf /tmp/ray-wheels && mkdir -p /tmp/ray-wheels && tar -xf /tmp/ray-wheels.tar -C /tmp/ray-wheels
-    python3 -m pip install -q --disable-pip-version-check --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site /tmp/ray-wheels/*.whl
-    echo "ray-carry: installed into /tmp/site: export PYTHONPATH=/tmp/site:\$PYTHONPATH"
+    "$PYTHON" -m pip install -q --disable-pip-version-check --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target "$SITE" /tmp/ray-wheels/*.whl
+    echo "ray-carry: installed into $SITE: export PYTHONPATH=$SITE:\$PYTHONPATH"
     ;;
 *)
     sed -n '2,19p' "$0"

@@ -221,6 +221,11 @@ def test_npy_shards(tmp_path, local_ray):
     assert embed_dataset.main(argv)["encoded"] == sum(e["shard"] == entries[1]["shard"] for e in entries)
     with pytest.raises(SystemExit, match="another settings"):
         embed_dataset.main(argv[:-4])
+    (tmp_path / "bad.gguf").write_bytes(b"not a model")      # the loader's message, before Ray is asked
+    with pytest.raises(SystemExit, match="bad.gguf"):
+        embed_dataset.main(["-m", str(tmp_path / "bad.gguf")] + argv[2:])
+    with pytest.raises(SystemExit, match="--layer 2: the model has layers 0 to 1"):
+        embed_dataset.main(argv + ["--layer", "2"])
 
 
 def test_actors_never_ask_for_more_than_the_cluster_has(tmp_path, local_ray, capsys):

@@ -171,6 +171,17 @@ def test_return_windows_of_a_tower(tmp_path):
         assert list(windows["window"]) == list(range(len(windows["window"])))
 
 
+def test_model_hparams(model, tmp_path):
+    # the loader's hyperparameters without an encoder: Model's, for every kind of model file
+    assert wa.model_hparams(MICRO) == model.hparams
+    with wa.Model(model_path("tower-voxtral-f32"), device="cpu") as m:
+        assert wa.model_hparams(model_path("tower-voxtral-f32")) == m.hparams
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + bytes(60))
+    with pytest.raises(wa.WhisperAudioError, match="bad.gguf"):
+        wa.model_hparams(str(bad))
+
+
 def test_row_width(model):
     # the library's rule for the rows' width, before any audio: what encode then gives
     assert model.row_width() == model.row_width(pool="mean", outtype="f16") == model.n_state
