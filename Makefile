@@ -224,8 +224,9 @@ test-run: $(BUILD)/main $(BUILD)/bench $(BUILD)/libwhisper-audio.so $(BUILD)/tes
 	@python3 tests/test-parts.py summary $(PARTS)
 
 # The Python package in a virtual environment (Debian's python3 refuses system-wide pip
-# installs, PEP 668), from PyPI: numpy, pytest, scikit-build-core, and Ray Data for
-# examples/ray (its test skips when Ray cannot be installed). `pip install .` builds the
+# installs, PEP 668), from PyPI: numpy, pytest, scikit-build-core, and Ray Data (with pyarrow
+# and pandas) and duckdb for examples/ray (its tests skip when they cannot be installed: the
+# Parquet readers' test without duckdb, all of them without Ray). `pip install .` builds the
 # library through CMakeLists.txt into build/python/ (kept: a second run rebuilds what changed).
 # With SANITIZE=1 the package's own tests run on the sanitized library instead, ASan preloaded
 # into python (its leak check off: the interpreter keeps memory at exit by design); not Ray.
@@ -236,6 +237,7 @@ $(VENV)/bin/python:
 test-python: $(BUILD)/main $(TEST_MODELS) $(VENV)/bin/python $(if $(filter 1,$(SANITIZE)),$(BUILD)/libwhisper-audio.so)
 	$(VENV)/bin/pip install -q --disable-pip-version-check numpy pytest scikit-build-core
 	$(if $(filter 1,$(SANITIZE)),,$(VENV)/bin/pip install -q --disable-pip-version-check "ray[data]" || echo "test-python: Ray Data not installed: its test will skip")
+	$(if $(filter 1,$(SANITIZE)),,$(VENV)/bin/pip install -q --disable-pip-version-check duckdb || echo "test-python: duckdb not installed: the Parquet readers' test will skip")
 	$(VENV)/bin/pip install -q --disable-pip-version-check --no-build-isolation .
 ifeq ($(SANITIZE),1)
 	LD_PRELOAD=$$($(CXX) -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0 WHISPER_AUDIO_LIBRARY=$(abspath $(BUILD))/libwhisper-audio.so \

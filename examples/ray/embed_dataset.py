@@ -1,22 +1,31 @@
 #!/usr/bin/env python3
 """Whisper encoder embeddings of a whole dataset with Ray Data: a directory or a list of audio
-files in, .npy shards and a manifest out; resumable.
+files in, Parquet (or .npy shards) and a manifest out; resumable.
 
     python3 examples/ray/embed_dataset.py -m base.gguf -i LibriSpeech/ -o emb/ --pool mean
     python3 examples/ray/embed_dataset.py -m base.gguf --list files.txt -o emb/ --address auto
 
-Each Ray actor holds one whisper_audio.Model: one actor per GPU when the cluster has GPUs,
-else CPU actors of --threads threads each. An actor takes --files-per-shard files at a time,
-encodes them in shared batches (Model.encode on the list: main's results, bit for bit on the
-CPU) and writes one shard: OUT/shards/<id>.npy, the files' rows one after another (as main
-writes several -f into one .npy), and OUT/shards/<id>.json, which says which rows are whose.
-The .json is written last, so a shard without one is an interrupted one and is not counted.
-At the end OUT/manifest.jsonl lists every file: shard, first_row, rows, duration, model,
-settings (or the error that stopped it). A second run with the same model and settings skips
-the files already done: after a crash, run the same command again.
+Each Ray actor holds one whisper_audio.Model: one actor per GPU when the cluster has GPUs
+(--actors N: N actors sharing them), else CPU actors of --threads threads each. An actor takes
+--files-per-shard files at a time and encodes them in shared batches (Model.encode on the list:
+main's rows, bit for bit on the CPU).
+
+--format parquet (the default): the actors' rows go to Ray Data's write_parquet, files
+OUT/parquet/*.parquet with one row per 30 s window (an audio LLM's chunk): the columns of
+parquet_schema below. --format npy: each actor call writes OUT/shards/<id>.npy, the files' rows one
+after another (as main writes several -f into one .npy), and OUT/shards/<id>.json, which says
+which rows are whose (written last: a shard without one is an interrupted one, done again).
+
+OUT/manifest.json holds, once, the model (the sha256 of the files its loader reads), the
+settings, the library's version and the format; then every input, done (its windows and where
+they are) or the error that stopped it. It is written before any work and again at the end. A
+second run into the same OUT skips the inputs already done (after a crash: run the same command
+again); a run with another model, settings, library version or format is refused.
 """
 import argparse
+import hashlib
 import json
+import math
 import os
 import sys
 import uuid
@@ -24,6 +33,8 @@ import uuid
 import numpy as np
 
 AUDIO_EXTENSIONS = (".wav", ".flac", ".oga", ".ogg", ".opus", ".mp3")
+DEFAULT_THREADS = 4         # CPU threads per actor at most, unless --threads says otherwise
+WRITE_CPUS = 1              # CPUs kept free for Ray Data's write tasks (--format parquet; each asks 1)
 
 
 def parse_args(argv):
@@ -32,37 +43,80 @@ def parse_args(argv):
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("-i", "--input", help="a directory: every audio file below it (%s)" % " ".join(AUDIO_EXTENSIONS))
     src.add_argument("--list", help="a file with one audio path per line ('#' comments)")
-    p.add_argument("-o", "--output", required=True, help="output directory (shards/, manifest.jsonl)")
+    p.add_argument("-o", "--output", required=True, help="output directory (parquet/ or shards/, manifest.json)")
+    p.add_argument("--format", choices=["parquet", "npy"], default="parquet", help="Parquet files or .npy shards")
     p.add_argument("--layer", type=int, default=None, help="the hidden state after layer N")
     p.add_argument("--no-final-ln", action="store_true", help="the last layer before the final LayerNorm")
     p.add_argument("--pool", choices=["mean"], default=None, help="one vector per 30 s window")
     p.add_argument("--no-pad", action="store_true", help="the last window unpadded: a row per position")
     p.add_argument("--outtype", choices=["f32", "f16"], default="f32")
-    p.add_argument("--files-per-shard", type=int, default=32, help="files per actor call and per shard")
-    p.add_argument("--actors", type=int, default=0, help="actors (default: one per GPU, or CPUs / --threads)")
-    p.add_argument("--threads", type=int, default=4, help="CPU threads per actor on a cluster without GPUs")
+    p.add_argument("--dtype", choices=["f16", "bf16", "fp8"], default="f16",
+                   help="the GPU actors' compute type (main's --dtype; the CPU computes in f32)")
+    p.add_argument("--files-per-shard", type=int, default=32, help="files per actor call (a shard, a Parquet file)")
+    p.add_argument("--actors", type=int, default=0,
+                   help="actors (default: one per GPU; without GPUs as many as the CPUs hold at --threads each)")
+    p.add_argument("--threads", type=int, default=None,
+                   help=f"CPU threads per actor on a cluster without GPUs (default: {DEFAULT_THREADS}, or fewer where "
+                        "that puts more of the cluster's CPUs to work)")
     p.add_argument("--batch", type=int, default=8, help="30 s windows per encoder run (main's -b)")
     p.add_argument("--address", default=None, help="the Ray cluster (ray.init's address; 'auto': the local node's)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    for name in ("files_per_shard", "batch", "threads"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.actors < 0:
+        p.error("--actors must be at least 1 (0: the default)")
+    return args
 
 
 def list_inputs(args):
-    """Absolute paths of the audio files, sorted: every node must see them at those paths."""
+    """[(absolute path, id)] of the audio files, sorted, each path once: every node must see them at
+    those paths. id: the path below --input, or the line of --list as written."""
     if args.list:
         with open(args.list) as f:
             names = [line.strip() for line in f]
-        return [os.path.abspath(n) for n in names if n and not n.startswith("#")]
-    if not os.path.isdir(args.input):
-        sys.exit(f"error: --input '{args.input}' is not a directory")
-    files = []
-    for root, _, names in os.walk(args.input):
-        files += [os.path.join(root, n) for n in names if n.lower().endswith(AUDIO_EXTENSIONS)]
-    return sorted(os.path.abspath(f) for f in files)
+        pairs = [(os.path.abspath(n), n) for n in names if n and not n.startswith("#")]
+    else:
+        if not os.path.isdir(args.input):
+            sys.exit(f"error: --input '{args.input}' is not a directory")
+        root, pairs = os.path.abspath(args.input), []
+        for d, _, names in os.walk(root):
+            pairs += [(os.path.join(d, n), os.path.relpath(os.path.join(d, n), root))
+                      for n in names if n.lower().endswith(AUDIO_EXTENSIONS)]
+        pairs.sort()
+    seen, out = set(), []
+    for path, name in pairs:        # a file listed twice is done once (its rows would be there twice)
+        if path in seen:
+            print(f"embed_dataset: {name}: listed again; done once", flush=True)
+            continue
+        seen.add(path)
+        out.append((path, name))
+    return out
 
 
 def settings_of(args):
     return {"layer": args.layer, "final_ln": not args.no_final_ln, "pool": args.pool, "no_pad": args.no_pad,
-            "outtype": args.outtype}
+            "outtype": args.outtype, "dtype": args.dtype}
+
+
+def model_files(path):
+    """The files the library's loader reads for a model path: the file itself (GGUF, ggml-*.bin,
+    a CTranslate2 model.bin); for a directory, a CTranslate2 one, its model.bin alone (its
+    config.json and vocabulary are not read: whisper_audio_model_load in whisper-audio.cpp)."""
+    return [os.path.join(path, "model.bin")] if os.path.isdir(path) else [path]
+
+
+def model_identity(path, hparams):
+    """The model by content: the sha256 over the bytes of the files its loader reads, in name
+    order (one file: what sha256sum prints for it), computed once per run."""
+    h, files, total = hashlib.sha256(), sorted(model_files(os.path.abspath(path))), 0
+    for name in files:
+        with open(name, "rb") as f:
+            while block := f.read(1 << 24):
+                h.update(block)
+                total += len(block)
+    return {"sha256": h.hexdigest(), "files": [os.path.basename(f) for f in files], "bytes": total,
+            "path": os.path.abspath(path), "hparams": hparams}
 
 
 def write_atomic(path, write):
@@ -77,126 +131,320 @@ def write_atomic(path, write):
             os.remove(tmp)
 
 
-class Embedder:
-    """A Ray actor: one Model, kept for all its calls; a call is a batch of files -> one shard."""
+# ---- the Parquet rows -------------------------------------------------------------------
 
-    def __init__(self, model_path, device, n_threads, batch, settings, shard_dir, model_info):
+def parquet_schema(d, outtype, pooled):
+    """One row per window (an audio LLM's chunk). embedding: pooled, a fixed-size list of d
+    values; else a list of fixed-size lists of d, one per row of the window (1500; a --no-pad
+    window's positions; a chunk's tokens), which holds windows of any length in one column.
+    f16 rows are IEEE half floats (Arrow's halffloat, Parquet's FLOAT16)."""
+    import pyarrow as pa
+    row = pa.list_(pa.float16() if outtype == "f16" else pa.float32(), d)
+    return pa.schema([
+        ("id", pa.string()),            # the path below --input, or the --list line
+        ("path", pa.string()),          # absolute
+        ("duration", pa.float64()),     # of the input, seconds (its 16 kHz samples / 16000)
+        ("window_index", pa.int32()),   # 0-based, within the input ("window" is a reserved word in SQL)
+        ("windows", pa.int32()),        # the input's windows
+        ("samples", pa.int64()),        # 16 kHz samples of audio in the window (the rest is padding)
+        ("positions", pa.int32()),      # encoder positions that hold audio
+        ("embedding", row if pooled else pa.list_(row)),
+        ("model_sha256", pa.string()),  # the settings: manifest.json's, on every row
+        ("layer", pa.int32()), ("final_ln", pa.bool_()), ("pool", pa.string()), ("no_pad", pa.bool_()),
+        ("outtype", pa.string()),
+        ("compute", pa.string()),       # where the row was computed: "cpu" (f32), or the GPU and --dtype
+    ])
+
+
+def parquet_table(schema, inputs, results, settings, sha256, compute):
+    """The rows of one actor call: inputs [(path, id, duration)], results [(rows, windows)] of
+    Model.encode(..., return_windows=True)."""
+    import pyarrow as pa
+    cols = {name: [] for name in ("id", "path", "duration", "window_index", "windows", "samples", "positions")}
+    values, lengths = [], []
+    emb_type = schema.field("embedding").type
+    pooled = pa.types.is_fixed_size_list(emb_type)
+    d = emb_type.list_size if pooled else emb_type.value_type.list_size
+    for (path, name, duration), (rows, w) in zip(inputs, results):
+        n = len(w["window"])
+        cols["id"] += [name] * n
+        cols["path"] += [path] * n
+        cols["duration"] += [duration] * n
+        cols["window_index"] += w["window"].tolist()
+        cols["windows"] += [n] * n
+        cols["samples"] += w["samples"].tolist()
+        cols["positions"] += w["audio_positions"].tolist()
+        lengths += w["rows"].tolist()
+        values.append(rows.reshape(-1, d))
+    n_rows = len(cols["id"])
+    dtype = np.float16 if settings["outtype"] == "f16" else np.float32
+    flat = np.concatenate(values).reshape(-1) if values else np.empty(0, dtype)
+    emb = pa.FixedSizeListArray.from_arrays(pa.array(flat), d)
+    if not pooled:
+        emb = pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]), pa.int32()),
+                                       emb)
+    const = {"model_sha256": sha256, "layer": settings["layer"], "final_ln": settings["final_ln"],
+             "pool": settings["pool"], "no_pad": settings["no_pad"], "outtype": settings["outtype"], "compute": compute}
+    arrays = [pa.array(cols[f.name], f.type) for f in schema if f.name in cols] + [emb] + \
+             [pa.array([const[f.name]] * n_rows, f.type) for f in schema if f.name in const]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+# ---- the actor --------------------------------------------------------------------------
+
+class Embedder:
+    """A Ray actor: one Model, kept for all its calls; a call is a batch of files -> a Parquet
+    table (Ray Data writes it) or an .npy shard (written here)."""
+
+    def __init__(self, model_path, device, n_threads, batch, settings, out_dir, fmt, sha256):
         import whisper_audio
         self.wa = whisper_audio
-        self.model = whisper_audio.Model(model_path, device=device, n_threads=n_threads, batch=batch)
-        self.settings, self.shard_dir, self.model_info = settings, shard_dir, model_info
+        self.model = whisper_audio.Model(model_path, device=device, dtype=settings["dtype"], n_threads=n_threads,
+                                         batch=batch)
+        self.settings, self.out_dir, self.fmt, self.sha256 = settings, out_dir, fmt, sha256
+        backend = self.model.backend        # "cpu", or the CUDA device as the library names it
+        self.compute = backend if backend == "cpu" else f"{backend} {settings['dtype']}"
+        s = settings
+        self.options = dict(layer=s["layer"], final_ln=s["final_ln"], pool=s["pool"], no_pad=s["no_pad"],
+                            outtype=s["outtype"])
+        if fmt == "parquet":            # the width by the library's rule (a tower's tokens are wider)
+            self.schema = parquet_schema(self.model.row_width(**self.options), s["outtype"], s["pool"] is not None)
 
     def __call__(self, batch):
-        files = [str(f) for f in batch["file"]]
+        files, ids = [str(f) for f in batch["file"]], [str(i) for i in batch["id"]]
         entries, pcms = [], []
-        for f in files:                 # a file that cannot be read is reported, the others go on
+        for f, name in zip(files, ids):     # a file that cannot be read is reported, the others go on
             try:
                 pcm = self.wa.load_audio(f)
                 if pcm.size == 0:
                     raise ValueError(f"{f}: no audio samples")
             except (self.wa.WhisperAudioError, ValueError) as e:
-                entries.append({"file": f, "error": str(e)})
+                entries.append({"file": f, "id": name, "error": str(e)})
                 continue
             pcms.append(pcm)
-            entries.append({"file": f, "duration": pcm.size / self.wa.SAMPLE_RATE})
+            entries.append({"file": f, "id": name, "duration": pcm.size / self.wa.SAMPLE_RATE})
         ok = [e for e in entries if "error" not in e]
+        failed = [e for e in entries if "error" in e]
+        results = self.model.encode(pcms, return_windows=True, **self.options) if pcms else []
         shard = uuid.uuid4().hex[:16]
-        if pcms:
-            s = self.settings
-            embs = self.model.encode(pcms, layer=s["layer"], final_ln=s["final_ln"], pool=s["pool"],
-                                     no_pad=s["no_pad"], outtype=s["outtype"])
-            row = 0
-            for e, emb in zip(ok, embs):
-                e.update(shard=shard, first_row=row, rows=int(emb.shape[0]))
-                row += emb.shape[0]
-            write_atomic(os.path.join(self.shard_dir, shard + ".npy"), lambda f: np.save(f, np.concatenate(embs)))
-        record = {"shard": shard, "model": self.model_info, "settings": self.settings, "files": entries}
-        write_atomic(os.path.join(self.shard_dir, shard + ".json"), lambda f: json.dump(record, f))
+        if self.fmt == "parquet":
+            if failed:                  # the rows go to the writer; the failures beside them
+                write_atomic(os.path.join(self.out_dir, "errors", shard + ".json"), lambda f: json.dump(failed, f))
+            return parquet_table(self.schema, [(e["file"], e["id"], e["duration"]) for e in ok], results,
+                                 self.settings, self.sha256, self.compute)
+        row = 0
+        for e, (emb, windows) in zip(ok, results):
+            e.update(shard=shard, first_row=row, rows=int(emb.shape[0]), windows=len(windows["window"]))
+            row += emb.shape[0]
+        if results:
+            write_atomic(os.path.join(self.out_dir, "shards", shard + ".npy"),
+                         lambda f: np.save(f, np.concatenate([emb for emb, _ in results])))
+        write_atomic(os.path.join(self.out_dir, "shards", shard + ".json"),
+                     lambda f: json.dump({"shard": shard, "files": entries}, f))
         return {"file": np.array(files), "error": np.array([e.get("error", "") for e in entries])}
 
 
-def read_shards(shard_dir, model_info, settings):
-    """Per file done: its manifest entry; refuses shards made with another model or settings."""
+# ---- what earlier runs did ----------------------------------------------------------------
+
+def check_manifest(out, header):
+    """Refuses an OUT made with another model, settings, library version or format (or by an
+    earlier version of this example, whose manifest named the model by path)."""
+    path = os.path.join(out, "manifest.json")
+    if not os.path.exists(path):
+        leftovers = [d for d in ("shards", "parquet") if os.path.isdir(os.path.join(out, d)) and
+                     os.listdir(os.path.join(out, d))]
+        if leftovers or os.path.exists(os.path.join(out, "manifest.jsonl")):
+            sys.exit(f"error: {out} holds {', '.join(leftovers) or 'a manifest.jsonl'} but no manifest.json (an earlier "
+                     "version of this example made it); give another --output")
+        return
+    with open(path) as f:
+        old = json.load(f)
+    for what, mine, theirs in (("model (sha256)", header["model"]["sha256"], old.get("model", {}).get("sha256")),
+                               ("settings", header["settings"], old.get("settings")),
+                               ("library version", header["library_version"], old.get("library_version")),
+                               ("format", header["format"], old.get("format"))):
+        if mine != theirs:
+            sys.exit(f"error: {out} was made with another {what}: {theirs} (this run: {mine}); give another --output")
+
+
+def read_shards(shard_dir):
+    """Per input done: its manifest entry (--format npy). A shard without its .json is not counted."""
     done = {}
     for name in sorted(os.listdir(shard_dir)):
-        if not name.endswith(".json"):
-            continue
-        with open(os.path.join(shard_dir, name)) as f:
-            record = json.load(f)
-        if record["model"] != model_info or record["settings"] != settings:
-            sys.exit(f"error: {shard_dir} holds shards of another model or settings ({name}: {record['model']}, "
-                     f"{record['settings']}); give another --output")
-        for e in record["files"]:
-            if "error" not in e:
-                done[e["file"]] = dict(e, model=record["model"], settings=record["settings"])
+        if name.endswith(".json"):
+            with open(os.path.join(shard_dir, name)) as f:
+                for e in json.load(f)["files"]:
+                    if "error" not in e:
+                        done[e["file"]] = e
     return done
 
 
-def actor_threads(requested, nodes):
-    """The CPU threads of one actor: --threads, at most the CPUs of the largest live node (an
-    actor runs on one node; Ray would wait forever for an actor that no node can hold)."""
-    largest = max([int(n.get("Resources", {}).get("CPU", 0)) for n in nodes if n.get("Alive", True)] or [0])
-    if largest < 1:
-        sys.exit("error: the Ray cluster has no node with a CPU for an actor")
-    if requested > largest:
-        print(f"embed_dataset: --threads {requested}: the largest node has {largest} CPUs; using {largest}", flush=True)
-    return min(requested, largest)
+def read_parquet(pq_dir):
+    """Per input done: {windows, duration, parquet: [files]} (--format parquet). Repairs what an
+    interrupted run left: a file that pyarrow cannot read (a write cut short has no footer yet)
+    is removed; an input whose windows are not all there exactly once has its rows dropped from
+    the files that hold them (rewritten whole, then renamed into place), and is done again."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    seen, where, info = {}, {}, {}
+    for name in sorted(n for n in os.listdir(pq_dir) if n.endswith(".parquet")):
+        full = os.path.join(pq_dir, name)
+        try:
+            t = pq.read_table(full, columns=["path", "window_index", "windows", "duration"])
+        except (pa.ArrowException, OSError) as e:
+            print(f"embed_dataset: {name}: cannot be read ({e}): an interrupted write; removed", flush=True)
+            os.remove(full)
+            continue
+        for path, window, windows, duration in zip(*(t[c].to_pylist() for c in t.column_names)):
+            seen.setdefault(path, []).append(window)
+            where.setdefault(path, set()).add(name)
+            info[path] = (windows, duration)
+    done, partial = {}, set()
+    for path, windows in seen.items():
+        if sorted(windows) == list(range(info[path][0])):
+            done[path] = {"windows": info[path][0], "duration": info[path][1], "parquet": sorted(where[path])}
+        else:
+            partial.add(path)
+    for name in sorted(set().union(*(where[p] for p in partial))):
+        full = os.path.join(pq_dir, name)
+        t = pq.read_table(full)
+        keep = t.filter(pc.invert(pc.is_in(t["path"], pa.array(sorted(partial), pa.string()))))
+        print(f"embed_dataset: {name}: {t.num_rows - keep.num_rows} rows of inputs not wholly written dropped", flush=True)
+        if keep.num_rows:
+            write_atomic(full, lambda f: pq.write_table(keep, f))
+        else:
+            os.remove(full)
+    return done
 
+
+# ---- the actors' resources ------------------------------------------------------------------
+
+def cpu_actors(threads, actors, nodes, reserve):
+    """(threads per actor, actors) for CPU actors on the live nodes, keeping reserve CPUs free for
+    Ray Data's write tasks: Ray would wait forever for an actor that no node can hold, and a
+    write task that finds no free CPU waits until the actors end, the rows piling up in the
+    object store until it fills (then everything waits). Default threads: the most, up to
+    DEFAULT_THREADS, that put at least 90% as many CPUs to work as the best choice would (16
+    CPUs: 5 actors of 3, 15 at work, rather than 3 of 4)."""
+    cpus = [int(n.get("Resources", {}).get("CPU", 0)) for n in nodes if n.get("Alive", True)]
+    cpus = [c for c in cpus if c > 0]
+    total = sum(cpus)
+    if total - reserve < 1:
+        sys.exit(f"error: the Ray cluster has {total} CPU(s): an actor needs 1" +
+                 (f" and Ray Data's Parquet writes {reserve} more (--format npy needs none)" if reserve else ""))
+
+    def fit(t):                         # actors of t threads the nodes hold, reserve CPUs left over
+        n = sum(c // t for c in cpus)
+        while n > 0 and total - n * t < reserve:
+            n -= 1
+        return n
+
+    largest = max(cpus)
+    if threads is None:
+        choices = range(1, min(DEFAULT_THREADS, largest) + 1)
+        best = max(fit(t) * t for t in choices)
+        threads = max(t for t in choices if fit(t) * t >= 0.9 * best)
+    elif threads > largest or fit(threads) == 0:
+        t = max(t for t in range(1, min(threads, largest) + 1) if fit(t) > 0)
+        print(f"embed_dataset: --threads {threads}: the largest node has {largest} CPUs" +
+              (f", {reserve} kept for the Parquet writes" if reserve else "") + f"; using {t}", flush=True)
+        threads = t
+    n = fit(threads)
+    if actors > n:
+        print(f"embed_dataset: --actors {actors}: the cluster holds {n} of {threads} threads; using {n}", flush=True)
+    return threads, min(actors, n) if actors else n
+
+
+def gpu_actors(actors, n_gpus, n_cpus, reserve):
+    """(GPU share per actor, actors): one actor per GPU, or --actors sharing them (k actors on
+    each GPU hold 1/k of it each); each actor also takes a CPU, reserve CPUs kept free."""
+    n = actors or n_gpus
+    cpus = max(1, int(n_cpus) - reserve)
+    if n > cpus:
+        print(f"embed_dataset: --actors {n}: the cluster has {int(n_cpus)} CPUs" +
+              (f", {reserve} kept for the Parquet writes" if reserve else "") + f"; using {cpus}", flush=True)
+        n = cpus
+    return 1.0 / math.ceil(n / n_gpus), n
+
+
+# ---- the run ----------------------------------------------------------------------------------
 
 def main(argv=None):
     args = parse_args(argv)
     import ray
     import whisper_audio
 
-    files = list_inputs(args)
+    inputs = list_inputs(args)
+    ids = dict(inputs)
     settings = settings_of(args)
-    shard_dir = os.path.join(args.output, "shards")
-    os.makedirs(shard_dir, exist_ok=True)
-    with whisper_audio.Model(args.model, device="cpu", n_threads=1) as m:   # checks the model and the options
-        model_info = dict(m.hparams, path=os.path.abspath(args.model))
-        if args.layer is not None and not 0 <= args.layer < m.n_layer:
-            sys.exit(f"error: --layer {args.layer}: the model has layers 0 to {m.n_layer - 1}")
-    done = read_shards(shard_dir, model_info, settings)
-    todo = [f for f in files if f not in done]
-    print(f"embed_dataset: {len(files)} files, {len(files) - len(todo)} done before, {len(todo)} to do", flush=True)
+    try:                                # the loader checks the model (the actors make its encoders)
+        hparams = whisper_audio.model_hparams(args.model)
+    except whisper_audio.WhisperAudioError as e:
+        sys.exit(f"error: {e}")
+    if args.layer is not None and not 0 <= args.layer < hparams["n_layer"]:
+        sys.exit(f"error: --layer {args.layer}: the model has layers 0 to {hparams['n_layer'] - 1}")
+    header = {"model": model_identity(args.model, hparams), "settings": settings,
+              "library_version": whisper_audio.version(), "format": args.format}
+    os.makedirs(args.output, exist_ok=True)
+    check_manifest(args.output, header)
+    manifest = os.path.join(args.output, "manifest.json")
+    data_dir = os.path.join(args.output, "parquet" if args.format == "parquet" else "shards")
+    errors_dir = os.path.join(args.output, "errors")
+    os.makedirs(data_dir, exist_ok=True)
+    write_atomic(manifest, lambda f: json.dump(dict(header, files=None), f))   # files: null while a run is on
+    done = read_parquet(data_dir) if args.format == "parquet" else read_shards(data_dir)
+    todo = [(path, name) for path, name in inputs if path not in done]
+    print(f"embed_dataset: {len(inputs)} files, {len(inputs) - len(todo)} done before, {len(todo)} to do", flush=True)
 
     errors = {}
     if todo:
+        if args.format == "parquet":    # this run's failures (those of earlier runs are tried again)
+            os.makedirs(errors_dir, exist_ok=True)
+            for name in os.listdir(errors_dir):
+                os.remove(os.path.join(errors_dir, name))
         if not ray.is_initialized():
             ray.init(address=args.address)
+        reserve = WRITE_CPUS if args.format == "parquet" else 0
         n_gpus = int(ray.cluster_resources().get("GPU", 0))
-        if n_gpus > 0:      # one actor per GPU, each holding one GPU
-            device, n_threads, resources = "cuda", 1, {"num_gpus": 1}
-            n_actors = args.actors or n_gpus
+        if n_gpus > 0:
+            share, n_actors = gpu_actors(args.actors, n_gpus, ray.cluster_resources().get("CPU", 0), reserve)
+            device, n_threads, resources = "cuda", 1, {"num_gpus": share, "num_cpus": 1}
         else:
-            device, n_threads = "cpu", actor_threads(args.threads, ray.nodes())
-            resources = {"num_cpus": n_threads}
-            n_actors = args.actors or max(1, int(ray.cluster_resources().get("CPU", 1)) // n_threads)
+            n_threads, n_actors = cpu_actors(args.threads, args.actors, ray.nodes(), reserve)
+            device, resources = "cpu", {"num_cpus": n_threads}
         n_actors = min(n_actors, -(-len(todo) // args.files_per_shard))
-        print(f"embed_dataset: {n_actors} {device} actor(s)", flush=True)
-        ds = ray.data.from_items([{"file": f} for f in todo])
+        print(f"embed_dataset: {n_actors} {device} actor(s)" +
+              (f" of {n_threads} threads" if device == "cpu" else f", {share:g} GPU each"), flush=True)
+        ds = ray.data.from_items([{"file": path, "id": name} for path, name in todo])
         ds = ds.map_batches(Embedder, batch_size=args.files_per_shard, batch_format="numpy",
                             compute=ray.data.ActorPoolStrategy(size=n_actors),
                             fn_constructor_kwargs={"model_path": os.path.abspath(args.model), "device": device,
                                                    "n_threads": n_threads, "batch": args.batch, "settings": settings,
-                                                   "shard_dir": os.path.abspath(shard_dir), "model_info": model_info},
+                                                   "out_dir": os.path.abspath(args.output), "fmt": args.format,
+                                                   "sha256": header["model"]["sha256"]},
                             **resources)
-        for row in ds.iter_rows():
-            if row["error"]:
-                errors[str(row["file"])] = str(row["error"])
-                print(f"embed_dataset: error: {row['error']}", flush=True)
-        done = read_shards(shard_dir, model_info, settings)
+        if args.format == "parquet":
+            ds.write_parquet(os.path.abspath(data_dir))
+            for name in sorted(os.listdir(errors_dir)):
+                with open(os.path.join(errors_dir, name)) as f:
+                    errors.update((e["file"], e["error"]) for e in json.load(f))
+            done = read_parquet(data_dir)
+        else:
+            for row in ds.iter_rows():
+                if row["error"]:
+                    errors[str(row["file"])] = str(row["error"])
+            done = read_shards(data_dir)
+        for path, message in errors.items():
+            print(f"embed_dataset: error: {message}", flush=True)
 
-    # the manifest: every input, in order, done or with its error
-    def write_manifest(f):
-        for path in files:
-            entry = done.get(path) or {"file": path, "error": errors.get(path, "not done"), "model": model_info,
-                                       "settings": settings}
-            f.write(json.dumps(entry) + "\n")
-    write_atomic(os.path.join(args.output, "manifest.jsonl"), write_manifest)
-    print(f"embed_dataset: {len(done)} of {len(files)} files done; {len(errors)} failed; "
-          f"manifest {os.path.join(args.output, 'manifest.jsonl')}", flush=True)
-    return {"files": len(files), "done": len(done), "encoded": len(todo) - len(errors), "errors": errors}
+    # the manifest: the header once, then every input, in order, done or with its error
+    files = [dict({"file": path, "id": ids[path]}, **done[path]) if path in done else
+             {"file": path, "id": ids[path], "error": errors.get(path, "not done")} for path, _ in inputs]
+    write_atomic(manifest, lambda f: json.dump(dict(header, files=files), f, indent=1))
+    n_done = sum("error" not in e for e in files)
+    print(f"embed_dataset: {n_done} of {len(inputs)} files done; {len(errors)} failed; manifest {manifest}", flush=True)
+    return {"files": len(inputs), "done": n_done, "encoded": len(todo) - len(errors), "errors": errors}
 
 
 if __name__ == "__main__":

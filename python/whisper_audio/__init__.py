@@ -43,8 +43,8 @@ from typing import BinaryIO, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-__all__ = ["Model", "EncoderOutput", "WhisperAudioError", "load_audio", "version", "__version__", "SAMPLE_RATE",
-           "Device", "DType", "Pool", "WeightType", "Projector"]
+__all__ = ["Model", "EncoderOutput", "WhisperAudioError", "load_audio", "model_hparams", "version", "__version__",
+           "SAMPLE_RATE", "Device", "DType", "Pool", "WeightType", "Projector"]
 
 SAMPLE_RATE = 16000
 _N_SAMPLES = 480000     # WHISPER_AUDIO_N_SAMPLES: one 30 s window
@@ -390,6 +390,25 @@ class EncoderOutput(NamedTuple):
     hidden_states: Tuple[np.ndarray, ...]
 
 
+def _hparams_dict(hp):
+    out = {name: getattr(hp, name) for name, _ in _Hparams._fields_}
+    out["weight_type"] = WeightType(_lib.whisper_audio_weight_type_name(hp.weight_type).decode())
+    out["projector"] = Projector(_lib.whisper_audio_projector_name(hp.projector).decode())
+    return out
+
+
+def model_hparams(path):
+    """A model file's hyperparameters (Model.hparams), read and checked by the library's loader
+    without making an encoder: a fraction of a second where Model on the CPU takes seconds for
+    a large model (its weights prepared for the CPU backend)."""
+    model = _lib.whisper_audio_model_load(_c_path(path))
+    _check(model)
+    try:
+        return _hparams_dict(_lib.whisper_audio_model_hparams(model).contents)
+    finally:
+        _lib.whisper_audio_model_free(model)
+
+
 class _Encoder:
     """An encoder of a Model's pool, with the pipeline over it kept for the next encode call
     with the same options (a pipeline holds its encoder busy: freed before the encoder's own
@@ -454,9 +473,11 @@ class _Collector:
     def __init__(self, d, dtype, rows=None):
         self.d, self.dtype, self.n, self.parts = d, dtype, 0, []
         self.out = None if rows is None else np.empty((rows, d), dtype)
+        self.windows = []                   # per window: (window, samples, audio_positions, rows)
 
     def add(self, r):
         k = r.n_rows
+        self.windows.append((r.window, r.samples, r.audio_positions, k))
         dtype = np.float16 if r.f16 else np.float32
         size = k * r.n_state * np.dtype(dtype).itemsize
         src = np.frombuffer((ctypes.c_char * size).from_address(r.data), dtype).reshape(k, r.n_state)
@@ -473,6 +494,11 @@ class _Collector:
         if len(self.parts) == 1:
             return self.parts[0]
         return np.concatenate(self.parts) if self.parts else np.empty((0, self.d), self.dtype)
+
+    def window_info(self):
+        """The windows as the pipeline described them: a dict of int64 arrays, one entry a window."""
+        cols = np.array(self.windows, np.int64).reshape(-1, 4)
+        return {name: cols[:, i].copy() for i, name in enumerate(("window", "samples", "audio_positions", "rows"))}
 
 
 class Model:
@@ -518,9 +544,7 @@ class Model:
         _check(model)
         self._model = model
         hp = _lib.whisper_audio_model_hparams(model).contents
-        self.hparams = {name: getattr(hp, name) for name, _ in _Hparams._fields_}
-        self.hparams["weight_type"] = WeightType(_lib.whisper_audio_weight_type_name(hp.weight_type).decode())
-        self.hparams["projector"] = Projector(_lib.whisper_audio_projector_name(hp.projector).decode())
+        self.hparams = _hparams_dict(hp)
         self.n_mels, self.n_ctx, self.n_state, self.n_layer = hp.n_mels, hp.n_ctx, hp.n_state, hp.n_layer
         # an audio LLM's tower: its projector ("qwen2a", "voxtral", "ultravox"; None for a
         # Whisper encoder) and a token's width (its LLM's, n_llm; None for a Whisper encoder)
@@ -739,7 +763,7 @@ class Model:
     def encode(self, audio: Union[Audio, Sequence[Audio]], *, sampling_rate: Optional[int] = None,
                layer: Optional[int] = None, final_ln: bool = True, pool: Union[None, str, Pool] = None,
                no_pad: bool = False, outtype: str = "f32", projector: bool = True,
-               output_hidden_states: bool = False) -> Union[np.ndarray, EncoderOutput, list]:
+               output_hidden_states: bool = False, return_windows: bool = False) -> Union[np.ndarray, EncoderOutput, tuple, list]:
         """Encoder embeddings of audio, or a list of inputs (a list of results).
 
         audio: a float32 mono array, a path (str or os.PathLike), encoded audio as bytes
@@ -771,7 +795,44 @@ class Model:
         the tokens it feeds its LLM, [n_tokens, token_dim], by its processor's rules;
         projector=False the tower's own rows [n, d_model]; layer, final_ln=False, pool, no_pad
         or output_hidden_states the Whisper encoder's outputs instead (the library decides which).
+
+        return_windows=True: each input gives (rows, windows) instead, windows a dict of int64
+        arrays with one entry per window (a tower's chunk), as the pipeline reports it:
+        "window" (0-based), "samples" (of audio in it; the rest is padding), "audio_positions"
+        (the encoder positions that hold audio) and "rows" (its rows: 1500, 1 pooled, a no_pad
+        window's positions, a chunk's tokens); the rows are the windows' one after another. Not with
+        output_hidden_states.
         """
+        key = self._options(layer, final_ln, pool, no_pad, outtype, projector, output_hidden_states)
+        if output_hidden_states and return_windows:
+            raise ValueError("return_windows describes the pipeline's windows; output_hidden_states encodes apart: choose one")
+        if sampling_rate is not None:
+            _check_rate(sampling_rate, "sampling_rate")
+        single = not isinstance(audio, (list, tuple))
+        items = [audio] if single else audio
+        if output_hidden_states:
+            outs = [self._encode_states(*self._input(a, sampling_rate, stream=False), key[0], key[1], outtype)
+                    for a in items]
+            return outs[0] if single else outs
+        inputs = [self._input(a, sampling_rate) for a in items]
+        with self._encoder(layer, final_ln, key, projector) as enc:
+            outs = self._run_pipeline(enc, inputs, key)
+        outs = [(self._check_finite(out, name), windows) for (out, windows), (_, name) in zip(outs, inputs)]
+        if not return_windows:
+            outs = [out for out, _ in outs]
+        return outs[0] if single else outs
+
+    def row_width(self, *, layer: Optional[int] = None, final_ln: bool = True, pool: Union[None, str, Pool] = None,
+                  no_pad: bool = False, outtype: str = "f32", projector: bool = True) -> int:
+        """The width of the rows encode gives with these options, by the library's rule
+        (whisper_audio_pipeline_row_width): d_model, or an audio LLM's token_dim; no audio needed.
+        The pipeline it asks is kept for the next encode call with the same options."""
+        key = self._options(layer, final_ln, pool, no_pad, outtype, projector)
+        with self._encoder(layer, final_ln, key, projector) as enc:
+            return _lib.whisper_audio_pipeline_row_width(enc.pipeline(key))
+
+    def _options(self, layer, final_ln, pool, no_pad, outtype, projector, output_hidden_states=False):
+        """Checks encode's options; the pipeline's key (pool, no_pad, f16) for them."""
         self._check_layer(layer)
         pool = Pool.NONE if pool is None else Pool._of(pool, "pool")
         if not projector and self.projector is None:
@@ -783,20 +844,7 @@ class Model:
             raise ValueError("output_hidden_states gives every layer, the last through the final LayerNorm; "
                              "layer and final_ln=False one state: choose one")
         self._check_outtype(outtype)
-        if sampling_rate is not None:
-            _check_rate(sampling_rate, "sampling_rate")
-        single = not isinstance(audio, (list, tuple))
-        items = [audio] if single else audio
-        if output_hidden_states:
-            outs = [self._encode_states(*self._input(a, sampling_rate, stream=False), pool, bool(no_pad), outtype)
-                    for a in items]
-            return outs[0] if single else outs
-        inputs = [self._input(a, sampling_rate) for a in items]
-        key = (pool, bool(no_pad), outtype == "f16")
-        with self._encoder(layer, final_ln, key, projector) as enc:
-            outs = self._run_pipeline(enc, inputs, key)
-        outs = [self._check_finite(out, name) for out, (_, name) in zip(outs, inputs)]
-        return outs[0] if single else outs
+        return (pool, bool(no_pad), outtype == "f16")
 
     def _encode_states(self, pcm, name, pool, no_pad, outtype):
         """Every hidden state of one input, by the library's rules for windows, no_pad and
@@ -830,7 +878,7 @@ class Model:
 
     def _run_pipeline(self, enc, inputs, key):
         """The inputs through enc's pipeline, as main: each input's samples pushed (a file
-        decoded a block at a time), the input ended, then finish; the rows of each input."""
+        decoded a block at a time), the input ended, then finish; (rows, windows) of each input."""
         pool, no_pad, f16 = key
         pipe = enc.pipeline(key)
         tokens = _lib.whisper_audio_pipeline_tokens(pipe)      # the library's rule
@@ -883,7 +931,7 @@ class Model:
         outs = [c.result() for c in collectors]
         if pool is Pool.NONE and not no_pad and not tokens:   # a window of n_ctx rows each
             outs = [out.reshape(-1, self.n_ctx, d) for out in outs]
-        return outs
+        return [(out, c.window_info()) for out, c in zip(outs, collectors)]
 
     @staticmethod
     def _push_file(enc, pipe, reader, k, name, block):

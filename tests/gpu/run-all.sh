@@ -25,7 +25,11 @@
 #                                  at a time: tests/gpu/server-bench.py; "wheel" the carried
 #                                  manylinux wheel, build/carry/whisper_audio-*.whl (make test-wheel
 #                                  WHEEL_OUT=build/carry), in a venv over this python, encoding on
-#                                  the GPU through the system's CUDA: tests/gpu/wheel-cuda.sh)
+#                                  the GPU through the system's CUDA: tests/gpu/wheel-cuda.sh;
+#                                  "raybench" the Ray
+#                                  example's GPU actors on 1000 x 5 s against ./main and its CPU
+#                                  actors: tests/gpu/ray-bench.py, needs Ray carried: the parts
+#                                  build/carry/ray-* made by tests/gpu/ray-carry.sh download)
 #   PARITY_SIZES=tiny,base,...     COMPARE_SIZES=large-v3   COMPARE_BATCHES=1,8,32
 #   E2E_SIZES=base,large-v3   E2E_ROWS='wav*,flac*'   E2E_ARGS='--files 500 --tf-files 96' (tests/gpu/e2e.py)
 #
@@ -39,7 +43,7 @@
 # the build's audio flags; without the folder the build is as before (WAV alone).
 set -u
 OUT=${OUT:-build/gpu-logs}
-STEPS=${STEPS:-tests nopad parity towers compare stages e2e attention transcripts towerbench serverbench wheel}
+STEPS=${STEPS:-tests nopad parity towers compare stages e2e attention transcripts towerbench serverbench wheel raybench}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -85,6 +89,18 @@ has attention && python3 tests/gpu/attention.py 2>&1 | tee "$OUT/attention.log" 
 has towerbench && python3 tests/gpu/tower-bench.py --out "$OUT" 2>&1 | tee "$OUT/towerbench.log" | grep -v "^|"
 has serverbench && python3 tests/gpu/server-bench.py --out "$OUT" 2>&1 | tee "$OUT/serverbench.log" | grep -v "^|"
 has wheel && OUT="$OUT" tests/gpu/wheel-cuda.sh 2>&1 | tee "$OUT/wheel.log"
+if has raybench; then
+    # Ray from the carried wheels (installed into /tmp/site once a machine), else skipped
+    python3 -c 'import ray' 2>/dev/null || { [ -d /tmp/site/ray ] || tests/gpu/ray-carry.sh install >"$OUT/raycarry.log" 2>&1; } &&
+        export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+    if python3 -c 'import ray, pyarrow' 2>/dev/null; then
+        make -j16 main build/libwhisper-audio.so >>"$OUT/build.log" 2>&1
+        python3 tests/gpu/ray-bench.py --out "$OUT" 2>&1 | tee "$OUT/raybench.log" | grep -v "^|"
+    else
+        echo "ray-bench: skipped: Ray is not importable (carry build/carry/ray-*: tests/gpu/ray-carry.sh)" | tee "$OUT/raybench.log"
+        tail -n 3 "$OUT/raycarry.log" 2>/dev/null
+    fi
+fi
 # real base (carried: build/carry/base-f16.gguf, made by tests/gpu/transcripts.py --make-cpu) on
 # the spoken clips and speech_16k: <clip>.cuda-<dtype>.npy in $OUT/transcripts-<dtype>.tar, for
 # transcripts.py (and speech_16k's against tests/data/ct2/base.speech_16k.ref.npy, float64)
@@ -121,4 +137,5 @@ has attention && grep "^|\|^attention" "$OUT/attention.log"
 has towerbench && grep "^|\|^towerbench" "$OUT/towerbench.log"
 has serverbench && grep "^|\|^serverbench\|^server-bench: skipped" "$OUT/serverbench.log"
 has wheel && grep "^wheel" "$OUT/wheel.log"
+has raybench && grep "^|\|^target\|^ray-bench: skipped\|FAILED" "$OUT/raybench.log"
 exit 0

@@ -172,6 +172,65 @@ def test_no_pad_list_equals_main_per_file(tmp_path, model):
     assert np.array_equal(got[1], np.load(out / "long_70s_16k.npy"))
 
 
+def main_json(tmp_path, model, files, *args):
+    """main's --json document of a run over files (into a directory: one .npy each)."""
+    cmd = [MAIN, "-m", model, "-o", str(tmp_path / "json") + "/", "--device", "cpu", "--no-progress", "--json"]
+    r = subprocess.run(cmd + list(args) + files, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("kwargs,args", [({}, []), ({"pool": "mean"}, ["--pool", "mean"]), ({"no_pad": True}, ["--no-pad"])],
+                         ids=["default", "pool", "no_pad"])
+def test_return_windows_as_main_reports_them(tmp_path, model, kwargs, args):
+    # each window's samples, positions holding audio and rows: the pipeline's, as main's --json has them
+    files = [SPEECH, LONG, STEREO]
+    doc = main_json(tmp_path, MICRO, files, *args)
+    got = model.encode(files, return_windows=True, **kwargs)
+    plain = model.encode(files, **kwargs)
+    for (rows, windows), ref, f, p in zip(got, doc["files"], files, plain):
+        assert np.array_equal(rows, p)
+        n = ref["windows"]
+        assert list(windows["window"]) == list(range(n))
+        assert list(windows["audio_positions"]) == ref["audio_positions"]
+        assert windows["rows"].sum() == ref["rows"] * (1500 if not kwargs else 1)
+        assert windows["samples"].sum() == wa.load_audio(f).size
+        assert all(windows["samples"][:-1] == 480000) and 0 < windows["samples"][-1] <= 480000
+        expect = {"pool": [1] * n, "no_pad": [1500] * (n - 1) + [ref["audio_positions"][-1]]}
+        assert list(windows["rows"]) == expect.get(next(iter(kwargs), None), [1500] * n)
+    rows, windows = model.encode(wa.load_audio(LONG), pool="mean", return_windows=True)   # an array too
+    assert rows.shape == (3, model.n_state) and list(windows["rows"]) == [1, 1, 1]
+
+
+def test_return_windows_of_a_tower(tmp_path):
+    with wa.Model(model_path("tower-voxtral-f32"), device="cpu") as m:
+        rows, windows = m.encode(LONG, return_windows=True)
+        assert windows["rows"].sum() == rows.shape[0] == m.n_tokens(wa.load_audio(LONG).size)
+        assert list(windows["window"]) == list(range(len(windows["window"])))
+
+
+def test_model_hparams(model, tmp_path):
+    # the loader's hyperparameters without an encoder: Model's, for every kind of model file
+    assert wa.model_hparams(MICRO) == model.hparams
+    with wa.Model(model_path("tower-voxtral-f32"), device="cpu") as m:
+        assert wa.model_hparams(model_path("tower-voxtral-f32")) == m.hparams
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + bytes(60))
+    with pytest.raises(wa.WhisperAudioError, match="bad.gguf"):
+        wa.model_hparams(str(bad))
+
+
+def test_row_width(model):
+    # the library's rule for the rows' width, before any audio: what encode then gives
+    assert model.row_width() == model.row_width(pool="mean", outtype="f16") == model.n_state
+    with wa.Model(model_path("tower-voxtral-f32"), device="cpu") as m:
+        for kwargs in ({}, {"projector": False}, {"pool": "mean"}, {"layer": 0}):
+            assert m.row_width(**kwargs) == m.encode(SPEECH, **kwargs).shape[-1], kwargs
+        assert m.row_width() == m.token_dim != m.n_state
+    with pytest.raises(ValueError, match="layer 9"):
+        model.row_width(layer=9)
+
+
 def test_batch_and_threads_do_not_change_results(model):
     ref = model.encode(LONG)
     with wa.Model(MICRO, device="cpu", batch=1, n_threads=1) as m:
