@@ -39,7 +39,7 @@ import importlib.util
 import os
 import threading
 import weakref
-from typing import BinaryIO, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, BinaryIO, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -397,7 +397,7 @@ def _hparams_dict(hp):
     return out
 
 
-def model_hparams(path):
+def model_hparams(path: Union[str, os.PathLike]) -> Dict[str, Any]:
     """A model file's hyperparameters (Model.hparams), read and checked by the library's loader
     without making an encoder: a fraction of a second where Model on the CPU takes seconds for
     a large model (its weights prepared for the CPU backend)."""
