@@ -7,6 +7,8 @@
 # The CMake checks skip without cmake. Run from the repository
 # root by `make test` (after the build); prints one line per check and a closing summary.
 set -euo pipefail
+# (grep -q reads here-strings, not pipes: it stops reading at its match, and pipefail would then
+# fail the pipe on the writer's SIGPIPE, some runs and not others)
 BUILD=${BUILD:-build}
 MODEL=build/micro-80-f32.gguf
 AUDIO=samples/speech_16k.wav
@@ -35,12 +37,12 @@ ok "make install DESTDIR=... PREFIX=/usr installs main, the header, both librari
 soname=$(readelf -d "$P/lib/libwhisper-audio.so.$version" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
 [ "$soname" = "libwhisper-audio.so.$major" ] || fail "SONAME is '$soname', expected libwhisper-audio.so.$major"
 exported=$(nm -D --defined-only "$P/lib/libwhisper-audio.so.$version" | awk '{print $3}')
-echo "$exported" | grep -q '^whisper_audio_encode_pcm$' || fail "whisper_audio_encode_pcm is not exported"
+grep -q '^whisper_audio_encode_pcm$' <<<"$exported" || fail "whisper_audio_encode_pcm is not exported"
 leaked=$(echo "$exported" | grep -v '^whisper_audio_' | grep -v '^_init$\|^_fini$' || true)
 [ -z "$leaked" ] || fail "the shared library exports more than the API: $(echo $leaked | head -c 300)"
 ok "SONAME libwhisper-audio.so.$major; only whisper_audio_* exported ($(echo "$exported" | grep -c '^whisper_audio_') functions)"
 
-"$P/bin/whisper-audio" --version | grep -q "$version" || fail "whisper-audio --version does not say $version"
+grep -q "$version" <<<"$("$P/bin/whisper-audio" --version)" || fail "whisper-audio --version does not say $version"
 ok "the installed main says its version ($version)"
 
 # ---- make: objects follow the build flags (build/flags) --------------------------------------
@@ -60,7 +62,7 @@ export PKG_CONFIG_PATH="$P/lib/pkgconfig"
 [ "$(pkg-config --modversion whisper-audio)" = "$version" ] || fail "pkg-config --modversion"
 g++ -std=c++17 -O2 examples/embed/embed.cpp $(pkg-config --cflags --libs whisper-audio) -o "$T/embed-shared"
 LD_LIBRARY_PATH="$P/lib" "$T/embed-shared" "$MODEL" "$AUDIO" > "$T/shared.txt" || fail "the pkg-config (shared) consumer failed"
-readelf -d "$T/embed-shared" | grep -q "libwhisper-audio.so.$major" || fail "the consumer does not link the shared library"
+grep -q "libwhisper-audio.so.$major" <<<"$(readelf -d "$T/embed-shared")" || fail "the consumer does not link the shared library"
 ok "a consumer built with pkg-config --cflags --libs runs against the shared library"
 g++ -std=c++17 -O2 examples/embed/embed.cpp $(pkg-config --cflags whisper-audio) "$P/lib/libwhisper-audio.a" \
     $(pkg-config --static --libs-only-other --libs-only-l whisper-audio | sed 's/-lwhisper-audio//') \
@@ -81,7 +83,7 @@ fi
 # output from it is the make build's, bit for bit
 cmake -S "$ROOT" -B "$T/shared" -DBUILD_SHARED_LIBS=ON -DWHISPER_AUDIO_CUDA=OFF -DWHISPER_AUDIO_BUILD_TESTS=OFF >/dev/null
 cmake --build "$T/shared" --target main bench -j"$(nproc)" >/dev/null || fail "main and bench do not build against the shared library"
-readelf -d "$T/shared/main" | grep -q "libwhisper-audio.so.$major" || fail "CMake's main does not link the shared library"
+grep -q "libwhisper-audio.so.$major" <<<"$(readelf -d "$T/shared/main")" || fail "CMake's main does not link the shared library"
 quiet "$T/shared/main" -m "$MODEL" -f "$AUDIO" -o "$T/shared.npy" --device cpu || fail "main against the shared library"
 quiet "$BUILD/main" -m "$MODEL" -f "$AUDIO" -o "$T/make.npy" --device cpu || fail "$BUILD/main"
 cmp -s "$T/shared.npy" "$T/make.npy" || fail "main against the shared library disagrees with $BUILD/main"
@@ -89,7 +91,7 @@ cmp -s "$T/shared.npy" "$T/make.npy" || fail "main against the shared library di
 quiet "$T/shared/main" -m "$MODEL" -f "$AUDIO" -o "$T/shared-f16.npy" --outtype f16 --device cpu || fail "main --outtype f16"
 quiet "$BUILD/main" -m "$MODEL" -f "$AUDIO" -o "$T/make-f16.npy" --outtype f16 --device cpu || fail "$BUILD/main --outtype f16"
 cmp -s "$T/shared-f16.npy" "$T/make-f16.npy" || fail "main --outtype f16 against the shared library disagrees"
-"$T/shared/bench" -m "$MODEL" -b 1 -n 1 --device cpu | grep -q "backend cpu, [a-z0-9]*, batch 1" || fail "bench against the shared library"
+grep -q "backend cpu, [a-z0-9]*, batch 1" <<<"$("$T/shared/bench" -m "$MODEL" -b 1 -n 1 --device cpu)" || fail "bench against the shared library"
 ok "cmake -DBUILD_SHARED_LIBS=ON builds main and bench on the public API; main (f32, f16) agrees with $BUILD/main"
 
 # ---- CMake: find_package on the make-install tree ------------------------------------

@@ -81,7 +81,10 @@ for n in $(readelf -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
 done
 [ -n "$grafted" ] || fail "nothing grafted in: the audio decoders are missing from the build"
 ok "the decoders grafted in:$grafted (whisper_audio.libs/: $(ls "$T/fixed/whisper_audio.libs" | wc -l) files with their own needs)"
-unzip -p "$whl" '*.dist-info/METADATA' | grep -q '^Requires-Dist: nvidia-cublas.*extra == "cuda"' ||
+# (the metadata read whole first: grep -q in a pipe stops reading early, and pipefail then fails
+# the pipe on unzip's SIGPIPE, some runs and not others)
+metadata=$(unzip -p "$whl" '*.dist-info/METADATA')
+grep -q '^Requires-Dist: nvidia-cublas.*extra == "cuda"' <<<"$metadata" ||
     fail "the wheel's metadata has no [cuda] extra pulling nvidia-cublas"
 
 # ---- a fresh venv: pip install <wheel>, encode ---------------------------------------------------
