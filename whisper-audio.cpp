@@ -2511,11 +2511,38 @@ static bool hf_model_read(whisper_audio_model * m, std::string dir, const std::s
     return true;
 }
 
+// CTranslate2's config.json beside model.bin (its converter writes one; a model.bin alone loads
+// too): valid JSON, an object, and the encoder's LayerNorm epsilon where it says one (the
+// other keys, alignment heads and token ids, are the decoder's).
+static bool ct2_read_config(whisper_audio_model * m) {
+    const size_t slash = m->path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : m->path.substr(0, slash);
+    const std::string path = dir + "/config.json";
+    if (!wa_hf_exists(path)) return true;
+    wa_json cfg;
+    if (!wa_hf_json(path, "", cfg)) return false;   // (no root: a cache's symlinks into blobs/ are fine here)
+    if (cfg.type != wa_json::OBJECT) {
+        wa_set_error("%s: CTranslate2's config.json is %s, not an object", path.c_str(), cfg.shown().c_str());
+        return false;
+    }
+    const wa_json * eps = cfg.get("layer_norm_epsilon");
+    if (eps && eps->type != wa_json::NUL) {
+        char * end = nullptr;
+        const double v = eps->type == wa_json::NUMBER ? strtod(eps->str.c_str(), &end) : 0.0;
+        if (eps->type != wa_json::NUMBER || *end || !(v > 0.0 && v < 1.0)) {
+            wa_set_error("%s: layer_norm_epsilon is %s, expected a number in (0, 1)", path.c_str(), eps->shown().c_str());
+            return false;
+        }
+        m->hparams.eps = (float)v;
+    }
+    return true;
+}
+
 // The metadata from a prefix of the file, grown until the parse fits in it, then the weights.
 static bool model_read(whisper_audio_model * m, int fd) {
     char magic[sizeof(CT2_MAGIC)];                        // a CTranslate2 model.bin, by content (any version)
     if (m->file_size >= sizeof(magic) && read_at(m, fd, magic, sizeof(magic), 0) && memcmp(magic + 4, CT2_MAGIC + 4, sizeof(magic) - 4) == 0)
-        return ct2_model_read(m, fd);
+        return ct2_model_read(m, fd) && ct2_read_config(m);
     // a safetensors file (a header length that fits, then a JSON object): the Hugging Face
     // directory that holds it
     uint8_t st[9];

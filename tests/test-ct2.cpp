@@ -186,6 +186,37 @@ TEST_CASE("ct2: model.bin loads as a file, by content; a directory without one s
     rmdir(dir.c_str());
 }
 
+TEST_CASE("ct2: config.json beside model.bin is read and checked: JSON, an object, layer_norm_epsilon") {
+    const std::string dir = test_tmp("ct2-config");
+    mkdir(dir.c_str(), 0700);
+    write_bytes(dir + "/model.bin", read_bytes(test_model_file("ct2/micro-80-float32/model.bin")));
+    const std::string cfg = dir + "/config.json";
+    auto load = [&](const char * json, std::string & error) {
+        if (json) write_bytes(cfg, std::vector<uint8_t>(json, json + strlen(json)));
+        else remove(cfg.c_str());
+        whisper_audio_model * m = whisper_audio_model_load(dir.c_str());
+        error = m ? "" : whisper_audio_last_error();
+        const float eps = m ? whisper_audio_model_hparams(m)->eps : -1.0f;
+        whisper_audio_model_free(m);
+        return eps;
+    };
+    std::string error;
+    CHECK(load(nullptr, error) == 1e-5f);                                         // none: a model.bin alone
+    CHECK(load("{\"alignment_heads\": [[0, 0]], \"suppress_ids\": null}", error) == 1e-5f);   // CTranslate2's own
+    CHECK(load("{\"layer_norm_epsilon\": null}", error) == 1e-5f);
+    CHECK(load("{\"layer_norm_epsilon\": 1e-6}", error) == 1e-6f);
+    for (const char * bad : { "{", "[1, 2]", "{\"layer_norm_epsilon\": \"1e-5\"}", "{\"layer_norm_epsilon\": 2}",
+                              "{\"a\": 1, \"a\": 2}" }) {
+        CAPTURE(bad);
+        CHECK(load(bad, error) == -1.0f);
+        CHECK(error.find("config.json") != std::string::npos);
+        CHECK(error.find('\n') == std::string::npos);
+    }
+    remove(cfg.c_str());
+    remove((dir + "/model.bin").c_str());
+    rmdir(dir.c_str());
+}
+
 TEST_CASE("ct2: tiny models load, float32 and int8") {
     for (bool int8 : {false, true}) {
         const std::string path = test_tmp("ct2-tiny.bin");
