@@ -614,7 +614,7 @@ struct npy_writer {
 
 int write_behind::push(npy_writer * w, const void * data, size_t n) {
     std::unique_lock<std::mutex> lock(mu);
-    if (w->write_errno) return w->write_errno;
+    if (w->write_errno || n == 0) return w->write_errno;   // (no rows: a Qwen2-Audio input of <= 320 samples)
     if (!thread.joinable()) thread = std::thread([this] { run(); });
     changed.wait(lock, [&] { return queued + n <= MAX_QUEUED || queue.empty(); });
     queue.push_back({w, std::vector<char>((const char *)data, (const char *)data + n)});
