@@ -82,7 +82,7 @@ ok "a file that is not cuBLASLt is refused with the reason"
 loader_log() { { env "$@" LD_DEBUG=files "$MAIN" -m "$MODEL" -f "$AUDIO" -o "$T/out.npy" --device cuda --no-progress 2>&1 || true; }; }
 tried() { loader_log "$@" | sed -n "s|.*file=\([^ ]*libcublasLt[^ ]*\) \[0\];  dynamically loaded by $MAIN .*|\1|p" | tr '\n' ' '; }
 loaded() { loader_log "$@" | sed -n 's|.*calling init: \([^ ]*libcublasLt[^ ]*\)$|\1|p'; }
-real=$(ldconfig -p | awk -v s="$soname" '$1 == s { print $NF; exit }')
+real=$(ldconfig -p | awk -v s="$soname" '$1 == s && !found++ { print $NF }')  # no early exit: ldconfig would die of SIGPIPE under pipefail
 system_tries="$soname "                                  # found through the loader's cache
 if [ -z "$real" ] && [ -e "/usr/local/cuda/lib64/$soname" ]; then
     real=/usr/local/cuda/lib64/$soname

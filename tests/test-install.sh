@@ -39,7 +39,7 @@ soname=$(readelf -d "$P/lib/libwhisper-audio.so.$version" | sed -n 's/.*SONAME.*
 exported=$(nm -D --defined-only "$P/lib/libwhisper-audio.so.$version" | awk '{print $3}')
 grep -q '^whisper_audio_encode_pcm$' <<<"$exported" || fail "whisper_audio_encode_pcm is not exported"
 leaked=$(echo "$exported" | grep -v '^whisper_audio_' | grep -v '^_init$\|^_fini$' || true)
-[ -z "$leaked" ] || fail "the shared library exports more than the API: $(echo $leaked | head -c 300)"
+[ -z "$leaked" ] || fail "the shared library exports more than the API: ${leaked:0:300}"
 ok "SONAME libwhisper-audio.so.$major; only whisper_audio_* exported ($(echo "$exported" | grep -c '^whisper_audio_') functions)"
 
 grep -q "$version" <<<"$("$P/bin/whisper-audio" --version)" || fail "whisper-audio --version does not say $version"
