@@ -136,10 +136,10 @@ write_if_changed = t='$(subst ','\'',$(strip $(2)))'; [ "$$t" = "$$(cat $(1) 2>/
 $(BUILD)/flags: FORCE | $(BUILD)
 	@$(call write_if_changed,$@,$(CXX) $(CXXFLAGS) | $(LDLIBS) | $(if $(filter 1,$(CUDA)),$(NVCC) $(NVCCFLAGS)))
 
-$(BUILD)/%.o: %.cpp vt.h whisper-audio.h $(BUILD)/flags | $(BUILD)
+$(BUILD)/%.o: %.cpp $(LIB_HEADERS) $(BUILD)/flags | $(BUILD)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
-$(BUILD)/vt-cuda.o: vt-cuda.cu vt.h $(BUILD)/flags | $(BUILD)
+$(BUILD)/vt-cuda.o: $(CUDA_SOURCES) $(CUDA_HEADERS) vt.h $(BUILD)/flags | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(BUILD)/main: examples/main.cpp $(OBJS)
@@ -191,9 +191,11 @@ build/tower-%-f32.gguf: convert/convert-hf-to-gguf.py
 $(BUILD)/tiny-random.gguf: convert/convert-hf-to-gguf.py | $(BUILD)
 	$(CONVERT) --random tiny -o $@ --outtype f16
 
-# "drop two files into your tree": a consumer built by one plain compiler command
-$(BUILD)/embed: examples/embed/embed.cpp vt.cpp whisper-audio.cpp vt.h whisper-audio.h | $(BUILD)
-	$(CXX) -std=c++17 -O3 -I. examples/embed/embed.cpp vt.cpp whisper-audio.cpp -o $@ -pthread
+# "drop two files into your tree": a consumer built by one plain compiler command from the
+# library's files alone (lists.mk's LIB_SOURCES and LIB_HEADERS), copied into a folder of their own
+$(BUILD)/embed: examples/embed/embed.cpp $(LIB_SOURCES) $(LIB_HEADERS) | $(BUILD)
+	rm -rf $(BUILD)/embed-src && mkdir -p $(BUILD)/embed-src && cp $^ $(BUILD)/embed-src/
+	cd $(BUILD)/embed-src && $(CXX) -std=c++17 -O3 -I. embed.cpp $(LIB_SOURCES) -o ../embed -pthread
 
 test-embed: $(BUILD)/embed build/micro-80-f32.gguf
 	$(BUILD)/embed build/micro-80-f32.gguf samples/speech_16k.wav
@@ -356,7 +358,7 @@ fuzz-deps:
 $(FUZZ_BUILD)/flags: FORCE
 	@mkdir -p $(FUZZ_BUILD); $(call write_if_changed,$@,$(FUZZ_CXX) $(FUZZ_FLAGS) | $(FUZZ_LDLIBS))
 
-$(FUZZ_BUILD)/%.o: %.cpp vt.h whisper-audio.h $(FUZZ_BUILD)/flags | fuzz-deps
+$(FUZZ_BUILD)/%.o: %.cpp $(LIB_HEADERS) $(FUZZ_BUILD)/flags | fuzz-deps
 	@mkdir -p $(FUZZ_BUILD)
 	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 

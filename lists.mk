@@ -2,6 +2,14 @@
 # file and CMake reads its `NAME = words` lines (so: plain words, no make functions, no comment
 # after a value). A format, test model or GPU target added here reaches both builds.
 
+# The library as a project that embeds it copies it (README, "Embedding"): its sources and the
+# headers they include; the CUDA backend's files beside them for the GPU. `make test-embed`
+# builds a consumer from these alone, copied into a folder of their own.
+LIB_SOURCES = vt.cpp whisper-audio.cpp
+LIB_HEADERS = vt.h whisper-audio.h whisper-audio-arch.h
+CUDA_SOURCES = vt-cuda.cu
+CUDA_HEADERS =
+
 # Compressed audio input, each format through its reference decoder when its header is found
 # (under /usr/include, or a multiarch folder below it): the build then defines
 # WHISPER_AUDIO_<FORMAT> and links the libraries. _INCLUDE: a folder below the header's include

@@ -5,6 +5,7 @@
 // uses only the parts above it. The tensor work is vt's (vt.h); the public API is
 // whisper-audio.h, each call defined in the part it belongs to.
 #include "whisper-audio.h"
+#include "whisper-audio-arch.h"
 #include "vt.h"
 
 #include <algorithm>
@@ -2834,96 +2835,17 @@ struct whisper_audio_model {
     }
 };
 
-// ---- the encoder's weights: one table of the file's tensors --------------------------------
-
-// encoder.layers.N.*: q, k and v are stored as one [3d, d] matrix so that one GEMM
-// makes all three; k's bias slots are zero (Whisper's k_proj has no bias).
-struct wa_layer {
-    vt_tensor * attn_ln_w, * attn_ln_b;   // self_attn_layer_norm.{weight,bias}  [d]
-    vt_tensor * qkv_w, * qkv_b;           // self_attn.{q,k,v}_proj              [3d, d], [3d]
-    vt_tensor * out_w, * out_b;           // self_attn.out_proj                  [d, d], [d]
-    vt_tensor * ffn_ln_w, * ffn_ln_b;     // final_layer_norm                    [d]
-    vt_tensor * fc1_w, * fc1_b;           // fc1                                 [ff, d], [ff]
-    vt_tensor * fc2_w, * fc2_b;           // fc2                                 [d, ff], [d]
-};
-
-// The encoder's weights in its backend (the mel bank stays on the host).
-struct wa_weights {
-    vt_tensor * conv1_w, * conv1_b;      // encoder.conv1   [d, n_mels, 3], [d]
-    vt_tensor * conv2_w, * conv2_b;      // encoder.conv2   [d, d, 3], [d]
-    vt_tensor * pos;                     // encoder.embed_positions.weight [1500, d]
-    vt_tensor * ln_post_w, * ln_post_b;  // encoder.layer_norm [d]
-    std::vector<wa_layer> layers;        // encoder.layers.N
-};
-
-// A shape's entries: a hyperparameter (these) or a constant (positive).
-enum wa_dim { WA_D = -1, WA_FF = -2, WA_MELS = -3, WA_CTX = -4 };
-
-// One tensor of the model file and where it goes. A row with a layer field stands for one
-// tensor per layer. A fused tensor (qkv) is n_parts blocks of rows stacked on PyTorch's
-// first dimension; its rows are consecutive, from part 0 to part n_parts - 1, and a part
-// without a row (k's bias) stays zero.
-struct wa_tensor_desc {
-    const char * name;                         // in the model file; "%d": the layer index
-    int shape[3];                              // PyTorch's (outermost first) in wa_dim; 0 ends it
-    bool matrix;                               // F32, F16 or BF16 in the file, the compute type
-                                               // in the backend; otherwise F32 in both
-    int order;                                 // its place in the file the converter writes
-                                               // (whisper_audio_model_save_gguf too): the rows
-                                               // outside the layers before them (< WA_AFTER_LAYERS)
-                                               // and after them, each layer's rows in between
-    vt_tensor * wa_layer::* layer;             // the tensor it fills in each layer, or
-    vt_tensor * wa_weights::* top = nullptr;   // the one outside the layers; neither: host only
-    int part = 0, n_parts = 1;                 // block `part` of n_parts in a fused tensor
-};
-
-static const bool WA_MATRIX = true, WA_F32 = false;
-static constexpr int WA_AFTER_LAYERS = 100, WA_LAST = 200;   // orders: after the layers, the mel bank last (after a projector)
-static constexpr wa_tensor_desc WA_TENSORS[] = {
-    // name in the model file                        PyTorch shape                    type       order                 goes to (layer, top, part, n_parts)
-    {"mel_filters",                                   {WA_MELS, WHISPER_AUDIO_N_BINS}, WA_F32,    WA_LAST,              nullptr, nullptr},
-    {"encoder.conv1.weight",                          {WA_D, WA_MELS, 3},              WA_MATRIX, 0,                    nullptr, &wa_weights::conv1_w},
-    {"encoder.conv1.bias",                            {WA_D},                          WA_F32,    1,                    nullptr, &wa_weights::conv1_b},
-    {"encoder.conv2.weight",                          {WA_D, WA_D, 3},                 WA_MATRIX, 2,                    nullptr, &wa_weights::conv2_w},
-    {"encoder.conv2.bias",                            {WA_D},                          WA_F32,    3,                    nullptr, &wa_weights::conv2_b},
-    {"encoder.embed_positions.weight",                {WA_CTX, WA_D},                  WA_F32,    4,                    nullptr, &wa_weights::pos},
-    {"encoder.layer_norm.weight",                     {WA_D},                          WA_F32,    WA_AFTER_LAYERS,      nullptr, &wa_weights::ln_post_w},
-    {"encoder.layer_norm.bias",                       {WA_D},                          WA_F32,    WA_AFTER_LAYERS + 1,  nullptr, &wa_weights::ln_post_b},
-    {"encoder.layers.%d.self_attn_layer_norm.weight", {WA_D},                          WA_F32,    7,                    &wa_layer::attn_ln_w},
-    {"encoder.layers.%d.self_attn_layer_norm.bias",   {WA_D},                          WA_F32,    8,                    &wa_layer::attn_ln_b},
-    {"encoder.layers.%d.self_attn.q_proj.weight",     {WA_D, WA_D},                    WA_MATRIX, 0,                    &wa_layer::qkv_w, nullptr, 0, 3},
-    {"encoder.layers.%d.self_attn.k_proj.weight",     {WA_D, WA_D},                    WA_MATRIX, 2,                    &wa_layer::qkv_w, nullptr, 1, 3},
-    {"encoder.layers.%d.self_attn.v_proj.weight",     {WA_D, WA_D},                    WA_MATRIX, 3,                    &wa_layer::qkv_w, nullptr, 2, 3},
-    {"encoder.layers.%d.self_attn.q_proj.bias",       {WA_D},                          WA_F32,    1,                    &wa_layer::qkv_b, nullptr, 0, 3},
-    {"encoder.layers.%d.self_attn.v_proj.bias",       {WA_D},                          WA_F32,    4,                    &wa_layer::qkv_b, nullptr, 2, 3},
-    {"encoder.layers.%d.self_attn.out_proj.weight",   {WA_D, WA_D},                    WA_MATRIX, 5,                    &wa_layer::out_w},
-    {"encoder.layers.%d.self_attn.out_proj.bias",     {WA_D},                          WA_F32,    6,                    &wa_layer::out_b},
-    {"encoder.layers.%d.final_layer_norm.weight",     {WA_D},                          WA_F32,    13,                   &wa_layer::ffn_ln_w},
-    {"encoder.layers.%d.final_layer_norm.bias",       {WA_D},                          WA_F32,    14,                   &wa_layer::ffn_ln_b},
-    {"encoder.layers.%d.fc1.weight",                  {WA_FF, WA_D},                   WA_MATRIX, 9,                    &wa_layer::fc1_w},
-    {"encoder.layers.%d.fc1.bias",                    {WA_FF},                         WA_F32,    10,                   &wa_layer::fc1_b},
-    {"encoder.layers.%d.fc2.weight",                  {WA_D, WA_FF},                   WA_MATRIX, 11,                   &wa_layer::fc2_w},
-    {"encoder.layers.%d.fc2.bias",                    {WA_D},                          WA_F32,    12,                   &wa_layer::fc2_b},
-};
-
-// The backend tensors the table makes (one per whole tensor or fused part 0), in a layer or
-// outside: every field of wa_layer and wa_weights must be one of them.
-static constexpr int wa_n_made(bool in_layer) {
-    int n = 0;
-    for (const wa_tensor_desc & t : WA_TENSORS) n += (in_layer ? t.layer != nullptr : t.top != nullptr) && t.part == 0;
-    return n;
+// A projector's GGUF name (WA_PROJECTORS), and the list of one column for messages.
+static const char * wa_projector_gguf(whisper_audio_projector type) {
+    for (const wa_projector_name & p : WA_PROJECTORS)
+        if (p.type == type) return p.gguf;
+    return "none";
 }
-static_assert(wa_n_made(true) * sizeof(vt_tensor *) == sizeof(wa_layer), "a field of wa_layer has no row in WA_TENSORS");
-static_assert(wa_n_made(false) * sizeof(vt_tensor *) + sizeof(std::vector<wa_layer>) == sizeof(wa_weights),
-              "a field of wa_weights has no row in WA_TENSORS");
-// The file order is one: no two rows of a group (outside the layers, in a layer) share a place.
-static constexpr bool wa_orders_distinct() {
-    for (const wa_tensor_desc & a : WA_TENSORS)
-        for (const wa_tensor_desc & b : WA_TENSORS)
-            if (&a != &b && !a.layer == !b.layer && a.order == b.order) return false;
-    return true;
+static std::string wa_projector_list(const char * const wa_projector_name::* column) {
+    std::string list;
+    for (const wa_projector_name & p : WA_PROJECTORS) list += (list.empty() ? "" : ", ") + std::string(p.*column);
+    return list;
 }
-static_assert(wa_orders_distinct(), "two rows of WA_TENSORS share an order");
 
 // Calls f(row, il, name) for each tensor of the file that the encoder uses: the rows outside
 // the layers (il -1), then layer by layer; name is the row's with the layer index put in.
@@ -2967,40 +2889,6 @@ static whisper_audio_weight_type wa_weight_type(vt_type type) {
     return WHISPER_AUDIO_WEIGHT_F32;
 }
 
-// ---- the audio LLMs' projectors: their own table -------------------------------------------
-
-// multi_modal_projector.* of Qwen2-Audio, Voxtral and Ultravox (the checkpoints' names).
-struct wa_projector {
-    vt_tensor * ln_pre_w;                 // ln_pre.weight    [stack d]         Ultravox's RMSNorm
-    vt_tensor * fc1_w, * fc1_b;           // linear (Qwen2-Audio, with bias), linear_1
-    vt_tensor * fc2_w;                    // linear_2.weight
-    vt_tensor * ln_mid_w, * ln_post_w;    // ln_mid.weight (Ultravox v0.5+), ln_post.weight (v0.4)
-};
-
-// Projector shapes' entries, beside wa_dim's
-enum wa_proj_dim { WA_LLM = -5, WA_STACKED = -6, WA_PFF = -7, WA_PFF_HALF = -8 };
-
-struct wa_proj_desc {
-    const char * name;                         // in our GGUF (the checkpoint's)
-    whisper_audio_projector type;              // the projector that has it
-    int shape[2];                              // PyTorch's, in wa_dim / wa_proj_dim; 0 ends it
-    bool matrix;
-    vt_tensor * wa_projector::* dst;
-    bool either = false;                       // one of the two rows so marked (ln_mid or ln_post)
-};
-
-static constexpr wa_proj_desc WA_PROJ_TENSORS[] = {
-    {"multi_modal_projector.linear.weight",   WHISPER_AUDIO_PROJECTOR_QWEN2A,   {WA_LLM, WA_D},           WA_MATRIX, &wa_projector::fc1_w},
-    {"multi_modal_projector.linear.bias",     WHISPER_AUDIO_PROJECTOR_QWEN2A,   {WA_LLM},                 WA_F32,    &wa_projector::fc1_b},
-    {"multi_modal_projector.linear_1.weight", WHISPER_AUDIO_PROJECTOR_VOXTRAL,  {WA_LLM, WA_STACKED},     WA_MATRIX, &wa_projector::fc1_w},
-    {"multi_modal_projector.linear_2.weight", WHISPER_AUDIO_PROJECTOR_VOXTRAL,  {WA_LLM, WA_LLM},         WA_MATRIX, &wa_projector::fc2_w},
-    {"multi_modal_projector.ln_pre.weight",   WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_STACKED},             WA_F32,    &wa_projector::ln_pre_w},
-    {"multi_modal_projector.linear_1.weight", WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_PFF, WA_STACKED},     WA_MATRIX, &wa_projector::fc1_w},
-    {"multi_modal_projector.linear_2.weight", WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_LLM, WA_PFF_HALF},    WA_MATRIX, &wa_projector::fc2_w},
-    {"multi_modal_projector.ln_mid.weight",   WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_PFF_HALF},            WA_F32,    &wa_projector::ln_mid_w, true},
-    {"multi_modal_projector.ln_post.weight",  WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_LLM},                 WA_F32,    &wa_projector::ln_post_w, true},
-};
-
 // The projector's shape in vt's order (innermost first); returns the dimension count.
 static int wa_proj_shape(const whisper_audio_hparams & hp, const wa_proj_desc & t, int64_t ne[2]) {
     int n_dims = 0;
@@ -3012,40 +2900,6 @@ static int wa_proj_shape(const whisper_audio_hparams & hp, const wa_proj_desc & 
     std::reverse(ne, ne + n_dims);
     return n_dims;
 }
-
-// ---- llama.cpp's mmproj files: their audio tensors' names, row by row ours ----------------
-// (convert_hf_to_gguf.py --mmproj; "%d": the layer)
-struct wa_mmproj_name { const char * ours, * mmproj; };
-static const wa_mmproj_name WA_MMPROJ_NAMES[] = {
-    {"encoder.conv1.weight",                          "a.conv1d.1.weight"},
-    {"encoder.conv1.bias",                            "a.conv1d.1.bias"},
-    {"encoder.conv2.weight",                          "a.conv1d.2.weight"},
-    {"encoder.conv2.bias",                            "a.conv1d.2.bias"},
-    {"encoder.embed_positions.weight",                "a.position_embd.weight"},
-    {"encoder.layer_norm.weight",                     "a.post_ln.weight"},
-    {"encoder.layer_norm.bias",                       "a.post_ln.bias"},
-    {"encoder.layers.%d.self_attn_layer_norm.weight", "a.blk.%d.ln1.weight"},
-    {"encoder.layers.%d.self_attn_layer_norm.bias",   "a.blk.%d.ln1.bias"},
-    {"encoder.layers.%d.self_attn.q_proj.weight",     "a.blk.%d.attn_q.weight"},
-    {"encoder.layers.%d.self_attn.k_proj.weight",     "a.blk.%d.attn_k.weight"},
-    {"encoder.layers.%d.self_attn.v_proj.weight",     "a.blk.%d.attn_v.weight"},
-    {"encoder.layers.%d.self_attn.q_proj.bias",       "a.blk.%d.attn_q.bias"},
-    {"encoder.layers.%d.self_attn.v_proj.bias",       "a.blk.%d.attn_v.bias"},
-    {"encoder.layers.%d.self_attn.out_proj.weight",   "a.blk.%d.attn_out.weight"},
-    {"encoder.layers.%d.self_attn.out_proj.bias",     "a.blk.%d.attn_out.bias"},
-    {"encoder.layers.%d.final_layer_norm.weight",     "a.blk.%d.ln2.weight"},
-    {"encoder.layers.%d.final_layer_norm.bias",       "a.blk.%d.ln2.bias"},
-    {"encoder.layers.%d.fc1.weight",                  "a.blk.%d.ffn_up.weight"},
-    {"encoder.layers.%d.fc1.bias",                    "a.blk.%d.ffn_up.bias"},
-    {"encoder.layers.%d.fc2.weight",                  "a.blk.%d.ffn_down.weight"},
-    {"encoder.layers.%d.fc2.bias",                    "a.blk.%d.ffn_down.bias"},
-    {"multi_modal_projector.linear.weight",           "mm.a.fc.weight"},
-    {"multi_modal_projector.linear.bias",             "mm.a.fc.bias"},
-    {"multi_modal_projector.linear_1.weight",         "mm.a.mlp.1.weight"},
-    {"multi_modal_projector.linear_2.weight",         "mm.a.mlp.2.weight"},
-    {"multi_modal_projector.ln_pre.weight",           "mm.a.norm_pre.weight"},
-    {"multi_modal_projector.ln_mid.weight",           "mm.a.norm_mid.weight"},
-};
 
 // Is name of the pattern `from` ("%d" at most once)? Then out is `to` with the same layer.
 static bool wa_rename(const char * from, const char * to, const std::string & name, std::string & out) {
@@ -3312,21 +3166,17 @@ static bool gguf_hparams(whisper_audio_model * m, gguf_kv & kv, const gguf_diale
 
 // The projector: its type names the processing; an mmproj file always has one.
 static bool gguf_projector(whisper_audio_model * m, const gguf_kv & kv, const gguf_dialect & d) {
-    static const struct { const char * name; whisper_audio_projector type; } PROJECTORS[] = {
-        {"qwen2a", WHISPER_AUDIO_PROJECTOR_QWEN2A}, {"voxtral", WHISPER_AUDIO_PROJECTOR_VOXTRAL},
-        {"ultravox", WHISPER_AUDIO_PROJECTOR_ULTRAVOX},
-    };
     const char * path = m->path.c_str();
     whisper_audio_hparams & hp = m->hparams;
     hp.projector = WHISPER_AUDIO_PROJECTOR_NONE;
     hp.stack_factor = 1;
     if (!kv.has_proj_type && (m->mmproj || kv.wrong_type.count(d.projector))) return kv.missing(path, d.projector, "string (8)");
     if (!kv.has_proj_type) return true;
-    for (const auto & p : PROJECTORS)
-        if (kv.proj_type == p.name) hp.projector = p.type;
+    for (const wa_projector_name & p : WA_PROJECTORS)
+        if (kv.proj_type == p.gguf) hp.projector = p.type;
     if (hp.projector == WHISPER_AUDIO_PROJECTOR_NONE) {
-        wa_set_error("%s: %s is '%s', not a projector this library runs (qwen2a, voxtral, ultravox)", path, d.projector,
-                     kv.proj_type.c_str());
+        wa_set_error("%s: %s is '%s', not a projector this library runs (%s)", path, d.projector, kv.proj_type.c_str(),
+                     wa_projector_list(&wa_projector_name::gguf).c_str());
         return false;
     }
     auto it = kv.u32.find(d.n_llm);
@@ -3694,45 +3544,6 @@ static const char     CT2_MAGIC[]  = "\x06\0\0\0\x0c\0WhisperSpec";   // version
 // as GGUF's tensor count is (large-v3's model.bin: about 1,300 variables)
 static const uint32_t CT2_MAX_VARS = 65536, CT2_MAX_ALIASES = 65536;
 
-// The CTranslate2 variable of each row of WA_TENSORS ("%d": the layer), row by row. The
-// variable of a fused row is the whole fused tensor (q, k, v as [3d, d]: our own layout),
-// its part's rows at part * rows; mel_filters is not stored and is computed.
-struct wa_ct2_name { const char * ours, * ct2; };
-static constexpr wa_ct2_name WA_CT2_NAMES[] = {
-    {"mel_filters",                                   nullptr},
-    {"encoder.conv1.weight",                          "encoder/conv1/weight"},
-    {"encoder.conv1.bias",                            "encoder/conv1/bias"},
-    {"encoder.conv2.weight",                          "encoder/conv2/weight"},
-    {"encoder.conv2.bias",                            "encoder/conv2/bias"},
-    {"encoder.embed_positions.weight",                "encoder/position_encodings/encodings"},
-    {"encoder.layer_norm.weight",                     "encoder/layer_norm/gamma"},
-    {"encoder.layer_norm.bias",                       "encoder/layer_norm/beta"},
-    {"encoder.layers.%d.self_attn_layer_norm.weight", "encoder/layer_%d/self_attention/layer_norm/gamma"},
-    {"encoder.layers.%d.self_attn_layer_norm.bias",   "encoder/layer_%d/self_attention/layer_norm/beta"},
-    {"encoder.layers.%d.self_attn.q_proj.weight",     "encoder/layer_%d/self_attention/linear_0/weight"},
-    {"encoder.layers.%d.self_attn.k_proj.weight",     "encoder/layer_%d/self_attention/linear_0/weight"},
-    {"encoder.layers.%d.self_attn.v_proj.weight",     "encoder/layer_%d/self_attention/linear_0/weight"},
-    {"encoder.layers.%d.self_attn.q_proj.bias",       "encoder/layer_%d/self_attention/linear_0/bias"},
-    {"encoder.layers.%d.self_attn.v_proj.bias",       "encoder/layer_%d/self_attention/linear_0/bias"},
-    {"encoder.layers.%d.self_attn.out_proj.weight",   "encoder/layer_%d/self_attention/linear_1/weight"},
-    {"encoder.layers.%d.self_attn.out_proj.bias",     "encoder/layer_%d/self_attention/linear_1/bias"},
-    {"encoder.layers.%d.final_layer_norm.weight",     "encoder/layer_%d/ffn/layer_norm/gamma"},
-    {"encoder.layers.%d.final_layer_norm.bias",       "encoder/layer_%d/ffn/layer_norm/beta"},
-    {"encoder.layers.%d.fc1.weight",                  "encoder/layer_%d/ffn/linear_0/weight"},
-    {"encoder.layers.%d.fc1.bias",                    "encoder/layer_%d/ffn/linear_0/bias"},
-    {"encoder.layers.%d.fc2.weight",                  "encoder/layer_%d/ffn/linear_1/weight"},
-    {"encoder.layers.%d.fc2.bias",                    "encoder/layer_%d/ffn/linear_1/bias"},
-};
-static constexpr bool wa_same(const char * a, const char * b) { return *a == *b && (*a == 0 || wa_same(a + 1, b + 1)); }
-// Whether a table of another format's names has a row for each of WA_TENSORS', in order.
-template <typename T, size_t N> static constexpr bool wa_names_follow_table(const T (&names)[N]) {
-    if (N != sizeof(WA_TENSORS) / sizeof(WA_TENSORS[0])) return false;
-    for (size_t i = 0; i < N; i++)
-        if (!wa_same(names[i].ours, WA_TENSORS[i].name)) return false;
-    return true;
-}
-static_assert(wa_names_follow_table(WA_CT2_NAMES), "WA_CT2_NAMES must name the rows of WA_TENSORS in order");
-
 struct ct2_var {
     int rank = 0, dtype = 0;
     uint32_t dims[CT2_MAX_RANK] = {};
@@ -4068,36 +3879,6 @@ static bool ct2_model_read(whisper_audio_model * m, int fd) {
 // The encoder's feed-forward width is not stored: fc1's shape says it.
 
 static const uint32_t GGML_FILE_MAGIC = 0x67676d6c;   // "lmgg" on disk
-
-// whisper.cpp's name of each row of WA_TENSORS ("%d": the layer), row by row; the mel bank is
-// the file's own block.
-struct wa_ggml_name { const char * ours, * ggml; };
-static constexpr wa_ggml_name WA_GGML_NAMES[] = {
-    {"mel_filters",                                   nullptr},
-    {"encoder.conv1.weight",                          "encoder.conv1.weight"},
-    {"encoder.conv1.bias",                            "encoder.conv1.bias"},
-    {"encoder.conv2.weight",                          "encoder.conv2.weight"},
-    {"encoder.conv2.bias",                            "encoder.conv2.bias"},
-    {"encoder.embed_positions.weight",                "encoder.positional_embedding"},
-    {"encoder.layer_norm.weight",                     "encoder.ln_post.weight"},
-    {"encoder.layer_norm.bias",                       "encoder.ln_post.bias"},
-    {"encoder.layers.%d.self_attn_layer_norm.weight", "encoder.blocks.%d.attn_ln.weight"},
-    {"encoder.layers.%d.self_attn_layer_norm.bias",   "encoder.blocks.%d.attn_ln.bias"},
-    {"encoder.layers.%d.self_attn.q_proj.weight",     "encoder.blocks.%d.attn.query.weight"},
-    {"encoder.layers.%d.self_attn.k_proj.weight",     "encoder.blocks.%d.attn.key.weight"},
-    {"encoder.layers.%d.self_attn.v_proj.weight",     "encoder.blocks.%d.attn.value.weight"},
-    {"encoder.layers.%d.self_attn.q_proj.bias",       "encoder.blocks.%d.attn.query.bias"},
-    {"encoder.layers.%d.self_attn.v_proj.bias",       "encoder.blocks.%d.attn.value.bias"},
-    {"encoder.layers.%d.self_attn.out_proj.weight",   "encoder.blocks.%d.attn.out.weight"},
-    {"encoder.layers.%d.self_attn.out_proj.bias",     "encoder.blocks.%d.attn.out.bias"},
-    {"encoder.layers.%d.final_layer_norm.weight",     "encoder.blocks.%d.mlp_ln.weight"},
-    {"encoder.layers.%d.final_layer_norm.bias",       "encoder.blocks.%d.mlp_ln.bias"},
-    {"encoder.layers.%d.fc1.weight",                  "encoder.blocks.%d.mlp.0.weight"},
-    {"encoder.layers.%d.fc1.bias",                    "encoder.blocks.%d.mlp.0.bias"},
-    {"encoder.layers.%d.fc2.weight",                  "encoder.blocks.%d.mlp.2.weight"},
-    {"encoder.layers.%d.fc2.bias",                    "encoder.blocks.%d.mlp.2.bias"},
-};
-static_assert(wa_names_follow_table(WA_GGML_NAMES), "WA_GGML_NAMES must name the rows of WA_TENSORS in order");
 
 // Header, hyperparameters, mel bank and vocabulary from r (the file's first bytes; past_end
 // when they go beyond), then the tensor headers, walked with pread to the end of the file.
@@ -4451,52 +4232,6 @@ static bool wa_json_parse(const char * text, size_t n, wa_json & out, std::strin
 // each begins where the one before ended and the last ends with the file (the checks of the
 // safetensors library's own reader).
 
-// The checkpoint's name of each row of WA_TENSORS below its encoder's prefix ("%d": the
-// layer), row by row; the mel bank is not stored.
-struct wa_hf_name { const char * ours, * hf; };
-static constexpr wa_hf_name WA_HF_NAMES[] = {
-    {"mel_filters",                                   nullptr},
-    {"encoder.conv1.weight",                          "conv1.weight"},
-    {"encoder.conv1.bias",                            "conv1.bias"},
-    {"encoder.conv2.weight",                          "conv2.weight"},
-    {"encoder.conv2.bias",                            "conv2.bias"},
-    {"encoder.embed_positions.weight",                "embed_positions.weight"},
-    {"encoder.layer_norm.weight",                     "layer_norm.weight"},
-    {"encoder.layer_norm.bias",                       "layer_norm.bias"},
-    {"encoder.layers.%d.self_attn_layer_norm.weight", "layers.%d.self_attn_layer_norm.weight"},
-    {"encoder.layers.%d.self_attn_layer_norm.bias",   "layers.%d.self_attn_layer_norm.bias"},
-    {"encoder.layers.%d.self_attn.q_proj.weight",     "layers.%d.self_attn.q_proj.weight"},
-    {"encoder.layers.%d.self_attn.k_proj.weight",     "layers.%d.self_attn.k_proj.weight"},
-    {"encoder.layers.%d.self_attn.v_proj.weight",     "layers.%d.self_attn.v_proj.weight"},
-    {"encoder.layers.%d.self_attn.q_proj.bias",       "layers.%d.self_attn.q_proj.bias"},
-    {"encoder.layers.%d.self_attn.v_proj.bias",       "layers.%d.self_attn.v_proj.bias"},
-    {"encoder.layers.%d.self_attn.out_proj.weight",   "layers.%d.self_attn.out_proj.weight"},
-    {"encoder.layers.%d.self_attn.out_proj.bias",     "layers.%d.self_attn.out_proj.bias"},
-    {"encoder.layers.%d.final_layer_norm.weight",     "layers.%d.final_layer_norm.weight"},
-    {"encoder.layers.%d.final_layer_norm.bias",       "layers.%d.final_layer_norm.bias"},
-    {"encoder.layers.%d.fc1.weight",                  "layers.%d.fc1.weight"},
-    {"encoder.layers.%d.fc1.bias",                    "layers.%d.fc1.bias"},
-    {"encoder.layers.%d.fc2.weight",                  "layers.%d.fc2.weight"},
-    {"encoder.layers.%d.fc2.bias",                    "layers.%d.fc2.bias"},
-};
-static_assert(wa_names_follow_table(WA_HF_NAMES), "WA_HF_NAMES must name the rows of WA_TENSORS in order");
-
-// Where the encoder is, by the class that saved it: the first prefix whose conv1.weight the
-// checkpoint holds. A tower's projector (WA_PROJ_TENSORS' names) sits beside it, under `projector`.
-static const struct wa_hf_prefix { const char * encoder, * projector; } WA_HF_PREFIXES[] = {
-    {"model.encoder.",     ""},         // WhisperForConditionalGeneration
-    {"encoder.",           ""},         // WhisperModel, WhisperForAudioClassification
-    {"audio_tower.",       ""},         // Qwen2AudioForConditionalGeneration, VoxtralForConditionalGeneration, UltravoxModel
-    {"model.audio_tower.", "model."},   // the same, as transformers 5 saves them
-    {"",                   ""},         // a WhisperEncoder saved alone
-};
-
-// config.json's model_type -> the projector of an audio LLM whose tower is a Whisper encoder
-static const struct { const char * model_type; whisper_audio_projector projector; } WA_HF_TOWERS[] = {
-    {"qwen2_audio", WHISPER_AUDIO_PROJECTOR_QWEN2A}, {"voxtral", WHISPER_AUDIO_PROJECTOR_VOXTRAL},
-    {"ultravox", WHISPER_AUDIO_PROJECTOR_ULTRAVOX},
-};
-
 // safetensors' dtypes and their widths in bits (F4 and F6 pack their elements)
 static const struct { const char * name; int bits; } WA_ST_DTYPES[] = {
     {"BOOL", 8}, {"U8", 8}, {"I8", 8}, {"F8_E5M2", 8}, {"F8_E4M3", 8}, {"F8_E8M0", 8}, {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8},
@@ -4798,11 +4533,12 @@ static bool wa_hf_config(whisper_audio_model * m, const wa_json & top, wa_hf_opt
     const wa_json * mt = top.type == wa_json::OBJECT ? top.get("model_type") : nullptr;
     const bool named = mt && mt->type == wa_json::STRING;
     hp.projector = WHISPER_AUDIO_PROJECTOR_NONE;
-    for (const auto & t : WA_HF_TOWERS) if (named && mt->str == t.model_type) hp.projector = t.projector;
+    for (const wa_projector_name & t : WA_PROJECTORS) if (named && mt->str == t.hf_model_type) hp.projector = t.type;
     const bool tower = hp.projector != WHISPER_AUDIO_PROJECTOR_NONE;
     if (!tower && !(named && mt->str == "whisper")) {
-        wa_set_error("%s: config.json: model_type is %s, not \"whisper\" or an audio LLM's (qwen2_audio, ultravox, voxtral)", path,
-                     top.type != wa_json::OBJECT ? "absent (not an object)" : mt ? mt->shown().c_str() : "absent");
+        wa_set_error("%s: config.json: model_type is %s, not \"whisper\" or an audio LLM's (%s)", path,
+                     top.type != wa_json::OBJECT ? "absent (not an object)" : mt ? mt->shown().c_str() : "absent",
+                     wa_projector_list(&wa_projector_name::hf_model_type).c_str());
         return false;
     }
     const wa_json * cfg = tower ? top.get("audio_config") : &top;
@@ -5672,7 +5408,6 @@ static int64_t frames_ultravox(size_t n) {     // at least 2 hops, padded to a h
 // token counts and the graph. A new tower is a row, a builder and its tests.
 struct wa_tower {
     whisper_audio_projector type;
-    const char * name;           // llama.cpp's clip.projector_type
     size_t max_samples;          // the most of an input the processor keeps (0: all of it)
     bool whole_signal;           // one log-mel over the whole input, its clamp over all of it (else
                                  // each 30 s window its own, zero-padded)
@@ -5684,10 +5419,10 @@ struct wa_tower {
 };
 
 static const wa_tower WA_TOWERS[] = {
-    //  type                               name        max_samples               whole  unpad  mask
-    { WHISPER_AUDIO_PROJECTOR_QWEN2A,   "qwen2a",   WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_qwen2a,   rows_qwen2a,   build_qwen2a   },
-    { WHISPER_AUDIO_PROJECTOR_VOXTRAL,  "voxtral",  0,                       true,  false, false, frames_voxtral,  rows_voxtral,  build_voxtral  },
-    { WHISPER_AUDIO_PROJECTOR_ULTRAVOX, "ultravox", 0,                       true,  true,  true,  frames_ultravox, rows_ultravox, build_ultravox },
+    //  type                               max_samples               whole  unpad  mask
+    { WHISPER_AUDIO_PROJECTOR_QWEN2A,   WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_qwen2a,   rows_qwen2a,   build_qwen2a   },
+    { WHISPER_AUDIO_PROJECTOR_VOXTRAL,  0,                       true,  false, false, frames_voxtral,  rows_voxtral,  build_voxtral  },
+    { WHISPER_AUDIO_PROJECTOR_ULTRAVOX, 0,                       true,  true,  true,  frames_ultravox, rows_ultravox, build_ultravox },
 };
 
 static const wa_tower * wa_tower_of(whisper_audio_projector type) {
@@ -6587,7 +6322,7 @@ static bool pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t 
         if (n > WA_MAX_HELD_SAMPLES - p->held.size) {
             wa_set_error("whisper_audio_pipeline_push: input %lld is longer than %.0f hours; %s takes one log-mel over "
                          "a whole input, and the pipeline holds at most that much of one: split it",
-                         (long long)p->input, WA_MAX_HELD_SAMPLES / 3600.0 / WHISPER_AUDIO_SAMPLE_RATE, p->tower->name);
+                         (long long)p->input, WA_MAX_HELD_SAMPLES / 3600.0 / WHISPER_AUDIO_SAMPLE_RATE, wa_projector_gguf(p->tower->type));
             return pipeline_refuse(p);
         }
         p->held.append(pcm, n);
@@ -6956,7 +6691,7 @@ const char * whisper_audio_projector_name(enum whisper_audio_projector type) {
     int t;
     memcpy(&t, &type, sizeof(int));
     if (t == WHISPER_AUDIO_PROJECTOR_NONE) return "none";
-    for (const wa_tower & tw : WA_TOWERS) if ((int)tw.type == t) return tw.name;
+    for (const wa_projector_name & p : WA_PROJECTORS) if ((int)p.type == t) return p.gguf;
     wa_set_error("%s: %d is not a whisper_audio_projector", __func__, t);
     return nullptr;
 }

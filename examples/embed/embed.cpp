@@ -1,9 +1,10 @@
 // embed: what another project writes to get Whisper embeddings with whisper-audio's two
-// source files dropped into its tree. Built by one plain compiler command:
+// source files (and the headers beside them: vt.h, whisper-audio.h, whisper-audio-arch.h)
+// dropped into its tree. Built by one plain compiler command:
 //
-//   g++ -std=c++17 -O3 -march=native -I. examples/embed/embed.cpp vt.cpp whisper-audio.cpp -o embed -pthread
+//   g++ -std=c++17 -O3 -I. examples/embed/embed.cpp vt.cpp whisper-audio.cpp -o embed -pthread
 //
-// (add vt-cuda.cu through nvcc and -DVT_USE_CUDA -lcublasLt -lcudart for the GPU).
+// (for the GPU, the README's "Embedding" says what to add: vt-cuda.cu through nvcc).
 #include "whisper-audio.h"
 
 #include <cstdio>

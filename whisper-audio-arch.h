@@ -1,0 +1,301 @@
+// whisper-audio-arch.h - the models' architecture as tables, in the way of whisper.cpp's
+// whisper-arch.h: the encoder's tensors and where each goes, the audio LLMs' projectors, and
+// every file format's names for them, one table per format, each row by row ours. Read by
+// whisper-audio.cpp alone (an internal header: it travels with it, see the README's
+// "Embedding"); a new format adds a table here and a reader there, a new tower its rows here
+// and a builder there.
+#pragma once
+
+#include "vt.h"
+#include "whisper-audio.h"
+
+#include <cstddef>
+#include <vector>
+
+// ---- the encoder's weights: one table of the file's tensors --------------------------------
+
+// encoder.layers.N.*: q, k and v are stored as one [3d, d] matrix so that one GEMM
+// makes all three; k's bias slots are zero (Whisper's k_proj has no bias).
+struct wa_layer {
+    vt_tensor * attn_ln_w, * attn_ln_b;   // self_attn_layer_norm.{weight,bias}  [d]
+    vt_tensor * qkv_w, * qkv_b;           // self_attn.{q,k,v}_proj              [3d, d], [3d]
+    vt_tensor * out_w, * out_b;           // self_attn.out_proj                  [d, d], [d]
+    vt_tensor * ffn_ln_w, * ffn_ln_b;     // final_layer_norm                    [d]
+    vt_tensor * fc1_w, * fc1_b;           // fc1                                 [ff, d], [ff]
+    vt_tensor * fc2_w, * fc2_b;           // fc2                                 [d, ff], [d]
+};
+
+// The encoder's weights in its backend (the mel bank stays on the host).
+struct wa_weights {
+    vt_tensor * conv1_w, * conv1_b;      // encoder.conv1   [d, n_mels, 3], [d]
+    vt_tensor * conv2_w, * conv2_b;      // encoder.conv2   [d, d, 3], [d]
+    vt_tensor * pos;                     // encoder.embed_positions.weight [1500, d]
+    vt_tensor * ln_post_w, * ln_post_b;  // encoder.layer_norm [d]
+    std::vector<wa_layer> layers;        // encoder.layers.N
+};
+
+// A shape's entries: a hyperparameter (these) or a constant (positive).
+enum wa_dim { WA_D = -1, WA_FF = -2, WA_MELS = -3, WA_CTX = -4 };
+
+// One tensor of the model file and where it goes. A row with a layer field stands for one
+// tensor per layer. A fused tensor (qkv) is n_parts blocks of rows stacked on PyTorch's
+// first dimension; its rows are consecutive, from part 0 to part n_parts - 1, and a part
+// without a row (k's bias) stays zero.
+struct wa_tensor_desc {
+    const char * name;                         // in the model file; "%d": the layer index
+    int shape[3];                              // PyTorch's (outermost first) in wa_dim; 0 ends it
+    bool matrix;                               // F32, F16 or BF16 in the file, the compute type
+                                               // in the backend; otherwise F32 in both
+    int order;                                 // its place in the file the converter writes
+                                               // (whisper_audio_model_save_gguf too): the rows
+                                               // outside the layers before them (< WA_AFTER_LAYERS)
+                                               // and after them, each layer's rows in between
+    vt_tensor * wa_layer::* layer;             // the tensor it fills in each layer, or
+    vt_tensor * wa_weights::* top = nullptr;   // the one outside the layers; neither: host only
+    int part = 0, n_parts = 1;                 // block `part` of n_parts in a fused tensor
+};
+
+static const bool WA_MATRIX = true, WA_F32 = false;
+static constexpr int WA_AFTER_LAYERS = 100, WA_LAST = 200;   // orders: after the layers, the mel bank last (after a projector)
+static constexpr wa_tensor_desc WA_TENSORS[] = {
+    // name in the model file                        PyTorch shape                    type       order                 goes to (layer, top, part, n_parts)
+    {"mel_filters",                                   {WA_MELS, WHISPER_AUDIO_N_BINS}, WA_F32,    WA_LAST,              nullptr, nullptr},
+    {"encoder.conv1.weight",                          {WA_D, WA_MELS, 3},              WA_MATRIX, 0,                    nullptr, &wa_weights::conv1_w},
+    {"encoder.conv1.bias",                            {WA_D},                          WA_F32,    1,                    nullptr, &wa_weights::conv1_b},
+    {"encoder.conv2.weight",                          {WA_D, WA_D, 3},                 WA_MATRIX, 2,                    nullptr, &wa_weights::conv2_w},
+    {"encoder.conv2.bias",                            {WA_D},                          WA_F32,    3,                    nullptr, &wa_weights::conv2_b},
+    {"encoder.embed_positions.weight",                {WA_CTX, WA_D},                  WA_F32,    4,                    nullptr, &wa_weights::pos},
+    {"encoder.layer_norm.weight",                     {WA_D},                          WA_F32,    WA_AFTER_LAYERS,      nullptr, &wa_weights::ln_post_w},
+    {"encoder.layer_norm.bias",                       {WA_D},                          WA_F32,    WA_AFTER_LAYERS + 1,  nullptr, &wa_weights::ln_post_b},
+    {"encoder.layers.%d.self_attn_layer_norm.weight", {WA_D},                          WA_F32,    7,                    &wa_layer::attn_ln_w},
+    {"encoder.layers.%d.self_attn_layer_norm.bias",   {WA_D},                          WA_F32,    8,                    &wa_layer::attn_ln_b},
+    {"encoder.layers.%d.self_attn.q_proj.weight",     {WA_D, WA_D},                    WA_MATRIX, 0,                    &wa_layer::qkv_w, nullptr, 0, 3},
+    {"encoder.layers.%d.self_attn.k_proj.weight",     {WA_D, WA_D},                    WA_MATRIX, 2,                    &wa_layer::qkv_w, nullptr, 1, 3},
+    {"encoder.layers.%d.self_attn.v_proj.weight",     {WA_D, WA_D},                    WA_MATRIX, 3,                    &wa_layer::qkv_w, nullptr, 2, 3},
+    {"encoder.layers.%d.self_attn.q_proj.bias",       {WA_D},                          WA_F32,    1,                    &wa_layer::qkv_b, nullptr, 0, 3},
+    {"encoder.layers.%d.self_attn.v_proj.bias",       {WA_D},                          WA_F32,    4,                    &wa_layer::qkv_b, nullptr, 2, 3},
+    {"encoder.layers.%d.self_attn.out_proj.weight",   {WA_D, WA_D},                    WA_MATRIX, 5,                    &wa_layer::out_w},
+    {"encoder.layers.%d.self_attn.out_proj.bias",     {WA_D},                          WA_F32,    6,                    &wa_layer::out_b},
+    {"encoder.layers.%d.final_layer_norm.weight",     {WA_D},                          WA_F32,    13,                   &wa_layer::ffn_ln_w},
+    {"encoder.layers.%d.final_layer_norm.bias",       {WA_D},                          WA_F32,    14,                   &wa_layer::ffn_ln_b},
+    {"encoder.layers.%d.fc1.weight",                  {WA_FF, WA_D},                   WA_MATRIX, 9,                    &wa_layer::fc1_w},
+    {"encoder.layers.%d.fc1.bias",                    {WA_FF},                         WA_F32,    10,                   &wa_layer::fc1_b},
+    {"encoder.layers.%d.fc2.weight",                  {WA_D, WA_FF},                   WA_MATRIX, 11,                   &wa_layer::fc2_w},
+    {"encoder.layers.%d.fc2.bias",                    {WA_D},                          WA_F32,    12,                   &wa_layer::fc2_b},
+};
+
+// The backend tensors the table makes (one per whole tensor or fused part 0), in a layer or
+// outside: every field of wa_layer and wa_weights must be one of them.
+static constexpr int wa_n_made(bool in_layer) {
+    int n = 0;
+    for (const wa_tensor_desc & t : WA_TENSORS) n += (in_layer ? t.layer != nullptr : t.top != nullptr) && t.part == 0;
+    return n;
+}
+static_assert(wa_n_made(true) * sizeof(vt_tensor *) == sizeof(wa_layer), "a field of wa_layer has no row in WA_TENSORS");
+static_assert(wa_n_made(false) * sizeof(vt_tensor *) + sizeof(std::vector<wa_layer>) == sizeof(wa_weights),
+              "a field of wa_weights has no row in WA_TENSORS");
+// The file order is one: no two rows of a group (outside the layers, in a layer) share a place.
+static constexpr bool wa_orders_distinct() {
+    for (const wa_tensor_desc & a : WA_TENSORS)
+        for (const wa_tensor_desc & b : WA_TENSORS)
+            if (&a != &b && !a.layer == !b.layer && a.order == b.order) return false;
+    return true;
+}
+static_assert(wa_orders_distinct(), "two rows of WA_TENSORS share an order");
+
+static constexpr bool wa_same(const char * a, const char * b) { return *a == *b && (*a == 0 || wa_same(a + 1, b + 1)); }
+// Whether a table of another format's names has a row for each of WA_TENSORS', in order.
+template <typename T, size_t N> static constexpr bool wa_names_follow_table(const T (&names)[N]) {
+    if (N != sizeof(WA_TENSORS) / sizeof(WA_TENSORS[0])) return false;
+    for (size_t i = 0; i < N; i++)
+        if (!wa_same(names[i].ours, WA_TENSORS[i].name)) return false;
+    return true;
+}
+
+// ---- the audio LLMs' projectors: their names, weights and table ----------------------------
+
+// Each projector type once: its GGUF name (ours and llama.cpp's clip.projector_type) and the
+// model_type of the Hugging Face config.json whose audio tower is a Whisper encoder with it.
+struct wa_projector_name {
+    whisper_audio_projector type;
+    const char * gguf;
+    const char * hf_model_type;
+};
+static const wa_projector_name WA_PROJECTORS[] = {
+    {WHISPER_AUDIO_PROJECTOR_QWEN2A,   "qwen2a",   "qwen2_audio"},
+    {WHISPER_AUDIO_PROJECTOR_VOXTRAL,  "voxtral",  "voxtral"},
+    {WHISPER_AUDIO_PROJECTOR_ULTRAVOX, "ultravox", "ultravox"},
+};
+
+// multi_modal_projector.* of Qwen2-Audio, Voxtral and Ultravox (the checkpoints' names).
+struct wa_projector {
+    vt_tensor * ln_pre_w;                 // ln_pre.weight    [stack d]         Ultravox's RMSNorm
+    vt_tensor * fc1_w, * fc1_b;           // linear (Qwen2-Audio, with bias), linear_1
+    vt_tensor * fc2_w;                    // linear_2.weight
+    vt_tensor * ln_mid_w, * ln_post_w;    // ln_mid.weight (Ultravox v0.5+), ln_post.weight (v0.4)
+};
+
+// Projector shapes' entries, beside wa_dim's
+enum wa_proj_dim { WA_LLM = -5, WA_STACKED = -6, WA_PFF = -7, WA_PFF_HALF = -8 };
+
+struct wa_proj_desc {
+    const char * name;                         // in our GGUF (the checkpoint's)
+    whisper_audio_projector type;              // the projector that has it
+    int shape[2];                              // PyTorch's, in wa_dim / wa_proj_dim; 0 ends it
+    bool matrix;
+    vt_tensor * wa_projector::* dst;
+    bool either = false;                       // one of the two rows so marked (ln_mid or ln_post)
+};
+
+static constexpr wa_proj_desc WA_PROJ_TENSORS[] = {
+    {"multi_modal_projector.linear.weight",   WHISPER_AUDIO_PROJECTOR_QWEN2A,   {WA_LLM, WA_D},           WA_MATRIX, &wa_projector::fc1_w},
+    {"multi_modal_projector.linear.bias",     WHISPER_AUDIO_PROJECTOR_QWEN2A,   {WA_LLM},                 WA_F32,    &wa_projector::fc1_b},
+    {"multi_modal_projector.linear_1.weight", WHISPER_AUDIO_PROJECTOR_VOXTRAL,  {WA_LLM, WA_STACKED},     WA_MATRIX, &wa_projector::fc1_w},
+    {"multi_modal_projector.linear_2.weight", WHISPER_AUDIO_PROJECTOR_VOXTRAL,  {WA_LLM, WA_LLM},         WA_MATRIX, &wa_projector::fc2_w},
+    {"multi_modal_projector.ln_pre.weight",   WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_STACKED},             WA_F32,    &wa_projector::ln_pre_w},
+    {"multi_modal_projector.linear_1.weight", WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_PFF, WA_STACKED},     WA_MATRIX, &wa_projector::fc1_w},
+    {"multi_modal_projector.linear_2.weight", WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_LLM, WA_PFF_HALF},    WA_MATRIX, &wa_projector::fc2_w},
+    {"multi_modal_projector.ln_mid.weight",   WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_PFF_HALF},            WA_F32,    &wa_projector::ln_mid_w, true},
+    {"multi_modal_projector.ln_post.weight",  WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_LLM},                 WA_F32,    &wa_projector::ln_post_w, true},
+};
+
+// ---- whisper.cpp's legacy ggml-*.bin ----------------------------------------------------
+
+// whisper.cpp's name of each row of WA_TENSORS ("%d": the layer), row by row; the mel bank is
+// the file's own block.
+struct wa_ggml_name { const char * ours, * ggml; };
+static constexpr wa_ggml_name WA_GGML_NAMES[] = {
+    {"mel_filters",                                   nullptr},
+    {"encoder.conv1.weight",                          "encoder.conv1.weight"},
+    {"encoder.conv1.bias",                            "encoder.conv1.bias"},
+    {"encoder.conv2.weight",                          "encoder.conv2.weight"},
+    {"encoder.conv2.bias",                            "encoder.conv2.bias"},
+    {"encoder.embed_positions.weight",                "encoder.positional_embedding"},
+    {"encoder.layer_norm.weight",                     "encoder.ln_post.weight"},
+    {"encoder.layer_norm.bias",                       "encoder.ln_post.bias"},
+    {"encoder.layers.%d.self_attn_layer_norm.weight", "encoder.blocks.%d.attn_ln.weight"},
+    {"encoder.layers.%d.self_attn_layer_norm.bias",   "encoder.blocks.%d.attn_ln.bias"},
+    {"encoder.layers.%d.self_attn.q_proj.weight",     "encoder.blocks.%d.attn.query.weight"},
+    {"encoder.layers.%d.self_attn.k_proj.weight",     "encoder.blocks.%d.attn.key.weight"},
+    {"encoder.layers.%d.self_attn.v_proj.weight",     "encoder.blocks.%d.attn.value.weight"},
+    {"encoder.layers.%d.self_attn.q_proj.bias",       "encoder.blocks.%d.attn.query.bias"},
+    {"encoder.layers.%d.self_attn.v_proj.bias",       "encoder.blocks.%d.attn.value.bias"},
+    {"encoder.layers.%d.self_attn.out_proj.weight",   "encoder.blocks.%d.attn.out.weight"},
+    {"encoder.layers.%d.self_attn.out_proj.bias",     "encoder.blocks.%d.attn.out.bias"},
+    {"encoder.layers.%d.final_layer_norm.weight",     "encoder.blocks.%d.mlp_ln.weight"},
+    {"encoder.layers.%d.final_layer_norm.bias",       "encoder.blocks.%d.mlp_ln.bias"},
+    {"encoder.layers.%d.fc1.weight",                  "encoder.blocks.%d.mlp.0.weight"},
+    {"encoder.layers.%d.fc1.bias",                    "encoder.blocks.%d.mlp.0.bias"},
+    {"encoder.layers.%d.fc2.weight",                  "encoder.blocks.%d.mlp.2.weight"},
+    {"encoder.layers.%d.fc2.bias",                    "encoder.blocks.%d.mlp.2.bias"},
+};
+static_assert(wa_names_follow_table(WA_GGML_NAMES), "WA_GGML_NAMES must name the rows of WA_TENSORS in order");
+
+// ---- CTranslate2 / faster-whisper model.bin ----------------------------------------------
+
+// The CTranslate2 variable of each row of WA_TENSORS ("%d": the layer), row by row. The
+// variable of a fused row is the whole fused tensor (q, k, v as [3d, d]: our own layout),
+// its part's rows at part * rows; mel_filters is not stored and is computed.
+struct wa_ct2_name { const char * ours, * ct2; };
+static constexpr wa_ct2_name WA_CT2_NAMES[] = {
+    {"mel_filters",                                   nullptr},
+    {"encoder.conv1.weight",                          "encoder/conv1/weight"},
+    {"encoder.conv1.bias",                            "encoder/conv1/bias"},
+    {"encoder.conv2.weight",                          "encoder/conv2/weight"},
+    {"encoder.conv2.bias",                            "encoder/conv2/bias"},
+    {"encoder.embed_positions.weight",                "encoder/position_encodings/encodings"},
+    {"encoder.layer_norm.weight",                     "encoder/layer_norm/gamma"},
+    {"encoder.layer_norm.bias",                       "encoder/layer_norm/beta"},
+    {"encoder.layers.%d.self_attn_layer_norm.weight", "encoder/layer_%d/self_attention/layer_norm/gamma"},
+    {"encoder.layers.%d.self_attn_layer_norm.bias",   "encoder/layer_%d/self_attention/layer_norm/beta"},
+    {"encoder.layers.%d.self_attn.q_proj.weight",     "encoder/layer_%d/self_attention/linear_0/weight"},
+    {"encoder.layers.%d.self_attn.k_proj.weight",     "encoder/layer_%d/self_attention/linear_0/weight"},
+    {"encoder.layers.%d.self_attn.v_proj.weight",     "encoder/layer_%d/self_attention/linear_0/weight"},
+    {"encoder.layers.%d.self_attn.q_proj.bias",       "encoder/layer_%d/self_attention/linear_0/bias"},
+    {"encoder.layers.%d.self_attn.v_proj.bias",       "encoder/layer_%d/self_attention/linear_0/bias"},
+    {"encoder.layers.%d.self_attn.out_proj.weight",   "encoder/layer_%d/self_attention/linear_1/weight"},
+    {"encoder.layers.%d.self_attn.out_proj.bias",     "encoder/layer_%d/self_attention/linear_1/bias"},
+    {"encoder.layers.%d.final_layer_norm.weight",     "encoder/layer_%d/ffn/layer_norm/gamma"},
+    {"encoder.layers.%d.final_layer_norm.bias",       "encoder/layer_%d/ffn/layer_norm/beta"},
+    {"encoder.layers.%d.fc1.weight",                  "encoder/layer_%d/ffn/linear_0/weight"},
+    {"encoder.layers.%d.fc1.bias",                    "encoder/layer_%d/ffn/linear_0/bias"},
+    {"encoder.layers.%d.fc2.weight",                  "encoder/layer_%d/ffn/linear_1/weight"},
+    {"encoder.layers.%d.fc2.bias",                    "encoder/layer_%d/ffn/linear_1/bias"},
+};
+static_assert(wa_names_follow_table(WA_CT2_NAMES), "WA_CT2_NAMES must name the rows of WA_TENSORS in order");
+
+// ---- Hugging Face checkpoints (safetensors) ----------------------------------------------
+
+// The checkpoint's name of each row of WA_TENSORS below its encoder's prefix ("%d": the
+// layer), row by row; the mel bank is not stored.
+struct wa_hf_name { const char * ours, * hf; };
+static constexpr wa_hf_name WA_HF_NAMES[] = {
+    {"mel_filters",                                   nullptr},
+    {"encoder.conv1.weight",                          "conv1.weight"},
+    {"encoder.conv1.bias",                            "conv1.bias"},
+    {"encoder.conv2.weight",                          "conv2.weight"},
+    {"encoder.conv2.bias",                            "conv2.bias"},
+    {"encoder.embed_positions.weight",                "embed_positions.weight"},
+    {"encoder.layer_norm.weight",                     "layer_norm.weight"},
+    {"encoder.layer_norm.bias",                       "layer_norm.bias"},
+    {"encoder.layers.%d.self_attn_layer_norm.weight", "layers.%d.self_attn_layer_norm.weight"},
+    {"encoder.layers.%d.self_attn_layer_norm.bias",   "layers.%d.self_attn_layer_norm.bias"},
+    {"encoder.layers.%d.self_attn.q_proj.weight",     "layers.%d.self_attn.q_proj.weight"},
+    {"encoder.layers.%d.self_attn.k_proj.weight",     "layers.%d.self_attn.k_proj.weight"},
+    {"encoder.layers.%d.self_attn.v_proj.weight",     "layers.%d.self_attn.v_proj.weight"},
+    {"encoder.layers.%d.self_attn.q_proj.bias",       "layers.%d.self_attn.q_proj.bias"},
+    {"encoder.layers.%d.self_attn.v_proj.bias",       "layers.%d.self_attn.v_proj.bias"},
+    {"encoder.layers.%d.self_attn.out_proj.weight",   "layers.%d.self_attn.out_proj.weight"},
+    {"encoder.layers.%d.self_attn.out_proj.bias",     "layers.%d.self_attn.out_proj.bias"},
+    {"encoder.layers.%d.final_layer_norm.weight",     "layers.%d.final_layer_norm.weight"},
+    {"encoder.layers.%d.final_layer_norm.bias",       "layers.%d.final_layer_norm.bias"},
+    {"encoder.layers.%d.fc1.weight",                  "layers.%d.fc1.weight"},
+    {"encoder.layers.%d.fc1.bias",                    "layers.%d.fc1.bias"},
+    {"encoder.layers.%d.fc2.weight",                  "layers.%d.fc2.weight"},
+    {"encoder.layers.%d.fc2.bias",                    "layers.%d.fc2.bias"},
+};
+static_assert(wa_names_follow_table(WA_HF_NAMES), "WA_HF_NAMES must name the rows of WA_TENSORS in order");
+
+// Where the encoder is, by the class that saved it: the first prefix whose conv1.weight the
+// checkpoint holds. A tower's projector (WA_PROJ_TENSORS' names) sits beside it, under `projector`.
+static const struct wa_hf_prefix { const char * encoder, * projector; } WA_HF_PREFIXES[] = {
+    {"model.encoder.",     ""},         // WhisperForConditionalGeneration
+    {"encoder.",           ""},         // WhisperModel, WhisperForAudioClassification
+    {"audio_tower.",       ""},         // Qwen2AudioForConditionalGeneration, VoxtralForConditionalGeneration, UltravoxModel
+    {"model.audio_tower.", "model."},   // the same, as transformers 5 saves them
+    {"",                   ""},         // a WhisperEncoder saved alone
+};
+
+// ---- llama.cpp's mmproj files: their audio tensors' names, row by row ours ----------------
+// (convert_hf_to_gguf.py --mmproj; "%d": the layer)
+struct wa_mmproj_name { const char * ours, * mmproj; };
+static const wa_mmproj_name WA_MMPROJ_NAMES[] = {
+    {"encoder.conv1.weight",                          "a.conv1d.1.weight"},
+    {"encoder.conv1.bias",                            "a.conv1d.1.bias"},
+    {"encoder.conv2.weight",                          "a.conv1d.2.weight"},
+    {"encoder.conv2.bias",                            "a.conv1d.2.bias"},
+    {"encoder.embed_positions.weight",                "a.position_embd.weight"},
+    {"encoder.layer_norm.weight",                     "a.post_ln.weight"},
+    {"encoder.layer_norm.bias",                       "a.post_ln.bias"},
+    {"encoder.layers.%d.self_attn_layer_norm.weight", "a.blk.%d.ln1.weight"},
+    {"encoder.layers.%d.self_attn_layer_norm.bias",   "a.blk.%d.ln1.bias"},
+    {"encoder.layers.%d.self_attn.q_proj.weight",     "a.blk.%d.attn_q.weight"},
+    {"encoder.layers.%d.self_attn.k_proj.weight",     "a.blk.%d.attn_k.weight"},
+    {"encoder.layers.%d.self_attn.v_proj.weight",     "a.blk.%d.attn_v.weight"},
+    {"encoder.layers.%d.self_attn.q_proj.bias",       "a.blk.%d.attn_q.bias"},
+    {"encoder.layers.%d.self_attn.v_proj.bias",       "a.blk.%d.attn_v.bias"},
+    {"encoder.layers.%d.self_attn.out_proj.weight",   "a.blk.%d.attn_out.weight"},
+    {"encoder.layers.%d.self_attn.out_proj.bias",     "a.blk.%d.attn_out.bias"},
+    {"encoder.layers.%d.final_layer_norm.weight",     "a.blk.%d.ln2.weight"},
+    {"encoder.layers.%d.final_layer_norm.bias",       "a.blk.%d.ln2.bias"},
+    {"encoder.layers.%d.fc1.weight",                  "a.blk.%d.ffn_up.weight"},
+    {"encoder.layers.%d.fc1.bias",                    "a.blk.%d.ffn_up.bias"},
+    {"encoder.layers.%d.fc2.weight",                  "a.blk.%d.ffn_down.weight"},
+    {"encoder.layers.%d.fc2.bias",                    "a.blk.%d.ffn_down.bias"},
+    {"multi_modal_projector.linear.weight",           "mm.a.fc.weight"},
+    {"multi_modal_projector.linear.bias",             "mm.a.fc.bias"},
+    {"multi_modal_projector.linear_1.weight",         "mm.a.mlp.1.weight"},
+    {"multi_modal_projector.linear_2.weight",         "mm.a.mlp.2.weight"},
+    {"multi_modal_projector.ln_pre.weight",           "mm.a.norm_pre.weight"},
+    {"multi_modal_projector.ln_mid.weight",           "mm.a.norm_mid.weight"},
+};
