@@ -5981,6 +5981,7 @@ struct whisper_audio_pipeline {
     size_t input_samples = 0;            // of the current input, pushed (held or windowed or not used)
     wa_held_pcm held;                    // a whole-signal tower's current input (its capacity kept for the next)
     std::set<int64_t> dropped;           // inputs dropped after some of their windows were cut
+    std::map<int64_t, int64_t> open;     // per input, its windows cut and not yet handed out (or skipped)
 };
 
 // The most samples of an input a whole-signal tower holds: 4 hours (922 MB of f32).
@@ -6173,6 +6174,7 @@ static bool pipeline_emit(whisper_audio_pipeline * p, bool wait) {
         const size_t win_rows = p->tower ? (size_t)p->tower->rows(p->encs[0]->hparams, b->n_frames, p->projector) : (size_t)n_pos;
         for (int i = 0; i < b->n; i++) {
             const wa_window & w = b->wins[i];
+            if (--p->open[w.input] == 0) p->open.erase(w.input);
             if (!p->dropped.empty() && p->dropped.count(w.input)) continue;
             whisper_audio_rows r;
             r.input = w.input;
@@ -6272,6 +6274,7 @@ static void pipeline_close_window(whisper_audio_pipeline * p, wa_batch *& slot, 
     b->mel_params[2 * b->n + 1] = w.clamp;
     b->kv_len[b->n] = (float)std::max(1, w.positions);
     b->wins[b->n++] = w;
+    if (!b->mel_max) p->open[w.input]++;
     p->in_window = 0;
     if (b->n == b->cap) pipeline_dispatch(p, slot);
 }
@@ -6416,13 +6419,78 @@ static bool pipeline_end_input(whisper_audio_pipeline * p) {
     return pipeline_emit(p, false);
 }
 
+// Takes input k's windows out of the batch being filled (the others move up, in order).
+static void pipeline_forget_queued(whisper_audio_pipeline * p, int64_t k) {
+    wa_batch * b = p->cur;
+    if (!b) return;
+    int kept = 0;
+    for (int i = 0; i < b->n; i++) {
+        if (b->wins[i].input == k) continue;
+        if (kept != i) {
+            memcpy(b->pcm + (size_t)kept * VT_MEL_ROW, b->pcm + (size_t)i * VT_MEL_ROW, VT_MEL_ROW * sizeof(float));
+            b->mel_params[2 * kept] = b->mel_params[2 * i];
+            b->mel_params[2 * kept + 1] = b->mel_params[2 * i + 1];
+            b->kv_len[kept] = b->kv_len[i];
+            b->wins[kept] = b->wins[i];
+        }
+        kept++;
+    }
+    if (kept < b->n && (p->open[k] -= b->n - kept) == 0) p->open.erase(k);
+    b->n = kept;
+}
+
+// Inputs from the first whose every window has been handed out (or skipped): those before the
+// first with a window still open, and never the current one (it may get more).
+static int64_t pipeline_inputs_done(const whisper_audio_pipeline * p) {
+    return p->open.empty() ? p->input : std::min(p->open.begin()->first, p->input);
+}
+
+// Between inputs: the batch being filled goes to the encoders now, short as it is.
+static bool pipeline_flush(whisper_audio_pipeline * p) {
+    if (!pipeline_ok(p)) return false;
+    if (p->input_samples > 0) {
+        wa_set_error("whisper_audio_pipeline_flush: input %lld was not ended (whisper_audio_pipeline_end_input)", (long long)p->input);
+        p->refused = true;               // the input goes on
+        return false;
+    }
+    pipeline_dispatch(p, p->cur);
+    return pipeline_emit(p, false);
+}
+
+// Rows ready go to on_rows; with none ready, waits up to timeout_ms for the next batch's.
+static int64_t pipeline_poll(whisper_audio_pipeline * p, int timeout_ms) {
+    if (!pipeline_ok(p)) return -1;
+    if (timeout_ms > 0) {
+        std::unique_lock<std::mutex> lock(p->mu);
+        p->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                       [&] { return !p->error.empty() || p->done.count(p->n_emitted) || !p->maxima.empty(); });
+    }
+    if (!pipeline_emit(p, false)) return -1;
+    return pipeline_inputs_done(p);
+}
+
+// An ended input that the caller no longer wants: its windows still queued go, the rest are
+// encoded and their rows skipped.
+static bool pipeline_cancel_input(whisper_audio_pipeline * p, int64_t k) {
+    if (!pipeline_ok(p)) return false;
+    if (k < 0 || k >= p->input) {
+        wa_set_error("whisper_audio_pipeline_cancel_input: input %lld has not ended (%lld have; the current one: "
+                     "whisper_audio_pipeline_drop_input)", (long long)k, (long long)p->input);
+        p->refused = true;
+        return false;
+    }
+    if (!p->open.count(k)) return true;           // every row of it has gone already
+    p->dropped.insert(k);
+    pipeline_forget_queued(p, k);
+    return pipeline_emit(p, false);
+}
+
 // The current input's windows still in the batch being filled go; those already handed to the
 // workers are encoded, and their rows skipped (p->dropped). A held input's first pass is
 // waited for, so that its maxima do not reach the next input's clamp.
 static bool pipeline_drop_input(whisper_audio_pipeline * p) {
     if (!pipeline_ok(p)) return false;
-    wa_batch * b = p->cur;
-    while (b && b->n > 0 && b->wins[b->n - 1].input == p->input) b->n--;
+    pipeline_forget_queued(p, p->input);
     if (p->cur_max) {
         std::lock_guard<std::mutex> lock(p->mu);
         p->free_list.push_back(p->cur_max);
@@ -6599,6 +6667,23 @@ bool whisper_audio_pipeline_drop_input(whisper_audio_pipeline * p) {
 bool whisper_audio_pipeline_finish(whisper_audio_pipeline * p) {
     if (!p) { wa_set_error("%s: NULL pipeline", __func__); return false; }
     return pipeline_call(p, __func__, [&] { return pipeline_finish(p); });
+}
+
+bool whisper_audio_pipeline_flush(whisper_audio_pipeline * p) {
+    if (!p) { wa_set_error("%s: NULL pipeline", __func__); return false; }
+    return pipeline_call(p, __func__, [&] { return pipeline_flush(p); });
+}
+
+int64_t whisper_audio_pipeline_poll(whisper_audio_pipeline * p, int timeout_ms) {
+    if (!p) { wa_set_error("%s: NULL pipeline", __func__); return -1; }
+    int64_t done = -1;
+    pipeline_call(p, __func__, [&] { return (done = pipeline_poll(p, timeout_ms)) >= 0; });
+    return done;
+}
+
+bool whisper_audio_pipeline_cancel_input(whisper_audio_pipeline * p, int64_t input) {
+    if (!p) { wa_set_error("%s: NULL pipeline", __func__); return false; }
+    return pipeline_call(p, __func__, [&] { return pipeline_cancel_input(p, input); });
 }
 
 void whisper_audio_pipeline_free(whisper_audio_pipeline * p) {

@@ -355,6 +355,19 @@ bool whisper_audio_pipeline_end_input(whisper_audio_pipeline * p);
 bool whisper_audio_pipeline_drop_input(whisper_audio_pipeline * p);
 // Encodes what is left and returns once every row has gone to on_rows; more inputs may follow.
 bool whisper_audio_pipeline_finish(whisper_audio_pipeline * p);
+// For a caller that keeps a pipeline going while inputs arrive (a server), between inputs:
+// flush hands the batch being filled to the encoders now, short as it is, rather than waiting
+// for more windows to fill it (the rows come through on_rows as always).
+bool whisper_audio_pipeline_flush(whisper_audio_pipeline * p);
+// Hands the rows that are ready to on_rows on this thread; with none ready, waits up to
+// timeout_ms (0: not at all) for the next batch's. Returns how many inputs, from the first, are
+// complete (every row handed out; a cancelled or dropped input counts once its windows are
+// gone), or -1 on failure.
+int64_t whisper_audio_pipeline_poll(whisper_audio_pipeline * p, int timeout_ms);
+// An ended input the caller no longer wants (its client left): its windows not yet handed to an
+// encoder are dropped, the rest encoded and their rows skipped. The current input:
+// whisper_audio_pipeline_drop_input.
+bool whisper_audio_pipeline_cancel_input(whisper_audio_pipeline * p, int64_t input);
 // Stops the workers (queued windows are dropped) and releases the encoders.
 void whisper_audio_pipeline_free(whisper_audio_pipeline * p);
 // Whether the pipeline's rows are a tower's tokens, and a row's width (n_state, or token_dim).

@@ -183,6 +183,81 @@ TEST_CASE("pipeline: a dropped input gives no rows, counts as an input, and leav
     }
 }
 
+// Polls until `want` inputs are complete (bounded: 60 s), as a server between requests.
+int64_t poll_until(whisper_audio_pipeline * p, int64_t want) {
+    int64_t done = 0;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while ((done = whisper_audio_pipeline_poll(p, 50)) >= 0 && done < want && std::chrono::steady_clock::now() < until) {}
+    return done;
+}
+
+TEST_CASE("pipeline: flush and poll run inputs as they come, without finish; cancel_input skips an ended input") {
+    const std::vector<std::vector<float>> inputs = test_inputs();   // speech, 70 s (3 windows), speech
+    // a Whisper model (windows cut as audio comes) and Voxtral (each input held, then its chunks)
+    for (const char * path : {"build/micro-80-f32.gguf", "build/tower-voxtral-f32.gguf"}) {
+        CAPTURE(path);
+        model_ptr model(path);
+        // batches of 8: every window of the three inputs below fits in the one being filled
+        whisper_audio_encoder * enc = make_encoder(model.m, WHISPER_AUDIO_DEVICE_CPU, 8);
+        const whisper_audio_pipeline_params pp0 = whisper_audio_pipeline_default_params();
+        const collector all = run_pipeline({enc}, inputs, pp0, 12345);      // the rows, by finish
+        auto rows_of = [](const collector & c, int64_t input) {
+            std::vector<const seen_window *> v;
+            for (const seen_window & w : c.windows) if (w.r.input == input) v.push_back(&w);
+            return v;
+        };
+
+        collector c;
+        whisper_audio_pipeline_params pp = pp0;
+        pp.on_rows = collector::on_rows;
+        pp.user = &c;
+        whisper_audio_pipeline * p = whisper_audio_pipeline_init(&enc, 1, pp);
+        REQUIRE_MESSAGE(p, whisper_audio_last_error());
+        CHECK(whisper_audio_pipeline_poll(p, 0) == 0);
+        // each input alone in a short batch: pushed, ended, flushed, polled until complete
+        for (int64_t i = 0; i < 3; i++) {
+            CAPTURE(i);
+            REQUIRE(whisper_audio_pipeline_push(p, inputs[(size_t)i].data(), inputs[(size_t)i].size()));
+            // mid-input, a flush is refused and the input goes on
+            CHECK(!whisper_audio_pipeline_flush(p));
+            CHECK(std::string(whisper_audio_last_error()).find("was not ended") != std::string::npos);
+            REQUIRE_MESSAGE(whisper_audio_pipeline_end_input(p), whisper_audio_last_error());
+            REQUIRE_MESSAGE(whisper_audio_pipeline_flush(p), whisper_audio_last_error());
+            REQUIRE(poll_until(p, i + 1) == i + 1);
+            const auto got = rows_of(c, i), want = rows_of(all, i);
+            REQUIRE(got.size() == want.size());
+            for (size_t k = 0; k < got.size(); k++) CHECK(got[k]->bytes == want[k]->bytes);
+        }
+        // cancel: the 70 s input (3 windows, still in the batch being filled) between two speech
+        // inputs: the later input's window moves up in that batch
+        c.windows.clear();
+        for (const std::vector<float> & in : inputs) {
+            REQUIRE(whisper_audio_pipeline_push(p, in.data(), in.size()));
+            REQUIRE(whisper_audio_pipeline_end_input(p));
+        }
+        REQUIRE(whisper_audio_pipeline_push(p, inputs[0].data(), 1000));
+        CHECK(!whisper_audio_pipeline_cancel_input(p, 6));              // the current input: drop_input's
+        CHECK(std::string(whisper_audio_last_error()).find("has not ended") != std::string::npos);
+        REQUIRE_MESSAGE(whisper_audio_pipeline_drop_input(p), whisper_audio_last_error());
+        REQUIRE_MESSAGE(whisper_audio_pipeline_cancel_input(p, 4), whisper_audio_last_error());
+        CHECK(whisper_audio_pipeline_cancel_input(p, 0));               // complete already: nothing to do
+        REQUIRE_MESSAGE(whisper_audio_pipeline_finish(p), whisper_audio_last_error());
+        CHECK(whisper_audio_pipeline_poll(p, 0) == 7);
+        CHECK(rows_of(c, 4).empty());
+        CHECK(rows_of(c, 6).empty());
+        for (int64_t i : {3, 5}) {
+            const auto got = rows_of(c, i), want = rows_of(all, i - 3);
+            REQUIRE(got.size() == want.size());
+            for (size_t k = 0; k < got.size(); k++) CHECK(got[k]->bytes == want[k]->bytes);
+        }
+        whisper_audio_pipeline_free(p);
+        CHECK(whisper_audio_pipeline_poll(nullptr, 0) == -1);
+        CHECK(!whisper_audio_pipeline_flush(nullptr));
+        CHECK(!whisper_audio_pipeline_cancel_input(nullptr, 0));
+        whisper_audio_encoder_free(enc);
+    }
+}
+
 TEST_CASE("pipeline: pooling, --no-pad windows and f16 rows come from the library's rules") {
     model_ptr model("build/micro-80-f32.gguf");
     const std::vector<std::vector<float>> inputs = test_inputs();
