@@ -5738,16 +5738,28 @@ struct wa_encoder_lock {
 // (from mel) every hidden state (whisper_audio_encode_mel_hidden_states).
 enum wa_graph_kind { WA_GRAPH_ROWS, WA_GRAPH_TOKENS, WA_GRAPH_MEL_MAX, WA_GRAPH_STATES };
 
+// The batch a pipeline's short batch of n padded windows runs as where the backend replays
+// captured graphs: the next power of two (at most cap), so that a lone window does not pay for
+// a whole batch and at most log2(max_batch) more graphs are kept.
+static int wa_graph_batch(int n, int cap) {
+    int g = 1;
+    while (g < n) g *= 2;
+    return std::min(g, cap);
+}
+
 // The graph for a batch of n windows of n_frames each, built and allocated on first use:
-// from mel, or with from_pcm (where the backend makes the log-mel) from PCM rows. Only the full
-// batches of padded windows and one other shape are kept, so memory stays bounded.
+// from mel, or with from_pcm (where the backend makes the log-mel) from PCM rows. Only the
+// batches of padded windows (full, or from PCM of wa_graph_batch's sizes) and one other shape
+// are kept, so memory stays bounded.
 static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_frames, bool from_pcm = false,
                                   wa_graph_kind kind = WA_GRAPH_ROWS) {
     const std::tuple<int, int, bool, int> key(n, n_frames, from_pcm, kind);
     auto it = enc->graphs.find(key);
     if (it != enc->graphs.end()) return &it->second;
     for (auto i = enc->graphs.begin(); i != enc->graphs.end();) {
-        if (std::get<0>(i->first) != enc->params.max_batch || std::get<1>(i->first) != WHISPER_AUDIO_N_FRAMES) {
+        const int gn = std::get<0>(i->first);
+        const bool ladder = std::get<2>(i->first) && (gn & (gn - 1)) == 0;
+        if ((gn != enc->params.max_batch && !ladder) || std::get<1>(i->first) != WHISPER_AUDIO_N_FRAMES) {
             vt_graph_free(i->second.graph);
             vt_free(i->second.ctx);
             i = enc->graphs.erase(i);
@@ -6026,10 +6038,10 @@ static void pipeline_cpu_mel(whisper_audio_encoder * enc, wa_batch * b, std::vec
 // Submits batch b to the encoder's backend in slot `slot` (on the CPU: computes it).
 static bool pipeline_submit(whisper_audio_pipeline * p, whisper_audio_encoder * enc, wa_batch * b, int slot,
                             std::vector<float> & mel) {
-    // on CUDA a short batch of padded windows runs as a whole one (zero windows after it), so
-    // that one captured graph serves every batch; the CPU's time follows the windows
+    // on CUDA a short batch of padded windows runs as the smallest captured graph that holds it
+    // (zero windows after it: wa_graph_batch); the CPU's time follows the windows
     const bool from_pcm = enc->mel_in_graph;
-    const int n_run = from_pcm && b->n_frames == WHISPER_AUDIO_N_FRAMES ? b->cap : b->n;
+    const int n_run = from_pcm && b->n_frames == WHISPER_AUDIO_N_FRAMES ? wa_graph_batch(b->n, b->cap) : b->n;
     for (int i = b->n; i < n_run; i++) {
         std::fill(b->pcm + (size_t)i * VT_MEL_ROW, b->pcm + (size_t)(i + 1) * VT_MEL_ROW, 0.0f);
         b->mel_params[2 * i] = WHISPER_AUDIO_N_FRAMES;

@@ -7,9 +7,10 @@
 // A thin client of the C API, as main is: the library's pipeline decides the rows (windows,
 // positions, pooled vectors or a tower's tokens) and batches them. HTTP workers (cpp-httplib)
 // read and decode the request's audio, queue it and wait; one dispatcher thread owns the
-// pipelines (their calls are for one thread), takes every queued request at once, pushes and
-// ends each one's inputs into the pipeline of its options, finishes it (windows of different
-// requests share batches), and hands each request the rows of its own inputs.
+// pipelines (their calls are for one thread) and keeps each running: it pushes and ends each
+// queued request's inputs into the pipeline of its options as they come (windows of different
+// requests share batches), flushes a short batch while the encoders have fewer than two in
+// flight, polls the rows and answers each request once its inputs are complete.
 //
 // Parts: command line -> JSON and base64 -> requests and options -> the dispatcher -> HTTP ->
 // main.
@@ -83,8 +84,8 @@ static void print_usage(const char * argv0) {
             "  --dtype T             CUDA compute type: f16 (default), bf16 or fp8\n"
             "  -t, --threads N       CPU threads for log-mel and the CPU backend\n"
             "  -b, --batch N         30 s windows per encoder call, at most (default: 8)\n"
-            "  --batch-wait-ms N     how long the first queued request waits for others to fill a batch\n"
-            "                        (default: 0: a batch goes as soon as the encoder is free)\n"
+            "  --batch-wait-ms N     how long a short batch waits for other requests to share it\n"
+            "                        (default: 0: it goes while the encoders have fewer than two in flight)\n"
             "  --http-threads N      HTTP worker threads: requests handled at once (default: 64)\n"
             "  --max-body-mb N       largest request body (default: 100)\n"
             "  --max-audio-s N       longest audio in one input, decoded (default: 3600)\n"
@@ -434,6 +435,7 @@ struct request {
     std::condition_variable cv;
     bool done = false;
     std::string error;                    // set when encoding failed
+    size_t pending = 0;                   // inputs not yet complete (the dispatcher's)
 };
 
 // =====================================================================================
@@ -441,7 +443,7 @@ struct request {
 // =====================================================================================
 
 struct metrics {
-    std::atomic<long long> requests{0}, requests_failed{0}, inputs{0}, windows{0}, batches{0}, rounds{0};
+    std::atomic<long long> requests{0}, requests_failed{0}, inputs{0}, windows{0}, batches{0}, flushes{0};
     std::atomic<long long> rejected_busy{0};
     std::atomic<double> audio_s{0}, latency_s_sum{0};
     // request latency histogram (seconds, cumulative buckets as Prometheus has them)
@@ -467,12 +469,28 @@ struct dispatcher {
     whisper_audio_model * model;
     const whisper_audio_hparams & hp;
     metrics & m;
+    using clock = std::chrono::steady_clock;
 
-    // a pipeline per option set in use, least recently used first out
+    // an input in a pipeline: its request, which is done once all of its inputs are
+    struct route {
+        std::shared_ptr<request> req;
+        input * in;
+    };
+    // a pipeline per option set in use, least recently used first out; it runs continuously:
+    // inputs are pushed as requests come, a short batch is flushed while fewer than two flushed
+    // ones are in flight, and polled rows go to their inputs
     struct pipe_entry {
+        dispatcher * d = nullptr;
+        options opt;
         whisper_audio_pipeline * pipe = nullptr;
         std::vector<whisper_audio_encoder *> encs;   // owned by the pipeline while it lives
         int64_t next_input = 0;                      // inputs pushed so far (on_rows counts from 0)
+        int64_t done = 0;                            // inputs complete (poll's count)
+        int64_t flushed = 0;                         // inputs pushed before the last flush
+        std::map<int64_t, route> routes;             // inputs pushed and not complete
+        std::deque<int64_t> flushes;                 // inputs pushed at each flush still in flight
+        clock::time_point unflushed_since;           // the oldest input pushed after the last flush
+        long long batches_seen = 0, windows_seen = 0;   // the encoders' counts already in the metrics
         uint64_t last_used = 0;
         bool tokens = false;
     };
@@ -486,10 +504,6 @@ struct dispatcher {
     std::deque<std::shared_ptr<request>> queue;
     bool stopping = false;
     std::thread thread;
-
-    // the round in progress: the input (by pipeline index) each row record belongs to
-    std::vector<input *> routes;
-    int64_t route_base = 0;
 
     dispatcher(const server_params & p, whisper_audio_model * mdl, metrics & mt)
         : sp(p), model(mdl), hp(*whisper_audio_model_hparams(mdl)), m(mt) {}
@@ -520,10 +534,10 @@ struct dispatcher {
     }
 
     static bool on_rows(const whisper_audio_rows * r, void * user) {
-        dispatcher * d = (dispatcher *)user;
-        const int64_t k = r->input - d->route_base;
-        if (k < 0 || k >= (int64_t)d->routes.size()) return false;    // not this round's: a bug
-        input & in = *d->routes[(size_t)k];
+        pipe_entry * e = (pipe_entry *)user;
+        auto it = e->routes.find(r->input);
+        if (it == e->routes.end()) return false;      // an input not pushed here: a bug
+        input & in = *it->second.in;
         const size_t n = (size_t)r->n_rows * r->n_state;
         const size_t bytes = n * (r->f16 ? 2 : 4);
         const uint8_t * src = (const uint8_t *)r->data;
@@ -537,11 +551,11 @@ struct dispatcher {
             for (size_t i = 0; i < n; i++) in.finite &= std::isfinite(f[i]);
         }
         in.windows++;
-        d->m.windows++;
+        e->d->m.windows++;
         return true;
     }
 
-    void free_entry(pipe_entry & e) {
+    static void free_entry(pipe_entry & e) {
         whisper_audio_pipeline_free(e.pipe);
         for (whisper_audio_encoder * enc : e.encs) whisper_audio_encoder_free(enc);
         e.pipe = nullptr;
@@ -553,32 +567,36 @@ struct dispatcher {
     pipe_entry * get(const options & o, std::string & err) {
         auto it = pipes.find(o);
         if (it != pipes.end()) { it->second.last_used = ++tick; return &it->second; }
-        while ((int)pipes.size() >= sp.max_pipelines) {          // room: the least recently used goes
-            auto lru = pipes.begin();
-            for (auto i = pipes.begin(); i != pipes.end(); ++i) if (i->second.last_used < lru->second.last_used) lru = i;
+        while ((int)pipes.size() >= sp.max_pipelines) {          // room: the least recently used idle one goes
+            auto lru = pipes.end();
+            for (auto i = pipes.begin(); i != pipes.end(); ++i)
+                if (i->second.routes.empty() && (lru == pipes.end() || i->second.last_used < lru->second.last_used)) lru = i;
+            if (lru == pipes.end()) break;                       // every one busy: one more for now
             fprintf(stderr, "server: releasing the pipeline for %s\n", lru->first.name().c_str());
             free_entry(lru->second);
             pipes.erase(lru);
         }
-        pipe_entry e;
+        pipe_entry & e = pipes[o];                 // its address is the pipeline's user pointer: made in place
+        e.d = this;
+        e.opt = o;
         std::vector<int> gpus = sp.gpus;
         if (gpus.empty()) gpus.push_back(0);
         for (int g : gpus) {
             whisper_audio_encoder * enc = whisper_audio_encoder_init(model, encoder_params(o, g));
-            if (!enc) { err = whisper_audio_last_error(); free_entry(e); return nullptr; }
+            if (!enc) { err = whisper_audio_last_error(); free_entry(e); pipes.erase(o); return nullptr; }
             e.encs.push_back(enc);
         }
         backend = whisper_audio_encoder_backend(e.encs[0]);
         n_threads_used = whisper_audio_encoder_n_threads(e.encs[0]);
         whisper_audio_pipeline_params pp = pipeline_params(o);
         pp.on_rows = on_rows;
-        pp.user = this;
+        pp.user = &e;
         e.pipe = whisper_audio_pipeline_init(e.encs.data(), (int)e.encs.size(), pp);
-        if (!e.pipe) { err = whisper_audio_last_error(); free_entry(e); return nullptr; }
+        if (!e.pipe) { err = whisper_audio_last_error(); free_entry(e); pipes.erase(o); return nullptr; }
         e.tokens = whisper_audio_pipeline_tokens(e.pipe);
         e.last_used = ++tick;
         fprintf(stderr, "server: pipeline for %s ready (%s, batch %d)\n", o.name().c_str(), backend.c_str(), sp.batch);
-        return &pipes.emplace(o, std::move(e)).first->second;
+        return &e;
     }
 
     // Queues a request; false when the queue is full or the server stops.
@@ -586,6 +604,7 @@ struct dispatcher {
         {
             std::lock_guard<std::mutex> lock(mu);
             if (stopping || (int)queue.size() >= sp.max_queue) return false;
+            r->pending = r->inputs.size();
             queue.push_back(std::move(r));
         }
         cv.notify_one();
@@ -598,90 +617,121 @@ struct dispatcher {
 
     static void finish_request(request & r, const std::string & error) {
         std::lock_guard<std::mutex> lock(r.mu);
+        if (r.done) return;
         r.error = error;
         r.done = true;
         r.cv.notify_all();
     }
 
-    // One option set's requests through its pipeline: every input pushed and ended, then one finish.
-    void run_group(const options & o, std::vector<std::shared_ptr<request>> & group) {
+    // The pipeline stops at its first failure: every request with an input in it fails, and the
+    // pipeline is made anew for the next.
+    void fail_entry(const options & o, const std::string & err) {
+        fprintf(stderr, "server: encoding failed: %s\n", err.c_str());
+        pipe_entry & e = pipes[o];
+        for (auto & kv : e.routes) finish_request(*kv.second.req, "encoding failed: " + err);
+        free_entry(e);
+        pipes.erase(o);
+    }
+
+    // A request's inputs pushed and ended into the pipeline of its options.
+    void push_request(const std::shared_ptr<request> & r) {
         std::string err;
-        pipe_entry * e = get(o, err);
-        if (!e) { for (auto & r : group) finish_request(*r, err); return; }
-        routes.clear();
-        route_base = e->next_input;
-        for (whisper_audio_encoder * enc : e->encs) whisper_audio_encoder_reset_timings(enc);   // counts this round's batches
-        bool ok = true;
-        for (auto & r : group)
-            for (input & in : r->inputs) {
-                routes.push_back(&in);
-                e->next_input++;
-                ok = ok && whisper_audio_pipeline_push(e->pipe, in.pcm.data(), in.pcm.size()) &&
-                     whisper_audio_pipeline_end_input(e->pipe);
-                if (!ok) break;
+        pipe_entry * e = get(r->opt, err);
+        if (!e) { finish_request(*r, err); return; }
+        if (e->next_input == e->flushed) e->unflushed_since = clock::now();
+        for (input & in : r->inputs) {
+            e->routes[e->next_input++] = route{r, &in};
+            if (!whisper_audio_pipeline_push(e->pipe, in.pcm.data(), in.pcm.size()) || !whisper_audio_pipeline_end_input(e->pipe)) {
+                fail_entry(r->opt, whisper_audio_last_error());
+                return;
             }
-        ok = ok && whisper_audio_pipeline_finish(e->pipe);
-        if (!ok) {
-            // the pipeline stops at its first failure: this round's requests fail and it is made anew
-            err = whisper_audio_last_error();
-            fprintf(stderr, "server: encoding failed: %s\n", err.c_str());
-            free_entry(*e);
-            pipes.erase(o);
-            for (auto & r : group) finish_request(*r, "encoding failed: " + err);
-            return;
         }
+    }
+
+    // Input k is complete: its array's first dimension, as main's .npy (windows, or its rows:
+    // positions, tokens), and its request answered once all of its inputs are.
+    void complete(pipe_entry & e, int64_t k) {
+        auto it = e.routes.find(k);
+        if (it == e.routes.end()) return;
+        route rt = it->second;
+        e.routes.erase(it);
+        const options & o = e.opt;
+        input & in = *rt.in;
+        const bool rows_are_rows = e.tokens || (o.no_pad && !o.pool_mean);
+        const size_t width = (size_t)whisper_audio_pipeline_row_width(e.pipe);
+        const size_t values = in.data.size() / (o.f16 ? 2 : 4);
+        in.n_rows = rows_are_rows ? values / width : in.windows;
+        std::vector<float>().swap(in.pcm);
+        if (--rt.req->pending == 0) {
+            bool finite = true;
+            for (const input & i : rt.req->inputs) finite &= i.finite;
+            finish_request(*rt.req, finite ? "" : "the encoder output holds non-finite values");
+        }
+    }
+
+    // Flushes a short batch while fewer than two flushed ones are in flight (so the encoder has
+    // the next batch ready when it finishes one), after --batch-wait-ms for company if set.
+    void maybe_flush(pipe_entry & e) {
+        if (e.next_input == e.flushed || e.routes.empty() || e.flushes.size() >= 2) return;
+        if (sp.batch_wait_ms > 0 && clock::now() - e.unflushed_since < std::chrono::milliseconds(sp.batch_wait_ms)) return;
+        if (!whisper_audio_pipeline_flush(e.pipe)) { fail_entry(e.opt, whisper_audio_last_error()); return; }
+        e.flushes.push_back(e.next_input);
+        e.flushed = e.next_input;
+        m.flushes++;
+    }
+
+    // Rows ready to their inputs; false when the pipeline failed (its requests answered).
+    bool poll(pipe_entry & e, int timeout_ms) {
+        const int64_t done = whisper_audio_pipeline_poll(e.pipe, timeout_ms);
+        if (done < 0) { fail_entry(e.opt, whisper_audio_last_error()); return false; }
+        for (int64_t k = e.done; k < done; k++) complete(e, k);
+        e.done = done;
+        while (!e.flushes.empty() && e.flushes.front() <= done) e.flushes.pop_front();
         long long batches = 0, windows = 0;
-        for (whisper_audio_encoder * enc : e->encs) {
+        for (whisper_audio_encoder * enc : e.encs) {
             const whisper_audio_timings t = whisper_audio_encoder_timings(enc);
             batches += t.n_batches;
             windows += t.n_windows;
         }
-        m.batches += batches;
-        m.batch_windows += windows;
-        // each input's first dimension, as main's .npy: windows, or its rows (positions, tokens)
-        const bool rows_are_rows = e->tokens || (o.no_pad && !o.pool_mean);
-        const size_t width = (size_t)whisper_audio_pipeline_row_width(e->pipe);
-        for (auto & r : group) {
-            std::string error;
-            for (input & in : r->inputs) {
-                const size_t values = in.data.size() / (o.f16 ? 2 : 4);
-                in.n_rows = rows_are_rows ? values / width : in.windows;
-                if (!in.finite) error = "the encoder output holds non-finite values";
-                std::vector<float>().swap(in.pcm);
-            }
-            finish_request(*r, error);
-        }
+        m.batches += batches - e.batches_seen;
+        m.batch_windows += windows - e.windows_seen;
+        e.batches_seen = batches;
+        e.windows_seen = windows;
+        return true;
     }
 
     void loop() {
         for (;;) {
             std::vector<std::shared_ptr<request>> taken;
+            bool busy = false;
+            for (auto & p : pipes) busy |= !p.second.routes.empty();
             {
                 std::unique_lock<std::mutex> lock(mu);
-                cv.wait(lock, [&] { return stopping || !queue.empty(); });
-                if (queue.empty()) return;                           // stopping, and nothing left
-                // --batch-wait-ms: give others a moment to share the batch of a lone request
-                if (sp.batch_wait_ms > 0 && !stopping) {
-                    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(sp.batch_wait_ms);
-                    auto windows = [&] {
-                        size_t w = 0;
-                        for (auto & r : queue) for (auto & in : r->inputs) w += whisper_audio_n_windows(in.pcm.size());
-                        return w;
-                    };
-                    while (!stopping && windows() < (size_t)sp.batch && cv.wait_until(lock, until) != std::cv_status::timeout) {}
-                }
+                if (!busy) cv.wait(lock, [&] { return stopping || !queue.empty(); });
+                if (!busy && queue.empty()) return;                  // stopping, and nothing left
                 taken.assign(queue.begin(), queue.end());
                 queue.clear();
             }
-            m.rounds++;
-            std::map<options, std::vector<std::shared_ptr<request>>> groups;
-            for (auto & r : taken) groups[r->opt].push_back(r);
-            for (auto & g : groups) run_group(g.first, g.second);
+            for (auto & r : taken) push_request(r);
+            // each pipeline: a short batch flushed when due, then its rows; the first one waits up
+            // to 1 ms for its next batch when nothing came in (the loop's pace while busy)
+            int wait_ms = taken.empty() ? 1 : 0;
+            std::vector<options> busy_now;
+            for (auto & p : pipes) if (!p.second.routes.empty()) busy_now.push_back(p.first);
+            for (const options & o : busy_now) {
+                auto it = pipes.find(o);
+                if (it == pipes.end()) continue;
+                maybe_flush(it->second);
+                it = pipes.find(o);
+                if (it == pipes.end()) continue;
+                poll(it->second, wait_ms);
+                wait_ms = 0;
+            }
         }
     }
 
     void start() { thread = std::thread([this] { loop(); }); }
-    // Encodes what is queued, then the thread ends.
+    // Encodes what is queued and in flight, then the thread ends.
     void stop() {
         { std::lock_guard<std::mutex> lock(mu); stopping = true; }
         cv.notify_all();
@@ -1054,7 +1104,7 @@ struct server {
         line("whisper_audio_batches_total", "counter", "encoder batches run", batches);
         line("whisper_audio_batch_fill", "gauge", "windows per batch over the batch size, on average",
              batches > 0 ? (double)m.batch_windows.load() / batches / sp.batch : 0.0);
-        line("whisper_audio_rounds_total", "counter", "dispatcher rounds (queued requests taken at once)", (double)m.rounds.load());
+        line("whisper_audio_flushes_total", "counter", "short batches sent before they were full", (double)m.flushes.load());
         line("whisper_audio_queue_depth", "gauge", "requests waiting for the dispatcher", (double)disp->depth());
         line("whisper_audio_requests_in_flight", "gauge", "embedding requests being handled", (double)in_flight.load());
         o += "# HELP whisper_audio_request_seconds embedding request latency\n# TYPE whisper_audio_request_seconds histogram\n";

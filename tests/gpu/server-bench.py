@@ -532,12 +532,12 @@ def main():
             srv_ms = [r["server_ms"] for r in good if r["server_ms"] is not None]
             windows = sum((npy_shape(r["head"]) or [0])[0] for r in good)
             d = {k: m1.get(k, 0) - m0.get(k, 0) for k in ("whisper_audio_batches_total", "whisper_audio_windows_total",
-                                                           "whisper_audio_rounds_total")}
+                                                           "whisper_audio_flushes_total")}
             lv = {"clients": nc, "requests": len(recs), "requests_asked": nr, "capped": capped, "wall_s": wall,
                   "req_per_s": len(good) / wall, "windows": windows, "windows_per_s": windows / wall,
                   "p50_ms": pct(lat, 50) * 1000, "p99_ms": pct(lat, 99) * 1000, "mean_ms": statistics.fmean(lat) * 1000 if lat else None,
                   "server_p50_ms": pct(srv_ms, 50), "batches": d["whisper_audio_batches_total"],
-                  "rounds": d["whisper_audio_rounds_total"],
+                  "flushes": d["whisper_audio_flushes_total"],
                   "batch_fill": d["whisper_audio_windows_total"] / d["whisper_audio_batches_total"] / args.batch
                   if d["whisper_audio_batches_total"] else None,
                   "vs_main": (windows / wall) / main_r["windows_per_s"], "checks": chk}
