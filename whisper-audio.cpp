@@ -1000,6 +1000,8 @@ struct whisper_audio_stream {
     FLAC__StreamDecoder * flac = nullptr;
     int         flac_status = -1;   // the first error libFLAC reported (FLAC__StreamDecoderErrorStatus)
     bool        flac_refused = false; // the write callback refused a frame (its message is set)
+    bool        flac_ogg = false;   // FLAC in Ogg (read front to back only)
+    uint64_t    flac_start = 0;     // the input offset where the FLAC stream begins (after an ID3 tag)
 #endif
 #ifdef WHISPER_AUDIO_MP3
     mpg123_handle * mp3 = nullptr;
@@ -1362,13 +1364,33 @@ static int64_t ogg_stream_block(whisper_audio_stream * s) {
 
 #ifdef WHISPER_AUDIO_FLAC
 
-// libFLAC's callbacks. There are no seek, tell, length or eof callbacks: the stream is read
-// front to back, and the end of the input is a read of 0 bytes.
+// libFLAC's callbacks. A stream is read front to back, without seek, tell, length or eof
+// callbacks (the end of the input is a read of 0 bytes); the reader's later segments of a long
+// FLAC file reopen it with them (flac_stream_seek).
 static FLAC__StreamDecoderReadStatus flac_cb_read(const FLAC__StreamDecoder *, FLAC__byte buf[], size_t * n, void * src) {
     wa_reader & r = ((whisper_audio_stream *) src)->rd;
     *n = rd_read(r, buf, *n);
     if (r.err) return FLAC__STREAM_DECODER_READ_STATUS_ABORT;
     return *n ? FLAC__STREAM_DECODER_READ_STATUS_CONTINUE : FLAC__STREAM_DECODER_READ_STATUS_END_OF_STREAM;
+}
+
+static FLAC__StreamDecoderSeekStatus flac_cb_seek(const FLAC__StreamDecoder *, FLAC__uint64 to, void * src) {
+    return rd_seek(((whisper_audio_stream *) src)->rd, to) ? FLAC__STREAM_DECODER_SEEK_STATUS_OK
+                                                          : FLAC__STREAM_DECODER_SEEK_STATUS_ERROR;
+}
+
+static FLAC__StreamDecoderTellStatus flac_cb_tell(const FLAC__StreamDecoder *, FLAC__uint64 * at, void * src) {
+    *at = ((whisper_audio_stream *) src)->rd.off;
+    return FLAC__STREAM_DECODER_TELL_STATUS_OK;
+}
+
+static FLAC__StreamDecoderLengthStatus flac_cb_length(const FLAC__StreamDecoder *, FLAC__uint64 * n, void * src) {
+    *n = (FLAC__uint64) ((whisper_audio_stream *) src)->rd.size;
+    return FLAC__STREAM_DECODER_LENGTH_STATUS_OK;
+}
+
+static FLAC__bool flac_cb_eof(const FLAC__StreamDecoder *, void * src) {
+    return rd_fill(((whisper_audio_stream *) src)->rd, 1) == 0;
 }
 
 static void flac_cb_metadata(const FLAC__StreamDecoder *, const FLAC__StreamMetadata * m, void * src) {
@@ -1417,6 +1439,8 @@ static bool flac_stream_open(whisper_audio_stream * s, bool ogg) {
     const char * what = ogg ? "Ogg FLAC" : "FLAC";
     s->flac = FLAC__stream_decoder_new();
     if (!s->flac) return audio_fail(name, "out of memory opening the %s decoder", what);
+    s->flac_ogg = ogg;
+    s->flac_start = s->rd.off;
     const FLAC__StreamDecoderInitStatus st = ogg ?
         FLAC__stream_decoder_init_ogg_stream(s->flac, flac_cb_read, nullptr, nullptr, nullptr, nullptr, flac_cb_write,
                                              flac_cb_metadata, flac_cb_error, s) :
@@ -1482,6 +1506,34 @@ static int64_t flac_stream_block(whisper_audio_stream * s) {
     // the stream), bytes after the length it says are not audio
     if (got == 0 && s->flac_status == lost_sync && !(s->frames_total >= 0 && s->frames_in >= s->frames_total)) s->cut = true;
     return got;
+}
+
+// Output frame `first` next: the decoder made anew with seek callbacks, its headers read again,
+// then libFLAC's seek (a binary search over the frames, or the SEEKTABLE), whose write callback
+// leaves the samples from `first` on in s->hist.
+static bool flac_stream_seek(whisper_audio_stream * s, int64_t first) {
+    const char * name = s->name.c_str();
+    FLAC__stream_decoder_finish(s->flac);
+    if (!rd_seek(s->rd, s->flac_start)) return audio_fail(name, "cannot seek in the FLAC file: %s", strerror(errno));
+    const FLAC__StreamDecoderInitStatus st =
+        FLAC__stream_decoder_init_stream(s->flac, flac_cb_read, flac_cb_seek, flac_cb_tell, flac_cb_length, flac_cb_eof,
+                                         flac_cb_write, flac_cb_metadata, flac_cb_error, s);
+    if (st != FLAC__STREAM_DECODER_INIT_STATUS_OK) {
+        return audio_fail(name, "cannot decode FLAC (libFLAC: %s)", FLAC__StreamDecoderInitStatusString[st]);
+    }
+    s->hist.clear();
+    s->flac_status = -1;
+    if (!FLAC__stream_decoder_process_until_end_of_metadata(s->flac) || !FLAC__stream_decoder_seek_absolute(s->flac, first) ||
+        s->flac_refused || s->flac_status >= 0) {
+        if (!s->flac_refused) {
+            audio_fail(name, "cannot seek to %.3f s in the FLAC stream (libFLAC: %s)", (double) first / s->sample_rate,
+                       FLAC__StreamDecoderStateString[FLAC__stream_decoder_get_state(s->flac)]);
+        }
+        return false;
+    }
+    s->hist_base = first;
+    s->frames_in = first + (int64_t) s->hist.size();
+    return true;
 }
 
 #endif // WHISPER_AUDIO_FLAC
@@ -2088,6 +2140,7 @@ struct wa_reader_segment {
     uint64_t first = 0, count = UINT64_MAX;   // its outputs (UINT64_MAX: to the input's end)
     bool started = false;                     // a worker has it
     bool ended = false, failed = false;       // its worker is done with it: all of it, or an error
+    bool last = false;                        // its stream ended before its count: the input ends here
     std::string error;
     std::deque<std::vector<float>> chunks;
     size_t front = 0;                         // samples of chunks.front() already read
@@ -2102,7 +2155,10 @@ struct wa_reader_input {
     std::deque<wa_reader_segment> segs;   // one, or a long WAV's segments (a deque: they stay put)
     size_t cur = 0;                       // the segment the caller reads
     uint64_t read_pos = 0;                // samples the caller has read
-    bool done() const { return segs.back().ended || segs.back().failed; }
+    bool done() const {
+        for (const wa_reader_segment & g : segs) if (g.failed || (g.ended && g.last)) return true;
+        return segs.back().ended;
+    }
 };
 
 struct whisper_audio_reader {
@@ -2121,12 +2177,24 @@ struct whisper_audio_reader {
 
 static const size_t READER_AHEAD_MIN = 16;   // inputs a worker may be ahead of the caller: max(this, 4 workers)
 
-// A just-opened stream moved to output j: its reads give outputs j, j + 1, ..., the same floats
-// as from the start. Only a PCM WAV in a file whose data chunk is all there (a cut one is read
-// start to end, as its warning says); false otherwise.
-static bool wa_stream_seekable(const whisper_audio_stream * s) {
-    return s->codec == WA_CODEC_WAV && s->rd.f && s->rd.seekable && s->rd.size >= 0 && s->frames_said >= 0 &&
-           s->wav.data_offset + (uint64_t) s->frames_said * s->wav.block_align <= (uint64_t) s->rd.size;
+// Whether a just-opened stream can be moved to an output j (wa_stream_seek_output), and its
+// length in input frames: a PCM WAV in a file whose data chunk is all there (a cut one is read
+// start to end, as its warning says), or a native FLAC file whose STREAMINFO gives its length
+// (one cut short of it ends in the segment where it ends: the reader's segment `last`).
+static bool wa_stream_seekable(const whisper_audio_stream * s, int64_t * frames) {
+    if (!s->rd.f || !s->rd.seekable || s->rd.size < 0) return false;
+    if (s->codec == WA_CODEC_WAV && s->frames_said >= 0 &&
+        s->wav.data_offset + (uint64_t) s->frames_said * s->wav.block_align <= (uint64_t) s->rd.size) {
+        *frames = s->frames_said;
+        return true;
+    }
+#ifdef WHISPER_AUDIO_FLAC
+    if (s->codec == WA_CODEC_FLAC && !s->flac_ogg && s->frames_total > 0) {
+        *frames = s->frames_total;
+        return true;
+    }
+#endif
+    return false;
 }
 
 static bool wa_stream_seek_output(whisper_audio_stream * s, uint64_t j) {
@@ -2138,6 +2206,15 @@ static bool wa_stream_seek_output(whisper_audio_stream * s, uint64_t j) {
         phase = (int64_t) (at % (unsigned __int128) rs.L);
         first = std::max<int64_t>(0, n0 - rs.kr.k + 1);
     }
+#ifdef WHISPER_AUDIO_FLAC
+    if (s->codec == WA_CODEC_FLAC) {
+        if (!flac_stream_seek(s, std::min(first, s->frames_total))) return false;
+        rs.i = j;
+        rs.n0 = n0;
+        rs.phase = phase;
+        return true;
+    }
+#endif
     first = std::min(first, s->frames_said);
     const uint32_t ba = s->wav.block_align;
     if (!rd_seek(s->rd, s->wav.data_offset + (uint64_t) first * ba)) {
@@ -2154,8 +2231,8 @@ static bool wa_stream_seek_output(whisper_audio_stream * s, uint64_t j) {
 }
 
 // Decodes segment g of input k (or its part to max_samples) until its end, an error, the
-// caller moving past it, or free. Segment 0 opens the input: a long seekable WAV then gets its
-// other segments, for the other workers.
+// caller moving past it, or free. Segment 0 opens the input: a long seekable WAV or FLAC then
+// gets its other segments, for the other workers.
 static void reader_decode(whisper_audio_reader * r, size_t k, size_t g) {
     wa_reader_input & in = r->inputs[k];
     int64_t t = wa_thread_cpu_ns();
@@ -2170,15 +2247,17 @@ static void reader_decode(whisper_audio_reader * r, size_t k, size_t g) {
         seg->error = open_error;
     } else if (g == 0) {
         in.info = info;
-        uint64_t n_out = 0;   // a long seekable WAV: its segments
-        if (wa_stream_seekable(s) &&
-            resample_out_len((uint64_t) s->frames_said, s->sample_rate, WHISPER_AUDIO_SAMPLE_RATE, &n_out)) {
+        uint64_t n_out = 0;   // a long seekable WAV or FLAC: its segments
+        int64_t frames = 0;
+        if (wa_stream_seekable(s, &frames) &&
+            resample_out_len((uint64_t) frames, s->sample_rate, WHISPER_AUDIO_SAMPLE_RATE, &n_out)) {
             n_out = std::min<uint64_t>(n_out, max_total);
+            // (the last to the stream's end: a FLAC may hold frames past the length it says)
             for (uint64_t first = READER_SEGMENT; n_out > 2 * READER_SEGMENT && first < n_out; first += READER_SEGMENT) {
                 seg->count = READER_SEGMENT;
                 wa_reader_segment next;
                 next.first = first;
-                next.count = std::min<uint64_t>(READER_SEGMENT, n_out - first);
+                if (first + READER_SEGMENT < n_out) next.count = READER_SEGMENT;
                 in.segs.push_back(next);
             }
         }
@@ -2232,6 +2311,7 @@ static void reader_decode(whisper_audio_reader * r, size_t k, size_t g) {
         }
         if (n < 0) { seg->failed = true; seg->error = error; }
         if (n == 0 || done >= end) seg->ended = true;
+        if (n == 0 && done < end && seg->count != UINT64_MAX) seg->last = true;   // a FLAC cut short of its length
         if (warning) in.warning = warning;
         r->changed.notify_all();
     }
@@ -2356,7 +2436,7 @@ int64_t whisper_audio_reader_read(whisper_audio_reader * r, size_t k, float * ou
             }
         }
         r->changed.notify_all();
-        if (seg->chunks.empty() && seg->ended && in.cur + 1 < in.segs.size()) { in.cur++; continue; }
+        if (seg->chunks.empty() && seg->ended && !seg->last && in.cur + 1 < in.segs.size()) { in.cur++; continue; }
         break;
     }
     if (got > 0 || max == 0) return (int64_t) got;

@@ -20,6 +20,10 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
+#ifdef WHISPER_AUDIO_FLAC
+#include <FLAC/metadata.h>
+#include <FLAC/stream_encoder.h>
+#endif
 
 // ---- helpers -----------------------------------------------------------------------
 
@@ -645,6 +649,101 @@ TEST_CASE("ogg: without WHISPER_AUDIO_OGG, Ogg input says how to get it") {
 }
 
 #ifdef WHISPER_AUDIO_FLAC
+
+// A FLAC file of 16-bit samples (interleaved) by libFLAC's own encoder, with a SEEKTABLE of a
+// point every 10 s or none (libFLAC's seek then searches the frames).
+static void ai_write_flac(const std::string & path, const std::vector<int16_t> & x, unsigned channels, unsigned rate,
+                          bool seektable) {
+    FLAC__StreamEncoder * e = FLAC__stream_encoder_new();
+    REQUIRE(e);
+    const uint64_t frames = x.size() / channels;
+    FLAC__stream_encoder_set_channels(e, channels);
+    FLAC__stream_encoder_set_bits_per_sample(e, 16);
+    FLAC__stream_encoder_set_sample_rate(e, rate);
+    FLAC__stream_encoder_set_compression_level(e, 1);
+    FLAC__stream_encoder_set_total_samples_estimate(e, frames);
+    FLAC__StreamMetadata * table = nullptr;
+    if (seektable) {
+        table = FLAC__metadata_object_new(FLAC__METADATA_TYPE_SEEKTABLE);
+        REQUIRE(FLAC__metadata_object_seektable_template_append_spaced_points_by_samples(table, 10 * rate, frames));
+        REQUIRE(FLAC__metadata_object_seektable_template_sort(table, true));
+        FLAC__stream_encoder_set_metadata(e, &table, 1);
+    }
+    REQUIRE(FLAC__stream_encoder_init_file(e, path.c_str(), nullptr, nullptr) == FLAC__STREAM_ENCODER_INIT_STATUS_OK);
+    std::vector<FLAC__int32> block;
+    for (size_t at = 0; at < x.size();) {
+        const size_t n = std::min<size_t>(x.size() - at, (size_t) 4096 * channels);
+        block.assign(x.begin() + at, x.begin() + at + n);
+        REQUIRE(FLAC__stream_encoder_process_interleaved(e, block.data(), (unsigned) (n / channels)));
+        at += n;
+    }
+    REQUIRE(FLAC__stream_encoder_finish(e));
+    FLAC__stream_encoder_delete(e);
+    if (table) FLAC__metadata_object_delete(table);
+}
+
+TEST_CASE("reader: a long FLAC in segments on several workers, the stream's samples bit for bit, a cut one too") {
+    // 300 s at 16 kHz without a SEEKTABLE, 280 s of 44.1 kHz stereo with one; then the stereo file
+    // cut at 60% of its bytes (the length STREAMINFO says is not there: it ends where it is cut)
+    uint32_t rng = 5;
+    struct { unsigned rate, channels, seconds; bool seektable; } cases[] = { { 16000, 1, 300, false }, { 44100, 2, 280, true } };
+    for (const auto & c : cases) {
+        CAPTURE(c.rate);
+        std::vector<int16_t> x((size_t) c.rate * c.channels * c.seconds);
+        for (size_t i = 0; i < x.size(); i++) {        // a tone under noise: frames LPC can predict
+            rng = rng * 1664525u + 1013904223u;
+            x[i] = (int16_t) (6000.0 * std::sin(0.01 * (double) (i / c.channels)) + (int32_t) (rng >> 16) / 64 - 512);
+        }
+        const std::string path = test_tmp("reader-long.flac");
+        ai_write_flac(path, x, c.channels, c.rate, c.seektable);
+        std::vector<std::string> files = { path };
+        if (c.seektable) {                                 // the cut one
+            std::vector<uint8_t> bytes = read_bytes(path);
+            bytes.resize(bytes.size() * 6 / 10);
+            files.push_back(test_tmp("reader-long-cut.flac"));
+            write_bytes(files.back(), bytes);
+        }
+        for (const std::string & f : files) {
+            CAPTURE(f);
+            const decoded_audio want = ai_stream(f, 0);
+            REQUIRE_MESSAGE(want.ok, want.error);
+            REQUIRE(want.pcm.size() > 2 * 1048576);   // into the third segment at least
+            std::string want_warning;
+            {
+                whisper_audio_stream * st = whisper_audio_stream_open(f.c_str(), nullptr);
+                REQUIRE(st);
+                std::vector<float> buf(1 << 16);
+                while (whisper_audio_stream_read(st, buf.data(), buf.size()) > 0) {}
+                if (whisper_audio_stream_warning(st)) want_warning = whisper_audio_stream_warning(st);
+                whisper_audio_stream_close(st);
+            }
+            CHECK(want_warning.empty() == (f == path));
+            const char * paths[] = { f.c_str(), f.c_str() };
+            for (int workers : { 1, 4 }) {
+                for (size_t max_samples : { (size_t) 0, (size_t) 3500000 }) {
+                    CAPTURE(workers);
+                    CAPTURE(max_samples);
+                    whisper_audio_reader_params rp = whisper_audio_reader_default_params();
+                    rp.n_workers = workers;
+                    rp.max_samples = max_samples;
+                    whisper_audio_reader * r = whisper_audio_reader_init(paths, 2, rp);
+                    REQUIRE(r);
+                    for (size_t k = 0; k < 2; k++) {
+                        const decoded_audio got = ai_reader_input(r, k);
+                        REQUIRE_MESSAGE(got.ok, got.error);
+                        const size_t n = max_samples ? std::min(max_samples, want.pcm.size()) : want.pcm.size();
+                        REQUIRE(got.pcm.size() == n);
+                        CHECK(memcmp(got.pcm.data(), want.pcm.data(), n * sizeof(float)) == 0);
+                        const char * w = whisper_audio_reader_warning(r, k);
+                        if (n == want.pcm.size()) CHECK(std::string(w ? w : "") == want_warning);
+                    }
+                    whisper_audio_reader_free(r);
+                }
+            }
+        }
+        for (const std::string & f : files) remove(f.c_str());
+    }
+}
 
 TEST_CASE("flac: decodes to the WAV's samples bit for bit, from a file, a stream, stdin and memory") {
     // 8 kHz 8-bit mono, resampled to 16 kHz
