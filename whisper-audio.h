@@ -155,7 +155,8 @@ void    whisper_audio_stream_close(whisper_audio_stream * s);
 const char * whisper_audio_stream_warning(const whisper_audio_stream * s);
 
 // Many inputs decoded ahead of the caller, for corpora: n_workers threads decode the files
-// (several at once, each one start to end through a stream; "-": standard input) into
+// (several at once, each one start to end through a stream, a long PCM WAV or native FLAC
+// file in 65 s segments on several workers; "-": standard input) into
 // buffers of at most max_buffered samples in all; the caller reads input 0 to its end, then
 // input 1, ... The samples are the stream's, bit for bit, whatever the number of workers.
 typedef struct whisper_audio_reader whisper_audio_reader;
