@@ -5200,14 +5200,16 @@ static bool wa_write_all(int fd, const void * p, size_t n) {
     return true;
 }
 
-static bool model_save_gguf(const whisper_audio_model * m, const char * path) {
-    if (!m) { wa_set_error("whisper_audio_model_save_gguf: no model"); return false; }
-    if (!path || !*path) { wa_set_error("whisper_audio_model_save_gguf: no output path"); return false; }
-    const whisper_audio_hparams & hp = m->hparams;
+// A tensor of the GGUF written: its name, where its data is (block types: read again from the
+// model's file), its type, bytes and offset in the data section.
+struct gguf_out_tensor { std::string name; const gguf_tensor_info * t; int type; uint64_t bytes, offset; };
+static uint64_t gguf_pad(uint64_t n) { return (n + WA_GGUF_ALIGNMENT - 1) / WA_GGUF_ALIGNMENT * WA_GGUF_ALIGNMENT; }
 
-    // the tensors, in the converter's order
-    struct out_tensor { std::string name; const gguf_tensor_info * t; int type; uint64_t bytes, offset; };
-    std::vector<out_tensor> out;
+// The model's tensors in the converter's order (WA_TENSORS' order column, the projector's, the
+// mel bank last: mel, the file's or the one computed at load).
+static std::vector<gguf_out_tensor> gguf_out_tensors(const whisper_audio_model * m, gguf_tensor_info & mel) {
+    const whisper_audio_hparams & hp = m->hparams;
+    std::vector<gguf_out_tensor> out;
     auto add = [&](const std::string & name) {
         const gguf_tensor_info * t = m->find(name);
         VT_ASSERT(t && t->data);                           // model_read_weights read each of them
@@ -5222,14 +5224,18 @@ static bool model_save_gguf(const whisper_audio_model * m, const char * path) {
         for (const wa_tensor_desc * t : rows) if (t->layer) { snprintf(name, sizeof(name), t->name, il); add(name); }
     for (const wa_tensor_desc * t : rows) if (!t->layer && t->order >= WA_AFTER_LAYERS) add(t->name);
     for (const wa_proj_desc & t : WA_PROJ_TENSORS) if (t.type == hp.projector && m->find(t.name)) add(t.name);
-    gguf_tensor_info mel;                                 // the file's, or the one computed at load
     mel.n_dims = 2;
     mel.ne[0] = WHISPER_AUDIO_N_BINS;
     mel.ne[1] = hp.n_mels;
     mel.data = m->mel_filters;
     mel.bytes = (uint64_t)hp.n_mels * WHISPER_AUDIO_N_BINS * sizeof(float);
     out.push_back({"mel_filters", &mel, VT_TYPE_F32, mel.bytes, 0});
+    return out;
+}
 
+// The header: the converter's keys, then the tensor infos (each tensor's offset set), padded.
+static std::string gguf_header(const whisper_audio_model * m, std::vector<gguf_out_tensor> & out) {
+    const whisper_audio_hparams & hp = m->hparams;
     // general.file_type: the matrices' type, as encoder.layers.0.fc1.weight has it in the file
     const gguf_tensor_info * fc1 = m->find("encoder.layers.0.fc1.weight");
     const wa_block_type * blk = wa_block(fc1->block_type);
@@ -5261,24 +5267,26 @@ static bool model_save_gguf(const whisper_audio_model * m, const char * path) {
     w.kv_u32("whisper.encoder.feed_forward_length", (uint32_t)hp.n_ff), n_kv++;
     w.kv_f32("whisper.encoder.attention.layer_norm_epsilon", hp.eps), n_kv++;
     memcpy(&w.b[n_kv_at], &n_kv, 8);
-    auto pad = [](uint64_t n) { return (n + WA_GGUF_ALIGNMENT - 1) / WA_GGUF_ALIGNMENT * WA_GGUF_ALIGNMENT; };
     uint64_t offset = 0;
-    for (out_tensor & o : out) {
+    for (gguf_out_tensor & o : out) {
         w.str(o.name);
         w.u32((uint32_t)o.t->n_dims);
         for (int d = 0; d < o.t->n_dims; d++) w.u64((uint64_t)o.t->ne[d]);
         w.u32((uint32_t)o.type);
         w.u64(offset);
         o.offset = offset;
-        offset += pad(o.bytes);
+        offset += gguf_pad(o.bytes);
     }
-    w.b.resize(pad(w.b.size()), '\0');
+    w.b.resize(gguf_pad(w.b.size()), '\0');
+    return w.b;
+}
 
-    // the output: a symlink followed; a FIFO or a device written straight through; a regular
-    // file (or a new one) made as a temporary beside it and renamed over it when complete;
-    // never the model's own file
-    std::string target = path;
-    struct stat st;
+// Where the output goes: a symlink followed; a FIFO or a device written straight through
+// (*through); a regular file (or a new one) made as a temporary beside it and renamed over it
+// when complete (*st its mode when it exists); never the model's own file.
+static bool gguf_save_target(const whisper_audio_model * m, const char * path, std::string & target, struct stat & st,
+                             bool & exists, bool & through) {
+    target = path;
     if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
         char * real = realpath(path, nullptr);
         if (!real && !(stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))) {
@@ -5287,7 +5295,7 @@ static bool model_save_gguf(const whisper_audio_model * m, const char * path) {
         }
         if (real) { target = real; free(real); }
     }
-    const bool exists = stat(target.c_str(), &st) == 0;
+    exists = stat(target.c_str(), &st) == 0;
     if (exists && S_ISDIR(st.st_mode)) { wa_set_error("%s: is a directory", path); return false; }
     struct stat in;
     for (const std::string & own : m->sources.empty() ? std::vector<std::string>{m->path} : m->sources) {
@@ -5296,11 +5304,24 @@ static bool model_save_gguf(const whisper_audio_model * m, const char * path) {
             return false;
         }
     }
-    const bool through = exists && !S_ISREG(st.st_mode);
+    through = exists && !S_ISREG(st.st_mode);
+    return true;
+}
+
+static bool model_save_gguf(const whisper_audio_model * m, const char * path) {
+    if (!m) { wa_set_error("whisper_audio_model_save_gguf: no model"); return false; }
+    if (!path || !*path) { wa_set_error("whisper_audio_model_save_gguf: no output path"); return false; }
+    gguf_tensor_info mel;
+    std::vector<gguf_out_tensor> out = gguf_out_tensors(m, mel);
+    const std::string header = gguf_header(m, out);
+    std::string target;
+    struct stat st;
+    bool exists = false, through = false;
+    if (!gguf_save_target(m, path, target, st, exists, through)) return false;
 
     // a block type's data, from the model's file: it must hold the weights loaded
     int src = -1;
-    for (const out_tensor & o : out)
+    for (const gguf_out_tensor & o : out)
         if (o.t->block_type >= 0 && src < 0 && (src = open(m->path.c_str(), O_RDONLY | O_CLOEXEC)) < 0) {
             wa_set_error("%s: cannot open it again for its %s blocks: %s", m->path.c_str(), wa_type_name(o.type), strerror(errno));
             return false;
@@ -5328,13 +5349,13 @@ static bool model_save_gguf(const whisper_audio_model * m, const char * path) {
         wa_set_error("%s: cannot write %s: %s", path, through ? "it" : "a temporary file beside it", strerror(errno));
         return false;
     }
-    bool ok = wa_write_all(fd, w.b.data(), w.b.size());
+    bool ok = wa_write_all(fd, header.data(), header.size());
     std::string err = ok ? "" : std::string("write failed: ") + strerror(errno);
     std::vector<uint8_t> blocks;
     std::vector<float> check;
     static const char zeros[WA_GGUF_ALIGNMENT] = {};
     for (size_t i = 0; ok && i < out.size(); i++) {
-        const out_tensor & o = out[i];
+        const gguf_out_tensor & o = out[i];
         const void * data = o.t->data;
         if (o.t->block_type >= 0) {
             blocks.resize(o.bytes);
@@ -5348,7 +5369,7 @@ static bool model_save_gguf(const whisper_audio_model * m, const char * path) {
             }
             data = blocks.data();
         }
-        ok = wa_write_all(fd, data, o.bytes) && wa_write_all(fd, zeros, pad(o.bytes) - o.bytes);
+        ok = wa_write_all(fd, data, o.bytes) && wa_write_all(fd, zeros, gguf_pad(o.bytes) - o.bytes);
         if (!ok) err = std::string("write failed: ") + strerror(errno);
     }
     const int closing = fd;
