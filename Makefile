@@ -139,7 +139,7 @@ $(BUILD)/flags: FORCE | $(BUILD)
 $(BUILD)/%.o: %.cpp vt.h whisper-audio.h $(BUILD)/flags | $(BUILD)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
-$(BUILD)/vt-cuda.o: vt-cuda.cu vt.h $(BUILD)/flags | $(BUILD)
+$(BUILD)/vt-cuda.o: $(EMBED_CUDA_SOURCES) vt.h $(BUILD)/flags | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(BUILD)/main: examples/main.cpp $(OBJS)
@@ -191,12 +191,22 @@ build/tower-%-f32.gguf: convert/convert-hf-to-gguf.py
 $(BUILD)/tiny-random.gguf: convert/convert-hf-to-gguf.py | $(BUILD)
 	$(CONVERT) --random tiny -o $@ --outtype f16
 
-# "drop two files into your tree": a consumer built by one plain compiler command
-$(BUILD)/embed: examples/embed/embed.cpp vt.cpp whisper-audio.cpp vt.h whisper-audio.h | $(BUILD)
-	$(CXX) -std=c++17 -O3 -I. examples/embed/embed.cpp vt.cpp whisper-audio.cpp -o $@ -pthread
+# "drop two files into your tree": a consumer built by one plain compiler command from a copy of
+# lists.mk's EMBED_SOURCES alone (a file the library needs and the list lacks fails here); with
+# CUDA, a second one from EMBED_SOURCES + EMBED_CUDA_SOURCES, vt-cuda.cu through nvcc
+$(BUILD)/embed: examples/embed/embed.cpp $(EMBED_SOURCES) | $(BUILD)
+	rm -rf $@-tree && mkdir -p $@-tree && cp $(EMBED_SOURCES) $@-tree/
+	$(CXX) -std=c++17 -O3 -I$@-tree examples/embed/embed.cpp $@-tree/vt.cpp $@-tree/whisper-audio.cpp -o $@ -pthread
 
-test-embed: $(BUILD)/embed build/micro-80-f32.gguf
+$(BUILD)/embed-cuda: examples/embed/embed.cpp $(EMBED_SOURCES) $(EMBED_CUDA_SOURCES) | $(BUILD)
+	rm -rf $@-tree && mkdir -p $@-tree && cp $(EMBED_SOURCES) $(EMBED_CUDA_SOURCES) $@-tree/
+	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -DVT_USE_CUDA -c $@-tree/vt-cuda.cu -o $@-tree/vt-cuda.o
+	$(CXX) -std=c++17 -O3 -DVT_USE_CUDA -I$@-tree examples/embed/embed.cpp $@-tree/vt.cpp $@-tree/whisper-audio.cpp \
+		$@-tree/vt-cuda.o -o $@ -pthread -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
+
+test-embed: $(BUILD)/embed $(if $(filter 1,$(CUDA)),$(BUILD)/embed-cuda) build/micro-80-f32.gguf
 	$(BUILD)/embed build/micro-80-f32.gguf samples/speech_16k.wav
+	$(if $(filter 1,$(CUDA)),$(BUILD)/embed-cuda build/micro-80-f32.gguf samples/speech_16k.wav)
 
 test: deps
 	$(MAKE) test-run

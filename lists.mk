@@ -21,6 +21,12 @@ OPUS_INCLUDE = opus
 OPUS_LIBS = opusfile
 OPUS_DEB = libopusfile-dev
 
+# The library's files, as another project drops them into its tree (README, "embedding"; make
+# test-embed builds from a copy of these alone): EMBED_SOURCES for the CPU; EMBED_CUDA_SOURCES
+# too for the GPU (vt-cuda.cu through nvcc, the headers it includes beside it).
+EMBED_SOURCES = vt.h vt.cpp whisper-audio.h whisper-audio.cpp
+EMBED_CUDA_SOURCES = vt-cuda.cu vt-cuda-ptx.cuh vt-cuda-gemm.cuh vt-cuda-attention.cuh vt-cuda-attention-wgmma.cuh
+
 # CUDA: the GPU targets (sm_90a: Hopper with wgmma; compute_80 PTX lets other recent GPUs
 # JIT-compile). make CUDA_ARCH=... and cmake -DWHISPER_AUDIO_CUDA_ARCH=... choose others.
 CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=compute_80
