@@ -249,7 +249,7 @@ __device__ __forceinline__ uint2 e4m3x8(const float (&f)[8], float inv) {
 static const float E4M3_MAX = 448.0f;   // e4m3's largest finite value
 
 // quantize_rows_kernel: each row of x [n_rows, K] (T) to FP8 e4m3 with a scale of its own,
-//   for the FP8 GEMMs (vt_backend_cuda_init_fp8): scale[r] = max_c |x[r, c]| / 448 (e4m3's
+//   for the FP8 GEMMs (vt_backend_params.fp8): scale[r] = max_c |x[r, c]| / 448 (e4m3's
 //   largest finite value; 1 for an all-zero row), q[r, c] = e4m3(x[r, c] / scale[r]),
 //   rounded to nearest even and saturated (e4m3x8). The same kernel quantizes the weights at load
 //   (a row is an output channel) and the activations before each GEMM (a row is a token).

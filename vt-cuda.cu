@@ -7,7 +7,7 @@
 //               beta = 1 with C = residual; exact-erf GELU as one elementwise pass after it;
 //               the algorithm timed among the heuristic's best 8 at alloc_graph (tune_gemm;
 //               VT_GEMM_TUNE=0 keeps the heuristic's first). FP8 mode
-//               (vt_backend_cuda_init_fp8, weights flagged vt_set_fp8): e4m3 operands, the
+//               (vt_backend_params.fp8, weights flagged vt_set_fp8): e4m3 operands, the
 //               input quantized per row by quantize_rows_kernel, or by the LayerNorm or fc1's
 //               GELU epilogue before it (plan_fp8), per-channel x per-token scales in cuBLASLt
 //   conv1d_k3   im2col_k3_kernel (on device, any input strides and type) + cuBLASLt GEMM,
@@ -892,7 +892,7 @@ struct cuda_backend : vt_backend {
     uint64_t weights_gen = 1;                   // bumped by alloc_weights: captured graphs re-capture
     std::unordered_map<const vt_tensor *, void *> shadow;   // f32 weight -> its compute-type copy
 
-    // FP8 mode (vt_backend_cuda_init_fp8): each 2-D weight that an FP8 GEMM can take gets an
+    // FP8 mode (vt_backend_params.fp8): each 2-D weight that an FP8 GEMM can take gets an
     // e4m3 copy with a scale per row (output channel), made on the device at set_tensor.
     struct fp8_weight { void * q; float * scale; };
     bool fp8 = false;
@@ -1686,9 +1686,19 @@ bool cuda_backend::wait(int slot) {
 
 } // namespace
 
-static vt_backend * cuda_init(int device, vt_type compute_type, bool fp8) {
+// =====================================================================================
+// the entry points of vt.h (vt.cpp's table of backends lists them under "cuda")
+// =====================================================================================
+
+vt_backend * vt_cuda_init(int device, const vt_backend_params * params) {
+    const vt_type compute_type = params->compute_type;
+    const bool fp8 = params->fp8;
     if (compute_type != VT_TYPE_F16 && compute_type != VT_TYPE_BF16) {
         vt_set_error("cuda: compute type must be f16 or bf16, not %s", vt_type_name(compute_type));
+        return nullptr;
+    }
+    if (fp8 && compute_type != VT_TYPE_BF16) {
+        vt_set_error("cuda: fp8 GEMMs run beside bf16 compute, not %s", vt_type_name(compute_type));
         return nullptr;
     }
     // what is missing, all of it in one message: a driver for our CUDA major, cuBLASLt
@@ -1732,11 +1742,6 @@ static vt_backend * cuda_init(int device, vt_type compute_type, bool fp8) {
     return be;
 }
 
-vt_backend * vt_backend_cuda_init(int device, enum vt_type compute_type) { return cuda_init(device, compute_type, false); }
-vt_backend * vt_backend_cuda_init_fp8(int device) { return cuda_init(device, VT_TYPE_BF16, true); }
-
-bool vt_cuda_built(void) { return true; }
-
 int vt_cuda_device_count(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -1746,17 +1751,20 @@ int vt_cuda_device_count(void) {
     return n;
 }
 
-bool vt_cuda_memory_used(int device, size_t * used) {
+bool vt_cuda_device_memory(int device, size_t * free_bytes, size_t * total_bytes) {
+    const int n = vt_cuda_device_count();
+    if (device < 0 || device >= n) {
+        vt_set_error("cuda: device %d does not exist (%d present)", device, n);
+        return false;
+    }
     int prev = 0;
     CUDA_CHECK(cudaGetDevice(&prev));
     CUDA_CHECK(cudaSetDevice(device));
-    size_t free_b = 0, total_b = 0;
-    const cudaError_t err = cudaMemGetInfo(&free_b, &total_b);
+    const cudaError_t err = cudaMemGetInfo(free_bytes, total_bytes);
     cudaSetDevice(prev);
     if (err != cudaSuccess) {
         vt_set_error("cuda: cudaMemGetInfo failed: %s", cudaGetErrorString(err));
         return false;
     }
-    *used = total_b - free_b;
     return true;
 }

@@ -696,17 +696,6 @@ void   vt_backend_host_free(vt_backend * be, void * p) { if (p) be->host_free(p)
 bool   vt_backend_supports(const vt_backend * be, enum vt_op op) { return be->supports(op); }
 
 #ifndef VT_USE_CUDA
-int vt_cuda_device_count(void) { return 0; }
-vt_backend * vt_backend_cuda_init(int, enum vt_type) {
-    vt_set_error("this build has no CUDA backend (nvcc was not found when it was built)");
-    return nullptr;
-}
-vt_backend * vt_backend_cuda_init_fp8(int) { return vt_backend_cuda_init(0, VT_TYPE_BF16); }
-bool vt_cuda_built(void) { return false; }
-bool vt_cuda_memory_used(int, size_t *) {
-    vt_set_error("this build has no CUDA backend");
-    return false;
-}
 size_t vt_cuda_bytes_allocated(void) { return 0; }
 #endif
 
@@ -1471,7 +1460,16 @@ const char * vt_cpu_isa(void) {
     return k ? k->isa : nullptr;
 }
 
-vt_backend * vt_backend_cpu_init(int n_threads) {
+static vt_backend * cpu_init(int device, const vt_backend_params * params) {
+    if (device != 0) {
+        vt_set_error("cpu: device %d does not exist (the CPU is device 0)", device);
+        return nullptr;
+    }
+    if (params->compute_type != VT_TYPE_F32 || params->fp8) {
+        vt_set_error("cpu: computes in f32 alone, not %s%s", vt_type_name(params->compute_type), params->fp8 ? " with fp8" : "");
+        return nullptr;
+    }
+    int n_threads = params->n_threads;
     // threads past the hardware's only cost memory: each has its own scratch
     const int hw = (int)std::max(1u, std::thread::hardware_concurrency());
     if (n_threads <= 0 || n_threads > hw) n_threads = hw;
@@ -1486,4 +1484,71 @@ vt_backend * vt_backend_cpu_init(int n_threads) {
         vt_set_error("cpu backend: cannot start %d threads: %s", n_threads, e.what());
         return nullptr;
     }
+}
+
+static int cpu_device_count(void) { return 1; }
+
+static bool cpu_device_memory(int, size_t *, size_t *) {
+    vt_set_error("cpu: the CPU has no device memory figure");
+    return false;
+}
+
+// ---- backends by name ----------------------------------------------------------------
+
+// The backends this build has: a new one is a row here (and a file of its own).
+struct vt_backend_reg {
+    const char * name;
+    vt_backend * (*init)(int device, const vt_backend_params * params);
+    int  (*device_count)(void);
+    bool (*device_memory)(int device, size_t * free_bytes, size_t * total_bytes);
+};
+
+static const vt_backend_reg VT_BACKENDS[] = {
+    {"cpu", cpu_init, cpu_device_count, cpu_device_memory},
+#ifdef VT_USE_CUDA
+    {"cuda", vt_cuda_init, vt_cuda_device_count, vt_cuda_device_memory},
+#endif
+};
+
+// The row of `name`; NULL with the error set when there is none.
+static const vt_backend_reg * backend_reg(const char * name) {
+    for (const vt_backend_reg & r : VT_BACKENDS)
+        if (name && strcmp(r.name, name) == 0) return &r;
+    if (name && strcmp(name, "cuda") == 0)
+        vt_set_error("this build has no CUDA backend (nvcc was not found when it was built)");
+    else
+        vt_set_error("no backend named '%s' (cpu%s)", name ? name : "(null)", vt_backend_built("cuda") ? ", cuda" : "");
+    return nullptr;
+}
+
+vt_backend * vt_backend_init(const char * name, int device, const vt_backend_params * params) {
+    const vt_backend_reg * r = backend_reg(name);
+    if (!r) return nullptr;
+    if (!params) {
+        vt_set_error("%s: NULL params", r->name);
+        return nullptr;
+    }
+    return r->init(device, params);
+}
+
+bool vt_backend_built(const char * name) {
+    for (const vt_backend_reg & r : VT_BACKENDS)
+        if (name && strcmp(r.name, name) == 0) return true;
+    return false;
+}
+
+int vt_backend_device_count(const char * name) {
+    for (const vt_backend_reg & r : VT_BACKENDS)
+        if (name && strcmp(r.name, name) == 0) return r.device_count();
+    return 0;
+}
+
+bool vt_backend_device_memory(const char * name, int device, size_t * free_bytes, size_t * total_bytes) {
+    const vt_backend_reg * r = backend_reg(name);
+    if (!r) return false;
+    if (!free_bytes || !total_bytes) {
+        vt_set_error("%s: NULL %s", r->name, !free_bytes ? "free_bytes" : "total_bytes");
+        return false;
+    }
+    return r->device_memory(device, free_bytes, total_bytes);
 }

@@ -66,8 +66,11 @@ template <typename R, typename F> static R wa_catch(const char * func, R fail, F
     return fail;
 }
 
+// The vt backend that WHISPER_AUDIO_DEVICE_GPU (alias _CUDA) runs on: the one GPU backend there is.
+static const char * const WA_GPU_BACKEND = "cuda";
+
 // CPU threads: <= 0 means as many as the hardware runs (llama.cpp's -t convention), and
-// more than that are capped to it, as vt_backend_cpu_init does.
+// more than that are capped to it, as vt's CPU backend does.
 static int wa_n_threads(int n_threads) {
     const int hw = (int)std::max(1u, std::thread::hardware_concurrency());
     return n_threads <= 0 || n_threads > hw ? hw : n_threads;
@@ -5797,19 +5800,22 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
     enc->params = params;
     enc->params.n_threads = wa_n_threads(params.n_threads);
     const vt_type cuda_type = params.dtype == WHISPER_AUDIO_DTYPE_F16 ? VT_TYPE_F16 : VT_TYPE_BF16;
-    // auto tries CUDA only where a device is there (so that a CPU machine does not open cuBLASLt)
-    if (params.device == WHISPER_AUDIO_DEVICE_CUDA || (params.device == WHISPER_AUDIO_DEVICE_AUTO && vt_cuda_device_count() > 0)) {
-        enc->backend = params.dtype == WHISPER_AUDIO_DTYPE_FP8 ? vt_backend_cuda_init_fp8(params.gpu_device)
-                                                               : vt_backend_cuda_init(params.gpu_device, cuda_type);
+    // auto tries the GPU only where a device is there (so that a CPU machine does not open cuBLASLt)
+    if (params.device == WHISPER_AUDIO_DEVICE_CUDA || (params.device == WHISPER_AUDIO_DEVICE_AUTO && vt_backend_device_count(WA_GPU_BACKEND) > 0)) {
+        const vt_backend_params gpu = {cuda_type, 0, params.dtype == WHISPER_AUDIO_DTYPE_FP8};
+        enc->backend = vt_backend_init(WA_GPU_BACKEND, params.gpu_device, &gpu);
         // auto falls back to the CPU when there is no GPU, but not when an FP8 GPU was asked
         // for and the GPU present cannot do it (the CPU would not compute FP8 either)
-        const bool fp8_refused = params.dtype == WHISPER_AUDIO_DTYPE_FP8 && vt_cuda_device_count() > 0;
+        const bool fp8_refused = params.dtype == WHISPER_AUDIO_DTYPE_FP8 && vt_backend_device_count(WA_GPU_BACKEND) > 0;
         if (!enc->backend && (params.device == WHISPER_AUDIO_DEVICE_CUDA || fp8_refused)) {
             wa_set_error("CUDA backend unavailable: %s", vt_last_error());
             return nullptr;
         }
     }
-    if (!enc->backend) enc->backend = vt_backend_cpu_init(enc->params.n_threads);
+    if (!enc->backend) {
+        const vt_backend_params cpu = {VT_TYPE_F32, enc->params.n_threads, false};
+        enc->backend = vt_backend_init("cpu", 0, &cpu);
+    }
     if (!enc->backend) { wa_set_error("%s", vt_last_error()); return nullptr; }
 
     // weights: a tensor per row of WA_TENSORS (one for a fused tensor's rows), matrices in the
@@ -6769,7 +6775,7 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
     return owner.release();
 }
 
-int whisper_audio_cuda_device_count(void) { return vt_cuda_device_count(); }
+int whisper_audio_cuda_device_count(void) { return vt_backend_device_count(WA_GPU_BACKEND); }
 
 whisper_audio_pipeline_params whisper_audio_pipeline_default_params(void) {
     whisper_audio_pipeline_params p;
@@ -7032,7 +7038,7 @@ static bool wa_device_kind(enum whisper_audio_device device, const char * func, 
 int whisper_audio_device_count(enum whisper_audio_device device) {
     int kind;
     if (!wa_device_kind(device, __func__, &kind)) return -1;
-    const int n_gpu = kind == WHISPER_AUDIO_DEVICE_CPU ? 0 : vt_cuda_device_count();
+    const int n_gpu = kind == WHISPER_AUDIO_DEVICE_CPU ? 0 : vt_backend_device_count(WA_GPU_BACKEND);
     return kind == WHISPER_AUDIO_DEVICE_GPU ? n_gpu : std::max(n_gpu, 1);
 }
 
@@ -7040,16 +7046,21 @@ bool whisper_audio_device_memory_used(enum whisper_audio_device device, int inde
     int kind;
     if (!wa_device_kind(device, __func__, &kind)) return false;
     if (!used) { wa_set_error("%s: NULL used", __func__); return false; }
-    const int n_gpu = kind == WHISPER_AUDIO_DEVICE_CPU ? 0 : vt_cuda_device_count();
+    const int n_gpu = kind == WHISPER_AUDIO_DEVICE_CPU ? 0 : vt_backend_device_count(WA_GPU_BACKEND);
     if (kind == WHISPER_AUDIO_DEVICE_CPU || (kind == WHISPER_AUDIO_DEVICE_AUTO && n_gpu == 0)) {
         wa_set_error("%s: the CPU has no device memory figure", __func__);
         return false;
     }
     if (index < 0 || index >= n_gpu) {
-        wa_set_error("%s: no GPU %d (%d present%s)", __func__, index, n_gpu, vt_cuda_built() ? "" : ": a build without CUDA");
+        wa_set_error("%s: no GPU %d (%d present%s)", __func__, index, n_gpu, vt_backend_built(WA_GPU_BACKEND) ? "" : ": a build without CUDA");
         return false;
     }
-    if (!vt_cuda_memory_used(index, used)) { wa_set_error("%s: %s", __func__, vt_last_error()); return false; }
+    size_t free_bytes = 0, total_bytes = 0;
+    if (!vt_backend_device_memory(WA_GPU_BACKEND, index, &free_bytes, &total_bytes)) {
+        wa_set_error("%s: %s", __func__, vt_last_error());
+        return false;
+    }
+    *used = total_bytes - free_bytes;
     return true;
 }
 

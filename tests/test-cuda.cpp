@@ -90,7 +90,7 @@ size_t count_nonfinite(const std::vector<float> & v) {
 // The tests below are skipped without a device (no_gpu()); with one, a backend that does
 // not start is a failure.
 backend_ptr cuda_backend(vt_type type) {
-    backend_ptr be(vt_backend_cuda_init(0, type));
+    backend_ptr be(test_cuda_backend(type));
     REQUIRE_MESSAGE(be, "no CUDA backend: " << last_error());
     return be;
 }
@@ -107,7 +107,7 @@ backend_ptr cuda_backend_att(vt_type type, const char * kernel) {
     const char * old = getenv("VT_ATTENTION");
     const std::string keep = old ? old : "";
     setenv("VT_ATTENTION", kernel, 1);
-    backend_ptr be(vt_backend_cuda_init(0, type));
+    backend_ptr be(test_cuda_backend(type));
     const std::string err = be ? "" : last_error();
     if (old) setenv("VT_ATTENTION", keep.c_str(), 1);
     else unsetenv("VT_ATTENTION");
@@ -181,7 +181,7 @@ struct instance {
 
 // CPU reference and CUDA result of one builder; returns the relative L2 error (or +inf on failure).
 double cuda_vs_cpu(vt_backend * cuda, vt_type ct, const builder & build, const char * what) {
-    static backend_ptr cpu(vt_backend_cpu_init(0));
+    static backend_ptr cpu(test_cpu_backend(0));
     std::vector<float> ref, got;
     {
         instance ci;
@@ -286,7 +286,7 @@ static std::vector<float> e4m3_rows(int rows, int K, uint32_t seed, int pow2, bo
 }
 
 TEST_CASE("cuda fp8 linear: exact e4m3 inputs match the f32 GEMM; other sizes fall back to bf16" * doctest::skip(no_gpu())) {
-    backend_ptr fp8(vt_backend_cuda_init_fp8(0));
+    backend_ptr fp8(test_cuda_backend(VT_TYPE_BF16, 0, true));
     REQUIRE_MESSAGE(fp8, "no FP8 CUDA backend: " << last_error());
     CHECK(vt_backend_compute_type(fp8.get()) == VT_TYPE_BF16);
     const linear_case shapes[] = {
@@ -308,7 +308,7 @@ TEST_CASE("cuda fp8 linear: exact e4m3 inputs match the f32 GEMM; other sizes fa
 }
 
 TEST_CASE("cuda fp8 MLP: the norm quantizes for fc1, fc1's GELU epilogue for fc2, within e4m3's rounding" * doctest::skip(no_gpu())) {
-    backend_ptr fp8(vt_backend_cuda_init_fp8(0));
+    backend_ptr fp8(test_cuda_backend(VT_TYPE_BF16, 0, true));
     REQUIRE_MESSAGE(fp8, "no FP8 CUDA backend: " << last_error());
     const int B = 2, M = 150, D = 256, F = 1024;
     const std::vector<float> x = e4m3_rows(B * M, D, 5, -4), w1 = randn((size_t)F * D, 6, VT_TYPE_BF16, 1.0f / 16),
@@ -621,7 +621,7 @@ struct layer_data {
 TEST_CASE("cuda graph replay: one layer, new inputs each compute, profile" * doctest::skip(no_gpu())) {
     for (vt_type ct : CTYPES) {
         backend_ptr cuda = cuda_backend(ct);
-        backend_ptr cpu(vt_backend_cpu_init(0));
+        backend_ptr cpu(test_cpu_backend(0));
         layer_data L(2, 50, 128, 2, 512, ct);
         const std::vector<float> x1 = L.x, x2 = randn(L.x.size(), 40, ct);
         const builder build = L.make();
@@ -673,12 +673,12 @@ TEST_CASE("cuda graph replay: one layer, new inputs each compute, profile" * doc
 }
 
 TEST_CASE("cuda backend: name, compute type, bad arguments" * doctest::skip(no_gpu())) {
-    CHECK(vt_backend_cuda_init(0, VT_TYPE_F32) == nullptr);
+    CHECK(test_cuda_backend(VT_TYPE_F32) == nullptr);
     CHECK(std::string(last_error()).size() > 0);
     backend_ptr cuda = cuda_backend(VT_TYPE_BF16);
     CHECK(std::string(vt_backend_name(cuda.get())).rfind("cuda (", 0) == 0);
     CHECK(vt_backend_compute_type(cuda.get()) == VT_TYPE_BF16);
-    CHECK(vt_backend_cuda_init(1 << 20, VT_TYPE_F16) == nullptr);
+    CHECK(test_cuda_backend(VT_TYPE_F16, 1 << 20) == nullptr);
 }
 
 // ---- benchmarks (VT_CUDA_BENCH=1) -----------------------------------------------------

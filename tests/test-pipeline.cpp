@@ -321,7 +321,7 @@ TEST_CASE("cuda log_mel: the CPU log-mel within 1e-5 (speech, 70 s, a tone, near
         windows.push_back(silence);
         const int B = (int)windows.size();
 
-        vt_backend * be = vt_backend_cuda_init(0, VT_TYPE_F16);
+        vt_backend * be = test_cuda_backend(VT_TYPE_F16);
         REQUIRE_MESSAGE(be, vt_last_error());
         vt_context * wctx = vt_init(1);
         vt_tensor * filters = vt_new_tensor_2d(wctx, VT_TYPE_F32, 201, hp->n_mels);

@@ -28,6 +28,17 @@
 
 // ---- files -------------------------------------------------------------------------
 
+// vt's backends as the tests start them, by name (vt_backend_init): the CPU on n_threads
+// (<= 0: all), and a CUDA device in a compute type (fp8: bf16 with the FP8 GEMMs).
+static inline vt_backend * test_cpu_backend(int n_threads) {
+    const vt_backend_params p = {VT_TYPE_F32, n_threads, false};
+    return vt_backend_init("cpu", 0, &p);
+}
+static inline vt_backend * test_cuda_backend(vt_type type, int device = 0, bool fp8 = false) {
+    const vt_backend_params p = {type, 0, fp8};
+    return vt_backend_init("cuda", device, &p);
+}
+
 // The path of a file under tests/data, e.g. test_data("audio/speech_16k.wav").
 static inline std::string test_data(const std::string & path) {
     return "tests/data/" + path;
@@ -357,7 +368,7 @@ static inline const std::string & no_gpu_reason() {
     static const std::string reason = [] {
         const char * require = getenv("WA_REQUIRE_GPU");
         if (require && strcmp(require, "1") == 0) return std::string();
-        vt_backend * be = vt_backend_cuda_init(0, VT_TYPE_F16);
+        vt_backend * be = test_cuda_backend(VT_TYPE_F16);
         if (!be) {
             const char * why = vt_last_error();
             return std::string(why && *why ? why : "the CUDA backend did not start");
