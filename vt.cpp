@@ -411,27 +411,36 @@ vt_tensor * vt_attention(vt_context * ctx, vt_tensor * q, vt_tensor * k, vt_tens
 
 // vt_log_mel
 
-static vt_tensor * log_mel_op(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params, bool max_only) {
-    VT_ASSERT(pcm->type == VT_TYPE_F32 && vt_is_contiguous(pcm) && pcm->ne[0] == VT_MEL_ROW && pcm->ne[2] == 1 && pcm->ne[3] == 1);
-    VT_ASSERT(filters->type == VT_TYPE_F32 && vt_is_contiguous(filters) && filters->ne[0] == 201 && filters->ne[2] == 1);
+// iparams: {max_only, n_fft, hop, n_frames}
+static vt_tensor * log_mel_op(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params,
+                              const vt_mel_shape * shape, bool max_only) {
+    VT_ASSERT(shape && shape->n_fft >= 2 && shape->hop >= 1 && shape->n_frames >= 1);
+    const int64_t n_bins = shape->n_fft / 2 + 1, row_min = (int64_t)shape->hop * (shape->n_frames - 1) + shape->n_fft;
+    VT_ASSERT(pcm->type == VT_TYPE_F32 && vt_is_contiguous(pcm) && pcm->ne[0] >= row_min && pcm->ne[2] == 1 && pcm->ne[3] == 1);
+    VT_ASSERT(filters->type == VT_TYPE_F32 && vt_is_contiguous(filters) && filters->ne[0] == n_bins && filters->ne[2] == 1);
     VT_ASSERT(!params || (params->type == VT_TYPE_F32 && vt_is_contiguous(params) && params->ne[0] == 2 &&
                           params->ne[1] == pcm->ne[1] && params->ne[2] == 1));
-    const int64_t ne[4] = {3000, filters->ne[1], pcm->ne[1], 1}, ne_max[4] = {pcm->ne[1], 1, 1, 1};
+    const int64_t ne[4] = {shape->n_frames, filters->ne[1], pcm->ne[1], 1}, ne_max[4] = {pcm->ne[1], 1, 1, 1};
     vt_tensor * t = new_tensor(ctx, VT_TYPE_F32, max_only ? ne_max : ne);
     t->op = VT_OP_LOG_MEL;
     t->src[0] = pcm;
     t->src[1] = filters;
     t->src[2] = params;
     t->iparams[0] = max_only;
+    t->iparams[1] = shape->n_fft;
+    t->iparams[2] = shape->hop;
+    t->iparams[3] = shape->n_frames;
     return t;
 }
 
-vt_tensor * vt_log_mel(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params) {
-    return log_mel_op(ctx, pcm, filters, params, false);
+vt_tensor * vt_log_mel(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params,
+                       const vt_mel_shape * shape) {
+    return log_mel_op(ctx, pcm, filters, params, shape, false);
 }
 
-vt_tensor * vt_log_mel_max(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params) {
-    return log_mel_op(ctx, pcm, filters, params, true);
+vt_tensor * vt_log_mel_max(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params,
+                           const vt_mel_shape * shape) {
+    return log_mel_op(ctx, pcm, filters, params, shape, true);
 }
 
 vt_tensor * vt_attention_masked(vt_context * ctx, vt_tensor * q, vt_tensor * k, vt_tensor * v,

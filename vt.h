@@ -180,24 +180,31 @@ vt_tensor * vt_swiglu(vt_context * ctx, vt_tensor * x);
 //   x [B, T, C] contiguous -> out [B, ceil(T/f), f*C]; a view when f divides T, else a copy
 vt_tensor * vt_stack_frames(vt_context * ctx, vt_tensor * x, int f);
 
-// log_mel: Whisper's log-mel spectrogram of B windows of 3000 frames, the algorithm of
-// whisper_audio_log_mel (transformers' WhisperFeatureExtractor), the FFT in double.
-//   pcm     [B, VT_MEL_ROW] ne {480400, B} f32, contiguous: each row is the window's 480000
-//           samples with VT_MEL_CONTEXT more on each side, as the caller's signal has them
-//           there (its neighbours, its reflection at the signal's ends, zeros): frame t reads
-//           row[160 t, 160 t + 400), so the op itself never pads
-//   filters [n_mels, 201] ne {201, n_mels} f32 (the model's mel bank)
-//   params  [B, 2] ne {2, B} f32, or NULL ({3000, NaN} for every window): per window the frames
-//           that hold the signal (those past it are 0 in out and left out of the max) and the
-//           max of the dynamic-range clamp, or NaN for the window's own max
-//   out     [B, n_mels, 3000] f32: (max(log10 mel, max - 8) + 4) / 4
-// CUDA only: on the CPU the model library computes the log-mel before the graph.
-#define VT_MEL_CONTEXT 200
-#define VT_MEL_ROW (480000 + 2 * VT_MEL_CONTEXT)
-vt_tensor * vt_log_mel(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params);
+// log_mel: a log-mel spectrogram of B windows, the algorithm of whisper-audio.cpp's host
+// log-mel (transformers' WhisperFeatureExtractor), the DFT in double. The sizes are the
+// caller's (the model library owns Whisper's: n_fft 400, hop 160, 3000 frames):
+typedef struct vt_mel_shape {
+    int n_fft;      // samples a frame: a periodic Hann window, a DFT of n_fft, n_fft / 2 + 1 bins
+    int hop;        // samples from one frame's start to the next
+    int n_frames;   // frames a window
+} vt_mel_shape;
+//   pcm     [B, R] ne {R, B} f32, contiguous, R >= hop (n_frames - 1) + n_fft: frame t reads
+//           row[hop t, hop t + n_fft), so the op itself never pads: the caller puts each
+//           window's samples in its row with the context they need on each side (its
+//           neighbours, its reflection at the signal's ends, zeros)
+//   filters [n_mels, n_fft/2 + 1] ne {n_fft/2 + 1, n_mels} f32 (the model's mel bank)
+//   params  [B, 2] ne {2, B} f32, or NULL ({n_frames, NaN} for every window): per window the
+//           frames that hold the signal (those past it are 0 in out and left out of the max)
+//           and the max of the dynamic-range clamp, or NaN for the window's own max
+//   out     [B, n_mels, n_frames] f32: (max(log10 mel, max - 8) + 4) / 4
+// CUDA only (its DFT for n_fft 400, 20 x 20): on the CPU the model library computes the log-mel
+// before the graph.
+vt_tensor * vt_log_mel(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params,
+                       const vt_mel_shape * shape);
 // The same op's first half: out [B] f32, each window's largest log10 mel over the frames
 // that hold the signal, before any clamp (the max of an input cut into several windows).
-vt_tensor * vt_log_mel_max(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params);
+vt_tensor * vt_log_mel_max(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params,
+                           const vt_mel_shape * shape);
 
 const char * vt_op_name(enum vt_op op);
 

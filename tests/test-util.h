@@ -356,6 +356,28 @@ static inline size_t gguf_tensor_data_at(const std::vector<uint8_t> & file, cons
     return (pos + alignment - 1) / alignment * alignment + found;
 }
 
+// ---- the log-mel op (vt_log_mel) ------------------------------------------------------
+
+// Whisper's sizes, as whisper-audio.cpp passes them, and the row a window's frames read: its
+// 480000 samples with n_fft / 2 more on each side.
+static const vt_mel_shape TEST_MEL_SHAPE = {WHISPER_AUDIO_N_FFT, WHISPER_AUDIO_HOP, WHISPER_AUDIO_N_FRAMES};
+static const int TEST_MEL_CONTEXT = WHISPER_AUDIO_N_FFT / 2;
+static const int TEST_MEL_ROW = WHISPER_AUDIO_N_SAMPLES + 2 * TEST_MEL_CONTEXT;
+
+// The row of a 30 s window that is a signal of its own (whisper_audio_log_mel's): pcm's first
+// n samples zero-padded to 480000, mirrored at both ends without repeating the edge sample.
+static inline std::vector<float> test_mel_row(const float * pcm, size_t n) {
+    const int N = WHISPER_AUDIO_N_SAMPLES;
+    std::vector<float> row(TEST_MEL_ROW);
+    for (int i = 0; i < TEST_MEL_ROW; i++) {
+        int j = i - TEST_MEL_CONTEXT;
+        if (j < 0) j = -j;
+        if (j >= N) j = 2 * (N - 1) - j;
+        row[i] = (size_t)j < n ? pcm[j] : 0.0f;
+    }
+    return row;
+}
+
 // ---- GPU tests ---------------------------------------------------------------------
 
 // GPU tests are declared TEST_CASE("..." * doctest::skip(no_gpu())): doctest reports them
