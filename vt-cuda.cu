@@ -455,7 +455,7 @@ __global__ void convert_kernel(Tout * __restrict__ y, const Tin * __restrict__ x
         y[i] = from_f32<Tout>(to_f32(x[i]));
 }
 
-// ---- log-mel: vt_log_mel on the GPU (whisper-audio.cpp's log_mel_frames is its CPU twin) ----
+// ---- log-mel: vt_log_mel on the GPU (CPU twin: cpu_backend::log_mel in vt.cpp) ----
 //
 // A window's n_frames frames of 400 samples every hop (the op's vt_mel_shape), read from its
 // row of the pcm input (the caller put the padding, reflection or neighbours' samples in the
@@ -923,7 +923,6 @@ struct cuda_backend : vt_backend {
     ~cuda_backend() override;
     const char * name() const override { return label; }
     vt_type compute_type() const override { return ctype; }
-    bool supports(vt_op) const override { return true; }
 
     // memory: weights (with their shadows and FP8 copies), uploads and downloads
     bool alloc_weights(vt_context * ctx) override;

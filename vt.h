@@ -197,8 +197,7 @@ typedef struct vt_mel_shape {
 //           frames that hold the signal (those past it are 0 in out and left out of the max)
 //           and the max of the dynamic-range clamp, or NaN for the window's own max
 //   out     [B, n_mels, n_frames] f32: (max(log10 mel, max - 8) + 4) / 4
-// CUDA only (its DFT for n_fft 400, 20 x 20): on the CPU the model library computes the log-mel
-// before the graph.
+// The CPU backend's is the reference; the CUDA kernel's DFT is for n_fft 400 (20 x 20).
 vt_tensor * vt_log_mel(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params,
                        const vt_mel_shape * shape);
 // The same op's first half: out [B] f32, each window's largest log10 mel over the frames
@@ -287,8 +286,6 @@ bool   vt_backend_prepare(vt_backend * be, vt_graph * g);
 // with vt_last_error() set when it cannot be had.
 void * vt_backend_host_alloc(vt_backend * be, size_t bytes);
 void   vt_backend_host_free(vt_backend * be, void * p);
-// Whether the backend has a kernel for op (every op but log_mel on the CPU).
-bool   vt_backend_supports(const vt_backend * be, enum vt_op op);
 // Bytes the CUDA backend has allocated on devices since the process started (0 without CUDA):
 // what the test-only limit VT_CUDA_MEMORY_LIMIT counts.
 size_t vt_cuda_bytes_allocated(void);
@@ -317,7 +314,7 @@ struct vt_graph {
     void * backend_state = nullptr;    // the backend's per-graph memory (arena, captured graph)
 };
 
-// A backend. alloc_* set tensor->data; compute runs g->nodes in order.
+// A backend: it has a kernel for every op. alloc_* set tensor->data; compute runs g->nodes in order.
 struct vt_backend {
     virtual ~vt_backend() {}
     virtual const char * name() const = 0;
@@ -330,7 +327,6 @@ struct vt_backend {
     virtual bool compute(vt_graph * g) = 0;
     virtual bool profile(vt_graph * g, double * ms) = 0;
     virtual size_t allocated_bytes() const = 0;
-    virtual bool supports(vt_op op) const { return op != VT_OP_LOG_MEL; }
     // at once, by default: in, compute, out (converted on the host)
     virtual bool submit(vt_graph * g, int n_in, vt_tensor * const * in, const void * const * in_host,
                         const vt_tensor * out, void * out_host, vt_type out_type, int slot);

@@ -5817,6 +5817,7 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
             return nullptr;
         }
     }
+    const bool on_gpu = enc->backend != nullptr;
     if (!enc->backend) {
         const vt_backend_params cpu = {VT_TYPE_F32, enc->params.n_threads, false};
         enc->backend = vt_backend_init("cpu", 0, &cpu);
@@ -5844,7 +5845,10 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
         if (t.matrix && il >= 1 && n_dims == 2) vt_set_fp8(*dst);
         return true;
     });
-    enc->mel_in_graph = vt_backend_supports(enc->backend, VT_OP_LOG_MEL);
+    // the GPU makes the log-mel in the graph (vt_log_mel, PCM in); the CPU keeps the host path
+    // (log_mel_frames: its FFT is faster there than vt's reference DFT, and is the reference's
+    // bits, which the committed outputs hold)
+    enc->mel_in_graph = on_gpu;
     if (enc->mel_in_graph) {
         enc->mel_filters_t = vt_new_tensor_2d(ctx, VT_TYPE_F32, WHISPER_AUDIO_N_BINS, hp.n_mels);
         vt_set_weight(enc->mel_filters_t);

@@ -546,6 +546,61 @@ TEST_CASE("cuda projector ops: avg_pool2, rms_norm, swiglu, stack_frames" * doct
     }
 }
 
+// The CUDA log-mel against the CPU op (vt.cpp, the reference): windows of their own (noise,
+// clicks on the edge samples, loud then near silence for the clamp, silence, a short clip),
+// with and without params, the max alone, a frame count that is no multiple of the kernel's
+// 8 frames a block; an n_fft other than its 400 is refused.
+TEST_CASE("cuda log_mel: the CPU op's values at the edges, with params, the max alone, other frame counts" * doctest::skip(no_gpu())) {
+    whisper_audio_model * model = whisper_audio_model_load("build/micro-80-f32.gguf");
+    REQUIRE_MESSAGE(model, whisper_audio_last_error());
+    const int n_mels = 80, N = WHISPER_AUDIO_N_SAMPLES;
+    const float * filters = whisper_audio_model_mel_filters(model);
+    std::vector<std::vector<float>> windows(5);
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd(0.0f, 0.1f);
+    windows[0].resize(N);
+    for (float & v : windows[0]) v = nd(rng);
+    windows[1].assign(N, 0.0f);
+    windows[1][0] = 0.9f;
+    windows[1][N - 1] = -0.7f;
+    windows[2].resize(N);
+    for (int i = 0; i < N; i++) windows[2][i] = (i < 16000 ? 0.8f : 1e-6f) * (float)std::sin(0.17 * i);
+    windows[3].assign(N, 0.0f);
+    windows[4].resize(1000);
+    for (int i = 0; i < 1000; i++) windows[4][i] = 0.3f * (float)std::cos(0.05 * i);
+    const int B = (int)windows.size();
+    std::vector<float> rows;
+    for (const std::vector<float> & x : windows) {
+        const std::vector<float> r = test_mel_row(x.data(), x.size());
+        rows.insert(rows.end(), r.begin(), r.end());
+    }
+    const std::vector<float> params = {3000, NAN, 1234, NAN, 2999, -1.0f, 3000, NAN, 7, 0.5f};
+    backend_ptr cpu(test_cpu_backend(0));
+    backend_ptr cuda = cuda_backend(VT_TYPE_F16);
+    auto compare = [&](const std::vector<float> & in, int b, const std::vector<float> & prm, const vt_mel_shape & shape,
+                       bool max_only, const char * what) {
+        std::vector<float> ref, got;
+        REQUIRE_MESSAGE(test_run_log_mel(cpu.get(), in, b, filters, n_mels, prm, shape, max_only, ref), last_error());
+        REQUIRE_MESSAGE(test_run_log_mel(cuda.get(), in, b, filters, n_mels, prm, shape, max_only, got), last_error());
+        double worst = 0;
+        for (size_t i = 0; i < ref.size(); i++) worst = std::max(worst, (double)std::fabs(got[i] - ref[i]));
+        MESSAGE(what << ": max abs difference " << worst);
+        CHECK(worst <= 1e-5);
+    };
+    compare(rows, B, {}, TEST_MEL_SHAPE, false, "log_mel");
+    compare(rows, B, params, TEST_MEL_SHAPE, false, "log_mel, params");
+    compare(rows, B, {}, TEST_MEL_SHAPE, true, "log_mel_max");
+    compare(rows, B, params, TEST_MEL_SHAPE, true, "log_mel_max, params");
+    const vt_mel_shape short_shape = {WHISPER_AUDIO_N_FFT, WHISPER_AUDIO_HOP, 1001};
+    compare(rows, B, {}, short_shape, false, "log_mel, 1001 frames");
+    std::vector<float> out;
+    const vt_mel_shape other = {64, 16, 10};
+    std::vector<float> small(2 * 300, 0.1f), small_filters(33 * n_mels, 0.01f);
+    CHECK_FALSE(test_run_log_mel(cuda.get(), small, 2, small_filters.data(), n_mels, {}, other, false, out));
+    CHECK(std::string(last_error()).find("n_fft 64") != std::string::npos);
+    whisper_audio_model_free(model);
+}
+
 TEST_CASE("cuda attention: head_dim other than 64 is refused with a message" * doctest::skip(no_gpu())) {
     backend_ptr cuda = cuda_backend(VT_TYPE_F16);
     const std::vector<float> x = randn(2 * 10 * 96, 16, VT_TYPE_F16);

@@ -378,6 +378,35 @@ static inline std::vector<float> test_mel_row(const float * pcm, size_t n) {
     return row;
 }
 
+// Runs vt_log_mel (or vt_log_mel_max) on a backend: rows [B, row_len], filters [n_mels,
+// n_fft / 2 + 1], params [B, 2] or empty. out: [B, n_mels, n_frames] (max_only: [B]).
+static inline bool test_run_log_mel(vt_backend * be, const std::vector<float> & rows, int B, const float * filters,
+                                    int n_mels, const std::vector<float> & params, const vt_mel_shape & shape,
+                                    bool max_only, std::vector<float> & out) {
+    const int64_t row_len = (int64_t)(rows.size() / B);
+    vt_context * wctx = vt_init(1), * ctx = vt_init(4);
+    vt_tensor * f = vt_new_tensor_2d(wctx, VT_TYPE_F32, shape.n_fft / 2 + 1, n_mels);
+    vt_set_weight(f);
+    vt_tensor * pcm = vt_new_tensor_2d(ctx, VT_TYPE_F32, row_len, B);
+    vt_set_input(pcm);
+    vt_tensor * prm = nullptr;
+    if (!params.empty()) {
+        prm = vt_new_tensor_2d(ctx, VT_TYPE_F32, 2, B);
+        vt_set_input(prm);
+    }
+    vt_tensor * y = max_only ? vt_log_mel_max(ctx, pcm, f, prm, &shape) : vt_log_mel(ctx, pcm, f, prm, &shape);
+    vt_graph * g = vt_graph_build(ctx, &y, 1);
+    out.assign((size_t)vt_nelements(y), NAN);
+    const bool ok = vt_backend_alloc_weights(be, wctx) && vt_backend_set_tensor(be, f, filters, VT_TYPE_F32) &&
+                    vt_backend_alloc_graph(be, g) && vt_backend_set_tensor(be, pcm, rows.data(), VT_TYPE_F32) &&
+                    (!prm || vt_backend_set_tensor(be, prm, params.data(), VT_TYPE_F32)) &&
+                    vt_backend_compute(be, g) && vt_backend_get_tensor_f32(be, y, out.data());
+    vt_graph_free(g);
+    vt_free(ctx);
+    vt_free(wctx);
+    return ok;
+}
+
 // ---- GPU tests ---------------------------------------------------------------------
 
 // GPU tests are declared TEST_CASE("..." * doctest::skip(no_gpu())): doctest reports them
