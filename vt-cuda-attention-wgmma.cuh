@@ -1,6 +1,6 @@
 // vt-cuda-attention-wgmma.cuh - attention_wgmma_kernel, FlashAttention-3 style on Hopper
-// (sm_90a: TMA, mbarriers, wgmma), with its TMA maps and launcher (included by vt-cuda.cu after
-// vt-cuda-attention.cuh; not a header of its own). Same op and CPU twin as attention_kernel.
+// (sm_90a: TMA, mbarriers, wgmma), with its TMA maps and launcher. Included by vt-cuda.cu after
+// vt-cuda-attention.cuh (not a standalone header). Same op and CPU twin as attention_kernel.
 #pragma once
 
 // attention_wgmma_kernel: the same op as attention_kernel, for Hopper (sm_90a): wgmma, TMA and

@@ -1,7 +1,8 @@
 // vt-cuda-attention.cuh - attention_kernel, FlashAttention-2 style on mma.sync (sm_80+), with
-// its checks and launcher (included by vt-cuda.cu; not a header of its own). The op is
-// vt_attention (vt.h); its CPU twin is cpu_backend::attention in vt.cpp. The Hopper kernel of
-// the same op is in vt-cuda-attention-wgmma.cuh; launch_attention in vt-cuda.cu picks one.
+// its checks and launcher. Included by vt-cuda.cu after its utilities (not a standalone
+// header). The op is vt_attention (vt.h); its CPU twin is cpu_backend::attention in vt.cpp. The
+// Hopper kernel of the same op is in vt-cuda-attention-wgmma.cuh; launch_attention in
+// vt-cuda.cu picks one.
 #pragma once
 
 // attention_kernel: out[b, i, h*64 + d] = sum_j softmax_j(q_i . k_j * scale) v[j, d], over

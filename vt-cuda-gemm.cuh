@@ -1,5 +1,6 @@
 // vt-cuda-gemm.cuh - the GEMMs of the CUDA backend: cuBLASLt, opened at run time, and the FP8
-// (e4m3) quantization that feeds its FP8 GEMMs (included by vt-cuda.cu; not a header of its own).
+// (e4m3) quantization that feeds its FP8 GEMMs. Included by vt-cuda.cu after its utilities (not
+// a standalone header).
 //
 //   the CUDA libraries, found at run time   cublaslt_load fills g_lt, once per process
 //   cuBLASLt GEMM                           lt_gemm_plan (descriptors, heuristic), lt_gemm_run

@@ -1,5 +1,6 @@
 // vt-cuda-ptx.cuh - inline PTX for NVIDIA GPUs: the instructions the attention kernels use that
-// CUDA C++ has no portable spelling for (included by vt-cuda.cu; not a header of its own).
+// CUDA C++ has no portable spelling for. Included by vt-cuda.cu after its utilities (not a
+// standalone header).
 //
 //   sm_80+   ex2.approx, cp.async (global -> shared without registers), ldmatrix (8x8 tiles
 //            from shared memory into the mma fragment layout), mma.sync m16n8k16
