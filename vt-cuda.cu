@@ -139,7 +139,7 @@ struct launch_ctx {
     int n_sm = 0;
 };
 
-// Blocks for a grid-stride loop over n elements: enough to fill the device 32 times over.
+// Blocks for a grid-stride loop over n elements: one per `threads` of them, at most 32 an SM.
 static int grid_for(const launch_ctx & lc, int64_t n, int threads) {
     return (int)std::max<int64_t>(1, std::min<int64_t>(ceil_div(n, threads), (int64_t)lc.n_sm * 32));
 }

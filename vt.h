@@ -225,8 +225,8 @@ void        vt_graph_set_tune(vt_graph * g, bool tune);
 // ---- backends ----------------------------------------------------------------------
 
 // Backends by name, devices by index: "cpu" (the reference: f32, one device, the host) and
-// "cuda" (NVIDIA GPUs, in vt-cuda.cu; f16/bf16 compute with f32 accumulation). A backend of
-// another GPU is a new name here and a file of its own.
+// "cuda" (NVIDIA GPUs, in vt-cuda.cu; f16/bf16 compute with f32 accumulation). Another
+// backend is a row of vt.cpp's table of backends and a file of its own.
 typedef struct vt_backend_params {
     enum vt_type compute_type;   // cpu: VT_TYPE_F32; cuda: VT_TYPE_F16 or VT_TYPE_BF16
     int  n_threads;              // cpu: threads; <= 0 or more than the hardware runs: as many as it runs
