@@ -68,7 +68,7 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CXXFLAGS  += -DVT_USE_CUDA
 OBJS      += $(BUILD)/vt-cuda.o
 # the CUDA runtime linked in (it opens the driver, libcuda.so.1, itself) and cuBLASLt opened at
-# run time (vt-cuda.cu, "the CUDA libraries, found at run time"): no file lists a CUDA library as
+# run time (vt-cuda-gemm.cuh, "the CUDA libraries, found at run time"): no file lists a CUDA library as
 # NEEDED, so a CUDA build starts and runs on the CPU where CUDA is not installed
 LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
 endif
