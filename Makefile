@@ -68,7 +68,7 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CXXFLAGS  += -DVT_USE_CUDA
 OBJS      += $(BUILD)/vt-cuda.o
 # the CUDA runtime linked in (it opens the driver, libcuda.so.1, itself) and cuBLASLt opened at
-# run time (vt-cuda.cu, "the CUDA libraries, found at run time"): no file lists a CUDA library as
+# run time (vt-cuda-gemm.cuh, "the CUDA libraries, found at run time"): no file lists a CUDA library as
 # NEEDED, so a CUDA build starts and runs on the CPU where CUDA is not installed
 LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
 endif
@@ -136,10 +136,10 @@ write_if_changed = t='$(subst ','\'',$(strip $(2)))'; [ "$$t" = "$$(cat $(1) 2>/
 $(BUILD)/flags: FORCE | $(BUILD)
 	@$(call write_if_changed,$@,$(CXX) $(CXXFLAGS) | $(LDLIBS) | $(if $(filter 1,$(CUDA)),$(NVCC) $(NVCCFLAGS)))
 
-$(BUILD)/%.o: %.cpp $(LIB_HEADERS) $(BUILD)/flags | $(BUILD)
+$(BUILD)/%.o: %.cpp $(filter %.h,$(EMBED_SOURCES)) $(BUILD)/flags | $(BUILD)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
-$(BUILD)/vt-cuda.o: $(CUDA_SOURCES) $(CUDA_HEADERS) vt.h $(BUILD)/flags | $(BUILD)
+$(BUILD)/vt-cuda.o: $(EMBED_CUDA_SOURCES) vt.h $(BUILD)/flags | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(BUILD)/main: examples/main.cpp $(OBJS)
@@ -191,14 +191,22 @@ build/tower-%-f32.gguf: convert/convert-hf-to-gguf.py
 $(BUILD)/tiny-random.gguf: convert/convert-hf-to-gguf.py | $(BUILD)
 	$(CONVERT) --random tiny -o $@ --outtype f16
 
-# "drop two files into your tree": a consumer built by one plain compiler command from the
-# library's files alone (lists.mk's LIB_SOURCES and LIB_HEADERS), copied into a folder of their own
-$(BUILD)/embed: examples/embed/embed.cpp $(LIB_SOURCES) $(LIB_HEADERS) | $(BUILD)
-	rm -rf $(BUILD)/embed-src && mkdir -p $(BUILD)/embed-src && cp $^ $(BUILD)/embed-src/
-	cd $(BUILD)/embed-src && $(CXX) -std=c++17 -O3 -I. embed.cpp $(LIB_SOURCES) -o ../embed -pthread
+# "drop two files into your tree": a consumer built by one plain compiler command from a copy of
+# lists.mk's EMBED_SOURCES alone (a file the library needs and the list lacks fails here); with
+# CUDA, a second one from EMBED_SOURCES + EMBED_CUDA_SOURCES, vt-cuda.cu through nvcc
+$(BUILD)/embed: examples/embed/embed.cpp $(EMBED_SOURCES) | $(BUILD)
+	rm -rf $@-tree && mkdir -p $@-tree && cp $(EMBED_SOURCES) $@-tree/
+	$(CXX) -std=c++17 -O3 -I$@-tree examples/embed/embed.cpp $@-tree/vt.cpp $@-tree/whisper-audio.cpp -o $@ -pthread
 
-test-embed: $(BUILD)/embed build/micro-80-f32.gguf
+$(BUILD)/embed-cuda: examples/embed/embed.cpp $(EMBED_SOURCES) $(EMBED_CUDA_SOURCES) | $(BUILD)
+	rm -rf $@-tree && mkdir -p $@-tree && cp $(EMBED_SOURCES) $(EMBED_CUDA_SOURCES) $@-tree/
+	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -DVT_USE_CUDA -c $@-tree/vt-cuda.cu -o $@-tree/vt-cuda.o
+	$(CXX) -std=c++17 -O3 -DVT_USE_CUDA -I$@-tree examples/embed/embed.cpp $@-tree/vt.cpp $@-tree/whisper-audio.cpp \
+		$@-tree/vt-cuda.o -o $@ -pthread -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
+
+test-embed: $(BUILD)/embed $(if $(filter 1,$(CUDA)),$(BUILD)/embed-cuda) build/micro-80-f32.gguf
 	$(BUILD)/embed build/micro-80-f32.gguf samples/speech_16k.wav
+	$(if $(filter 1,$(CUDA)),$(BUILD)/embed-cuda build/micro-80-f32.gguf samples/speech_16k.wav)
 
 test: deps
 	$(MAKE) test-run
@@ -358,7 +366,7 @@ fuzz-deps:
 $(FUZZ_BUILD)/flags: FORCE
 	@mkdir -p $(FUZZ_BUILD); $(call write_if_changed,$@,$(FUZZ_CXX) $(FUZZ_FLAGS) | $(FUZZ_LDLIBS))
 
-$(FUZZ_BUILD)/%.o: %.cpp $(LIB_HEADERS) $(FUZZ_BUILD)/flags | fuzz-deps
+$(FUZZ_BUILD)/%.o: %.cpp $(filter %.h,$(EMBED_SOURCES)) $(FUZZ_BUILD)/flags | fuzz-deps
 	@mkdir -p $(FUZZ_BUILD)
 	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 

@@ -2,14 +2,6 @@
 # file and CMake reads its `NAME = words` lines (so: plain words, no make functions, no comment
 # after a value). A format, test model or GPU target added here reaches both builds.
 
-# The library as a project that embeds it copies it (README, "Embedding"): its sources and the
-# headers they include; the CUDA backend's files beside them for the GPU. `make test-embed`
-# builds a consumer from these alone, copied into a folder of their own.
-LIB_SOURCES = vt.cpp whisper-audio.cpp
-LIB_HEADERS = vt.h whisper-audio.h whisper-audio-arch.h
-CUDA_SOURCES = vt-cuda.cu
-CUDA_HEADERS =
-
 # Compressed audio input, each format through its reference decoder when its header is found
 # (under /usr/include, or a multiarch folder below it): the build then defines
 # WHISPER_AUDIO_<FORMAT> and links the libraries. _INCLUDE: a folder below the header's include
@@ -28,6 +20,12 @@ OPUS_HEADER = opus/opusfile.h
 OPUS_INCLUDE = opus
 OPUS_LIBS = opusfile
 OPUS_DEB = libopusfile-dev
+
+# The library's files, as another project drops them into its tree (README, "embedding"; make
+# test-embed builds from a copy of these alone): EMBED_SOURCES for the CPU; EMBED_CUDA_SOURCES
+# too for the GPU (vt-cuda.cu through nvcc, the headers it includes beside it).
+EMBED_SOURCES = vt.h vt.cpp whisper-audio.h whisper-audio-arch.h whisper-audio.cpp
+EMBED_CUDA_SOURCES = vt-cuda.cu vt-cuda-ptx.cuh vt-cuda-gemm.cuh vt-cuda-attention.cuh vt-cuda-attention-wgmma.cuh
 
 # CUDA: the GPU targets (sm_90a: Hopper with wgmma; compute_80 PTX lets other recent GPUs
 # JIT-compile). make CUDA_ARCH=... and cmake -DWHISPER_AUDIO_CUDA_ARCH=... choose others.

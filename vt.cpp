@@ -411,27 +411,36 @@ vt_tensor * vt_attention(vt_context * ctx, vt_tensor * q, vt_tensor * k, vt_tens
 
 // vt_log_mel
 
-static vt_tensor * log_mel_op(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params, bool max_only) {
-    VT_ASSERT(pcm->type == VT_TYPE_F32 && vt_is_contiguous(pcm) && pcm->ne[0] == VT_MEL_ROW && pcm->ne[2] == 1 && pcm->ne[3] == 1);
-    VT_ASSERT(filters->type == VT_TYPE_F32 && vt_is_contiguous(filters) && filters->ne[0] == 201 && filters->ne[2] == 1);
+// iparams: {max_only, n_fft, hop, n_frames}
+static vt_tensor * log_mel_op(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params,
+                              const vt_mel_shape * shape, bool max_only) {
+    VT_ASSERT(shape && shape->n_fft >= 2 && shape->hop >= 1 && shape->n_frames >= 1);
+    const int64_t n_bins = shape->n_fft / 2 + 1, row_min = (int64_t)shape->hop * (shape->n_frames - 1) + shape->n_fft;
+    VT_ASSERT(pcm->type == VT_TYPE_F32 && vt_is_contiguous(pcm) && pcm->ne[0] >= row_min && pcm->ne[2] == 1 && pcm->ne[3] == 1);
+    VT_ASSERT(filters->type == VT_TYPE_F32 && vt_is_contiguous(filters) && filters->ne[0] == n_bins && filters->ne[2] == 1);
     VT_ASSERT(!params || (params->type == VT_TYPE_F32 && vt_is_contiguous(params) && params->ne[0] == 2 &&
                           params->ne[1] == pcm->ne[1] && params->ne[2] == 1));
-    const int64_t ne[4] = {3000, filters->ne[1], pcm->ne[1], 1}, ne_max[4] = {pcm->ne[1], 1, 1, 1};
+    const int64_t ne[4] = {shape->n_frames, filters->ne[1], pcm->ne[1], 1}, ne_max[4] = {pcm->ne[1], 1, 1, 1};
     vt_tensor * t = new_tensor(ctx, VT_TYPE_F32, max_only ? ne_max : ne);
     t->op = VT_OP_LOG_MEL;
     t->src[0] = pcm;
     t->src[1] = filters;
     t->src[2] = params;
     t->iparams[0] = max_only;
+    t->iparams[1] = shape->n_fft;
+    t->iparams[2] = shape->hop;
+    t->iparams[3] = shape->n_frames;
     return t;
 }
 
-vt_tensor * vt_log_mel(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params) {
-    return log_mel_op(ctx, pcm, filters, params, false);
+vt_tensor * vt_log_mel(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params,
+                       const vt_mel_shape * shape) {
+    return log_mel_op(ctx, pcm, filters, params, shape, false);
 }
 
-vt_tensor * vt_log_mel_max(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params) {
-    return log_mel_op(ctx, pcm, filters, params, true);
+vt_tensor * vt_log_mel_max(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params,
+                           const vt_mel_shape * shape) {
+    return log_mel_op(ctx, pcm, filters, params, shape, true);
 }
 
 vt_tensor * vt_attention_masked(vt_context * ctx, vt_tensor * q, vt_tensor * k, vt_tensor * v,
@@ -611,12 +620,6 @@ size_t vt_backend_allocated_bytes(const vt_backend * be) { return be->allocated_
 bool vt_backend_alloc_graph(vt_backend * be, vt_graph * g) {
     if (g->backend) g->backend->release_graph(g);
     g->backend = nullptr;
-    for (const vt_tensor * t : g->nodes) {
-        if (!be->supports(t->op)) {
-            vt_set_error("%s: op %s ('%s') has no kernel on this backend", be->name(), vt_op_name(t->op), t->name);
-            return false;
-        }
-    }
     if (!be->alloc_graph(g)) return false;
     g->backend = be;
     return true;
@@ -693,20 +696,8 @@ bool vt_backend_wait(vt_backend * be, int slot) {
 
 void * vt_backend_host_alloc(vt_backend * be, size_t bytes) { return be->host_alloc(bytes); }
 void   vt_backend_host_free(vt_backend * be, void * p) { if (p) be->host_free(p); }
-bool   vt_backend_supports(const vt_backend * be, enum vt_op op) { return be->supports(op); }
 
 #ifndef VT_USE_CUDA
-int vt_cuda_device_count(void) { return 0; }
-vt_backend * vt_backend_cuda_init(int, enum vt_type) {
-    vt_set_error("this build has no CUDA backend (nvcc was not found when it was built)");
-    return nullptr;
-}
-vt_backend * vt_backend_cuda_init_fp8(int) { return vt_backend_cuda_init(0, VT_TYPE_BF16); }
-bool vt_cuda_built(void) { return false; }
-bool vt_cuda_memory_used(int, size_t *) {
-    vt_set_error("this build has no CUDA backend");
-    return false;
-}
 size_t vt_cuda_bytes_allocated(void) { return 0; }
 #endif
 
@@ -1435,6 +1426,93 @@ struct cpu_backend : vt_backend {
         });
     }
 
+    // log_mel (vt_log_mel), the reference of the CUDA kernel: per window b and frame t < valid,
+    // the periodic Hann window times row[hop t, hop t + n_fft), the power of its DFT in double
+    // (a plain DFT, bin by bin: whisper-audio.cpp's host log-mel has the fast FFT), the mel sums
+    // in double over each filter's non-zero bins (the filters are triangles; a skipped product
+    // is 0 * finite), log10 in float; frames from valid on are 0. Then over the window's frames
+    // that hold the signal max(x, max - 8) and (x + 4) / 4, max the window's own or params' [b, 1];
+    // max_only: out[b] = that max, before any clamp. A task per (window, FRAMES frames).
+    void log_mel(vt_tensor * t) {
+        const vt_tensor * pcm = t->src[0], * filters = t->src[1], * params = t->src[2];
+        const bool max_only = t->iparams[0];
+        const int n_fft = t->iparams[1], hop = t->iparams[2], n_frames = t->iparams[3];
+        const int n_bins = n_fft / 2 + 1, n_mels = (int)filters->ne[1], B = (int)pcm->ne[1];
+        const float * fb = (const float *)filters->data;
+        const float * prm = params ? (const float *)params->data : nullptr;
+
+        const double two_pi = 6.283185307179586476925286766559;
+        std::vector<double> window(n_fft), cos_t(n_fft), sin_t(n_fft);   // exp(-2 pi i e / n_fft) = cos - i sin
+        for (int i = 0; i < n_fft; i++) {
+            window[i] = 0.5 - 0.5 * std::cos(two_pi * i / n_fft);
+            cos_t[i] = std::cos(two_pi * i / n_fft);
+            sin_t[i] = std::sin(two_pi * i / n_fft);
+        }
+        std::vector<int> k0(n_mels), k1(n_mels);                         // each filter's non-zero bins
+        for (int m = 0; m < n_mels; m++) {
+            const float * fr = fb + (size_t)m * n_bins;
+            int a = 0, b = n_bins;
+            while (a < b && fr[a] == 0.0f) a++;
+            while (b > a && fr[b - 1] == 0.0f) b--;
+            k0[m] = a;
+            k1[m] = b;
+        }
+        auto valid_of = [&](int b) { return std::min(prm ? (int)prm[2 * b] : n_frames, n_frames); };
+
+        const int FRAMES = 100, chunks = (n_frames + FRAMES - 1) / FRAMES;
+        std::vector<float> chunk_max((size_t)B * chunks, -INFINITY);
+        pool.run(B * chunks, [&](int task, int) {
+            const int b = task / chunks, t0 = task % chunks * FRAMES, t1 = std::min(t0 + FRAMES, valid_of(b));
+            const float * row = (const float *)pcm->data + (size_t)b * pcm->ne[0];
+            float * out = max_only ? nullptr : (float *)t->data + (size_t)b * n_mels * n_frames;
+            std::vector<double> frame(n_fft), power(n_bins);
+            float mx = -INFINITY;
+            for (int f = t0; f < t1; f++) {
+                const float * x = row + (size_t)f * hop;
+                for (int n = 0; n < n_fft; n++) frame[n] = window[n] * x[n];
+                for (int k = 0; k < n_bins; k++) {                           // X[k] = sum_n frame[n] W^(n k)
+                    double re = 0.0, im = 0.0;
+                    for (int n = 0, e = 0; n < n_fft; n++) {
+                        re += frame[n] * cos_t[e];
+                        im -= frame[n] * sin_t[e];
+                        e += k;
+                        if (e >= n_fft) e -= n_fft;
+                    }
+                    power[k] = re * re + im * im;
+                }
+                for (int m = 0; m < n_mels; m++) {
+                    const float * fr = fb + (size_t)m * n_bins;
+                    double sum = 0.0;
+                    for (int k = k0[m]; k < k1[m]; k++) sum += (double)fr[k] * power[k];
+                    // (log2 * log10(2), as the host log-mel and the CUDA kernel)
+                    const float v = std::log2(std::max((float)sum, 1e-10f)) * 0.30102999566398119521f;
+                    if (out) out[(size_t)m * n_frames + f] = v;
+                    mx = std::max(mx, v);
+                }
+            }
+            for (int f = std::max(t0, t1); out && f < std::min(t0 + FRAMES, n_frames); f++)   // past the signal: 0
+                for (int m = 0; m < n_mels; m++) out[(size_t)m * n_frames + f] = 0.0f;
+            chunk_max[task] = mx;
+        });
+        pool.run(B, [&](int b, int) {
+            float mx = -INFINITY;
+            for (int c = 0; c < chunks; c++) mx = std::max(mx, chunk_max[(size_t)b * chunks + c]);
+            if (max_only) {
+                ((float *)t->data)[b] = mx;
+                return;
+            }
+            const float given = prm ? prm[2 * b + 1] : NAN;
+            const float floor_v = (std::isnan(given) ? mx : given) - 8.0f;
+            const int valid = valid_of(b);
+            float * out = (float *)t->data + (size_t)b * n_mels * n_frames;
+            for (int m = 0; m < n_mels; m++)
+                for (int f = 0; f < valid; f++) {
+                    float & x = out[(size_t)m * n_frames + f];
+                    x = (std::max(x, floor_v) + 4.0f) / 4.0f;
+                }
+        });
+    }
+
     void compute_node(vt_tensor * t) {
         switch (t->op) {
             case VT_OP_CONV1D_K3:  conv1d_k3(t); break;
@@ -1445,6 +1523,7 @@ struct cpu_backend : vt_backend {
             case VT_OP_RMS_NORM:   rms_norm(t); break;
             case VT_OP_SWIGLU:     swiglu(t); break;
             case VT_OP_STACK:      stack(t); break;
+            case VT_OP_LOG_MEL:    log_mel(t); break;
             default: VT_ASSERT(!"cpu backend: op without a kernel");
         }
     }
@@ -1471,7 +1550,16 @@ const char * vt_cpu_isa(void) {
     return k ? k->isa : nullptr;
 }
 
-vt_backend * vt_backend_cpu_init(int n_threads) {
+static vt_backend * cpu_init(int device, const vt_backend_params * params) {
+    if (device != 0) {
+        vt_set_error("cpu: device %d does not exist (the CPU is device 0)", device);
+        return nullptr;
+    }
+    if (params->compute_type != VT_TYPE_F32 || params->fp8) {
+        vt_set_error("cpu: computes in f32 alone, not %s%s", vt_type_name(params->compute_type), params->fp8 ? " with fp8" : "");
+        return nullptr;
+    }
+    int n_threads = params->n_threads;
     // threads past the hardware's only cost memory: each has its own scratch
     const int hw = (int)std::max(1u, std::thread::hardware_concurrency());
     if (n_threads <= 0 || n_threads > hw) n_threads = hw;
@@ -1486,4 +1574,71 @@ vt_backend * vt_backend_cpu_init(int n_threads) {
         vt_set_error("cpu backend: cannot start %d threads: %s", n_threads, e.what());
         return nullptr;
     }
+}
+
+static int cpu_device_count(void) { return 1; }
+
+static bool cpu_device_memory(int, size_t *, size_t *) {
+    vt_set_error("cpu: the CPU has no device memory figure");
+    return false;
+}
+
+// ---- backends by name ----------------------------------------------------------------
+
+// The backends this build has: a new one is a row here (and a file of its own).
+struct vt_backend_reg {
+    const char * name;
+    vt_backend * (*init)(int device, const vt_backend_params * params);
+    int  (*device_count)(void);
+    bool (*device_memory)(int device, size_t * free_bytes, size_t * total_bytes);
+};
+
+static const vt_backend_reg VT_BACKENDS[] = {
+    {"cpu", cpu_init, cpu_device_count, cpu_device_memory},
+#ifdef VT_USE_CUDA
+    {"cuda", vt_cuda_init, vt_cuda_device_count, vt_cuda_device_memory},
+#endif
+};
+
+// The row of `name`; NULL with the error set when there is none.
+static const vt_backend_reg * backend_reg(const char * name) {
+    for (const vt_backend_reg & r : VT_BACKENDS)
+        if (name && strcmp(r.name, name) == 0) return &r;
+    if (name && strcmp(name, "cuda") == 0)
+        vt_set_error("this build has no CUDA backend (nvcc was not found when it was built)");
+    else
+        vt_set_error("no backend named '%s' (cpu%s)", name ? name : "(null)", vt_backend_built("cuda") ? ", cuda" : "");
+    return nullptr;
+}
+
+vt_backend * vt_backend_init(const char * name, int device, const vt_backend_params * params) {
+    const vt_backend_reg * r = backend_reg(name);
+    if (!r) return nullptr;
+    if (!params) {
+        vt_set_error("%s: NULL params", r->name);
+        return nullptr;
+    }
+    return r->init(device, params);
+}
+
+bool vt_backend_built(const char * name) {
+    for (const vt_backend_reg & r : VT_BACKENDS)
+        if (name && strcmp(r.name, name) == 0) return true;
+    return false;
+}
+
+int vt_backend_device_count(const char * name) {
+    for (const vt_backend_reg & r : VT_BACKENDS)
+        if (name && strcmp(r.name, name) == 0) return r.device_count();
+    return 0;
+}
+
+bool vt_backend_device_memory(const char * name, int device, size_t * free_bytes, size_t * total_bytes) {
+    const vt_backend_reg * r = backend_reg(name);
+    if (!r) return false;
+    if (!free_bytes || !total_bytes) {
+        vt_set_error("%s: NULL %s", r->name, !free_bytes ? "free_bytes" : "total_bytes");
+        return false;
+    }
+    return r->device_memory(device, free_bytes, total_bytes);
 }

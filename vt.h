@@ -10,7 +10,8 @@
 //   vt_set_input(x); vt_set_weight(w);
 //   vt_tensor  * y   = vt_linear(ctx, x, w, NULL, VT_ACT_GELU, NULL);  // [1500, 1536]
 //   vt_graph   * g   = vt_graph_build(ctx, &y, 1);
-//   vt_backend * be  = vt_backend_cpu_init(4);
+//   vt_backend_params bp = {VT_TYPE_F32, 4, false};
+//   vt_backend * be  = vt_backend_init("cpu", 0, &bp);
 //   vt_backend_alloc_weights(be, ctx); vt_backend_set_tensor(be, w, w_data, VT_TYPE_F32);
 //   vt_backend_alloc_graph(be, g);     vt_backend_set_tensor(be, x, x_data, VT_TYPE_F32);
 //   vt_backend_compute(be, g);         vt_backend_get_tensor_f32(be, y, y_data);
@@ -121,7 +122,7 @@ vt_tensor * vt_set_name(vt_tensor * t, const char * fmt, ...);
 void        vt_set_weight(vt_tensor * t);
 void        vt_set_input(vt_tensor * t);
 void        vt_set_output(vt_tensor * t);
-void        vt_set_fp8(vt_tensor * t);   // a weight that vt_backend_cuda_init_fp8 may quantize
+void        vt_set_fp8(vt_tensor * t);   // a weight that an fp8 backend may quantize (vt_backend_params)
 
 // ---- ops (builders check shapes and record; backends compute) ----------------------
 
@@ -179,24 +180,30 @@ vt_tensor * vt_swiglu(vt_context * ctx, vt_tensor * x);
 //   x [B, T, C] contiguous -> out [B, ceil(T/f), f*C]; a view when f divides T, else a copy
 vt_tensor * vt_stack_frames(vt_context * ctx, vt_tensor * x, int f);
 
-// log_mel: Whisper's log-mel spectrogram of B windows of 3000 frames, the algorithm of
-// whisper_audio_log_mel (transformers' WhisperFeatureExtractor), the FFT in double.
-//   pcm     [B, VT_MEL_ROW] ne {480400, B} f32, contiguous: each row is the window's 480000
-//           samples with VT_MEL_CONTEXT more on each side, as the caller's signal has them
-//           there (its neighbours, its reflection at the signal's ends, zeros): frame t reads
-//           row[160 t, 160 t + 400), so the op itself never pads
-//   filters [n_mels, 201] ne {201, n_mels} f32 (the model's mel bank)
-//   params  [B, 2] ne {2, B} f32, or NULL ({3000, NaN} for every window): per window the frames
-//           that hold the signal (those past it are 0 in out and left out of the max) and the
-//           max of the dynamic-range clamp, or NaN for the window's own max
-//   out     [B, n_mels, 3000] f32: (max(log10 mel, max - 8) + 4) / 4
-// CUDA only: on the CPU the model library computes the log-mel before the graph.
-#define VT_MEL_CONTEXT 200
-#define VT_MEL_ROW (480000 + 2 * VT_MEL_CONTEXT)
-vt_tensor * vt_log_mel(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params);
+// log_mel: a log-mel spectrogram of B windows, the algorithm of whisper-audio.cpp's host
+// log-mel (transformers' WhisperFeatureExtractor), the DFT in double. The sizes are the
+// caller's (the model library owns Whisper's: n_fft 400, hop 160, 3000 frames):
+typedef struct vt_mel_shape {
+    int n_fft;      // samples a frame: a periodic Hann window, a DFT of n_fft, n_fft / 2 + 1 bins
+    int hop;        // samples from one frame's start to the next
+    int n_frames;   // frames a window
+} vt_mel_shape;
+//   pcm     [B, R] ne {R, B} f32, contiguous, R >= hop (n_frames - 1) + n_fft: frame t reads
+//           row[hop t, hop t + n_fft), so the op itself never pads: the caller puts each
+//           window's samples in its row with the context they need on each side (its
+//           neighbours, its reflection at the signal's ends, zeros)
+//   filters [n_mels, n_fft/2 + 1] ne {n_fft/2 + 1, n_mels} f32 (the model's mel bank)
+//   params  [B, 2] ne {2, B} f32, or NULL ({n_frames, NaN} for every window): per window the
+//           frames that hold the signal (those past it are 0 in out and left out of the max)
+//           and the max of the dynamic-range clamp, or NaN for the window's own max
+//   out     [B, n_mels, n_frames] f32: (max(log10 mel, max - 8) + 4) / 4
+// The CPU backend's is the reference; the CUDA kernel's DFT is for n_fft 400 (20 x 20).
+vt_tensor * vt_log_mel(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params,
+                       const vt_mel_shape * shape);
 // The same op's first half: out [B] f32, each window's largest log10 mel over the frames
 // that hold the signal, before any clamp (the max of an input cut into several windows).
-vt_tensor * vt_log_mel_max(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params);
+vt_tensor * vt_log_mel_max(vt_context * ctx, vt_tensor * pcm, vt_tensor * filters, vt_tensor * params,
+                           const vt_mel_shape * shape);
 
 const char * vt_op_name(enum vt_op op);
 
@@ -217,26 +224,34 @@ void        vt_graph_set_tune(vt_graph * g, bool tune);
 
 // ---- backends ----------------------------------------------------------------------
 
-// Computes in f32 on n_threads threads: <= 0 or more than the hardware runs means as many
-// as it runs. NULL with vt_last_error() set when the threads cannot be started.
-vt_backend * vt_backend_cpu_init(int n_threads);
+// Backends by name, devices by index: "cpu" (the reference: f32, one device, the host) and
+// "cuda" (NVIDIA GPUs, in vt-cuda.cu; f16/bf16 compute with f32 accumulation). Another
+// backend is a row of vt.cpp's table of backends and a file of its own.
+typedef struct vt_backend_params {
+    enum vt_type compute_type;   // cpu: VT_TYPE_F32; cuda: VT_TYPE_F16 or VT_TYPE_BF16
+    int  n_threads;              // cpu: threads; <= 0 or more than the hardware runs: as many as it runs
+    bool fp8;                    // cuda, with bf16: the linear layers' GEMMs on FP8 tensor cores (below)
+} vt_backend_params;
+// NULL with vt_last_error() set when the name is unknown, this build lacks that backend, the
+// device does not exist or cannot run it, or the parameters do not fit it.
+//   cpu: device 0; threads that cannot be started fail it, as a VT_CPU_ISA this CPU cannot run.
+//   cuda fp8: compute capability 8.9+; each weight flagged with vt_set_fp8, [N, K] with N and K
+//     multiples of 16 (K <= 8192), is quantized at set_tensor with a scale per output channel,
+//     each GEMM's input per row (token) just before it, both scales applied by the GEMM; the
+//     rest (conv stem, attention, norms, the other linears) in bf16. Weights keep their bf16
+//     copy too (about 1.5x the memory of bf16 alone).
+vt_backend * vt_backend_init(const char * name, int device, const vt_backend_params * params);
+bool         vt_backend_built(const char * name);          // is that backend compiled in
+int          vt_backend_device_count(const char * name);   // devices present: cpu 1, cuda 0 without CUDA or a GPU
+// Device memory of the backend's device `device`, in bytes, as its driver counts it (used by
+// anyone: cudaMemGetInfo for cuda). False with vt_last_error() set for the CPU (no such figure),
+// an unknown name or device, or a failed query.
+bool         vt_backend_device_memory(const char * name, int device, size_t * free_bytes, size_t * total_bytes);
 // The instruction set of the CPU backend's kernels on this machine: "avx512", "avx2" or
 // "plain", picked at run time; the environment variable VT_CPU_ISA asks for a lesser one
 // (to measure or test it). NULL with vt_last_error() set when VT_CPU_ISA names one that is
-// unknown or that this CPU cannot run (vt_backend_cpu_init then fails the same way).
+// unknown or that this CPU cannot run (vt_backend_init("cpu", ...) then fails the same way).
 const char * vt_cpu_isa(void);
-// compute_type VT_TYPE_F16 or VT_TYPE_BF16. NULL with vt_last_error() set when there is
-// no device, or when this build has no CUDA.
-vt_backend * vt_backend_cuda_init(int device, enum vt_type compute_type);
-// bf16 compute with the linear layers' GEMMs on the FP8 (e4m3) tensor cores (compute
-// capability 8.9+): each weight flagged with vt_set_fp8, [N, K] with N and K multiples of 16
-// (K <= 8192), is quantized
-// at set_tensor with a scale per output channel, each GEMM's input per row (token) just
-// before it, both scales applied by the GEMM; the rest (conv stem, attention, norms, the
-// other linears) as vt_backend_cuda_init(device, VT_TYPE_BF16). Weights keep their bf16
-// copy too (about 1.5x the memory of bf16 alone).
-vt_backend * vt_backend_cuda_init_fp8(int device);
-bool         vt_cuda_built(void);                         // was vt-cuda.cu compiled in
 void         vt_backend_free(vt_backend * be);
 const char * vt_backend_name(const vt_backend * be);      // "cpu" or "cuda (NVIDIA H200)"
 enum vt_type vt_backend_compute_type(const vt_backend * be);
@@ -271,12 +286,6 @@ bool   vt_backend_prepare(vt_backend * be, vt_graph * g);
 // with vt_last_error() set when it cannot be had.
 void * vt_backend_host_alloc(vt_backend * be, size_t bytes);
 void   vt_backend_host_free(vt_backend * be, void * p);
-// Whether the backend has a kernel for op (every op but log_mel on the CPU).
-bool   vt_backend_supports(const vt_backend * be, enum vt_op op);
-// CUDA devices present (0 without CUDA or a device).
-int    vt_cuda_device_count(void);
-// Bytes in use on a CUDA device, by anyone (cudaMemGetInfo); false without CUDA.
-bool   vt_cuda_memory_used(int device, size_t * used);
 // Bytes the CUDA backend has allocated on devices since the process started (0 without CUDA):
 // what the test-only limit VT_CUDA_MEMORY_LIMIT counts.
 size_t vt_cuda_bytes_allocated(void);
@@ -305,7 +314,7 @@ struct vt_graph {
     void * backend_state = nullptr;    // the backend's per-graph memory (arena, captured graph)
 };
 
-// A backend. alloc_* set tensor->data; compute runs g->nodes in order.
+// A backend: it has a kernel for every op. alloc_* set tensor->data; compute runs g->nodes in order.
 struct vt_backend {
     virtual ~vt_backend() {}
     virtual const char * name() const = 0;
@@ -318,7 +327,6 @@ struct vt_backend {
     virtual bool compute(vt_graph * g) = 0;
     virtual bool profile(vt_graph * g, double * ms) = 0;
     virtual size_t allocated_bytes() const = 0;
-    virtual bool supports(vt_op op) const { return op != VT_OP_LOG_MEL; }
     // at once, by default: in, compute, out (converted on the host)
     virtual bool submit(vt_graph * g, int n_in, vt_tensor * const * in, const void * const * in_host,
                         const vt_tensor * out, void * out_host, vt_type out_type, int slot);
@@ -330,5 +338,10 @@ struct vt_backend {
 
 // Sets data of every view in g from its source (after the arena or weights are placed).
 void vt_graph_resolve_views(vt_graph * g);
+
+// The CUDA backend's entry points (vt-cuda.cu), a row of vt.cpp's table of backends.
+vt_backend * vt_cuda_init(int device, const vt_backend_params * params);
+int          vt_cuda_device_count(void);
+bool         vt_cuda_device_memory(int device, size_t * free_bytes, size_t * total_bytes);
 
 #endif

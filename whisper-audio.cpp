@@ -70,8 +70,11 @@ template <typename R, typename F> static R wa_catch(const char * func, R fail, F
     return fail;
 }
 
+// The vt backend that WHISPER_AUDIO_DEVICE_GPU (alias _CUDA) runs on: the one GPU backend there is.
+static const char * const WA_GPU_BACKEND = "cuda";
+
 // CPU threads: <= 0 means as many as the hardware runs (llama.cpp's -t convention), and
-// more than that are capped to it, as vt_backend_cpu_init does.
+// more than that are capped to it, as vt's CPU backend does.
 static int wa_n_threads(int n_threads) {
     const int hw = (int)std::max(1u, std::thread::hardware_concurrency());
     return n_threads <= 0 || n_threads > hw ? hw : n_threads;
@@ -2513,6 +2516,11 @@ static const int WA_MEL_N_BINS  = 201;      // n_fft / 2 + 1
 static const int WA_MEL_HOP     = 160;
 static const int WA_MEL_N_SAMP  = 480000;   // 30 s at 16 kHz
 static const int WA_MEL_N_FRAME = 3000;     // 1 + 480000 / 160 = 3001 frames, the last dropped
+// A window's row as the log-mel reads it (log_mel_row, vt_log_mel): its 480000 samples and the
+// 200 that the centred frames reach past each edge (torch.stft center=True pads n_fft / 2).
+static const int WA_MEL_CONTEXT = WA_MEL_N_FFT / 2;
+static const int WA_MEL_ROW     = WA_MEL_N_SAMP + 2 * WA_MEL_CONTEXT;
+static const vt_mel_shape WA_MEL_SHAPE = {WA_MEL_N_FFT, WA_MEL_HOP, WA_MEL_N_FRAME};   // vt_log_mel's sizes
 
 // The slaney mel bank [n_mels, 201], 0-8000 Hz at 16 kHz: transformers' audio_utils
 // mel_filter_bank(norm="slaney", mel_scale="slaney") as WhisperFeatureExtractor calls it (librosa's
@@ -2696,24 +2704,24 @@ static bool wa_mel_check_pcm(const char * func, const float * pcm, size_t n, siz
 // take one signal of the whole input instead, so their windows' edges hold their neighbours'
 // samples.
 static void log_mel_row(const float * pcm, size_t n, int64_t sig_len, int64_t start, float * row) {
-    const int64_t n_sig = std::min<int64_t>((int64_t)n, sig_len), first = start - VT_MEL_CONTEXT;
+    const int64_t n_sig = std::min<int64_t>((int64_t)n, sig_len), first = start - WA_MEL_CONTEXT;
     auto at = [&](int64_t j) {
         if (j < 0) j = -j;
         if (j >= sig_len) j = 2 * (sig_len - 1) - j;
         return j >= 0 && j < n_sig ? pcm[j] : 0.0f;
     };
     // [lo, hi): the signal itself, unmirrored; the mirrored edges around it
-    const int64_t lo = std::min<int64_t>(VT_MEL_ROW, std::max<int64_t>(0, -first));
-    const int64_t hi = std::min<int64_t>(VT_MEL_ROW, std::max<int64_t>(lo, sig_len - first));
+    const int64_t lo = std::min<int64_t>(WA_MEL_ROW, std::max<int64_t>(0, -first));
+    const int64_t hi = std::min<int64_t>(WA_MEL_ROW, std::max<int64_t>(lo, sig_len - first));
     for (int64_t i = 0; i < lo; i++) row[i] = at(first + i);
     const int64_t n_copy = std::min<int64_t>(hi - lo, std::max<int64_t>(0, n_sig - (first + lo)));
     if (n_copy > 0) memcpy(row + lo, pcm + first + lo, (size_t)n_copy * sizeof(float));
     std::fill(row + lo + n_copy, row + hi, 0.0f);
     // past the signal: its mirror for the 200 samples the frames that hold it may read (the
     // last reads 40 past its end), zeros beyond (read only by frames past the signal)
-    const int64_t mirror_end = std::min<int64_t>(VT_MEL_ROW, hi + VT_MEL_CONTEXT);
+    const int64_t mirror_end = std::min<int64_t>(WA_MEL_ROW, hi + WA_MEL_CONTEXT);
     for (int64_t i = hi; i < mirror_end; i++) row[i] = at(first + i);
-    std::fill(row + mirror_end, row + VT_MEL_ROW, 0.0f);
+    std::fill(row + mirror_end, row + WA_MEL_ROW, 0.0f);
 }
 
 // The log10 mel of frames [0, n_frames) of a window's row (log_mel_row): out[m * ld + t], before
@@ -2785,7 +2793,7 @@ static float log_mel_from_row(const float * filters, int n_mels, const float * r
 
 // One 30 s window of its own, its samples already checked: out [n_mels, 3000].
 static void log_mel_window(const float * filters, int n_mels, const float * pcm, size_t n, float * out) {
-    std::vector<float> row(VT_MEL_ROW);
+    std::vector<float> row(WA_MEL_ROW);
     log_mel_row(pcm, n, WA_MEL_N_SAMP, 0, row.data());
     log_mel_from_row(filters, n_mels, row.data(), WA_MEL_N_FRAME, NAN, out);
 }
@@ -5417,7 +5425,7 @@ bool whisper_audio_log_mel_windows(const whisper_audio_model * model, const floa
 struct wa_graph {                        // one batch shape, built once and replayed
     vt_context * ctx = nullptr;
     vt_graph * graph = nullptr;
-    vt_tensor * in = nullptr;            // f32 input: mel [B, n_mels, F], or PCM rows [B, VT_MEL_ROW]
+    vt_tensor * in = nullptr;            // f32 input: mel [B, n_mels, F], or PCM rows [B, WA_MEL_ROW]
     vt_tensor * mel_params = nullptr;    // [B, 2] f32 input with PCM: vt_log_mel's frames and clamp per window
     vt_tensor * kv_len = nullptr;        // [B] f32 input: the positions holding audio (a masked tower's graphs)
     vt_tensor * out = nullptr;           // [B, F/2, d], a tower's [B, rows, width], or the mel maxima [B]
@@ -5679,19 +5687,23 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
     enc->params = params;
     enc->params.n_threads = wa_n_threads(params.n_threads);
     const vt_type cuda_type = params.dtype == WHISPER_AUDIO_DTYPE_F16 ? VT_TYPE_F16 : VT_TYPE_BF16;
-    // auto tries CUDA only where a device is there (so that a CPU machine does not open cuBLASLt)
-    if (params.device == WHISPER_AUDIO_DEVICE_CUDA || (params.device == WHISPER_AUDIO_DEVICE_AUTO && vt_cuda_device_count() > 0)) {
-        enc->backend = params.dtype == WHISPER_AUDIO_DTYPE_FP8 ? vt_backend_cuda_init_fp8(params.gpu_device)
-                                                               : vt_backend_cuda_init(params.gpu_device, cuda_type);
+    // auto tries the GPU only where a device is there (so that a CPU machine does not open cuBLASLt)
+    if (params.device == WHISPER_AUDIO_DEVICE_CUDA || (params.device == WHISPER_AUDIO_DEVICE_AUTO && vt_backend_device_count(WA_GPU_BACKEND) > 0)) {
+        const vt_backend_params gpu = {cuda_type, 0, params.dtype == WHISPER_AUDIO_DTYPE_FP8};
+        enc->backend = vt_backend_init(WA_GPU_BACKEND, params.gpu_device, &gpu);
         // auto falls back to the CPU when there is no GPU, but not when an FP8 GPU was asked
         // for and the GPU present cannot do it (the CPU would not compute FP8 either)
-        const bool fp8_refused = params.dtype == WHISPER_AUDIO_DTYPE_FP8 && vt_cuda_device_count() > 0;
+        const bool fp8_refused = params.dtype == WHISPER_AUDIO_DTYPE_FP8 && vt_backend_device_count(WA_GPU_BACKEND) > 0;
         if (!enc->backend && (params.device == WHISPER_AUDIO_DEVICE_CUDA || fp8_refused)) {
             wa_set_error("CUDA backend unavailable: %s", vt_last_error());
             return nullptr;
         }
     }
-    if (!enc->backend) enc->backend = vt_backend_cpu_init(enc->params.n_threads);
+    const bool on_gpu = enc->backend != nullptr;
+    if (!enc->backend) {
+        const vt_backend_params cpu = {VT_TYPE_F32, enc->params.n_threads, false};
+        enc->backend = vt_backend_init("cpu", 0, &cpu);
+    }
     if (!enc->backend) { wa_set_error("%s", vt_last_error()); return nullptr; }
 
     // weights: a tensor per row of WA_TENSORS (one for a fused tensor's rows), matrices in the
@@ -5715,7 +5727,10 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
         if (t.matrix && il >= 1 && n_dims == 2) vt_set_fp8(*dst);
         return true;
     });
-    enc->mel_in_graph = vt_backend_supports(enc->backend, VT_OP_LOG_MEL);
+    // the GPU makes the log-mel in the graph (vt_log_mel, PCM in); the CPU keeps the host path
+    // (log_mel_frames: its FFT is faster there than vt's reference DFT, and is the reference's
+    // bits, which the committed outputs hold)
+    enc->mel_in_graph = on_gpu;
     if (enc->mel_in_graph) {
         enc->mel_filters_t = vt_new_tensor_2d(ctx, VT_TYPE_F32, WHISPER_AUDIO_N_BINS, hp.n_mels);
         vt_set_weight(enc->mel_filters_t);
@@ -5878,16 +5893,16 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_fram
     wa_graph g;
     vt_tensor * mel = nullptr, * out = nullptr;
     if (from_pcm) {     // the windows' log-mel, the first n_frames frames kept
-        g.in = vt_new_tensor_2d(ctx.get(), VT_TYPE_F32, VT_MEL_ROW, n);
+        g.in = vt_new_tensor_2d(ctx.get(), VT_TYPE_F32, WA_MEL_ROW, n);
         vt_set_name(g.in, "pcm");
         vt_set_input(g.in);
         g.mel_params = vt_new_tensor_2d(ctx.get(), VT_TYPE_F32, 2, n);
         vt_set_name(g.mel_params, "mel_params");
         vt_set_input(g.mel_params);
         if (kind == WA_GRAPH_MEL_MAX) {
-            out = vt_log_mel_max(ctx.get(), g.in, enc->mel_filters_t, g.mel_params);
+            out = vt_log_mel_max(ctx.get(), g.in, enc->mel_filters_t, g.mel_params, &WA_MEL_SHAPE);
         } else {
-            mel = vt_log_mel(ctx.get(), g.in, enc->mel_filters_t, g.mel_params);
+            mel = vt_log_mel(ctx.get(), g.in, enc->mel_filters_t, g.mel_params, &WA_MEL_SHAPE);
             vt_set_name(mel, "mel");
             if (n_frames < WHISPER_AUDIO_N_FRAMES)
                 mel = vt_view_3d(ctx.get(), mel, n_frames, hp.n_mels, n, mel->nb[1], mel->nb[2], 0);
@@ -6002,7 +6017,7 @@ bool whisper_audio_encode_mel_hidden_states(whisper_audio_encoder * enc, const f
 // =====================================================================================
 //
 // The caller's thread cuts the audio into windows and the windows into batches of max_batch,
-// each window a row of VT_MEL_ROW samples (its 30 s and the 200 samples the log-mel's edge
+// each window a row of WA_MEL_ROW samples (its 30 s and the 200 samples the log-mel's edge
 // frames read on each side). A Whisper model's windows (and Qwen2-Audio's one) are 30 s each,
 // filled as the audio comes; a tower that takes one log-mel over its whole input (Voxtral,
 // Ultravox) holds the input until it ends, then cuts its chunks; when there are several, a
@@ -6032,7 +6047,7 @@ struct wa_batch {
     int cap = 0;                         // windows the buffers hold: max_batch, or fewer for less work
     bool mel_max = false;                // the first pass over a held input: out holds each window's mel max
     std::vector<wa_window> wins;
-    float * pcm = nullptr;               // [cap, VT_MEL_ROW], then mel_params [cap, 2] and kv_len [cap]:
+    float * pcm = nullptr;               // [cap, WA_MEL_ROW], then mel_params [cap, 2] and kv_len [cap]:
     float * mel_params = nullptr;        // one block of host memory of the first encoder's backend
     float * kv_len = nullptr;
     void * out = nullptr;                // [cap, out_win]: f32, or f16 when rows are f16 and not pooled
@@ -6125,7 +6140,7 @@ static void pipeline_cpu_mel(whisper_audio_encoder * enc, wa_batch * b, std::vec
     mel.resize((size_t)b->n * mel_win);
     wa_parallel(b->n, enc->params.n_threads, [&](int i) {
         const wa_window & w = b->wins[i];
-        const float * row = b->pcm + (size_t)i * VT_MEL_ROW;
+        const float * row = b->pcm + (size_t)i * WA_MEL_ROW;
         float * o = mel.data() + i * mel_win;
         if (b->mel_max) ((float *)b->out)[i] = log_mel_frames(enc->mel_filters.data(), hp.n_mels, row, w.valid, o, WHISPER_AUDIO_N_FRAMES);
         else log_mel_from_row(enc->mel_filters.data(), hp.n_mels, row, w.valid, w.clamp, o);
@@ -6144,7 +6159,7 @@ static bool pipeline_submit(whisper_audio_pipeline * p, whisper_audio_encoder * 
     const bool from_pcm = enc->mel_in_graph;
     const int n_run = from_pcm && b->n_frames == WHISPER_AUDIO_N_FRAMES ? wa_graph_batch(b->n, b->cap) : b->n;
     for (int i = b->n; i < n_run; i++) {
-        std::fill(b->pcm + (size_t)i * VT_MEL_ROW, b->pcm + (size_t)(i + 1) * VT_MEL_ROW, 0.0f);
+        std::fill(b->pcm + (size_t)i * WA_MEL_ROW, b->pcm + (size_t)(i + 1) * WA_MEL_ROW, 0.0f);
         b->mel_params[2 * i] = WHISPER_AUDIO_N_FRAMES;
         b->mel_params[2 * i + 1] = NAN;
         b->kv_len[i] = 1;
@@ -6372,7 +6387,7 @@ static bool pipeline_make_room(whisper_audio_pipeline * p, int n_frames) {
     wa_batch * next = pipeline_acquire(p);
     if (!next) { p->cur = b; return false; }
     if (b && p->in_window > 0)
-        memcpy(next->pcm + VT_MEL_CONTEXT, b->pcm + (size_t)b->n * VT_MEL_ROW + VT_MEL_CONTEXT, p->in_window * sizeof(float));
+        memcpy(next->pcm + WA_MEL_CONTEXT, b->pcm + (size_t)b->n * WA_MEL_ROW + WA_MEL_CONTEXT, p->in_window * sizeof(float));
     p->cur = b;
     pipeline_dispatch(p, p->cur);
     p->cur = next;
@@ -6395,11 +6410,11 @@ static void pipeline_close_window(whisper_audio_pipeline * p, wa_batch *& slot, 
 // A 30 s window of its own, its first `samples` in its row: the zero padding, then the row's
 // edges mirrored (log_mel_row for a signal of 480000 samples starting at 0).
 static void pipeline_close_own_window(whisper_audio_pipeline * p, size_t samples) {
-    float * row = p->cur->pcm + (size_t)p->cur->n * VT_MEL_ROW, * x = row + VT_MEL_CONTEXT;
+    float * row = p->cur->pcm + (size_t)p->cur->n * WA_MEL_ROW, * x = row + WA_MEL_CONTEXT;
     const int64_t N = WHISPER_AUDIO_N_SAMPLES;
     std::fill(x + samples, x + N, 0.0f);
-    for (int i = 1; i <= VT_MEL_CONTEXT; i++) row[VT_MEL_CONTEXT - i] = x[i];            // x[-i] = x[i]
-    for (int k = 0; k < VT_MEL_CONTEXT; k++) x[N + k] = x[N - 2 - k];                    // x[N + k] = x[2 (N - 1) - (N + k)]
+    for (int i = 1; i <= WA_MEL_CONTEXT; i++) row[WA_MEL_CONTEXT - i] = x[i];            // x[-i] = x[i]
+    for (int k = 0; k < WA_MEL_CONTEXT; k++) x[N + k] = x[N - 2 - k];                    // x[N + k] = x[2 (N - 1) - (N + k)]
     wa_window w{p->input, p->window++, samples};
     if (p->tower) {                       // Qwen2-Audio: a frame per started hop holds audio
         const int frames = (int)((samples + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
@@ -6417,7 +6432,7 @@ static bool pipeline_cut_max(whisper_audio_pipeline * p, int64_t c, int valid, i
         p->cur_max->mel_max = true;
     }
     log_mel_row(p->held.data, p->held.size, sig_len, c * WHISPER_AUDIO_N_SAMPLES,
-                p->cur_max->pcm + (size_t)p->cur_max->n * VT_MEL_ROW);
+                p->cur_max->pcm + (size_t)p->cur_max->n * WA_MEL_ROW);
     wa_window w{p->input, c, 0};
     w.valid = valid;
     pipeline_close_window(p, p->cur_max, w);
@@ -6446,7 +6461,7 @@ static bool pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t 
         // an input of more than one chunk: the first pass over each chunk whose samples are
         // all here (and the 200 after it), while the rest comes (its frames all hold audio)
         const size_t N = WHISPER_AUDIO_N_SAMPLES;
-        while ((size_t)(p->max_cut + 1) * N + VT_MEL_CONTEXT <= p->held.size)
+        while ((size_t)(p->max_cut + 1) * N + WA_MEL_CONTEXT <= p->held.size)
             if (!pipeline_cut_max(p, p->max_cut, WHISPER_AUDIO_N_FRAMES, (int64_t)p->held.size)) return false;
         return pipeline_emit(p, false);
     }
@@ -6458,7 +6473,7 @@ static bool pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t 
     while (n > 0) {
         if (p->in_window == 0 && !pipeline_make_room(p, WHISPER_AUDIO_N_FRAMES)) return false;
         const size_t k = std::min(n, (size_t)WHISPER_AUDIO_N_SAMPLES - p->in_window);
-        memcpy(p->cur->pcm + (size_t)p->cur->n * VT_MEL_ROW + VT_MEL_CONTEXT + p->in_window, pcm, k * sizeof(float));
+        memcpy(p->cur->pcm + (size_t)p->cur->n * WA_MEL_ROW + WA_MEL_CONTEXT + p->in_window, pcm, k * sizeof(float));
         p->in_window += k;
         p->input_samples += k;
         pcm += k;
@@ -6496,7 +6511,7 @@ static bool pipeline_cut_held(whisper_audio_pipeline * p) {
         const int valid = valid_of(c);
         const int n_frames = tw.unpadded && n_chunks == 1 ? valid : (int)F;
         if (!pipeline_make_room(p, n_frames)) return false;
-        log_mel_row(x, n, sig_len, c * WHISPER_AUDIO_N_SAMPLES, p->cur->pcm + (size_t)p->cur->n * VT_MEL_ROW);
+        log_mel_row(x, n, sig_len, c * WHISPER_AUDIO_N_SAMPLES, p->cur->pcm + (size_t)p->cur->n * WA_MEL_ROW);
         const size_t first = (size_t)c * WHISPER_AUDIO_N_SAMPLES;
         wa_window w{p->input, c, std::min<size_t>(WHISPER_AUDIO_N_SAMPLES, n - std::min(n, first))};
         w.valid = valid;
@@ -6540,7 +6555,7 @@ static void pipeline_forget_queued(whisper_audio_pipeline * p, int64_t k) {
     for (int i = 0; i < b->n; i++) {
         if (b->wins[i].input == k) continue;
         if (kept != i) {
-            memcpy(b->pcm + (size_t)kept * VT_MEL_ROW, b->pcm + (size_t)i * VT_MEL_ROW, VT_MEL_ROW * sizeof(float));
+            memcpy(b->pcm + (size_t)kept * WA_MEL_ROW, b->pcm + (size_t)i * WA_MEL_ROW, WA_MEL_ROW * sizeof(float));
             b->mel_params[2 * kept] = b->mel_params[2 * i];
             b->mel_params[2 * kept + 1] = b->mel_params[2 * i + 1];
             b->kv_len[kept] = b->kv_len[i];
@@ -6698,7 +6713,7 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
     // the host buffers, allocated once here (pinned memory is slow to allocate)
     const int cap = max_windows > 0 ? (int)std::min<size_t>(p->max_batch, max_windows) : p->max_batch;
     const size_t win_out = std::max<size_t>((size_t)p->max_rows * p->width * (p->out_f16 ? 2 : 4), sizeof(float));
-    const size_t in_floats = (size_t)cap * (VT_MEL_ROW + 3);
+    const size_t in_floats = (size_t)cap * (WA_MEL_ROW + 3);
     for (size_t i = 0; i < 2 * p->encs.size() + 1; i++) {
         p->batches.emplace_back(new wa_batch);
         wa_batch * b = p->batches.back().get();
@@ -6707,7 +6722,7 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
         b->pcm = (float *)vt_backend_host_alloc(p->host, in_floats * sizeof(float));
         b->out = b->pcm ? vt_backend_host_alloc(p->host, (size_t)cap * win_out) : nullptr;
         if (!b->out) throw std::bad_alloc();
-        b->mel_params = b->pcm + (size_t)cap * VT_MEL_ROW;
+        b->mel_params = b->pcm + (size_t)cap * WA_MEL_ROW;
         b->kv_len = b->mel_params + 2 * cap;
         if (params.pool == WHISPER_AUDIO_POOL_MEAN) {
             b->pooled.resize((size_t)cap * p->width);
@@ -6731,7 +6746,7 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
     return owner.release();
 }
 
-int whisper_audio_cuda_device_count(void) { return vt_cuda_device_count(); }
+int whisper_audio_cuda_device_count(void) { return vt_backend_device_count(WA_GPU_BACKEND); }
 
 whisper_audio_pipeline_params whisper_audio_pipeline_default_params(void) {
     whisper_audio_pipeline_params p;
@@ -7011,7 +7026,7 @@ static bool wa_device_kind(enum whisper_audio_device device, const char * func, 
 int whisper_audio_device_count(enum whisper_audio_device device) {
     int kind;
     if (!wa_device_kind(device, __func__, &kind)) return -1;
-    const int n_gpu = kind == WHISPER_AUDIO_DEVICE_CPU ? 0 : vt_cuda_device_count();
+    const int n_gpu = kind == WHISPER_AUDIO_DEVICE_CPU ? 0 : vt_backend_device_count(WA_GPU_BACKEND);
     return kind == WHISPER_AUDIO_DEVICE_GPU ? n_gpu : std::max(n_gpu, 1);
 }
 
@@ -7019,16 +7034,21 @@ bool whisper_audio_device_memory_used(enum whisper_audio_device device, int inde
     int kind;
     if (!wa_device_kind(device, __func__, &kind)) return false;
     if (!used) { wa_set_error("%s: NULL used", __func__); return false; }
-    const int n_gpu = kind == WHISPER_AUDIO_DEVICE_CPU ? 0 : vt_cuda_device_count();
+    const int n_gpu = kind == WHISPER_AUDIO_DEVICE_CPU ? 0 : vt_backend_device_count(WA_GPU_BACKEND);
     if (kind == WHISPER_AUDIO_DEVICE_CPU || (kind == WHISPER_AUDIO_DEVICE_AUTO && n_gpu == 0)) {
         wa_set_error("%s: the CPU has no device memory figure", __func__);
         return false;
     }
     if (index < 0 || index >= n_gpu) {
-        wa_set_error("%s: no GPU %d (%d present%s)", __func__, index, n_gpu, vt_cuda_built() ? "" : ": a build without CUDA");
+        wa_set_error("%s: no GPU %d (%d present%s)", __func__, index, n_gpu, vt_backend_built(WA_GPU_BACKEND) ? "" : ": a build without CUDA");
         return false;
     }
-    if (!vt_cuda_memory_used(index, used)) { wa_set_error("%s: %s", __func__, vt_last_error()); return false; }
+    size_t free_bytes = 0, total_bytes = 0;
+    if (!vt_backend_device_memory(WA_GPU_BACKEND, index, &free_bytes, &total_bytes)) {
+        wa_set_error("%s: %s", __func__, vt_last_error());
+        return false;
+    }
+    *used = total_bytes - free_bytes;
     return true;
 }
 

@@ -2,7 +2,7 @@
 # A CUDA build on a machine without CUDA and on one with it (issue 25): no file we build lists a
 # CUDA library as NEEDED (readelf), `--device cuda` says in one line what is missing (the driver,
 # with the version CUDA needs; cuBLASLt, with each place tried), cuBLASLt is looked for in the
-# order vt-cuda.cu documents (WHISPER_AUDIO_CUBLASLT, WHISPER_AUDIO_NVIDIA_LIB_DIRS, the system's
+# order vt-cuda-gemm.cuh documents (WHISPER_AUDIO_CUBLASLT, WHISPER_AUDIO_NVIDIA_LIB_DIRS, the system's
 # soname, /usr/local/cuda/lib64), as the dynamic loader's own log shows it (LD_DEBUG=files), and in
 # a mount namespace where the toolkit's folders are empty main starts and encodes on the CPU.
 # Run from the repository root by `make test` (BUILD, CUDA from make); a build without CUDA skips.

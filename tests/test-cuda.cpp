@@ -90,7 +90,7 @@ size_t count_nonfinite(const std::vector<float> & v) {
 // The tests below are skipped without a device (no_gpu()); with one, a backend that does
 // not start is a failure.
 backend_ptr cuda_backend(vt_type type) {
-    backend_ptr be(vt_backend_cuda_init(0, type));
+    backend_ptr be(test_cuda_backend(type));
     REQUIRE_MESSAGE(be, "no CUDA backend: " << last_error());
     return be;
 }
@@ -107,7 +107,7 @@ backend_ptr cuda_backend_att(vt_type type, const char * kernel) {
     const char * old = getenv("VT_ATTENTION");
     const std::string keep = old ? old : "";
     setenv("VT_ATTENTION", kernel, 1);
-    backend_ptr be(vt_backend_cuda_init(0, type));
+    backend_ptr be(test_cuda_backend(type));
     const std::string err = be ? "" : last_error();
     if (old) setenv("VT_ATTENTION", keep.c_str(), 1);
     else unsetenv("VT_ATTENTION");
@@ -181,7 +181,7 @@ struct instance {
 
 // CPU reference and CUDA result of one builder; returns the relative L2 error (or +inf on failure).
 double cuda_vs_cpu(vt_backend * cuda, vt_type ct, const builder & build, const char * what) {
-    static backend_ptr cpu(vt_backend_cpu_init(0));
+    static backend_ptr cpu(test_cpu_backend(0));
     std::vector<float> ref, got;
     {
         instance ci;
@@ -286,7 +286,7 @@ static std::vector<float> e4m3_rows(int rows, int K, uint32_t seed, int pow2, bo
 }
 
 TEST_CASE("cuda fp8 linear: exact e4m3 inputs match the f32 GEMM; other sizes fall back to bf16" * doctest::skip(no_gpu())) {
-    backend_ptr fp8(vt_backend_cuda_init_fp8(0));
+    backend_ptr fp8(test_cuda_backend(VT_TYPE_BF16, 0, true));
     REQUIRE_MESSAGE(fp8, "no FP8 CUDA backend: " << last_error());
     CHECK(vt_backend_compute_type(fp8.get()) == VT_TYPE_BF16);
     const linear_case shapes[] = {
@@ -308,7 +308,7 @@ TEST_CASE("cuda fp8 linear: exact e4m3 inputs match the f32 GEMM; other sizes fa
 }
 
 TEST_CASE("cuda fp8 MLP: the norm quantizes for fc1, fc1's GELU epilogue for fc2, within e4m3's rounding" * doctest::skip(no_gpu())) {
-    backend_ptr fp8(vt_backend_cuda_init_fp8(0));
+    backend_ptr fp8(test_cuda_backend(VT_TYPE_BF16, 0, true));
     REQUIRE_MESSAGE(fp8, "no FP8 CUDA backend: " << last_error());
     const int B = 2, M = 150, D = 256, F = 1024;
     const std::vector<float> x = e4m3_rows(B * M, D, 5, -4), w1 = randn((size_t)F * D, 6, VT_TYPE_BF16, 1.0f / 16),
@@ -546,6 +546,63 @@ TEST_CASE("cuda projector ops: avg_pool2, rms_norm, swiglu, stack_frames" * doct
     }
 }
 
+// The CUDA log-mel against the CPU op (vt.cpp, the reference): windows of their own (noise,
+// clicks on the edge samples, loud then near silence for the clamp, silence, a short clip),
+// with and without params, the max alone, a frame count that is no multiple of the kernel's
+// 8 frames a block; an n_fft other than its 400 is refused. The mel bank is made here (this
+// file needs vt alone: tests/gpu/run-tests.sh's fallback binary has no whisper-audio.cpp):
+// overlapping triangles, as a real bank's, with zero bins at both ends.
+TEST_CASE("cuda log_mel: the CPU op's values at the edges, with params, the max alone, other frame counts" * doctest::skip(no_gpu())) {
+    const int n_mels = 80, n_bins = WHISPER_AUDIO_N_BINS, N = WHISPER_AUDIO_N_SAMPLES;
+    std::vector<float> bank((size_t)n_mels * n_bins, 0.0f);
+    for (int m = 0; m < n_mels; m++)
+        for (int k = 2 * m + 1; k < 2 * m + 6; k++) bank[(size_t)m * n_bins + k] = 0.02f * (float)(3 - std::abs(k - 2 * m - 3));
+    const float * filters = bank.data();
+    std::vector<std::vector<float>> windows(5);
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd(0.0f, 0.1f);
+    windows[0].resize(N);
+    for (float & v : windows[0]) v = nd(rng);
+    windows[1].assign(N, 0.0f);
+    windows[1][0] = 0.9f;
+    windows[1][N - 1] = -0.7f;
+    windows[2].resize(N);
+    for (int i = 0; i < N; i++) windows[2][i] = (i < 16000 ? 0.8f : 1e-6f) * (float)std::sin(0.17 * i);
+    windows[3].assign(N, 0.0f);
+    windows[4].resize(1000);
+    for (int i = 0; i < 1000; i++) windows[4][i] = 0.3f * (float)std::cos(0.05 * i);
+    const int B = (int)windows.size();
+    std::vector<float> rows;
+    for (const std::vector<float> & x : windows) {
+        const std::vector<float> r = test_mel_row(x.data(), x.size());
+        rows.insert(rows.end(), r.begin(), r.end());
+    }
+    const std::vector<float> params = {3000, NAN, 1234, NAN, 2999, -1.0f, 3000, NAN, 7, 0.5f};
+    backend_ptr cpu(test_cpu_backend(0));
+    backend_ptr cuda = cuda_backend(VT_TYPE_F16);
+    auto compare = [&](const std::vector<float> & in, int b, const std::vector<float> & prm, const vt_mel_shape & shape,
+                       bool max_only, const char * what) {
+        std::vector<float> ref, got;
+        REQUIRE_MESSAGE(test_run_log_mel(cpu.get(), in, b, filters, n_mels, prm, shape, max_only, ref), last_error());
+        REQUIRE_MESSAGE(test_run_log_mel(cuda.get(), in, b, filters, n_mels, prm, shape, max_only, got), last_error());
+        double worst = 0;
+        for (size_t i = 0; i < ref.size(); i++) worst = std::max(worst, (double)std::fabs(got[i] - ref[i]));
+        MESSAGE(what << ": max abs difference " << worst);
+        CHECK(worst <= 1e-5);
+    };
+    compare(rows, B, {}, TEST_MEL_SHAPE, false, "log_mel");
+    compare(rows, B, params, TEST_MEL_SHAPE, false, "log_mel, params");
+    compare(rows, B, {}, TEST_MEL_SHAPE, true, "log_mel_max");
+    compare(rows, B, params, TEST_MEL_SHAPE, true, "log_mel_max, params");
+    const vt_mel_shape short_shape = {WHISPER_AUDIO_N_FFT, WHISPER_AUDIO_HOP, 1001};
+    compare(rows, B, {}, short_shape, false, "log_mel, 1001 frames");
+    std::vector<float> out;
+    const vt_mel_shape other = {64, 16, 10};
+    std::vector<float> small(2 * 300, 0.1f), small_filters(33 * n_mels, 0.01f);
+    CHECK_FALSE(test_run_log_mel(cuda.get(), small, 2, small_filters.data(), n_mels, {}, other, false, out));
+    CHECK(std::string(last_error()).find("n_fft 64") != std::string::npos);
+}
+
 TEST_CASE("cuda attention: head_dim other than 64 is refused with a message" * doctest::skip(no_gpu())) {
     backend_ptr cuda = cuda_backend(VT_TYPE_F16);
     const std::vector<float> x = randn(2 * 10 * 96, 16, VT_TYPE_F16);
@@ -621,7 +678,7 @@ struct layer_data {
 TEST_CASE("cuda graph replay: one layer, new inputs each compute, profile" * doctest::skip(no_gpu())) {
     for (vt_type ct : CTYPES) {
         backend_ptr cuda = cuda_backend(ct);
-        backend_ptr cpu(vt_backend_cpu_init(0));
+        backend_ptr cpu(test_cpu_backend(0));
         layer_data L(2, 50, 128, 2, 512, ct);
         const std::vector<float> x1 = L.x, x2 = randn(L.x.size(), 40, ct);
         const builder build = L.make();
@@ -673,12 +730,12 @@ TEST_CASE("cuda graph replay: one layer, new inputs each compute, profile" * doc
 }
 
 TEST_CASE("cuda backend: name, compute type, bad arguments" * doctest::skip(no_gpu())) {
-    CHECK(vt_backend_cuda_init(0, VT_TYPE_F32) == nullptr);
+    CHECK(test_cuda_backend(VT_TYPE_F32) == nullptr);
     CHECK(std::string(last_error()).size() > 0);
     backend_ptr cuda = cuda_backend(VT_TYPE_BF16);
     CHECK(std::string(vt_backend_name(cuda.get())).rfind("cuda (", 0) == 0);
     CHECK(vt_backend_compute_type(cuda.get()) == VT_TYPE_BF16);
-    CHECK(vt_backend_cuda_init(1 << 20, VT_TYPE_F16) == nullptr);
+    CHECK(test_cuda_backend(VT_TYPE_F16, 1 << 20) == nullptr);
 }
 
 // ---- benchmarks (VT_CUDA_BENCH=1) -----------------------------------------------------

@@ -211,7 +211,7 @@ float attend(float q, const float k[3], const float v[3]) {
     vt_set_input(tv);
     vt_tensor * y = vt_attention(ctx, tq, tk, tv, 1, 1.0f);
     vt_graph * g = vt_graph_build(ctx, &y, 1);
-    vt_backend * be = vt_backend_cpu_init(1);
+    vt_backend * be = test_cpu_backend(1);
     REQUIRE(be);
     REQUIRE(vt_backend_alloc_graph(be, g));
     const float qs[3] = {q, 0.0f, 0.0f};

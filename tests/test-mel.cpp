@@ -216,3 +216,153 @@ TEST_CASE("log-mel: non-finite or absurd samples are refused, naming the sample"
     CHECK(whisper_audio_log_mel_windows(model, two.data(), two.size(), 1, mels.data(), 2));
     whisper_audio_model_free(model);
 }
+
+// ---- the log-mel op (vt_log_mel) on the CPU backend: the reference of the CUDA kernel ----
+
+// Windows that reach the op's corners: speech with its zero-padded tail (a short window),
+// clicks on the first and last samples (the edge frames read their mirror), a loud second
+// then near silence (the dynamic-range clamp holds most values), silence (all clamped), and
+// 1000 samples alone.
+static std::vector<std::vector<float>> mel_op_windows() {
+    std::vector<std::vector<float>> w;
+    std::vector<float> speech = mel_test_read_wav_s16(test_data("audio/speech_16k.wav"));
+    REQUIRE(!speech.empty());
+    if (speech.size() > WHISPER_AUDIO_N_SAMPLES) speech.resize(WHISPER_AUDIO_N_SAMPLES);
+    w.push_back(speech);
+    std::vector<float> clicks(WHISPER_AUDIO_N_SAMPLES, 0.0f);
+    for (size_t i = 0; i < clicks.size(); i++) clicks[i] = 1e-3f * (float) std::sin(0.37 * (double) i);
+    clicks[0] = 0.9f;
+    clicks[1] = -0.5f;
+    clicks[WHISPER_AUDIO_N_SAMPLES - 1] = 0.7f;
+    w.push_back(clicks);
+    std::vector<float> loud_quiet(WHISPER_AUDIO_N_SAMPLES);
+    for (size_t i = 0; i < loud_quiet.size(); i++)
+        loud_quiet[i] = (i < 16000 ? 0.8f : 1e-6f) * (float) std::sin(2.0 * 3.14159265358979323846 * 440.0 * (double) i / 16000.0);
+    w.push_back(loud_quiet);
+    w.push_back(std::vector<float>(WHISPER_AUDIO_N_SAMPLES, 0.0f));
+    std::vector<float> short_clip(1000);
+    for (size_t i = 0; i < short_clip.size(); i++) short_clip[i] = 0.3f * (float) std::cos(0.05 * (double) i);
+    w.push_back(short_clip);
+    return w;
+}
+
+TEST_CASE("log-mel op on the CPU: the host log-mel's values at the window edges, for short windows and the clamp") {
+    for (int n_mels : { 80, 128 }) {
+        CAPTURE(n_mels);
+        const std::vector<float> filters = mel_test_filters(n_mels);
+        const std::vector<std::vector<float>> windows = mel_op_windows();
+        const int B = (int) windows.size();
+        std::vector<float> rows;
+        for (const std::vector<float> & x : windows) {
+            const std::vector<float> r = test_mel_row(x.data(), x.size());
+            rows.insert(rows.end(), r.begin(), r.end());
+        }
+        vt_backend * be = test_cpu_backend(2);
+        REQUIRE_MESSAGE(be, vt_last_error());
+        std::vector<float> got, mx;
+        REQUIRE_MESSAGE(test_run_log_mel(be, rows, B, filters.data(), n_mels, {}, TEST_MEL_SHAPE, false, got), vt_last_error());
+        REQUIRE_MESSAGE(test_run_log_mel(be, rows, B, filters.data(), n_mels, {}, TEST_MEL_SHAPE, true, mx), vt_last_error());
+        vt_backend_free(be);
+        const size_t per = (size_t) n_mels * N_FRAMES;
+        for (int b = 0; b < B; b++) {
+            CAPTURE(b);
+            const std::vector<float> ref = mel_test_compute(filters, n_mels, windows[b].data(), windows[b].size());
+            double worst = 0.0, worst_edge = 0.0;
+            size_t same = 0, clamped = 0;
+            const float lowest = *std::min_element(ref.begin(), ref.end());
+            for (size_t i = 0; i < per; i++) {
+                const double d = std::fabs((double) got[b * per + i] - ref[i]);
+                worst = std::max(worst, d);
+                const int t = (int) (i % N_FRAMES);
+                if (t < 3 || t >= N_FRAMES - 3) worst_edge = std::max(worst_edge, d);   // frames that read the mirror
+                same += got[b * per + i] == ref[i];
+                clamped += ref[i] == lowest;
+            }
+            MESSAGE("mel", n_mels, " window ", b, ": max abs difference ", worst, " (edge frames ", worst_edge, "), ",
+                    same, " of ", per, " bit for bit, ", clamped, " at the clamp");
+            CHECK(worst <= 1e-6);
+            // the max alone: the largest value before the clamp, (max + 4) / 4 after it
+            CHECK((mx[b] + 4.0f) / 4.0f == *std::max_element(got.begin() + b * per, got.begin() + (b + 1) * per));
+        }
+    }
+}
+
+TEST_CASE("log-mel op on the CPU: per-window frames and clamp max (params)") {
+    const int n_mels = 80;
+    const std::vector<float> filters = mel_test_filters(n_mels);
+    const std::vector<float> speech = mel_op_windows()[0];
+    const std::vector<float> one = test_mel_row(speech.data(), speech.size());
+    std::vector<float> rows = one;
+    rows.insert(rows.end(), one.begin(), one.end());
+    rows.insert(rows.end(), one.begin(), one.end());
+    vt_backend * be = test_cpu_backend(2);
+    REQUIRE_MESSAGE(be, vt_last_error());
+    std::vector<float> base, mx;
+    REQUIRE(test_run_log_mel(be, rows, 3, filters.data(), n_mels, {}, TEST_MEL_SHAPE, false, base));
+    REQUIRE(test_run_log_mel(be, rows, 3, filters.data(), n_mels, {}, TEST_MEL_SHAPE, true, mx));
+    // window 0: its first 1234 frames, clamped with its own max (given); window 1: all frames,
+    // clamped 2 above it; window 2: the first 5 frames and its own max (NaN: theirs)
+    const std::vector<float> params = { 1234.0f, mx[0], (float) N_FRAMES, mx[1] + 2.0f, 5.0f, NAN };
+    std::vector<float> got, got_max;
+    REQUIRE(test_run_log_mel(be, rows, 3, filters.data(), n_mels, params, TEST_MEL_SHAPE, false, got));
+    REQUIRE(test_run_log_mel(be, rows, 3, filters.data(), n_mels, params, TEST_MEL_SHAPE, true, got_max));
+    vt_backend_free(be);
+    const size_t per = (size_t) n_mels * N_FRAMES;
+    bool w0 = true, w1 = true, w2_zero = true;
+    float w2_max = -INFINITY;
+    for (size_t i = 0; i < per; i++) {
+        const int t = (int) (i % N_FRAMES);
+        w0 = w0 && got[i] == (t < 1234 ? base[i] : 0.0f);
+        const float floor1 = (mx[1] + 2.0f - 8.0f + 4.0f) / 4.0f;
+        w1 = w1 && got[per + i] >= base[per + i] && (base[per + i] <= floor1 || got[per + i] == base[per + i]);
+        if (t < 5) w2_max = std::max(w2_max, got[2 * per + i]);
+        else w2_zero = w2_zero && got[2 * per + i] == 0.0f;
+    }
+    CHECK(w0);
+    CHECK(w1);
+    CHECK(w2_zero);
+    CHECK(got_max[0] <= mx[0]);
+    CHECK(got_max[1] == mx[1]);
+    CHECK((got_max[2] + 4.0f) / 4.0f == w2_max);   // the first 5 frames' own max
+}
+
+TEST_CASE("log-mel op on the CPU: its sizes are parameters (n_fft 64, hop 24, 37 frames) against a plain DFT") {
+    const vt_mel_shape shape = { 64, 24, 37 };
+    const int n_bins = 33, n_mels = 6, B = 2, row_len = 24 * 36 + 64 + 7;
+    std::vector<float> rows((size_t) B * row_len), filters((size_t) n_mels * n_bins, 0.0f);
+    for (size_t i = 0; i < rows.size(); i++) rows[i] = (float) std::sin(0.11 * (double) i) * (i % 7 == 0 ? 2.0f : 0.3f);
+    for (int m = 0; m < n_mels; m++)
+        for (int k = 2 + 4 * m; k < 2 + 4 * m + 9 && k < n_bins; k++) filters[(size_t) m * n_bins + k] = 0.01f * (float) (1 + k % 5);
+    vt_backend * be = test_cpu_backend(1);
+    REQUIRE_MESSAGE(be, vt_last_error());
+    std::vector<float> got;
+    REQUIRE_MESSAGE(test_run_log_mel(be, rows, B, filters.data(), n_mels, {}, shape, false, got), vt_last_error());
+    vt_backend_free(be);
+    const double pi = 3.14159265358979323846;
+    for (int b = 0; b < B; b++) {
+        std::vector<float> ref((size_t) n_mels * shape.n_frames);
+        for (int t = 0; t < shape.n_frames; t++) {
+            std::vector<double> power(n_bins);
+            for (int k = 0; k < n_bins; k++) {
+                double re = 0.0, im = 0.0;
+                for (int n = 0; n < shape.n_fft; n++) {
+                    const double x = (0.5 - 0.5 * std::cos(2 * pi * n / shape.n_fft)) * rows[(size_t) b * row_len + t * shape.hop + n];
+                    re += x * std::cos(2 * pi * n * k / shape.n_fft);
+                    im -= x * std::sin(2 * pi * n * k / shape.n_fft);
+                }
+                power[k] = re * re + im * im;
+            }
+            for (int m = 0; m < n_mels; m++) {
+                double sum = 0.0;
+                for (int k = 0; k < n_bins; k++) sum += (double) filters[(size_t) m * n_bins + k] * power[k];
+                ref[(size_t) m * shape.n_frames + t] = (float) std::log10(std::max(sum, 1e-10));
+            }
+        }
+        const float top = *std::max_element(ref.begin(), ref.end());
+        double worst = 0.0;
+        for (size_t i = 0; i < ref.size(); i++)
+            worst = std::max(worst, std::fabs((std::max(ref[i], top - 8.0f) + 4.0f) / 4.0f - (double) got[b * ref.size() + i]));
+        CAPTURE(b);
+        CHECK(worst <= 1e-6);
+    }
+}

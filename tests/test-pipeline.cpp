@@ -396,7 +396,7 @@ TEST_CASE("cuda log_mel: the CPU log-mel within 1e-5 (speech, 70 s, a tone, near
         windows.push_back(silence);
         const int B = (int)windows.size();
 
-        vt_backend * be = vt_backend_cuda_init(0, VT_TYPE_F16);
+        vt_backend * be = test_cuda_backend(VT_TYPE_F16);
         REQUIRE_MESSAGE(be, vt_last_error());
         vt_context * wctx = vt_init(1);
         vt_tensor * filters = vt_new_tensor_2d(wctx, VT_TYPE_F32, 201, hp->n_mels);
@@ -404,23 +404,18 @@ TEST_CASE("cuda log_mel: the CPU log-mel within 1e-5 (speech, 70 s, a tone, near
         REQUIRE(vt_backend_alloc_weights(be, wctx));
         REQUIRE(vt_backend_set_tensor(be, filters, whisper_audio_model_mel_filters(model.m), VT_TYPE_F32));
         vt_context * ctx = vt_init(4);
-        vt_tensor * pcm = vt_new_tensor_2d(ctx, VT_TYPE_F32, VT_MEL_ROW, B);
+        vt_tensor * pcm = vt_new_tensor_2d(ctx, VT_TYPE_F32, TEST_MEL_ROW, B);
         vt_set_input(pcm);
-        vt_tensor * mel = vt_log_mel(ctx, pcm, filters, nullptr);
+        vt_tensor * mel = vt_log_mel(ctx, pcm, filters, nullptr, &TEST_MEL_SHAPE);
         vt_graph * g = vt_graph_build(ctx, &mel, 1);
         REQUIRE_MESSAGE(vt_backend_alloc_graph(be, g), vt_last_error());
         // each window a signal of its own: its row mirrored at both ends (vt_log_mel's layout)
-        std::vector<float> in((size_t)B * VT_MEL_ROW, 0.0f), got((size_t)B * hp->n_mels * 3000);
+        std::vector<float> in((size_t)B * TEST_MEL_ROW, 0.0f), got((size_t)B * hp->n_mels * 3000);
         for (int b = 0; b < B; b++) {
             std::vector<float> x(N, 0.0f);
             std::copy(windows[b].begin(), windows[b].begin() + std::min(windows[b].size(), (size_t)N), x.begin());
-            float * row = in.data() + (size_t)b * VT_MEL_ROW;
-            for (int i = 0; i < VT_MEL_ROW; i++) {
-                int j = i - VT_MEL_CONTEXT;
-                if (j < 0) j = -j;
-                if (j >= (int)N) j = 2 * ((int)N - 1) - j;
-                row[i] = x[j];
-            }
+            const std::vector<float> row = test_mel_row(x.data(), x.size());
+            std::copy(row.begin(), row.end(), in.begin() + (size_t)b * TEST_MEL_ROW);
         }
         REQUIRE(vt_backend_set_tensor(be, pcm, in.data(), VT_TYPE_F32));
         REQUIRE_MESSAGE(vt_backend_compute(be, g), vt_last_error());

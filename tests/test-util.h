@@ -28,6 +28,17 @@
 
 // ---- files -------------------------------------------------------------------------
 
+// vt's backends as the tests start them, by name (vt_backend_init): the CPU on n_threads
+// (<= 0: all), and a CUDA device in a compute type (fp8: bf16 with the FP8 GEMMs).
+static inline vt_backend * test_cpu_backend(int n_threads) {
+    const vt_backend_params p = {VT_TYPE_F32, n_threads, false};
+    return vt_backend_init("cpu", 0, &p);
+}
+static inline vt_backend * test_cuda_backend(vt_type type, int device = 0, bool fp8 = false) {
+    const vt_backend_params p = {type, 0, fp8};
+    return vt_backend_init("cuda", device, &p);
+}
+
 // The path of a file under tests/data, e.g. test_data("audio/speech_16k.wav").
 static inline std::string test_data(const std::string & path) {
     return "tests/data/" + path;
@@ -345,6 +356,57 @@ static inline size_t gguf_tensor_data_at(const std::vector<uint8_t> & file, cons
     return (pos + alignment - 1) / alignment * alignment + found;
 }
 
+// ---- the log-mel op (vt_log_mel) ------------------------------------------------------
+
+// Whisper's sizes, as whisper-audio.cpp passes them, and the row a window's frames read: its
+// 480000 samples with n_fft / 2 more on each side.
+static const vt_mel_shape TEST_MEL_SHAPE = {WHISPER_AUDIO_N_FFT, WHISPER_AUDIO_HOP, WHISPER_AUDIO_N_FRAMES};
+static const int TEST_MEL_CONTEXT = WHISPER_AUDIO_N_FFT / 2;
+static const int TEST_MEL_ROW = WHISPER_AUDIO_N_SAMPLES + 2 * TEST_MEL_CONTEXT;
+
+// The row of a 30 s window that is a signal of its own (whisper_audio_log_mel's): pcm's first
+// n samples zero-padded to 480000, mirrored at both ends without repeating the edge sample.
+static inline std::vector<float> test_mel_row(const float * pcm, size_t n) {
+    const int N = WHISPER_AUDIO_N_SAMPLES;
+    std::vector<float> row(TEST_MEL_ROW);
+    for (int i = 0; i < TEST_MEL_ROW; i++) {
+        int j = i - TEST_MEL_CONTEXT;
+        if (j < 0) j = -j;
+        if (j >= N) j = 2 * (N - 1) - j;
+        row[i] = (size_t)j < n ? pcm[j] : 0.0f;
+    }
+    return row;
+}
+
+// Runs vt_log_mel (or vt_log_mel_max) on a backend: rows [B, row_len], filters [n_mels,
+// n_fft / 2 + 1], params [B, 2] or empty. out: [B, n_mels, n_frames] (max_only: [B]).
+static inline bool test_run_log_mel(vt_backend * be, const std::vector<float> & rows, int B, const float * filters,
+                                    int n_mels, const std::vector<float> & params, const vt_mel_shape & shape,
+                                    bool max_only, std::vector<float> & out) {
+    const int64_t row_len = (int64_t)(rows.size() / B);
+    vt_context * wctx = vt_init(1), * ctx = vt_init(4);
+    vt_tensor * f = vt_new_tensor_2d(wctx, VT_TYPE_F32, shape.n_fft / 2 + 1, n_mels);
+    vt_set_weight(f);
+    vt_tensor * pcm = vt_new_tensor_2d(ctx, VT_TYPE_F32, row_len, B);
+    vt_set_input(pcm);
+    vt_tensor * prm = nullptr;
+    if (!params.empty()) {
+        prm = vt_new_tensor_2d(ctx, VT_TYPE_F32, 2, B);
+        vt_set_input(prm);
+    }
+    vt_tensor * y = max_only ? vt_log_mel_max(ctx, pcm, f, prm, &shape) : vt_log_mel(ctx, pcm, f, prm, &shape);
+    vt_graph * g = vt_graph_build(ctx, &y, 1);
+    out.assign((size_t)vt_nelements(y), NAN);
+    const bool ok = vt_backend_alloc_weights(be, wctx) && vt_backend_set_tensor(be, f, filters, VT_TYPE_F32) &&
+                    vt_backend_alloc_graph(be, g) && vt_backend_set_tensor(be, pcm, rows.data(), VT_TYPE_F32) &&
+                    (!prm || vt_backend_set_tensor(be, prm, params.data(), VT_TYPE_F32)) &&
+                    vt_backend_compute(be, g) && vt_backend_get_tensor_f32(be, y, out.data());
+    vt_graph_free(g);
+    vt_free(ctx);
+    vt_free(wctx);
+    return ok;
+}
+
 // ---- GPU tests ---------------------------------------------------------------------
 
 // GPU tests are declared TEST_CASE("..." * doctest::skip(no_gpu())): doctest reports them
@@ -357,7 +419,7 @@ static inline const std::string & no_gpu_reason() {
     static const std::string reason = [] {
         const char * require = getenv("WA_REQUIRE_GPU");
         if (require && strcmp(require, "1") == 0) return std::string();
-        vt_backend * be = vt_backend_cuda_init(0, VT_TYPE_F16);
+        vt_backend * be = test_cuda_backend(VT_TYPE_F16);
         if (!be) {
             const char * why = vt_last_error();
             return std::string(why && *why ? why : "the CUDA backend did not start");

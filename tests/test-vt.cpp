@@ -33,7 +33,7 @@ struct host_tensor {
 
 // Runs graph with output y on a CPU backend of n_threads, inputs/weights set from host data.
 std::vector<float> run_cpu(vt_context * ctx, vt_tensor * y, std::vector<host_tensor> tensors, int n_threads = 2) {
-    vt_backend * be = vt_backend_cpu_init(n_threads);
+    vt_backend * be = test_cpu_backend(n_threads);
     REQUIRE(vt_backend_alloc_weights(be, ctx));
     vt_graph * g = vt_graph_build(ctx, &y, 1);
     REQUIRE(vt_backend_alloc_graph(be, g));
@@ -355,12 +355,51 @@ TEST_CASE("CPU results do not depend on the thread count") {
     vt_free(ctx);
 }
 
+TEST_CASE("backends by name: the CPU is device 0 of one, in f32; unknown names and devices are errors") {
+    CHECK(vt_backend_built("cpu"));
+    CHECK(vt_backend_device_count("cpu") == 1);
+    CHECK(!vt_backend_built("metal"));
+    CHECK(vt_backend_device_count("metal") == 0);
+    const vt_backend_params cpu = {VT_TYPE_F32, 1, false};
+    vt_backend * be = vt_backend_init("cpu", 0, &cpu);
+    REQUIRE_MESSAGE(be, vt_last_error());
+    CHECK(std::string(vt_backend_name(be)) == "cpu");
+    CHECK(vt_backend_compute_type(be) == VT_TYPE_F32);
+    vt_backend_free(be);
+    CHECK(vt_backend_init("cpu", 1, &cpu) == nullptr);
+    CHECK(std::string(vt_last_error()).find("device 1 does not exist") != std::string::npos);
+    const vt_backend_params f16 = {VT_TYPE_F16, 1, false};
+    CHECK(vt_backend_init("cpu", 0, &f16) == nullptr);
+    CHECK(std::string(vt_last_error()).find("f32 alone") != std::string::npos);
+    CHECK(vt_backend_init("cpu", 0, nullptr) == nullptr);
+    CHECK(vt_backend_init("metal", 0, &cpu) == nullptr);
+    CHECK(std::string(vt_last_error()).find("no backend named 'metal'") != std::string::npos);
+    CHECK(vt_backend_init(nullptr, 0, &cpu) == nullptr);
+    size_t free_b = 0, total_b = 0;
+    CHECK(!vt_backend_device_memory("cpu", 0, &free_b, &total_b));
+    CHECK(std::string(vt_last_error()).find("no device memory figure") != std::string::npos);
+    CHECK(!vt_backend_device_memory("metal", 0, &free_b, &total_b));
+    if (vt_backend_built("cuda")) {
+        const int n = vt_backend_device_count("cuda");
+        CHECK(!vt_backend_device_memory("cuda", n, &free_b, &total_b));
+        CHECK(!vt_backend_device_memory("cuda", -1, &free_b, &total_b));
+        const vt_backend_params fp8_f16 = {VT_TYPE_F16, 0, true};
+        CHECK(vt_backend_init("cuda", 0, &fp8_f16) == nullptr);
+        if (n > 0) {
+            CHECK(std::string(vt_last_error()).find("fp8 GEMMs run beside bf16") != std::string::npos);
+            CHECK(vt_backend_device_memory("cuda", 0, &free_b, &total_b));
+            CHECK(free_b <= total_b);
+            CHECK(total_b > 0);
+        }
+    }
+}
+
 TEST_CASE("the CUDA entry point fails cleanly when it cannot run") {
-    if (vt_cuda_built()) {
+    if (vt_backend_built("cuda")) {
         MESSAGE("CUDA is built in; tests/test-cuda.cpp covers it");
         return;
     }
-    CHECK(vt_backend_cuda_init(0, VT_TYPE_F16) == nullptr);
+    CHECK(test_cuda_backend(VT_TYPE_F16) == nullptr);
     CHECK(std::strstr(vt_last_error(), "CUDA") != nullptr);
 }
 
@@ -405,7 +444,7 @@ TEST_CASE("public API: f16 rows, device counts, device memory and the CPU ISA ar
     CHECK(!whisper_audio_f32_to_f16(x.data(), nullptr, 1));
     CHECK(std::string(whisper_audio_last_error()) == "whisper_audio_f32_to_f16: NULL dst");
 
-    const int n_gpu = vt_cuda_device_count();
+    const int n_gpu = vt_backend_device_count("cuda");
     CHECK(whisper_audio_device_count(WHISPER_AUDIO_DEVICE_GPU) == n_gpu);
     CHECK(whisper_audio_device_count(WHISPER_AUDIO_DEVICE_CUDA) == n_gpu);      // the old name
     CHECK(whisper_audio_cuda_device_count() == n_gpu);
@@ -418,7 +457,7 @@ TEST_CASE("public API: f16 rows, device counts, device memory and the CPU ISA ar
     CHECK(std::string(whisper_audio_last_error()) ==
           "whisper_audio_device_count: device 7 is not WHISPER_AUDIO_DEVICE_AUTO, _CPU or _GPU");
 
-    size_t used = 0, vt_used = 0;
+    size_t used = 0, vt_free = 0, vt_total = 0;
     CHECK(!whisper_audio_device_memory_used(WHISPER_AUDIO_DEVICE_CPU, 0, &used));
     CHECK(std::string(whisper_audio_last_error()).find("the CPU has no device memory figure") != std::string::npos);
     CHECK(!whisper_audio_device_memory_used(WHISPER_AUDIO_DEVICE_GPU, n_gpu, &used));
@@ -427,7 +466,8 @@ TEST_CASE("public API: f16 rows, device counts, device memory and the CPU ISA ar
     CHECK(!whisper_audio_device_memory_used(WHISPER_AUDIO_DEVICE_GPU, 0, nullptr));
     if (n_gpu > 0) {
         CHECK(whisper_audio_device_memory_used(WHISPER_AUDIO_DEVICE_GPU, 0, &used));
-        CHECK(vt_cuda_memory_used(0, &vt_used));
+        CHECK(vt_backend_device_memory("cuda", 0, &vt_free, &vt_total));
+        CHECK(used <= vt_total);
         CHECK(used > 0);
     } else {
         CHECK(!whisper_audio_device_memory_used(WHISPER_AUDIO_DEVICE_AUTO, 0, &used));   // AUTO: the CPU here
@@ -522,7 +562,7 @@ TEST_CASE("every CPU kernel set: GELU, linear and attention against float64") {
     setenv("VT_CPU_ISA", "sse9", 1);
     CHECK(vt_cpu_isa() == nullptr);
     CHECK(std::string(vt_last_error()).find("VT_CPU_ISA=sse9: unknown") != std::string::npos);
-    CHECK(vt_backend_cpu_init(1) == nullptr);
+    CHECK(test_cpu_backend(1) == nullptr);
     unsetenv("VT_CPU_ISA");
     CHECK(vt_cpu_isa() != nullptr);
 }

@@ -180,7 +180,7 @@ def _nvidia_lib_dirs():
 
 def _load_library():
     # the CUDA backend opens cuBLASLt when it starts: first from the folders named here (where pip
-    # put nvidia-cublas, the extra [cuda]), then the system's (vt-cuda.cu lists the order); a value
+    # put nvidia-cublas, the extra [cuda]), then the system's (vt-cuda-gemm.cuh lists the order); a value
     # the environment already has is kept
     dirs = _nvidia_lib_dirs()
     if dirs:

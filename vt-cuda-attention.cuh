@@ -1,0 +1,288 @@
+// vt-cuda-attention.cuh - attention_kernel, FlashAttention-2 style on mma.sync (sm_80+), with
+// its checks and launcher. Included by vt-cuda.cu after its utilities (not a standalone
+// header). The op is vt_attention (vt.h); its CPU twin is cpu_backend::attention in vt.cpp. The
+// Hopper kernel of the same op is in vt-cuda-attention-wgmma.cuh; launch_attention in
+// vt-cuda.cu picks one.
+#pragma once
+
+// attention_kernel: out[b, i, h*64 + d] = sum_j softmax_j(q_i . k_j * scale) v[j, d], over
+// all n_ctx keys (non-causal), for one (query tile, head, window) per block:
+//   grid (ceil(n_ctx / BR), n_head, B), 128 threads = 4 warps, BR = 64 * MT query rows;
+//   warp w owns rows [w * 16 * MT, (w + 1) * 16 * MT) of the tile: MT m16 tiles whose Q
+//   fragments stay in registers for the whole key loop.
+//   Keys go by tiles of 64 (BC): K and V tiles double-buffered in shared memory through
+//   cp.async (tile j + 1 loads while tile j computes). Per tile, per warp:
+//     S = Q K^T (mma m16n8k16, f32), masked to -inf past n_ctx on the last tile,
+//     online softmax in f32 (running max m and sum l per row, exp2 with the scale folded
+//     into scale_log2 = scale * log2 e), P rounded to T and fed from registers as the A
+//     operand of O += P V (V fragments via ldmatrix.trans).
+//   Rows past n_ctx compute on zero queries and are not stored; keys past n_ctx are
+//   zero-filled (so P = 0 meets finite V) and masked.
+//   kv_len (vt_attention_masked; may be null): window b's keys from kv_len[b] on are masked
+//   the same way, and the tiles wholly past it are skipped.
+//   Shared memory rows are 64 elements = 8 chunks of 16 bytes; chunk c of row r sits at
+//   slot c ^ (r & 7), so ldmatrix's 8 row reads and cp.async's row writes hit distinct banks.
+//   q/k/v rows: strides in elements (row, window); head h starts at column h * 64.
+//   CPU twin: cpu_backend::attention in vt.cpp.
+static const int ATT_HD = 64, ATT_BC = 64, ATT_THREADS = 128;
+
+template <typename T, int MT>
+__global__ void __launch_bounds__(ATT_THREADS, 2)
+attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * __restrict__ v, T * __restrict__ out,
+                 int n_ctx, int n_head, int64_t q_row, int64_t q_win, int64_t k_row, int64_t k_win,
+                 int64_t v_row, int64_t v_win, float scale_log2, const float * __restrict__ kv_len) {
+    constexpr int BR = 16 * MT * 4;
+    extern __shared__ uint4 smem[];
+    uint4 * sQ = smem;                       // [BR][8] chunks; reused to stage the output
+    uint4 * sK = smem + BR * 8;              // [2][BC][8]
+    uint4 * sV = sK + 2 * ATT_BC * 8;        // [2][BC][8]
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int q0 = blockIdx.x * BR, h = blockIdx.y, b = blockIdx.z;
+    const T * qg = q + b * q_win + h * ATT_HD;
+    const T * kg = k + b * k_win + h * ATT_HD;
+    const T * vg = v + b * v_win + h * ATT_HD;
+    const int n_kv = kv_len ? max(1, min(n_ctx, (int)kv_len[b])) : n_ctx;   // keys this window attends to
+
+    // Q tile (rows past n_ctx zero-filled)
+#pragma unroll
+    for (int c = tid; c < BR * 8; c += ATT_THREADS) {
+        const int r = c / 8, ch = c % 8, qi = q0 + r;
+        const bool ok = qi < n_ctx;
+        cp_async16(smem_addr(&sQ[r * 8 + (ch ^ (r & 7))]), qg + (int64_t)(ok ? qi : 0) * q_row + ch * 8, ok);
+    }
+    auto load_kv = [&](int tile, int buf) {
+        uint4 * dk = sK + buf * ATT_BC * 8;
+        uint4 * dv = sV + buf * ATT_BC * 8;
+#pragma unroll
+        for (int c = tid; c < ATT_BC * 8; c += ATT_THREADS) {
+            const int r = c / 8, ch = c % 8, kj = tile * ATT_BC + r;
+            const bool ok = kj < n_kv;
+            const int slot = r * 8 + (ch ^ (r & 7));
+            cp_async16(smem_addr(&dk[slot]), kg + (int64_t)(ok ? kj : 0) * k_row + ch * 8, ok);
+            cp_async16(smem_addr(&dv[slot]), vg + (int64_t)(ok ? kj : 0) * v_row + ch * 8, ok);
+        }
+    };
+    load_kv(0, 0);
+    cp_async_commit();
+
+    const int g = lane / 4, t4 = lane % 4;      // mma fragment coordinates: row group, thread in quad
+    const int wr = warp * 16 * MT;              // this warp's first row in the tile
+    const int n_tiles = (n_kv + ATT_BC - 1) / ATT_BC;
+
+    // ldmatrix addresses: every row this lane points at is = lane (mod 8), so the swizzle
+    // term is a per-lane constant; what varies in the loop is a compile-time offset.
+    //   K (S = Q K^T): row jn*8 + lane%8, chunk (p*4 + lane/8) ^ (lane%8)
+    //   V (O += P V):  row kk*16 + lane%8 + (lane/8 & 1)*8, chunk (dp*2 + lane/16) ^ (lane%8)
+    const uint32_t sK_addr = smem_addr(sK), sV_addr = smem_addr(sV);
+    uint32_t k_off[2], v_off[4];
+#pragma unroll
+    for (int p = 0; p < 2; p++) k_off[p] = ((lane % 8) * 8 + ((p * 4 + lane / 8) ^ (lane % 8))) * 16;
+#pragma unroll
+    for (int dp = 0; dp < 4; dp++)
+        v_off[dp] = ((lane % 8 + ((lane / 8) & 1) * 8) * 8 + ((dp * 2 + lane / 16) ^ (lane % 8))) * 16;
+
+    uint32_t qf[MT][4][4];                      // Q as A fragments: [m tile][k step of 16 dims]
+    float o[MT][8][4];                          // O accumulators: [m tile][8-dim n tile]
+    float m_run[MT][2], l_run[MT][2];           // per row (g, g + 8): running max and partial sum
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int dn = 0; dn < 8; dn++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) o[mt][dn][e] = 0.0f;
+        m_run[mt][0] = m_run[mt][1] = -INFINITY;
+        l_run[mt][0] = l_run[mt][1] = 0.0f;
+    }
+
+    for (int j = 0; j < n_tiles; j++) {
+        if (j + 1 < n_tiles) load_kv(j + 1, (j + 1) & 1);
+        cp_async_commit();
+        cp_async_wait<1>();                     // everything but the newest group: tile j (and Q)
+        __syncthreads();
+
+        if (j == 0) {
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int ks = 0; ks < 4; ks++) {
+                    const int mi = lane / 8;
+                    const int r = wr + mt * 16 + (lane % 8) + (mi & 1) * 8, ch = ks * 2 + (mi >> 1);
+                    ldmatrix_x4(qf[mt][ks], smem_addr(&sQ[r * 8 + (ch ^ (r & 7))]));
+                }
+        }
+        const uint32_t tK = sK_addr + (j & 1) * ATT_BC * 8 * 16;   // this tile's buffers (bytes)
+        const uint32_t tV = sV_addr + (j & 1) * ATT_BC * 8 * 16;
+
+        // S = Q K^T: s[mt][n tile of 8 keys][4]
+        float s[MT][8][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int jn = 0; jn < 8; jn++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) s[mt][jn][e] = 0.0f;
+#pragma unroll
+        for (int jn = 0; jn < 8; jn++) {
+            uint32_t kf[2][4];                  // [pair of k steps] -> b0, b1 of k step 2p, then of 2p + 1
+#pragma unroll
+            for (int p = 0; p < 2; p++) ldmatrix_x4(kf[p], tK + jn * 8 * 8 * 16 + k_off[p]);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int ks = 0; ks < 4; ks++)
+                    mma_16816<T>(s[mt][jn], qf[mt][ks], kf[ks / 2][(ks % 2) * 2], kf[ks / 2][(ks % 2) * 2 + 1]);
+        }
+
+        // mask keys past n_kv (last tile only)
+        if ((j + 1) * ATT_BC > n_kv) {
+#pragma unroll
+            for (int jn = 0; jn < 8; jn++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int key = j * ATT_BC + jn * 8 + t4 * 2 + (e & 1);
+                    if (key >= n_kv) {
+#pragma unroll
+                        for (int mt = 0; mt < MT; mt++) s[mt][jn][e] = -INFINITY;
+                    }
+                }
+        }
+
+        // online softmax: rows g (e = 0, 1) and g + 8 (e = 2, 3) of each m tile
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int hf = 0; hf < 2; hf++) {
+                float mx = -INFINITY;
+#pragma unroll
+                for (int jn = 0; jn < 8; jn++) mx = fmaxf(mx, fmaxf(s[mt][jn][2 * hf], s[mt][jn][2 * hf + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float m_new = fmaxf(m_run[mt][hf], mx);          // finite: each tile has a key
+                const float alpha = exp2_ftz((m_run[mt][hf] - m_new) * scale_log2);
+                const float ms = m_new * scale_log2;
+                m_run[mt][hf] = m_new;
+                float sum = 0.0f;
+#pragma unroll
+                for (int jn = 0; jn < 8; jn++)
+#pragma unroll
+                    for (int e = 2 * hf; e < 2 * hf + 2; e++) {
+                        const float p = exp2_ftz(fmaf(s[mt][jn][e], scale_log2, -ms));
+                        s[mt][jn][e] = p;
+                        sum += p;
+                    }
+                l_run[mt][hf] = l_run[mt][hf] * alpha + sum;
+#pragma unroll
+                for (int dn = 0; dn < 8; dn++) {
+                    o[mt][dn][2 * hf] *= alpha;
+                    o[mt][dn][2 * hf + 1] *= alpha;
+                }
+            }
+
+        // O += P V: k steps of 16 keys; P's A fragment is two S n tiles
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            uint32_t pa[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                pa[mt][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                pa[mt][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                pa[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                pa[mt][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            }
+#pragma unroll
+            for (int dp = 0; dp < 4; dp++) {
+                uint32_t vf[4];                 // b0, b1 of dim tile 2dp, then of 2dp + 1
+                ldmatrix_x4_trans(vf, tV + kk * 16 * 8 * 16 + v_off[dp]);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    mma_16816<T>(o[mt][2 * dp], pa[mt], vf[0], vf[1]);
+                    mma_16816<T>(o[mt][2 * dp + 1], pa[mt], vf[2], vf[3]);
+                }
+            }
+        }
+        __syncthreads();                        // buffer j & 1 is free for tile j + 2
+    }
+
+    // normalise, stage this warp's rows in sQ (its own rows only), then 16-byte stores
+    __syncwarp();
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+            float l = l_run[mt][hf];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const float inv = 1.0f / l;
+            const int r = wr + mt * 16 + g + hf * 8;
+#pragma unroll
+            for (int dn = 0; dn < 8; dn++) {
+                uint32_t * dst = reinterpret_cast<uint32_t *>(&sQ[r * 8 + (dn ^ (r & 7))]) + t4;
+                *dst = pack2<T>(o[mt][dn][2 * hf] * inv, o[mt][dn][2 * hf + 1] * inv);
+            }
+        }
+    __syncwarp();
+    const int64_t o_row = (int64_t)n_head * ATT_HD;
+    T * og = out + (int64_t)b * n_ctx * o_row + h * ATT_HD;
+#pragma unroll
+    for (int c = lane; c < 16 * MT * 8; c += 32) {
+        const int r = wr + c / 8, ch = c % 8, qi = q0 + r;
+        if (qi < n_ctx) *reinterpret_cast<uint4 *>(og + qi * o_row + ch * 8) = sQ[r * 8 + (ch ^ (r & 7))];
+    }
+}
+
+static size_t attention_smem_bytes(int mt) { return (size_t)(64 * mt) * 128 + 4 * ATT_BC * 128; }
+
+// The checks attention_kernel and attention_wgmma_kernel rely on; alloc_graph runs them so
+// compute cannot fail. TMA (the wgmma kernel) wants the same 16-byte aligned base and strides;
+// a map it still refuses (make_attention_map) sends that launch to attention_kernel.
+static bool attention_supported(const vt_tensor * t) {
+    const vt_tensor * q = t->src[0], * k = t->src[1], * v = t->src[2];
+    const int n_head = t->iparams[0];
+    if (q->type != VT_TYPE_F16 && q->type != VT_TYPE_BF16) {
+        vt_set_error("cuda: attention '%s': type %s; f16 or bf16 only", t->name, vt_type_name(q->type));
+        return false;
+    }
+    if (q->ne[0] != (int64_t)n_head * ATT_HD) {
+        vt_set_error("cuda: attention '%s': head_dim %lld; the CUDA kernel needs 64",
+                     t->name, (long long)(q->ne[0] / n_head));
+        return false;
+    }
+    if (q->ne[1] > INT32_MAX || q->ne[2] > 65535 || n_head > 65535) {
+        vt_set_error("cuda: attention '%s': too large (T %lld, B %lld)", t->name, (long long)q->ne[1], (long long)q->ne[2]);
+        return false;
+    }
+    for (const vt_tensor * s : {q, k, v}) {
+        if (s->nb[0] != vt_type_size(s->type) || s->nb[1] % 16 != 0 || s->nb[2] % 16 != 0 || (uintptr_t)s->data % 16 != 0) {
+            vt_set_error("cuda: attention '%s': rows of '%s' must be 16-byte aligned (row stride %zu bytes)",
+                         t->name, s->name, s->nb[1]);
+            return false;
+        }
+    }
+    if (!vt_is_contiguous(t)) {
+        vt_set_error("cuda: attention '%s': output must be contiguous", t->name);
+        return false;
+    }
+    return true;
+}
+
+// 128 query rows a block (MT = 2 tiles of 64): 280 TFLOP/s at T = 1500 on an H200, against
+// 221 with 64 rows (docs/BENCHMARKS.md)
+static const int ATT_MT = 2;
+
+template <typename T, int MT>
+static bool launch_attention_mt(const launch_ctx & lc, vt_tensor * t) {
+    const vt_tensor * q = t->src[0], * k = t->src[1], * v = t->src[2];
+    const int n_head = t->iparams[0];
+    const int n_ctx = (int)q->ne[1], B = (int)q->ne[2];
+    const float scale_log2 = t->fparams[0] * 1.4426950408889634f;
+    const size_t es = sizeof(T);
+    const dim3 grid((unsigned)ceil_div(n_ctx, 64 * MT), (unsigned)n_head, (unsigned)B);
+    attention_kernel<T, MT><<<grid, ATT_THREADS, attention_smem_bytes(MT), lc.stream>>>(
+        (const T *)q->data, (const T *)k->data, (const T *)v->data, (T *)t->data, n_ctx, n_head,
+        (int64_t)(q->nb[1] / es), (int64_t)(q->nb[2] / es), (int64_t)(k->nb[1] / es), (int64_t)(k->nb[2] / es),
+        (int64_t)(v->nb[1] / es), (int64_t)(v->nb[2] / es), scale_log2,
+        t->src[3] ? (const float *)t->src[3]->data : nullptr);
+    LAUNCH_CHECK("attention_kernel");
+    return true;
+}
