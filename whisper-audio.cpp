@@ -343,11 +343,11 @@ static whisper_audio_weight_type wa_weight_type(vt_type type) {
 
 // ---- the audio LLMs' projectors: their own table -------------------------------------------
 
-// multi_modal_projector.* of Qwen2-Audio, Voxtral and Ultravox (the checkpoints' names).
+// multi_modal_projector.* of Qwen2-Audio, Voxtral, Ultravox and Audio Flamingo 3 (the checkpoints' names).
 struct wa_projector {
     vt_tensor * ln_pre_w;                 // ln_pre.weight    [stack d]         Ultravox's RMSNorm
-    vt_tensor * fc1_w, * fc1_b;           // linear (Qwen2-Audio, with bias), linear_1
-    vt_tensor * fc2_w;                    // linear_2.weight
+    vt_tensor * fc1_w, * fc1_b;           // linear (Qwen2-Audio, with bias), linear_1 (Audio Flamingo 3: with bias)
+    vt_tensor * fc2_w, * fc2_b;           // linear_2 (Audio Flamingo 3: with bias)
     vt_tensor * ln_mid_w, * ln_post_w;    // ln_mid.weight (Ultravox v0.5+), ln_post.weight (v0.4)
 };
 
@@ -373,6 +373,10 @@ static constexpr wa_proj_desc WA_PROJ_TENSORS[] = {
     {"multi_modal_projector.linear_2.weight", WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_LLM, WA_PFF_HALF},    WA_MATRIX, &wa_projector::fc2_w},
     {"multi_modal_projector.ln_mid.weight",   WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_PFF_HALF},            WA_F32,    &wa_projector::ln_mid_w, true},
     {"multi_modal_projector.ln_post.weight",  WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_LLM},                 WA_F32,    &wa_projector::ln_post_w, true},
+    {"multi_modal_projector.linear_1.weight", WHISPER_AUDIO_PROJECTOR_AF3,      {WA_LLM, WA_D},           WA_MATRIX, &wa_projector::fc1_w},
+    {"multi_modal_projector.linear_1.bias",   WHISPER_AUDIO_PROJECTOR_AF3,      {WA_LLM},                 WA_F32,    &wa_projector::fc1_b},
+    {"multi_modal_projector.linear_2.weight", WHISPER_AUDIO_PROJECTOR_AF3,      {WA_LLM, WA_LLM},         WA_MATRIX, &wa_projector::fc2_w},
+    {"multi_modal_projector.linear_2.bias",   WHISPER_AUDIO_PROJECTOR_AF3,      {WA_LLM},                 WA_F32,    &wa_projector::fc2_b},
 };
 
 // The projector's shape in vt's order (innermost first); returns the dimension count.
@@ -417,6 +421,8 @@ static const wa_mmproj_name WA_MMPROJ_NAMES[] = {
     {"multi_modal_projector.linear.bias",             "mm.a.fc.bias"},
     {"multi_modal_projector.linear_1.weight",         "mm.a.mlp.1.weight"},
     {"multi_modal_projector.linear_2.weight",         "mm.a.mlp.2.weight"},
+    {"multi_modal_projector.linear_1.bias",           "mm.a.mlp.1.bias"},
+    {"multi_modal_projector.linear_2.bias",           "mm.a.mlp.2.bias"},
     {"multi_modal_projector.ln_pre.weight",           "mm.a.norm_pre.weight"},
     {"multi_modal_projector.ln_mid.weight",           "mm.a.norm_mid.weight"},
 };
@@ -682,7 +688,7 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
     // the projector: its type names the processing; an mmproj file always has one
     static const struct { const char * name; whisper_audio_projector type; } PROJECTORS[] = {
         {"qwen2a", WHISPER_AUDIO_PROJECTOR_QWEN2A}, {"voxtral", WHISPER_AUDIO_PROJECTOR_VOXTRAL},
-        {"ultravox", WHISPER_AUDIO_PROJECTOR_ULTRAVOX},
+        {"ultravox", WHISPER_AUDIO_PROJECTOR_ULTRAVOX}, {"musicflamingo", WHISPER_AUDIO_PROJECTOR_AF3},
     };
     const char * type_key = mm ? "clip.projector_type" : "whisper.projector.type";
     hp.projector = WHISPER_AUDIO_PROJECTOR_NONE;
@@ -694,7 +700,7 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
         for (const auto & p : PROJECTORS)
             if (proj_type == p.name) { hp.projector = p.type; known = true; }
         if (!known) {
-            wa_set_error("%s: %s is '%s', not a projector this library runs (qwen2a, voxtral, ultravox)", path, type_key,
+            wa_set_error("%s: %s is '%s', not a projector this library runs (qwen2a, voxtral, ultravox, musicflamingo)", path, type_key,
                          proj_type.c_str());
             return false;
         }
@@ -704,7 +710,8 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
         if (it == u32.end()) return missing(llm_key, "uint32 (4)");
         if (it->second < 1 || it->second > 65536) { wa_set_error("%s: %s = %u is outside [1, 65536]", path, llm_key, it->second); return false; }
         hp.n_llm = (int)it->second;
-        if (hp.projector != WHISPER_AUDIO_PROJECTOR_QWEN2A) {
+        // Qwen2-Audio and Audio Flamingo 3 stack no frames (llama.cpp writes no stack factor for them)
+        if (hp.projector != WHISPER_AUDIO_PROJECTOR_QWEN2A && hp.projector != WHISPER_AUDIO_PROJECTOR_AF3) {
             it = u32.find(stack_key);
             if (it == u32.end()) return missing(stack_key, "uint32 (4)");
             if (it->second < 1 || it->second > 64) { wa_set_error("%s: %s = %u is outside [1, 64]", path, stack_key, it->second); return false; }
@@ -1850,7 +1857,7 @@ static const struct wa_hf_prefix { const char * encoder, * projector; } WA_HF_PR
 // config.json's model_type -> the projector of an audio LLM whose tower is a Whisper encoder
 static const struct { const char * model_type; whisper_audio_projector projector; } WA_HF_TOWERS[] = {
     {"qwen2_audio", WHISPER_AUDIO_PROJECTOR_QWEN2A}, {"voxtral", WHISPER_AUDIO_PROJECTOR_VOXTRAL},
-    {"ultravox", WHISPER_AUDIO_PROJECTOR_ULTRAVOX},
+    {"ultravox", WHISPER_AUDIO_PROJECTOR_ULTRAVOX}, {"audioflamingo3", WHISPER_AUDIO_PROJECTOR_AF3},
 };
 
 // safetensors' dtypes and their widths in bits (F4 and F6 pack their elements)
@@ -2157,7 +2164,7 @@ static bool wa_hf_config(whisper_audio_model * m, const wa_json & top, wa_hf_opt
     for (const auto & t : WA_HF_TOWERS) if (named && mt->str == t.model_type) hp.projector = t.projector;
     const bool tower = hp.projector != WHISPER_AUDIO_PROJECTOR_NONE;
     if (!tower && !(named && mt->str == "whisper")) {
-        wa_set_error("%s: config.json: model_type is %s, not \"whisper\" or an audio LLM's (qwen2_audio, ultravox, voxtral)", path,
+        wa_set_error("%s: config.json: model_type is %s, not \"whisper\" or an audio LLM's (audioflamingo3, qwen2_audio, ultravox, voxtral)", path,
                      top.type != wa_json::OBJECT ? "absent (not an object)" : mt ? mt->shown().c_str() : "absent");
         return false;
     }
@@ -2183,7 +2190,8 @@ static bool wa_hf_config(whisper_audio_model * m, const wa_json & top, wa_hf_opt
         return false;
     };
     const char * ac = tower ? "audio_config." : "";
-    const bool llama_names = hp.projector == WHISPER_AUDIO_PROJECTOR_VOXTRAL;   // VoxtralEncoderConfig names them as Llama does
+    // VoxtralEncoderConfig and AudioFlamingo3EncoderConfig name them as Llama does
+    const bool llama_names = hp.projector == WHISPER_AUDIO_PROJECTOR_VOXTRAL || hp.projector == WHISPER_AUDIO_PROJECTOR_AF3;
     if (!get(*cfg, ac, llama_names ? "hidden_size" : "d_model", 16384, &hp.n_state) ||
         !get(*cfg, ac, llama_names ? "num_hidden_layers" : "encoder_layers", 256, &hp.n_layer) ||
         !get(*cfg, ac, llama_names ? "num_attention_heads" : "encoder_attention_heads", 256, &hp.n_head) ||
@@ -2208,6 +2216,15 @@ static bool wa_hf_config(whisper_audio_model * m, const wa_json & top, wa_hf_opt
         }
         hp.stack_factor = stack;
         if (!must_be("projector_hidden_act", "gelu")) return false;
+    }
+    if (hp.projector == WHISPER_AUDIO_PROJECTOR_AF3) {      // AudioFlamingo3MultiModalProjector: linear_1, GELU, linear_2
+        if (!must_be("projector_hidden_act", "gelu")) return false;
+        const wa_json * bias = top.get("projector_bias");
+        if (bias && !(bias->type == wa_json::BOOL && bias->b)) {
+            wa_set_error("%s: config.json: projector_bias is %s; whisper-audio runs true (linear_1 and linear_2 with biases)",
+                         path, bias->shown().c_str());
+            return false;
+        }
     }
     if (hp.projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX) {
         if (!get(top, "", "stack_factor", 64, &hp.stack_factor) || !get(top, "", "hidden_size", 65536, &hp.n_proj_ff) ||
@@ -5598,6 +5615,17 @@ static vt_tensor * build_ultravox(const whisper_audio_encoder * enc, vt_context 
     return cur;
 }
 
+// AudioFlamingo3Encoder: avg_pooler, layer_norm (Qwen2-Audio's); AudioFlamingo3MultiModalProjector:
+// linear_1, GELU, linear_2
+static vt_tensor * build_af3(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+    const wa_projector & p = enc->proj;
+    cur = vt_avg_pool2(ctx, cur);
+    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
+    if (!enc->params.projector) return cur;
+    cur = vt_linear(ctx, cur, p.fc1_w, p.fc1_b, VT_ACT_GELU, nullptr);
+    return vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
+}
+
 // The rows a chunk gives from its mel frames that hold audio (conv2's stride 2 makes
 // ceil(frames / 2) positions).
 static int positions_of(int frames) { return frames < 1 ? 0 : (frames - 1) / 2 + 1; }
@@ -5617,6 +5645,9 @@ static int64_t frames_qwen2a(size_t n) {       // its first 30 s, a frame per st
 }
 static int64_t frames_voxtral(size_t n) {      // padded to a multiple of 30 s
     return (int64_t)whisper_audio_n_windows(n) * WHISPER_AUDIO_N_FRAMES;
+}
+static int64_t frames_af3(size_t n) {          // its first 600 s (max_audio_len), a frame per started hop
+    return (int64_t)((std::min<size_t>(n, 20 * WHISPER_AUDIO_N_SAMPLES) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
 }
 static int64_t frames_ultravox(size_t n) {     // at least 2 hops, padded to a hop
     return (int64_t)((std::max<size_t>(n, 2 * WHISPER_AUDIO_HOP) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
@@ -5642,6 +5673,8 @@ static const wa_tower WA_TOWERS[] = {
     { WHISPER_AUDIO_PROJECTOR_QWEN2A,   "qwen2a",   WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_qwen2a,   rows_qwen2a,   build_qwen2a   },
     { WHISPER_AUDIO_PROJECTOR_VOXTRAL,  "voxtral",  0,                       true,  false, false, frames_voxtral,  rows_voxtral,  build_voxtral  },
     { WHISPER_AUDIO_PROJECTOR_ULTRAVOX, "ultravox", 0,                       true,  true,  true,  frames_ultravox, rows_ultravox, build_ultravox },
+    // Audio Flamingo 3: each 30 s window as Qwen2-Audio's one (padded, its own log-mel, masked)
+    { WHISPER_AUDIO_PROJECTOR_AF3, "musicflamingo", 20 * WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_af3,  rows_qwen2a,   build_af3      },
 };
 
 static const wa_tower * wa_tower_of(whisper_audio_projector type) {
@@ -6504,7 +6537,7 @@ static void pipeline_close_own_window(whisper_audio_pipeline * p, size_t samples
     for (int i = 1; i <= VT_MEL_CONTEXT; i++) row[VT_MEL_CONTEXT - i] = x[i];            // x[-i] = x[i]
     for (int k = 0; k < VT_MEL_CONTEXT; k++) x[N + k] = x[N - 2 - k];                    // x[N + k] = x[2 (N - 1) - (N + k)]
     wa_window w{p->input, p->window++, samples};
-    if (p->tower) {                       // Qwen2-Audio: a frame per started hop holds audio
+    if (p->tower) {                       // Qwen2-Audio, Audio Flamingo 3: a frame per started hop holds audio
         const int frames = (int)((samples + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
         w.positions = positions_of(frames);
         w.rows = p->tower->rows(p->encs[0]->hparams, frames, p->projector);
@@ -6566,7 +6599,8 @@ static bool pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t 
         p->input_samples += k;
         pcm += k;
         n -= k;
-        if (p->in_window == WHISPER_AUDIO_N_SAMPLES && !p->tower) pipeline_close_own_window(p, WHISPER_AUDIO_N_SAMPLES);
+        // a full window goes (a tower's too: Audio Flamingo 3 keeps up to 20; Qwen2-Audio's one ends with the input)
+        if (p->in_window == WHISPER_AUDIO_N_SAMPLES) pipeline_close_own_window(p, WHISPER_AUDIO_N_SAMPLES);
     }
     return pipeline_emit(p, false);
 }
@@ -6881,7 +6915,7 @@ bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, si
 
 static bool wa_check_projector(const whisper_audio_hparams & hp, const char * func) {
     if (wa_tower_of(hp.projector)) return true;
-    wa_set_error("%s: the model is a Whisper encoder without an audio-LLM projector (Qwen2-Audio, Voxtral, Ultravox)", func);
+    wa_set_error("%s: the model is a Whisper encoder without an audio-LLM projector (Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3)", func);
     return false;
 }
 

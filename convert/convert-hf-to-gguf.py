@@ -122,7 +122,7 @@ class HParams:
         self.n_head = n_head        # encoder_attention_heads
         self.n_ff = n_ff            # encoder_ffn_dim
         self.n_mels = n_mels        # num_mel_bins
-        self.projector = None       # an audio LLM's: "qwen2a", "voxtral", "ultravox" (llama.cpp's names)
+        self.projector = None       # an audio LLM's: "qwen2a", "voxtral", "ultravox", "musicflamingo" (llama.cpp's names)
         self.n_llm = 0              # text_config.hidden_size: the projector's output
         self.stack_factor = 1       # frames per token
         self.n_proj_ff = 0          # Ultravox: hidden_size, linear_1's output (SwiGLU halves it)
@@ -131,7 +131,8 @@ class HParams:
 
 # Audio LLMs whose audio tower is a Whisper encoder: config.json's model_type -> projector.
 # Their audio tower and projector are converted; the language model is left out.
-TOWERS = {"qwen2_audio": "qwen2a", "voxtral": "voxtral", "ultravox": "ultravox"}
+# Audio Flamingo 3's is "musicflamingo": llama.cpp's converter writes that type for it.
+TOWERS = {"qwen2_audio": "qwen2a", "voxtral": "voxtral", "ultravox": "ultravox", "audioflamingo3": "musicflamingo"}
 ULTRAVOX_RMS_EPS = 1e-6             # ultravox_model.py's RMSNorm default
 
 
@@ -147,6 +148,9 @@ def projector_tensors(hp):
         norm = (p + "ln_mid.weight", (h // 2,), False) if hp.ln_mid else (p + "ln_post.weight", (n,), False)
         return [(p + "ln_pre.weight", (s * d,), False), (p + "linear_1.weight", (h, s * d), True),
                 (p + "linear_2.weight", (n, h // 2), True), norm]
+    if hp.projector == "musicflamingo":    # AudioFlamingo3MultiModalProjector: linear_1, GELU, linear_2
+        return [(p + "linear_1.weight", (n, d), True), (p + "linear_1.bias", (n,), False),
+                (p + "linear_2.weight", (n, n), True), (p + "linear_2.bias", (n,), False)]
     return []
 
 
@@ -503,7 +507,7 @@ def read_config(d):
                                % (d, what if mt in TOWERS else "", key, v, hi))
         return v
 
-    if mt == "voxtral":    # VoxtralEncoderConfig names them as Llama does
+    if mt in ("voxtral", "audioflamingo3"):    # their encoder configs name them as Llama does
         hp = HParams(get("hidden_size"), get("num_hidden_layers"), get("num_attention_heads"),
                      get("intermediate_size"), get("num_mel_bins"))
     else:
@@ -523,6 +527,10 @@ def read_config(d):
             if top.get("projector_hidden_act", "gelu") != "gelu":
                 raise ConvertError("%s: config.json: projector_hidden_act is %r; whisper-audio runs 'gelu'"
                                    % (d, top.get("projector_hidden_act")))
+        if mt == "audioflamingo3":
+            if top.get("projector_hidden_act", "gelu") != "gelu" or top.get("projector_bias", True) is not True:
+                raise ConvertError("%s: config.json: projector_hidden_act %r, projector_bias %r; whisper-audio runs "
+                                   "'gelu' with biases (true)" % (d, top.get("projector_hidden_act"), top.get("projector_bias")))
         if mt == "ultravox":
             hp.stack_factor = get("stack_factor", top, "")
             hp.n_proj_ff = get("hidden_size", top, "")

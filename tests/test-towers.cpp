@@ -1,4 +1,4 @@
-// The audio towers of Qwen2-Audio, Voxtral and Ultravox on the CPU against their own code in
+// The audio towers of Qwen2-Audio, Voxtral, Ultravox and Audio Flamingo 3 on the CPU against their own code in
 // float64 (tests/data/towers, made by tests/data/make-tower-references.py), from our GGUF
 // (build/tower-*.gguf, converted from the checkpoints there) and from llama.cpp's mmproj files
 // of the same checkpoints; and the loader's answers to broken projector files.
@@ -16,7 +16,7 @@
 
 namespace {
 
-const char * TOWERS[] = {"qwen2a", "voxtral", "ultravox"};
+const char * TOWERS[] = {"qwen2a", "voxtral", "ultravox", "af3"};
 
 whisper_audio_encoder * cpu_encoder(const whisper_audio_model * model, bool projector) {
     whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
@@ -56,6 +56,7 @@ TEST_CASE("towers: the model file says the projector, llama.cpp's mmproj files l
         {"qwen2a", WHISPER_AUDIO_PROJECTOR_QWEN2A, 1, 80},
         {"voxtral", WHISPER_AUDIO_PROJECTOR_VOXTRAL, 4, 128},
         {"ultravox", WHISPER_AUDIO_PROJECTOR_ULTRAVOX, 8, 80},
+        {"af3", WHISPER_AUDIO_PROJECTOR_AF3, 1, 128},
     };
     for (const auto & w : want) {
         for (const std::string & path : tower_files(w.name)) {
@@ -81,6 +82,26 @@ TEST_CASE("towers: the model file says the projector, llama.cpp's mmproj files l
     CHECK(rel_l2(whisper_audio_model_mel_filters(b), whisper_audio_model_mel_filters(a), 80 * 201) < 1e-7);
     whisper_audio_model_free(a);
     whisper_audio_model_free(b);
+    // Audio Flamingo 3: llama.cpp names it musicflamingo (and stores its conv weights in f32)
+    CHECK(std::string(whisper_audio_projector_name(WHISPER_AUDIO_PROJECTOR_AF3)) == "musicflamingo");
+}
+
+TEST_CASE("towers: Audio Flamingo 3's tokens per audio length: 30 s windows of Qwen2-Audio's rule, its first 600 s") {
+    whisper_audio_model * f = whisper_audio_model_load("build/tower-af3-f32.gguf");
+    REQUIRE_MESSAGE(f, whisper_audio_last_error());
+    // AudioFlamingo3Processor._get_audio_token_length of the summed frames: ((frames - 1) // 2 + 1 - 2) // 2 + 1
+    CHECK(whisper_audio_n_tokens(f, 112256, true) == 175);
+    CHECK(whisper_audio_n_tokens(f, 112256, false) == 175);
+    CHECK(whisper_audio_n_tokens(f, 50001, true) == 78);
+    CHECK(whisper_audio_n_tokens(f, 320, true) == 0);
+    CHECK(whisper_audio_n_tokens(f, 480000, true) == 750);
+    CHECK(whisper_audio_n_tokens(f, 480000 + 320, true) == 750);     // a second window of 2 frames: none
+    CHECK(whisper_audio_n_tokens(f, 480000 + 321, true) == 751);
+    CHECK(whisper_audio_n_tokens(f, 1120000, true) == 750 + 750 + 250);
+    CHECK(whisper_audio_n_tokens(f, 20 * 480000, true) == 20 * 750);
+    CHECK(whisper_audio_n_tokens(f, 30 * 480000, true) == 20 * 750);  // max_audio_len 600: the first 600 s
+    CHECK(whisper_audio_samples_used(f, true) == 20 * (size_t)480000);
+    whisper_audio_model_free(f);
 }
 
 TEST_CASE("towers: tokens per audio length are the models' own") {
@@ -123,7 +144,7 @@ TEST_CASE("towers: CPU f32 against the models' own code in float64, from feature
             whisper_audio_model * model = whisper_audio_model_load(path.c_str());
             REQUIRE_MESSAGE(model, whisper_audio_last_error());
             const whisper_audio_hparams * hp = whisper_audio_model_hparams(model);
-            const bool unpadded = hp->projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX;
+            const bool unpadded = hp->projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX;   // the others: a padded 30 s window
 
             // from the feature extractor's log-mel (speech_16k: 702 frames hold audio)
             std::vector<float> mel = npy_load_f32(test_data("features/speech_16k.mel" + std::to_string(hp->n_mels) + ".npy"), nullptr);
@@ -169,7 +190,8 @@ TEST_CASE("towers: CPU f32 against the models' own code in float64, from feature
     }
 }
 
-TEST_CASE("towers: 70 s of audio as each model's processor takes it (Qwen2-Audio: the first 30 s; Voxtral, Ultravox: one log-mel, chunks)") {
+TEST_CASE("towers: 70 s of audio as each model's processor takes it (Qwen2-Audio: the first 30 s; Voxtral, Ultravox: one log-mel, chunks; "
+          "Audio Flamingo 3: 30 s windows)") {
     decoded_audio a = decode_file(test_data("audio/long_70s_16k.wav"));
     REQUIRE(a.ok);
     REQUIRE(a.pcm.size() == 1120000);
@@ -468,7 +490,8 @@ TEST_CASE("towers on CUDA: an input of 1 sample (and of 320) gives the CPU's row
             const std::vector<float> pcm = pcm_of(n);
             const size_t rows = whisper_audio_n_tokens(model, n, true);
             const int width = whisper_audio_token_dim(model, true);
-            CHECK(rows == (std::string(name) == "qwen2a" ? 0u : std::string(name) == "voxtral" ? 375u : 1u));
+            const std::string nm = name;
+            CHECK(rows == (nm == "qwen2a" || nm == "af3" ? 0u : nm == "voxtral" ? 375u : 1u));
             std::vector<float> a(rows * width + 1, NAN), b(rows * width + 1, NAN);
             REQUIRE_MESSAGE(whisper_audio_encode_tokens(cpu, pcm.data(), n, a.data()), whisper_audio_last_error());
             REQUIRE_MESSAGE(whisper_audio_encode_tokens(gpu, pcm.data(), n, b.data()), whisper_audio_last_error());

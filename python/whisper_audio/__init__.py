@@ -116,11 +116,13 @@ class WeightType(_CEnum):
 class Projector(_CEnum):
     """The audio LLM whose tower and projector a model file holds (enum whisper_audio_projector;
     llama.cpp's clip.projector_type names): NONE for a Whisper encoder alone, QWEN2A
-    (Qwen2-Audio), VOXTRAL, ULTRAVOX. hparams["projector"]; Model.projector (None for NONE)."""
+    (Qwen2-Audio), VOXTRAL, ULTRAVOX, AF3 (Audio Flamingo 3: llama.cpp's "musicflamingo").
+    hparams["projector"]; Model.projector (None for NONE)."""
     NONE = "none"
     QWEN2A = "qwen2a"
     VOXTRAL = "voxtral"
     ULTRAVOX = "ultravox"
+    AF3 = "musicflamingo"
 
 
 # ---- the C API --------------------------------------------------------------------
@@ -546,7 +548,7 @@ class Model:
         hp = _lib.whisper_audio_model_hparams(model).contents
         self.hparams = _hparams_dict(hp)
         self.n_mels, self.n_ctx, self.n_state, self.n_layer = hp.n_mels, hp.n_ctx, hp.n_state, hp.n_layer
-        # an audio LLM's tower: its projector ("qwen2a", "voxtral", "ultravox"; None for a
+        # an audio LLM's tower: its projector ("qwen2a", "voxtral", "ultravox", "musicflamingo"; None for a
         # Whisper encoder) and a token's width (its LLM's, n_llm; None for a Whisper encoder)
         self.projector = None if self.hparams["projector"] is Projector.NONE else self.hparams["projector"]
         self.token_dim = None if self.projector is None else hp.n_llm
@@ -791,7 +793,7 @@ class Model:
         hidden_states[i] equals encode(layer=i - 1) bit for bit (hidden_states[0]: the input of
         layer 0) and hidden_states[-1] equals encode().
 
-        An audio LLM's model (Qwen2-Audio, Voxtral, Ultravox: self.projector) gives, as main,
+        An audio LLM's model (Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3: self.projector) gives, as main,
         the tokens it feeds its LLM, [n_tokens, token_dim], by its processor's rules;
         projector=False the tower's own rows [n, d_model]; layer, final_ln=False, pool, no_pad
         or output_hidden_states the Whisper encoder's outputs instead (the library decides which).
