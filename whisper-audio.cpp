@@ -373,10 +373,10 @@ static constexpr wa_proj_desc WA_PROJ_TENSORS[] = {
     {"multi_modal_projector.linear_2.weight", WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_LLM, WA_PFF_HALF},    WA_MATRIX, &wa_projector::fc2_w},
     {"multi_modal_projector.ln_mid.weight",   WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_PFF_HALF},            WA_F32,    &wa_projector::ln_mid_w, true},
     {"multi_modal_projector.ln_post.weight",  WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_LLM},                 WA_F32,    &wa_projector::ln_post_w, true},
-    {"multi_modal_projector.linear_1.weight", WHISPER_AUDIO_PROJECTOR_AF3,      {WA_LLM, WA_D},           WA_MATRIX, &wa_projector::fc1_w},
-    {"multi_modal_projector.linear_1.bias",   WHISPER_AUDIO_PROJECTOR_AF3,      {WA_LLM},                 WA_F32,    &wa_projector::fc1_b},
-    {"multi_modal_projector.linear_2.weight", WHISPER_AUDIO_PROJECTOR_AF3,      {WA_LLM, WA_LLM},         WA_MATRIX, &wa_projector::fc2_w},
-    {"multi_modal_projector.linear_2.bias",   WHISPER_AUDIO_PROJECTOR_AF3,      {WA_LLM},                 WA_F32,    &wa_projector::fc2_b},
+    {"multi_modal_projector.linear_1.weight", WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, {WA_LLM, WA_D},           WA_MATRIX, &wa_projector::fc1_w},
+    {"multi_modal_projector.linear_1.bias",   WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, {WA_LLM},                 WA_F32,    &wa_projector::fc1_b},
+    {"multi_modal_projector.linear_2.weight", WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, {WA_LLM, WA_LLM},         WA_MATRIX, &wa_projector::fc2_w},
+    {"multi_modal_projector.linear_2.bias",   WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, {WA_LLM},                 WA_F32,    &wa_projector::fc2_b},
 };
 
 // The projector's shape in vt's order (innermost first); returns the dimension count.
@@ -688,7 +688,7 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
     // the projector: its type names the processing; an mmproj file always has one
     static const struct { const char * name; whisper_audio_projector type; } PROJECTORS[] = {
         {"qwen2a", WHISPER_AUDIO_PROJECTOR_QWEN2A}, {"voxtral", WHISPER_AUDIO_PROJECTOR_VOXTRAL},
-        {"ultravox", WHISPER_AUDIO_PROJECTOR_ULTRAVOX}, {"musicflamingo", WHISPER_AUDIO_PROJECTOR_AF3},
+        {"ultravox", WHISPER_AUDIO_PROJECTOR_ULTRAVOX}, {"musicflamingo", WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO},
     };
     const char * type_key = mm ? "clip.projector_type" : "whisper.projector.type";
     hp.projector = WHISPER_AUDIO_PROJECTOR_NONE;
@@ -711,7 +711,7 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
         if (it->second < 1 || it->second > 65536) { wa_set_error("%s: %s = %u is outside [1, 65536]", path, llm_key, it->second); return false; }
         hp.n_llm = (int)it->second;
         // Qwen2-Audio and Audio Flamingo 3 stack no frames (llama.cpp writes no stack factor for them)
-        if (hp.projector != WHISPER_AUDIO_PROJECTOR_QWEN2A && hp.projector != WHISPER_AUDIO_PROJECTOR_AF3) {
+        if (hp.projector != WHISPER_AUDIO_PROJECTOR_QWEN2A && hp.projector != WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO) {
             it = u32.find(stack_key);
             if (it == u32.end()) return missing(stack_key, "uint32 (4)");
             if (it->second < 1 || it->second > 64) { wa_set_error("%s: %s = %u is outside [1, 64]", path, stack_key, it->second); return false; }
@@ -1857,7 +1857,7 @@ static const struct wa_hf_prefix { const char * encoder, * projector; } WA_HF_PR
 // config.json's model_type -> the projector of an audio LLM whose tower is a Whisper encoder
 static const struct { const char * model_type; whisper_audio_projector projector; } WA_HF_TOWERS[] = {
     {"qwen2_audio", WHISPER_AUDIO_PROJECTOR_QWEN2A}, {"voxtral", WHISPER_AUDIO_PROJECTOR_VOXTRAL},
-    {"ultravox", WHISPER_AUDIO_PROJECTOR_ULTRAVOX}, {"audioflamingo3", WHISPER_AUDIO_PROJECTOR_AF3},
+    {"ultravox", WHISPER_AUDIO_PROJECTOR_ULTRAVOX}, {"audioflamingo3", WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO},
 };
 
 // safetensors' dtypes and their widths in bits (F4 and F6 pack their elements)
@@ -2191,7 +2191,7 @@ static bool wa_hf_config(whisper_audio_model * m, const wa_json & top, wa_hf_opt
     };
     const char * ac = tower ? "audio_config." : "";
     // VoxtralEncoderConfig and AudioFlamingo3EncoderConfig name them as Llama does
-    const bool llama_names = hp.projector == WHISPER_AUDIO_PROJECTOR_VOXTRAL || hp.projector == WHISPER_AUDIO_PROJECTOR_AF3;
+    const bool llama_names = hp.projector == WHISPER_AUDIO_PROJECTOR_VOXTRAL || hp.projector == WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO;
     if (!get(*cfg, ac, llama_names ? "hidden_size" : "d_model", 16384, &hp.n_state) ||
         !get(*cfg, ac, llama_names ? "num_hidden_layers" : "encoder_layers", 256, &hp.n_layer) ||
         !get(*cfg, ac, llama_names ? "num_attention_heads" : "encoder_attention_heads", 256, &hp.n_head) ||
@@ -2217,7 +2217,7 @@ static bool wa_hf_config(whisper_audio_model * m, const wa_json & top, wa_hf_opt
         hp.stack_factor = stack;
         if (!must_be("projector_hidden_act", "gelu")) return false;
     }
-    if (hp.projector == WHISPER_AUDIO_PROJECTOR_AF3) {      // AudioFlamingo3MultiModalProjector: linear_1, GELU, linear_2
+    if (hp.projector == WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO) {      // AudioFlamingo3MultiModalProjector: linear_1, GELU, linear_2
         if (!must_be("projector_hidden_act", "gelu")) return false;
         const wa_json * bias = top.get("projector_bias");
         if (bias && !(bias->type == wa_json::BOOL && bias->b)) {
@@ -5674,7 +5674,7 @@ static const wa_tower WA_TOWERS[] = {
     { WHISPER_AUDIO_PROJECTOR_VOXTRAL,  "voxtral",  0,                       true,  false, false, frames_voxtral,  rows_voxtral,  build_voxtral  },
     { WHISPER_AUDIO_PROJECTOR_ULTRAVOX, "ultravox", 0,                       true,  true,  true,  frames_ultravox, rows_ultravox, build_ultravox },
     // Audio Flamingo 3: each 30 s window as Qwen2-Audio's one (padded, its own log-mel, masked)
-    { WHISPER_AUDIO_PROJECTOR_AF3, "musicflamingo", 20 * WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_af3,  rows_qwen2a,   build_af3      },
+    { WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, "musicflamingo", 20 * WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_af3,  rows_qwen2a,   build_af3      },
 };
 
 static const wa_tower * wa_tower_of(whisper_audio_projector type) {

@@ -73,8 +73,8 @@ enum whisper_audio_projector {
     WHISPER_AUDIO_PROJECTOR_VOXTRAL,   // Voxtral: 4 frames stacked, linear, GELU, linear
     WHISPER_AUDIO_PROJECTOR_ULTRAVOX,  // Ultravox: unpadded input, 8 frames stacked, RMSNorm, linear, SwiGLU,
                                        // RMSNorm, linear (v0.4: the second RMSNorm after the last linear)
-    WHISPER_AUDIO_PROJECTOR_AF3,       // Audio Flamingo 3 ("musicflamingo", llama.cpp's name): Qwen2-Audio's
-                                       // tower over each 30 s window, then linear, GELU, linear
+    WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO,  // Audio Flamingo 3 (llama.cpp's name for its tower): Qwen2-Audio's
+                                            // tower over each 30 s window, then linear, GELU, linear
 };
 
 typedef struct whisper_audio_hparams {

@@ -827,7 +827,7 @@ class TestHardening(Base):
 
 
 # ---------------------------------------------------------------------------------------
-# audio LLMs: the tower and projector of Qwen2-Audio, Voxtral and Ultravox checkpoints
+# audio LLMs: the tower and projector of Qwen2-Audio, Voxtral, Ultravox and Audio Flamingo 3 checkpoints
 # ---------------------------------------------------------------------------------------
 
 TOWERS = {  # dir: (projector, mels, stack factor, projector tensors: name -> PyTorch shape)
@@ -835,6 +835,8 @@ TOWERS = {  # dir: (projector, mels, stack factor, projector tensors: name -> Py
     "voxtral": ("voxtral", 128, 4, {"linear_1.weight": (32, 256), "linear_2.weight": (32, 32)}),
     "ultravox": ("ultravox", 80, 8, {"ln_pre.weight": (512,), "linear_1.weight": (128, 512),
                                      "linear_2.weight": (32, 64), "ln_mid.weight": (64,)}),
+    "af3": ("musicflamingo", 128, 1, {"linear_1.weight": (32, 64), "linear_1.bias": (32,),
+                                      "linear_2.weight": (32, 32), "linear_2.bias": (32,)}),
 }
 
 
@@ -882,7 +884,7 @@ class TestTowers(Base):
     def test_tower_errors(self):
         t = TestErrors("test_errors")
         t.tmp = self.tmp
-        for name in ("qwen2a", "voxtral", "ultravox"):
+        for name in ("qwen2a", "voxtral", "ultravox", "af3"):
             with open(os.path.join(DATA, "towers", name, "config.json")) as f:
                 cfg = json.load(f)
             st = st_read(os.path.join(DATA, "towers", name, "model.safetensors"))
@@ -904,6 +906,11 @@ class TestTowers(Base):
                 t.expect_error(t.make("u-act", dict(cfg, projector_act="gelu"), st), "projector_act 'gelu'")
                 t.expect_error(t.make("u-post", dict(cfg, projector_ln_mid=False), st),
                                "missing projector tensor multi_modal_projector.ln_post.weight")
+            if name == "af3":
+                t.expect_error(t.make("f-act", dict(cfg, projector_hidden_act="relu"), st), "projector_hidden_act 'relu'")
+                t.expect_error(t.make("f-bias", dict(cfg, projector_bias=False), st), "projector_bias False")
+                missing = {k: v for k, v in st.items() if k != "multi_modal_projector.linear_2.bias"}
+                t.expect_error(t.make("f-missing", cfg, missing), "missing projector tensor multi_modal_projector.linear_2.bias")
 
 
 class TestLibrary(Base):
@@ -919,7 +926,7 @@ class TestLibrary(Base):
     def test_library_writes_the_converters_file_again(self):
         main = self.main_bin()
         for src, outtype in (("micro-80", "f32"), ("micro-80", "f16"), ("micro-128", "bf16"), ("towers/qwen2a", "f16"),
-                             ("towers/voxtral", "bf16"), ("towers/ultravox", "f32")):
+                             ("towers/voxtral", "bf16"), ("towers/ultravox", "f32"), ("towers/af3", "f16")):
             with self.subTest(src=src, outtype=outtype):
                 ours = self.convert(os.path.join(DATA, src), outtype, name="lib-%s-%s.gguf" % (src.replace("/", "-"), outtype))
                 again = ours + ".again.gguf"

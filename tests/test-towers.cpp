@@ -56,7 +56,7 @@ TEST_CASE("towers: the model file says the projector, llama.cpp's mmproj files l
         {"qwen2a", WHISPER_AUDIO_PROJECTOR_QWEN2A, 1, 80},
         {"voxtral", WHISPER_AUDIO_PROJECTOR_VOXTRAL, 4, 128},
         {"ultravox", WHISPER_AUDIO_PROJECTOR_ULTRAVOX, 8, 80},
-        {"af3", WHISPER_AUDIO_PROJECTOR_AF3, 1, 128},
+        {"af3", WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, 1, 128},
     };
     for (const auto & w : want) {
         for (const std::string & path : tower_files(w.name)) {
@@ -83,7 +83,7 @@ TEST_CASE("towers: the model file says the projector, llama.cpp's mmproj files l
     whisper_audio_model_free(a);
     whisper_audio_model_free(b);
     // Audio Flamingo 3: llama.cpp names it musicflamingo (and stores its conv weights in f32)
-    CHECK(std::string(whisper_audio_projector_name(WHISPER_AUDIO_PROJECTOR_AF3)) == "musicflamingo");
+    CHECK(std::string(whisper_audio_projector_name(WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO)) == "musicflamingo");
 }
 
 TEST_CASE("towers: Audio Flamingo 3's tokens per audio length: 30 s windows of Qwen2-Audio's rule, its first 600 s") {

@@ -116,13 +116,13 @@ class WeightType(_CEnum):
 class Projector(_CEnum):
     """The audio LLM whose tower and projector a model file holds (enum whisper_audio_projector;
     llama.cpp's clip.projector_type names): NONE for a Whisper encoder alone, QWEN2A
-    (Qwen2-Audio), VOXTRAL, ULTRAVOX, AF3 (Audio Flamingo 3: llama.cpp's "musicflamingo").
+    (Qwen2-Audio), VOXTRAL, ULTRAVOX, MUSICFLAMINGO (Audio Flamingo 3's tower: llama.cpp's name).
     hparams["projector"]; Model.projector (None for NONE)."""
     NONE = "none"
     QWEN2A = "qwen2a"
     VOXTRAL = "voxtral"
     ULTRAVOX = "ultravox"
-    AF3 = "musicflamingo"
+    MUSICFLAMINGO = "musicflamingo"
 
 
 # ---- the C API --------------------------------------------------------------------
