@@ -377,6 +377,10 @@ static constexpr wa_proj_desc WA_PROJ_TENSORS[] = {
     {"multi_modal_projector.linear_1.bias",   WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, {WA_LLM},                 WA_F32,    &wa_projector::fc1_b},
     {"multi_modal_projector.linear_2.weight", WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, {WA_LLM, WA_LLM},         WA_MATRIX, &wa_projector::fc2_w},
     {"multi_modal_projector.linear_2.bias",   WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, {WA_LLM},                 WA_F32,    &wa_projector::fc2_b},
+    {"multi_modal_projector.linear_1.weight", WHISPER_AUDIO_PROJECTOR_GLMASR,   {WA_PFF, WA_STACKED},     WA_MATRIX, &wa_projector::fc1_w},
+    {"multi_modal_projector.linear_1.bias",   WHISPER_AUDIO_PROJECTOR_GLMASR,   {WA_PFF},                 WA_F32,    &wa_projector::fc1_b},
+    {"multi_modal_projector.linear_2.weight", WHISPER_AUDIO_PROJECTOR_GLMASR,   {WA_LLM, WA_PFF},         WA_MATRIX, &wa_projector::fc2_w},
+    {"multi_modal_projector.linear_2.bias",   WHISPER_AUDIO_PROJECTOR_GLMASR,   {WA_LLM},                 WA_F32,    &wa_projector::fc2_b},
 };
 
 // The projector's shape in vt's order (innermost first); returns the dimension count.
@@ -594,7 +598,7 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
     };
     auto is_eps = [](const std::string & k) {
         return k == "whisper.encoder.attention.layer_norm_epsilon" || k == "clip.audio.attention.layer_norm_epsilon" ||
-               k == "whisper.projector.layer_norm_epsilon";
+               k == "whisper.projector.layer_norm_epsilon" || k == "whisper.encoder.rope.freq_base";
     };
     for (uint64_t i = 0; i < n_kv && r.ok; i++) {
         const std::string key = r.get_string(GGUF_MAX_KEY);
@@ -685,10 +689,35 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
     }
     hp.eps = has_eps ? eps : 1e-5f;
 
+    // RoPE in place of the positional embedding (GLM-ASR; our GGUF alone): both keys or neither
+    {
+        auto rd = u32.find("whisper.encoder.rope.dimension_count");
+        auto rf = f32.find("whisper.encoder.rope.freq_base");
+        hp.n_rot = 0;
+        hp.rope_theta = 0.0f;
+        if (!mm && (rd != u32.end() || rf != f32.end())) {
+            if (rd == u32.end()) return missing("whisper.encoder.rope.dimension_count", "uint32 (4)");
+            if (rf == f32.end()) return missing("whisper.encoder.rope.freq_base", "float32 (6)");
+            const uint32_t head_dim = (uint32_t)(hp.n_state / hp.n_head);
+            if (rd->second < 2 || rd->second % 2 || rd->second > head_dim) {
+                wa_set_error("%s: whisper.encoder.rope.dimension_count = %u; it must be even, in [2, head_dim %u]", path,
+                             rd->second, head_dim);
+                return false;
+            }
+            if (!(std::isfinite(rf->second) && rf->second > 0.0f)) {
+                wa_set_error("%s: whisper.encoder.rope.freq_base is %g; it must be a positive finite number", path, rf->second);
+                return false;
+            }
+            hp.n_rot = (int)rd->second;
+            hp.rope_theta = rf->second;
+        }
+    }
+
     // the projector: its type names the processing; an mmproj file always has one
     static const struct { const char * name; whisper_audio_projector type; } PROJECTORS[] = {
         {"qwen2a", WHISPER_AUDIO_PROJECTOR_QWEN2A}, {"voxtral", WHISPER_AUDIO_PROJECTOR_VOXTRAL},
         {"ultravox", WHISPER_AUDIO_PROJECTOR_ULTRAVOX}, {"musicflamingo", WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO},
+        {"glmasr", WHISPER_AUDIO_PROJECTOR_GLMASR},          // ours alone: llama.cpp's "glma" is the original layout
     };
     const char * type_key = mm ? "clip.projector_type" : "whisper.projector.type";
     hp.projector = WHISPER_AUDIO_PROJECTOR_NONE;
@@ -700,7 +729,7 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
         for (const auto & p : PROJECTORS)
             if (proj_type == p.name) { hp.projector = p.type; known = true; }
         if (!known) {
-            wa_set_error("%s: %s is '%s', not a projector this library runs (qwen2a, voxtral, ultravox, musicflamingo)", path, type_key,
+            wa_set_error("%s: %s is '%s', not a projector this library runs (qwen2a, voxtral, ultravox, musicflamingo, glmasr)", path, type_key,
                          proj_type.c_str());
             return false;
         }
@@ -730,6 +759,8 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
             return false;
         }
     }
+
+    if (hp.projector == WHISPER_AUDIO_PROJECTOR_GLMASR && hp.n_rot == 0) return missing("whisper.encoder.rope.dimension_count", "uint32 (4)");
 
     // tensor infos
     for (uint64_t i = 0; i < n_tensors && r.ok; i++) {
@@ -792,6 +823,10 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
         }
     }
     // Ultravox: linear_1's output width (SwiGLU halves it) comes from the tensor
+    if (const gguf_tensor_info * l1 = m->find("multi_modal_projector.linear_1.weight");
+        l1 && hp.projector == WHISPER_AUDIO_PROJECTOR_GLMASR && l1->n_dims == 2) {
+        hp.n_proj_ff = (int)l1->ne[1];                    // GLM-ASR: 2 n_llm; checked against the rows' shapes
+    }
     if (const gguf_tensor_info * l1 = m->find("multi_modal_projector.linear_1.weight");
         l1 && hp.projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX) {
         if (l1->n_dims != 2 || l1->ne[1] % 2 != 0) {
@@ -2809,6 +2844,10 @@ static bool model_save_gguf(const whisper_audio_model * m, const char * path) {
         w.kv_u32("whisper.projector.embedding_length", (uint32_t)hp.n_llm), n_kv++;
         w.kv_u32("whisper.projector.stack_factor", (uint32_t)hp.stack_factor), n_kv++;
         w.kv_f32("whisper.projector.layer_norm_epsilon", hp.proj_eps), n_kv++;
+    }
+    if (hp.n_rot) {
+        w.kv_u32("whisper.encoder.rope.dimension_count", (uint32_t)hp.n_rot), n_kv++;
+        w.kv_f32("whisper.encoder.rope.freq_base", hp.rope_theta), n_kv++;
     }
     w.kv_u32("whisper.encoder.context_length", (uint32_t)hp.n_ctx), n_kv++;
     w.kv_u32("whisper.encoder.embedding_length", (uint32_t)hp.n_state), n_kv++;
@@ -5626,6 +5665,17 @@ static vt_tensor * build_af3(const whisper_audio_encoder * enc, vt_context * ctx
     return vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
 }
 
+// GlmAsrEncoder's norm; GlmAsrModel.get_audio_features: reshape(-1, intermediate_size) (4 positions
+// stacked), GlmAsrMultiModalProjector's linear_1, GELU, linear_2
+static vt_tensor * build_glmasr(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+    const wa_projector & p = enc->proj;
+    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
+    if (!enc->params.projector) return cur;
+    cur = vt_stack_frames(ctx, cur, enc->hparams.stack_factor);
+    cur = vt_linear(ctx, cur, p.fc1_w, p.fc1_b, VT_ACT_GELU, nullptr);
+    return vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
+}
+
 // The rows a chunk gives from its mel frames that hold audio (conv2's stride 2 makes
 // ceil(frames / 2) positions).
 static int positions_of(int frames) { return frames < 1 ? 0 : (frames - 1) / 2 + 1; }
@@ -5648,6 +5698,12 @@ static int64_t frames_voxtral(size_t n) {      // padded to a multiple of 30 s
 }
 static int64_t frames_af3(size_t n) {          // its first 600 s (max_audio_len), a frame per started hop
     return (int64_t)((std::min<size_t>(n, 20 * WHISPER_AUDIO_N_SAMPLES) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
+}
+static int rows_glmasr(const whisper_audio_hparams & hp, int frames, bool projector) {   // (pos - 4) // 4 + 1
+    return projector ? positions_of(frames) / hp.stack_factor : positions_of(frames);
+}
+static int64_t frames_glmasr(size_t n) {       // its first 21 windows (max_audio_len 655 s), a frame per started hop
+    return (int64_t)((std::min<size_t>(n, 21 * WHISPER_AUDIO_N_SAMPLES) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
 }
 static int64_t frames_ultravox(size_t n) {     // at least 2 hops, padded to a hop
     return (int64_t)((std::max<size_t>(n, 2 * WHISPER_AUDIO_HOP) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
@@ -5675,6 +5731,8 @@ static const wa_tower WA_TOWERS[] = {
     { WHISPER_AUDIO_PROJECTOR_ULTRAVOX, "ultravox", 0,                       true,  true,  true,  frames_ultravox, rows_ultravox, build_ultravox },
     // Audio Flamingo 3: each 30 s window as Qwen2-Audio's one (padded, its own log-mel, masked)
     { WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, "musicflamingo", 20 * WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_af3,  rows_qwen2a,   build_af3      },
+    // GLM-ASR: each 30 s window padded with its own log-mel, attention over all of it (no mask)
+    { WHISPER_AUDIO_PROJECTOR_GLMASR,   "glmasr",   21 * WHISPER_AUDIO_N_SAMPLES, false, false, false, frames_glmasr, rows_glmasr, build_glmasr  },
 };
 
 static const wa_tower * wa_tower_of(whisper_audio_projector type) {
@@ -5704,7 +5762,7 @@ static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc
     vt_tensor * pos = n_ctx == hp.n_ctx ? w.pos                   // the first n_ctx rows, as Ultravox slices them
                                         : vt_view_3d(ctx, w.pos, n_state, n_ctx, 1, n_state * sizeof(float),
                                                      (size_t)n_ctx * n_state * sizeof(float), 0);
-    cur = vt_conv1d_k3(ctx, cur, w.conv2_w, w.conv2_b, 2, VT_ACT_GELU, pos);
+    cur = vt_conv1d_k3(ctx, cur, w.conv2_w, w.conv2_b, 2, VT_ACT_GELU, hp.n_rot ? nullptr : pos);   // RoPE: no embedding
     vt_set_name(cur, "post_conv");
     if (out_layer == WHISPER_AUDIO_POST_CONV) return cur;
     VT_ASSERT(!states || (out_layer == -1 && enc->params.final_ln && !tower));
@@ -5721,6 +5779,7 @@ static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc
         // self-attention: one GEMM for q, k, v, then views of its [B, T, 3d] output
         {
             vt_tensor * qkv = vt_linear(ctx, cur, layer.qkv_w, layer.qkv_b, VT_ACT_NONE, nullptr);
+            if (hp.n_rot) qkv = vt_rope_qk(ctx, qkv, n_head, hp.n_rot, hp.rope_theta);   // GLM-ASR: q and k turned by position
             const size_t row = 3 * n_state * es, win = row * n_ctx;
             vt_tensor * q = vt_view_3d(ctx, qkv, n_state, n_ctx, n_batch, row, win, 0);
             vt_tensor * k = vt_view_3d(ctx, qkv, n_state, n_ctx, n_batch, row, win, n_state * es);
@@ -6915,7 +6974,7 @@ bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, si
 
 static bool wa_check_projector(const whisper_audio_hparams & hp, const char * func) {
     if (wa_tower_of(hp.projector)) return true;
-    wa_set_error("%s: the model is a Whisper encoder without an audio-LLM projector (Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3)", func);
+    wa_set_error("%s: the model is a Whisper encoder without an audio-LLM projector (Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR)", func);
     return false;
 }
 

@@ -75,6 +75,8 @@ enum whisper_audio_projector {
                                        // RMSNorm, linear (v0.4: the second RMSNorm after the last linear)
     WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO,  // Audio Flamingo 3 (llama.cpp's name for its tower): Qwen2-Audio's
                                             // tower over each 30 s window, then linear, GELU, linear
+    WHISPER_AUDIO_PROJECTOR_GLMASR,    // GLM-ASR (transformers' layout): RoPE in place of the positional embedding,
+                                       // no mask, each 30 s window; 4 positions stacked, linear, GELU, linear
 };
 
 typedef struct whisper_audio_hparams {
@@ -91,6 +93,9 @@ typedef struct whisper_audio_hparams {
     int   n_proj_ff;      // Ultravox: linear_1's output width (SwiGLU halves it); 0 otherwise
     int   stack_factor;   // whisper.projector.stack_factor: frames per token (Voxtral 4, Ultravox 8), else 1
     float proj_eps;       // whisper.projector.layer_norm_epsilon: Ultravox's RMSNorm eps (1e-6)
+    int   n_rot;          // whisper.encoder.rope.dimension_count: the dims of each head RoPE turns (GLM-ASR:
+                          // head_dim / 2), in place of the positional embedding; 0: none (Whisper's)
+    float rope_theta;     // whisper.encoder.rope.freq_base (GLM-ASR 10000); 0 without RoPE
 } whisper_audio_hparams;
 
 const char * whisper_audio_last_error(void);
@@ -381,8 +386,12 @@ int whisper_audio_cuda_device_count(void);
 //   Audio Flamingo 3: its first 600 s (the processor's max_audio_len) cut into 30 s windows, each
 //     padded, with its own log-mel and mask, as Qwen2-Audio's one: a window of w samples gives
 //     floor(ceil(ceil(w / 160) / 2) / 2) tokens (750 for a whole one).
+//   GLM-ASR: its first 630 s (21 windows: the processor's max_audio_len 655 s in 30 s windows),
+//     each padded to 30 s with its own log-mel, not masked: floor(ceil(ceil(w / 160) / 2) / 4)
+//     tokens (4 positions stacked; 375 for a whole window).
 // With projector false the rows are the tower's own output: Qwen2-Audio's and Audio Flamingo 3's
-// pooled and normalised positions (as many as their tokens), Voxtral's 1500 per 30 s and Ultravox's
+// pooled and normalised positions (as many as their tokens), GLM-ASR's positions holding audio
+// (ceil(ceil(w / 160) / 2) per window), Voxtral's 1500 per 30 s and Ultravox's
 // ceil(f / 2) positions per chunk, each n_state wide.
 // Voxtral and Ultravox take one log-mel over a whole input (its dynamic-range clamp is the
 // input's max), so the pipeline holds such an input until it ends (at most 4 hours, 922 MB),

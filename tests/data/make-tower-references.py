@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-# Makes tests/data/towers/: tiny random Qwen2-Audio, Voxtral, Ultravox and Audio Flamingo 3
+# Makes tests/data/towers/: tiny random Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3 and GLM-ASR
 # checkpoints (the audio tower and projector only), and float64 references of what each model
 # feeds its language model, computed by the models' own modules (transformers for Qwen2-Audio,
-# Voxtral and Audio Flamingo 3; fixie-ai/ultravox's ultravox_model.py for Ultravox, which is not
+# Voxtral, Audio Flamingo 3 and GLM-ASR; fixie-ai/ultravox's ultravox_model.py for Ultravox, which is not
 # in transformers).
 #
 #   python3 tests/data/make-tower-references.py --ultravox ULTRAVOX_REPO/ultravox/model
@@ -255,10 +255,48 @@ def af3(audios):
         store(f"af3.{LONG}.audio.every8.npy", out[::8])
 
 
+def glmasr(audios):
+    cfg = transformers.GlmAsrConfig(
+        audio_config=dict(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS, intermediate_size=FF,
+                          num_mel_bins=128, max_position_embeddings=1500),
+        text_config=text_llama().to_dict())
+    cfg.audio_config._attn_implementation = "eager"
+    model = transformers.GlmAsrForConditionalGeneration(cfg).eval()
+    randomise(model, 6)
+    state = hub_names(model)
+    save(os.path.join(OUT, "glmasr"), dict(cfg.to_dict(), architectures=["GlmAsrForConditionalGeneration"]), state)
+    inner = model.model.double()
+
+    def tokens(features, frames):   # GlmAsrModel.get_audio_features: chunks [n, 128, 3000], frames per chunk
+        mask = (torch.arange(features.shape[-1])[None, :] < torch.tensor(frames)[:, None]).long()
+        out = inner.get_audio_features(features, mask)
+        pos = (mask.sum(-1) - 1) // 2 + 1       # the positions holding audio (its audio_lengths after conv2)
+        return out.pooler_output, torch.cat([out.last_hidden_state[i, : int(n)] for i, n in enumerate(pos)])
+
+    def chunks(pcm):   # GlmAsrProcessor._process_audio: 30 s chunks (at most 655 // 30 = 21), each its own
+        w = 480000     # WhisperFeatureExtractor call (padding to 30 s, its own max, its attention mask)
+        n_win = min(max(1, -(-len(pcm) // w)), int(655 // 30))
+        parts = [pcm[i * w: min((i + 1) * w, len(pcm))] for i in range(n_win)]
+        x = fe(parts, sampling_rate=16000, return_attention_mask=True, return_tensors="pt")
+        return x.input_features.double(), [int(m) for m in x.attention_mask.sum(-1)]
+
+    fe = transformers.WhisperFeatureExtractor(feature_size=128)
+    with torch.no_grad():
+        mel = torch.from_numpy(np.load(os.path.join(ROOT, "features", "speech_16k.mel128.npy"))).double()[None]
+        out, tower_out = tokens(mel, [-(-len(audios["speech_16k"]) // 160)])
+        store("glmasr.speech_16k.features.npy", out)
+        store("glmasr.speech_16k.features.tower.npy", tower_out)
+        for clip, pcm in audios.items():
+            out, _ = tokens(*chunks(pcm))
+            store(f"glmasr.{clip}.audio.npy", out)
+        out, _ = tokens(*chunks(read_wav("long_70s_16k.wav")))   # 3 chunks: 30 s, 30 s, 10 s
+        store(f"glmasr.{LONG}.audio.every8.npy", out[::8])
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--ultravox", help="fixie-ai/ultravox's ultravox/model directory (for ultravox)")
-    ap.add_argument("--models", default="qwen2a,voxtral,ultravox,af3", help="comma-separated, of the default")
+    ap.add_argument("--models", default="qwen2a,voxtral,ultravox,af3,glmasr", help="comma-separated, of the default")
     args = ap.parse_args()
     models = args.models.split(",")
     if "ultravox" in models and not args.ultravox:
@@ -270,5 +308,5 @@ if __name__ == "__main__":
         if name == "ultravox":
             ultravox(audios, args.ultravox)
         else:
-            {"qwen2a": qwen2_audio, "voxtral": voxtral, "af3": af3}[name](audios)
+            {"qwen2a": qwen2_audio, "voxtral": voxtral, "af3": af3, "glmasr": glmasr}[name](audios)
     print("wrote", OUT)
