@@ -401,11 +401,11 @@ int whisper_audio_cuda_device_count(void);
 bool whisper_audio_rows_are_tokens(const whisper_audio_model * model, whisper_audio_encoder_params ep,
                                    whisper_audio_pipeline_params pp);
 // The most samples of an input the model uses: 480000 for Qwen2-Audio's tokens (its first
-// 30 s), 9600000 for Audio Flamingo 3's (600 s), SIZE_MAX otherwise (tokens false: the Whisper rules, which use all). A caller may stop
+// 30 s), 9600000 for Audio Flamingo 3's (600 s), 10080000 for GLM-ASR's (630 s), SIZE_MAX otherwise (tokens false: the Whisper rules, which use all). A caller may stop
 // reading an input there.
 size_t whisper_audio_samples_used(const whisper_audio_model * model, bool tokens);
 // "qwen2a", "voxtral", "ultravox", "musicflamingo" (Audio Flamingo 3) (llama.cpp's clip.projector_type),
-// "none"; NULL outside the enum.
+// "glmasr" (ours: GLM-ASR in transformers' layout), "none"; NULL outside the enum.
 const char * whisper_audio_projector_name(enum whisper_audio_projector type);
 // The rows (tokens) of an input of n samples. 0 with the error set for a model without a projector.
 size_t whisper_audio_n_tokens(const whisper_audio_model * model, size_t n_samples, bool projector);

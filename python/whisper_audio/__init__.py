@@ -795,7 +795,7 @@ class Model:
         hidden_states[i] equals encode(layer=i - 1) bit for bit (hidden_states[0]: the input of
         layer 0) and hidden_states[-1] equals encode().
 
-        An audio LLM's model (Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3: self.projector) gives, as main,
+        An audio LLM's model (Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR: self.projector) gives, as main,
         the tokens it feeds its LLM, [n_tokens, token_dim], by its processor's rules;
         projector=False the tower's own rows [n, d_model]; layer, final_ln=False, pool, no_pad
         or output_hidden_states the Whisper encoder's outputs instead (the library decides which).
