@@ -6596,7 +6596,7 @@ static void pipeline_close_own_window(whisper_audio_pipeline * p, size_t samples
     for (int i = 1; i <= VT_MEL_CONTEXT; i++) row[VT_MEL_CONTEXT - i] = x[i];            // x[-i] = x[i]
     for (int k = 0; k < VT_MEL_CONTEXT; k++) x[N + k] = x[N - 2 - k];                    // x[N + k] = x[2 (N - 1) - (N + k)]
     wa_window w{p->input, p->window++, samples};
-    if (p->tower) {                       // Qwen2-Audio, Audio Flamingo 3: a frame per started hop holds audio
+    if (p->tower) {                       // a tower's window (Qwen2-Audio, Audio Flamingo 3, GLM-ASR): a frame per started hop holds audio
         const int frames = (int)((samples + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
         w.positions = positions_of(frames);
         w.rows = p->tower->rows(p->encs[0]->hparams, frames, p->projector);
