@@ -434,6 +434,28 @@ __global__ void swiglu_kernel(T * __restrict__ y, const T * __restrict__ x, int6
     }
 }
 
+// rope_qk: row r (position r % T of its window) of a q|k|v tensor, element j of its 3d: in q
+// and k (j < 2d), the first n_rot of each head's hd dimensions turn in pairs (i, i + n_rot/2) by
+// the float32 angle (r % T) * inv_freq[i]; the rest, and v, are copied. One element per thread
+// per step. CPU twin: cpu_backend::rope_qk (the same float32 inv_freq and angle, cos/sin in double).
+template <typename T>
+__global__ void rope_qk_kernel(T * __restrict__ y, const T * __restrict__ x, int64_t d, int64_t hd, int n_rot,
+                               float theta, int64_t T_pos, int64_t n) {
+    const int half = n_rot / 2;
+    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = idx / (3 * d), j = idx % (3 * d), c = j % hd;
+        if (j >= 2 * d || c >= n_rot) { y[idx] = x[idx]; continue; }
+        const int i = (int)(c % half);
+        const float inv_freq = 1.0f / (float)pow((double)theta, (double)((float)(2 * i) / (float)n_rot));
+        const float ang = (float)(r % T_pos) * inv_freq;
+        double sn, cs;
+        sincos((double)ang, &sn, &cs);
+        const float xc = to_f32(x[idx]);
+        const float xp = c < half ? to_f32(x[idx + half]) : to_f32(x[idx - half]);
+        y[idx] = from_f32<T>(c < half ? xc * (float)cs - xp * (float)sn : xc * (float)cs + xp * (float)sn);
+    }
+}
+
 // stack: window b's rows laid end to end and cut into rows of `row` elements, the tail past
 // the window's n_in elements zero. One element per thread per step. CPU twin: cpu_backend::stack.
 template <typename T>
@@ -757,6 +779,11 @@ static bool launch_projector_op_t(const launch_ctx & lc, vt_tensor * t) {
             stack_kernel<T><<<grid_for(lc, n, threads), threads, 0, lc.stream>>>(y, xp, t->ne[0], t->ne[1], x->ne[0] * x->ne[1], n);
             LAUNCH_CHECK("stack_kernel");
             return true;
+        case VT_OP_ROPE_QK:
+            rope_qk_kernel<T><<<grid_for(lc, n, threads), threads, 0, lc.stream>>>(y, xp, t->ne[0] / 3, t->ne[0] / 3 / t->iparams[0],
+                                                                                   t->iparams[1], t->fparams[0], t->ne[1], n);
+            LAUNCH_CHECK("rope_qk_kernel");
+            return true;
         default:
             break;
     }
@@ -764,7 +791,7 @@ static bool launch_projector_op_t(const launch_ctx & lc, vt_tensor * t) {
     return false;
 }
 
-// avg_pool2, rms_norm, swiglu, stack: the ops of the audio LLMs' projectors.
+// avg_pool2, rms_norm, swiglu, stack: the ops of the audio LLMs' projectors; rope_qk (GLM-ASR's encoder).
 static bool launch_projector_op(const launch_ctx & lc, vt_tensor * t) {
     switch (t->type) {
         case VT_TYPE_F16:  return launch_projector_op_t<__half>(lc, t);
@@ -1401,7 +1428,7 @@ bool cuda_backend::alloc_graph(vt_graph * g) {
                 mel_blocks = std::max(mel_blocks, (size_t)t->src[0]->ne[1] * log_mel_blocks(t->iparams[3]));
                 mel_rows = std::max(mel_rows, (size_t)t->src[1]->ne[1]);
                 break;
-            case VT_OP_AVG_POOL2: case VT_OP_RMS_NORM: case VT_OP_SWIGLU: case VT_OP_STACK: break;
+            case VT_OP_AVG_POOL2: case VT_OP_RMS_NORM: case VT_OP_SWIGLU: case VT_OP_STACK: case VT_OP_ROPE_QK: break;
             default:
                 vt_set_error("cuda: op %s ('%s') has no CUDA kernel", vt_op_name(t->op), t->name);
                 ok = false;
@@ -1509,7 +1536,7 @@ bool cuda_backend::run_node(graph_state * s, size_t i, vt_tensor * t) {
             return p.quantize_out ? launch_layer_norm(lc, t, s->fp8_x, s->fp8_scale) : launch_layer_norm(lc, t);
         case VT_OP_ATTENTION:  return launch_attention(lc, t, att);
         case VT_OP_LOG_MEL:    return launch_log_mel(lc, t, mel_tab, s->mel_max, s->mel_ranges);
-        case VT_OP_AVG_POOL2: case VT_OP_RMS_NORM: case VT_OP_SWIGLU: case VT_OP_STACK:
+        case VT_OP_AVG_POOL2: case VT_OP_RMS_NORM: case VT_OP_SWIGLU: case VT_OP_STACK: case VT_OP_ROPE_QK:
             return launch_projector_op(lc, t);
         default:
             vt_set_error("cuda: op %s ('%s') has no CUDA kernel", vt_op_name(t->op), t->name);

@@ -288,6 +288,7 @@ static const char * VT_OP_NAMES[] = {
     "rms_norm",
     "swiglu",
     "stack",
+    "rope_qk",
 };
 static_assert(sizeof(VT_OP_NAMES) / sizeof(VT_OP_NAMES[0]) == VT_OP_COUNT, "VT_OP_NAMES out of sync with enum vt_op");
 
@@ -498,6 +499,21 @@ vt_tensor * vt_stack_frames(vt_context * ctx, vt_tensor * x, int f) {
     t->op = VT_OP_STACK;
     t->src[0] = x;
     t->iparams[0] = f;
+    return t;
+}
+
+// vt_rope_qk
+
+vt_tensor * vt_rope_qk(vt_context * ctx, vt_tensor * qkv, int n_head, int n_rot, float theta) {
+    VT_ASSERT(vt_is_contiguous(qkv) && qkv->ne[3] == 1 && n_head >= 1 && qkv->ne[0] % (3 * n_head) == 0);
+    const int64_t head_dim = qkv->ne[0] / 3 / n_head;
+    VT_ASSERT(n_rot >= 2 && n_rot % 2 == 0 && n_rot <= head_dim && theta > 0.0f);
+    vt_tensor * t = new_tensor(ctx, qkv->type, qkv->ne);
+    t->op = VT_OP_ROPE_QK;
+    t->src[0] = qkv;
+    t->iparams[0] = n_head;
+    t->iparams[1] = n_rot;
+    t->fparams[0] = theta;
     return t;
 }
 
@@ -1513,6 +1529,36 @@ struct cpu_backend : vt_backend {
         });
     }
 
+    // rope_qk: one row (a position of a window) per task; the angle in float32, its cos and
+    // sin rounded from double (transformers: float32 cos/sin of a float32 angle).
+    void rope_qk(vt_tensor * t) {
+        const int n_head = t->iparams[0], n_rot = t->iparams[1], half = n_rot / 2;
+        const int64_t row = t->ne[0], d = row / 3, hd = d / n_head, T = t->ne[1];
+        const float theta = t->fparams[0];
+        pool.run((int)(T * t->ne[2]), [&](int task, int) {
+            const float * in = (const float *)t->src[0]->data + (size_t)task * row;
+            float * out = (float *)t->data + (size_t)task * row;
+            memcpy(out, in, row * sizeof(float));
+            const float pos = (float)(task % T);
+            std::vector<float> c(half), s(half);
+            for (int i = 0; i < half; i++) {
+                // inv_freq as transformers' float32: 1 / theta^(float(2i) / n_rot), the power rounded
+                const float inv_freq = 1.0f / (float)pow((double)theta, (double)((float)(2 * i) / (float)n_rot));
+                const float ang = pos * inv_freq;
+                c[i] = (float)cos((double)ang);
+                s[i] = (float)sin((double)ang);
+            }
+            for (int64_t h = 0; h < 2 * n_head; h++) {          // q's heads, then k's
+                const float * x = in + h * hd;
+                float * y = out + h * hd;
+                for (int i = 0; i < half; i++) {
+                    y[i] = x[i] * c[i] - x[i + half] * s[i];
+                    y[i + half] = x[i + half] * c[i] + x[i] * s[i];
+                }
+            }
+        });
+    }
+
     void compute_node(vt_tensor * t) {
         switch (t->op) {
             case VT_OP_CONV1D_K3:  conv1d_k3(t); break;
@@ -1523,6 +1569,7 @@ struct cpu_backend : vt_backend {
             case VT_OP_RMS_NORM:   rms_norm(t); break;
             case VT_OP_SWIGLU:     swiglu(t); break;
             case VT_OP_STACK:      stack(t); break;
+            case VT_OP_ROPE_QK:    rope_qk(t); break;
             case VT_OP_LOG_MEL:    log_mel(t); break;
             default: VT_ASSERT(!"cpu backend: op without a kernel");
         }

@@ -53,6 +53,7 @@ enum vt_op {
     VT_OP_RMS_NORM,
     VT_OP_SWIGLU,
     VT_OP_STACK,
+    VT_OP_ROPE_QK,
     VT_OP_COUNT,
 };
 
@@ -179,6 +180,14 @@ vt_tensor * vt_swiglu(vt_context * ctx, vt_tensor * x);
 // stack_frames: f consecutive rows side by side, the last group zero-padded
 //   x [B, T, C] contiguous -> out [B, ceil(T/f), f*C]; a view when f divides T, else a copy
 vt_tensor * vt_stack_frames(vt_context * ctx, vt_tensor * x, int f);
+
+// rope_qk: rotary position embedding of the q and k parts of a fused q|k|v row, as
+// transformers' apply_rotary_pos_emb with rotate_half (GLM-ASR): in each head, the first n_rot
+// dimensions, pairs (i, i + n_rot/2), turn by the angle t * inv_freq[i], t the row's position
+// in its window; the rest of q and k, and v, are copied. inv_freq[i] = 1 / theta^(2i / n_rot)
+// and the angle are float32 values, as transformers computes them whatever the model's dtype.
+//   qkv [B, T, 3d] contiguous, d = n_head * head_dim, n_rot even and <= head_dim -> out [B, T, 3d]
+vt_tensor * vt_rope_qk(vt_context * ctx, vt_tensor * qkv, int n_head, int n_rot, float theta);
 
 // log_mel: a log-mel spectrogram of B windows, the algorithm of whisper-audio.cpp's host
 // log-mel (transformers' WhisperFeatureExtractor), the DFT in double. The sizes are the

@@ -125,13 +125,17 @@ static const wa_projector_name WA_PROJECTORS[] = {
     {WHISPER_AUDIO_PROJECTOR_QWEN2A,   "qwen2a",   "qwen2_audio"},
     {WHISPER_AUDIO_PROJECTOR_VOXTRAL,  "voxtral",  "voxtral"},
     {WHISPER_AUDIO_PROJECTOR_ULTRAVOX, "ultravox", "ultravox"},
+    {WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, "musicflamingo", "audioflamingo3"},   // Audio Flamingo 3 (llama.cpp's name)
+    {WHISPER_AUDIO_PROJECTOR_GLMASR,   "glmasr",   nullptr},   // ours alone (llama.cpp's "glma" is the original layout);
+                                                               // its directories through the converter
 };
 
-// multi_modal_projector.* of Qwen2-Audio, Voxtral and Ultravox (the checkpoints' names).
+// multi_modal_projector.* of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3 and GLM-ASR (the
+// checkpoints' names).
 struct wa_projector {
     vt_tensor * ln_pre_w;                 // ln_pre.weight    [stack d]         Ultravox's RMSNorm
-    vt_tensor * fc1_w, * fc1_b;           // linear (Qwen2-Audio, with bias), linear_1
-    vt_tensor * fc2_w;                    // linear_2.weight
+    vt_tensor * fc1_w, * fc1_b;           // linear (Qwen2-Audio, with bias), linear_1 (Audio Flamingo 3, GLM-ASR: with bias)
+    vt_tensor * fc2_w, * fc2_b;           // linear_2 (Audio Flamingo 3, GLM-ASR: with bias)
     vt_tensor * ln_mid_w, * ln_post_w;    // ln_mid.weight (Ultravox v0.5+), ln_post.weight (v0.4)
 };
 
@@ -157,6 +161,14 @@ static constexpr wa_proj_desc WA_PROJ_TENSORS[] = {
     {"multi_modal_projector.linear_2.weight", WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_LLM, WA_PFF_HALF},    WA_MATRIX, &wa_projector::fc2_w},
     {"multi_modal_projector.ln_mid.weight",   WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_PFF_HALF},            WA_F32,    &wa_projector::ln_mid_w, true},
     {"multi_modal_projector.ln_post.weight",  WHISPER_AUDIO_PROJECTOR_ULTRAVOX, {WA_LLM},                 WA_F32,    &wa_projector::ln_post_w, true},
+    {"multi_modal_projector.linear_1.weight", WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, {WA_LLM, WA_D},           WA_MATRIX, &wa_projector::fc1_w},
+    {"multi_modal_projector.linear_1.bias",   WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, {WA_LLM},                 WA_F32,    &wa_projector::fc1_b},
+    {"multi_modal_projector.linear_2.weight", WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, {WA_LLM, WA_LLM},         WA_MATRIX, &wa_projector::fc2_w},
+    {"multi_modal_projector.linear_2.bias",   WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, {WA_LLM},                 WA_F32,    &wa_projector::fc2_b},
+    {"multi_modal_projector.linear_1.weight", WHISPER_AUDIO_PROJECTOR_GLMASR,   {WA_PFF, WA_STACKED},     WA_MATRIX, &wa_projector::fc1_w},
+    {"multi_modal_projector.linear_1.bias",   WHISPER_AUDIO_PROJECTOR_GLMASR,   {WA_PFF},                 WA_F32,    &wa_projector::fc1_b},
+    {"multi_modal_projector.linear_2.weight", WHISPER_AUDIO_PROJECTOR_GLMASR,   {WA_LLM, WA_PFF},         WA_MATRIX, &wa_projector::fc2_w},
+    {"multi_modal_projector.linear_2.bias",   WHISPER_AUDIO_PROJECTOR_GLMASR,   {WA_LLM},                 WA_F32,    &wa_projector::fc2_b},
 };
 
 // ---- whisper.cpp's legacy ggml-*.bin ----------------------------------------------------
@@ -296,6 +308,8 @@ static const wa_mmproj_name WA_MMPROJ_NAMES[] = {
     {"multi_modal_projector.linear.bias",             "mm.a.fc.bias"},
     {"multi_modal_projector.linear_1.weight",         "mm.a.mlp.1.weight"},
     {"multi_modal_projector.linear_2.weight",         "mm.a.mlp.2.weight"},
+    {"multi_modal_projector.linear_1.bias",           "mm.a.mlp.1.bias"},
+    {"multi_modal_projector.linear_2.bias",           "mm.a.mlp.2.bias"},
     {"multi_modal_projector.ln_pre.weight",           "mm.a.norm_pre.weight"},
     {"multi_modal_projector.ln_mid.weight",           "mm.a.norm_mid.weight"},
 };

@@ -2931,7 +2931,8 @@ static const char * wa_projector_gguf(whisper_audio_projector type) {
 }
 static std::string wa_projector_list(const char * const wa_projector_name::* column) {
     std::string list;
-    for (const wa_projector_name & p : WA_PROJECTORS) list += (list.empty() ? "" : ", ") + std::string(p.*column);
+    for (const wa_projector_name & p : WA_PROJECTORS)
+        if (p.*column) list += (list.empty() ? "" : ", ") + std::string(p.*column);
     return list;
 }
 
@@ -3164,7 +3165,8 @@ static bool gguf_read_kv(whisper_audio_model * m, gguf_reader & r, uint64_t n_kv
         return k.rfind("whisper.encoder.", 0) == 0 || k.rfind("whisper.projector.", 0) == 0 || k.rfind("clip.audio.", 0) == 0;
     };
     auto is_eps = [](const std::string & k) {
-        return k == GGUF_OURS.eps || k == GGUF_MMPROJ.eps || k == "whisper.projector.layer_norm_epsilon";
+        return k == GGUF_OURS.eps || k == GGUF_MMPROJ.eps || k == "whisper.projector.layer_norm_epsilon" ||
+               k == "whisper.encoder.rope.freq_base";
     };
     for (uint64_t i = 0; i < n_kv && r.ok; i++) {
         const std::string key = r.get_string(GGUF_MAX_KEY);
@@ -3249,6 +3251,28 @@ static bool gguf_hparams(whisper_audio_model * m, gguf_kv & kv, const gguf_diale
         return false;
     }
     hp.eps = e != kv.f32.end() ? e->second : 1e-5f;
+
+    // RoPE in place of the positional embedding (GLM-ASR; our GGUF alone): both keys or neither
+    auto rd = kv.u32.find("whisper.encoder.rope.dimension_count");
+    auto rf = kv.f32.find("whisper.encoder.rope.freq_base");
+    hp.n_rot = 0;
+    hp.rope_theta = 0.0f;
+    if (!m->mmproj && (rd != kv.u32.end() || rf != kv.f32.end())) {
+        if (rd == kv.u32.end()) return kv.missing(path, "whisper.encoder.rope.dimension_count", "uint32 (4)");
+        if (rf == kv.f32.end()) return kv.missing(path, "whisper.encoder.rope.freq_base", "float32 (6)");
+        const uint32_t head_dim = (uint32_t)(hp.n_state / hp.n_head);
+        if (rd->second < 2 || rd->second % 2 || rd->second > head_dim) {
+            wa_set_error("%s: whisper.encoder.rope.dimension_count = %u; it must be even, in [2, head_dim %u]", path,
+                         rd->second, head_dim);
+            return false;
+        }
+        if (!(std::isfinite(rf->second) && rf->second > 0.0f)) {
+            wa_set_error("%s: whisper.encoder.rope.freq_base is %g; it must be a positive finite number", path, rf->second);
+            return false;
+        }
+        hp.n_rot = (int)rd->second;
+        hp.rope_theta = rf->second;
+    }
     return true;
 }
 
@@ -3271,7 +3295,8 @@ static bool gguf_projector(whisper_audio_model * m, const gguf_kv & kv, const gg
     if (it == kv.u32.end()) return kv.missing(path, d.n_llm, "uint32 (4)");
     if (it->second < 1 || it->second > 65536) { wa_set_error("%s: %s = %u is outside [1, 65536]", path, d.n_llm, it->second); return false; }
     hp.n_llm = (int)it->second;
-    if (hp.projector != WHISPER_AUDIO_PROJECTOR_QWEN2A) {
+    // Qwen2-Audio and Audio Flamingo 3 stack no frames (llama.cpp writes no stack factor for them)
+    if (hp.projector != WHISPER_AUDIO_PROJECTOR_QWEN2A && hp.projector != WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO) {
         it = kv.u32.find(d.stack_factor);
         if (it == kv.u32.end()) return kv.missing(path, d.stack_factor, "uint32 (4)");
         if (it->second < 1 || it->second > 64) { wa_set_error("%s: %s = %u is outside [1, 64]", path, d.stack_factor, it->second); return false; }
@@ -3289,6 +3314,8 @@ static bool gguf_projector(whisper_audio_model * m, const gguf_kv & kv, const gg
         wa_set_error("%s: whisper.projector.layer_norm_epsilon is %g; it must be a positive finite number", path, hp.proj_eps);
         return false;
     }
+    if (hp.projector == WHISPER_AUDIO_PROJECTOR_GLMASR && hp.n_rot == 0)
+        return kv.missing(path, "whisper.encoder.rope.dimension_count", "uint32 (4)");
     return true;
 }
 
@@ -3429,6 +3456,10 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
     if (m->mmproj && !mmproj_rename_tensors(m)) return false;
     whisper_audio_hparams & hp = m->hparams;
     // Ultravox: linear_1's output width (SwiGLU halves it) comes from the tensor
+    if (const gguf_tensor_info * l1 = m->find("multi_modal_projector.linear_1.weight");
+        l1 && hp.projector == WHISPER_AUDIO_PROJECTOR_GLMASR && l1->n_dims == 2) {
+        hp.n_proj_ff = (int)l1->ne[1];                    // GLM-ASR: 2 n_llm; checked against the rows' shapes
+    }
     if (const gguf_tensor_info * l1 = m->find("multi_modal_projector.linear_1.weight");
         l1 && hp.projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX) {
         if (l1->n_dims != 2 || l1->ne[1] % 2 != 0) {
@@ -4621,7 +4652,8 @@ static bool wa_hf_config(whisper_audio_model * m, const wa_json & top, wa_hf_opt
     const wa_json * mt = top.type == wa_json::OBJECT ? top.get("model_type") : nullptr;
     const bool named = mt && mt->type == wa_json::STRING;
     hp.projector = WHISPER_AUDIO_PROJECTOR_NONE;
-    for (const wa_projector_name & t : WA_PROJECTORS) if (named && mt->str == t.hf_model_type) hp.projector = t.type;
+    for (const wa_projector_name & t : WA_PROJECTORS)
+        if (named && t.hf_model_type && mt->str == t.hf_model_type) hp.projector = t.type;
     const bool tower = hp.projector != WHISPER_AUDIO_PROJECTOR_NONE;
     if (!tower && !(named && mt->str == "whisper")) {
         wa_set_error("%s: config.json: model_type is %s, not \"whisper\" or an audio LLM's (%s)", path,
@@ -4651,7 +4683,8 @@ static bool wa_hf_config(whisper_audio_model * m, const wa_json & top, wa_hf_opt
         return false;
     };
     const char * ac = tower ? "audio_config." : "";
-    const bool llama_names = hp.projector == WHISPER_AUDIO_PROJECTOR_VOXTRAL;   // VoxtralEncoderConfig names them as Llama does
+    // VoxtralEncoderConfig and AudioFlamingo3EncoderConfig name them as Llama does
+    const bool llama_names = hp.projector == WHISPER_AUDIO_PROJECTOR_VOXTRAL || hp.projector == WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO;
     if (!get(*cfg, ac, llama_names ? "hidden_size" : "d_model", 16384, &hp.n_state) ||
         !get(*cfg, ac, llama_names ? "num_hidden_layers" : "encoder_layers", 256, &hp.n_layer) ||
         !get(*cfg, ac, llama_names ? "num_attention_heads" : "encoder_attention_heads", 256, &hp.n_head) ||
@@ -4676,6 +4709,15 @@ static bool wa_hf_config(whisper_audio_model * m, const wa_json & top, wa_hf_opt
         }
         hp.stack_factor = stack;
         if (!must_be("projector_hidden_act", "gelu")) return false;
+    }
+    if (hp.projector == WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO) {      // AudioFlamingo3MultiModalProjector: linear_1, GELU, linear_2
+        if (!must_be("projector_hidden_act", "gelu")) return false;
+        const wa_json * bias = top.get("projector_bias");
+        if (bias && !(bias->type == wa_json::BOOL && bias->b)) {
+            wa_set_error("%s: config.json: projector_bias is %s; whisper-audio runs true (linear_1 and linear_2 with biases)",
+                         path, bias->shown().c_str());
+            return false;
+        }
     }
     if (hp.projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX) {
         if (!get(top, "", "stack_factor", 64, &hp.stack_factor) || !get(top, "", "hidden_size", 65536, &hp.n_proj_ff) ||
@@ -5267,6 +5309,10 @@ static std::string gguf_header(const whisper_audio_model * m, std::vector<gguf_o
         w.kv_u32("whisper.projector.stack_factor", (uint32_t)hp.stack_factor), n_kv++;
         w.kv_f32("whisper.projector.layer_norm_epsilon", hp.proj_eps), n_kv++;
     }
+    if (hp.n_rot) {
+        w.kv_u32("whisper.encoder.rope.dimension_count", (uint32_t)hp.n_rot), n_kv++;
+        w.kv_f32("whisper.encoder.rope.freq_base", hp.rope_theta), n_kv++;
+    }
     w.kv_u32("whisper.encoder.context_length", (uint32_t)hp.n_ctx), n_kv++;
     w.kv_u32("whisper.encoder.embedding_length", (uint32_t)hp.n_state), n_kv++;
     w.kv_u32("whisper.encoder.block_count", (uint32_t)hp.n_layer), n_kv++;
@@ -5489,6 +5535,28 @@ static vt_tensor * build_ultravox(const whisper_audio_encoder * enc, vt_context 
     return cur;
 }
 
+// AudioFlamingo3Encoder: avg_pooler, layer_norm (Qwen2-Audio's); AudioFlamingo3MultiModalProjector:
+// linear_1, GELU, linear_2
+static vt_tensor * build_af3(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+    const wa_projector & p = enc->proj;
+    cur = vt_avg_pool2(ctx, cur);
+    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
+    if (!enc->params.projector) return cur;
+    cur = vt_linear(ctx, cur, p.fc1_w, p.fc1_b, VT_ACT_GELU, nullptr);
+    return vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
+}
+
+// GlmAsrEncoder's norm; GlmAsrModel.get_audio_features: reshape(-1, intermediate_size) (4 positions
+// stacked), GlmAsrMultiModalProjector's linear_1, GELU, linear_2
+static vt_tensor * build_glmasr(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+    const wa_projector & p = enc->proj;
+    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
+    if (!enc->params.projector) return cur;
+    cur = vt_stack_frames(ctx, cur, enc->hparams.stack_factor);
+    cur = vt_linear(ctx, cur, p.fc1_w, p.fc1_b, VT_ACT_GELU, nullptr);
+    return vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
+}
+
 // The rows a chunk gives from its mel frames that hold audio (conv2's stride 2 makes
 // ceil(frames / 2) positions).
 static int positions_of(int frames) { return frames < 1 ? 0 : (frames - 1) / 2 + 1; }
@@ -5508,6 +5576,15 @@ static int64_t frames_qwen2a(size_t n) {       // its first 30 s, a frame per st
 }
 static int64_t frames_voxtral(size_t n) {      // padded to a multiple of 30 s
     return (int64_t)whisper_audio_n_windows(n) * WHISPER_AUDIO_N_FRAMES;
+}
+static int64_t frames_af3(size_t n) {          // its first 600 s (max_audio_len), a frame per started hop
+    return (int64_t)((std::min<size_t>(n, 20 * WHISPER_AUDIO_N_SAMPLES) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
+}
+static int rows_glmasr(const whisper_audio_hparams & hp, int frames, bool projector) {   // (pos - 4) // 4 + 1
+    return projector ? positions_of(frames) / hp.stack_factor : positions_of(frames);
+}
+static int64_t frames_glmasr(size_t n) {       // its first 21 windows (max_audio_len 655 s), a frame per started hop
+    return (int64_t)((std::min<size_t>(n, 21 * WHISPER_AUDIO_N_SAMPLES) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
 }
 static int64_t frames_ultravox(size_t n) {     // at least 2 hops, padded to a hop
     return (int64_t)((std::max<size_t>(n, 2 * WHISPER_AUDIO_HOP) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
@@ -5532,6 +5609,10 @@ static const wa_tower WA_TOWERS[] = {
     { WHISPER_AUDIO_PROJECTOR_QWEN2A,   WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_qwen2a,   rows_qwen2a,   build_qwen2a   },
     { WHISPER_AUDIO_PROJECTOR_VOXTRAL,  0,                       true,  false, false, frames_voxtral,  rows_voxtral,  build_voxtral  },
     { WHISPER_AUDIO_PROJECTOR_ULTRAVOX, 0,                       true,  true,  true,  frames_ultravox, rows_ultravox, build_ultravox },
+    // Audio Flamingo 3: each 30 s window as Qwen2-Audio's one (padded, its own log-mel, masked)
+    { WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, 20 * WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_af3, rows_qwen2a, build_af3 },
+    // GLM-ASR: each 30 s window padded with its own log-mel, attention over all of it (no mask)
+    { WHISPER_AUDIO_PROJECTOR_GLMASR,   21 * WHISPER_AUDIO_N_SAMPLES, false, false, false, frames_glmasr, rows_glmasr, build_glmasr },
 };
 
 static const wa_tower * wa_tower_of(whisper_audio_projector type) {
@@ -5561,7 +5642,7 @@ static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc
     vt_tensor * pos = n_ctx == hp.n_ctx ? w.pos                   // the first n_ctx rows, as Ultravox slices them
                                         : vt_view_3d(ctx, w.pos, n_state, n_ctx, 1, n_state * sizeof(float),
                                                      (size_t)n_ctx * n_state * sizeof(float), 0);
-    cur = vt_conv1d_k3(ctx, cur, w.conv2_w, w.conv2_b, 2, VT_ACT_GELU, pos);
+    cur = vt_conv1d_k3(ctx, cur, w.conv2_w, w.conv2_b, 2, VT_ACT_GELU, hp.n_rot ? nullptr : pos);   // RoPE: no embedding
     vt_set_name(cur, "post_conv");
     if (out_layer == WHISPER_AUDIO_POST_CONV) return cur;
     VT_ASSERT(!states || (out_layer == -1 && enc->params.final_ln && !tower));
@@ -5578,6 +5659,7 @@ static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc
         // self-attention: one GEMM for q, k, v, then views of its [B, T, 3d] output
         {
             vt_tensor * qkv = vt_linear(ctx, cur, layer.qkv_w, layer.qkv_b, VT_ACT_NONE, nullptr);
+            if (hp.n_rot) qkv = vt_rope_qk(ctx, qkv, n_head, hp.n_rot, hp.rope_theta);   // GLM-ASR: q and k turned by position
             const size_t row = 3 * n_state * es, win = row * n_ctx;
             vt_tensor * q = vt_view_3d(ctx, qkv, n_state, n_ctx, n_batch, row, win, 0);
             vt_tensor * k = vt_view_3d(ctx, qkv, n_state, n_ctx, n_batch, row, win, n_state * es);
@@ -6416,7 +6498,7 @@ static void pipeline_close_own_window(whisper_audio_pipeline * p, size_t samples
     for (int i = 1; i <= WA_MEL_CONTEXT; i++) row[WA_MEL_CONTEXT - i] = x[i];            // x[-i] = x[i]
     for (int k = 0; k < WA_MEL_CONTEXT; k++) x[N + k] = x[N - 2 - k];                    // x[N + k] = x[2 (N - 1) - (N + k)]
     wa_window w{p->input, p->window++, samples};
-    if (p->tower) {                       // Qwen2-Audio: a frame per started hop holds audio
+    if (p->tower) {                       // a tower's window (Qwen2-Audio, Audio Flamingo 3, GLM-ASR): a frame per started hop holds audio
         const int frames = (int)((samples + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
         w.positions = positions_of(frames);
         w.rows = p->tower->rows(p->encs[0]->hparams, frames, p->projector);
@@ -6478,7 +6560,8 @@ static bool pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t 
         p->input_samples += k;
         pcm += k;
         n -= k;
-        if (p->in_window == WHISPER_AUDIO_N_SAMPLES && !p->tower) pipeline_close_own_window(p, WHISPER_AUDIO_N_SAMPLES);
+        // a full window goes (a tower's too: Audio Flamingo 3 keeps up to 20; Qwen2-Audio's one ends with the input)
+        if (p->in_window == WHISPER_AUDIO_N_SAMPLES) pipeline_close_own_window(p, WHISPER_AUDIO_N_SAMPLES);
     }
     return pipeline_emit(p, false);
 }
@@ -6875,7 +6958,7 @@ bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, si
 
 static bool wa_check_projector(const whisper_audio_hparams & hp, const char * func) {
     if (wa_tower_of(hp.projector)) return true;
-    wa_set_error("%s: the model is a Whisper encoder without an audio-LLM projector (Qwen2-Audio, Voxtral, Ultravox)", func);
+    wa_set_error("%s: the model is a Whisper encoder without an audio-LLM projector (Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR)", func);
     return false;
 }
 

@@ -73,6 +73,10 @@ enum whisper_audio_projector {
     WHISPER_AUDIO_PROJECTOR_VOXTRAL,   // Voxtral: 4 frames stacked, linear, GELU, linear
     WHISPER_AUDIO_PROJECTOR_ULTRAVOX,  // Ultravox: unpadded input, 8 frames stacked, RMSNorm, linear, SwiGLU,
                                        // RMSNorm, linear (v0.4: the second RMSNorm after the last linear)
+    WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO,  // Audio Flamingo 3 (llama.cpp's name for its tower): Qwen2-Audio's
+                                            // tower over each 30 s window, then linear, GELU, linear
+    WHISPER_AUDIO_PROJECTOR_GLMASR,    // GLM-ASR (transformers' layout): RoPE in place of the positional embedding,
+                                       // no mask, each 30 s window; 4 positions stacked, linear, GELU, linear
 };
 
 typedef struct whisper_audio_hparams {
@@ -89,6 +93,9 @@ typedef struct whisper_audio_hparams {
     int   n_proj_ff;      // Ultravox: linear_1's output width (SwiGLU halves it); 0 otherwise
     int   stack_factor;   // whisper.projector.stack_factor: frames per token (Voxtral 4, Ultravox 8), else 1
     float proj_eps;       // whisper.projector.layer_norm_epsilon: Ultravox's RMSNorm eps (1e-6)
+    int   n_rot;          // whisper.encoder.rope.dimension_count: the dims of each head RoPE turns (GLM-ASR:
+                          // head_dim / 2), in place of the positional embedding; 0: none (Whisper's)
+    float rope_theta;     // whisper.encoder.rope.freq_base (GLM-ASR 10000); 0 without RoPE
 } whisper_audio_hparams;
 
 const char * whisper_audio_last_error(void);
@@ -377,7 +384,7 @@ int  whisper_audio_pipeline_row_width(const whisper_audio_pipeline * p);
 
 // The earlier name of whisper_audio_device_count(WHISPER_AUDIO_DEVICE_GPU), kept.
 int whisper_audio_cuda_device_count(void);
-// ---- audio LLMs: the tokens a Qwen2-Audio, Voxtral or Ultravox model feeds its LLM -----
+// ---- audio LLMs: the tokens a Qwen2-Audio, Voxtral, Ultravox or Audio Flamingo 3 model feeds its LLM
 // For a model with a projector (hparams.projector != NONE). An input of n samples gives the
 // rows the model's own processor and code give for it:
 //   Qwen2-Audio: its first 30 s (the processor truncates there: whisper_audio_samples_used) as
@@ -390,8 +397,15 @@ int whisper_audio_cuda_device_count(void);
 //     log-mel over all of it; up to 3000 frames run unpadded (the positional embedding sliced),
 //     more are cut into chunks of 3000, the last padded and masked. A chunk of f frames gives
 //     ceil(f / 16) tokens (its ceil(f / 2) positions stacked by 8, the last zero-padded).
-// With projector false the rows are the tower's own output: Qwen2-Audio's pooled and
-// normalised positions (as many as its tokens), Voxtral's 1500 per 30 s and Ultravox's
+//   Audio Flamingo 3: its first 600 s (the processor's max_audio_len) cut into 30 s windows, each
+//     padded, with its own log-mel and mask, as Qwen2-Audio's one: a window of w samples gives
+//     floor(ceil(ceil(w / 160) / 2) / 2) tokens (750 for a whole one).
+//   GLM-ASR: its first 630 s (21 windows: the processor's max_audio_len 655 s in 30 s windows),
+//     each padded to 30 s with its own log-mel, not masked: floor(ceil(ceil(w / 160) / 2) / 4)
+//     tokens (4 positions stacked; 375 for a whole window).
+// With projector false the rows are the tower's own output: Qwen2-Audio's and Audio Flamingo 3's
+// pooled and normalised positions (as many as their tokens), GLM-ASR's positions holding audio
+// (ceil(ceil(w / 160) / 2) per window), Voxtral's 1500 per 30 s and Ultravox's
 // ceil(f / 2) positions per chunk, each n_state wide.
 // Voxtral and Ultravox take one log-mel over a whole input (its dynamic-range clamp is the
 // input's max), so the pipeline holds such an input until it ends (at most 4 hours, 922 MB),
@@ -401,10 +415,11 @@ int whisper_audio_cuda_device_count(void);
 bool whisper_audio_rows_are_tokens(const whisper_audio_model * model, whisper_audio_encoder_params ep,
                                    whisper_audio_pipeline_params pp);
 // The most samples of an input the model uses: 480000 for Qwen2-Audio's tokens (its first
-// 30 s), SIZE_MAX otherwise (tokens false: the Whisper rules, which use all). A caller may stop
+// 30 s), 9600000 for Audio Flamingo 3's (600 s), 10080000 for GLM-ASR's (630 s), SIZE_MAX otherwise (tokens false: the Whisper rules, which use all). A caller may stop
 // reading an input there.
 size_t whisper_audio_samples_used(const whisper_audio_model * model, bool tokens);
-// "qwen2a", "voxtral", "ultravox" (llama.cpp's clip.projector_type), "none"; NULL outside the enum.
+// "qwen2a", "voxtral", "ultravox", "musicflamingo" (Audio Flamingo 3) (llama.cpp's clip.projector_type),
+// "glmasr" (ours: GLM-ASR in transformers' layout), "none"; NULL outside the enum.
 const char * whisper_audio_projector_name(enum whisper_audio_projector type);
 // The rows (tokens) of an input of n samples. 0 with the error set for a model without a projector.
 size_t whisper_audio_n_tokens(const whisper_audio_model * model, size_t n_samples, bool projector);
@@ -416,9 +431,9 @@ int    whisper_audio_token_dim(const whisper_audio_model * model, bool projector
 // a pipeline of the encoder.
 bool whisper_audio_encode_tokens(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out);
 // One window's log-mel [n_mels, n_frames] -> out [rows, token_dim]: n_frames 3000 (Qwen2-Audio,
-// Voxtral) or 2..3000 (Ultravox: unpadded, or a last chunk padded to 3000), n_audio_frames of
-// them holding audio (Qwen2-Audio's feature_attention_mask sum, Ultravox's audio_lens; Voxtral
-// ignores it). Returns the number of rows written, or -1.
+// Voxtral, Audio Flamingo 3) or 2..3000 (Ultravox: unpadded, or a last chunk padded to 3000),
+// n_audio_frames of them holding audio (Qwen2-Audio's feature_attention_mask sum, Audio Flamingo
+// 3's input_features_mask sum, Ultravox's audio_lens; Voxtral ignores it). Returns the number of rows written, or -1.
 int  whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * mel, int n_frames, int n_audio_frames,
                                      float * out);
 

@@ -122,16 +122,27 @@ class HParams:
         self.n_head = n_head        # encoder_attention_heads
         self.n_ff = n_ff            # encoder_ffn_dim
         self.n_mels = n_mels        # num_mel_bins
-        self.projector = None       # an audio LLM's: "qwen2a", "voxtral", "ultravox" (llama.cpp's names)
+        self.projector = None       # an audio LLM's: "qwen2a", "voxtral", "ultravox", "musicflamingo" (llama.cpp's names)
         self.n_llm = 0              # text_config.hidden_size: the projector's output
         self.stack_factor = 1       # frames per token
         self.n_proj_ff = 0          # Ultravox: hidden_size, linear_1's output (SwiGLU halves it)
         self.ln_mid = False         # Ultravox: projector_ln_mid (v0.5+), else ln_post
+        self.n_rot = 0              # GLM-ASR: the dims of each head that RoPE turns (no positional embedding)
+        self.rope_theta = 0.0       # GLM-ASR: rope_parameters.rope_theta
 
 
 # Audio LLMs whose audio tower is a Whisper encoder: config.json's model_type -> projector.
 # Their audio tower and projector are converted; the language model is left out.
-TOWERS = {"qwen2_audio": "qwen2a", "voxtral": "voxtral", "ultravox": "ultravox"}
+# Audio Flamingo 3's is "musicflamingo": llama.cpp's converter writes that type for it.
+# GLM-ASR's is "glmasr" (transformers' layout: RoPE, no positional embedding), not llama.cpp's "glma"
+# (the original checkpoint's layout: a positional embedding, a LayerNorm before the MLP, boi/eoi).
+TOWERS = {"qwen2_audio": "qwen2a", "voxtral": "voxtral", "ultravox": "ultravox", "audioflamingo3": "musicflamingo",
+          "glmasr": "glmasr"}
+# GlmAsrEncoder's names of our (Whisper's) tensors, under its audio_tower.
+GLMASR_NAMES = {"self_attn.out_proj.": "self_attn.o_proj.", "self_attn_layer_norm.": "input_layernorm.",
+                "final_layer_norm.": "post_attention_layernorm.", "fc1.": "mlp.fc1.", "fc2.": "mlp.fc2.",
+                "layer_norm.": "norm."}
+GLMASR_MERGE = 4                    # GlmAsrModel.get_audio_features: merge_factor
 ULTRAVOX_RMS_EPS = 1e-6             # ultravox_model.py's RMSNorm default
 
 
@@ -147,6 +158,12 @@ def projector_tensors(hp):
         norm = (p + "ln_mid.weight", (h // 2,), False) if hp.ln_mid else (p + "ln_post.weight", (n,), False)
         return [(p + "ln_pre.weight", (s * d,), False), (p + "linear_1.weight", (h, s * d), True),
                 (p + "linear_2.weight", (n, h // 2), True), norm]
+    if hp.projector == "glmasr":           # GlmAsrMultiModalProjector: linear_1, GELU, linear_2 (4 frames stacked)
+        return [(p + "linear_1.weight", (h, s * d), True), (p + "linear_1.bias", (h,), False),
+                (p + "linear_2.weight", (n, h), True), (p + "linear_2.bias", (n,), False)]
+    if hp.projector == "musicflamingo":    # AudioFlamingo3MultiModalProjector: linear_1, GELU, linear_2
+        return [(p + "linear_1.weight", (n, d), True), (p + "linear_1.bias", (n,), False),
+                (p + "linear_2.weight", (n, n), True), (p + "linear_2.bias", (n,), False)]
     return []
 
 
@@ -503,7 +520,7 @@ def read_config(d):
                                % (d, what if mt in TOWERS else "", key, v, hi))
         return v
 
-    if mt == "voxtral":    # VoxtralEncoderConfig names them as Llama does
+    if mt in ("voxtral", "audioflamingo3", "glmasr"):    # their encoder configs name them as Llama does
         hp = HParams(get("hidden_size"), get("num_hidden_layers"), get("num_attention_heads"),
                      get("intermediate_size"), get("num_mel_bins"))
     else:
@@ -523,6 +540,30 @@ def read_config(d):
             if top.get("projector_hidden_act", "gelu") != "gelu":
                 raise ConvertError("%s: config.json: projector_hidden_act is %r; whisper-audio runs 'gelu'"
                                    % (d, top.get("projector_hidden_act")))
+        if mt == "glmasr":     # GlmAsrEncoder (RoPE on part of each head) + GlmAsrMultiModalProjector
+            if hp.n_ff != GLMASR_MERGE * hp.n_state:
+                raise ConvertError("%s: config.json: audio_config.intermediate_size %d is not %d x hidden_size %d "
+                                   "(get_audio_features stacks %d frames into intermediate_size)"
+                                   % (d, hp.n_ff, GLMASR_MERGE, hp.n_state, GLMASR_MERGE))
+            hp.stack_factor = GLMASR_MERGE
+            hp.n_proj_ff = 2 * hp.n_llm
+            rp = cfg.get("rope_parameters") or {}
+            kv = cfg.get("num_key_value_heads", hp.n_head)
+            if (cfg.get("hidden_act", "gelu") != "gelu" or top.get("projector_hidden_act", "gelu") != "gelu"
+                    or kv != hp.n_head or rp.get("rope_type", "default") != "default"):
+                raise ConvertError("%s: config.json: hidden_act %r, projector_hidden_act %r, num_key_value_heads %r, "
+                                   "rope_type %r; whisper-audio runs 'gelu', 'gelu', the head count, 'default'"
+                                   % (d, cfg.get("hidden_act"), top.get("projector_hidden_act"), kv, rp.get("rope_type")))
+            head_dim = hp.n_state // hp.n_head
+            hp.n_rot = int(head_dim * rp.get("partial_rotary_factor", 1.0))
+            hp.rope_theta = float(rp.get("rope_theta", 10000.0))
+            if hp.n_rot < 2 or hp.n_rot % 2 or hp.n_rot > head_dim or not hp.rope_theta > 0:
+                raise ConvertError("%s: config.json: rope_parameters %r give %d rotary dims of %d, theta %r"
+                                   % (d, rp, hp.n_rot, head_dim, hp.rope_theta))
+        if mt == "audioflamingo3":
+            if top.get("projector_hidden_act", "gelu") != "gelu" or top.get("projector_bias", True) is not True:
+                raise ConvertError("%s: config.json: projector_hidden_act %r, projector_bias %r; whisper-audio runs "
+                                   "'gelu' with biases (true)" % (d, top.get("projector_hidden_act"), top.get("projector_bias")))
         if mt == "ultravox":
             hp.stack_factor = get("stack_factor", top, "")
             hp.n_proj_ff = get("hidden_size", top, "")
@@ -670,6 +711,9 @@ def make_kvs(name, hp, outtype, extra=()):
                  ("whisper.projector.embedding_length", U, hp.n_llm),
                  ("whisper.projector.stack_factor", U, hp.stack_factor),
                  ("whisper.projector.layer_norm_epsilon", F, ULTRAVOX_RMS_EPS))
+    if hp.n_rot:
+        extra = (*extra, ("whisper.encoder.rope.dimension_count", U, hp.n_rot),
+                 ("whisper.encoder.rope.freq_base", F, hp.rope_theta))
     return [
         ("general.architecture", S, "whisper"),
         ("general.name", S, name),
@@ -709,7 +753,16 @@ def convert_dir(d, out, outtype):
     wanted_src = set()
     tensors = []
     for name, shape, big in wanted:
+        if hp.n_rot and name == "encoder.embed_positions.weight":
+            # GLM-ASR has none (RoPE instead): zeros keep the file's layout, and the graph skips them
+            tensors.append((name, shape, GGML_TYPE_F32, lambda n=numel(shape): bytes(4 * n)))
+            continue
         src = prefix + name[len("encoder."):] if name.startswith("encoder.") else pprefix + name
+        if hp.projector == "glmasr" and name.startswith("encoder."):
+            for ours, theirs in GLMASR_NAMES.items():
+                if ours in src:
+                    src = src.replace(ours, theirs)
+                    break
         wanted_src.add(src)
         st = where.get(src)
         if st is None:

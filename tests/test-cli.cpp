@@ -659,12 +659,13 @@ TEST_CASE("main: an audio-LLM model gives its tokens; --no-projector the tower's
     const std::string dir = "build/test-cli-towers";
     mkdir(dir.c_str(), 0755);
     const std::string out = dir + "/out.npy";
-    for (const char * name : {"qwen2a", "voxtral", "ultravox"}) {
+    for (const char * name : {"qwen2a", "voxtral", "ultravox", "af3"}) {
         const std::string model = test_data(std::string("towers/") + name + ".mmproj.gguf");
+        const std::string projector = std::string(name) == "af3" ? "musicflamingo" : name;   // llama.cpp's name for it
         remove(out.c_str());
         run_result r = run_main("-m " + model + " -f " + SPEECH + " -o " + out + " --device cpu -t 2 --json");
         REQUIRE_MESSAGE(r.status == 0, r.output);
-        CHECK(r.output.find(std::string("\"projector\": \"") + name + "\", \"tokens\": true") != std::string::npos);
+        CHECK(r.output.find("\"projector\": \"" + projector + "\", \"tokens\": true") != std::string::npos);
         std::vector<int64_t> shape, ref_shape;
         std::vector<float> got = npy_load_f32(out, &shape);
         std::vector<float> ref = npy_load_f32(test_data(std::string("towers/") + name + ".speech_16k.audio.npy"), &ref_shape);
@@ -679,7 +680,7 @@ TEST_CASE("main: an audio-LLM model gives its tokens; --no-projector the tower's
         got = npy_load_f32(out, &shape);
         REQUIRE(shape.size() == 2);
         CHECK(shape[1] == 64);
-        CHECK(shape[0] == (std::string(name) == "qwen2a" ? 175 : std::string(name) == "voxtral" ? 1500 : 351));
+        CHECK(shape[0] == (std::string(name) == "qwen2a" || std::string(name) == "af3" ? 175 : std::string(name) == "voxtral" ? 1500 : 351));
     }
     // two inputs: one array each, so a directory
     run_result r = run_main("-m " + test_data("towers/qwen2a.mmproj.gguf") + " -f " + SPEECH + " -f " + SPEECH + " -o " + out);
@@ -1052,7 +1053,7 @@ TEST_CASE("main --save-gguf: our GGUF of every model file, encoding bit for bit 
     for (const char * d : {"micro-80-float32", "micro-80-float16", "micro-80-bfloat16", "micro-80-int8", "micro-80-int8_float16",
                            "micro-80-int16", "micro-128-int8"})
         sources.push_back(test_model_file(std::string("ct2/") + d));
-    for (const char * t : {"qwen2a", "voxtral", "ultravox"}) sources.push_back(test_data(std::string("towers/") + t + ".mmproj.gguf"));
+    for (const char * t : {"qwen2a", "voxtral", "ultravox", "af3"}) sources.push_back(test_data(std::string("towers/") + t + ".mmproj.gguf"));
     for (const std::string & src : sources) {
         CAPTURE(src);
         REQUIRE_MESSAGE(exists(src), src << TEST_MODEL_FILE_HINT);
@@ -1064,7 +1065,8 @@ TEST_CASE("main --save-gguf: our GGUF of every model file, encoding bit for bit 
     }
     // the converter's GGUF of a Hugging Face checkpoint (and of a tower) comes back byte for byte
     for (const std::string & src : {std::string("build/micro-80-f32.gguf"), std::string("build/micro-128-bf16.gguf"),
-                                    std::string("build/tower-voxtral-f32.gguf"), std::string("build/tower-ultravox-f32.gguf")}) {
+                                    std::string("build/tower-voxtral-f32.gguf"), std::string("build/tower-ultravox-f32.gguf"),
+                                    std::string("build/tower-af3-f32.gguf"), std::string("build/tower-glmasr-f32.gguf")}) {
         CAPTURE(src);
         const run_result r = run_main("-m " + src + " --save-gguf " + gguf);
         REQUIRE_MESSAGE(r.status == 0, r.output);

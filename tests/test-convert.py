@@ -827,7 +827,7 @@ class TestHardening(Base):
 
 
 # ---------------------------------------------------------------------------------------
-# audio LLMs: the tower and projector of Qwen2-Audio, Voxtral and Ultravox checkpoints
+# audio LLMs: the tower and projector of Qwen2-Audio, Voxtral, Ultravox and Audio Flamingo 3 checkpoints
 # ---------------------------------------------------------------------------------------
 
 TOWERS = {  # dir: (projector, mels, stack factor, projector tensors: name -> PyTorch shape)
@@ -835,6 +835,8 @@ TOWERS = {  # dir: (projector, mels, stack factor, projector tensors: name -> Py
     "voxtral": ("voxtral", 128, 4, {"linear_1.weight": (32, 256), "linear_2.weight": (32, 32)}),
     "ultravox": ("ultravox", 80, 8, {"ln_pre.weight": (512,), "linear_1.weight": (128, 512),
                                      "linear_2.weight": (32, 64), "ln_mid.weight": (64,)}),
+    "af3": ("musicflamingo", 128, 1, {"linear_1.weight": (32, 64), "linear_1.bias": (32,),
+                                      "linear_2.weight": (32, 32), "linear_2.bias": (32,)}),
 }
 
 
@@ -868,6 +870,53 @@ class TestTowers(Base):
                     self.assertEqual(g.tensor_bytes(i), want, tname)
                 self.check_mel(g, n_mels)
 
+    def test_glmasr(self):
+        # transformers' GlmAsrForConditionalGeneration: GlmAsrEncoder's names to ours, RoPE keys, a zero
+        # positional embedding (it has none), 4 frames stacked into linear_1 (2 x the LLM's width)
+        src = os.path.join(DATA, "towers", "glmasr")
+        st = st_read(os.path.join(src, "model.safetensors"))
+        names = {"self_attn.out_proj.": "self_attn.o_proj.", "self_attn_layer_norm.": "input_layernorm.",
+                 "final_layer_norm.": "post_attention_layernorm.", "fc1.": "mlp.fc1.", "fc2.": "mlp.fc2.", "layer_norm.": "norm."}
+        for outtype in ("f32", "f16"):
+            g = GGUF(self.convert(src, outtype, "tower-glmasr-%s.gguf" % outtype))
+            kv = g.kv
+            self.assertEqual(kv["whisper.projector.type"], (8, "glmasr"))
+            self.assertEqual(kv["whisper.projector.stack_factor"], (4, 4))
+            self.assertEqual(kv["whisper.encoder.rope.dimension_count"], (4, 32))
+            self.assertEqual(kv["whisper.encoder.rope.freq_base"], (6, f32(10000.0)))
+            enc = [e[0] for e in expected_tensors(64, 3, 256, 128) if e[0] != "mel_filters"]
+            proj = ["multi_modal_projector." + p for p in ("linear_1.weight", "linear_1.bias", "linear_2.weight", "linear_2.bias")]
+            self.assertEqual([t[0] for t in g.tensors], enc + proj + ["mel_filters"])
+            for i, (tname, dims, gtype, _) in enumerate(g.tensors):
+                if tname == "mel_filters":
+                    continue
+                if tname == "encoder.embed_positions.weight":
+                    self.assertEqual((dims, gtype), ([64, 1500], GGML_F32))
+                    self.assertEqual(g.tensor_bytes(i), bytes(4 * 64 * 1500))
+                    continue
+                src_name = tname
+                if tname.startswith("encoder."):
+                    src_name = "audio_tower." + tname[len("encoder."):]
+                    for ours, theirs in names.items():
+                        if ours in src_name:
+                            src_name = src_name.replace(ours, theirs)
+                            break
+                dtype, shape, data = st[src_name]
+                self.assertEqual(dims, list(reversed(shape)), tname)
+                want = data if gtype == GGML_F16 else array.array("I", [f16_to_f32_bits(h) for h in array.array("H", data)]).tobytes()
+                self.assertEqual(g.tensor_bytes(i), want, tname)
+        t = TestErrors("test_errors")
+        t.tmp = self.tmp
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        ac = cfg["audio_config"]
+        t.expect_error(t.make("g-ff", dict(cfg, audio_config=dict(ac, intermediate_size=192)), st), "is not 4 x hidden_size 64")
+        t.expect_error(t.make("g-kv", dict(cfg, audio_config=dict(ac, num_key_value_heads=2)), st), "num_key_value_heads 2")
+        t.expect_error(t.make("g-rope", dict(cfg, audio_config=dict(ac, rope_parameters=dict(ac["rope_parameters"], partial_rotary_factor=0.01))), st),
+                       "give 0 rotary dims of 64")
+        missing = {k: v for k, v in st.items() if k != "audio_tower.layers.1.self_attn.o_proj.bias"}
+        t.expect_error(t.make("g-missing", cfg, missing), "missing encoder tensor audio_tower.layers.1.self_attn.o_proj.bias")
+
     def test_language_model_left_out(self):
         src = os.path.join(DATA, "towers", "qwen2a")
         st = st_read(os.path.join(src, "model.safetensors"))
@@ -882,7 +931,7 @@ class TestTowers(Base):
     def test_tower_errors(self):
         t = TestErrors("test_errors")
         t.tmp = self.tmp
-        for name in ("qwen2a", "voxtral", "ultravox"):
+        for name in ("qwen2a", "voxtral", "ultravox", "af3"):
             with open(os.path.join(DATA, "towers", name, "config.json")) as f:
                 cfg = json.load(f)
             st = st_read(os.path.join(DATA, "towers", name, "model.safetensors"))
@@ -904,6 +953,11 @@ class TestTowers(Base):
                 t.expect_error(t.make("u-act", dict(cfg, projector_act="gelu"), st), "projector_act 'gelu'")
                 t.expect_error(t.make("u-post", dict(cfg, projector_ln_mid=False), st),
                                "missing projector tensor multi_modal_projector.ln_post.weight")
+            if name == "af3":
+                t.expect_error(t.make("f-act", dict(cfg, projector_hidden_act="relu"), st), "projector_hidden_act 'relu'")
+                t.expect_error(t.make("f-bias", dict(cfg, projector_bias=False), st), "projector_bias False")
+                missing = {k: v for k, v in st.items() if k != "multi_modal_projector.linear_2.bias"}
+                t.expect_error(t.make("f-missing", cfg, missing), "missing projector tensor multi_modal_projector.linear_2.bias")
 
 
 class TestLibrary(Base):
@@ -919,7 +973,8 @@ class TestLibrary(Base):
     def test_library_writes_the_converters_file_again(self):
         main = self.main_bin()
         for src, outtype in (("micro-80", "f32"), ("micro-80", "f16"), ("micro-128", "bf16"), ("towers/qwen2a", "f16"),
-                             ("towers/voxtral", "bf16"), ("towers/ultravox", "f32")):
+                             ("towers/voxtral", "bf16"), ("towers/ultravox", "f32"), ("towers/af3", "f16"),
+                             ("towers/glmasr", "f32")):
             with self.subTest(src=src, outtype=outtype):
                 ours = self.convert(os.path.join(DATA, src), outtype, name="lib-%s-%s.gguf" % (src.replace("/", "-"), outtype))
                 again = ours + ".again.gguf"

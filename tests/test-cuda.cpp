@@ -508,7 +508,7 @@ TEST_CASE("cuda attention with a key-length mask: each window its own length" * 
     }
 }
 
-TEST_CASE("cuda projector ops: avg_pool2, rms_norm, swiglu, stack_frames" * doctest::skip(no_gpu())) {
+TEST_CASE("cuda projector ops: avg_pool2, rms_norm, swiglu, stack_frames, rope_qk" * doctest::skip(no_gpu())) {
     for (vt_type ct : CTYPES) {
         backend_ptr cuda = cuda_backend(ct);
         for (int T : {1500, 351, 7}) {
@@ -536,6 +536,9 @@ TEST_CASE("cuda projector ops: avg_pool2, rms_norm, swiglu, stack_frames" * doct
                 // stacked by 8 (a copy, the tail zero-padded, unless 8 divides T), then normalised
                 {"stack 8 + rms_norm", [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
                      return vt_rms_norm(ctx, vt_stack_frames(ctx, input(ctx, act, L), 8), weight(ctx, 8 * C, L), 1e-6f); }},
+                // GLM-ASR's: q|k|v rows of 96 (2 heads of 16), 8 of each head's dims turned by position
+                {"rope_qk", [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
+                     return vt_rope_qk(ctx, input(ctx, act, L), 2, 8, 10000.0f); }},
             };
             for (const auto & op : ops) {
                 char what[96];

@@ -162,7 +162,7 @@ class TestSameAsConverter(Base):
         out.append((self.make("prefix-bare", cfg, {k[len("model.encoder."):]: v for k, v in st.items()
                                                    if k.startswith("model.encoder.")}), "f32"))
         # the towers (stored f16), one as transformers 5 names it, one with its language model
-        for name in ("qwen2a", "voxtral", "ultravox"):
+        for name in ("qwen2a", "voxtral", "ultravox", "af3"):
             out.append((os.path.join(DATA, "towers", name), "f16"))
         tcfg, tst = json.load(open(os.path.join(DATA, "towers", "voxtral", "config.json"))), \
             st_read(os.path.join(DATA, "towers", "voxtral", "model.safetensors"))

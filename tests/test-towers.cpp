@@ -1,4 +1,4 @@
-// The audio towers of Qwen2-Audio, Voxtral and Ultravox on the CPU against their own code in
+// The audio towers of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3 and GLM-ASR on the CPU against their own code in
 // float64 (tests/data/towers, made by tests/data/make-tower-references.py), from our GGUF
 // (build/tower-*.gguf, converted from the checkpoints there) and from llama.cpp's mmproj files
 // of the same checkpoints; and the loader's answers to broken projector files.
@@ -16,7 +16,7 @@
 
 namespace {
 
-const char * TOWERS[] = {"qwen2a", "voxtral", "ultravox"};
+const char * TOWERS[] = {"qwen2a", "voxtral", "ultravox", "af3", "glmasr"};
 
 whisper_audio_encoder * cpu_encoder(const whisper_audio_model * model, bool projector) {
     whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
@@ -36,8 +36,10 @@ double first_rows_error(const std::vector<float> & got, const std::vector<float>
 }
 
 // Both files of a tower: our converter's f32 GGUF and llama.cpp's mmproj (f16 matrices
-// holding the checkpoint's f16 values exactly, so the same reference applies).
+// holding the checkpoint's f16 values exactly, so the same reference applies). GLM-ASR has ours
+// alone: llama.cpp's glma is the original checkpoint's layout, not transformers'.
 std::vector<std::string> tower_files(const std::string & name) {
+    if (name == "glmasr") return {"build/tower-glmasr-f32.gguf"};
     return {"build/tower-" + name + "-f32.gguf", test_data("towers/" + name + ".mmproj.gguf")};
 }
 
@@ -56,6 +58,8 @@ TEST_CASE("towers: the model file says the projector, llama.cpp's mmproj files l
         {"qwen2a", WHISPER_AUDIO_PROJECTOR_QWEN2A, 1, 80},
         {"voxtral", WHISPER_AUDIO_PROJECTOR_VOXTRAL, 4, 128},
         {"ultravox", WHISPER_AUDIO_PROJECTOR_ULTRAVOX, 8, 80},
+        {"af3", WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, 1, 128},
+        {"glmasr", WHISPER_AUDIO_PROJECTOR_GLMASR, 4, 128},
     };
     for (const auto & w : want) {
         for (const std::string & path : tower_files(w.name)) {
@@ -81,6 +85,59 @@ TEST_CASE("towers: the model file says the projector, llama.cpp's mmproj files l
     CHECK(rel_l2(whisper_audio_model_mel_filters(b), whisper_audio_model_mel_filters(a), 80 * 201) < 1e-7);
     whisper_audio_model_free(a);
     whisper_audio_model_free(b);
+    // Audio Flamingo 3: llama.cpp names it musicflamingo (and stores its conv weights in f32)
+    CHECK(std::string(whisper_audio_projector_name(WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO)) == "musicflamingo");
+}
+
+TEST_CASE("towers: Audio Flamingo 3's tokens per audio length: 30 s windows of Qwen2-Audio's rule, its first 600 s") {
+    whisper_audio_model * f = whisper_audio_model_load("build/tower-af3-f32.gguf");
+    REQUIRE_MESSAGE(f, whisper_audio_last_error());
+    // AudioFlamingo3Processor._get_audio_token_length of the summed frames: ((frames - 1) // 2 + 1 - 2) // 2 + 1
+    CHECK(whisper_audio_n_tokens(f, 112256, true) == 175);
+    CHECK(whisper_audio_n_tokens(f, 112256, false) == 175);
+    CHECK(whisper_audio_n_tokens(f, 50001, true) == 78);
+    CHECK(whisper_audio_n_tokens(f, 320, true) == 0);
+    CHECK(whisper_audio_n_tokens(f, 480000, true) == 750);
+    CHECK(whisper_audio_n_tokens(f, 480000 + 320, true) == 750);     // a second window of 2 frames: none
+    CHECK(whisper_audio_n_tokens(f, 480000 + 321, true) == 751);
+    CHECK(whisper_audio_n_tokens(f, 1120000, true) == 750 + 750 + 250);
+    CHECK(whisper_audio_n_tokens(f, 20 * 480000, true) == 20 * 750);
+    CHECK(whisper_audio_n_tokens(f, 30 * 480000, true) == 20 * 750);  // max_audio_len 600: the first 600 s
+    CHECK(whisper_audio_samples_used(f, true) == 20 * (size_t)480000);
+    whisper_audio_model_free(f);
+}
+
+TEST_CASE("towers: GLM-ASR's tokens per audio length: 30 s windows, 4 positions a token, its first 630 s; RoPE from the file") {
+    whisper_audio_model * g = whisper_audio_model_load("build/tower-glmasr-f32.gguf");
+    REQUIRE_MESSAGE(g, whisper_audio_last_error());
+    const whisper_audio_hparams * hp = whisper_audio_model_hparams(g);
+    CHECK(hp->n_rot == 32);                    // partial_rotary_factor 0.5 of head_dim 64
+    CHECK(hp->rope_theta == 10000.0f);
+    CHECK(hp->n_proj_ff == 64);                // linear_1: 2 x the LLM's width
+    // GlmAsrProcessor._get_audio_token_length: (positions - 4) // 4 + 1 of each window's
+    CHECK(whisper_audio_n_tokens(g, 112256, true) == 87);     // 702 frames, 351 positions
+    CHECK(whisper_audio_n_tokens(g, 112256, false) == 351);
+    CHECK(whisper_audio_n_tokens(g, 50001, true) == 39);      // 313 frames, 157 positions
+    CHECK(whisper_audio_n_tokens(g, 1120, true) == 1);        // 7 frames, 4 positions
+    CHECK(whisper_audio_n_tokens(g, 960, true) == 0);         // 6 frames, 3 positions
+    CHECK(whisper_audio_n_tokens(g, 480000, true) == 375);
+    CHECK(whisper_audio_n_tokens(g, 1120000, true) == 375 + 375 + 125);
+    CHECK(whisper_audio_n_tokens(g, 21 * 480000, true) == 21 * 375);
+    CHECK(whisper_audio_n_tokens(g, 40 * 480000, true) == 21 * 375);     // int(655 // 30) = 21 windows kept
+    CHECK(whisper_audio_samples_used(g, true) == 21 * (size_t)480000);
+    CHECK(std::string(whisper_audio_projector_name(WHISPER_AUDIO_PROJECTOR_GLMASR)) == "glmasr");
+    whisper_audio_model_free(g);
+    // our GGUF of it without the RoPE keys is refused (the model would run without positions)
+    std::vector<uint8_t> b = read_bytes("build/tower-glmasr-f32.gguf");
+    const std::string key = "whisper.encoder.rope.dimension_count", bad_key = "whisper.encoder.rope.dimension_xount";
+    auto it = std::search(b.begin(), b.end(), key.begin(), key.end());
+    REQUIRE(it != b.end());
+    std::copy(bad_key.begin(), bad_key.end(), it);
+    const std::string path = test_tmp("glmasr-no-rope.gguf");
+    write_bytes(path, b);
+    CHECK(whisper_audio_model_load(path.c_str()) == nullptr);
+    CHECK(std::string(whisper_audio_last_error()).find("whisper.encoder.rope.dimension_count") != std::string::npos);
+    remove(path.c_str());
 }
 
 TEST_CASE("towers: tokens per audio length are the models' own") {
@@ -123,7 +180,7 @@ TEST_CASE("towers: CPU f32 against the models' own code in float64, from feature
             whisper_audio_model * model = whisper_audio_model_load(path.c_str());
             REQUIRE_MESSAGE(model, whisper_audio_last_error());
             const whisper_audio_hparams * hp = whisper_audio_model_hparams(model);
-            const bool unpadded = hp->projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX;
+            const bool unpadded = hp->projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX;   // the others: a padded 30 s window
 
             // from the feature extractor's log-mel (speech_16k: 702 frames hold audio)
             std::vector<float> mel = npy_load_f32(test_data("features/speech_16k.mel" + std::to_string(hp->n_mels) + ".npy"), nullptr);
@@ -169,7 +226,8 @@ TEST_CASE("towers: CPU f32 against the models' own code in float64, from feature
     }
 }
 
-TEST_CASE("towers: 70 s of audio as each model's processor takes it (Qwen2-Audio: the first 30 s; Voxtral, Ultravox: one log-mel, chunks)") {
+TEST_CASE("towers: 70 s of audio as each model's processor takes it (Qwen2-Audio: the first 30 s; Voxtral, Ultravox: one log-mel, chunks; "
+          "Audio Flamingo 3: 30 s windows)") {
     decoded_audio a = decode_file(test_data("audio/long_70s_16k.wav"));
     REQUIRE(a.ok);
     REQUIRE(a.pcm.size() == 1120000);
@@ -468,7 +526,8 @@ TEST_CASE("towers on CUDA: an input of 1 sample (and of 320) gives the CPU's row
             const std::vector<float> pcm = pcm_of(n);
             const size_t rows = whisper_audio_n_tokens(model, n, true);
             const int width = whisper_audio_token_dim(model, true);
-            CHECK(rows == (std::string(name) == "qwen2a" ? 0u : std::string(name) == "voxtral" ? 375u : 1u));
+            const std::string nm = name;
+            CHECK(rows == (nm == "qwen2a" || nm == "af3" || nm == "glmasr" ? 0u : nm == "voxtral" ? 375u : 1u));
             std::vector<float> a(rows * width + 1, NAN), b(rows * width + 1, NAN);
             REQUIRE_MESSAGE(whisper_audio_encode_tokens(cpu, pcm.data(), n, a.data()), whisper_audio_last_error());
             REQUIRE_MESSAGE(whisper_audio_encode_tokens(gpu, pcm.data(), n, b.data()), whisper_audio_last_error());

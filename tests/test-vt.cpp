@@ -237,6 +237,32 @@ TEST_CASE("masked attention: window b attends to its first kv_len[b] keys") {
     vt_free(ctx);
 }
 
+TEST_CASE("rope_qk: q and k of each head turn by position (the first n_rot dims, rotate_half pairs), v copied") {
+    const int H = 2, hd = 8, D = H * hd, n_rot = 4, T = 1500, B = 2;    // T 1500: the angles reach ~1500 rad
+    vt_context * ctx = vt_init(8);
+    host_tensor x = input(ctx, {3 * D, T, B}, 36);
+    std::vector<float> got = run_cpu(ctx, vt_rope_qk(ctx, x.t, H, n_rot, 10000.0f), {x});
+    REQUIRE(got.size() == x.data.size());
+    std::vector<double> ref(x.data.begin(), x.data.end());
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < 2 * H; h++)           // q's heads, then k's
+                for (int i = 0; i < n_rot / 2; i++) {
+                    // transformers: inv_freq and the angle in float32, then cos/sin
+                    const float inv = (float)(1.0 / (double)(float)std::pow(10000.0, (double)(2 * i) / n_rot));
+                    const double a = (double)((float)t * inv), c = std::cos(a), s = std::sin(a);
+                    const size_t o = ((size_t)b * T + t) * 3 * D + h * hd + i;
+                    const double x1 = x.data[o], x2 = x.data[o + n_rot / 2];
+                    ref[o] = x1 * c - x2 * s;
+                    ref[o + n_rot / 2] = x2 * c + x1 * s;
+                }
+    CHECK(rel_l2(got, ref) < 1e-6);
+    for (size_t r = 0; r < (size_t)T * B; r++)        // v, and q's and k's dims past n_rot: copied exactly
+        for (int j = 0; j < 3 * D; j++)
+            if (j >= 2 * D || j % hd >= n_rot) REQUIRE(got[r * 3 * D + j] == x.data[r * 3 * D + j]);
+    vt_free(ctx);
+}
+
 TEST_CASE("projector ops: avg_pool2, rms_norm, swiglu, stack_frames (a copy, and a view when it divides)") {
     const int C = 6, T = 11, B = 2;
     {   // avg_pool2: pairs of rows, the odd last row dropped

@@ -116,11 +116,15 @@ class WeightType(_CEnum):
 class Projector(_CEnum):
     """The audio LLM whose tower and projector a model file holds (enum whisper_audio_projector;
     llama.cpp's clip.projector_type names): NONE for a Whisper encoder alone, QWEN2A
-    (Qwen2-Audio), VOXTRAL, ULTRAVOX. hparams["projector"]; Model.projector (None for NONE)."""
+    (Qwen2-Audio), VOXTRAL, ULTRAVOX, MUSICFLAMINGO (Audio Flamingo 3's tower: llama.cpp's name),
+    GLMASR (GLM-ASR as transformers lays it out).
+    hparams["projector"]; Model.projector (None for NONE)."""
     NONE = "none"
     QWEN2A = "qwen2a"
     VOXTRAL = "voxtral"
     ULTRAVOX = "ultravox"
+    MUSICFLAMINGO = "musicflamingo"
+    GLMASR = "glmasr"
 
 
 # ---- the C API --------------------------------------------------------------------
@@ -130,7 +134,7 @@ class _Hparams(ctypes.Structure):
                 ("n_head", ctypes.c_int), ("n_layer", ctypes.c_int), ("n_ff", ctypes.c_int),
                 ("eps", ctypes.c_float), ("weight_type", ctypes.c_int), ("projector", ctypes.c_int),
                 ("n_llm", ctypes.c_int), ("n_proj_ff", ctypes.c_int), ("stack_factor", ctypes.c_int),
-                ("proj_eps", ctypes.c_float)]
+                ("proj_eps", ctypes.c_float), ("n_rot", ctypes.c_int), ("rope_theta", ctypes.c_float)]
 
 
 class _Info(ctypes.Structure):
@@ -546,7 +550,7 @@ class Model:
         hp = _lib.whisper_audio_model_hparams(model).contents
         self.hparams = _hparams_dict(hp)
         self.n_mels, self.n_ctx, self.n_state, self.n_layer = hp.n_mels, hp.n_ctx, hp.n_state, hp.n_layer
-        # an audio LLM's tower: its projector ("qwen2a", "voxtral", "ultravox"; None for a
+        # an audio LLM's tower: its projector ("qwen2a", "voxtral", "ultravox", "musicflamingo"; None for a
         # Whisper encoder) and a token's width (its LLM's, n_llm; None for a Whisper encoder)
         self.projector = None if self.hparams["projector"] is Projector.NONE else self.hparams["projector"]
         self.token_dim = None if self.projector is None else hp.n_llm
@@ -791,7 +795,7 @@ class Model:
         hidden_states[i] equals encode(layer=i - 1) bit for bit (hidden_states[0]: the input of
         layer 0) and hidden_states[-1] equals encode().
 
-        An audio LLM's model (Qwen2-Audio, Voxtral, Ultravox: self.projector) gives, as main,
+        An audio LLM's model (Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR: self.projector) gives, as main,
         the tokens it feeds its LLM, [n_tokens, token_dim], by its processor's rules;
         projector=False the tower's own rows [n, d_model]; layer, final_ln=False, pool, no_pad
         or output_hidden_states the Whisper encoder's outputs instead (the library decides which).

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-# Makes tests/data/towers/: tiny random Qwen2-Audio, Voxtral and Ultravox checkpoints (the
-# audio tower and projector only), and float64 references of what each model feeds its
-# language model, computed by the models' own modules (transformers for Qwen2-Audio and
-# Voxtral; fixie-ai/ultravox's ultravox_model.py for Ultravox, which is not in transformers).
+# Makes tests/data/towers/: tiny random Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3 and GLM-ASR
+# checkpoints (the audio tower and projector only), and float64 references of what each model
+# feeds its language model, computed by the models' own modules (transformers for Qwen2-Audio,
+# Voxtral, Audio Flamingo 3 and GLM-ASR; fixie-ai/ultravox's ultravox_model.py for Ultravox, which is not
+# in transformers).
 #
 #   python3 tests/data/make-tower-references.py --ultravox ULTRAVOX_REPO/ultravox/model
+#   python3 tests/data/make-tower-references.py --models af3      # some of them (no --ultravox needed)
 #
 # Every parameter is random (biases and norm weights too) and stored in f16, so the float64
 # reference, our converter's f32 GGUF and llama.cpp's mmproj (conv weights in f16) all hold
@@ -214,14 +216,97 @@ def ultravox(audios, src):
         store(f"ultravox.{LONG}.audio.every8.npy", tokens_long(chunks, lens)[::8])
 
 
+def af3(audios):
+    cfg = transformers.AudioFlamingo3Config(
+        audio_config=dict(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS, intermediate_size=FF,
+                          num_mel_bins=128, max_source_positions=1500),
+        text_config=dict(model_type="qwen2", hidden_size=LLM, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, vocab_size=128))
+    cfg.audio_config._attn_implementation = "eager"
+    model = transformers.AudioFlamingo3ForConditionalGeneration(cfg).eval()
+    randomise(model, 5)
+    state = hub_names(model)
+    save(os.path.join(OUT, "af3"), dict(cfg.to_dict(), architectures=["AudioFlamingo3ForConditionalGeneration"]), state)
+    inner = model.model.double()
+
+    def tokens(features, frames):   # AudioFlamingo3Model.get_audio_features: chunks [n, 128, 3000], frames per chunk
+        mask = (torch.arange(features.shape[-1])[None, :] < torch.tensor(frames)[:, None]).long()
+        out = inner.get_audio_features(features, mask)
+        _, out_len = inner.audio_tower._get_feat_extract_output_lengths(mask.sum(-1))
+        return out.pooler_output, torch.cat([out.last_hidden_state[i, : int(n)] for i, n in enumerate(out_len)])
+
+    def chunks(pcm):   # AudioFlamingo3Processor._process_audio: 30 s chunks (at most 20), each its own
+        w = 480000     # WhisperFeatureExtractor call (padding to 30 s, its own max, its attention mask)
+        n_win = min(max(1, -(-len(pcm) // w)), 600 // 30)
+        parts = [pcm[i * w: min((i + 1) * w, len(pcm))] for i in range(n_win)]
+        x = fe(parts, sampling_rate=16000, return_attention_mask=True, return_tensors="pt")
+        return x.input_features.double(), [int(m) for m in x.attention_mask.sum(-1)]
+
+    fe = transformers.WhisperFeatureExtractor(feature_size=128)
+    with torch.no_grad():
+        mel = torch.from_numpy(np.load(os.path.join(ROOT, "features", "speech_16k.mel128.npy"))).double()[None]
+        out, tower_out = tokens(mel, [-(-len(audios["speech_16k"]) // 160)])
+        store("af3.speech_16k.features.npy", out)
+        store("af3.speech_16k.features.tower.npy", tower_out)
+        for clip, pcm in audios.items():
+            out, _ = tokens(*chunks(pcm))
+            store(f"af3.{clip}.audio.npy", out)
+        out, _ = tokens(*chunks(read_wav("long_70s_16k.wav")))   # 3 chunks: 30 s, 30 s, 10 s
+        store(f"af3.{LONG}.audio.every8.npy", out[::8])
+
+
+def glmasr(audios):
+    cfg = transformers.GlmAsrConfig(
+        audio_config=dict(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS, intermediate_size=FF,
+                          num_mel_bins=128, max_position_embeddings=1500),
+        text_config=text_llama().to_dict())
+    cfg.audio_config._attn_implementation = "eager"
+    model = transformers.GlmAsrForConditionalGeneration(cfg).eval()
+    randomise(model, 6)
+    state = hub_names(model)
+    save(os.path.join(OUT, "glmasr"), dict(cfg.to_dict(), architectures=["GlmAsrForConditionalGeneration"]), state)
+    inner = model.model.double()
+
+    def tokens(features, frames):   # GlmAsrModel.get_audio_features: chunks [n, 128, 3000], frames per chunk
+        mask = (torch.arange(features.shape[-1])[None, :] < torch.tensor(frames)[:, None]).long()
+        out = inner.get_audio_features(features, mask)
+        pos = (mask.sum(-1) - 1) // 2 + 1       # the positions holding audio (its audio_lengths after conv2)
+        return out.pooler_output, torch.cat([out.last_hidden_state[i, : int(n)] for i, n in enumerate(pos)])
+
+    def chunks(pcm):   # GlmAsrProcessor._process_audio: 30 s chunks (at most 655 // 30 = 21), each its own
+        w = 480000     # WhisperFeatureExtractor call (padding to 30 s, its own max, its attention mask)
+        n_win = min(max(1, -(-len(pcm) // w)), int(655 // 30))
+        parts = [pcm[i * w: min((i + 1) * w, len(pcm))] for i in range(n_win)]
+        x = fe(parts, sampling_rate=16000, return_attention_mask=True, return_tensors="pt")
+        return x.input_features.double(), [int(m) for m in x.attention_mask.sum(-1)]
+
+    fe = transformers.WhisperFeatureExtractor(feature_size=128)
+    with torch.no_grad():
+        mel = torch.from_numpy(np.load(os.path.join(ROOT, "features", "speech_16k.mel128.npy"))).double()[None]
+        out, tower_out = tokens(mel, [-(-len(audios["speech_16k"]) // 160)])
+        store("glmasr.speech_16k.features.npy", out)
+        store("glmasr.speech_16k.features.tower.npy", tower_out)
+        for clip, pcm in audios.items():
+            out, _ = tokens(*chunks(pcm))
+            store(f"glmasr.{clip}.audio.npy", out)
+        out, _ = tokens(*chunks(read_wav("long_70s_16k.wav")))   # 3 chunks: 30 s, 30 s, 10 s
+        store(f"glmasr.{LONG}.audio.every8.npy", out[::8])
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ultravox", required=True, help="fixie-ai/ultravox's ultravox/model directory")
+    ap.add_argument("--ultravox", help="fixie-ai/ultravox's ultravox/model directory (for ultravox)")
+    ap.add_argument("--models", default="qwen2a,voxtral,ultravox,af3,glmasr", help="comma-separated, of the default")
     args = ap.parse_args()
+    models = args.models.split(",")
+    if "ultravox" in models and not args.ultravox:
+        ap.error("ultravox needs --ultravox")
     os.makedirs(OUT, exist_ok=True)
     torch.manual_seed(0)
     audios = load_audio()
-    qwen2_audio(audios)
-    voxtral(audios)
-    ultravox(audios, args.ultravox)
+    for name in models:   # each seeds its own parameters: any subset gives the same files
+        if name == "ultravox":
+            ultravox(audios, args.ultravox)
+        else:
+            {"qwen2a": qwen2_audio, "voxtral": voxtral, "af3": af3, "glmasr": glmasr}[name](audios)
     print("wrote", OUT)

@@ -1,20 +1,21 @@
 #!/usr/bin/env python3
-"""GPU parity of the audio-LLM towers: Qwen2-Audio, Voxtral and Ultravox on CUDA against the
+"""GPU parity of the audio-LLM towers: Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3 and GLM-ASR on CUDA against the
 models' own code, on the tiny random checkpoints of tests/data/towers (made by
 tests/data/make-tower-references.py; weights stored in f16, so every file holds the same numbers).
 
 For each tower, the speech_16k log-mel (tests/data/features) goes through
   - the float64 reference stored beside the checkpoints (the models' own code, CPU, eager);
   - the models' own code on the GPU in f16 and in bf16 (sdpa attention): the peer's own error
-    (Qwen2-Audio and Voxtral: transformers' Qwen2AudioModel path and get_audio_features;
+    (Qwen2-Audio and Voxtral: transformers' Qwen2AudioModel path and get_audio_features; Audio
+    Flamingo 3 and GLM-ASR: their models' get_audio_features with the input_features_mask;
     Ultravox: its ModifiedWhisperEncoder and UltravoxProjector, written out below from
     transformers' WhisperEncoder layers and LlamaRMSNorm, since ultravox_model.py is not here);
   - whisper-audio on CUDA in f16 and bf16 (build/libwhisper-audio.so through ctypes,
     whisper_audio_encode_mel_tokens), from our GGUF (build/tower-NAME-f32.gguf) and from
-    llama.cpp's mmproj file (tests/data/towers/NAME.mmproj.gguf).
+    llama.cpp's mmproj file (tests/data/towers/NAME.mmproj.gguf; GLM-ASR has ours alone).
 Ours must be within 1.25x the peer's error in the same dtype. Prints a table; exits 1 on a failure.
 
-Run on the GPU machine from the repository root, after `make -j16 all build/tower-{qwen2a,voxtral,ultravox}-f32.gguf`:
+Run on the GPU machine from the repository root, after `make -j16 all build/tower-{qwen2a,voxtral,ultravox,af3,glmasr}-f32.gguf`:
     python3 tests/gpu/towers.py
 """
 import ctypes
@@ -96,6 +97,28 @@ def voxtral(dtype, mel):
     return model.get_audio_features(torch.from_numpy(mel)[None].to(DEVICE, dtype)).pooler_output[:100]
 
 
+def af3(dtype, mel):
+    model, state = load(transformers.AudioFlamingo3ForConditionalGeneration, "af3")
+    model.model.audio_tower.load_state_dict({k[len("audio_tower."):]: v for k, v in state.items() if k.startswith("audio_tower.")})
+    model.model.multi_modal_projector.load_state_dict(
+        {k[len("multi_modal_projector."):]: v for k, v in state.items() if k.startswith("multi_modal_projector.")})
+    model = model.to(DEVICE, dtype)
+    mask = torch.zeros(1, mel.shape[-1], dtype=torch.long, device=DEVICE)
+    mask[:, :N_FRAMES] = 1
+    return model.model.get_audio_features(torch.from_numpy(mel)[None].to(DEVICE, dtype), mask).pooler_output
+
+
+def glmasr(dtype, mel):
+    model, state = load(transformers.GlmAsrForConditionalGeneration, "glmasr")
+    model.model.audio_tower.load_state_dict({k[len("audio_tower."):]: v for k, v in state.items() if k.startswith("audio_tower.")})
+    model.model.multi_modal_projector.load_state_dict(
+        {k[len("multi_modal_projector."):]: v for k, v in state.items() if k.startswith("multi_modal_projector.")})
+    model = model.to(DEVICE, dtype)
+    mask = torch.zeros(1, mel.shape[-1], dtype=torch.long, device=DEVICE)
+    mask[:, :N_FRAMES] = 1
+    return model.model.get_audio_features(torch.from_numpy(mel)[None].to(DEVICE, dtype), mask).pooler_output
+
+
 def ultravox(dtype, mel):
     d = os.path.join(DATA, "towers", "ultravox")
     cfg = json.load(open(os.path.join(d, "config.json")))
@@ -148,7 +171,8 @@ def main():
     lib.whisper_audio_last_error.restype = ctypes.c_char_p
 
     rows, failed = [], False
-    for name, peer, n_mels in (("qwen2a", qwen2a, 80), ("voxtral", voxtral, 128), ("ultravox", ultravox, 80)):
+    for name, peer, n_mels in (("qwen2a", qwen2a, 80), ("voxtral", voxtral, 128), ("ultravox", ultravox, 80),
+                                ("af3", af3, 128), ("glmasr", glmasr, 128)):
         mel = np.load(os.path.join(DATA, "features", "speech_16k.mel%d.npy" % n_mels))
         ref = np.load(os.path.join(DATA, "towers", name + ".speech_16k.features.npy")).astype(np.float64)
         our_mel = mel[:, :N_FRAMES] if name == "ultravox" else mel
@@ -156,8 +180,10 @@ def main():
             with torch.no_grad():
                 theirs = peer(dtype, mel).float().cpu().numpy().astype(np.float64)
             e_peer = np.linalg.norm(theirs[: len(ref)] - ref) / np.linalg.norm(ref)
-            for label, path in (("gguf", os.path.join(ROOT, "build", "tower-%s-f32.gguf" % name)),
-                                ("mmproj", os.path.join(DATA, "towers", name + ".mmproj.gguf"))):
+            files = [("gguf", os.path.join(ROOT, "build", "tower-%s-f32.gguf" % name))]
+            if name != "glmasr":           # llama.cpp's glma is the original checkpoint's layout
+                files.append(("mmproj", os.path.join(DATA, "towers", name + ".mmproj.gguf")))
+            for label, path in files:
                 got = ours(lib, path, our_mel, our_mel.shape[-1], dtype).astype(np.float64)
                 e_ours = np.linalg.norm(got[: len(ref)] - ref) / np.linalg.norm(ref)
                 ok = e_ours <= BOUND * e_peer
