@@ -20,6 +20,12 @@
 #include <cpuid.h>
 #include <immintrin.h>
 #endif
+#if defined(__linux__)
+#include <cerrno>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+#include <unordered_map>
 
 // =====================================================================================
 // errors
@@ -605,6 +611,7 @@ void vt_graph_resolve_views(vt_graph * g) {
 void vt_backend_free(vt_backend * be) { delete be; }
 const char * vt_backend_name(const vt_backend * be) { return be->name(); }
 enum vt_type vt_backend_compute_type(const vt_backend * be) { return be->compute_type(); }
+enum vt_type vt_backend_gemm_type(const vt_backend * be) { return be->gemm_type(); }
 bool vt_backend_alloc_weights(vt_backend * be, vt_context * ctx) { return be->alloc_weights(ctx); }
 size_t vt_backend_allocated_bytes(const vt_backend * be) { return be->allocated_bytes(); }
 
@@ -1129,6 +1136,125 @@ void gemm_block(const cpu_kernels & kern, const float * A, size_t lda, int m, co
     }
 }
 
+// ---- bf16 GEMMs on AMX tiles: C[M, N] = A[M, K] W[N, K]^T, f32 accumulation ------------
+// The bf16 mode (vt_backend_cpu_init_type(n, VT_TYPE_BF16)) on a CPU with AMX-BF16 and
+// AVX512-BF16 whose kernel grants the tile state (arch_prctl ARCH_REQ_XCOMP_PERM; a
+// hypervisor may hide it): each weight matrix is rounded to bf16 (nearest even) and packed
+// once, when it is set, into the tiles' B layout; each GEMM rounds its A rows to bf16 as it
+// starts and accumulates in f32 tiles; bias, GELU and the residual stay f32 (the same
+// epilogue as the f32 path). AMX: 8 tile registers of 16 rows x 64 bytes; TDPBF16PS
+// C[16, 16] += A[16, 32] B[32, 16], B stored as 16 rows of 16 (k, k + 1) pairs.
+
+#ifdef VT_X86
+#define VT_TARGET_AMX __attribute__((target("amx-tile,amx-bf16,avx512bf16,avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")))
+
+constexpr int AMX_KB = 32, AMX_NB = 32, AMX_MB = 32;   // a B tile's k, a strip's columns (2 tiles), a panel's rows (2 tiles)
+constexpr int AMX_NC = 256;                           // columns per pass over a task's rows (their W stays in L2)
+
+struct amx_tile_config {          // ldtilecfg's 64 bytes, palette 1
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+};
+
+// Whether this CPU has AMX-BF16 and AVX512-BF16, the OS saves the tile state (XCR0 bits 17,
+// 18) and this process may use it; asked once per process (the permission is the process's).
+static bool amx_usable_impl(std::string & why) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 22))) { why = "the CPU has no AMX-BF16"; return false; }
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || !(a & (1u << 5))) { why = "the CPU has no AVX512-BF16"; return false; }
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw")) { why = "the CPU has no AVX-512"; return false; }
+    __get_cpuid(1, &a, &b, &c, &d);
+    if (!(c & (1u << 27))) { why = "the OS does not enable XSAVE"; return false; }
+    uint32_t xcr0_lo, xcr0_hi;
+    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    if ((xcr0_lo & (3u << 17)) != (3u << 17)) { why = "the OS does not save the AMX tile state (XCR0)"; return false; }
+#if defined(__linux__)
+    const long ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18;
+    if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0) {
+        why = std::string("the kernel refuses the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM: ") + strerror(errno) + ")";
+        return false;
+    }
+    return true;
+#else
+    why = "AMX is used on Linux only";
+    return false;
+#endif
+}
+
+static bool amx_usable(std::string * why_out) {
+    static std::string why;
+    static const bool ok = amx_usable_impl(why);
+    if (why_out) *why_out = why;
+    return ok;
+}
+
+VT_TARGET_AMX static void amx_configure() {
+    amx_tile_config cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.palette = 1;
+    for (int i = 0; i < 8; i++) { cfg.rows[i] = 16; cfg.colsb[i] = 64; }
+    // ldtilecfg by hand: GCC 12's _tile_loadconfig tells the compiler it reads 8 bytes, and
+    // the stores of rows and colsb were dropped as dead
+    __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
+}
+
+VT_TARGET_AMX static void amx_release() { _tile_release(); }
+
+// dst[0, k_pad) = bf16(src[0, k)), zeros past k (the tiles' K padding); round to nearest even.
+VT_TARGET_AMX static void row_to_bf16(const float * src, int k, int k_pad, uint16_t * dst) {
+    int i = 0;
+    for (; i + 32 <= k; i += 32) {
+        const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i));
+        _mm512_storeu_si512((void *)(dst + i), (__m512i)v);
+    }
+    for (; i < k; i++) dst[i] = vt_f32_to_bf16(src[i]);
+    for (; i < k_pad; i++) dst[i] = 0;
+}
+
+// 32 x 32 of C = A[32 rows, k_pad] (bf16, lda elements apart) times one packed strip (k_pad /
+// 32 pairs of B tiles, 1 KiB each), into c (f32, ldc floats apart; 32 x 32 whole).
+VT_TARGET_AMX static void amx_32x32(const uint16_t * a, size_t lda, const uint16_t * bp, int k_pad, float * c, size_t ldc) {
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    for (int k0 = 0; k0 < k_pad; k0 += AMX_KB, bp += 2 * 512) {
+        _tile_loadd(4, a + k0, lda * 2);
+        _tile_loadd(5, a + 16 * lda + k0, lda * 2);
+        _tile_loadd(6, bp, 64);
+        _tile_loadd(7, bp + 512, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, c, ldc * 4);
+    _tile_stored(1, c + 16, ldc * 4);
+    _tile_stored(2, c + 16 * ldc, ldc * 4);
+    _tile_stored(3, c + 16 * ldc + 16, ldc * 4);
+}
+#endif
+
+// Elements (bf16) of W [N, K] packed for the tiles: N and K rounded up to 32.
+static size_t amx_packed_elems(int N, int K) {
+    return (size_t)(N + 31) / 32 * 32 * ((size_t)(K + 31) / 32 * 32);
+}
+
+// W [N, K] (f32, row-major) into strips of 32 columns, each K / 32 pairs of B tiles: element
+// (n, k) of strip s = n / 32, k-block kb = k / 32, tile h = n % 32 / 16 at row (k % 32) / 2,
+// column n % 16, pair slot k % 2. Padding is zero.
+static void amx_pack_w(const float * W, int N, int K, uint16_t * out) {
+    const int k_pad = (K + 31) / 32 * 32, kbs = k_pad / 32, strips = (N + 31) / 32;
+    memset(out, 0, amx_packed_elems(N, K) * sizeof(uint16_t));
+    for (int s = 0; s < strips; s++)
+        for (int j = 0; j < 32 && s * 32 + j < N; j++) {
+            const float * w = W + (size_t)(s * 32 + j) * K;
+            const int h = j / 16, col = j % 16;
+            for (int k = 0; k < K; k++) {
+                const int kb = k / 32, r = (k % 32) / 2, e = k % 2;
+                out[(((size_t)s * kbs + kb) * 2 + h) * 512 + r * 32 + col * 2 + e] = vt_f32_to_bf16(w[k]);
+            }
+        }
+}
+
 struct cpu_backend : vt_backend {
     thread_pool pool;
     std::vector<void *> weight_buffers;
@@ -1138,14 +1264,20 @@ struct cpu_backend : vt_backend {
     std::vector<float> packed_w;               // the running GEMM's W in strips, sized at alloc_graph
 
     const cpu_kernels * kern;                 // this CPU's instruction set (pick_cpu_kernels)
+    bool amx;                                 // the bf16 mode: GEMMs on AMX tiles (amx_usable)
+    struct packed_bf16 { int N, K; std::vector<uint16_t> w; };   // amx_pack_w's layout
+    std::unordered_map<const vt_tensor *, packed_bf16> packed;   // the bf16 mode's weight matrices, packed at set_tensor
+    size_t packed_bytes = 0;
 
-    cpu_backend(int n_threads, const cpu_kernels * kernels) : pool(n_threads), scratch(pool.n_threads), kern(kernels) {}
+    cpu_backend(int n_threads, const cpu_kernels * kernels, bool use_amx)
+        : pool(n_threads), scratch(pool.n_threads), kern(kernels), amx(use_amx) {}
     ~cpu_backend() override {
         for (void * p : weight_buffers) free(p);
     }
 
     const char * name() const override { return "cpu"; }
     vt_type compute_type() const override { return VT_TYPE_F32; }
+    vt_type gemm_type() const override { return amx ? VT_TYPE_BF16 : VT_TYPE_F32; }
 
     static void * alloc_aligned(size_t bytes) {
         return aligned_alloc(VT_ARENA_ALIGN, align_up(std::max<size_t>(bytes, 1), VT_ARENA_ALIGN));
@@ -1173,9 +1305,12 @@ struct cpu_backend : vt_backend {
 
     // Per-thread scratch: a GEMM task's zero-padded edge panel (12 x K) plus, for conv, its
     // im2col rows; for attention a head's packed K and V and one panel's scores.
-    static size_t scratch_floats(const vt_tensor * t) {
-        if (t->op == VT_OP_LINEAR) return (size_t)GEMM_MR * t->src[0]->ne[0];
-        if (t->op == VT_OP_CONV1D_K3) return (size_t)(GEMM_MR + CONV_ROWS) * 3 * t->src[0]->ne[0];
+    size_t scratch_floats(const vt_tensor * t) const {
+        if (t->op == VT_OP_LINEAR)
+            return std::max((size_t)GEMM_MR * t->src[0]->ne[0], amx ? bf16_scratch_floats(AMX_ROWS, (int)t->src[0]->ne[0], false) : 0);
+        if (t->op == VT_OP_CONV1D_K3)
+            return std::max((size_t)(GEMM_MR + CONV_ROWS) * 3 * t->src[0]->ne[0],
+                            amx ? bf16_scratch_floats(CONV_ROWS_BF16, 3 * (int)t->src[0]->ne[0], true) : 0);
         if (t->op == VT_OP_ATTENTION) return attention_scratch_floats((int)t->ne[1], (int)(t->ne[0] / t->iparams[0]));
         return 0;
     }
@@ -1219,9 +1354,35 @@ struct cpu_backend : vt_backend {
         g->backend_state = nullptr;
     }
 
+    // A weight's GEMM shape, as vt_linear ([K, N]) and vt_conv1d_k3 ([3, C_in, C_out]: K = 3
+    // C_in) read it; false for vectors.
+    static bool matrix_shape(const vt_tensor * t, int * N, int * K) {
+        if (t->type != VT_TYPE_F32 || t->ne[3] != 1 || t->ne[1] * t->ne[2] < 2 || t->ne[0] * (t->ne[2] > 1 ? t->ne[1] : 1) < 2) return false;
+        *N = (int)(t->ne[2] > 1 ? t->ne[2] : t->ne[1]);
+        *K = (int)(t->ne[2] > 1 ? t->ne[0] * t->ne[1] : t->ne[0]);
+        return true;
+    }
+
     bool set_tensor(vt_tensor * t, const void * src, vt_type src_type) override {
         vt_convert(t->data, t->type, src, src_type, (size_t)vt_nelements(t));
+        int N, K;
+        if (amx && (t->flags & VT_FLAG_WEIGHT) && matrix_shape(t, &N, &K)) {   // the bf16 copy, in tiles
+            packed_bf16 & p = packed[t];
+            packed_bytes -= p.w.size() * sizeof(uint16_t);
+            p.N = N;
+            p.K = K;
+            p.w.resize(amx_packed_elems(N, K));
+            amx_pack_w((const float *)t->data, N, K, p.w.data());
+            packed_bytes += p.w.size() * sizeof(uint16_t);
+        }
         return true;
+    }
+
+    // The packed bf16 copy of w for a GEMM of N x K, or NULL (f32 mode, or not a whole weight).
+    const uint16_t * packed_w_bf16(const vt_tensor * w, int N, int K) const {
+        if (!amx) return nullptr;
+        auto it = packed.find(w);
+        return it != packed.end() && it->second.N == N && it->second.K == K ? it->second.w.data() : nullptr;
     }
 
     bool get_tensor_f32(const vt_tensor * t, float * dst) override {
@@ -1232,7 +1393,7 @@ struct cpu_backend : vt_backend {
     size_t allocated_bytes() const override {
         size_t s = 0;
         for (const std::vector<float> & v : scratch) s += v.capacity() * sizeof(float);
-        return weight_bytes + graph_bytes + s;
+        return weight_bytes + graph_bytes + s + packed_bytes;
     }
 
     // ---- ops ----
@@ -1268,12 +1429,73 @@ struct cpu_backend : vt_backend {
         });
     }
 
+    // The bf16 mode's gemm_tasks: pw is W packed by amx_pack_w. A task owns a range of rows (at
+    // most max_rows, a multiple of 32) and every column: it rounds its A rows to bf16 once
+    // (a_rows as gemm_tasks'; buf: max_rows x K floats), then per AMX_NC columns, per 32-row
+    // panel, per 32-column strip runs the tiles over all of K, and the epilogue per panel.
+    static constexpr int AMX_ROWS = 256;
+
+    static size_t bf16_scratch_floats(int64_t max_rows, int K, bool a_buf) {
+        const size_t k_pad = (size_t)(K + 31) / 32 * 32;
+        return (a_buf ? (size_t)max_rows * K : 0) + (size_t)max_rows * k_pad / 2 + (size_t)AMX_MB * AMX_NB;
+    }
+
+    template <typename A_ROWS, typename ADD_ROW>
+    void gemm_tasks_bf16(int64_t M, int N, int K, const uint16_t * pw, const float * bias, bool gelu, float * C, int max_rows,
+                         bool a_buf, A_ROWS && a_rows, ADD_ROW && add_row) {
+#ifdef VT_X86
+        const int k_pad = (K + 31) / 32 * 32, kbs = k_pad / 32;
+        const int64_t m_splits = std::max((M + max_rows - 1) / max_rows, (int64_t)std::min<int64_t>(4 * pool.n_threads, (M + 31) / 32));
+        const int64_t rows_per_task = ((M + m_splits - 1) / m_splits + AMX_MB - 1) / AMX_MB * AMX_MB;
+        const int m_blocks = (int)((M + rows_per_task - 1) / rows_per_task);
+        pool.run(m_blocks, [&](int task, int thread) {
+            const int64_t m0 = (int64_t)task * rows_per_task;
+            const int m = (int)std::min<int64_t>(rows_per_task, M - m0), m_pad = (m + AMX_MB - 1) / AMX_MB * AMX_MB;
+            float * s = scratch[thread].data();
+            const float * A = a_rows(m0, m, s);
+            uint16_t * ab = (uint16_t *)(s + (a_buf ? (size_t)max_rows * K : 0));
+            float * tile = (float *)(ab + (size_t)max_rows * k_pad);
+            for (int r = 0; r < m; r++) row_to_bf16(A + (size_t)r * K, K, k_pad, ab + (size_t)r * k_pad);
+            memset(ab + (size_t)m * k_pad, 0, (size_t)(m_pad - m) * k_pad * sizeof(uint16_t));
+            amx_configure();
+            for (int n0 = 0; n0 < N; n0 += AMX_NC) {
+                const int nb = std::min(AMX_NC, N - n0);
+                for (int p = 0; p < m_pad / AMX_MB; p++) {
+                    const int rows = std::min(AMX_MB, m - p * AMX_MB);
+                    float * c = C + (size_t)(m0 + p * AMX_MB) * N;
+                    for (int j = n0; j < n0 + nb; j += AMX_NB) {
+                        const int cols = std::min(AMX_NB, N - j);
+                        const uint16_t * a = ab + (size_t)p * AMX_MB * k_pad, * b = pw + (size_t)(j / 32) * kbs * 1024;
+                        if (rows == AMX_MB && cols == AMX_NB) { amx_32x32(a, k_pad, b, k_pad, c + j, N); continue; }
+                        amx_32x32(a, k_pad, b, k_pad, tile, AMX_NB);
+                        for (int r = 0; r < rows; r++) memcpy(c + (size_t)r * N + j, tile + r * AMX_NB, cols * sizeof(float));
+                    }
+                    for (int r = 0; r < rows; r++) {
+                        const float * add = add_row(m0 + p * AMX_MB + r);
+                        kern->epilogue_row(c + (size_t)r * N + n0, nb, bias ? bias + n0 : nullptr, gelu, add ? add + n0 : nullptr);
+                    }
+                }
+            }
+            amx_release();
+        });
+#else
+        (void)M; (void)N; (void)K; (void)pw; (void)bias; (void)gelu; (void)C; (void)max_rows; (void)a_buf; (void)a_rows; (void)add_row;
+        VT_ASSERT(!"bf16 GEMMs without AMX");
+#endif
+    }
+
     // linear: y = act(x w^T + b) + residual, the rows of x as they are.
     void linear(vt_tensor * t) {
         const vt_tensor * x = t->src[0], * w = t->src[1], * b = t->src[2], * res = t->src[3];
         const int K = (int)x->ne[0], N = (int)w->ne[1];
         const int64_t M = x->ne[1] * x->ne[2] * x->ne[3];
         const float * X = (const float *)x->data, * R = res ? (const float *)res->data : nullptr;
+        if (const uint16_t * pw = packed_w_bf16(w, N, K)) {
+            gemm_tasks_bf16(M, N, K, pw, b ? (const float *)b->data : nullptr, t->iparams[1] == VT_ACT_GELU, (float *)t->data,
+                            AMX_ROWS, false, [&](int64_t m0, int, float *) { return X + (size_t)m0 * K; },
+                            [&](int64_t row) { return R ? R + (size_t)row * N : nullptr; });
+            return;
+        }
         gemm_tasks(M, N, K, (const float *)w->data, b ? (const float *)b->data : nullptr, t->iparams[1] == VT_ACT_GELU,
                    (float *)t->data, M, [&](int64_t m0, int, float *) { return X + (size_t)m0 * K; },
                    [&](int64_t row) { return R ? R + (size_t)row * N : nullptr; });
@@ -1281,7 +1503,7 @@ struct cpu_backend : vt_backend {
 
     // conv1d_k3: each task gathers its im2col rows (at most CONV_ROWS), col[i*3 + k] =
     // x[t*stride + k - 1, i] (the order of PyTorch's [C_out, C_in, 3] weight), then runs the GEMM.
-    static constexpr int CONV_ROWS = 144;
+    static constexpr int CONV_ROWS = 144, CONV_ROWS_BF16 = 128;
 
     void conv1d_k3(vt_tensor * t) {
         const vt_tensor * x = t->src[0], * w = t->src[1], * b = t->src[2], * add = t->src[3];
@@ -1302,6 +1524,11 @@ struct cpu_backend : vt_backend {
             }
             return (const float *)col;
         };
+        if (const uint16_t * pw = packed_w_bf16(w, N, K)) {
+            gemm_tasks_bf16(M, N, K, pw, (const float *)b->data, t->iparams[1] == VT_ACT_GELU, (float *)t->data, CONV_ROWS_BF16,
+                            true, im2col, [&](int64_t row) { return P ? P + (size_t)(row % t_out) * N : nullptr; });
+            return;
+        }
         gemm_tasks(M, N, K, (const float *)w->data, (const float *)b->data, t->iparams[1] == VT_ACT_GELU, (float *)t->data,
                    CONV_ROWS, im2col, [&](int64_t row) { return P ? P + (size_t)(row % t_out) * N : nullptr; });
     }
@@ -1471,14 +1698,38 @@ const char * vt_cpu_isa(void) {
     return k ? k->isa : nullptr;
 }
 
-vt_backend * vt_backend_cpu_init(int n_threads) {
+const char * vt_cpu_bf16_isa(void) {
+    const cpu_kernels * k = pick_cpu_kernels();
+    if (!k) return nullptr;
+#ifdef VT_X86
+    std::string why;
+    if (strcmp(k->isa, "avx512") != 0) {
+        vt_set_error("bf16 GEMMs need AMX and AVX-512; the kernels are %s (VT_CPU_ISA)", k->isa);
+        return nullptr;
+    }
+    if (amx_usable(&why)) return "amx";
+    vt_set_error("bf16 GEMMs need AMX: %s", why.c_str());
+#else
+    vt_set_error("bf16 GEMMs need AMX (x86-64)");
+#endif
+    return nullptr;
+}
+
+vt_backend * vt_backend_cpu_init(int n_threads) { return vt_backend_cpu_init_type(n_threads, VT_TYPE_F32); }
+
+vt_backend * vt_backend_cpu_init_type(int n_threads, enum vt_type gemm_type) {
     // threads past the hardware's only cost memory: each has its own scratch
     const int hw = (int)std::max(1u, std::thread::hardware_concurrency());
     if (n_threads <= 0 || n_threads > hw) n_threads = hw;
+    if (gemm_type != VT_TYPE_F32 && gemm_type != VT_TYPE_BF16) {
+        vt_set_error("cpu backend: GEMMs in %s (f32 or bf16)", vt_type_name(gemm_type));
+        return nullptr;
+    }
     const cpu_kernels * kernels = pick_cpu_kernels();
     if (!kernels) return nullptr;
+    const bool amx = gemm_type == VT_TYPE_BF16 && vt_cpu_bf16_isa() != nullptr;
     try {
-        return new cpu_backend(n_threads, kernels);
+        return new cpu_backend(n_threads, kernels, amx);
     } catch (const std::bad_alloc &) {
         vt_set_error("cpu backend: out of memory");
         return nullptr;

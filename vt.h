@@ -225,6 +225,16 @@ vt_backend * vt_backend_cpu_init(int n_threads);
 // (to measure or test it). NULL with vt_last_error() set when VT_CPU_ISA names one that is
 // unknown or that this CPU cannot run (vt_backend_cpu_init then fails the same way).
 const char * vt_cpu_isa(void);
+// The CPU backend with its GEMMs (linear, conv, not attention) in gemm_type: VT_TYPE_F32 is
+// vt_backend_cpu_init; VT_TYPE_BF16 rounds each GEMM's inputs to bf16 and accumulates in f32
+// on AMX tiles, each weight matrix packed to bf16 once when it is set (a copy beside its f32
+// data: 1.5x the weight memory), where vt_cpu_bf16_isa() says the CPU runs it; elsewhere it
+// computes in f32 (vt_backend_gemm_type says which). Tensors stay f32 either way.
+vt_backend * vt_backend_cpu_init_type(int n_threads, enum vt_type gemm_type);
+// "amx" when this CPU and kernel run the bf16 GEMMs (AMX-BF16 and AVX512-BF16, the tile
+// state granted by arch_prctl; VT_CPU_ISA other than avx512 turns them off), else NULL with
+// vt_last_error() saying why.
+const char * vt_cpu_bf16_isa(void);
 // compute_type VT_TYPE_F16 or VT_TYPE_BF16. NULL with vt_last_error() set when there is
 // no device, or when this build has no CUDA.
 vt_backend * vt_backend_cuda_init(int device, enum vt_type compute_type);
@@ -240,6 +250,9 @@ bool         vt_cuda_built(void);                         // was vt-cuda.cu comp
 void         vt_backend_free(vt_backend * be);
 const char * vt_backend_name(const vt_backend * be);      // "cpu" or "cuda (NVIDIA H200)"
 enum vt_type vt_backend_compute_type(const vt_backend * be);
+// The type the backend's GEMMs read their inputs in: the compute type, but for the CPU's bf16
+// mode (bf16 GEMMs, f32 tensors).
+enum vt_type vt_backend_gemm_type(const vt_backend * be);
 
 // Storage for every tensor of ctx flagged VT_FLAG_WEIGHT, in one buffer.
 bool   vt_backend_alloc_weights(vt_backend * be, vt_context * ctx);
@@ -310,6 +323,7 @@ struct vt_backend {
     virtual ~vt_backend() {}
     virtual const char * name() const = 0;
     virtual vt_type compute_type() const = 0;
+    virtual vt_type gemm_type() const { return compute_type(); }
     virtual bool alloc_weights(vt_context * ctx) = 0;
     virtual bool alloc_graph(vt_graph * g) = 0;
     virtual void release_graph(vt_graph * g) = 0;

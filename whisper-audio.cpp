@@ -5809,7 +5809,11 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
             return nullptr;
         }
     }
-    if (!enc->backend) enc->backend = vt_backend_cpu_init(enc->params.n_threads);
+    // the CPU: --dtype bf16 its bf16 mode (bf16 GEMMs on AMX where the CPU has them, f32 where
+    // not); f16 and fp8 compute in f32 there, as before
+    if (!enc->backend)
+        enc->backend = vt_backend_cpu_init_type(enc->params.n_threads,
+                                                params.dtype == WHISPER_AUDIO_DTYPE_BF16 ? VT_TYPE_BF16 : VT_TYPE_F32);
     if (!enc->backend) { wa_set_error("%s", vt_last_error()); return nullptr; }
 
     // weights: a tensor per row of WA_TENSORS (one for a fused tensor's rows), matrices in the
@@ -5891,6 +5895,18 @@ void whisper_audio_encoder_free(whisper_audio_encoder * enc) {
 const char * whisper_audio_encoder_backend(const whisper_audio_encoder * enc) {
     if (!enc) { wa_set_error("%s: no encoder", __func__); return nullptr; }
     return vt_backend_name(enc->backend);
+}
+
+const char * whisper_audio_encoder_dtype(const whisper_audio_encoder * enc) {
+    if (!enc) { wa_set_error("%s: no encoder", __func__); return nullptr; }
+    if (strcmp(vt_backend_name(enc->backend), "cpu") == 0) return vt_type_name(vt_backend_gemm_type(enc->backend));
+    return enc->params.dtype == WHISPER_AUDIO_DTYPE_FP8 ? "fp8" : vt_type_name(vt_backend_compute_type(enc->backend));
+}
+
+const char * whisper_audio_cpu_bf16_isa(void) {
+    const char * isa = vt_cpu_bf16_isa();
+    if (!isa) wa_set_error("%s", vt_last_error());
+    return isa;
 }
 
 int whisper_audio_encoder_n_threads(const whisper_audio_encoder * enc) {
