@@ -1238,21 +1238,26 @@ static size_t amx_packed_elems(int N, int K) {
     return (size_t)(N + 31) / 32 * 32 * ((size_t)(K + 31) / 32 * 32);
 }
 
-// W [N, K] (f32, row-major) into strips of 32 columns, each K / 32 pairs of B tiles: element
+// B [K, N] given as w(n, k) into strips of 32 columns, each K / 32 pairs of B tiles: element
 // (n, k) of strip s = n / 32, k-block kb = k / 32, tile h = n % 32 / 16 at row (k % 32) / 2,
 // column n % 16, pair slot k % 2. Padding is zero.
-static void amx_pack_w(const float * W, int N, int K, uint16_t * out) {
+template <typename W>
+static void amx_pack(W && w, int N, int K, uint16_t * out) {
     const int k_pad = (K + 31) / 32 * 32, kbs = k_pad / 32, strips = (N + 31) / 32;
     memset(out, 0, amx_packed_elems(N, K) * sizeof(uint16_t));
     for (int s = 0; s < strips; s++)
         for (int j = 0; j < 32 && s * 32 + j < N; j++) {
-            const float * w = W + (size_t)(s * 32 + j) * K;
             const int h = j / 16, col = j % 16;
             for (int k = 0; k < K; k++) {
                 const int kb = k / 32, r = (k % 32) / 2, e = k % 2;
-                out[(((size_t)s * kbs + kb) * 2 + h) * 512 + r * 32 + col * 2 + e] = vt_f32_to_bf16(w[k]);
+                out[(((size_t)s * kbs + kb) * 2 + h) * 512 + r * 32 + col * 2 + e] = vt_f32_to_bf16(w(s * 32 + j, k));
             }
         }
+}
+
+// W [N, K] (f32, row-major), the weight of C = A W^T.
+static void amx_pack_w(const float * W, int N, int K, uint16_t * out) {
+    amx_pack([&](int n, int k) { return W[(size_t)n * K + k]; }, N, K, out);
 }
 
 struct cpu_backend : vt_backend {
@@ -1311,7 +1316,9 @@ struct cpu_backend : vt_backend {
         if (t->op == VT_OP_CONV1D_K3)
             return std::max((size_t)(GEMM_MR + CONV_ROWS) * 3 * t->src[0]->ne[0],
                             amx ? bf16_scratch_floats(CONV_ROWS_BF16, 3 * (int)t->src[0]->ne[0], true) : 0);
-        if (t->op == VT_OP_ATTENTION) return attention_scratch_floats((int)t->ne[1], (int)(t->ne[0] / t->iparams[0]));
+        if (t->op == VT_OP_ATTENTION)
+            return std::max(attention_scratch_floats((int)t->ne[1], (int)(t->ne[0] / t->iparams[0])),
+                            amx ? attention_bf16_scratch_floats((int)t->ne[1], (int)(t->ne[0] / t->iparams[0])) : 0);
         return 0;
     }
 
@@ -1557,7 +1564,100 @@ struct cpu_backend : vt_backend {
         return t_pad * hd + hd_pad * T + (size_t)GEMM_MR * hd + (size_t)GEMM_MR * t_pad;
     }
 
+    // The bf16 mode's attention, the same tasks: the head's K packed as B tiles of S = Q K^T
+    // (n = key, k = channel) and V as those of O = P V (n = channel, k = key), both in bf16;
+    // per 32-query panel: bf16(scale * Q), S [32, t_pad] by the tiles, the exact f32 softmax
+    // per row in place, P rounded to bf16, O by the tiles, rows scaled by 1 / sum in f32.
+    static size_t attention_bf16_scratch_floats(int T, int hd) {
+        const size_t t_pad = (size_t)(T + 31) / 32 * 32, hd_pad = (size_t)(hd + 31) / 32 * 32;
+        return t_pad * hd_pad / 2 * 2 + (size_t)AMX_MB * hd_pad / 2 + (size_t)AMX_MB * t_pad + (size_t)AMX_MB * t_pad / 2 +
+               (size_t)AMX_MB * AMX_NB;
+    }
+
+    void attention_bf16(vt_tensor * t) {
+#ifdef VT_X86
+        const vt_tensor * q = t->src[0], * k = t->src[1], * v = t->src[2];
+        const int n_head = t->iparams[0];
+        const int D = (int)q->ne[0], hd = D / n_head, T = (int)q->ne[1], B = (int)q->ne[2];
+        const float scale = t->fparams[0];
+        const int t_pad = (T + 31) / 32 * 32, hd_pad = (hd + 31) / 32 * 32;
+        const int n_panels = t_pad / AMX_MB;
+        const int chunks = std::min(n_panels, std::max(1, (2 * pool.n_threads + B * n_head - 1) / (B * n_head)));
+        const int panels_per_chunk = (n_panels + chunks - 1) / chunks;
+        const float * kv_len = t->src[3] ? (const float *)t->src[3]->data : nullptr;   // vt_attention_masked
+        pool.run(B * n_head * chunks, [&](int task, int thread) {
+            const int chunk = task % chunks, h = (task / chunks) % n_head, bi = task / (chunks * n_head);
+            const int L = kv_len ? std::max(1, std::min(T, (int)kv_len[bi])) : T;   // keys >= L are masked
+            auto row = [&](const vt_tensor * s, int i) {   // row i of head h in window bi
+                return (const float *)((const char *)s->data + (size_t)i * s->nb[1] + (size_t)bi * s->nb[2]) + h * hd;
+            };
+            float * f = scratch[thread].data();
+            uint16_t * kp = (uint16_t *)f;                         // S's B: t_pad keys x hd_pad
+            uint16_t * vp = kp + (size_t)t_pad * hd_pad;           // O's B: hd_pad channels x t_pad
+            uint16_t * qb = vp + (size_t)t_pad * hd_pad;           // [32][hd_pad]: bf16(scale * Q)
+            float * S = (float *)(qb + (size_t)AMX_MB * hd_pad);    // [32][t_pad]: scores, then numerators
+            uint16_t * pb = (uint16_t *)(S + (size_t)AMX_MB * t_pad);   // [32][t_pad]: P in bf16
+            float * o = (float *)(pb + (size_t)AMX_MB * t_pad);       // [32][32]: a strip of O
+            // amx_pack's layouts, a row at a time: a key's channels in (c, c + 1) pairs 32 apart;
+            // a pair of keys' channels interleaved, 16 channels a tile row
+            memset(kp, 0, (size_t)t_pad * hd_pad * 2 * sizeof(uint16_t));
+            uint16_t kr[2][256];
+            for (int j = 0; j < T; j++) {
+                row_to_bf16(row(k, j), hd, hd_pad, kr[0]);
+                uint16_t * dst = kp + (size_t)(j / 32) * (hd_pad / 32) * 1024 + (j % 32) / 16 * 512 + (j % 16) * 2;
+                for (int c = 0; c < hd; c += 2)
+                    memcpy(dst + (size_t)(c / 32) * 1024 + (c % 32) / 2 * 32, kr[0] + c, 2 * sizeof(uint16_t));
+            }
+            for (int j = 0; j < t_pad; j += 2) {
+                for (int e = 0; e < 2; e++) {
+                    if (j + e < T) row_to_bf16(row(v, j + e), hd, hd_pad, kr[e]);
+                    else memset(kr[e], 0, hd_pad * sizeof(uint16_t));
+                }
+                uint16_t * dst = vp + (size_t)(j / 32) * 1024 + (j % 32) / 2 * 32;
+                for (int c = 0; c < hd_pad; c++) {
+                    uint16_t * d = dst + (size_t)(c / 32) * (t_pad / 32) * 1024 + (c % 32) / 16 * 512 + (c % 16) * 2;
+                    d[0] = kr[0][c];
+                    d[1] = kr[1][c];
+                }
+            }
+            amx_configure();
+            float qs[256];
+            const int p_end = std::min(n_panels, (chunk + 1) * panels_per_chunk);
+            for (int p = chunk * panels_per_chunk; p < p_end; p++) {
+                const int i0 = p * AMX_MB, rows = std::min(AMX_MB, T - i0);
+                for (int r = 0; r < rows; r++) {
+                    const float * qr = row(q, i0 + r);
+                    for (int d = 0; d < hd; d++) qs[d] = scale * qr[d];
+                    row_to_bf16(qs, hd, hd_pad, qb + (size_t)r * hd_pad);
+                }
+                memset(qb + (size_t)rows * hd_pad, 0, (size_t)(AMX_MB - rows) * hd_pad * sizeof(uint16_t));
+                for (int s = 0; s < t_pad / AMX_NB; s++)
+                    amx_32x32(qb, hd_pad, kp + (size_t)s * (hd_pad / 32) * 1024, hd_pad, S + s * AMX_NB, t_pad);
+                float inv_sum[AMX_MB];
+                for (int r = 0; r < rows; r++) {               // softmax over the first L keys; the rest get 0
+                    inv_sum[r] = kern->softmax_row(S + (size_t)r * t_pad, L);
+                    std::fill(S + (size_t)r * t_pad + L, S + (size_t)r * t_pad + t_pad, 0.0f);
+                    row_to_bf16(S + (size_t)r * t_pad, t_pad, t_pad, pb + (size_t)r * t_pad);
+                }
+                memset(pb + (size_t)rows * t_pad, 0, (size_t)(AMX_MB - rows) * t_pad * sizeof(uint16_t));
+                float * out = (float *)t->data + ((size_t)bi * T + i0) * D + h * hd;
+                for (int s = 0; s < hd_pad / AMX_NB; s++) {
+                    amx_32x32(pb, t_pad, vp + (size_t)s * (t_pad / 32) * 1024, t_pad, o, AMX_NB);
+                    const int cols = std::min(AMX_NB, hd - s * AMX_NB);
+                    for (int r = 0; r < rows; r++)
+                        for (int d = 0; d < cols; d++) out[(size_t)r * D + s * AMX_NB + d] = o[r * AMX_NB + d] * inv_sum[r];
+                }
+            }
+            amx_release();
+        });
+#else
+        (void)t;
+        VT_ASSERT(!"bf16 attention without AMX");
+#endif
+    }
+
     void attention(vt_tensor * t) {
+        if (amx && t->ne[0] / t->iparams[0] <= 256) { attention_bf16(t); return; }
         const vt_tensor * q = t->src[0], * k = t->src[1], * v = t->src[2];
         const int n_head = t->iparams[0];
         const int D = (int)q->ne[0], hd = D / n_head, T = (int)q->ne[1], B = (int)q->ne[2];
