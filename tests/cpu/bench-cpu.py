@@ -114,8 +114,10 @@ def library_weights(main_bin, d):
         path = os.path.join(tmp, "model.gguf")
         subprocess.run([main_bin, "-m", d, "--save-gguf", path], check=True, stderr=subprocess.DEVNULL)
         r = gguf.GGUFReader(path)
-        hp = {f.name.split(".", 1)[1]: int(f.parts[f.data[0]][0]) for f in r.fields.values()
-              if f.name.startswith("whisper.") and len(f.data) == 1 and f.types and f.types[0] != gguf.GGUFValueType.FLOAT32}
+        hp = {}
+        for key in ("mels_count", "embedding_length", "block_count", "attention.head_count"):
+            field = r.fields["whisper.encoder." + key]
+            hp["encoder." + key] = int(field.parts[field.data[0]][0])
         w = {t.name: np.array(t.data, np.float32).reshape([int(x) for x in reversed(t.shape)])
              for t in r.tensors if t.name.startswith("encoder.")}
     return hp, w
