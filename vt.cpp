@@ -1238,27 +1238,22 @@ static size_t amx_packed_elems(int N, int K) {
     return (size_t)(N + 31) / 32 * 32 * ((size_t)(K + 31) / 32 * 32);
 }
 
-// B [K, N] given as w(n, k) into strips of 32 columns, each K / 32 pairs of B tiles: element
-// (n, k) of strip s = n / 32, k-block kb = k / 32, tile h = n % 32 / 16 at row (k % 32) / 2,
-// column n % 16, pair slot k % 2. Padding is zero.
-template <typename W>
-static void amx_pack(W && w, int N, int K, uint16_t * out) {
-    const int k_pad = (K + 31) / 32 * 32, kbs = k_pad / 32, strips = (N + 31) / 32;
-    memset(out, 0, amx_packed_elems(N, K) * sizeof(uint16_t));
-    for (int s = 0; s < strips; s++)
-        for (int j = 0; j < 32 && s * 32 + j < N; j++) {
-            const int h = j / 16, col = j % 16;
-            for (int k = 0; k < K; k++) {
-                const int kb = k / 32, r = (k % 32) / 2, e = k % 2;
-                out[(((size_t)s * kbs + kb) * 2 + h) * 512 + r * 32 + col * 2 + e] = vt_f32_to_bf16(w(s * 32 + j, k));
-            }
-        }
-}
-
-// W [N, K] (f32, row-major), the weight of C = A W^T.
+#ifdef VT_X86
+// W [N, K] (f32, row-major; C = A W^T) into strips of 32 columns, each K / 32 pairs of B
+// tiles: element (n, k) of strip s = n / 32, k-block kb = k / 32, tile h = n % 32 / 16 at row
+// (k % 32) / 2, column n % 16, pair slot k % 2. Padding is zero. A row of W at a time: rounded
+// to bf16, its (k, k + 1) pairs go 32 elements apart.
 static void amx_pack_w(const float * W, int N, int K, uint16_t * out) {
-    amx_pack([&](int n, int k) { return W[(size_t)n * K + k]; }, N, K, out);
+    const int k_pad = (K + 31) / 32 * 32, kbs = k_pad / 32;
+    memset(out, 0, amx_packed_elems(N, K) * sizeof(uint16_t));
+    std::vector<uint16_t> row(k_pad);
+    for (int n = 0; n < N; n++) {
+        row_to_bf16(W + (size_t)n * K, K, k_pad, row.data());
+        uint16_t * dst = out + (size_t)(n / 32) * kbs * 1024 + (n % 32) / 16 * 512 + (n % 16) * 2;
+        for (int k = 0; k < k_pad; k += 2) memcpy(dst + (size_t)(k / 32) * 1024 + (k % 32) / 2 * 32, row.data() + k, 2 * sizeof(uint16_t));
+    }
 }
+#endif
 
 struct cpu_backend : vt_backend {
     thread_pool pool;
@@ -1372,6 +1367,7 @@ struct cpu_backend : vt_backend {
 
     bool set_tensor(vt_tensor * t, const void * src, vt_type src_type) override {
         vt_convert(t->data, t->type, src, src_type, (size_t)vt_nelements(t));
+#ifdef VT_X86
         int N, K;
         if (amx && (t->flags & VT_FLAG_WEIGHT) && matrix_shape(t, &N, &K)) {   // the bf16 copy, in tiles
             packed_bf16 & p = packed[t];
@@ -1382,6 +1378,7 @@ struct cpu_backend : vt_backend {
             amx_pack_w((const float *)t->data, N, K, p.w.data());
             packed_bytes += p.w.size() * sizeof(uint16_t);
         }
+#endif
         return true;
     }
 
@@ -1598,9 +1595,9 @@ struct cpu_backend : vt_backend {
             float * S = (float *)(qb + (size_t)AMX_MB * hd_pad);    // [32][t_pad]: scores, then numerators
             uint16_t * pb = (uint16_t *)(S + (size_t)AMX_MB * t_pad);   // [32][t_pad]: P in bf16
             float * o = (float *)(pb + (size_t)AMX_MB * t_pad);       // [32][32]: a strip of O
-            // amx_pack's layouts, a row at a time: a key's channels in (c, c + 1) pairs 32 apart;
+            // amx_pack_w's layout, a row at a time: a key's channels in (c, c + 1) pairs 32 apart;
             // a pair of keys' channels interleaved, 16 channels a tile row
-            memset(kp, 0, (size_t)t_pad * hd_pad * 2 * sizeof(uint16_t));
+            memset(kp, 0, (size_t)t_pad * hd_pad * sizeof(uint16_t));
             uint16_t kr[2][256];
             for (int j = 0; j < T; j++) {
                 row_to_bf16(row(k, j), hd, hd_pad, kr[0]);
