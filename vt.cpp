@@ -1212,6 +1212,59 @@ VT_TARGET_AMX static void row_to_bf16(const float * src, int k, int k_pad, uint1
     for (; i < k_pad; i++) dst[i] = 0;
 }
 
+// The bf16 mode's softmax of one row of scores s [0, n): p[0, n_pad) = bf16(exp(s - max s)),
+// zeros past n (n_pad a multiple of 32); returns 1 / the sum of the f32 numerators. exp as
+// 2^(x log2 e), 2^frac by its degree-5 Taylor polynomial (2.5e-6 relative, far under bf16's
+// rounding of P, 2^-9), scaled by 2^round with VSCALEFPS (0 below -87, where exp is under
+// 1.7e-38). One pass over the row after the max: the f32 softmax_row's exact exp, the fill
+// and the rounding would be three.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push   // GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() as the unused merge source
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+VT_TARGET_AMX VT_INLINE __m512 softmax_numerators_16(const float * s, int i, int n, __m512 vmax) {   // 16 from s + i, 0 past n
+    const int left = n - i;
+    const __mmask16 m = left >= 16 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
+    const __m512 x = _mm512_max_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + i), vmax), _mm512_set1_ps(-87.0f));
+    const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504089f));
+    const __m512 k = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 f = _mm512_sub_ps(t, k);
+    __m512 q = _mm512_set1_ps(1.3333558e-3f);
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(9.6181291e-3f));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(5.5504109e-2f));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(2.4022651e-1f));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(6.9314718e-1f));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(1.0f));
+    return _mm512_maskz_mov_ps(m, _mm512_scalef_ps(q, k));
+}
+
+VT_TARGET_AMX static float softmax_row_bf16(const float * s, int n, int n_pad, uint16_t * p) {
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    for (int i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), m, s + i));
+    }
+    float lanes[16];   // (GCC 12's _mm512_reduce_*_ps warn of an uninitialised register under -Wall)
+    _mm512_storeu_ps(lanes, mx);
+    float row_max = lanes[0];
+    for (int l = 1; l < 16; l++) row_max = std::max(row_max, lanes[l]);
+    const __m512 vmax = _mm512_set1_ps(row_max);
+    __m512 sum = _mm512_setzero_ps();
+    for (int i = 0; i < n_pad; i += 32) {
+        const __m512 e0 = softmax_numerators_16(s, i, n, vmax), e1 = softmax_numerators_16(s, i + 16, n, vmax);
+        sum = _mm512_add_ps(sum, _mm512_add_ps(e0, e1));
+        _mm512_storeu_si512((void *)(p + i), (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
+    }
+    _mm512_storeu_ps(lanes, sum);
+    float total = 0.0f;
+    for (int l = 0; l < 16; l++) total += lanes[l];
+    return 1.0f / total;
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
 // 32 x 32 of C = A[32 rows, k_pad] (bf16, lda elements apart) times one packed strip (k_pad /
 // 32 pairs of B tiles, 1 KiB each), into c (f32, ldc floats apart; 32 x 32 whole).
 VT_TARGET_AMX static void amx_32x32(const uint16_t * a, size_t lda, const uint16_t * bp, int k_pad, float * c, size_t ldc) {
@@ -1563,8 +1616,9 @@ struct cpu_backend : vt_backend {
 
     // The bf16 mode's attention, the same tasks: the head's K packed as B tiles of S = Q K^T
     // (n = key, k = channel) and V as those of O = P V (n = channel, k = key), both in bf16;
-    // per 32-query panel: bf16(scale * Q), S [32, t_pad] by the tiles, the exact f32 softmax
-    // per row in place, P rounded to bf16, O by the tiles, rows scaled by 1 / sum in f32.
+    // per 32-query panel: bf16(scale * Q), S [32, t_pad] by the tiles, the softmax's
+    // numerators in f32 rounded to bf16 as P (softmax_row_bf16), O by the tiles, rows scaled by
+    // 1 / sum in f32.
     static size_t attention_bf16_scratch_floats(int T, int hd) {
         const size_t t_pad = (size_t)(T + 31) / 32 * 32, hd_pad = (size_t)(hd + 31) / 32 * 32;
         return t_pad * hd_pad / 2 * 2 + (size_t)AMX_MB * hd_pad / 2 + (size_t)AMX_MB * t_pad + (size_t)AMX_MB * t_pad / 2 +
@@ -1631,11 +1685,8 @@ struct cpu_backend : vt_backend {
                 for (int s = 0; s < t_pad / AMX_NB; s++)
                     amx_32x32(qb, hd_pad, kp + (size_t)s * (hd_pad / 32) * 1024, hd_pad, S + s * AMX_NB, t_pad);
                 float inv_sum[AMX_MB];
-                for (int r = 0; r < rows; r++) {               // softmax over the first L keys; the rest get 0
-                    inv_sum[r] = kern->softmax_row(S + (size_t)r * t_pad, L);
-                    std::fill(S + (size_t)r * t_pad + L, S + (size_t)r * t_pad + t_pad, 0.0f);
-                    row_to_bf16(S + (size_t)r * t_pad, t_pad, t_pad, pb + (size_t)r * t_pad);
-                }
+                for (int r = 0; r < rows; r++)                 // softmax over the first L keys; the rest get 0
+                    inv_sum[r] = softmax_row_bf16(S + (size_t)r * t_pad, L, t_pad, pb + (size_t)r * t_pad);
                 memset(pb + (size_t)rows * t_pad, 0, (size_t)(AMX_MB - rows) * t_pad * sizeof(uint16_t));
                 float * out = (float *)t->data + ((size_t)bi * T + i0) * D + h * hd;
                 for (int s = 0; s < hd_pad / AMX_NB; s++) {
