@@ -1157,13 +1157,20 @@ struct amx_tile_config {          // ldtilecfg's 64 bytes, palette 1
     uint8_t rows[16];
 };
 
+// Whether this CPU has AVX512-BF16 (VDPBF16PS, VCVTNE2PS2BF16: the bf16 mode's lesser kernels
+// and its rounding of rows).
+static bool avx512bf16_usable() {
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5)) && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw");
+}
+
 // Whether this CPU has AMX-BF16 and AVX512-BF16, the OS saves the tile state (XCR0 bits 17,
 // 18) and this process may use it; asked once per process (the permission is the process's).
 static bool amx_usable_impl(std::string & why) {
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 22))) { why = "the CPU has no AMX-BF16"; return false; }
-    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || !(a & (1u << 5))) { why = "the CPU has no AVX512-BF16"; return false; }
-    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw")) { why = "the CPU has no AVX-512"; return false; }
+    if (!avx512bf16_usable()) { why = "the CPU has no AVX512-BF16"; return false; }
     __get_cpuid(1, &a, &b, &c, &d);
     if (!(c & (1u << 27))) { why = "the OS does not enable XSAVE"; return false; }
     uint32_t xcr0_lo, xcr0_hi;
@@ -1284,6 +1291,38 @@ VT_TARGET_AMX static void amx_32x32(const uint16_t * a, size_t lda, const uint16
     _tile_stored(2, c + 16 * ldc, ldc * 4);
     _tile_stored(3, c + 16 * ldc + 16, ldc * 4);
 }
+
+// amx_32x32 on AVX512-BF16 alone (VT_CPU_BF16=avx512bf16: for CPUs without AMX, Zen 4 or
+// Cooper Lake, where it may pay; unmeasured there, slower than f32 on Sapphire Rapids):
+// VDPBF16PS adds a (k, k + 1) pair of products per lane, so a row of a B tile (16 columns'
+// pairs) is one zmm; 8 rows x 32 columns at a time (16 accumulators), A's pair broadcast.
+VT_TARGET_AMX static void dpbf16_32x32(const uint16_t * a, size_t lda, const uint16_t * bp, int k_pad, float * c, size_t ldc) {
+    for (int r0 = 0; r0 < AMX_MB; r0 += 8) {
+        __m512 acc[8][2];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+        const uint16_t * b = bp;
+        for (int k0 = 0; k0 < k_pad; k0 += AMX_KB, b += 2 * 512) {
+            for (int r = 0; r < 16; r++) {
+                const __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)(b + r * 32));
+                const __m512bh b1 = (__m512bh)_mm512_loadu_si512((const void *)(b + 512 + r * 32));
+#pragma GCC unroll 8
+                for (int i = 0; i < 8; i++) {
+                    uint32_t pair;
+                    memcpy(&pair, a + (size_t)(r0 + i) * lda + k0 + 2 * r, sizeof(pair));
+                    const __m512bh av = (__m512bh)_mm512_set1_epi32((int)pair);
+                    acc[i][0] = _mm512_dpbf16_ps(acc[i][0], av, b0);
+                    acc[i][1] = _mm512_dpbf16_ps(acc[i][1], av, b1);
+                }
+            }
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) {
+            _mm512_storeu_ps(c + (size_t)(r0 + i) * ldc, acc[i][0]);
+            _mm512_storeu_ps(c + (size_t)(r0 + i) * ldc + 16, acc[i][1]);
+        }
+    }
+}
 #endif
 
 // Elements (bf16) of W [N, K] packed for the tiles: N and K rounded up to 32.
@@ -1317,13 +1356,24 @@ struct cpu_backend : vt_backend {
     std::vector<float> packed_w;               // the running GEMM's W in strips, sized at alloc_graph
 
     const cpu_kernels * kern;                 // this CPU's instruction set (pick_cpu_kernels)
-    bool amx;                                 // the bf16 mode: GEMMs on AMX tiles (amx_usable)
+    bool amx;                                 // the bf16 mode: bf16 GEMMs (vt_cpu_bf16_isa)
+    bool tiles;                               // on AMX tiles, else with AVX512-BF16's VDPBF16PS
     struct packed_bf16 { int N, K; std::vector<uint16_t> w; };   // amx_pack_w's layout
     std::unordered_map<const vt_tensor *, packed_bf16> packed;   // the bf16 mode's weight matrices, packed at set_tensor
     size_t packed_bytes = 0;
 
-    cpu_backend(int n_threads, const cpu_kernels * kernels, bool use_amx)
-        : pool(n_threads), scratch(pool.n_threads), kern(kernels), amx(use_amx) {}
+    cpu_backend(int n_threads, const cpu_kernels * kernels, bool use_bf16, bool use_tiles)
+        : pool(n_threads), scratch(pool.n_threads), kern(kernels), amx(use_bf16), tiles(use_tiles) {}
+
+#ifdef VT_X86
+    // 32 x 32 of C from bf16 A and a packed strip, on the tiles or with VDPBF16PS
+    void gemm_bf16_32x32(const uint16_t * a, size_t lda, const uint16_t * bp, int k_pad, float * c, size_t ldc) const {
+        if (tiles) amx_32x32(a, lda, bp, k_pad, c, ldc);
+        else dpbf16_32x32(a, lda, bp, k_pad, c, ldc);
+    }
+    void bf16_begin() const { if (tiles) amx_configure(); }
+    void bf16_end() const { if (tiles) amx_release(); }
+#endif
     ~cpu_backend() override {
         for (void * p : weight_buffers) free(p);
     }
@@ -1514,7 +1564,7 @@ struct cpu_backend : vt_backend {
             float * tile = (float *)(ab + (size_t)max_rows * k_pad);
             for (int r = 0; r < m; r++) row_to_bf16(A + (size_t)r * K, K, k_pad, ab + (size_t)r * k_pad);
             memset(ab + (size_t)m * k_pad, 0, (size_t)(m_pad - m) * k_pad * sizeof(uint16_t));
-            amx_configure();
+            bf16_begin();
             for (int n0 = 0; n0 < N; n0 += AMX_NC) {
                 const int nb = std::min(AMX_NC, N - n0);
                 for (int p = 0; p < m_pad / AMX_MB; p++) {
@@ -1523,8 +1573,8 @@ struct cpu_backend : vt_backend {
                     for (int j = n0; j < n0 + nb; j += AMX_NB) {
                         const int cols = std::min(AMX_NB, N - j);
                         const uint16_t * a = ab + (size_t)p * AMX_MB * k_pad, * b = pw + (size_t)(j / 32) * kbs * 1024;
-                        if (rows == AMX_MB && cols == AMX_NB) { amx_32x32(a, k_pad, b, k_pad, c + j, N); continue; }
-                        amx_32x32(a, k_pad, b, k_pad, tile, AMX_NB);
+                        if (rows == AMX_MB && cols == AMX_NB) { gemm_bf16_32x32(a, k_pad, b, k_pad, c + j, N); continue; }
+                        gemm_bf16_32x32(a, k_pad, b, k_pad, tile, AMX_NB);
                         for (int r = 0; r < rows; r++) memcpy(c + (size_t)r * N + j, tile + r * AMX_NB, cols * sizeof(float));
                     }
                     for (int r = 0; r < rows; r++) {
@@ -1533,7 +1583,7 @@ struct cpu_backend : vt_backend {
                     }
                 }
             }
-            amx_release();
+            bf16_end();
         });
 #else
         (void)M; (void)N; (void)K; (void)pw; (void)bias; (void)gelu; (void)C; (void)max_rows; (void)a_buf; (void)a_rows; (void)add_row;
@@ -1671,7 +1721,7 @@ struct cpu_backend : vt_backend {
                     d[1] = kr[1][c];
                 }
             }
-            amx_configure();
+            bf16_begin();
             float qs[256];
             const int p_end = std::min(n_panels, (chunk + 1) * panels_per_chunk);
             for (int p = chunk * panels_per_chunk; p < p_end; p++) {
@@ -1683,20 +1733,20 @@ struct cpu_backend : vt_backend {
                 }
                 memset(qb + (size_t)rows * hd_pad, 0, (size_t)(AMX_MB - rows) * hd_pad * sizeof(uint16_t));
                 for (int s = 0; s < t_pad / AMX_NB; s++)
-                    amx_32x32(qb, hd_pad, kp + (size_t)s * (hd_pad / 32) * 1024, hd_pad, S + s * AMX_NB, t_pad);
+                    gemm_bf16_32x32(qb, hd_pad, kp + (size_t)s * (hd_pad / 32) * 1024, hd_pad, S + s * AMX_NB, t_pad);
                 float inv_sum[AMX_MB];
                 for (int r = 0; r < rows; r++)                 // softmax over the first L keys; the rest get 0
                     inv_sum[r] = softmax_row_bf16(S + (size_t)r * t_pad, L, t_pad, pb + (size_t)r * t_pad);
                 memset(pb + (size_t)rows * t_pad, 0, (size_t)(AMX_MB - rows) * t_pad * sizeof(uint16_t));
                 float * out = (float *)t->data + ((size_t)bi * T + i0) * D + h * hd;
                 for (int s = 0; s < hd_pad / AMX_NB; s++) {
-                    amx_32x32(pb, t_pad, vp + (size_t)s * (t_pad / 32) * 1024, t_pad, o, AMX_NB);
+                    gemm_bf16_32x32(pb, t_pad, vp + (size_t)s * (t_pad / 32) * 1024, t_pad, o, AMX_NB);
                     const int cols = std::min(AMX_NB, hd - s * AMX_NB);
                     for (int r = 0; r < rows; r++)
                         for (int d = 0; d < cols; d++) out[(size_t)r * D + s * AMX_NB + d] = o[r * AMX_NB + d] * inv_sum[r];
                 }
             }
-            amx_release();
+            bf16_end();
         });
 #else
         (void)t;
@@ -1850,17 +1900,30 @@ const char * vt_cpu_bf16_isa(void) {
     const cpu_kernels * k = pick_cpu_kernels();
     if (!k) return nullptr;
 #ifdef VT_X86
-    std::string why;
-    if (strcmp(k->isa, "avx512") != 0) {
-        vt_set_error("bf16 GEMMs need AMX and AVX-512; the kernels are %s (VT_CPU_ISA)", k->isa);
+    const char * want = getenv("VT_CPU_BF16");
+    if (want && *want && strcmp(want, "amx") != 0 && strcmp(want, "avx512bf16") != 0) {
+        vt_set_error("VT_CPU_BF16=%s: unknown; amx or avx512bf16", want);
         return nullptr;
     }
+    if (strcmp(k->isa, "avx512") != 0) {
+        vt_set_error("bf16 GEMMs need AVX512-BF16 (or AMX) and AVX-512; the kernels are %s (VT_CPU_ISA)", k->isa);
+        return nullptr;
+    }
+    if (!avx512bf16_usable()) {
+        vt_set_error("bf16 GEMMs need AVX512-BF16 (or AMX): the CPU has neither");
+        return nullptr;
+    }
+    // VDPBF16PS only when asked for: on the Sapphire Rapids class Xeon it was measured on, it
+    // has half the throughput of an FMA and the mode ran slower than f32 (docs/BENCHMARKS.md)
+    if (want && strcmp(want, "avx512bf16") == 0) return "avx512bf16";
+    std::string why;
     if (amx_usable(&why)) return "amx";
-    vt_set_error("bf16 GEMMs need AMX: %s", why.c_str());
-#else
-    vt_set_error("bf16 GEMMs need AMX (x86-64)");
-#endif
+    vt_set_error("bf16 GEMMs need AMX: %s%s", why.c_str(), want ? "" : " (VT_CPU_BF16=avx512bf16: with VDPBF16PS instead)");
     return nullptr;
+#else
+    vt_set_error("bf16 GEMMs need AVX512-BF16 or AMX (x86-64)");
+    return nullptr;
+#endif
 }
 
 vt_backend * vt_backend_cpu_init(int n_threads) { return vt_backend_cpu_init_type(n_threads, VT_TYPE_F32); }
@@ -1875,9 +1938,9 @@ vt_backend * vt_backend_cpu_init_type(int n_threads, enum vt_type gemm_type) {
     }
     const cpu_kernels * kernels = pick_cpu_kernels();
     if (!kernels) return nullptr;
-    const bool amx = gemm_type == VT_TYPE_BF16 && vt_cpu_bf16_isa() != nullptr;
+    const char * bf16 = gemm_type == VT_TYPE_BF16 ? vt_cpu_bf16_isa() : nullptr;
     try {
-        return new cpu_backend(n_threads, kernels, amx);
+        return new cpu_backend(n_threads, kernels, bf16 != nullptr, bf16 && strcmp(bf16, "amx") == 0);
     } catch (const std::bad_alloc &) {
         vt_set_error("cpu backend: out of memory");
         return nullptr;

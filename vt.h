@@ -233,7 +233,9 @@ const char * vt_cpu_isa(void);
 vt_backend * vt_backend_cpu_init_type(int n_threads, enum vt_type gemm_type);
 // "amx" when this CPU and kernel run the bf16 GEMMs (AMX-BF16 and AVX512-BF16, the tile
 // state granted by arch_prctl; VT_CPU_ISA other than avx512 turns them off), else NULL with
-// vt_last_error() saying why.
+// vt_last_error() saying why. The environment variable VT_CPU_BF16=avx512bf16 asks for
+// VDPBF16PS kernels instead (AVX512-BF16 without AMX; "avx512bf16"), VT_CPU_BF16=amx for AMX
+// or nothing.
 const char * vt_cpu_bf16_isa(void);
 // compute_type VT_TYPE_F16 or VT_TYPE_BF16. NULL with vt_last_error() set when there is
 // no device, or when this build has no CUDA.

@@ -536,7 +536,7 @@ TEST_CASE("every CPU kernel set: GELU, linear and attention against float64") {
 // below avx512) it computes in f32, bit for bit the f32 mode.
 static float bf16_round(float x) { return vt_bf16_to_f32(vt_f32_to_bf16(x)); }
 
-TEST_CASE("the CPU's bf16 mode: GEMMs in bf16 on AMX, f32 accumulation; f32 where the CPU has no AMX") {
+static void check_bf16_mode() {
     const int K = 300, M = 70, N = 301;   // partial 32-row panels, 32-column strips, K past 256 and not a multiple of 32
     vt_context * ctx = vt_init(16);
     host_tensor x = input(ctx, {K, M}, 60);
@@ -559,7 +559,7 @@ TEST_CASE("the CPU's bf16 mode: GEMMs in bf16 on AMX, f32 accumulation; f32 wher
         vt_free(ctx);
         return;
     }
-    CHECK(std::string(vt_cpu_bf16_isa()) == "amx");
+    MESSAGE("bf16 GEMMs on " << std::string(vt_cpu_bf16_isa()));
     std::vector<double> ref((size_t)M * N), ref_rounded((size_t)M * N);
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
@@ -599,11 +599,25 @@ TEST_CASE("the CPU's bf16 mode: GEMMs in bf16 on AMX, f32 accumulation; f32 wher
         vt_free(c2);
     }
 
+}
+
+TEST_CASE("the CPU's bf16 mode: GEMMs in bf16 on AMX, f32 accumulation; f32 where the CPU has no AMX") {
+    unsetenv("VT_CPU_BF16");
+    check_bf16_mode();
+    setenv("VT_CPU_BF16", "avx512bf16", 1);   // the VDPBF16PS kernels, where the CPU has AVX512-BF16
+    if (vt_cpu_bf16_isa()) {
+        CHECK(std::string(vt_cpu_bf16_isa()) == "avx512bf16");
+        check_bf16_mode();
+    }
+    setenv("VT_CPU_BF16", "sse9", 1);
+    CHECK(vt_cpu_bf16_isa() == nullptr);
+    CHECK(std::string(vt_last_error()).find("VT_CPU_BF16=sse9: unknown") != std::string::npos);
+    unsetenv("VT_CPU_BF16");
     setenv("VT_CPU_ISA", "avx2", 1);   // a lesser kernel set turns the bf16 GEMMs off
     if (vt_cpu_isa()) {
         CHECK(vt_cpu_bf16_isa() == nullptr);
-        CHECK(std::string(vt_last_error()).find("AMX and AVX-512") != std::string::npos);
-        be = vt_backend_cpu_init_type(1, VT_TYPE_BF16);
+        CHECK(std::string(vt_last_error()).find("the kernels are avx2") != std::string::npos);
+        vt_backend * be = vt_backend_cpu_init_type(1, VT_TYPE_BF16);
         REQUIRE(be);
         CHECK(vt_backend_gemm_type(be) == VT_TYPE_F32);
         vt_backend_free(be);
