@@ -102,7 +102,7 @@ def main():
         print("%s base (%s): rel L2 vs float64: first 50 positions %.3g, mean %.3g (<= %g)"
               % ("ok  " if ok else "FAIL", name, e_pos, e_mean, TOL))
     # the CPU's bf16 mode (GEMMs in bf16 on AMX tiles where the CPU has them): within bf16 rounding,
-    # measured 5.7e-3 from audio on a Sapphire Rapids class Xeon (transformers' own bf16 on the
+    # measured 5.7e-3 to 5.9e-3 from audio on a Sapphire Rapids class Xeon (transformers' own bf16 on the
     # CPU: 1.3e-2, tests/cpu/hf-cpu-error.py); where it has no AMX, f32 bit for bit
     out = os.path.join(CACHE, "emb-bf16.npy")
     r = subprocess.run([main_bin, "-m", d, "-f", os.path.join(ROOT, "tests", "data", "audio", "speech_16k.wav"),
@@ -111,7 +111,7 @@ def main():
     mean = [sum(emb[p * d_model + c] for p in range(1500)) / 1500 for c in range(d_model)]
     e_pos, e_mean = rel(emb[:50 * d_model], ref[:50 * d_model]), rel(mean, ref[50 * d_model:])
     if "GEMMs in bf16" in r.stderr:
-        ok = 1e-3 < e_pos < 1.2e-2 and 1e-4 < e_mean < 4e-3   # measured 5.7e-3 and 1.6e-3
+        ok = 1e-3 < e_pos < 1.2e-2 and 1e-4 < e_mean < 4e-3   # measured 5.7e-3 to 5.9e-3 and 1.6e-3
         print("%s base (directory, --dtype bf16, AMX): rel L2 vs float64: first 50 positions %.3g (in (1e-3, 1.2e-2)), mean %.3g (in (1e-4, 4e-3))"
               % ("ok  " if ok else "FAIL", e_pos, e_mean))
     else:
