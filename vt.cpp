@@ -1145,11 +1145,11 @@ void gemm_block(const cpu_kernels & kern, const float * A, size_t lda, int m, co
 // epilogue as the f32 path). AMX: 8 tile registers of 16 rows x 64 bytes; TDPBF16PS
 // C[16, 16] += A[16, 32] B[32, 16], B stored as 16 rows of 16 (k, k + 1) pairs.
 
-#ifdef VT_X86
-#define VT_TARGET_AMX __attribute__((target("amx-tile,amx-bf16,avx512bf16,avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")))
-
 constexpr int AMX_KB = 32, AMX_NB = 32, AMX_MB = 32;   // a B tile's k, a strip's columns (2 tiles), a panel's rows (2 tiles)
 constexpr int AMX_NC = 256;                           // columns per pass over a task's rows (their W stays in L2)
+
+#ifdef VT_X86
+#define VT_TARGET_AMX __attribute__((target("amx-tile,amx-bf16,avx512bf16,avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")))
 
 struct amx_tile_config {          // ldtilecfg's 64 bytes, palette 1
     uint8_t palette, start_row, reserved[14];
