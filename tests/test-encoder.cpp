@@ -225,21 +225,27 @@ TEST_CASE("the CPU's bf16 mode matches transformers float64 within bf16 rounding
         const int n_mels = whisper_audio_model_hparams(model)->n_mels;
         std::vector<float> mel = npy_load_f32(test_data("features/speech_16k.mel" + std::to_string(n_mels) + ".npy"), nullptr);
         std::vector<float> ref = npy_load_f32(test_data("encoder/" + name + "/speech_16k.last_hidden_state.npy"), nullptr);
-        std::vector<float> out[2];
+        std::vector<float> out[2], batched(2 * ref.size(), NAN), mel2 = mel;
+        mel2.insert(mel2.end(), mel.begin(), mel.end());
         std::string dtype[2];
         for (int i = 0; i < 2; i++) {
             whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
             p.device = WHISPER_AUDIO_DEVICE_CPU;
             p.n_threads = 2;
+            p.max_batch = 2;
             p.dtype = i ? WHISPER_AUDIO_DTYPE_BF16 : WHISPER_AUDIO_DTYPE_F16;
             whisper_audio_encoder * enc = whisper_audio_encoder_init(model, p);
             REQUIRE_MESSAGE(enc, whisper_audio_last_error());
             dtype[i] = whisper_audio_encoder_dtype(enc);
             out[i].assign(ref.size(), NAN);
             REQUIRE_MESSAGE(whisper_audio_encode_mel(enc, mel.data(), 1, out[i].data()), whisper_audio_last_error());
+            if (i) REQUIRE_MESSAGE(whisper_audio_encode_mel(enc, mel2.data(), 2, batched.data()), whisper_audio_last_error());
             whisper_audio_encoder_free(enc);
         }
         whisper_audio_model_free(model);
+        // a batch of two (twice the rows per GEMM, other task splits) gives each window's own bytes
+        CHECK(std::memcmp(batched.data(), out[1].data(), ref.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(batched.data() + ref.size(), out[1].data(), ref.size() * sizeof(float)) == 0);
         CHECK(dtype[0] == "f32");
         CHECK(rel_l2(out[0].data(), ref.data(), ref.size()) < 2e-6);
         const double err = rel_l2(out[1].data(), ref.data(), ref.size());
