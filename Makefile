@@ -11,7 +11,7 @@
 #   make test-wheel      the manylinux wheel: pip wheel ., auditwheel repair, installed into a fresh venv
 #   make CUDA=0          build without CUDA (a CPU-only build where nvcc is installed); CUDA_ARCH=... to
 #                        choose GPU targets
-#   make bench-cpu       the CPU encoder against CTranslate2 (and whisper.cpp: WHISPER_CPP=DIR)
+#   make bench-cpu       the CPU encoder (f32, bf16) against CTranslate2 float32 and int8 (and whisper.cpp: WHISPER_CPP=DIR), in build/venv-bench-cpu
 #   make install         main (as whisper-audio), whisper-audio-server (when built), whisper-audio.h, the shared and static library, a
 #                        pkg-config file and a CMake package into $(DESTDIR)$(PREFIX) (PREFIX=/usr/local)
 # Missing Debian packages (doctest-dev, libstb-dev, libvorbis-dev, libflac-dev, libmpg123-dev,
@@ -297,10 +297,19 @@ test-tsan-run: $(BUILD)/main $(BUILD)/test-all $(BUILD)/libwhisper-audio.so buil
 	echo "test-tsan: $${cases:-0} doctest cases, $${pytests:-0} Python tests, $$reports TSan reports"; \
 	[ "$$(cat $(BUILD)/tsan-cases.rc)" = 0 ] && [ "$$(cat $(BUILD)/tsan-python.rc)" = 0 ] && [ "$$reports" = 0 ]
 
-# the CPU side by side with CTranslate2 (pip install ctranslate2) and, given WHISPER_CPP=DIR (a
-# whisper.cpp checkout built with cmake), whisper.cpp: tests/cpu/bench-cpu.py, docs/BENCHMARKS.md
-bench-cpu: $(BUILD)/libwhisper-audio.so
-	python3 tests/cpu/bench-cpu.py --lib $(BUILD)/libwhisper-audio.so $(if $(WHISPER_CPP),--whisper-cpp $(WHISPER_CPP))
+# the CPU (f32 and bf16) side by side with CTranslate2 float32 and int8 and, given WHISPER_CPP=DIR
+# (a whisper.cpp checkout built with cmake), whisper.cpp, on real base from PyPI:
+# tests/cpu/bench-cpu.py, docs/BENCHMARKS.md. In a venv of its own (Debian's python3 refuses
+# system-wide installs, PEP 668): numpy and ctranslate2 (gguf with WHISPER_CPP); no torch, the
+# float64 reference is the committed tests/data/ct2/base.speech_16k.ref.npy.
+BENCH_VENV = build/venv-bench-cpu
+$(BENCH_VENV)/bin/python:
+	python3 -m venv $(BENCH_VENV) || { rm -rf $(BENCH_VENV); exit 1; }
+
+bench-cpu: $(BUILD)/libwhisper-audio.so $(BUILD)/main $(BENCH_VENV)/bin/python
+	$(BENCH_VENV)/bin/pip install -q --disable-pip-version-check numpy ctranslate2 $(if $(WHISPER_CPP),gguf)
+	$(BENCH_VENV)/bin/python tests/cpu/bench-cpu.py --lib $(BUILD)/libwhisper-audio.so --main $(BUILD)/main \
+		$(if $(WHISPER_CPP),--whisper-cpp $(WHISPER_CPP))
 
 demo: deps
 	$(MAKE) main bench $(BUILD)/tiny-random.gguf

@@ -20,6 +20,12 @@
 #include <cpuid.h>
 #include <immintrin.h>
 #endif
+#if defined(__linux__)
+#include <cerrno>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+#include <unordered_map>
 
 // =====================================================================================
 // errors
@@ -630,6 +636,7 @@ void vt_graph_resolve_views(vt_graph * g) {
 void vt_backend_free(vt_backend * be) { delete be; }
 const char * vt_backend_name(const vt_backend * be) { return be->name(); }
 enum vt_type vt_backend_compute_type(const vt_backend * be) { return be->compute_type(); }
+enum vt_type vt_backend_gemm_type(const vt_backend * be) { return be->gemm_type(); }
 bool vt_backend_alloc_weights(vt_backend * be, vt_context * ctx) { return be->alloc_weights(ctx); }
 size_t vt_backend_allocated_bytes(const vt_backend * be) { return be->allocated_bytes(); }
 
@@ -1136,6 +1143,217 @@ void gemm_block(const cpu_kernels & kern, const float * A, size_t lda, int m, co
     }
 }
 
+// ---- bf16 GEMMs on AMX tiles: C[M, N] = A[M, K] W[N, K]^T, f32 accumulation ------------
+// The bf16 mode (vt_backend_init("cpu", 0, {VT_TYPE_BF16, ...})) on a CPU with AMX-BF16 and
+// AVX512-BF16 whose kernel grants the tile state (arch_prctl ARCH_REQ_XCOMP_PERM; a
+// hypervisor may hide it): each weight matrix is rounded to bf16 (nearest even) and packed
+// once, when it is set, into the tiles' B layout; each GEMM rounds its A rows to bf16 as it
+// starts and accumulates in f32 tiles; bias, GELU and the residual stay f32 (the same
+// epilogue as the f32 path). AMX: 8 tile registers of 16 rows x 64 bytes; TDPBF16PS
+// C[16, 16] += A[16, 32] B[32, 16], B stored as 16 rows of 16 (k, k + 1) pairs.
+
+constexpr int AMX_KB = 32, AMX_NB = 32, AMX_MB = 32;   // a B tile's k, a strip's columns (2 tiles), a panel's rows (2 tiles)
+constexpr int AMX_NC = 256;                           // columns per pass over a task's rows (their W stays in L2)
+
+#ifdef VT_X86
+#define VT_TARGET_AMX __attribute__((target("amx-tile,amx-bf16,avx512bf16,avx512f,avx512dq,avx512vl,avx512bw,avx2,fma")))
+
+struct amx_tile_config {          // ldtilecfg's 64 bytes, palette 1
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+};
+
+// Whether this CPU has AVX512-BF16 (VDPBF16PS, VCVTNE2PS2BF16: the bf16 mode's lesser kernels
+// and its rounding of rows).
+static bool avx512bf16_usable() {
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5)) && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw");
+}
+
+// Whether this CPU has AMX-BF16 and AVX512-BF16, the OS saves the tile state (XCR0 bits 17,
+// 18) and this process may use it; asked once per process (the permission is the process's).
+static bool amx_usable_impl(std::string & why) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 22))) { why = "the CPU has no AMX-BF16"; return false; }
+    if (!avx512bf16_usable()) { why = "the CPU has no AVX512-BF16"; return false; }
+    __get_cpuid(1, &a, &b, &c, &d);
+    if (!(c & (1u << 27))) { why = "the OS does not enable XSAVE"; return false; }
+    uint32_t xcr0_lo, xcr0_hi;
+    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    if ((xcr0_lo & (3u << 17)) != (3u << 17)) { why = "the OS does not save the AMX tile state (XCR0)"; return false; }
+#if defined(__linux__)
+    const long ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18;
+    if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) != 0) {
+        why = std::string("the kernel refuses the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM: ") + strerror(errno) + ")";
+        return false;
+    }
+    return true;
+#else
+    why = "AMX is used on Linux only";
+    return false;
+#endif
+}
+
+static bool amx_usable(std::string * why_out) {
+    static std::string why;
+    static const bool ok = amx_usable_impl(why);
+    if (why_out) *why_out = why;
+    return ok;
+}
+
+VT_TARGET_AMX static void amx_configure() {
+    amx_tile_config cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.palette = 1;
+    for (int i = 0; i < 8; i++) { cfg.rows[i] = 16; cfg.colsb[i] = 64; }
+    // ldtilecfg by hand: GCC 12's _tile_loadconfig tells the compiler it reads 8 bytes, and
+    // the stores of rows and colsb were dropped as dead
+    __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
+}
+
+VT_TARGET_AMX static void amx_release() { _tile_release(); }
+
+// dst[0, k_pad) = bf16(src[0, k)), zeros past k (the tiles' K padding); round to nearest even.
+VT_TARGET_AMX static void row_to_bf16(const float * src, int k, int k_pad, uint16_t * dst) {
+    int i = 0;
+    for (; i + 32 <= k; i += 32) {
+        const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i));
+        _mm512_storeu_si512((void *)(dst + i), (__m512i)v);
+    }
+    for (; i < k; i++) dst[i] = vt_f32_to_bf16(src[i]);
+    for (; i < k_pad; i++) dst[i] = 0;
+}
+
+// The bf16 mode's softmax of one row of scores s [0, n): p[0, n_pad) = bf16(exp(s - max s)),
+// zeros past n (n_pad a multiple of 32); returns 1 / the sum of the f32 numerators. exp as
+// 2^(x log2 e), 2^frac by its degree-5 Taylor polynomial (2.5e-6 relative, far under bf16's
+// rounding of P, 2^-9), scaled by 2^round with VSCALEFPS (0 below -87, where exp is under
+// 1.7e-38). One pass over the row after the max: the f32 softmax_row's exact exp, the fill
+// and the rounding would be three.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push   // GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() as the unused merge source
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+VT_TARGET_AMX VT_INLINE __m512 softmax_numerators_16(const float * s, int i, int n, __m512 vmax) {   // 16 from s + i, 0 past n
+    const int left = n - i;
+    const __mmask16 m = left >= 16 ? (__mmask16)0xffff : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1);
+    const __m512 x = _mm512_max_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + i), vmax), _mm512_set1_ps(-87.0f));
+    const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504089f));
+    const __m512 k = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 f = _mm512_sub_ps(t, k);
+    __m512 q = _mm512_set1_ps(1.3333558e-3f);
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(9.6181291e-3f));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(5.5504109e-2f));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(2.4022651e-1f));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(6.9314718e-1f));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(1.0f));
+    return _mm512_maskz_mov_ps(m, _mm512_scalef_ps(q, k));
+}
+
+VT_TARGET_AMX static float softmax_row_bf16(const float * s, int n, int n_pad, uint16_t * p) {
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    for (int i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), m, s + i));
+    }
+    float lanes[16];   // (GCC 12's _mm512_reduce_*_ps warn of an uninitialised register under -Wall)
+    _mm512_storeu_ps(lanes, mx);
+    float row_max = lanes[0];
+    for (int l = 1; l < 16; l++) row_max = std::max(row_max, lanes[l]);
+    const __m512 vmax = _mm512_set1_ps(row_max);
+    __m512 sum = _mm512_setzero_ps();
+    for (int i = 0; i < n_pad; i += 32) {
+        const __m512 e0 = softmax_numerators_16(s, i, n, vmax), e1 = softmax_numerators_16(s, i + 16, n, vmax);
+        sum = _mm512_add_ps(sum, _mm512_add_ps(e0, e1));
+        _mm512_storeu_si512((void *)(p + i), (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
+    }
+    _mm512_storeu_ps(lanes, sum);
+    float total = 0.0f;
+    for (int l = 0; l < 16; l++) total += lanes[l];
+    return 1.0f / total;
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+// 32 x 32 of C = A[32 rows, k_pad] (bf16, lda elements apart) times one packed strip (k_pad /
+// 32 pairs of B tiles, 1 KiB each), into c (f32, ldc floats apart; 32 x 32 whole).
+VT_TARGET_AMX static void amx_32x32(const uint16_t * a, size_t lda, const uint16_t * bp, int k_pad, float * c, size_t ldc) {
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    for (int k0 = 0; k0 < k_pad; k0 += AMX_KB, bp += 2 * 512) {
+        _tile_loadd(4, a + k0, lda * 2);
+        _tile_loadd(5, a + 16 * lda + k0, lda * 2);
+        _tile_loadd(6, bp, 64);
+        _tile_loadd(7, bp + 512, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, c, ldc * 4);
+    _tile_stored(1, c + 16, ldc * 4);
+    _tile_stored(2, c + 16 * ldc, ldc * 4);
+    _tile_stored(3, c + 16 * ldc + 16, ldc * 4);
+}
+
+// amx_32x32 on AVX512-BF16 alone (VT_CPU_BF16=avx512bf16: for CPUs without AMX, Zen 4 or
+// Cooper Lake, where it may pay; unmeasured there, slower than f32 on Sapphire Rapids):
+// VDPBF16PS adds a (k, k + 1) pair of products per lane, so a row of a B tile (16 columns'
+// pairs) is one zmm; 8 rows x 32 columns at a time (16 accumulators), A's pair broadcast.
+VT_TARGET_AMX static void dpbf16_32x32(const uint16_t * a, size_t lda, const uint16_t * bp, int k_pad, float * c, size_t ldc) {
+    for (int r0 = 0; r0 < AMX_MB; r0 += 8) {
+        __m512 acc[8][2];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+        const uint16_t * b = bp;
+        for (int k0 = 0; k0 < k_pad; k0 += AMX_KB, b += 2 * 512) {
+            for (int r = 0; r < 16; r++) {
+                const __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)(b + r * 32));
+                const __m512bh b1 = (__m512bh)_mm512_loadu_si512((const void *)(b + 512 + r * 32));
+#pragma GCC unroll 8
+                for (int i = 0; i < 8; i++) {
+                    uint32_t pair;
+                    memcpy(&pair, a + (size_t)(r0 + i) * lda + k0 + 2 * r, sizeof(pair));
+                    const __m512bh av = (__m512bh)_mm512_set1_epi32((int)pair);
+                    acc[i][0] = _mm512_dpbf16_ps(acc[i][0], av, b0);
+                    acc[i][1] = _mm512_dpbf16_ps(acc[i][1], av, b1);
+                }
+            }
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) {
+            _mm512_storeu_ps(c + (size_t)(r0 + i) * ldc, acc[i][0]);
+            _mm512_storeu_ps(c + (size_t)(r0 + i) * ldc + 16, acc[i][1]);
+        }
+    }
+}
+#endif
+
+// Elements (bf16) of W [N, K] packed for the tiles: N and K rounded up to 32.
+static size_t amx_packed_elems(int N, int K) {
+    return (size_t)(N + 31) / 32 * 32 * ((size_t)(K + 31) / 32 * 32);
+}
+
+#ifdef VT_X86
+// W [N, K] (f32, row-major; C = A W^T) into strips of 32 columns, each K / 32 pairs of B
+// tiles: element (n, k) of strip s = n / 32, k-block kb = k / 32, tile h = n % 32 / 16 at row
+// (k % 32) / 2, column n % 16, pair slot k % 2. Padding is zero. A row of W at a time: rounded
+// to bf16, its (k, k + 1) pairs go 32 elements apart.
+static void amx_pack_w(const float * W, int N, int K, uint16_t * out) {
+    const int k_pad = (K + 31) / 32 * 32, kbs = k_pad / 32;
+    memset(out, 0, amx_packed_elems(N, K) * sizeof(uint16_t));
+    std::vector<uint16_t> row(k_pad);
+    for (int n = 0; n < N; n++) {
+        row_to_bf16(W + (size_t)n * K, K, k_pad, row.data());
+        uint16_t * dst = out + (size_t)(n / 32) * kbs * 1024 + (n % 32) / 16 * 512 + (n % 16) * 2;
+        for (int k = 0; k < k_pad; k += 2) memcpy(dst + (size_t)(k / 32) * 1024 + (k % 32) / 2 * 32, row.data() + k, 2 * sizeof(uint16_t));
+    }
+}
+#endif
+
 struct cpu_backend : vt_backend {
     thread_pool pool;
     std::vector<void *> weight_buffers;
@@ -1145,14 +1363,31 @@ struct cpu_backend : vt_backend {
     std::vector<float> packed_w;               // the running GEMM's W in strips, sized at alloc_graph
 
     const cpu_kernels * kern;                 // this CPU's instruction set (pick_cpu_kernels)
+    bool amx;                                 // the bf16 mode: bf16 GEMMs (vt_cpu_bf16_isa)
+    bool tiles;                               // on AMX tiles, else with AVX512-BF16's VDPBF16PS
+    struct packed_bf16 { int N, K; std::vector<uint16_t> w; };   // amx_pack_w's layout
+    std::unordered_map<const vt_tensor *, packed_bf16> packed;   // the bf16 mode's weight matrices, packed at set_tensor
+    size_t packed_bytes = 0;
 
-    cpu_backend(int n_threads, const cpu_kernels * kernels) : pool(n_threads), scratch(pool.n_threads), kern(kernels) {}
+    cpu_backend(int n_threads, const cpu_kernels * kernels, bool use_bf16, bool use_tiles)
+        : pool(n_threads), scratch(pool.n_threads), kern(kernels), amx(use_bf16), tiles(use_tiles) {}
+
+#ifdef VT_X86
+    // 32 x 32 of C from bf16 A and a packed strip, on the tiles or with VDPBF16PS
+    void gemm_bf16_32x32(const uint16_t * a, size_t lda, const uint16_t * bp, int k_pad, float * c, size_t ldc) const {
+        if (tiles) amx_32x32(a, lda, bp, k_pad, c, ldc);
+        else dpbf16_32x32(a, lda, bp, k_pad, c, ldc);
+    }
+    void bf16_begin() const { if (tiles) amx_configure(); }
+    void bf16_end() const { if (tiles) amx_release(); }
+#endif
     ~cpu_backend() override {
         for (void * p : weight_buffers) free(p);
     }
 
     const char * name() const override { return "cpu"; }
     vt_type compute_type() const override { return VT_TYPE_F32; }
+    vt_type gemm_type() const override { return amx ? VT_TYPE_BF16 : VT_TYPE_F32; }
 
     static void * alloc_aligned(size_t bytes) {
         return aligned_alloc(VT_ARENA_ALIGN, align_up(std::max<size_t>(bytes, 1), VT_ARENA_ALIGN));
@@ -1180,10 +1415,15 @@ struct cpu_backend : vt_backend {
 
     // Per-thread scratch: a GEMM task's zero-padded edge panel (12 x K) plus, for conv, its
     // im2col rows; for attention a head's packed K and V and one panel's scores.
-    static size_t scratch_floats(const vt_tensor * t) {
-        if (t->op == VT_OP_LINEAR) return (size_t)GEMM_MR * t->src[0]->ne[0];
-        if (t->op == VT_OP_CONV1D_K3) return (size_t)(GEMM_MR + CONV_ROWS) * 3 * t->src[0]->ne[0];
-        if (t->op == VT_OP_ATTENTION) return attention_scratch_floats((int)t->ne[1], (int)(t->ne[0] / t->iparams[0]));
+    size_t scratch_floats(const vt_tensor * t) const {
+        if (t->op == VT_OP_LINEAR)
+            return std::max((size_t)GEMM_MR * t->src[0]->ne[0], amx ? bf16_scratch_floats(AMX_ROWS, (int)t->src[0]->ne[0], false) : 0);
+        if (t->op == VT_OP_CONV1D_K3)
+            return std::max((size_t)(GEMM_MR + CONV_ROWS) * 3 * t->src[0]->ne[0],
+                            amx ? bf16_scratch_floats(CONV_ROWS_BF16, 3 * (int)t->src[0]->ne[0], true) : 0);
+        if (t->op == VT_OP_ATTENTION)
+            return std::max(attention_scratch_floats((int)t->ne[1], (int)(t->ne[0] / t->iparams[0])),
+                            amx ? attention_bf16_scratch_floats((int)t->ne[1], (int)(t->ne[0] / t->iparams[0])) : 0);
         return 0;
     }
 
@@ -1226,9 +1466,37 @@ struct cpu_backend : vt_backend {
         g->backend_state = nullptr;
     }
 
+    // A weight's GEMM shape, as vt_linear ([K, N]) and vt_conv1d_k3 ([3, C_in, C_out]: K = 3
+    // C_in) read it; false for vectors.
+    static bool matrix_shape(const vt_tensor * t, int * N, int * K) {
+        if (t->type != VT_TYPE_F32 || t->ne[3] != 1 || t->ne[1] * t->ne[2] < 2 || t->ne[0] * (t->ne[2] > 1 ? t->ne[1] : 1) < 2) return false;
+        *N = (int)(t->ne[2] > 1 ? t->ne[2] : t->ne[1]);
+        *K = (int)(t->ne[2] > 1 ? t->ne[0] * t->ne[1] : t->ne[0]);
+        return true;
+    }
+
     bool set_tensor(vt_tensor * t, const void * src, vt_type src_type) override {
         vt_convert(t->data, t->type, src, src_type, (size_t)vt_nelements(t));
+#ifdef VT_X86
+        int N, K;
+        if (amx && (t->flags & VT_FLAG_WEIGHT) && matrix_shape(t, &N, &K)) {   // the bf16 copy, in tiles
+            packed_bf16 & p = packed[t];
+            packed_bytes -= p.w.size() * sizeof(uint16_t);
+            p.N = N;
+            p.K = K;
+            p.w.resize(amx_packed_elems(N, K));
+            amx_pack_w((const float *)t->data, N, K, p.w.data());
+            packed_bytes += p.w.size() * sizeof(uint16_t);
+        }
+#endif
         return true;
+    }
+
+    // The packed bf16 copy of w for a GEMM of N x K, or NULL (f32 mode, or not a whole weight).
+    const uint16_t * packed_w_bf16(const vt_tensor * w, int N, int K) const {
+        if (!amx) return nullptr;
+        auto it = packed.find(w);
+        return it != packed.end() && it->second.N == N && it->second.K == K ? it->second.w.data() : nullptr;
     }
 
     bool get_tensor_f32(const vt_tensor * t, float * dst) override {
@@ -1239,7 +1507,7 @@ struct cpu_backend : vt_backend {
     size_t allocated_bytes() const override {
         size_t s = 0;
         for (const std::vector<float> & v : scratch) s += v.capacity() * sizeof(float);
-        return weight_bytes + graph_bytes + s;
+        return weight_bytes + graph_bytes + s + packed_bytes;
     }
 
     // ---- ops ----
@@ -1275,12 +1543,73 @@ struct cpu_backend : vt_backend {
         });
     }
 
+    // The bf16 mode's gemm_tasks: pw is W packed by amx_pack_w. A task owns a range of rows (at
+    // most max_rows, a multiple of 32) and every column: it rounds its A rows to bf16 once
+    // (a_rows as gemm_tasks'; buf: max_rows x K floats), then per AMX_NC columns, per 32-row
+    // panel, per 32-column strip runs the tiles over all of K, and the epilogue per panel.
+    static constexpr int AMX_ROWS = 256;
+
+    static size_t bf16_scratch_floats(int64_t max_rows, int K, bool a_buf) {
+        const size_t k_pad = (size_t)(K + 31) / 32 * 32;
+        return (a_buf ? (size_t)max_rows * K : 0) + (size_t)max_rows * k_pad / 2 + (size_t)AMX_MB * AMX_NB;
+    }
+
+    template <typename A_ROWS, typename ADD_ROW>
+    void gemm_tasks_bf16(int64_t M, int N, int K, const uint16_t * pw, const float * bias, bool gelu, float * C, int max_rows,
+                         bool a_buf, A_ROWS && a_rows, ADD_ROW && add_row) {
+#ifdef VT_X86
+        const int k_pad = (K + 31) / 32 * 32, kbs = k_pad / 32;
+        const int64_t m_splits = std::max((M + max_rows - 1) / max_rows, (int64_t)std::min<int64_t>(4 * pool.n_threads, (M + 31) / 32));
+        const int64_t rows_per_task = ((M + m_splits - 1) / m_splits + AMX_MB - 1) / AMX_MB * AMX_MB;
+        const int m_blocks = (int)((M + rows_per_task - 1) / rows_per_task);
+        pool.run(m_blocks, [&](int task, int thread) {
+            const int64_t m0 = (int64_t)task * rows_per_task;
+            const int m = (int)std::min<int64_t>(rows_per_task, M - m0), m_pad = (m + AMX_MB - 1) / AMX_MB * AMX_MB;
+            float * s = scratch[thread].data();
+            const float * A = a_rows(m0, m, s);
+            uint16_t * ab = (uint16_t *)(s + (a_buf ? (size_t)max_rows * K : 0));
+            float * tile = (float *)(ab + (size_t)max_rows * k_pad);
+            for (int r = 0; r < m; r++) row_to_bf16(A + (size_t)r * K, K, k_pad, ab + (size_t)r * k_pad);
+            memset(ab + (size_t)m * k_pad, 0, (size_t)(m_pad - m) * k_pad * sizeof(uint16_t));
+            bf16_begin();
+            for (int n0 = 0; n0 < N; n0 += AMX_NC) {
+                const int nb = std::min(AMX_NC, N - n0);
+                for (int p = 0; p < m_pad / AMX_MB; p++) {
+                    const int rows = std::min(AMX_MB, m - p * AMX_MB);
+                    float * c = C + (size_t)(m0 + p * AMX_MB) * N;
+                    for (int j = n0; j < n0 + nb; j += AMX_NB) {
+                        const int cols = std::min(AMX_NB, N - j);
+                        const uint16_t * a = ab + (size_t)p * AMX_MB * k_pad, * b = pw + (size_t)(j / 32) * kbs * 1024;
+                        if (rows == AMX_MB && cols == AMX_NB) { gemm_bf16_32x32(a, k_pad, b, k_pad, c + j, N); continue; }
+                        gemm_bf16_32x32(a, k_pad, b, k_pad, tile, AMX_NB);
+                        for (int r = 0; r < rows; r++) memcpy(c + (size_t)r * N + j, tile + r * AMX_NB, cols * sizeof(float));
+                    }
+                    for (int r = 0; r < rows; r++) {
+                        const float * add = add_row(m0 + p * AMX_MB + r);
+                        kern->epilogue_row(c + (size_t)r * N + n0, nb, bias ? bias + n0 : nullptr, gelu, add ? add + n0 : nullptr);
+                    }
+                }
+            }
+            bf16_end();
+        });
+#else
+        (void)M; (void)N; (void)K; (void)pw; (void)bias; (void)gelu; (void)C; (void)max_rows; (void)a_buf; (void)a_rows; (void)add_row;
+        VT_ASSERT(!"bf16 GEMMs without AMX");
+#endif
+    }
+
     // linear: y = act(x w^T + b) + residual, the rows of x as they are.
     void linear(vt_tensor * t) {
         const vt_tensor * x = t->src[0], * w = t->src[1], * b = t->src[2], * res = t->src[3];
         const int K = (int)x->ne[0], N = (int)w->ne[1];
         const int64_t M = x->ne[1] * x->ne[2] * x->ne[3];
         const float * X = (const float *)x->data, * R = res ? (const float *)res->data : nullptr;
+        if (const uint16_t * pw = packed_w_bf16(w, N, K)) {
+            gemm_tasks_bf16(M, N, K, pw, b ? (const float *)b->data : nullptr, t->iparams[1] == VT_ACT_GELU, (float *)t->data,
+                            AMX_ROWS, false, [&](int64_t m0, int, float *) { return X + (size_t)m0 * K; },
+                            [&](int64_t row) { return R ? R + (size_t)row * N : nullptr; });
+            return;
+        }
         gemm_tasks(M, N, K, (const float *)w->data, b ? (const float *)b->data : nullptr, t->iparams[1] == VT_ACT_GELU,
                    (float *)t->data, M, [&](int64_t m0, int, float *) { return X + (size_t)m0 * K; },
                    [&](int64_t row) { return R ? R + (size_t)row * N : nullptr; });
@@ -1288,7 +1617,7 @@ struct cpu_backend : vt_backend {
 
     // conv1d_k3: each task gathers its im2col rows (at most CONV_ROWS), col[i*3 + k] =
     // x[t*stride + k - 1, i] (the order of PyTorch's [C_out, C_in, 3] weight), then runs the GEMM.
-    static constexpr int CONV_ROWS = 144;
+    static constexpr int CONV_ROWS = 144, CONV_ROWS_BF16 = 128;
 
     void conv1d_k3(vt_tensor * t) {
         const vt_tensor * x = t->src[0], * w = t->src[1], * b = t->src[2], * add = t->src[3];
@@ -1309,6 +1638,11 @@ struct cpu_backend : vt_backend {
             }
             return (const float *)col;
         };
+        if (const uint16_t * pw = packed_w_bf16(w, N, K)) {
+            gemm_tasks_bf16(M, N, K, pw, (const float *)b->data, t->iparams[1] == VT_ACT_GELU, (float *)t->data, CONV_ROWS_BF16,
+                            true, im2col, [&](int64_t row) { return P ? P + (size_t)(row % t_out) * N : nullptr; });
+            return;
+        }
         gemm_tasks(M, N, K, (const float *)w->data, (const float *)b->data, t->iparams[1] == VT_ACT_GELU, (float *)t->data,
                    CONV_ROWS, im2col, [&](int64_t row) { return P ? P + (size_t)(row % t_out) * N : nullptr; });
     }
@@ -1337,7 +1671,98 @@ struct cpu_backend : vt_backend {
         return t_pad * hd + hd_pad * T + (size_t)GEMM_MR * hd + (size_t)GEMM_MR * t_pad;
     }
 
+    // The bf16 mode's attention, the same tasks: the head's K packed as B tiles of S = Q K^T
+    // (n = key, k = channel) and V as those of O = P V (n = channel, k = key), both in bf16;
+    // per 32-query panel: bf16(scale * Q), S [32, t_pad] by the tiles, the softmax's
+    // numerators in f32 rounded to bf16 as P (softmax_row_bf16), O by the tiles, rows scaled by
+    // 1 / sum in f32.
+    static size_t attention_bf16_scratch_floats(int T, int hd) {
+        const size_t t_pad = (size_t)(T + 31) / 32 * 32, hd_pad = (size_t)(hd + 31) / 32 * 32;
+        return t_pad * hd_pad / 2 * 2 + (size_t)AMX_MB * hd_pad / 2 + (size_t)AMX_MB * t_pad + (size_t)AMX_MB * t_pad / 2 +
+               (size_t)AMX_MB * AMX_NB;
+    }
+
+    void attention_bf16(vt_tensor * t) {
+#ifdef VT_X86
+        const vt_tensor * q = t->src[0], * k = t->src[1], * v = t->src[2];
+        const int n_head = t->iparams[0];
+        const int D = (int)q->ne[0], hd = D / n_head, T = (int)q->ne[1], B = (int)q->ne[2];
+        const float scale = t->fparams[0];
+        const int t_pad = (T + 31) / 32 * 32, hd_pad = (hd + 31) / 32 * 32;
+        const int n_panels = t_pad / AMX_MB;
+        const int chunks = std::min(n_panels, std::max(1, (2 * pool.n_threads + B * n_head - 1) / (B * n_head)));
+        const int panels_per_chunk = (n_panels + chunks - 1) / chunks;
+        const float * kv_len = t->src[3] ? (const float *)t->src[3]->data : nullptr;   // vt_attention_masked
+        pool.run(B * n_head * chunks, [&](int task, int thread) {
+            const int chunk = task % chunks, h = (task / chunks) % n_head, bi = task / (chunks * n_head);
+            const int L = kv_len ? std::max(1, std::min(T, (int)kv_len[bi])) : T;   // keys >= L are masked
+            auto row = [&](const vt_tensor * s, int i) {   // row i of head h in window bi
+                return (const float *)((const char *)s->data + (size_t)i * s->nb[1] + (size_t)bi * s->nb[2]) + h * hd;
+            };
+            float * f = scratch[thread].data();
+            uint16_t * kp = (uint16_t *)f;                         // S's B: t_pad keys x hd_pad
+            uint16_t * vp = kp + (size_t)t_pad * hd_pad;           // O's B: hd_pad channels x t_pad
+            uint16_t * qb = vp + (size_t)t_pad * hd_pad;           // [32][hd_pad]: bf16(scale * Q)
+            float * S = (float *)(qb + (size_t)AMX_MB * hd_pad);    // [32][t_pad]: scores, then numerators
+            uint16_t * pb = (uint16_t *)(S + (size_t)AMX_MB * t_pad);   // [32][t_pad]: P in bf16
+            float * o = (float *)(pb + (size_t)AMX_MB * t_pad);       // [32][32]: a strip of O
+            // amx_pack_w's layout, a row at a time: a key's channels in (c, c + 1) pairs 32 apart;
+            // a pair of keys' channels interleaved, 16 channels a tile row
+            memset(kp, 0, (size_t)t_pad * hd_pad * sizeof(uint16_t));
+            uint16_t kr[2][256];
+            for (int j = 0; j < T; j++) {
+                row_to_bf16(row(k, j), hd, hd_pad, kr[0]);
+                uint16_t * dst = kp + (size_t)(j / 32) * (hd_pad / 32) * 1024 + (j % 32) / 16 * 512 + (j % 16) * 2;
+                for (int c = 0; c < hd; c += 2)
+                    memcpy(dst + (size_t)(c / 32) * 1024 + (c % 32) / 2 * 32, kr[0] + c, 2 * sizeof(uint16_t));
+            }
+            for (int j = 0; j < t_pad; j += 2) {
+                for (int e = 0; e < 2; e++) {
+                    if (j + e < T) row_to_bf16(row(v, j + e), hd, hd_pad, kr[e]);
+                    else memset(kr[e], 0, hd_pad * sizeof(uint16_t));
+                }
+                uint16_t * dst = vp + (size_t)(j / 32) * 1024 + (j % 32) / 2 * 32;
+                for (int c = 0; c < hd_pad; c++) {
+                    uint16_t * d = dst + (size_t)(c / 32) * (t_pad / 32) * 1024 + (c % 32) / 16 * 512 + (c % 16) * 2;
+                    d[0] = kr[0][c];
+                    d[1] = kr[1][c];
+                }
+            }
+            bf16_begin();
+            float qs[256];
+            const int p_end = std::min(n_panels, (chunk + 1) * panels_per_chunk);
+            for (int p = chunk * panels_per_chunk; p < p_end; p++) {
+                const int i0 = p * AMX_MB, rows = std::min(AMX_MB, T - i0);
+                for (int r = 0; r < rows; r++) {
+                    const float * qr = row(q, i0 + r);
+                    for (int d = 0; d < hd; d++) qs[d] = scale * qr[d];
+                    row_to_bf16(qs, hd, hd_pad, qb + (size_t)r * hd_pad);
+                }
+                memset(qb + (size_t)rows * hd_pad, 0, (size_t)(AMX_MB - rows) * hd_pad * sizeof(uint16_t));
+                for (int s = 0; s < t_pad / AMX_NB; s++)
+                    gemm_bf16_32x32(qb, hd_pad, kp + (size_t)s * (hd_pad / 32) * 1024, hd_pad, S + s * AMX_NB, t_pad);
+                float inv_sum[AMX_MB];
+                for (int r = 0; r < rows; r++)                 // softmax over the first L keys; the rest get 0
+                    inv_sum[r] = softmax_row_bf16(S + (size_t)r * t_pad, L, t_pad, pb + (size_t)r * t_pad);
+                memset(pb + (size_t)rows * t_pad, 0, (size_t)(AMX_MB - rows) * t_pad * sizeof(uint16_t));
+                float * out = (float *)t->data + ((size_t)bi * T + i0) * D + h * hd;
+                for (int s = 0; s < hd_pad / AMX_NB; s++) {
+                    gemm_bf16_32x32(pb, t_pad, vp + (size_t)s * (t_pad / 32) * 1024, t_pad, o, AMX_NB);
+                    const int cols = std::min(AMX_NB, hd - s * AMX_NB);
+                    for (int r = 0; r < rows; r++)
+                        for (int d = 0; d < cols; d++) out[(size_t)r * D + s * AMX_NB + d] = o[r * AMX_NB + d] * inv_sum[r];
+                }
+            }
+            bf16_end();
+        });
+#else
+        (void)t;
+        VT_ASSERT(!"bf16 attention without AMX");
+#endif
+    }
+
     void attention(vt_tensor * t) {
+        if (amx && t->ne[0] / t->iparams[0] <= 256) { attention_bf16(t); return; }
         const vt_tensor * q = t->src[0], * k = t->src[1], * v = t->src[2];
         const int n_head = t->iparams[0];
         const int D = (int)q->ne[0], hd = D / n_head, T = (int)q->ne[1], B = (int)q->ne[2];
@@ -1597,23 +2022,58 @@ const char * vt_cpu_isa(void) {
     return k ? k->isa : nullptr;
 }
 
+const char * vt_cpu_bf16_isa(void) {
+    const cpu_kernels * k = pick_cpu_kernels();
+    if (!k) return nullptr;
+#ifdef VT_X86
+    const char * want = getenv("VT_CPU_BF16");
+    if (want && *want && strcmp(want, "amx") != 0 && strcmp(want, "avx512bf16") != 0) {
+        vt_set_error("VT_CPU_BF16=%s: unknown; amx or avx512bf16", want);
+        return nullptr;
+    }
+    if (strcmp(k->isa, "avx512") != 0) {
+        vt_set_error("bf16 GEMMs need AVX512-BF16 (or AMX) and AVX-512; the kernels are %s (VT_CPU_ISA)", k->isa);
+        return nullptr;
+    }
+    if (!avx512bf16_usable()) {
+        vt_set_error("bf16 GEMMs need AVX512-BF16 (or AMX): the CPU has neither");
+        return nullptr;
+    }
+    // VDPBF16PS only when asked for: on the Sapphire Rapids class Xeon it was measured on, it
+    // has half the throughput of an FMA and the mode ran slower than f32 (docs/BENCHMARKS.md)
+    if (want && strcmp(want, "avx512bf16") == 0) return "avx512bf16";
+    std::string why;
+    if (amx_usable(&why)) return "amx";
+    vt_set_error("bf16 GEMMs need AMX: %s%s", why.c_str(), want ? "" : " (VT_CPU_BF16=avx512bf16: with VDPBF16PS instead)");
+    return nullptr;
+#else
+    vt_set_error("bf16 GEMMs need AVX512-BF16 or AMX (x86-64)");
+    return nullptr;
+#endif
+}
+
+// compute_type VT_TYPE_F32, or VT_TYPE_BF16: the GEMMs in bf16 where vt_cpu_bf16_isa() says the
+// CPU runs them (else f32: vt_backend_gemm_type says which).
 static vt_backend * cpu_init(int device, const vt_backend_params * params) {
     if (device != 0) {
         vt_set_error("cpu: device %d does not exist (the CPU is device 0)", device);
         return nullptr;
     }
-    if (params->compute_type != VT_TYPE_F32 || params->fp8) {
-        vt_set_error("cpu: computes in f32 alone, not %s%s", vt_type_name(params->compute_type), params->fp8 ? " with fp8" : "");
+    if ((params->compute_type != VT_TYPE_F32 && params->compute_type != VT_TYPE_BF16) || params->fp8) {
+        vt_set_error("cpu: computes in f32 or with bf16 GEMMs, not %s%s", vt_type_name(params->compute_type),
+                     params->fp8 ? " with fp8" : "");
         return nullptr;
     }
+    const vt_type gemm_type = params->compute_type;
     int n_threads = params->n_threads;
     // threads past the hardware's only cost memory: each has its own scratch
     const int hw = (int)std::max(1u, std::thread::hardware_concurrency());
     if (n_threads <= 0 || n_threads > hw) n_threads = hw;
     const cpu_kernels * kernels = pick_cpu_kernels();
     if (!kernels) return nullptr;
+    const char * bf16 = gemm_type == VT_TYPE_BF16 ? vt_cpu_bf16_isa() : nullptr;
     try {
-        return new cpu_backend(n_threads, kernels);
+        return new cpu_backend(n_threads, kernels, bf16 != nullptr, bf16 && strcmp(bf16, "amx") == 0);
     } catch (const std::bad_alloc &) {
         vt_set_error("cpu backend: out of memory");
         return nullptr;

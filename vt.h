@@ -237,13 +237,18 @@ void        vt_graph_set_tune(vt_graph * g, bool tune);
 // "cuda" (NVIDIA GPUs, in vt-cuda.cu; f16/bf16 compute with f32 accumulation). Another
 // backend is a row of vt.cpp's table of backends and a file of its own.
 typedef struct vt_backend_params {
-    enum vt_type compute_type;   // cpu: VT_TYPE_F32; cuda: VT_TYPE_F16 or VT_TYPE_BF16
+    enum vt_type compute_type;   // cpu: VT_TYPE_F32, or VT_TYPE_BF16 (below); cuda: VT_TYPE_F16 or VT_TYPE_BF16
     int  n_threads;              // cpu: threads; <= 0 or more than the hardware runs: as many as it runs
     bool fp8;                    // cuda, with bf16: the linear layers' GEMMs on FP8 tensor cores (below)
 } vt_backend_params;
 // NULL with vt_last_error() set when the name is unknown, this build lacks that backend, the
 // device does not exist or cannot run it, or the parameters do not fit it.
 //   cpu: device 0; threads that cannot be started fail it, as a VT_CPU_ISA this CPU cannot run.
+//     compute_type VT_TYPE_BF16: the GEMMs (linear, conv, attention's two) round their inputs to
+//     bf16 and accumulate in f32 on AMX tiles, each weight matrix packed to bf16 once when it is
+//     set (a copy beside its f32 data: 1.5x the weight memory), where vt_cpu_bf16_isa() says the
+//     CPU runs them; elsewhere it computes in f32 (vt_backend_gemm_type says which). Tensors
+//     stay f32 either way.
 //   cuda fp8: compute capability 8.9+; each weight flagged with vt_set_fp8, [N, K] with N and K
 //     multiples of 16 (K <= 8192), is quantized at set_tensor with a scale per output channel,
 //     each GEMM's input per row (token) just before it, both scales applied by the GEMM; the
@@ -261,9 +266,18 @@ bool         vt_backend_device_memory(const char * name, int device, size_t * fr
 // (to measure or test it). NULL with vt_last_error() set when VT_CPU_ISA names one that is
 // unknown or that this CPU cannot run (vt_backend_init("cpu", ...) then fails the same way).
 const char * vt_cpu_isa(void);
+// "amx" when this CPU and kernel run the CPU backend's bf16 GEMMs (AMX-BF16 and AVX512-BF16,
+// the tile state granted by arch_prctl; VT_CPU_ISA other than avx512 turns them off), else NULL
+// with vt_last_error() saying why. The environment variable VT_CPU_BF16=avx512bf16 asks for
+// VDPBF16PS kernels instead (AVX512-BF16 without AMX; "avx512bf16"), VT_CPU_BF16=amx for AMX
+// or nothing.
+const char * vt_cpu_bf16_isa(void);
 void         vt_backend_free(vt_backend * be);
 const char * vt_backend_name(const vt_backend * be);      // "cpu" or "cuda (NVIDIA H200)"
 enum vt_type vt_backend_compute_type(const vt_backend * be);
+// The type the backend's GEMMs read their inputs in: the compute type, but for the CPU's bf16
+// mode (bf16 GEMMs, f32 tensors).
+enum vt_type vt_backend_gemm_type(const vt_backend * be);
 
 // Storage for every tensor of ctx flagged VT_FLAG_WEIGHT, in one buffer.
 bool   vt_backend_alloc_weights(vt_backend * be, vt_context * ctx);
@@ -328,6 +342,7 @@ struct vt_backend {
     virtual ~vt_backend() {}
     virtual const char * name() const = 0;
     virtual vt_type compute_type() const = 0;
+    virtual vt_type gemm_type() const { return compute_type(); }
     virtual bool alloc_weights(vt_context * ctx) = 0;
     virtual bool alloc_graph(vt_graph * g) = 0;
     virtual void release_graph(vt_graph * g) = 0;

@@ -5782,8 +5782,11 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
         }
     }
     const bool on_gpu = enc->backend != nullptr;
+    // the CPU: --dtype bf16 its bf16 mode (bf16 GEMMs on AMX where the CPU has them, f32 where
+    // not); f16 and fp8 compute in f32 there, as before
     if (!enc->backend) {
-        const vt_backend_params cpu = {VT_TYPE_F32, enc->params.n_threads, false};
+        const vt_backend_params cpu = {params.dtype == WHISPER_AUDIO_DTYPE_BF16 ? VT_TYPE_BF16 : VT_TYPE_F32,
+                                       enc->params.n_threads, false};
         enc->backend = vt_backend_init("cpu", 0, &cpu);
     }
     if (!enc->backend) { wa_set_error("%s", vt_last_error()); return nullptr; }
@@ -5870,6 +5873,18 @@ void whisper_audio_encoder_free(whisper_audio_encoder * enc) {
 const char * whisper_audio_encoder_backend(const whisper_audio_encoder * enc) {
     if (!enc) { wa_set_error("%s: no encoder", __func__); return nullptr; }
     return vt_backend_name(enc->backend);
+}
+
+const char * whisper_audio_encoder_dtype(const whisper_audio_encoder * enc) {
+    if (!enc) { wa_set_error("%s: no encoder", __func__); return nullptr; }
+    if (strcmp(vt_backend_name(enc->backend), "cpu") == 0) return vt_type_name(vt_backend_gemm_type(enc->backend));
+    return enc->params.dtype == WHISPER_AUDIO_DTYPE_FP8 ? "fp8" : vt_type_name(vt_backend_compute_type(enc->backend));
+}
+
+const char * whisper_audio_cpu_bf16_isa(void) {
+    const char * isa = vt_cpu_bf16_isa();
+    if (!isa) wa_set_error("%s", vt_last_error());
+    return isa;
 }
 
 int whisper_audio_encoder_n_threads(const whisper_audio_encoder * enc) {

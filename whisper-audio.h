@@ -215,9 +215,11 @@ enum whisper_audio_device {
     WHISPER_AUDIO_DEVICE_CUDA = WHISPER_AUDIO_DEVICE_GPU,   // the earlier name of _GPU, kept
 };
 
-enum whisper_audio_dtype {      // compute type on CUDA (the CPU always computes in f32)
+enum whisper_audio_dtype {      // compute type on CUDA; on the CPU f32, but for _BF16 (below)
     WHISPER_AUDIO_DTYPE_F16,
-    WHISPER_AUDIO_DTYPE_BF16,
+    WHISPER_AUDIO_DTYPE_BF16,   // on the CPU: the GEMMs of linears and convs in bf16 (f32 accumulation)
+                                // on AMX tiles where the CPU has them (whisper_audio_cpu_bf16_isa),
+                                // the rest in f32; f32 where it has not
     WHISPER_AUDIO_DTYPE_FP8,    // bf16, with the linear layers' GEMMs in FP8 e4m3 (weights scaled
                                 // per output channel at load, inputs per token; compute
                                 // capability 8.9+, e.g. Hopper); the conv stem and attention in bf16
@@ -248,6 +250,8 @@ whisper_audio_encoder * whisper_audio_encoder_init(const whisper_audio_model * m
                                                    whisper_audio_encoder_params params);
 void         whisper_audio_encoder_free(whisper_audio_encoder * enc);
 const char * whisper_audio_encoder_backend(const whisper_audio_encoder * enc); // "cpu", "cuda (...)"
+// The type its GEMMs compute in: "f32" or "bf16" on the CPU, "f16", "bf16" or "fp8" on CUDA.
+const char * whisper_audio_encoder_dtype(const whisper_audio_encoder * enc);
 // The CPU threads the encoder uses: params.n_threads as resolved (<= 0 or more than the
 // hardware runs: the hardware's count).
 int whisper_audio_encoder_n_threads(const whisper_audio_encoder * enc);
@@ -454,6 +458,10 @@ bool whisper_audio_device_memory_used(enum whisper_audio_device device, int inde
 // measure or test it). NULL with the error set when VT_CPU_ISA names one that is unknown or
 // that this CPU cannot run (a CPU encoder then fails to start the same way).
 const char * whisper_audio_cpu_isa(void);
+// "amx" when the CPU encoder's bf16 mode (WHISPER_AUDIO_DTYPE_BF16) runs its GEMMs in bf16 on
+// this machine (AMX-BF16 and AVX512-BF16, the tile state granted by the kernel), else NULL with
+// the error saying why (that mode then computes in f32).
+const char * whisper_audio_cpu_bf16_isa(void);
 
 // IEEE half floats (uint16_t, as the rows of a pipeline with f16 set) to float and back,
 // n values from src to dst (which may not overlap), as ggml's ggml_fp16_to_fp32_row. Exact one

@@ -163,7 +163,8 @@ static void print_usage(const char * argv0) {
             "  --device D           cpu, cuda, auto (default: CUDA when a GPU is present), or several GPUs:\n"
             "                       cuda:0,1 or cuda:all (each takes the next batch; rows stay in input order)\n"
             "  --dtype T            CUDA compute type: f16, bf16 or fp8 (bf16 with the linear layers\n"
-            "                       in FP8 e4m3; compute capability 8.9+) (default: f16)\n"
+            "                       in FP8 e4m3; compute capability 8.9+) (default: f16). The CPU computes\n"
+            "                       in f32, but with bf16: its GEMMs in bf16 on AMX tiles where it has them\n"
             "  --no-progress        no progress line on stderr (it shows only on a terminal anyway)\n"
             "  --progress           the progress line on a pipe or a log too: a line every 10 s\n"
             "  -q, --quiet          errors only: no notes, warnings, progress or summary (--json still prints)\n"
@@ -1647,9 +1648,16 @@ static int run_main(const params & p) {
         for (whisper_audio_encoder * e : j.encs) whisper_audio_encoder_reset_timings(e);   // nor the run's encode
         // what runs, not what was asked: threads as the encoder capped them, f32 on the CPU
         j.n_threads = ok ? whisper_audio_encoder_n_threads(j.encs[0]) : ep.n_threads;
-        j.dtype = ok && strcmp(whisper_audio_encoder_backend(j.encs[0]), "cpu") == 0 ? "f32" : p.dtype;
+        j.dtype = ok && strcmp(whisper_audio_encoder_backend(j.encs[0]), "cpu") == 0 ? whisper_audio_encoder_dtype(j.encs[0]) : p.dtype;
         if (ok && strcmp(whisper_audio_encoder_backend(j.encs[0]), "cpu") == 0) {
-            note("main: backend cpu, %d threads, batch %d\n", j.n_threads, ep.max_batch);
+            if (j.dtype == "bf16") {
+                note("main: backend cpu, %d threads, batch %d, GEMMs in bf16 (%s)\n", j.n_threads, ep.max_batch, whisper_audio_cpu_bf16_isa());
+            } else {
+                if (p.dtype == "bf16")
+                    note("main: --dtype bf16 computes in f32 on this CPU: %s\n",
+                         whisper_audio_cpu_bf16_isa() ? "?" : whisper_audio_last_error());
+                note("main: backend cpu, %d threads, batch %d\n", j.n_threads, ep.max_batch);
+            }
         } else if (ok) {
             std::string devices;
             for (int g : gpus) devices += (devices.empty() ? "" : ",") + std::to_string(g);

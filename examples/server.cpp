@@ -81,7 +81,8 @@ static void print_usage(const char * argv0) {
             "  --host HOST           address to listen on (default: 127.0.0.1)\n"
             "  --port N              port (default: 8080; 0 picks a free one and prints it)\n"
             "  --device D            cpu, cuda, auto (default) or cuda:0,1 (each GPU takes the next batch)\n"
-            "  --dtype T             CUDA compute type: f16 (default), bf16 or fp8\n"
+            "  --dtype T             CUDA compute type: f16 (default), bf16 or fp8; on the CPU f32, but\n"
+            "                        bf16: GEMMs in bf16 on AMX where the CPU has them\n"
             "  -t, --threads N       CPU threads for log-mel and the CPU backend\n"
             "  -b, --batch N         30 s windows per encoder call, at most (default: 8)\n"
             "  --batch-wait-ms N     how long a short batch waits for other requests to share it\n"
@@ -497,6 +498,7 @@ struct dispatcher {
     std::map<options, pipe_entry> pipes;
     uint64_t tick = 0;
     std::string backend = "?";
+    std::string dtype = "?";       // what the GEMMs compute in (f32 or bf16 on the CPU)
     int n_threads_used = 0;
 
     std::mutex mu;
@@ -587,6 +589,7 @@ struct dispatcher {
             e.encs.push_back(enc);
         }
         backend = whisper_audio_encoder_backend(e.encs[0]);
+        dtype = whisper_audio_encoder_dtype(e.encs[0]);
         n_threads_used = whisper_audio_encoder_n_threads(e.encs[0]);
         whisper_audio_pipeline_params pp = pipeline_params(o);
         pp.on_rows = on_rows;
@@ -1080,7 +1083,7 @@ struct server {
                  hp.n_mels, hp.n_ctx, hp.n_state, hp.n_head, hp.n_layer, hp.n_ff, whisper_audio_weight_type_name(hp.weight_type),
                  whisper_audio_projector_name(hp.projector), hp.n_llm,
                  hp.projector == WHISPER_AUDIO_PROJECTOR_NONE ? hp.n_state : whisper_audio_token_dim(model, true),
-                 json_escape(disp->backend).c_str(), json_escape(device).c_str(), cpu ? "f32" : sp.dtype.c_str(),
+                 json_escape(disp->backend).c_str(), json_escape(device).c_str(), cpu ? disp->dtype.c_str() : sp.dtype.c_str(),
                  disp->n_threads_used, sp.batch, whisper_audio_version());
         res.set_content("{\"object\": \"list\", \"data\": [{\"id\": \"" + json_escape(model_name) +
                         "\", \"object\": \"model\", \"owned_by\": \"whisper-audio\", \"meta\": " + meta + "}]}\n",

@@ -216,6 +216,51 @@ TEST_CASE("broken model files are refused with a message") {
     remove(tmp.c_str());
 }
 
+// --dtype bf16 on the CPU: GEMMs in bf16 on AMX where the CPU has them (the rest f32), f32
+// bit for bit where it has not; the default (f16) computes in f32 there, as the f32 checks above.
+TEST_CASE("the CPU's bf16 mode matches transformers float64 within bf16 rounding") {
+    for (std::string name : {"micro-80", "micro-128"}) {
+        whisper_audio_model * model = whisper_audio_model_load(("build/" + name + "-f32.gguf").c_str());
+        REQUIRE_MESSAGE(model, whisper_audio_last_error());
+        const int n_mels = whisper_audio_model_hparams(model)->n_mels;
+        std::vector<float> mel = npy_load_f32(test_data("features/speech_16k.mel" + std::to_string(n_mels) + ".npy"), nullptr);
+        std::vector<float> ref = npy_load_f32(test_data("encoder/" + name + "/speech_16k.last_hidden_state.npy"), nullptr);
+        std::vector<float> out[2], batched(2 * ref.size(), NAN), mel2 = mel;
+        mel2.insert(mel2.end(), mel.begin(), mel.end());
+        std::string dtype[2];
+        for (int i = 0; i < 2; i++) {
+            whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
+            p.device = WHISPER_AUDIO_DEVICE_CPU;
+            p.n_threads = 2;
+            p.max_batch = 2;
+            p.dtype = i ? WHISPER_AUDIO_DTYPE_BF16 : WHISPER_AUDIO_DTYPE_F16;
+            whisper_audio_encoder * enc = whisper_audio_encoder_init(model, p);
+            REQUIRE_MESSAGE(enc, whisper_audio_last_error());
+            dtype[i] = whisper_audio_encoder_dtype(enc);
+            out[i].assign(ref.size(), NAN);
+            REQUIRE_MESSAGE(whisper_audio_encode_mel(enc, mel.data(), 1, out[i].data()), whisper_audio_last_error());
+            if (i) REQUIRE_MESSAGE(whisper_audio_encode_mel(enc, mel2.data(), 2, batched.data()), whisper_audio_last_error());
+            whisper_audio_encoder_free(enc);
+        }
+        whisper_audio_model_free(model);
+        // a batch of two (twice the rows per GEMM, other task splits) gives each window's own bytes
+        CHECK(std::memcmp(batched.data(), out[1].data(), ref.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(batched.data() + ref.size(), out[1].data(), ref.size() * sizeof(float)) == 0);
+        CHECK(dtype[0] == "f32");
+        CHECK(rel_l2(out[0].data(), ref.data(), ref.size()) < 2e-6);
+        const double err = rel_l2(out[1].data(), ref.data(), ref.size());
+        MESSAGE(name << " on the CPU, --dtype bf16 (" << dtype[1] << "): relative L2 error " << err);
+        if (!whisper_audio_cpu_bf16_isa()) {
+            CHECK(dtype[1] == "f32");
+            CHECK(std::memcmp(out[0].data(), out[1].data(), ref.size() * sizeof(float)) == 0);
+            continue;
+        }
+        CHECK(dtype[1] == "bf16");
+        CHECK(err < 5e-3);    // measured 2.5e-3 (micro-80), 2.6e-3 (micro-128): AMX, Xeon of the Sapphire Rapids class
+        CHECK(err > 5e-4);    // it really computed in bf16
+    }
+}
+
 TEST_CASE("encoder on CUDA matches transformers float64 within f16/bf16 rounding" * doctest::skip(no_gpu())) {
     whisper_audio_model * model = whisper_audio_model_load("build/micro-80-f32.gguf");
     REQUIRE(model);

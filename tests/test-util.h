@@ -30,8 +30,8 @@
 
 // vt's backends as the tests start them, by name (vt_backend_init): the CPU on n_threads
 // (<= 0: all), and a CUDA device in a compute type (fp8: bf16 with the FP8 GEMMs).
-static inline vt_backend * test_cpu_backend(int n_threads) {
-    const vt_backend_params p = {VT_TYPE_F32, n_threads, false};
+static inline vt_backend * test_cpu_backend(int n_threads, vt_type compute_type = VT_TYPE_F32) {
+    const vt_backend_params p = {compute_type, n_threads, false};
     return vt_backend_init("cpu", 0, &p);
 }
 static inline vt_backend * test_cuda_backend(vt_type type, int device = 0, bool fp8 = false) {

@@ -32,8 +32,9 @@ struct host_tensor {
 };
 
 // Runs graph with output y on a CPU backend of n_threads, inputs/weights set from host data.
-std::vector<float> run_cpu(vt_context * ctx, vt_tensor * y, std::vector<host_tensor> tensors, int n_threads = 2) {
-    vt_backend * be = test_cpu_backend(n_threads);
+std::vector<float> run_cpu(vt_context * ctx, vt_tensor * y, std::vector<host_tensor> tensors, int n_threads = 2,
+                           vt_type gemm = VT_TYPE_F32) {
+    vt_backend * be = test_cpu_backend(n_threads, gemm);
     REQUIRE(vt_backend_alloc_weights(be, ctx));
     vt_graph * g = vt_graph_build(ctx, &y, 1);
     REQUIRE(vt_backend_alloc_graph(be, g));
@@ -381,7 +382,7 @@ TEST_CASE("CPU results do not depend on the thread count") {
     vt_free(ctx);
 }
 
-TEST_CASE("backends by name: the CPU is device 0 of one, in f32; unknown names and devices are errors") {
+TEST_CASE("backends by name: the CPU is device 0 of one, in f32 (or bf16 GEMMs); unknown names and devices are errors") {
     CHECK(vt_backend_built("cpu"));
     CHECK(vt_backend_device_count("cpu") == 1);
     CHECK(!vt_backend_built("metal"));
@@ -396,7 +397,7 @@ TEST_CASE("backends by name: the CPU is device 0 of one, in f32; unknown names a
     CHECK(std::string(vt_last_error()).find("device 1 does not exist") != std::string::npos);
     const vt_backend_params f16 = {VT_TYPE_F16, 1, false};
     CHECK(vt_backend_init("cpu", 0, &f16) == nullptr);
-    CHECK(std::string(vt_last_error()).find("f32 alone") != std::string::npos);
+    CHECK(std::string(vt_last_error()).find("f32 or with bf16 GEMMs, not f16") != std::string::npos);
     CHECK(vt_backend_init("cpu", 0, nullptr) == nullptr);
     CHECK(vt_backend_init("metal", 0, &cpu) == nullptr);
     CHECK(std::string(vt_last_error()).find("no backend named 'metal'") != std::string::npos);
@@ -591,4 +592,100 @@ TEST_CASE("every CPU kernel set: GELU, linear and attention against float64") {
     CHECK(test_cpu_backend(1) == nullptr);
     unsetenv("VT_CPU_ISA");
     CHECK(vt_cpu_isa() != nullptr);
+}
+
+// The CPU's bf16 mode (test_cpu_backend(n, VT_TYPE_BF16)): on a CPU with AMX its GEMMs
+// round their inputs to bf16 and accumulate in f32, so a linear matches float64 on the
+// bf16-rounded operands to f32 accuracy, and plain float64 to bf16's; conv and attention
+// (its P rounded too) within bf16 rounding of the f32 mode. Without AMX (or with VT_CPU_ISA
+// below avx512) it computes in f32, bit for bit the f32 mode.
+static float bf16_round(float x) { return vt_bf16_to_f32(vt_f32_to_bf16(x)); }
+
+static void check_bf16_mode() {
+    const int K = 300, M = 70, N = 301;   // partial 32-row panels, 32-column strips, K past 256 and not a multiple of 32
+    vt_context * ctx = vt_init(16);
+    host_tensor x = input(ctx, {K, M}, 60);
+    host_tensor w = weight(ctx, {K, N}, 61, 0.1f);
+    host_tensor b = weight(ctx, {N}, 62);
+    host_tensor r = input(ctx, {N, M}, 63);
+    vt_tensor * y = vt_linear(ctx, x.t, w.t, b.t, VT_ACT_GELU, r.t);
+    const std::vector<float> f32 = run_cpu(ctx, y, {x, w, b, r}, 3);
+    const std::vector<float> got = run_cpu(ctx, y, {x, w, b, r}, 3, VT_TYPE_BF16);
+    vt_backend * be = test_cpu_backend(1, VT_TYPE_BF16);
+    REQUIRE(be);
+    const bool amx = vt_cpu_bf16_isa() != nullptr;
+    CHECK(vt_backend_gemm_type(be) == (amx ? VT_TYPE_BF16 : VT_TYPE_F32));
+    CHECK(vt_backend_compute_type(be) == VT_TYPE_F32);
+    vt_backend_free(be);
+    CHECK(test_cpu_backend(1, VT_TYPE_F16) == nullptr);
+    if (!amx) {
+        MESSAGE("no bf16 GEMMs here (" << vt_last_error() << "): the bf16 mode is the f32 one");
+        CHECK(std::memcmp(got.data(), f32.data(), got.size() * sizeof(float)) == 0);
+        vt_free(ctx);
+        return;
+    }
+    MESSAGE("bf16 GEMMs on " << std::string(vt_cpu_bf16_isa()));
+    std::vector<double> ref((size_t)M * N), ref_rounded((size_t)M * N);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double acc = b.data[n], acc_r = b.data[n];
+            for (int k = 0; k < K; k++) {
+                acc += (double)x.data[(size_t)m * K + k] * w.data[(size_t)n * K + k];
+                acc_r += (double)bf16_round(x.data[(size_t)m * K + k]) * bf16_round(w.data[(size_t)n * K + k]);
+            }
+            ref[(size_t)m * N + n] = gelu(acc) + r.data[(size_t)m * N + n];
+            ref_rounded[(size_t)m * N + n] = gelu(acc_r) + r.data[(size_t)m * N + n];
+        }
+    const double err = rel_l2(got, ref), err_rounded = rel_l2(got, ref_rounded);
+    MESSAGE("linear in bf16: relative L2 error " << err << " vs float64, " << err_rounded << " vs float64 on the bf16-rounded operands");
+    CHECK(err_rounded < 5e-7);   // measured 6.7e-8: f32 accumulation of the rounded products
+    CHECK(err < 3.5e-3);         // measured 1.7e-3 (bf16's 8 bits)
+    CHECK(err > 5e-4);           // it really was rounded
+    vt_free(ctx);
+
+    {   // conv1d_k3 (stride 2, GELU, positional add) and attention (T 45, 3 heads of 40): bf16 against f32
+        vt_context * c2 = vt_init(32);
+        const int c_in = 40, c_out = 70, t_in = 99, t_out = 50;
+        host_tensor cx = input(c2, {t_in, c_in}, 64);
+        host_tensor cw = weight(c2, {3, c_in, c_out}, 65, 0.2f);
+        host_tensor cb = weight(c2, {c_out}, 66);
+        host_tensor ca = weight(c2, {c_out, t_out}, 67);
+        vt_tensor * cy = vt_conv1d_k3(c2, vt_transpose(c2, cx.t), cw.t, cb.t, 2, VT_ACT_GELU, ca.t);
+        const double conv_err = rel_l2(run_cpu(c2, cy, {cx, cw, cb, ca}, 2, VT_TYPE_BF16), run_cpu(c2, cy, {cx, cw, cb, ca}, 2));
+        const int T = 45, H = 3, hd = 40, D = H * hd;
+        host_tensor q = input(c2, {D, T}, 68), k = input(c2, {D, T}, 69), v = input(c2, {D, T}, 70);
+        vt_tensor * ay = vt_attention(c2, q.t, k.t, v.t, H, 0.15f);
+        const double att_err = rel_l2(run_cpu(c2, ay, {q, k, v}, 2, VT_TYPE_BF16), run_cpu(c2, ay, {q, k, v}, 2));
+        MESSAGE("bf16 against f32: conv1d_k3 " << conv_err << ", attention " << att_err);
+        CHECK(conv_err < 4e-3);   // measured 2.0e-3 (Sapphire Rapids class Xeon, AMX)
+        CHECK(conv_err > 5e-4);
+        CHECK(att_err < 6e-3);    // measured 3.1e-3
+        CHECK(att_err > 5e-4);
+        vt_free(c2);
+    }
+
+}
+
+TEST_CASE("the CPU's bf16 mode: GEMMs in bf16 on AMX, f32 accumulation; f32 where the CPU has no AMX") {
+    unsetenv("VT_CPU_BF16");
+    check_bf16_mode();
+    setenv("VT_CPU_BF16", "avx512bf16", 1);   // the VDPBF16PS kernels, where the CPU has AVX512-BF16
+    if (vt_cpu_bf16_isa()) {
+        CHECK(std::string(vt_cpu_bf16_isa()) == "avx512bf16");
+        check_bf16_mode();
+    }
+    setenv("VT_CPU_BF16", "sse9", 1);
+    CHECK(vt_cpu_bf16_isa() == nullptr);
+    CHECK(std::string(vt_last_error()).find("VT_CPU_BF16=sse9: unknown") != std::string::npos);
+    unsetenv("VT_CPU_BF16");
+    setenv("VT_CPU_ISA", "avx2", 1);   // a lesser kernel set turns the bf16 GEMMs off
+    if (vt_cpu_isa()) {
+        CHECK(vt_cpu_bf16_isa() == nullptr);
+        CHECK(std::string(vt_last_error()).find("the kernels are avx2") != std::string::npos);
+        vt_backend * be = test_cpu_backend(1, VT_TYPE_BF16);
+        REQUIRE(be);
+        CHECK(vt_backend_gemm_type(be) == VT_TYPE_F32);
+        vt_backend_free(be);
+    }
+    unsetenv("VT_CPU_ISA");
 }

@@ -218,6 +218,7 @@ def _load_library():
         "whisper_audio_encoder_init": (P, [P, _EncoderParams]),
         "whisper_audio_encoder_free": (None, [P]),
         "whisper_audio_encoder_backend": (S, [P]),
+        "whisper_audio_encoder_dtype": (S, [P]),
         "whisper_audio_n_windows": (Z, [Z]),
         "whisper_audio_n_positions": (I, [Z]),
         "whisper_audio_n_positions_total": (Z, [Z]),

