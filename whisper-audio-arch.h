@@ -114,20 +114,23 @@ template <typename T, size_t N> static constexpr bool wa_names_follow_table(cons
 
 // ---- the audio LLMs' projectors: their names, weights and table ----------------------------
 
-// Each projector type once: its GGUF name (ours and llama.cpp's clip.projector_type) and the
-// model_type of the Hugging Face config.json whose audio tower is a Whisper encoder with it.
+// Each projector type once: its GGUF name (ours and llama.cpp's clip.projector_type), the
+// model_type of the Hugging Face config.json whose audio tower is a Whisper encoder with it, and
+// whether it stacks frames (its GGUF then says by how many: a stack_factor key).
 struct wa_projector_name {
     whisper_audio_projector type;
     const char * gguf;
     const char * hf_model_type;
+    bool stacks;
 };
 static const wa_projector_name WA_PROJECTORS[] = {
-    {WHISPER_AUDIO_PROJECTOR_QWEN2A,   "qwen2a",   "qwen2_audio"},
-    {WHISPER_AUDIO_PROJECTOR_VOXTRAL,  "voxtral",  "voxtral"},
-    {WHISPER_AUDIO_PROJECTOR_ULTRAVOX, "ultravox", "ultravox"},
-    {WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, "musicflamingo", "audioflamingo3"},   // Audio Flamingo 3 (llama.cpp's name)
-    {WHISPER_AUDIO_PROJECTOR_GLMASR,   "glmasr",   nullptr},   // ours alone (llama.cpp's "glma" is the original layout);
-                                                               // its directories through the converter
+    {WHISPER_AUDIO_PROJECTOR_QWEN2A,        "qwen2a",        "qwen2_audio",    false},
+    {WHISPER_AUDIO_PROJECTOR_VOXTRAL,       "voxtral",       "voxtral",        true},
+    {WHISPER_AUDIO_PROJECTOR_ULTRAVOX,      "ultravox",      "ultravox",       true},
+    {WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, "musicflamingo", "audioflamingo3", false},   // Audio Flamingo 3 (llama.cpp's name)
+    {WHISPER_AUDIO_PROJECTOR_GLMASR,        "glmasr",        nullptr,          true},    // ours alone (llama.cpp's "glma" is
+                                                                                         // the original layout); its
+                                                                                         // directories through the converter
 };
 
 // multi_modal_projector.* of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3 and GLM-ASR (the

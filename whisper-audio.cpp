@@ -3284,19 +3284,20 @@ static bool gguf_projector(whisper_audio_model * m, const gguf_kv & kv, const gg
     hp.stack_factor = 1;
     if (!kv.has_proj_type && (m->mmproj || kv.wrong_type.count(d.projector))) return kv.missing(path, d.projector, "string (8)");
     if (!kv.has_proj_type) return true;
+    const wa_projector_name * row = nullptr;
     for (const wa_projector_name & p : WA_PROJECTORS)
-        if (kv.proj_type == p.gguf) hp.projector = p.type;
-    if (hp.projector == WHISPER_AUDIO_PROJECTOR_NONE) {
+        if (kv.proj_type == p.gguf) row = &p;
+    if (!row) {
         wa_set_error("%s: %s is '%s', not a projector this library runs (%s)", path, d.projector, kv.proj_type.c_str(),
                      wa_projector_list(&wa_projector_name::gguf).c_str());
         return false;
     }
+    hp.projector = row->type;
     auto it = kv.u32.find(d.n_llm);
     if (it == kv.u32.end()) return kv.missing(path, d.n_llm, "uint32 (4)");
     if (it->second < 1 || it->second > 65536) { wa_set_error("%s: %s = %u is outside [1, 65536]", path, d.n_llm, it->second); return false; }
     hp.n_llm = (int)it->second;
-    // Qwen2-Audio and Audio Flamingo 3 stack no frames (llama.cpp writes no stack factor for them)
-    if (hp.projector != WHISPER_AUDIO_PROJECTOR_QWEN2A && hp.projector != WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO) {
+    if (row->stacks) {                    // (llama.cpp writes no stack factor for the others)
         it = kv.u32.find(d.stack_factor);
         if (it == kv.u32.end()) return kv.missing(path, d.stack_factor, "uint32 (4)");
         if (it->second < 1 || it->second > 64) { wa_set_error("%s: %s = %u is outside [1, 64]", path, d.stack_factor, it->second); return false; }
