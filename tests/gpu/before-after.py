@@ -12,7 +12,7 @@ the converter's --random when missing). Each run: `main -b 32 --device cuda --dt
 apart) per window or per file, and load + init. The disk's own write speed (dd, 2 GB, fsync)
 is printed first.
 
-    python3 tests/gpu/before-after.py --before build/carry/before21 [--sizes base,large-v3]
+    python3 tests/gpu/before-after.py --before build/carry/before21 [--sizes base,large-v3] [--cases pooled]
 """
 import argparse
 import json
@@ -92,6 +92,7 @@ def main():
     ap.add_argument("--work", default="/tmp/wa-before-after")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--out", default=os.path.join(ROOT, "build/gpu-logs"))
+    ap.add_argument("--cases", default="", help="only the inputs whose label holds one of these words (e.g. pooled)")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     os.makedirs(args.out, exist_ok=True)
@@ -109,6 +110,8 @@ def main():
              ("1000 x 5 s 44.1k stereo, pooled", ["--list", l44], ["--pool", "mean"]),
              ("1 h 16k mono, f32 rows", ["-f", h16], []),
              ("1 h 16k mono, f16 rows", ["-f", h16], ["--outtype", "f16"])]
+    if args.cases:
+        cases = [c for c in cases if any(w in c[0] for w in args.cases.split(","))]
     results = []
     for size in args.sizes.split(","):
         model = os.path.join(ROOT, f"build/{size}-random.gguf")

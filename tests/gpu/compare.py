@@ -9,7 +9,11 @@ and copy into the caller's buffer); transformers' input and output stay on the G
 fp8 is ours with FP8 GEMMs (bf16 otherwise) against transformers in bf16 (it has no FP8 mode).
 
 Run on the GPU machine from the repository root, after `make -j16`:
-    python3 tests/gpu/compare.py [--sizes large-v3] [--batches 1,8,32] [--out DIR]
+    python3 tests/gpu/compare.py [--sizes large-v3] [--batches 1,8,32] [--out DIR] [--before TREE]
+
+--before TREE: another tree's ./bench (built there) timed in the same rows, before and after
+alternating three times (the minimum of each side kept), so that a change is compared with the
+GPU's state shared by both.
 """
 import argparse
 import json
@@ -81,8 +85,8 @@ def transformers_times(enc, n_mels, dtype, batch):
     return res
 
 
-def ours(model, dtype, batch, profile=False):
-    cmd = [os.path.join(ROOT, "bench"), "-m", model, "--device", "cuda", "--dtype", dtype, "-b", str(batch), "-n", "20"]
+def ours(model, dtype, batch, profile=False, tree=ROOT):
+    cmd = [os.path.join(tree, "bench"), "-m", model, "--device", "cuda", "--dtype", dtype, "-b", str(batch), "-n", "20"]
     if profile:
         cmd.append("--profile")
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -100,6 +104,7 @@ def main():
     ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("--dtypes", default="f16,bf16,fp8")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--before", default=None, help="another tree's root, its ./bench built: timed beside ours")
     args = ap.parse_args()
     gpu = torch.cuda.get_device_name()
     rows = []
@@ -114,6 +119,13 @@ def main():
             for b in (int(x) for x in args.batches.split(",")):
                 t = transformers_times(enc, n_mels, tdt, b)
                 o = ours(model, dt, b, profile=(b in (1, 32)))
+                before = None
+                if args.before:   # alternate the trees; each side's fastest call
+                    for _ in range(3):
+                        ob, oa = ours(model, dt, b, tree=args.before), ours(model, dt, b)
+                        before = ob if before is None or ob["ms"] < before["ms"] else before
+                        o = {**o, "ms": min(o["ms"], oa["ms"]), "compute_ms": min(o["compute_ms"], oa["compute_ms"]),
+                             "tflops": max(o["tflops"], oa["tflops"])}
                 best = min(t["sdpa"], t["sdpa_graph"], t["eager"])
                 row = {"size": size, "dtype": dt, "batch": b, **t,
                        "ours_ms": o["ms"], "ours_compute_ms": o["compute_ms"], "ours_tflops": o["tflops"], "ours_own_mib": o["own_mib"],
@@ -121,6 +133,10 @@ def main():
                        "speedup_vs_sdpa": t["sdpa"] / o["ms"], "speedup_vs_graph": t["sdpa_graph"] / o["ms"],
                        "compute_speedup_vs_sdpa": t["sdpa"] / o["compute_ms"],
                        "compute_speedup_vs_graph": t["sdpa_graph"] / o["compute_ms"]}
+                if before:
+                    row.update(before_ms=before["ms"], before_compute_ms=before["compute_ms"], before_tflops=before["tflops"])
+                    print(f"{size} {dt} b{b}: before tree {before['ms']:.2f} ms end to end, {before['compute_ms']:.2f} forward; "
+                          f"after {o['ms']:.2f}, {o['compute_ms']:.2f}", flush=True)
                 rows.append(row)
                 print(f"{size} {dt} b{b}: transformers eager {t['eager']:.2f} sdpa {t['sdpa']:.2f} sdpa+graph "
                       f"{t['sdpa_graph']:.2f} ms | ours {o['ms']:.2f} ms end to end, {o['compute_ms']:.2f} forward ({o['tflops']:.0f} TFLOP/s) | "
@@ -140,6 +156,13 @@ def main():
               f"{r['ours_ms']:.2f} | {r['ours_compute_ms']:.2f} | {r['ours_compute_ms'] / r['batch']:.2f} | {r['ours_tflops']:.0f} | "
               f"x{r['speedup_vs_graph']:.2f} | x{r['speedup_vs_sdpa']:.2f} | x{r['compute_speedup_vs_graph']:.2f} | "
               f"x{r['compute_speedup_vs_sdpa']:.2f} | {r['sdpa_peak_mib']:.0f} | {r['ours_own_mib']:.0f} | {r['ours_delta_mib']} |")
+    if args.before:
+        print(f"\nbefore ({args.before}) and after, each side's fastest of its calls, ms per batch")
+        print("| size | dtype | batch | before e2e | after e2e | before fwd | after fwd | fwd after/before |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        for r in rows:
+            print(f"| {r['size']} | {r['dtype']} | {r['batch']} | {r['before_ms']:.2f} | {r['ours_ms']:.2f} | "
+                  f"{r['before_compute_ms']:.2f} | {r['ours_compute_ms']:.2f} | {r['ours_compute_ms'] / r['before_compute_ms']:.3f} |")
 
 
 if __name__ == "__main__":

@@ -59,19 +59,30 @@ if [ -d build/carry/audio ]; then
     tee -a "$OUT/gpu.txt" <"$OUT/audio-env.txt"
 fi
 
-make -j16 all build/micro-80-f32.gguf build/micro-80-f16.gguf build/micro-80-bf16.gguf build/micro-128-f32.gguf \
+# the programs: built here, or built on the development machine and carried (tests/gpu/bin-carry.sh,
+# build/carry/bin.tar.xz: the device time goes to the tests; a before tree travels in it too)
+PROGRAMS=all
+if [ -f build/carry/bin.tar.xz ]; then
+    tests/gpu/bin-carry.sh install | tee -a "$OUT/gpu.txt"
+    export LD_LIBRARY_PATH=$PWD/build/carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    PROGRAMS=
+fi
+make -j16 $PROGRAMS build/micro-80-f32.gguf build/micro-80-f16.gguf build/micro-80-bf16.gguf build/micro-128-f32.gguf \
     build/micro-128-f16.gguf build/micro-128-bf16.gguf build/tower-qwen2a-f32.gguf build/tower-voxtral-f32.gguf \
     build/tower-ultravox-f32.gguf build/tower-af3-f32.gguf build/tower-glmasr-f32.gguf build/model-files.stamp >"$OUT/build.log" 2>&1 || { tail -n 30 "$OUT/build.log"; exit 1; }
-echo "build ok; audio decoders built in: $(grep -o -- '-DWHISPER_AUDIO_\(OGG\|FLAC\|MP3\|OPUS\)\b' build/flags | sed 's/-DWHISPER_AUDIO_//' | xargs)" |
+[ -z "$PROGRAMS" ] ||
+    echo "build ok; audio decoders built in: $(grep -o -- '-DWHISPER_AUDIO_\(OGG\|FLAC\|MP3\|OPUS\)\b' build/flags | sed 's/-DWHISPER_AUDIO_//' | xargs)" |
     tee -a "$OUT/gpu.txt"
-ldd build/main | grep -E 'FLAC|mpg123|opusfile|vorbisfile' | tee -a "$OUT/gpu.txt"
+ldd ./main | grep -E 'FLAC|mpg123|opusfile|vorbisfile' | tee -a "$OUT/gpu.txt"
 
 if has tests; then
-    if ! WA_REQUIRE_GPU=1 WA_MAIN=build/main build/test-all >"$OUT/tests.log" 2>&1; then
+    # TEST_ARGS: doctest's, e.g. TEST_ARGS='-tc=*cuda*,*CUDA*' for the CUDA cases alone (split, not globbed)
+    read -r -a targs <<<"${TEST_ARGS:-}"
+    if ! WA_REQUIRE_GPU=1 WA_MAIN=./main build/test-all "${targs[@]}" >"$OUT/tests.log" 2>&1; then
         # find what failed: each test case in a process of its own
-        n=$(build/test-all -ltc | grep -v '^\[doctest\]' | grep -vc '^===')
+        n=$(build/test-all "${targs[@]}" -ltc | grep -v '^\[doctest\]' | grep -vc '^===')
         for i in $(seq 1 "$n"); do
-            WA_REQUIRE_GPU=1 WA_MAIN=build/main timeout 300 build/test-all --first="$i" --last="$i" >"$OUT/case.log" 2>&1 ||
+            WA_REQUIRE_GPU=1 WA_MAIN=./main timeout 300 build/test-all "${targs[@]}" --first="$i" --last="$i" >"$OUT/case.log" 2>&1 ||
                 { echo "test case $i failed:"; grep -E "TEST CASE|ERROR|FATAL|Fatal|MESSAGE" "$OUT/case.log" | head -n 8; }
         done | tee "$OUT/tests-by-case.log"
     fi
@@ -82,7 +93,13 @@ fi
 has nopad && { python3 tests/gpu/make-nopad-reference.py 2>&1 | tail -n 6; }
 has parity && python3 tests/gpu/parity.py --sizes "${PARITY_SIZES:-tiny,base,small,medium,large-v3}" --out "$OUT" 2>&1 | tee "$OUT/parity.log" | grep -v "^|"
 has towers && python3 tests/gpu/towers.py 2>&1 | tee "$OUT/towers.log" | grep -v "^|"
-has compare && python3 tests/gpu/compare.py --sizes "${COMPARE_SIZES:-large-v3}" --batches "${COMPARE_BATCHES:-1,8,32}" --out "$OUT" 2>&1 | tee "$OUT/compare.log" | grep -v "^|"
+# with a before tree carried (build/before/bench, tests/gpu/bin-carry.sh make TREE), compare.py times it too
+has compare && python3 tests/gpu/compare.py --sizes "${COMPARE_SIZES:-large-v3}" --batches "${COMPARE_BATCHES:-1,8,32}" \
+    --dtypes "${COMPARE_DTYPES:-f16,bf16,fp8}" $([ -x build/before/bench ] && echo --before build/before) --out "$OUT" 2>&1 |
+    tee "$OUT/compare.log" | grep -v "^|"
+# "beforeafter": ./main of the carried before tree and of this one, interleaved on the same inputs
+has beforeafter && python3 tests/gpu/before-after.py --before build/before --sizes "${BA_SIZES:-base}" --cases "${BA_CASES:-pooled}" \
+    --out "$OUT" 2>&1 | tee "$OUT/before-after.log" | grep -v "^|"
 has stages && python3 tests/gpu/stages.py 2>&1 | tee "$OUT/stages.log"
 has e2e && python3 tests/gpu/e2e.py --sizes "${E2E_SIZES:-base,large-v3}" --out "$OUT" ${E2E_ARGS:-} 2>&1 | tee "$OUT/e2e.log" | grep -v "^|"
 has attention && python3 tests/gpu/attention.py 2>&1 | tee "$OUT/attention.log" | grep -v "^|"
