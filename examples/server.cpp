@@ -23,6 +23,7 @@
 #include <charconv>
 #include <chrono>
 #include <cerrno>
+#include <cfloat>
 #include <cmath>
 #include <condition_variable>
 #include <csignal>
@@ -544,14 +545,17 @@ struct dispatcher {
         const size_t bytes = n * (r->f16 ? 2 : 4);
         const uint8_t * src = (const uint8_t *)r->data;
         in.data.insert(in.data.end(), src, src + bytes);
+        // (counted into a local, so that the compiler vectorises the loops)
+        bool finite = true;
         if (r->f16) {
             // an f16 value is not finite when its exponent bits are all ones
             const uint16_t * h = (const uint16_t *)r->data;
-            for (size_t i = 0; i < n; i++) in.finite &= (h[i] & 0x7c00) != 0x7c00;
+            for (size_t i = 0; i < n; i++) finite &= (h[i] & 0x7c00) != 0x7c00;
         } else {
             const float * f = (const float *)r->data;
-            for (size_t i = 0; i < n; i++) in.finite &= std::isfinite(f[i]);
+            for (size_t i = 0; i < n; i++) finite &= std::fabs(f[i]) <= FLT_MAX;
         }
+        in.finite &= finite;
         in.windows++;
         e->d->m.windows++;
         return true;
@@ -970,7 +974,7 @@ struct server {
                 r->cv.wait(lock, [&] { return r->done; });
             }
             if (!r->error.empty()) throw http_error{500, r->error};
-            respond(*r, npy, fmt, tokens, res);
+            respond(r, npy, fmt, tokens, res);
             double audio_s = 0;
             for (const input & in : r->inputs) audio_s += (double)in.samples / WHISPER_AUDIO_SAMPLE_RATE;
             metrics::add(m.audio_s, audio_s);
@@ -991,7 +995,8 @@ struct server {
     }
 
     // The rows as main's .npy, or as OpenAI's embeddings list.
-    void respond(const request & r, bool npy, const std::string & fmt, bool tokens, httplib::Response & res) {
+    void respond(const std::shared_ptr<request> & rp, bool npy, const std::string & fmt, bool tokens, httplib::Response & res) {
+        const request & r = *rp;
         const whisper_audio_hparams & hp = *whisper_audio_model_hparams(model);
         const options & o = r.opt;
         const size_t d = tokens ? (size_t)whisper_audio_token_dim(model, o.projector) : (size_t)hp.n_state;
@@ -1009,12 +1014,23 @@ struct server {
             std::string h = std::string("{'descr': '") + (o.f16 ? "<f2" : "<f4") + "', 'fortran_order': False, 'shape': (" + dims + "), }";
             h.append(128 - 10 - 1 - h.size(), ' ');
             h += '\n';
-            std::string body("\x93NUMPY\x01\x00", 8);
-            body += (char)(h.size() & 0xff);
-            body += (char)(h.size() >> 8);
-            body += h;
-            body.append((const char *)in.data.data(), in.data.size());
-            res.set_content(std::move(body), "application/x-npy");
+            auto head = std::make_shared<std::string>("\x93NUMPY\x01\x00", 8);
+            *head += (char)(h.size() & 0xff);
+            *head += (char)(h.size() >> 8);
+            *head += h;
+            // the rows go from the request's own buffer to the socket (a large answer copied
+            // once less); httplib asks from an offset on, until the whole length is written
+            res.set_content_provider(head->size() + in.data.size(), "application/x-npy",
+                                     [rp, head](size_t off, size_t len, httplib::DataSink & sink) {
+                const std::vector<uint8_t> & data = rp->inputs[0].data;
+                if (off < head->size()) {
+                    const size_t k = std::min(len, head->size() - off);
+                    if (!sink.write(head->data() + off, k)) return false;
+                    off += k;
+                    len -= k;
+                }
+                return len == 0 || sink.write((const char *)data.data() + (off - head->size()), len);
+            });
             return;
         }
         std::string out = "{\"object\": \"list\", \"data\": [";

@@ -317,19 +317,16 @@ def pct(xs, q):
     return float(np.percentile(np.asarray(xs), q)) if xs else float("nan")
 
 
-def run_level(port, path, audio, n_clients, n_req, cap_s, check_every):
+def run_clients(port, path, audio, n_clients, check_every, take):
+    """n_clients threads, each posting the request take() gives it until it gives None."""
     lock = threading.Lock()
-    nxt = [0]
     recs = []
-    t_stop = time.monotonic() + cap_s
 
     def client():
         while True:
-            with lock:
-                i = nxt[0]
-                if i >= n_req or time.monotonic() > t_stop:
-                    return
-                nxt[0] += 1
+            i = take()
+            if i is None:
+                return
             clip = i % len(audio)
             t0 = time.perf_counter()
             try:
@@ -343,12 +340,54 @@ def run_level(port, path, audio, n_clients, n_req, cap_s, check_every):
                 recs.append(rec)
 
     threads = [threading.Thread(target=client, daemon=True) for _ in range(n_clients)]
-    t0 = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return recs, time.perf_counter() - t0, nxt[0] < n_req
+    return recs
+
+
+def run_level(port, path, audio, n_clients, n_req, cap_s, check_every, procs=1):
+    """n_clients concurrent clients; with procs > 1 spread over that many processes (forked), so
+    that the clients' own Python (one GIL reading megabytes of answers) is not what is measured."""
+    t_stop = time.monotonic() + cap_s
+    procs = max(1, min(procs, n_clients))
+    t0 = time.perf_counter()
+    if procs == 1:
+        lock, nxt = threading.Lock(), [0]
+
+        def take():
+            with lock:
+                if nxt[0] >= n_req or time.monotonic() > t_stop:
+                    return None
+                nxt[0] += 1
+                return nxt[0] - 1
+        recs = run_clients(port, path, audio, n_clients, check_every, take)
+        return recs, time.perf_counter() - t0, nxt[0] < n_req
+    import multiprocessing as mp
+    ctx = mp.get_context("fork")
+    counter, results = ctx.Value("l", 0), ctx.Queue()
+
+    def take():
+        with counter.get_lock():
+            if counter.value >= n_req or time.monotonic() > t_stop:
+                return None
+            counter.value += 1
+            return counter.value - 1
+
+    def worker(k):
+        share = n_clients // procs + (k < n_clients % procs)
+        results.put(run_clients(port, path, audio, share, check_every, take))
+
+    ps = [ctx.Process(target=worker, args=(k,), daemon=True) for k in range(procs)]
+    for p in ps:
+        p.start()
+    recs = []
+    for _ in ps:                       # drained before the joins: a full pipe would block a child
+        recs += results.get()
+    for p in ps:
+        p.join()
+    return recs, time.perf_counter() - t0, counter.value < n_req
 
 
 def check_level(recs, refs, tol):
@@ -456,6 +495,8 @@ def main():
     ap.add_argument("--pool", action="store_true", help="pool=mean (main --pool mean) instead of the rows")
     ap.add_argument("--outtype", default="f32", choices=["f32", "f16"])
     ap.add_argument("--batch-wait-ms", type=int, default=None, help="the server's --batch-wait-ms (default: its own)")
+    ap.add_argument("--client-procs", type=int, default=min(8, os.cpu_count() or 1),
+                    help="processes the clients are spread over (1: threads of this one)")
     ap.add_argument("--no-transformers", action="store_true")
     ap.add_argument("--tf-requests", type=int, default=64)
     ap.add_argument("--no-bench", action="store_true", help="skip ./bench's forward alone")
@@ -524,7 +565,7 @@ def main():
         for nc, nr in zip(clients, n_reqs):
             cap = max(1.0, min(args.level_s, left(args) - reserve))
             m0 = metrics(srv.port)
-            recs, wall, capped = run_level(srv.port, query, audio, nc, nr, cap, args.check_every)
+            recs, wall, capped = run_level(srv.port, query, audio, nc, nr, cap, args.check_every, args.client_procs)
             m1 = metrics(srv.port)
             chk = check_level(recs, refs, tol)
             good = [r for r in recs if r["status"] == 200]
@@ -544,10 +585,10 @@ def main():
             levels.append(lv)
             ok = chk["n_failed"] == 0 and len(recs) > 0
             failed |= not ok
-            log("%d clients: %d requests in %.2f s%s: %.1f req/s, %.1f windows/s (x%.2f main's), p50 %.1f ms, p99 %.1f ms "
+            log("%d clients (%d processes): %d requests in %.2f s%s: %.1f req/s, %.1f windows/s (x%.2f main's), p50 %.1f ms, p99 %.1f ms "
                 "(server-side p50 %.1f ms); %d batches, fill %s; checks: %d/%d shapes, first rows %d exact + %d close, "
                 "whole %d/%d exact + %d close, max rel L2 %.3g%s" % (
-                    nc, len(recs), wall, " (cut at %.0f s)" % cap if capped else "", lv["req_per_s"], lv["windows_per_s"],
+                    nc, max(1, min(args.client_procs, nc)), len(recs), wall, " (cut at %.0f s)" % cap if capped else "", lv["req_per_s"], lv["windows_per_s"],
                     lv["vs_main"], lv["p50_ms"], lv["p99_ms"], lv["server_p50_ms"], lv["batches"],
                     "%.2f" % lv["batch_fill"] if lv["batch_fill"] is not None else "-", chk["shape_ok"], len(recs), chk["exact"],
                     chk["close"], chk["whole_exact"], chk["whole_checked"], chk["whole_close"], chk["max_rel_l2"],
