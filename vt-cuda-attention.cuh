@@ -47,6 +47,14 @@ attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * _
     const T * kg = k + b * k_win + h * ATT_HD;
     const T * vg = v + b * v_win + h * ATT_HD;
     const int n_kv = kv_len ? max(1, min(n_ctx, (int)kv_len[b])) : n_ctx;   // keys this window attends to
+    // key tiles [j0, j0 + n_tiles): all of them up to n_kv, or the blocks of this tile's rows
+    int k_lo = 0, k_hi = n_kv;
+    if (block) {
+        k_lo = q0 / block * block;
+        k_hi = min(n_kv, ((min(q0 + BR, n_ctx) - 1) / block + 1) * block);
+    }
+    const int j0 = k_lo / ATT_BC;
+    const int n_tiles = max(1, (k_hi + ATT_BC - 1) / ATT_BC - j0);
 
     // Q tile (rows past n_ctx zero-filled)
 #pragma unroll
@@ -72,14 +80,6 @@ attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * _
 
     const int g = lane / 4, t4 = lane % 4;      // mma fragment coordinates: row group, thread in quad
     const int wr = warp * 16 * MT;              // this warp's first row in the tile
-    // key tiles [j0, j0 + n_tiles): all of them up to n_kv, or the blocks of this tile's rows
-    int k_lo = 0, k_hi = n_kv;
-    if (block) {
-        k_lo = q0 / block * block;
-        k_hi = min(n_kv, ((min(q0 + BR, n_ctx) - 1) / block + 1) * block);
-    }
-    const int j0 = k_lo / ATT_BC;
-    const int n_tiles = max(1, (k_hi + ATT_BC - 1) / ATT_BC - j0);
 
     // ldmatrix addresses: every row this lane points at is = lane (mod 8), so the swizzle
     // term is a per-lane constant; what varies in the loop is a compile-time offset.
