@@ -39,7 +39,10 @@
 //     sQ [128 rows]  |  sK [STAGES][128 keys]  |  sV [STAGES][128 keys]  |  mbarriers
 //   Masking: Q and K/V rows past n_ctx arrive from TMA as zeros (its bounds are the view's
 //   n_ctx rows of window b); keys from n_kv on (n_ctx, or kv_len[b]) are set to -inf in S on
-//   the last tile, and tiles wholly past n_kv are never loaded.
+//   the last tile, and tiles wholly past n_kv are never loaded. block (vt_attention_blocks; 0:
+//   none): a work tile reads the key tiles from its first row's block start to its last row's
+//   block end (below n_kv; at least one), each score outside its row's [lo, lo + block) below
+//   n_kv is -inf, and a row with no key (its block past n_kv) comes out 0 (attention_kernel's rule).
 //   Registers: ptxas gives each thread 168 at launch (65536 / 384, in steps of 8); the
 //   producer drops to 24 and the consumers take 240 (24 + 2 x 240 = 3 x 168).
 //   q/k/v: TMA maps over [B][n_ctx][n_head * 64] with the views' strides (made at launch).
@@ -55,7 +58,7 @@ template <typename T, bool PP>
 __global__ void __launch_bounds__(ATT_WG_THREADS, 1)
 attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                        const __grid_constant__ CUtensorMap tm_v, T * __restrict__ out, int n_ctx, int n_head, int B,
-                       float scale_log2, const float * __restrict__ kv_len) {
+                       float scale_log2, const float * __restrict__ kv_len, int block) {
 #if VT_SM90A
     constexpr int BC = ATT_WG_BC, ST = ATT_WG_STAGES, TILE = ATT_WG_TILE;
     extern __shared__ uint8_t smem_raw[];
@@ -71,14 +74,20 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_co
     const int tid = threadIdx.x, wg = tid / 128;
     const int n_qt = (n_ctx + ATT_WG_BR - 1) / ATT_WG_BR, n_work = n_qt * n_head * B;
     // work tile w: query tile, head, window, and the number of key tiles it reads
-    struct work { int q0, h, b, n_kv, n_tiles; };
+    struct work { int q0, h, b, n_kv, j0, n_tiles; };   // key tiles [j0, j0 + n_tiles)
     auto decode = [&](int w) {
         work t;
         t.q0 = (w % n_qt) * ATT_WG_BR;
         t.h = (w / n_qt) % n_head;
         t.b = w / (n_qt * n_head);
         t.n_kv = kv_len ? max(1, min(n_ctx, (int)kv_len[t.b])) : n_ctx;   // keys this window attends to
-        t.n_tiles = (t.n_kv + BC - 1) / BC;
+        int k_lo = 0, k_hi = t.n_kv;
+        if (block) {
+            k_lo = t.q0 / block * block;
+            k_hi = min(t.n_kv, ((min(t.q0 + ATT_WG_BR, n_ctx) - 1) / block + 1) * block);
+        }
+        t.j0 = k_lo / BC;
+        t.n_tiles = max(1, (k_hi + BC - 1) / BC - t.j0);
         return t;
     };
 
@@ -109,9 +118,9 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_co
                     const int s = it % ST;
                     mbar_wait(kv_empty(s), ((it / ST) & 1) ^ 1);
                     mbar_arrive_expect_tx(k_full(s), TILE);
-                    tma_load_3d(sK + s * TILE, &tm_k, k_full(s), t.h * 64, j * BC, t.b);
+                    tma_load_3d(sK + s * TILE, &tm_k, k_full(s), t.h * 64, (t.j0 + j) * BC, t.b);
                     mbar_arrive_expect_tx(v_full(s), TILE);
-                    tma_load_3d(sV + s * TILE, &tm_v, v_full(s), t.h * 64, j * BC, t.b);
+                    tma_load_3d(sV + s * TILE, &tm_v, v_full(s), t.h * 64, (t.j0 + j) * BC, t.b);
                 }
             }
         }
@@ -144,13 +153,23 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_co
         for (int kk = 0; kk < 8; kk++) wgmma_m64n64k16_rs<T>(o, &p[4 * kk], at(dv, st * TILE + kk * 16 * 128));
         wgmma_commit();
     };
-    // Masks key tile j past n_kv, updates the running max and sum, turns S into exp values in
-    // place; alpha: what O's rows must be scaled by.
-    auto softmax = [&](int j, int n_kv, float (&alpha)[2]) {
-        if ((j + 1) * BC > n_kv) {
+    // Masks key tile j past n_kv (with blocks: outside each row's block, q0 the work tile's first
+    // query), updates the running max and sum, turns S into exp values in place; alpha: what O's
+    // rows must be scaled by.
+    auto softmax = [&](int j, int n_kv, int q0, float (&alpha)[2]) {
+        if (!block && (j + 1) * BC > n_kv) {
 #pragma unroll
             for (int i = 0; i < 64; i++)
                 if (j * BC + (i / 4) * 8 + 2 * t4 + (i & 1) >= n_kv) s[i] = -INFINITY;
+        }
+        if (block) {
+#pragma unroll
+            for (int i = 0; i < 64; i++) {
+                const int qi = q0 + cw * 64 + warp * 16 + lane / 4 + ((i & 2) ? 8 : 0);
+                const int key = j * BC + (i / 4) * 8 + 2 * t4 + (i & 1);
+                const int lo = qi / block * block, hi = min(lo + block, n_kv);
+                if (key < lo || key >= hi) s[i] = -INFINITY;
+            }
         }
 #pragma unroll
         for (int hf = 0; hf < 2; hf++) {
@@ -159,9 +178,10 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_co
             for (int jn = 0; jn < 16; jn++) mx = fmaxf(mx, fmaxf(s[4 * jn + 2 * hf], s[4 * jn + 2 * hf + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float m_new = fmaxf(m_run[hf], mx);              // finite: each tile has a key
-            alpha[hf] = exp2_ftz((m_run[hf] - m_new) * scale_log2); // 0 on the first tile
-            const float ms = m_new * scale_log2;
+            // finite but with blocks, where a row may have had no key yet: then 0 (alpha 0, P 0)
+            const float m_new = fmaxf(m_run[hf], mx), m_use = m_new == -INFINITY ? 0.0f : m_new;
+            alpha[hf] = exp2_ftz((m_run[hf] - m_use) * scale_log2); // 0 on the first tile
+            const float ms = m_use * scale_log2;
             m_run[hf] = m_new;
             float sum = 0.0f;
 #pragma unroll
@@ -226,7 +246,7 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_co
         if (t.n_tiles == 1) release(q_empty);
         {
             float alpha[2];
-            softmax(0, t.n_kv, alpha);
+            softmax(t.j0, t.n_kv, t.q0, alpha);
             rescale_and_pack(alpha);
         }
         // key tile j: S of j and P V of j - 1 on the tensor cores, then softmax of j beside P V
@@ -244,7 +264,7 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_co
             reg_fence(s);
             if (j == t.n_tiles - 1) release(q_empty);   // Q's last reader is done
             float alpha[2];
-            softmax(j, t.n_kv, alpha);
+            softmax(t.j0 + j, t.n_kv, t.q0, alpha);
             wgmma_wait<0>();                            // P V of tile j - 1 is done
             reg_fence(o);
             reg_fence(p);
@@ -273,7 +293,7 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_co
             float l = l_run[hf];
             l += __shfl_xor_sync(0xffffffffu, l, 1);
             l += __shfl_xor_sync(0xffffffffu, l, 2);
-            const float inv = 1.0f / l;
+            const float inv = l > 0.0f ? 1.0f / l : 0.0f;   // l 0: a row with no key (blocks)
             const int qi = t.q0 + cw * 64 + warp * 16 + lane / 4 + hf * 8;
             if (qi < n_ctx) {
 #pragma unroll
@@ -348,7 +368,8 @@ static bool launch_attention_wgmma(const launch_ctx & lc, vt_tensor * t, bool on
     const float scale_log2 = t->fparams[0] * 1.4426950408889634f;
     const int grid = one_tile ? (int)n_work : (int)std::min<int64_t>(n_work, lc.n_sm);
     attention_wgmma_kernel<T, PP><<<grid, ATT_WG_THREADS, attention_wgmma_smem_bytes(), lc.stream>>>(
-        mq, mk, mv, (T *)t->data, n_ctx, n_head, B, scale_log2, t->src[3] ? (const float *)t->src[3]->data : nullptr);
+        mq, mk, mv, (T *)t->data, n_ctx, n_head, B, scale_log2, t->src[3] ? (const float *)t->src[3]->data : nullptr,
+        t->iparams[1]);
     LAUNCH_CHECK("attention_wgmma_kernel");
     *launched = true;
     return true;

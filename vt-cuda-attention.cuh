@@ -20,6 +20,10 @@
 //   zero-filled (so P = 0 meets finite V) and masked.
 //   kv_len (vt_attention_masked; may be null): window b's keys from kv_len[b] on are masked
 //   the same way, and the tiles wholly past it are skipped.
+//   block (vt_attention_blocks; 0: none): query i sees only keys [lo, hi), lo = i rounded down
+//   to a block, hi = min(lo + block, n_kv). The block reads the key tiles from its first row's
+//   lo to its last row's hi (at least one), masks each score outside its row's range to -inf,
+//   and a row with no key at all (its block past n_kv) comes out 0.
 //   Shared memory rows are 64 elements = 8 chunks of 16 bytes; chunk c of row r sits at
 //   slot c ^ (r & 7), so ldmatrix's 8 row reads and cp.async's row writes hit distinct banks.
 //   q/k/v rows: strides in elements (row, window); head h starts at column h * 64.
@@ -30,7 +34,7 @@ template <typename T, int MT>
 __global__ void __launch_bounds__(ATT_THREADS, 2)
 attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * __restrict__ v, T * __restrict__ out,
                  int n_ctx, int n_head, int64_t q_row, int64_t q_win, int64_t k_row, int64_t k_win,
-                 int64_t v_row, int64_t v_win, float scale_log2, const float * __restrict__ kv_len) {
+                 int64_t v_row, int64_t v_win, float scale_log2, const float * __restrict__ kv_len, int block) {
     constexpr int BR = 16 * MT * 4;
     extern __shared__ uint4 smem[];
     uint4 * sQ = smem;                       // [BR][8] chunks; reused to stage the output
@@ -43,6 +47,14 @@ attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * _
     const T * kg = k + b * k_win + h * ATT_HD;
     const T * vg = v + b * v_win + h * ATT_HD;
     const int n_kv = kv_len ? max(1, min(n_ctx, (int)kv_len[b])) : n_ctx;   // keys this window attends to
+    // key tiles [j0, j0 + n_tiles): all of them up to n_kv, or the blocks of this tile's rows
+    int k_lo = 0, k_hi = n_kv;
+    if (block) {
+        k_lo = q0 / block * block;
+        k_hi = min(n_kv, ((min(q0 + BR, n_ctx) - 1) / block + 1) * block);
+    }
+    const int j0 = k_lo / ATT_BC;
+    const int n_tiles = max(1, (k_hi + ATT_BC - 1) / ATT_BC - j0);
 
     // Q tile (rows past n_ctx zero-filled)
 #pragma unroll
@@ -63,12 +75,11 @@ attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * _
             cp_async16(smem_addr(&dv[slot]), vg + (int64_t)(ok ? kj : 0) * v_row + ch * 8, ok);
         }
     };
-    load_kv(0, 0);
+    load_kv(j0, 0);
     cp_async_commit();
 
     const int g = lane / 4, t4 = lane % 4;      // mma fragment coordinates: row group, thread in quad
     const int wr = warp * 16 * MT;              // this warp's first row in the tile
-    const int n_tiles = (n_kv + ATT_BC - 1) / ATT_BC;
 
     // ldmatrix addresses: every row this lane points at is = lane (mod 8), so the swizzle
     // term is a per-lane constant; what varies in the loop is a compile-time offset.
@@ -96,7 +107,8 @@ attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * _
     }
 
     for (int j = 0; j < n_tiles; j++) {
-        if (j + 1 < n_tiles) load_kv(j + 1, (j + 1) & 1);
+        const int jt = j0 + j;                  // the key tile: keys [jt * BC, jt * BC + BC)
+        if (j + 1 < n_tiles) load_kv(jt + 1, (j + 1) & 1);
         cp_async_commit();
         cp_async_wait<1>();                     // everything but the newest group: tile j (and Q)
         __syncthreads();
@@ -135,17 +147,31 @@ attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * _
         }
 
         // mask keys past n_kv (last tile only)
-        if ((j + 1) * ATT_BC > n_kv) {
+        if (!block && (jt + 1) * ATT_BC > n_kv) {
 #pragma unroll
             for (int jn = 0; jn < 8; jn++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    const int key = j * ATT_BC + jn * 8 + t4 * 2 + (e & 1);
+                    const int key = jt * ATT_BC + jn * 8 + t4 * 2 + (e & 1);
                     if (key >= n_kv) {
 #pragma unroll
                         for (int mt = 0; mt < MT; mt++) s[mt][jn][e] = -INFINITY;
                     }
                 }
+        }
+        // blocks: each score outside its row's [lo, hi) (rows g and g + 8 of each m tile)
+        if (block) {
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int jn = 0; jn < 8; jn++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int qi = q0 + wr + mt * 16 + g + (e >= 2 ? 8 : 0);
+                        const int key = jt * ATT_BC + jn * 8 + t4 * 2 + (e & 1);
+                        const int lo = qi / block * block, hi = min(lo + block, n_kv);
+                        if (key < lo || key >= hi) s[mt][jn][e] = -INFINITY;
+                    }
         }
 
         // online softmax: rows g (e = 0, 1) and g + 8 (e = 2, 3) of each m tile
@@ -158,9 +184,10 @@ attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * _
                 for (int jn = 0; jn < 8; jn++) mx = fmaxf(mx, fmaxf(s[mt][jn][2 * hf], s[mt][jn][2 * hf + 1]));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float m_new = fmaxf(m_run[mt][hf], mx);          // finite: each tile has a key
-                const float alpha = exp2_ftz((m_run[mt][hf] - m_new) * scale_log2);
-                const float ms = m_new * scale_log2;
+                // finite but with blocks, where a row may have had no key yet: then 0 (alpha 0, P 0)
+                const float m_new = fmaxf(m_run[mt][hf], mx), m_use = m_new == -INFINITY ? 0.0f : m_new;
+                const float alpha = exp2_ftz((m_run[mt][hf] - m_use) * scale_log2);
+                const float ms = m_use * scale_log2;
                 m_run[mt][hf] = m_new;
                 float sum = 0.0f;
 #pragma unroll
@@ -213,7 +240,7 @@ attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * _
             float l = l_run[mt][hf];
             l += __shfl_xor_sync(0xffffffffu, l, 1);
             l += __shfl_xor_sync(0xffffffffu, l, 2);
-            const float inv = 1.0f / l;
+            const float inv = l > 0.0f ? 1.0f / l : 0.0f;   // l 0: a row with no key (blocks)
             const int r = wr + mt * 16 + g + hf * 8;
 #pragma unroll
             for (int dn = 0; dn < 8; dn++) {
@@ -282,7 +309,7 @@ static bool launch_attention_mt(const launch_ctx & lc, vt_tensor * t) {
         (const T *)q->data, (const T *)k->data, (const T *)v->data, (T *)t->data, n_ctx, n_head,
         (int64_t)(q->nb[1] / es), (int64_t)(q->nb[2] / es), (int64_t)(k->nb[1] / es), (int64_t)(k->nb[2] / es),
         (int64_t)(v->nb[1] / es), (int64_t)(v->nb[2] / es), scale_log2,
-        t->src[3] ? (const float *)t->src[3]->data : nullptr);
+        t->src[3] ? (const float *)t->src[3]->data : nullptr, t->iparams[1]);
     LAUNCH_CHECK("attention_kernel");
     return true;
 }

@@ -218,20 +218,25 @@ __device__ __forceinline__ float warp_sum(float v) {
 //   One thread per (r, i) in [0, n_rows) x [0, C_in), grid-stride: it reads x's three taps
 //   (strides sx* in elements: any layout, e.g. the transposed f32 mel) and writes three
 //   neighbouring columns. CPU twin: the col[] gather in vt.cpp's cpu_backend::conv1d_k3.
+//   vt_conv1d_k3_chunks: chunk input rows a chunk (T_in itself otherwise), each padded on its
+//   own: the taps of output row t read [c0, c0 + chunk) only, c0 = t * stride rounded down to a
+//   chunk, and below x_len[b] where x_len is given.
 template <typename Tin, typename T>
 __global__ void im2col_k3_kernel(T * __restrict__ cols, const Tin * __restrict__ x, int64_t b0, int64_t n_rows,
-                                 int64_t T_out, int64_t T_in, int64_t C_in, int stride,
-                                 int64_t sx0, int64_t sx1, int64_t sx2) {
+                                 int64_t T_out, int64_t T_in, int64_t C_in, int stride, int64_t chunk,
+                                 const float * __restrict__ x_len, int64_t sx0, int64_t sx1, int64_t sx2) {
     const int64_t n = n_rows * C_in;
     for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = idx / C_in, i = idx % C_in;
         const int64_t b = b0 + r / T_out, t = r % T_out;
+        const int64_t c0 = t * stride / chunk * chunk;                                   // this row's chunk
+        const int64_t end = min(c0 + chunk, x_len ? (int64_t)x_len[b] : T_in);           // its rows [c0, end)
         const Tin * xb = x + b * sx2 + i * sx0;
         T * dst = cols + r * 3 * C_in + i * 3;
 #pragma unroll
         for (int k = 0; k < 3; k++) {
             const int64_t ti = t * stride + k - 1;
-            dst[k] = from_f32<T>(ti >= 0 && ti < T_in ? to_f32(xb[ti * sx1]) : 0.0f);
+            dst[k] = from_f32<T>(ti >= c0 && ti < end ? to_f32(xb[ti * sx1]) : 0.0f);
         }
     }
 }
@@ -667,30 +672,33 @@ static bool launch_epilogue(const launch_ctx & lc, vt_type type, void * y, const
 }
 
 template <typename Tin, typename T>
-static bool launch_im2col_t(const launch_ctx & lc, void * cols, const vt_tensor * x, int64_t b0, int64_t n_rows,
-                            int64_t T_out, int stride) {
+static bool launch_im2col_t(const launch_ctx & lc, void * cols, const vt_tensor * t, int64_t b0, int64_t n_rows) {
+    const vt_tensor * x = t->src[0];
     const size_t es = sizeof(Tin);
     const int threads = 256;
+    const int64_t chunk = t->iparams[2] ? t->iparams[2] : x->ne[1];   // vt_conv1d_k3_chunks
     im2col_k3_kernel<Tin, T><<<grid_for(lc, n_rows * x->ne[0], threads), threads, 0, lc.stream>>>(
-        (T *)cols, (const Tin *)x->data, b0, n_rows, T_out, x->ne[1], x->ne[0], stride,
+        (T *)cols, (const Tin *)x->data, b0, n_rows, t->ne[1], x->ne[1], x->ne[0], t->iparams[0], chunk,
+        t->src[4] ? (const float *)t->src[4]->data : nullptr,
         (int64_t)(x->nb[0] / es), (int64_t)(x->nb[1] / es), (int64_t)(x->nb[2] / es));
     LAUNCH_CHECK("im2col_k3_kernel");
     return true;
 }
 
-static bool launch_im2col(const launch_ctx & lc, vt_type out_type, void * cols, const vt_tensor * x, int64_t b0,
-                          int64_t n_rows, int64_t T_out, int stride) {
+// the im2col rows [b0 T_out, b0 T_out + n_rows) of conv node t
+static bool launch_im2col(const launch_ctx & lc, vt_type out_type, void * cols, const vt_tensor * t, int64_t b0,
+                          int64_t n_rows) {
     const bool f16 = out_type == VT_TYPE_F16;
-    switch (x->type) {
+    switch (t->src[0]->type) {
         case VT_TYPE_F32:
-            return f16 ? launch_im2col_t<float, __half>(lc, cols, x, b0, n_rows, T_out, stride)
-                       : launch_im2col_t<float, __nv_bfloat16>(lc, cols, x, b0, n_rows, T_out, stride);
+            return f16 ? launch_im2col_t<float, __half>(lc, cols, t, b0, n_rows)
+                       : launch_im2col_t<float, __nv_bfloat16>(lc, cols, t, b0, n_rows);
         case VT_TYPE_F16:
-            return f16 ? launch_im2col_t<__half, __half>(lc, cols, x, b0, n_rows, T_out, stride)
-                       : launch_im2col_t<__half, __nv_bfloat16>(lc, cols, x, b0, n_rows, T_out, stride);
+            return f16 ? launch_im2col_t<__half, __half>(lc, cols, t, b0, n_rows)
+                       : launch_im2col_t<__half, __nv_bfloat16>(lc, cols, t, b0, n_rows);
         case VT_TYPE_BF16:
-            return f16 ? launch_im2col_t<__nv_bfloat16, __half>(lc, cols, x, b0, n_rows, T_out, stride)
-                       : launch_im2col_t<__nv_bfloat16, __nv_bfloat16>(lc, cols, x, b0, n_rows, T_out, stride);
+            return f16 ? launch_im2col_t<__nv_bfloat16, __half>(lc, cols, t, b0, n_rows)
+                       : launch_im2col_t<__nv_bfloat16, __nv_bfloat16>(lc, cols, t, b0, n_rows);
     }
     vt_set_error("cuda: conv1d_k3: unsupported input type");
     return false;
@@ -1520,17 +1528,18 @@ bool cuda_backend::run_node(graph_state * s, size_t i, vt_tensor * t) {
             return true;
         }
         case VT_OP_CONV1D_K3: {
-            const vt_tensor * x = t->src[0], * w = t->src[1], * b = t->src[2], * add = t->src[3];
+            const vt_tensor * w = t->src[1], * b = t->src[2], * add = t->src[3];
             const int64_t N = w->ne[2], T_out = t->ne[1], B = t->ne[2];
             const int64_t cw = p.chunk_windows, chunk_rows = cw * T_out;
             const size_t es = vt_type_size(t->type);
             for (int64_t b0 = 0; b0 < B; b0 += cw) {
-                if (!launch_im2col(lc, t->type, s->im2col, x, b0, chunk_rows, T_out, t->iparams[0])) return false;
+                if (!launch_im2col(lc, t->type, s->im2col, t, b0, chunk_rows)) return false;
                 void * d = (char *)t->data + (size_t)(b0 * T_out * N) * es;
                 if (!lt_gemm_run(lt, stream, p.gemm, w->data, s->im2col, nullptr, d, nullptr, lt_ws)) return false;
             }
+            const int64_t add_rows = t->iparams[2] ? t->iparams[2] / t->iparams[0] : T_out;   // vt_conv1d_k3_chunks: per chunk
             return launch_epilogue(lc, t->type, t->data, (const float *)b->data, nullptr,
-                                   add ? (const float *)add->data : nullptr, T_out, B * T_out, N, t->iparams[1]);
+                                   add ? (const float *)add->data : nullptr, add_rows, B * T_out, N, t->iparams[1]);
         }
         case VT_OP_LAYER_NORM:
             return p.quantize_out ? launch_layer_norm(lc, t, s->fp8_x, s->fp8_scale) : launch_layer_norm(lc, t);

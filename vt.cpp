@@ -362,6 +362,22 @@ vt_tensor * vt_conv1d_k3(vt_context * ctx, vt_tensor * x, vt_tensor * w, vt_tens
     return t;
 }
 
+vt_tensor * vt_conv1d_k3_chunks(vt_context * ctx, vt_tensor * x, vt_tensor * w, vt_tensor * b,
+                                int stride, enum vt_act act, vt_tensor * add, int chunk, vt_tensor * x_len) {
+    VT_ASSERT(chunk >= stride && chunk % stride == 0 && x->ne[1] % chunk == 0);
+    VT_ASSERT(!x_len || (x_len->type == VT_TYPE_F32 && vt_nelements(x_len) == x->ne[2] && vt_is_contiguous(x_len)));
+    const int64_t chunk_out = chunk / stride;
+    if (add) {
+        VT_ASSERT(add->type == VT_TYPE_F32 && add->ne[0] == w->ne[2] && add->ne[1] == chunk_out && add->ne[2] == 1);
+        VT_ASSERT(add->nb[0] == sizeof(float) && add->nb[1] == (size_t)w->ne[2] * sizeof(float));
+    }
+    vt_tensor * t = vt_conv1d_k3(ctx, x, w, b, stride, act, nullptr);
+    t->src[3] = add;
+    t->src[4] = x_len;
+    t->iparams[2] = chunk;
+    return t;
+}
+
 // vt_linear
 
 vt_tensor * vt_linear(vt_context * ctx, vt_tensor * x, vt_tensor * w, vt_tensor * b,
@@ -455,6 +471,14 @@ vt_tensor * vt_attention_masked(vt_context * ctx, vt_tensor * q, vt_tensor * k, 
     VT_ASSERT(kv_len && kv_len->type == VT_TYPE_F32 && vt_nelements(kv_len) == q->ne[2] && vt_is_contiguous(kv_len));
     vt_tensor * t = vt_attention(ctx, q, k, v, n_head, scale);
     t->src[3] = kv_len;
+    return t;
+}
+
+vt_tensor * vt_attention_blocks(vt_context * ctx, vt_tensor * q, vt_tensor * k, vt_tensor * v,
+                                int n_head, float scale, vt_tensor * kv_len, int block) {
+    VT_ASSERT(block >= 0);
+    vt_tensor * t = kv_len ? vt_attention_masked(ctx, q, k, v, n_head, scale, kv_len) : vt_attention(ctx, q, k, v, n_head, scale);
+    t->iparams[1] = block;
     return t;
 }
 
@@ -1625,13 +1649,20 @@ struct cpu_backend : vt_backend {
         const int c_in = (int)x->ne[0], t_in = (int)x->ne[1], K = 3 * c_in, N = (int)w->ne[2];
         const int64_t t_out = t->ne[1], M = t_out * t->ne[2];
         const float * P = add ? (const float *)add->data : nullptr;
+        // vt_conv1d_k3_chunks: each chunk of `chunk` input rows padded on its own, rows of window
+        // bi from x_len[bi] on read as zero; the add repeats every chunk_out output rows
+        const int chunk = t->iparams[2] ? t->iparams[2] : t_in;
+        const int64_t add_rows = t->iparams[2] ? chunk / stride : t_out;
+        const float * x_len = t->src[4] ? (const float *)t->src[4]->data : nullptr;
         auto im2col = [&](int64_t m0, int m, float * col) {
             for (int r = 0; r < m; r++) {
                 const int64_t row = m0 + r, bi = row / t_out, to = row % t_out;
+                const int64_t c0 = to * stride / chunk * chunk;                     // this row's chunk [c0, c0 + chunk)
+                const int64_t end = std::min<int64_t>(c0 + chunk, x_len ? (int64_t)x_len[bi] : t_in);
                 float * dst = col + (size_t)r * K;
                 for (int k = 0; k < 3; k++) {
                     const int64_t ti = to * stride + k - 1;
-                    const bool inside = ti >= 0 && ti < t_in;
+                    const bool inside = ti >= c0 && ti < end;
                     const char * src = (const char *)x->data + (inside ? ti : 0) * x->nb[1] + bi * x->nb[2];
                     for (int i = 0; i < c_in; i++) dst[i * 3 + k] = inside ? *(const float *)(src + i * x->nb[0]) : 0.0f;
                 }
@@ -1640,11 +1671,11 @@ struct cpu_backend : vt_backend {
         };
         if (const uint16_t * pw = packed_w_bf16(w, N, K)) {
             gemm_tasks_bf16(M, N, K, pw, (const float *)b->data, t->iparams[1] == VT_ACT_GELU, (float *)t->data, CONV_ROWS_BF16,
-                            true, im2col, [&](int64_t row) { return P ? P + (size_t)(row % t_out) * N : nullptr; });
+                            true, im2col, [&](int64_t row) { return P ? P + (size_t)(row % add_rows) * N : nullptr; });
             return;
         }
         gemm_tasks(M, N, K, (const float *)w->data, (const float *)b->data, t->iparams[1] == VT_ACT_GELU, (float *)t->data,
-                   CONV_ROWS, im2col, [&](int64_t row) { return P ? P + (size_t)(row % t_out) * N : nullptr; });
+                   CONV_ROWS, im2col, [&](int64_t row) { return P ? P + (size_t)(row % add_rows) * N : nullptr; });
     }
 
     // layer_norm: one row per task chunk; statistics in double.
@@ -1693,6 +1724,7 @@ struct cpu_backend : vt_backend {
         const int chunks = std::min(n_panels, std::max(1, (2 * pool.n_threads + B * n_head - 1) / (B * n_head)));
         const int panels_per_chunk = (n_panels + chunks - 1) / chunks;
         const float * kv_len = t->src[3] ? (const float *)t->src[3]->data : nullptr;   // vt_attention_masked
+        const int block = t->iparams[1];                                                  // vt_attention_blocks
         pool.run(B * n_head * chunks, [&](int task, int thread) {
             const int chunk = task % chunks, h = (task / chunks) % n_head, bi = task / (chunks * n_head);
             const int L = kv_len ? std::max(1, std::min(T, (int)kv_len[bi])) : T;   // keys >= L are masked
@@ -1742,8 +1774,19 @@ struct cpu_backend : vt_backend {
                 for (int s = 0; s < t_pad / AMX_NB; s++)
                     gemm_bf16_32x32(qb, hd_pad, kp + (size_t)s * (hd_pad / 32) * 1024, hd_pad, S + s * AMX_NB, t_pad);
                 float inv_sum[AMX_MB];
-                for (int r = 0; r < rows; r++)                 // softmax over the first L keys; the rest get 0
-                    inv_sum[r] = softmax_row_bf16(S + (size_t)r * t_pad, L, t_pad, pb + (size_t)r * t_pad);
+                for (int r = 0; r < rows; r++) {               // softmax over keys [lo, hi); the rest get 0
+                    // vt_attention_blocks: query i's keys are [lo, hi), its block below L (empty: row 0)
+                    const int lo = block ? (i0 + r) / block * block : 0, hi = block ? std::min(lo + block, L) : L;
+                    uint16_t * pr = pb + (size_t)r * t_pad;
+                    if (hi > lo) {   // its n_pad whole strips of 32 may write up to 31 zeros past the row: into
+                                     // the next row's start (written after it) or o (written before read)
+                        inv_sum[r] = softmax_row_bf16(S + (size_t)r * t_pad + lo, hi - lo, (t_pad - lo + 31) / 32 * 32, pr + lo);
+                    } else {
+                        inv_sum[r] = 0.0f;
+                        memset(pr + lo, 0, (size_t)(t_pad - lo) * sizeof(uint16_t));
+                    }
+                    memset(pr, 0, (size_t)lo * sizeof(uint16_t));
+                }
                 memset(pb + (size_t)rows * t_pad, 0, (size_t)(AMX_MB - rows) * t_pad * sizeof(uint16_t));
                 float * out = (float *)t->data + ((size_t)bi * T + i0) * D + h * hd;
                 for (int s = 0; s < hd_pad / AMX_NB; s++) {
@@ -1773,11 +1816,17 @@ struct cpu_backend : vt_backend {
         const int chunks = std::min(n_panels, std::max(1, (2 * pool.n_threads + B * n_head - 1) / (B * n_head)));
         const int panels_per_chunk = (n_panels + chunks - 1) / chunks;
         const float * kv_len = t->src[3] ? (const float *)t->src[3]->data : nullptr;   // vt_attention_masked
+        const int block = t->iparams[1];                                                  // vt_attention_blocks
         pool.run(B * n_head * chunks, [&](int task, int thread) {
             const int chunk = task % chunks, h = (task / chunks) % n_head, bi = task / (chunks * n_head);
             const int L = kv_len ? std::max(1, std::min(T, (int)kv_len[bi])) : T;   // keys >= L are masked
             auto row = [&](const vt_tensor * s, int i) {   // row i of head h in window bi
                 return (const float *)((const char *)s->data + (size_t)i * s->nb[1] + (size_t)bi * s->nb[2]) + h * hd;
+            };
+            // vt_attention_blocks: query i's keys are [lo, hi), its block below L (empty: row 0)
+            auto keys_of = [&](int i, int & lo, int & hi) {
+                lo = block ? i / block * block : 0;
+                hi = block ? std::min(lo + block, L) : L;
             };
             float * kp = scratch[thread].data();               // [t_strips][hd][32]
             float * vp = kp + (size_t)t_pad * hd;              // [hd_strips][T][32]
@@ -1804,9 +1853,13 @@ struct cpu_backend : vt_backend {
                 for (int s = 0; s < t_strips; s++)
                     kern->gemm(hd, qs, hd, kp + (size_t)s * hd * GEMM_NR, S + s * GEMM_NR, t_pad, false);
                 float inv_sum[GEMM_MR];
-                for (int r = 0; r < rows; r++) {               // softmax over the first L keys; the rest get 0
-                    inv_sum[r] = kern->softmax_row(S + (size_t)r * t_pad, L);
-                    std::fill(S + (size_t)r * t_pad + L, S + (size_t)r * t_pad + T, 0.0f);
+                for (int r = 0; r < rows; r++) {               // softmax over keys [lo, hi); the rest get 0
+                    int lo, hi;
+                    keys_of(i0 + r, lo, hi);
+                    float * Sr = S + (size_t)r * t_pad;
+                    inv_sum[r] = hi > lo ? kern->softmax_row(Sr + lo, hi - lo) : 0.0f;
+                    std::fill(Sr, Sr + std::min(lo, T), 0.0f);
+                    std::fill(Sr + std::max(lo, hi), Sr + T, 0.0f);
                 }
                 float * out = (float *)t->data + ((size_t)bi * T + i0) * D + h * hd;
                 for (int s = 0; s < hd_strips; s++)

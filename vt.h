@@ -141,6 +141,14 @@ vt_tensor * vt_transpose(vt_context * ctx, vt_tensor * a);  // swaps dimensions 
 //   out[b,t,o] = act(b[o] + sum_{i,k} w[o,i,k] x[b, t*stride + k - 1, i]) + add[t,o]
 vt_tensor * vt_conv1d_k3(vt_context * ctx, vt_tensor * x, vt_tensor * w, vt_tensor * b,
                          int stride, enum vt_act act, vt_tensor * add);
+// The same over chunks (Qwen2.5-Omni's conv stem, each chunk of n_window * 2 mel frames its own
+// convolution): x's rows cut into chunks of `chunk` rows (a multiple of stride; T_in a multiple
+// of it), each convolved alone with zero padding 1 at its own edges, and x's rows t >= x_len[b]
+// of window b read as zero (or none when x_len is NULL), as transformers zeroes the padding of
+// the last chunk. add [chunk / stride, C_out] (or NULL) is added to each chunk's output rows.
+//   x_len [B] f32 holding whole numbers (a graph input), or NULL
+vt_tensor * vt_conv1d_k3_chunks(vt_context * ctx, vt_tensor * x, vt_tensor * w, vt_tensor * b,
+                                int stride, enum vt_act act, vt_tensor * add, int chunk, vt_tensor * x_len);
 
 // linear: y = act(x w^T + b) + residual
 //   x [B, M, K] ne {K, M, B} contiguous; w [N, K] ne {K, N} (PyTorch's Linear layout)
@@ -163,6 +171,13 @@ vt_tensor * vt_attention(vt_context * ctx, vt_tensor * q, vt_tensor * k, vt_tens
 //   kv_len [B] f32 holding whole numbers in [1, T] (a graph input)
 vt_tensor * vt_attention_masked(vt_context * ctx, vt_tensor * q, vt_tensor * k, vt_tensor * v,
                                 int n_head, float scale, vt_tensor * kv_len);
+// Block-diagonal attention (Qwen2.5-Omni's per-chunk attention, its cu_seqlens): the T rows
+// cut into blocks of `block` rows, and query i attends only to the keys j of its own block
+// (j / block == i / block) below kv_len[b] (kv_len NULL: all of them). A query whose block lies
+// wholly at or past kv_len[b] has no key: its output row is 0. block 0 is vt_attention_masked
+// (vt_attention with kv_len NULL).
+vt_tensor * vt_attention_blocks(vt_context * ctx, vt_tensor * q, vt_tensor * k, vt_tensor * v,
+                                int n_head, float scale, vt_tensor * kv_len, int block);
 
 // avg_pool2: the mean of each pair of rows, as AvgPool1d(2, stride=2) over time
 //   x [B, T, C] contiguous -> out [B, T/2, C] (an odd last row is dropped, as PyTorch does)

@@ -131,13 +131,16 @@ static const wa_projector_name WA_PROJECTORS[] = {
     {WHISPER_AUDIO_PROJECTOR_GLMASR,        "glmasr",        nullptr,          true},    // ours alone (llama.cpp's "glma" is
                                                                                          // the original layout); its
                                                                                          // directories through the converter
+    {WHISPER_AUDIO_PROJECTOR_QWEN25O,       "qwen2.5o",      nullptr,          false},   // Qwen2.5-Omni (llama.cpp's name);
+                                                                                         // its directories through the converter
 };
 
-// multi_modal_projector.* of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3 and GLM-ASR (the
-// checkpoints' names).
+// multi_modal_projector.* of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3 and GLM-ASR, and
+// Qwen2.5-Omni's audio_tower.proj (the checkpoints' names, Omni's without its `thinker.`).
 struct wa_projector {
     vt_tensor * ln_pre_w;                 // ln_pre.weight    [stack d]         Ultravox's RMSNorm
-    vt_tensor * fc1_w, * fc1_b;           // linear (Qwen2-Audio, with bias), linear_1 (Audio Flamingo 3, GLM-ASR: with bias)
+    vt_tensor * fc1_w, * fc1_b;           // linear (Qwen2-Audio, with bias), linear_1 (Audio Flamingo 3, GLM-ASR: with bias),
+                                          // audio_tower.proj (Qwen2.5-Omni, with bias)
     vt_tensor * fc2_w, * fc2_b;           // linear_2 (Audio Flamingo 3, GLM-ASR: with bias)
     vt_tensor * ln_mid_w, * ln_post_w;    // ln_mid.weight (Ultravox v0.5+), ln_post.weight (v0.4)
 };
@@ -172,6 +175,8 @@ static constexpr wa_proj_desc WA_PROJ_TENSORS[] = {
     {"multi_modal_projector.linear_1.bias",   WHISPER_AUDIO_PROJECTOR_GLMASR,   {WA_PFF},                 WA_F32,    &wa_projector::fc1_b},
     {"multi_modal_projector.linear_2.weight", WHISPER_AUDIO_PROJECTOR_GLMASR,   {WA_LLM, WA_PFF},         WA_MATRIX, &wa_projector::fc2_w},
     {"multi_modal_projector.linear_2.bias",   WHISPER_AUDIO_PROJECTOR_GLMASR,   {WA_LLM},                 WA_F32,    &wa_projector::fc2_b},
+    {"audio_tower.proj.weight",               WHISPER_AUDIO_PROJECTOR_QWEN25O,  {WA_LLM, WA_D},           WA_MATRIX, &wa_projector::fc1_w},
+    {"audio_tower.proj.bias",                 WHISPER_AUDIO_PROJECTOR_QWEN25O,  {WA_LLM},                 WA_F32,    &wa_projector::fc1_b},
 };
 
 // ---- whisper.cpp's legacy ggml-*.bin ----------------------------------------------------

@@ -3273,6 +3273,18 @@ static bool gguf_hparams(whisper_audio_model * m, gguf_kv & kv, const gguf_diale
         hp.n_rot = (int)rd->second;
         hp.rope_theta = rf->second;
     }
+    // chunks (Qwen2.5-Omni): our GGUF's key; llama.cpp's qwen2.5o mmproj does not store it (set
+    // with the projector: its config's n_window 100, 200 frames)
+    auto ck = kv.u32.find("whisper.encoder.chunk_length");
+    hp.n_chunk = 0;
+    if (!m->mmproj && ck != kv.u32.end()) {
+        if (ck->second < 2 || ck->second % 2 || WHISPER_AUDIO_N_FRAMES % ck->second) {
+            wa_set_error("%s: whisper.encoder.chunk_length = %u; it must be even and divide %d frames", path, ck->second,
+                         WHISPER_AUDIO_N_FRAMES);
+            return false;
+        }
+        hp.n_chunk = (int)ck->second;
+    }
     return true;
 }
 
@@ -3317,6 +3329,14 @@ static bool gguf_projector(whisper_audio_model * m, const gguf_kv & kv, const gg
     }
     if (hp.projector == WHISPER_AUDIO_PROJECTOR_GLMASR && hp.n_rot == 0)
         return kv.missing(path, "whisper.encoder.rope.dimension_count", "uint32 (4)");
+    if (hp.projector == WHISPER_AUDIO_PROJECTOR_QWEN25O && hp.n_chunk == 0) {
+        if (!m->mmproj) return kv.missing(path, "whisper.encoder.chunk_length", "uint32 (4)");
+        hp.n_chunk = 200;                 // Qwen2_5OmniAudioEncoderConfig's n_window 100, as every release has it
+    }
+    if (hp.n_chunk && hp.projector != WHISPER_AUDIO_PROJECTOR_QWEN25O) {
+        wa_set_error("%s: whisper.encoder.chunk_length is set for a model that is not Qwen2.5-Omni's tower", path);
+        return false;
+    }
     return true;
 }
 
@@ -5314,6 +5334,7 @@ static std::string gguf_header(const whisper_audio_model * m, std::vector<gguf_o
         w.kv_u32("whisper.encoder.rope.dimension_count", (uint32_t)hp.n_rot), n_kv++;
         w.kv_f32("whisper.encoder.rope.freq_base", hp.rope_theta), n_kv++;
     }
+    if (hp.n_chunk) w.kv_u32("whisper.encoder.chunk_length", (uint32_t)hp.n_chunk), n_kv++;
     w.kv_u32("whisper.encoder.context_length", (uint32_t)hp.n_ctx), n_kv++;
     w.kv_u32("whisper.encoder.embedding_length", (uint32_t)hp.n_state), n_kv++;
     w.kv_u32("whisper.encoder.block_count", (uint32_t)hp.n_layer), n_kv++;
@@ -5475,6 +5496,7 @@ struct wa_graph {                        // one batch shape, built once and repl
     vt_tensor * in = nullptr;            // f32 input: mel [B, n_mels, F], or PCM rows [B, WA_MEL_ROW]
     vt_tensor * mel_params = nullptr;    // [B, 2] f32 input with PCM: vt_log_mel's frames and clamp per window
     vt_tensor * kv_len = nullptr;        // [B] f32 input: the positions holding audio (a masked tower's graphs)
+    vt_tensor * frames = nullptr;        // [B] f32 input: the mel frames holding audio (a chunked tower's: Qwen2.5-Omni)
     vt_tensor * out = nullptr;           // [B, F/2, d], a tower's [B, rows, width], or the mel maxima [B]
     std::vector<vt_tensor *> states;     // WA_GRAPH_STATES: the n_layer + 1 hidden states, each [B, F/2, d]
 };
@@ -5558,6 +5580,16 @@ static vt_tensor * build_glmasr(const whisper_audio_encoder * enc, vt_context * 
     return vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
 }
 
+// Qwen2_5OmniAudioEncoder.forward after its layers: the stride-2 average pooling (its pool_indices:
+// pairs of positions, the last of an odd count left out), ln_post, proj. (The chunked conv stem and
+// block-diagonal attention are the encoder's, by hparams.n_chunk.)
+static vt_tensor * build_qwen25o(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+    cur = vt_avg_pool2(ctx, cur);
+    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
+    if (enc->params.projector) cur = vt_linear(ctx, cur, enc->proj.fc1_w, enc->proj.fc1_b, VT_ACT_NONE, nullptr);
+    return cur;
+}
+
 // The rows a chunk gives from its mel frames that hold audio (conv2's stride 2 makes
 // ceil(frames / 2) positions).
 static int positions_of(int frames) { return frames < 1 ? 0 : (frames - 1) / 2 + 1; }
@@ -5614,6 +5646,10 @@ static const wa_tower WA_TOWERS[] = {
     { WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, 20 * WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_af3, rows_qwen2a, build_af3 },
     // GLM-ASR: each 30 s window padded with its own log-mel, attention over all of it (no mask)
     { WHISPER_AUDIO_PROJECTOR_GLMASR,   21 * WHISPER_AUDIO_N_SAMPLES, false, false, false, frames_glmasr, rows_glmasr, build_glmasr },
+    // Qwen2.5-Omni: its first 30 s as Qwen2-Audio's (Qwen2_5OmniProcessor pads to 30 s and truncates
+    // there), the encoder over chunks of hparams.n_chunk frames (conv stem and attention per chunk,
+    // the frames past the audio zero), then Qwen2-Audio's pooling and token rule
+    { WHISPER_AUDIO_PROJECTOR_QWEN25O,  WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_qwen2a,   rows_qwen2a,   build_qwen25o  },
 };
 
 static const wa_tower * wa_tower_of(whisper_audio_projector type) {
@@ -5623,12 +5659,15 @@ static const wa_tower * wa_tower_of(whisper_audio_projector type) {
 
 // Builds the forward for a batch of mel windows: mel [B, n_mels, F] -> [B, (F + 1) / 2, d]; F
 // is 3000 for a padded 30 s window, or fewer for an unpadded one. kv_len [B] (or NULL):
-// window b attends to its first kv_len[b] positions. tower: its builder follows the last layer.
+// window b attends to its first kv_len[b] positions. frames [B] (hparams.n_chunk, Qwen2.5-Omni):
+// its mel frames holding audio; the conv stem runs per chunk of n_chunk frames, the frames from
+// frames[b] on read as zero, each chunk's positions get the positional embedding's first rows,
+// and attention stays within a chunk's positions. tower: its builder follows the last layer.
 // states (or NULL; the encoder's output_layer -1, final_ln): gets every hidden state as
 // transformers' WhisperEncoder hands them out (output_hidden_states): the input of layer 0,
 // each layer's output but the last's, then the output (the last layer through the final LayerNorm).
 static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * mel,
-                                               vt_tensor * kv_len, const wa_tower * tower,
+                                               vt_tensor * kv_len, vt_tensor * frames, const wa_tower * tower,
                                                std::vector<vt_tensor *> * states = nullptr) {
     const whisper_audio_hparams & hp = enc->hparams;
     const wa_weights & w = enc->w;
@@ -5639,11 +5678,21 @@ static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc
     const int out_layer = enc->params.output_layer;
 
     // conv stem: conv1 + GELU, conv2 (stride 2) + GELU + positional embedding
-    vt_tensor * cur = vt_conv1d_k3(ctx, vt_transpose(ctx, mel), w.conv1_w, w.conv1_b, 1, VT_ACT_GELU, nullptr);
-    vt_tensor * pos = n_ctx == hp.n_ctx ? w.pos                   // the first n_ctx rows, as Ultravox slices them
-                                        : vt_view_3d(ctx, w.pos, n_state, n_ctx, 1, n_state * sizeof(float),
-                                                     (size_t)n_ctx * n_state * sizeof(float), 0);
-    cur = vt_conv1d_k3(ctx, cur, w.conv2_w, w.conv2_b, 2, VT_ACT_GELU, hp.n_rot ? nullptr : pos);   // RoPE: no embedding
+    const int n_chunk = tower ? hp.n_chunk : 0, chunk_pos = n_chunk / 2;   // Qwen2.5-Omni's tokens: per chunk
+    VT_ASSERT(!n_chunk || (frames && (int)mel->ne[0] % n_chunk == 0));
+    vt_tensor * cur = nullptr;
+    if (n_chunk) {                          // its padded_mask zeroes conv1's output past the audio too
+        vt_tensor * pos = vt_view_3d(ctx, w.pos, n_state, chunk_pos, 1, n_state * sizeof(float),
+                                     (size_t)chunk_pos * n_state * sizeof(float), 0);
+        cur = vt_conv1d_k3_chunks(ctx, vt_transpose(ctx, mel), w.conv1_w, w.conv1_b, 1, VT_ACT_GELU, nullptr, n_chunk, frames);
+        cur = vt_conv1d_k3_chunks(ctx, cur, w.conv2_w, w.conv2_b, 2, VT_ACT_GELU, pos, n_chunk, frames);
+    } else {
+        cur = vt_conv1d_k3(ctx, vt_transpose(ctx, mel), w.conv1_w, w.conv1_b, 1, VT_ACT_GELU, nullptr);
+        vt_tensor * pos = n_ctx == hp.n_ctx ? w.pos                   // the first n_ctx rows, as Ultravox slices them
+                                            : vt_view_3d(ctx, w.pos, n_state, n_ctx, 1, n_state * sizeof(float),
+                                                         (size_t)n_ctx * n_state * sizeof(float), 0);
+        cur = vt_conv1d_k3(ctx, cur, w.conv2_w, w.conv2_b, 2, VT_ACT_GELU, hp.n_rot ? nullptr : pos);   // RoPE: no embedding
+    }
     vt_set_name(cur, "post_conv");
     if (out_layer == WHISPER_AUDIO_POST_CONV) return cur;
     VT_ASSERT(!states || (out_layer == -1 && enc->params.final_ln && !tower));
@@ -5665,8 +5714,9 @@ static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc
             vt_tensor * q = vt_view_3d(ctx, qkv, n_state, n_ctx, n_batch, row, win, 0);
             vt_tensor * k = vt_view_3d(ctx, qkv, n_state, n_ctx, n_batch, row, win, n_state * es);
             vt_tensor * v = vt_view_3d(ctx, qkv, n_state, n_ctx, n_batch, row, win, 2 * n_state * es);
-            cur = kv_len ? vt_attention_masked(ctx, q, k, v, n_head, kq_scale, kv_len)
-                         : vt_attention(ctx, q, k, v, n_head, kq_scale);
+            cur = n_chunk ? vt_attention_blocks(ctx, q, k, v, n_head, kq_scale, kv_len, chunk_pos)   // per chunk
+                : kv_len  ? vt_attention_masked(ctx, q, k, v, n_head, kq_scale, kv_len)
+                          : vt_attention(ctx, q, k, v, n_head, kq_scale);
         }
 
         // projection + residual
@@ -6015,7 +6065,12 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_fram
         vt_set_name(g.kv_len, "kv_len");
         vt_set_input(g.kv_len);
     }
-    if (!out) out = whisper_audio_build_encoder(enc, ctx.get(), mel, g.kv_len, tower,
+    if (tower && hp.n_chunk && !out) {
+        g.frames = vt_new_tensor_1d(ctx.get(), VT_TYPE_F32, n);
+        vt_set_name(g.frames, "frames");
+        vt_set_input(g.frames);
+    }
+    if (!out) out = whisper_audio_build_encoder(enc, ctx.get(), mel, g.kv_len, g.frames, tower,
                                                 kind == WA_GRAPH_STATES ? &g.states : nullptr);
     std::unique_ptr<vt_graph, void (*)(vt_graph *)> graph(
         g.states.empty() ? vt_graph_build(ctx.get(), &out, 1) : vt_graph_build(ctx.get(), g.states.data(), (int)g.states.size()),
@@ -6135,6 +6190,7 @@ struct wa_window {
     int valid = WHISPER_AUDIO_N_FRAMES;  // mel frames that hold the signal (vt_log_mel's params)
     float clamp = NAN;                   // the log-mel clamp's max: NaN, the window's own
     int positions = 0;                   // that hold audio (the mask of a masked tower)
+    int audio_frames = 0;                // the mel frames that hold audio (a chunked tower's conv stem)
     int rows = 0;                        // a tower's rows from it
 };
 
@@ -6148,6 +6204,7 @@ struct wa_batch {
     float * pcm = nullptr;               // [cap, WA_MEL_ROW], then mel_params [cap, 2] and kv_len [cap]:
     float * mel_params = nullptr;        // one block of host memory of the first encoder's backend
     float * kv_len = nullptr;
+    float * frames = nullptr;            // [cap] after kv_len: the mel frames holding audio (a chunked tower's)
     void * out = nullptr;                // [cap, out_win]: f32, or f16 when rows are f16 and not pooled
     std::vector<float> pooled;           // pool: [cap, d]
     std::vector<uint16_t> pooled_f16;
@@ -6261,6 +6318,7 @@ static bool pipeline_submit(whisper_audio_pipeline * p, whisper_audio_encoder * 
         b->mel_params[2 * i] = WHISPER_AUDIO_N_FRAMES;
         b->mel_params[2 * i + 1] = NAN;
         b->kv_len[i] = 1;
+        b->frames[i] = 1;
     }
     if (!from_pcm) {
         const auto t = std::chrono::steady_clock::now();
@@ -6271,11 +6329,12 @@ static bool pipeline_submit(whisper_audio_pipeline * p, whisper_audio_encoder * 
     const wa_graph_kind kind = b->mel_max ? WA_GRAPH_MEL_MAX : p->tower ? WA_GRAPH_TOKENS : WA_GRAPH_ROWS;
     wa_graph * g = graph_for_batch(enc, n_run, b->n_frames, from_pcm, kind);
     if (!g) { pipeline_fail(p, whisper_audio_last_error()); return false; }
-    vt_tensor * in[3] = {g->in};
-    const void * in_host[3] = {from_pcm ? (const void *)b->pcm : (const void *)mel.data()};
+    vt_tensor * in[4] = {g->in};
+    const void * in_host[4] = {from_pcm ? (const void *)b->pcm : (const void *)mel.data()};
     int n_in = 1;
     if (g->mel_params) { in[n_in] = g->mel_params; in_host[n_in++] = b->mel_params; }
     if (g->kv_len) { in[n_in] = g->kv_len; in_host[n_in++] = b->kv_len; }
+    if (g->frames) { in[n_in] = g->frames; in_host[n_in++] = b->frames; }
     const vt_type out_type = p->out_f16 && !b->mel_max ? VT_TYPE_F16 : VT_TYPE_F32;
     const auto t = std::chrono::steady_clock::now();
     const bool ok = vt_backend_submit(enc->backend, g->graph, n_in, in, in_host, g->out, b->out, out_type, slot);
@@ -6499,6 +6558,7 @@ static void pipeline_close_window(whisper_audio_pipeline * p, wa_batch *& slot, 
     b->mel_params[2 * b->n] = (float)w.valid;
     b->mel_params[2 * b->n + 1] = w.clamp;
     b->kv_len[b->n] = (float)std::max(1, w.positions);
+    b->frames[b->n] = (float)std::max(1, w.audio_frames);
     b->wins[b->n++] = w;
     if (!b->mel_max) p->open[w.input]++;
     p->in_window = 0;
@@ -6517,6 +6577,7 @@ static void pipeline_close_own_window(whisper_audio_pipeline * p, size_t samples
     if (p->tower) {                       // a tower's window (Qwen2-Audio, Audio Flamingo 3, GLM-ASR): a frame per started hop holds audio
         const int frames = (int)((samples + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
         w.positions = positions_of(frames);
+        w.audio_frames = frames;
         w.rows = p->tower->rows(p->encs[0]->hparams, frames, p->projector);
     }
     pipeline_close_window(p, p->cur, w);
@@ -6616,6 +6677,7 @@ static bool pipeline_cut_held(whisper_audio_pipeline * p) {
         w.valid = valid;
         w.clamp = clamp;
         w.positions = positions_of(valid);
+        w.audio_frames = valid;
         w.rows = tw.rows(hp, valid, p->projector);
         pipeline_close_window(p, p->cur, w);
     }
@@ -6658,6 +6720,7 @@ static void pipeline_forget_queued(whisper_audio_pipeline * p, int64_t k) {
             b->mel_params[2 * kept] = b->mel_params[2 * i];
             b->mel_params[2 * kept + 1] = b->mel_params[2 * i + 1];
             b->kv_len[kept] = b->kv_len[i];
+            b->frames[kept] = b->frames[i];
             b->wins[kept] = b->wins[i];
         }
         kept++;
@@ -6812,7 +6875,7 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
     // the host buffers, allocated once here (pinned memory is slow to allocate)
     const int cap = max_windows > 0 ? (int)std::min<size_t>(p->max_batch, max_windows) : p->max_batch;
     const size_t win_out = std::max<size_t>((size_t)p->max_rows * p->width * (p->out_f16 ? 2 : 4), sizeof(float));
-    const size_t in_floats = (size_t)cap * (WA_MEL_ROW + 3);
+    const size_t in_floats = (size_t)cap * (WA_MEL_ROW + 4);
     for (size_t i = 0; i < 2 * p->encs.size() + 1; i++) {
         p->batches.emplace_back(new wa_batch);
         wa_batch * b = p->batches.back().get();
@@ -6823,6 +6886,7 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
         if (!b->out) throw std::bad_alloc();
         b->mel_params = b->pcm + (size_t)cap * WA_MEL_ROW;
         b->kv_len = b->mel_params + 2 * cap;
+        b->frames = b->kv_len + cap;
         if (params.pool == WHISPER_AUDIO_POOL_MEAN) {
             b->pooled.resize((size_t)cap * p->width);
             if (params.f16) b->pooled_f16.resize(b->pooled.size());
@@ -7026,7 +7090,7 @@ int  whisper_audio_pipeline_row_width(const whisper_audio_pipeline * p) { return
 // One batch of n windows of n_frames mel frames: the rows[b] first rows of window b's output
 // go to out, one after another. kv_len[b]: the positions holding audio (a masked tower's).
 static bool encode_token_batch(whisper_audio_encoder * enc, const float * mel, int n, int n_frames, const float * kv_len,
-                               const int * rows, float * out) {
+                               const float * frames, const int * rows, float * out) {
     whisper_audio_timings & tm = enc->timings;
     const auto t0 = std::chrono::steady_clock::now();
     wa_graph * g = graph_for_batch(enc, n, n_frames, false, WA_GRAPH_TOKENS);
@@ -7036,6 +7100,7 @@ static bool encode_token_batch(whisper_audio_encoder * enc, const float * mel, i
     auto t = std::chrono::steady_clock::now();
     bool ok = vt_backend_set_tensor(enc->backend, g->in, mel, VT_TYPE_F32);
     if (g->kv_len) ok = ok && vt_backend_set_tensor(enc->backend, g->kv_len, kv_len, VT_TYPE_F32);
+    if (g->frames) ok = ok && vt_backend_set_tensor(enc->backend, g->frames, frames, VT_TYPE_F32);
     tm.upload_ms += ms_since(t);
     t = std::chrono::steady_clock::now();
     ok = ok && vt_backend_compute(enc->backend, g->graph);
@@ -7104,10 +7169,10 @@ int whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * m
     }
     wa_encoder_lock lock(enc, __func__);
     if (!lock.held) return -1;
-    const float kv_len = (float)positions_of(n_audio_frames);
+    const float kv_len = (float)positions_of(n_audio_frames), frames = (float)n_audio_frames;
     const int rows = tw.rows(hp, n_audio_frames, enc->params.projector);
     const auto t0 = std::chrono::steady_clock::now();
-    const bool ok = wa_catch(__func__, false, [&] { return encode_token_batch(enc, mel, 1, n_frames, &kv_len, &rows, out); });
+    const bool ok = wa_catch(__func__, false, [&] { return encode_token_batch(enc, mel, 1, n_frames, &kv_len, &frames, &rows, out); });
     enc->timings.wall_ms += ms_since(t0);
     return ok ? rows : -1;
 }

@@ -77,6 +77,8 @@ enum whisper_audio_projector {
                                             // tower over each 30 s window, then linear, GELU, linear
     WHISPER_AUDIO_PROJECTOR_GLMASR,    // GLM-ASR (transformers' layout): RoPE in place of the positional embedding,
                                        // no mask, each 30 s window; 4 positions stacked, linear, GELU, linear
+    WHISPER_AUDIO_PROJECTOR_QWEN25O,   // Qwen2.5-Omni: its first 30 s, the encoder per chunk of n_chunk mel frames
+                                       // (conv stem and block-diagonal attention), average pooling by 2, ln_post, proj
 };
 
 typedef struct whisper_audio_hparams {
@@ -96,6 +98,8 @@ typedef struct whisper_audio_hparams {
     int   n_rot;          // whisper.encoder.rope.dimension_count: the dims of each head RoPE turns (GLM-ASR:
                           // head_dim / 2), in place of the positional embedding; 0: none (Whisper's)
     float rope_theta;     // whisper.encoder.rope.freq_base (GLM-ASR 10000); 0 without RoPE
+    int   n_chunk;        // whisper.encoder.chunk_length: mel frames of a chunk that the conv stem and attention
+                          // keep to (Qwen2.5-Omni: n_window * 2 = 200); 0: the whole window (Whisper's)
 } whisper_audio_hparams;
 
 const char * whisper_audio_last_error(void);

@@ -129,6 +129,7 @@ class HParams:
         self.ln_mid = False         # Ultravox: projector_ln_mid (v0.5+), else ln_post
         self.n_rot = 0              # GLM-ASR: the dims of each head that RoPE turns (no positional embedding)
         self.rope_theta = 0.0       # GLM-ASR: rope_parameters.rope_theta
+        self.n_chunk = 0            # Qwen2.5-Omni: n_window * 2, the mel frames of a chunk (conv stem, attention)
 
 
 # Audio LLMs whose audio tower is a Whisper encoder: config.json's model_type -> projector.
@@ -137,7 +138,13 @@ class HParams:
 # GLM-ASR's is "glmasr" (transformers' layout: RoPE, no positional embedding), not llama.cpp's "glma"
 # (the original checkpoint's layout: a positional embedding, a LayerNorm before the MLP, boi/eoi).
 TOWERS = {"qwen2_audio": "qwen2a", "voxtral": "voxtral", "ultravox": "ultravox", "audioflamingo3": "musicflamingo",
-          "glmasr": "glmasr"}
+          "glmasr": "glmasr", "qwen2_5_omni": "qwen2.5o"}
+# Qwen2.5-Omni's audio tower (thinker.audio_tower): Whisper's names but ln_post for layer_norm; its
+# positional embedding is a buffer the checkpoint does not hold (computed here as transformers does);
+# audio_bos_eos_token is left out: Qwen2_5OmniAudioEncoder.forward (the audio-feature path) never
+# uses it (the thinker marks audio with the text tokens audio_start/end_token_id).
+QWEN25O_NAMES = {"layer_norm.": "ln_post."}
+QWEN25O_UNUSED = ("audio_bos_eos_token.weight",)
 # GlmAsrEncoder's names of our (Whisper's) tensors, under its audio_tower.
 GLMASR_NAMES = {"self_attn.out_proj.": "self_attn.o_proj.", "self_attn_layer_norm.": "input_layernorm.",
                 "final_layer_norm.": "post_attention_layernorm.", "fc1.": "mlp.fc1.", "fc2.": "mlp.fc2.",
@@ -161,6 +168,8 @@ def projector_tensors(hp):
     if hp.projector == "glmasr":           # GlmAsrMultiModalProjector: linear_1, GELU, linear_2 (4 frames stacked)
         return [(p + "linear_1.weight", (h, s * d), True), (p + "linear_1.bias", (h,), False),
                 (p + "linear_2.weight", (n, h), True), (p + "linear_2.bias", (n,), False)]
+    if hp.projector == "qwen2.5o":         # Qwen2_5OmniAudioEncoder.proj (after avg pooling and ln_post)
+        return [("audio_tower.proj.weight", (n, d), True), ("audio_tower.proj.bias", (n,), False)]
     if hp.projector == "musicflamingo":    # AudioFlamingo3MultiModalProjector: linear_1, GELU, linear_2
         return [(p + "linear_1.weight", (n, d), True), (p + "linear_1.bias", (n,), False),
                 (p + "linear_2.weight", (n, n), True), (p + "linear_2.bias", (n,), False)]
@@ -506,6 +515,10 @@ def read_config(d):
         raise ConvertError("%s: model_type is %r, not 'whisper' or an audio LLM (%s)"
                            % (d, mt, ", ".join(sorted(TOWERS))))
     top = cfg
+    if mt == "qwen2_5_omni":               # the tower and its text model sit in the thinker's config
+        top = cfg.get("thinker_config")
+        if not isinstance(top, dict):
+            raise ConvertError("%s: config.json: qwen2_5_omni without a thinker_config" % d)
     if mt in TOWERS:
         cfg = top.get("audio_config")
         if not isinstance(cfg, dict):
@@ -532,6 +545,16 @@ def read_config(d):
         if not isinstance(text, dict):
             raise ConvertError("%s: config.json: %s without a text_config" % (d, mt))
         hp.n_llm = get("hidden_size", text, "text_config.")
+        if mt == "qwen2_5_omni":   # proj's output_dim is what the thinker's language model takes
+            hp.n_llm = get("output_dim")
+            n_window = get("n_window")
+            hp.n_chunk = 2 * n_window
+            if 2 * N_CTX % hp.n_chunk:
+                raise ConvertError("%s: config.json: audio_config.n_window %d: chunks of %d frames do not divide a "
+                                   "window's %d" % (d, n_window, hp.n_chunk, 2 * N_CTX))
+            if cfg.get("activation_function", "gelu") != "gelu" or cfg.get("scale_embedding", False):
+                raise ConvertError("%s: config.json: activation_function %r, scale_embedding %r; whisper-audio runs "
+                                   "'gelu', false" % (d, cfg.get("activation_function"), cfg.get("scale_embedding")))
         if mt == "voxtral":    # get_audio_features: reshape(-1, intermediate_size), then linear_1, act, linear_2
             if hp.n_ff % hp.n_state or N_CTX % (hp.n_ff // hp.n_state):
                 raise ConvertError("%s: config.json: audio_config.intermediate_size %d is not the d_model %d times "
@@ -582,7 +605,7 @@ def read_config(d):
 
 
 def find_prefix(names):
-    for prefix in ("model.encoder.", "encoder.", "audio_tower.", "model.audio_tower.", ""):
+    for prefix in ("model.encoder.", "encoder.", "audio_tower.", "model.audio_tower.", "thinker.audio_tower.", ""):
         if prefix + "conv1.weight" in names:
             return prefix
     raise ConvertError("no encoder tensors: none of model.encoder.conv1.weight, "
@@ -714,6 +737,8 @@ def make_kvs(name, hp, outtype, extra=()):
     if hp.n_rot:
         extra = (*extra, ("whisper.encoder.rope.dimension_count", U, hp.n_rot),
                  ("whisper.encoder.rope.freq_base", F, hp.rope_theta))
+    if hp.n_chunk:
+        extra = (*extra, ("whisper.encoder.chunk_length", U, hp.n_chunk))
     return [
         ("general.architecture", S, "whisper"),
         ("general.name", S, name),
@@ -748,6 +773,8 @@ def convert_dir(d, out, outtype):
     wanted = encoder_tensors(hp) + projector_tensors(hp)
     if hp.projector and prefix == "model.audio_tower.":
         pprefix = "model."
+    elif hp.projector == "qwen2.5o":
+        pprefix = prefix[:-len("audio_tower.")]            # thinker.audio_tower.proj.*
     else:
         pprefix = ""
     wanted_src = set()
@@ -757,7 +784,12 @@ def convert_dir(d, out, outtype):
             # GLM-ASR has none (RoPE instead): zeros keep the file's layout, and the graph skips them
             tensors.append((name, shape, GGML_TYPE_F32, lambda n=numel(shape): bytes(4 * n)))
             continue
+        if hp.projector == "qwen2.5o" and name == "encoder.embed_positions.weight":
+            tensors.append((name, shape, GGML_TYPE_F32, lambda: f64_list_to_f32_bytes(sinusoids_f32(N_CTX, hp.n_state))))
+            continue
         src = prefix + name[len("encoder."):] if name.startswith("encoder.") else pprefix + name
+        if hp.projector == "qwen2.5o" and name.startswith("encoder.layer_norm."):
+            src = src.replace("layer_norm.", QWEN25O_NAMES["layer_norm."])
         if hp.projector == "glmasr" and name.startswith("encoder."):
             for ours, theirs in GLMASR_NAMES.items():
                 if ours in src:
@@ -786,7 +818,7 @@ def convert_dir(d, out, outtype):
     # encoder tensors that config.json does not account for (a layer beyond encoder_layers)
     if prefix:
         extra = [k for k in where if k.startswith((prefix, pprefix + "multi_modal_projector.") if hp.projector else prefix)
-                 and k not in wanted_src]
+                 and k not in wanted_src and not (hp.projector == "qwen2.5o" and k[len(prefix):] in QWEN25O_UNUSED)]
     else:
         extra = [k for k in where if k.startswith(("conv", "layers.", "layer_norm.",
                                                    "embed_positions.")) and k not in wanted_src]
@@ -883,6 +915,23 @@ def sinusoids(length, channels, max_timescale=10000.0):
     for t in range(length):
         out += [math.sin(t * v) for v in inv]
         out += [math.cos(t * v) for v in inv]
+    return out
+
+
+def sinusoids_f32(length, channels, max_timescale=10000.0):
+    # Qwen2.5-Omni's SinusoidsPositionEmbedding as transformers computes it, in float32: inv =
+    # exp(f32(-ln(10000) / (channels/2 - 1)) * i), t * inv rounded to float32, then sin | cos
+    # (each float32 step done in float64 and rounded: within an ulp of torch's float32 kernels)
+    def f32(x):
+        return struct.unpack("<f", struct.pack("<f", x))[0]
+    half = channels // 2
+    inc = f32(-math.log(max_timescale) / (half - 1))
+    inv = [f32(math.exp(f32(inc * i))) for i in range(half)]
+    out = []
+    for t in range(length):
+        st = [f32(t * v) for v in inv]
+        out += [math.sin(x) for x in st]
+        out += [math.cos(x) for x in st]
     return out
 
 

@@ -1,4 +1,4 @@
-// The audio towers of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3 and GLM-ASR on the CPU against their own code in
+// The audio towers of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR and Qwen2.5-Omni on the CPU against their own code in
 // float64 (tests/data/towers, made by tests/data/make-tower-references.py), from our GGUF
 // (build/tower-*.gguf, converted from the checkpoints there) and from llama.cpp's mmproj files
 // of the same checkpoints; and the loader's answers to broken projector files.
@@ -16,7 +16,7 @@
 
 namespace {
 
-const char * TOWERS[] = {"qwen2a", "voxtral", "ultravox", "af3", "glmasr"};
+const char * TOWERS[] = {"qwen2a", "voxtral", "ultravox", "af3", "glmasr", "qwen25o"};
 
 whisper_audio_encoder * cpu_encoder(const whisper_audio_model * model, bool projector) {
     whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
@@ -39,7 +39,7 @@ double first_rows_error(const std::vector<float> & got, const std::vector<float>
 // holding the checkpoint's f16 values exactly, so the same reference applies). GLM-ASR has ours
 // alone: llama.cpp's glma is the original checkpoint's layout, not transformers'.
 std::vector<std::string> tower_files(const std::string & name) {
-    if (name == "glmasr") return {"build/tower-glmasr-f32.gguf"};
+    if (name == "glmasr" || name == "qwen25o") return {"build/tower-" + name + "-f32.gguf"};
     return {"build/tower-" + name + "-f32.gguf", test_data("towers/" + name + ".mmproj.gguf")};
 }
 
@@ -60,6 +60,7 @@ TEST_CASE("towers: the model file says the projector, llama.cpp's mmproj files l
         {"ultravox", WHISPER_AUDIO_PROJECTOR_ULTRAVOX, 8, 80},
         {"af3", WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, 1, 128},
         {"glmasr", WHISPER_AUDIO_PROJECTOR_GLMASR, 4, 128},
+        {"qwen25o", WHISPER_AUDIO_PROJECTOR_QWEN25O, 1, 128},
     };
     for (const auto & w : want) {
         for (const std::string & path : tower_files(w.name)) {
@@ -527,7 +528,7 @@ TEST_CASE("towers on CUDA: an input of 1 sample (and of 320) gives the CPU's row
             const size_t rows = whisper_audio_n_tokens(model, n, true);
             const int width = whisper_audio_token_dim(model, true);
             const std::string nm = name;
-            CHECK(rows == (nm == "qwen2a" || nm == "af3" || nm == "glmasr" ? 0u : nm == "voxtral" ? 375u : 1u));
+            CHECK(rows == (nm == "qwen2a" || nm == "af3" || nm == "glmasr" || nm == "qwen25o" ? 0u : nm == "voxtral" ? 375u : 1u));
             std::vector<float> a(rows * width + 1, NAN), b(rows * width + 1, NAN);
             REQUIRE_MESSAGE(whisper_audio_encode_tokens(cpu, pcm.data(), n, a.data()), whisper_audio_last_error());
             REQUIRE_MESSAGE(whisper_audio_encode_tokens(gpu, pcm.data(), n, b.data()), whisper_audio_last_error());

@@ -238,6 +238,75 @@ TEST_CASE("masked attention: window b attends to its first kv_len[b] keys") {
     vt_free(ctx);
 }
 
+TEST_CASE("block-diagonal attention: query i sees the keys of its own block below kv_len[b]; a block past it gives 0") {
+    const int T = 70, D = 64, B = 3, BLK = 16;     // blocks [0,16) ... [64,70); lens cut inside a block, at its edge, past all
+    const std::vector<float> lens = {70, 32, 37};
+    vt_context * ctx = vt_init(16);
+    host_tensor qkv = input(ctx, {3 * D, T, B}, 22);
+    host_tensor len{vt_new_tensor_1d(ctx, VT_TYPE_F32, B), lens};
+    vt_set_input(len.t);
+    const size_t row = 3 * D * sizeof(float), win = row * T;
+    vt_tensor * q = vt_view_3d(ctx, qkv.t, D, T, B, row, win, 0);
+    vt_tensor * k = vt_view_3d(ctx, qkv.t, D, T, B, row, win, D * sizeof(float));
+    vt_tensor * v = vt_view_3d(ctx, qkv.t, D, T, B, row, win, 2 * D * sizeof(float));
+    std::vector<float> got = run_cpu(ctx, vt_attention_blocks(ctx, q, k, v, 1, 0.125f, len.t, BLK), {qkv, len});
+    auto at = [&](int b, int t, int part, int c) { return (double)qkv.data[((size_t)b * T + t) * 3 * D + part * D + c]; };
+    std::vector<double> ref((size_t)B * T * D, 0.0), p(T);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < T; i++) {
+            const int lo = i / BLK * BLK, hi = std::min(lo + BLK, (int)lens[b]);
+            if (hi <= lo) continue;                 // no key: the row stays 0
+            double mx = -INFINITY, sum = 0;
+            for (int j = lo; j < hi; j++) {
+                double dot = 0;
+                for (int c = 0; c < D; c++) dot += at(b, i, 0, c) * at(b, j, 1, c);
+                mx = std::max(mx, p[j] = dot * 0.125);
+            }
+            for (int j = lo; j < hi; j++) sum += (p[j] = std::exp(p[j] - mx));
+            for (int c = 0; c < D; c++) {
+                double acc = 0;
+                for (int j = lo; j < hi; j++) acc += p[j] * at(b, j, 2, c);
+                ref[((size_t)b * T + i) * D + c] = acc / sum;
+            }
+        }
+    CHECK(rel_l2(got, ref) < 1e-6);
+    for (int c = 0; c < D; c++) CHECK(got[((size_t)1 * T + 40) * D + c] == 0.0f);   // window 1, block [32, 48) past 32
+    vt_free(ctx);
+}
+
+TEST_CASE("conv1d_k3 over chunks: each chunk padded on its own, rows past x_len zero, the add per chunk") {
+    const int C = 5, N = 4, T = 24, B = 2, CH = 8;
+    const std::vector<float> lens = {24, 13};        // window 1: its chunk [8, 16) cut at 13 (odd)
+    for (int stride : {1, 2}) {
+        vt_context * ctx = vt_init(16);
+        host_tensor x = input(ctx, {C, T, B}, 23);
+        host_tensor w = input(ctx, {3, C, N}, 24);
+        host_tensor bias = input(ctx, {N}, 25);
+        host_tensor add = input(ctx, {N, CH / stride}, 26);
+        host_tensor len{vt_new_tensor_1d(ctx, VT_TYPE_F32, B), lens};
+        vt_set_input(len.t);
+        std::vector<float> got = run_cpu(ctx, vt_conv1d_k3_chunks(ctx, x.t, w.t, bias.t, stride, VT_ACT_NONE, add.t, CH, len.t),
+                                         {x, w, bias, add, len});
+        const int t_out = T / stride;
+        std::vector<double> ref((size_t)B * t_out * N);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < t_out; t++)
+                for (int o = 0; o < N; o++) {
+                    const int c0 = t * stride / CH * CH, end = std::min(c0 + CH, (int)lens[b]);
+                    double acc = bias.data[o];
+                    for (int i = 0; i < C; i++)
+                        for (int kk = 0; kk < 3; kk++) {
+                            const int ti = t * stride + kk - 1;
+                            if (ti >= c0 && ti < end) acc += (double)w.data[(o * C + i) * 3 + kk] * x.data[((size_t)b * T + ti) * C + i];
+                        }
+                    ref[((size_t)b * t_out + t) * N + o] = acc + add.data[(t % (CH / stride)) * N + o];
+                }
+        CAPTURE(stride);
+        CHECK(rel_l2(got, ref) < 1e-6);
+        vt_free(ctx);
+    }
+}
+
 TEST_CASE("rope_qk: q and k of each head turn by position (the first n_rot dims, rotate_half pairs), v copied") {
     const int H = 2, hd = 8, D = H * hd, n_rot = 4, T = 1500, B = 2;    // T 1500: the angles reach ~1500 rad
     vt_context * ctx = vt_init(8);

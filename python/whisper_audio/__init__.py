@@ -117,7 +117,7 @@ class Projector(_CEnum):
     """The audio LLM whose tower and projector a model file holds (enum whisper_audio_projector;
     llama.cpp's clip.projector_type names): NONE for a Whisper encoder alone, QWEN2A
     (Qwen2-Audio), VOXTRAL, ULTRAVOX, MUSICFLAMINGO (Audio Flamingo 3's tower: llama.cpp's name),
-    GLMASR (GLM-ASR as transformers lays it out).
+    GLMASR (GLM-ASR as transformers lays it out), QWEN25O (Qwen2.5-Omni's audio tower).
     hparams["projector"]; Model.projector (None for NONE)."""
     NONE = "none"
     QWEN2A = "qwen2a"
@@ -125,6 +125,7 @@ class Projector(_CEnum):
     ULTRAVOX = "ultravox"
     MUSICFLAMINGO = "musicflamingo"
     GLMASR = "glmasr"
+    QWEN25O = "qwen2.5o"
 
 
 # ---- the C API --------------------------------------------------------------------
@@ -134,7 +135,8 @@ class _Hparams(ctypes.Structure):
                 ("n_head", ctypes.c_int), ("n_layer", ctypes.c_int), ("n_ff", ctypes.c_int),
                 ("eps", ctypes.c_float), ("weight_type", ctypes.c_int), ("projector", ctypes.c_int),
                 ("n_llm", ctypes.c_int), ("n_proj_ff", ctypes.c_int), ("stack_factor", ctypes.c_int),
-                ("proj_eps", ctypes.c_float), ("n_rot", ctypes.c_int), ("rope_theta", ctypes.c_float)]
+                ("proj_eps", ctypes.c_float), ("n_rot", ctypes.c_int), ("rope_theta", ctypes.c_float),
+                ("n_chunk", ctypes.c_int)]
 
 
 class _Info(ctypes.Structure):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-# Makes tests/data/towers/: tiny random Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3 and GLM-ASR
-# checkpoints (the audio tower and projector only), and float64 references of what each model
+# Makes tests/data/towers/: tiny random Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR and
+# Qwen2.5-Omni checkpoints (the audio tower and projector only), and float64 references of what each model
 # feeds its language model, computed by the models' own modules (transformers for Qwen2-Audio,
 # Voxtral, Audio Flamingo 3 and GLM-ASR; fixie-ai/ultravox's ultravox_model.py for Ultravox, which is not
 # in transformers).
@@ -293,10 +293,51 @@ def glmasr(audios):
         store(f"glmasr.{LONG}.audio.every8.npy", out[::8])
 
 
+def qwen25o(audios):
+    from transformers.models.qwen2_5_omni import modeling_qwen2_5_omni as omni
+    audio = dict(d_model=D, encoder_layers=LAYERS, encoder_attention_heads=HEADS, encoder_ffn_dim=FF, num_mel_bins=128,
+                 max_source_positions=1500, n_window=100, output_dim=LLM)
+    cfg = transformers.Qwen2_5OmniConfig(thinker_config=dict(audio_config=audio, text_config=dict(
+        hidden_size=LLM, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+        vocab_size=128)))
+    acfg = cfg.thinker_config.audio_config
+    acfg._attn_implementation = "eager"
+    tower = omni.Qwen2_5OmniAudioEncoder(acfg).eval()
+    randomise(tower, 7)
+    # the published checkpoints' names (Qwen2_5OmniForConditionalGeneration: thinker.audio_tower.*)
+    state = {"thinker.audio_tower." + k: v for k, v in tower.state_dict().items()}
+    save(os.path.join(OUT, "qwen25o"), dict(cfg.to_dict(), architectures=["Qwen2_5OmniForConditionalGeneration"]), state)
+    tower = tower.double()
+
+    def tokens(features, mask):   # Qwen2_5OmniThinkerForConditionalGeneration.get_audio_features, line by line
+        lengths = mask.sum(1)
+        x = features.permute(0, 2, 1)[mask.bool()].permute(1, 0)
+        aftercnn, _ = tower._get_feat_extract_output_lengths(lengths)
+        return tower(x, feature_lens=lengths, aftercnn_lens=aftercnn).last_hidden_state
+
+    def processed(pcm):   # Qwen2_5OmniProcessor._process_audio: padding "max_length" (30 s, truncated), its mask
+        x = fe(pcm, sampling_rate=16000, return_attention_mask=True, padding="max_length", return_tensors="pt")
+        return x.input_features.double(), x.attention_mask
+
+    fe = transformers.WhisperFeatureExtractor(feature_size=128)
+    with torch.no_grad():
+        mel = torch.from_numpy(np.load(os.path.join(ROOT, "features", "speech_16k.mel128.npy"))).double()[None]
+        frames = -(-len(audios["speech_16k"]) // 160)                      # 702: 3 chunks of 200 and one of 102
+        mask = (torch.arange(3000)[None, :] < frames).long()
+        store("qwen25o.speech_16k.features.npy", tokens(mel, mask))
+        proj, tower.proj = tower.proj, torch.nn.Identity()                 # the tower's rows before proj
+        store("qwen25o.speech_16k.features.tower.npy", tokens(mel, mask))
+        tower.proj = proj
+        for clip, pcm in audios.items():                                   # speech_50001: 313 frames, a tail of 113
+            store(f"qwen25o.{clip}.audio.npy", tokens(*processed(pcm)))
+        out = tokens(*processed(read_wav("long_70s_16k.wav")))            # its first 30 s: 15 chunks, 750 tokens
+        store(f"qwen25o.{LONG}.audio.every8.npy", out[::8])
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--ultravox", help="fixie-ai/ultravox's ultravox/model directory (for ultravox)")
-    ap.add_argument("--models", default="qwen2a,voxtral,ultravox,af3,glmasr", help="comma-separated, of the default")
+    ap.add_argument("--models", default="qwen2a,voxtral,ultravox,af3,glmasr,qwen25o", help="comma-separated, of the default")
     args = ap.parse_args()
     models = args.models.split(",")
     if "ultravox" in models and not args.ultravox:
@@ -308,5 +349,5 @@ if __name__ == "__main__":
         if name == "ultravox":
             ultravox(audios, args.ultravox)
         else:
-            {"qwen2a": qwen2_audio, "voxtral": voxtral, "af3": af3, "glmasr": glmasr}[name](audios)
+            {"qwen2a": qwen2_audio, "voxtral": voxtral, "af3": af3, "glmasr": glmasr, "qwen25o": qwen25o}[name](audios)
     print("wrote", OUT)
