@@ -917,6 +917,48 @@ class TestTowers(Base):
         missing = {k: v for k, v in st.items() if k != "audio_tower.layers.1.self_attn.o_proj.bias"}
         t.expect_error(t.make("g-missing", cfg, missing), "missing encoder tensor audio_tower.layers.1.self_attn.o_proj.bias")
 
+    def test_qwen25o(self):
+        # transformers' Qwen2_5OmniForConditionalGeneration: thinker.audio_tower's Whisper names (ln_post
+        # for the final LayerNorm), its proj after ours, the chunk length (n_window * 2) as a key, the
+        # sinusoidal positions computed (the checkpoint holds none: a buffer that is not saved), and
+        # audio_bos_eos_token left out (the audio-feature path never reads it)
+        src = os.path.join(DATA, "towers", "qwen25o")
+        st = st_read(os.path.join(src, "model.safetensors"))
+        self.assertIn("thinker.audio_tower.audio_bos_eos_token.weight", st)
+        for outtype in ("f32", "f16"):
+            g = GGUF(self.convert(src, outtype, "tower-qwen25o-%s.gguf" % outtype))
+            kv = g.kv
+            self.assertEqual(kv["whisper.projector.type"], (8, "qwen2.5o"))
+            self.assertEqual(kv["whisper.projector.embedding_length"], (4, 32))
+            self.assertEqual(kv["whisper.encoder.chunk_length"], (4, 200))
+            enc = [e[0] for e in expected_tensors(64, 3, 256, 128) if e[0] != "mel_filters"]
+            self.assertEqual([t[0] for t in g.tensors], enc + ["audio_tower.proj.weight", "audio_tower.proj.bias", "mel_filters"])
+            for i, (tname, dims, gtype, _) in enumerate(g.tensors):
+                if tname == "mel_filters":
+                    continue
+                if tname == "encoder.embed_positions.weight":
+                    # float32 sinusoids: position t, channel c < 32 is sin(t * 10000^(-c / 31)), c >= 32 its cos
+                    self.assertEqual((dims, gtype), ([64, 1500], GGML_F32))
+                    pos = array.array("f", g.tensor_bytes(i))
+                    for t, c in ((0, 0), (0, 32), (1, 0), (7, 5), (1499, 31), (1499, 63), (800, 40)):
+                        x = t * 10000.0 ** (-(c % 32) / 31)
+                        self.assertAlmostEqual(pos[t * 64 + c], math.sin(x) if c < 32 else math.cos(x), delta=2e-4, msg=(t, c))
+                    continue
+                src_name = "thinker." + (tname if tname.startswith("audio_tower.") else "audio_tower." + tname[len("encoder."):])
+                src_name = src_name.replace("audio_tower.layer_norm.", "audio_tower.ln_post.")
+                dtype, shape, data = st[src_name]
+                self.assertEqual(dims, list(reversed(shape)), tname)
+                want = data if gtype == GGML_F16 else array.array("I", [f16_to_f32_bits(h) for h in array.array("H", data)]).tobytes()
+                self.assertEqual(g.tensor_bytes(i), want, tname)
+        t = TestErrors("test_errors")
+        t.tmp = self.tmp
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        missing = {k: v for k, v in st.items() if k != "thinker.audio_tower.proj.bias"}
+        t.expect_error(t.make("o-missing", cfg, missing), "thinker.audio_tower.proj.bias")
+        t.expect_error(t.make("o-nothinker", {k: v for k, v in cfg.items() if k != "thinker_config"}, st),
+                       "qwen2_5_omni without a thinker_config")
+
     def test_language_model_left_out(self):
         src = os.path.join(DATA, "towers", "qwen2a")
         st = st_read(os.path.join(src, "model.safetensors"))
@@ -974,7 +1016,7 @@ class TestLibrary(Base):
         main = self.main_bin()
         for src, outtype in (("micro-80", "f32"), ("micro-80", "f16"), ("micro-128", "bf16"), ("towers/qwen2a", "f16"),
                              ("towers/voxtral", "bf16"), ("towers/ultravox", "f32"), ("towers/af3", "f16"),
-                             ("towers/glmasr", "f32")):
+                             ("towers/glmasr", "f32"), ("towers/qwen25o", "f16")):
             with self.subTest(src=src, outtype=outtype):
                 ours = self.convert(os.path.join(DATA, src), outtype, name="lib-%s-%s.gguf" % (src.replace("/", "-"), outtype))
                 again = ours + ".again.gguf"
