@@ -431,6 +431,33 @@ check(time.monotonic() - t0 < 12, "a trickled body was not cut off (--timeout 5)
 check(request(srv, "GET", "/health")[0] == 200, "the server is down after the hostile requests")
 ok(f"slow clients (headers, then a body a byte at a time) are dropped within --timeout; the server stays up")
 
+# a client that disconnects while its windows wait: they are released (not encoded), and the
+# server goes on; one window a batch (-b 1), 20 windows of audio, the client gone once it has sent them
+gone = Server(MICRO, "-b", "1", "--max-body-mb", "32")
+long_wav = os.path.join(TMP, "long.wav")
+write_wav(long_wav, (SPEECH * (2 * 16000 * 600 // len(SPEECH) + 1))[:2 * 16000 * 600])
+body = open(long_wav, "rb").read()
+s = socket.create_connection(("127.0.0.1", gone.port), timeout=10)
+s.sendall(b"POST /v1/audio/embeddings HTTP/1.1\r\nHost: x\r\nAccept: application/x-npy\r\n"
+          b"Content-Length: %d\r\n\r\n" % len(body) + body)
+s.close()                           # gone as soon as the body is sent
+t_end = time.monotonic() + 30
+while time.monotonic() < t_end:
+    text = request(gone, "GET", "/metrics")[2].decode()
+    if metric(text, "whisper_audio_requests_cancelled_total") == 1 and metric(text, "whisper_audio_requests_in_flight") == 0:
+        break
+    time.sleep(0.1)
+time.sleep(0.5)                     # windows already in a batch finish; none more may start
+text = request(gone, "GET", "/metrics")[2].decode()
+check(metric(text, "whisper_audio_requests_cancelled_total") == 1, f"a client gone: not cancelled: {text[:400]}")
+encoded = metric(text, "whisper_audio_windows_total")
+check(encoded < 15, f"a client gone once its body was sent: {encoded:.0f} of its 20 windows encoded (-b 1)")
+st, got = embed(gone, "b", {}, "npy")
+check(st == 200 and same_as_main(MICRO, "b", {}, got[0], "npy"), "a request after a client left")
+gone.proc.send_signal(signal.SIGTERM)
+check(gone.proc.wait(timeout=30) == 0, "the server for the gone client: exit 0 on SIGTERM")
+ok(f"a client gone once its 20-window request was sent: cancelled, {encoded:.0f} windows encoded, the next request answered")
+
 # ---- graceful shutdown with requests in flight --------------------------------------------
 
 reference(MICRO, "d", {})
