@@ -289,6 +289,9 @@ def get(port, path):
         c.close()
 
 
+DISP = 'whisper_audio_dispatcher_seconds_total{part="%s"}'
+
+
 def metrics(port):
     st, body = get(port, "/metrics")
     out = {}
@@ -574,6 +577,8 @@ def main():
             windows = sum((npy_shape(r["head"]) or [0])[0] for r in good)
             d = {k: m1.get(k, 0) - m0.get(k, 0) for k in ("whisper_audio_batches_total", "whisper_audio_windows_total",
                                                            "whisper_audio_flushes_total")}
+            # the dispatcher thread's time split (its share of the level's wall time)
+            disp = {part: (m1.get(DISP % part, 0) - m0.get(DISP % part, 0)) / wall for part in ("push", "rows", "poll")}
             lv = {"clients": nc, "requests": len(recs), "requests_asked": nr, "capped": capped, "wall_s": wall,
                   "req_per_s": len(good) / wall, "windows": windows, "windows_per_s": windows / wall,
                   "p50_ms": pct(lat, 50) * 1000, "p99_ms": pct(lat, 99) * 1000, "mean_ms": statistics.fmean(lat) * 1000 if lat else None,
@@ -581,17 +586,18 @@ def main():
                   "flushes": d["whisper_audio_flushes_total"],
                   "batch_fill": d["whisper_audio_windows_total"] / d["whisper_audio_batches_total"] / args.batch
                   if d["whisper_audio_batches_total"] else None,
-                  "vs_main": (windows / wall) / main_r["windows_per_s"], "checks": chk}
+                  "vs_main": (windows / wall) / main_r["windows_per_s"], "dispatcher_share": disp, "checks": chk}
             levels.append(lv)
             ok = chk["n_failed"] == 0 and len(recs) > 0
             failed |= not ok
             log("%d clients (%d processes): %d requests in %.2f s%s: %.1f req/s, %.1f windows/s (x%.2f main's), p50 %.1f ms, p99 %.1f ms "
                 "(server-side p50 %.1f ms); %d batches, fill %s; checks: %d/%d shapes, first rows %d exact + %d close, "
-                "whole %d/%d exact + %d close, max rel L2 %.3g%s" % (
+                "whole %d/%d exact + %d close, max rel L2 %.3g; dispatcher: push %.0f%%, rows %.0f%%, poll %.0f%% of the wall%s" % (
                     nc, max(1, min(args.client_procs, nc)), len(recs), wall, " (cut at %.0f s)" % cap if capped else "", lv["req_per_s"], lv["windows_per_s"],
                     lv["vs_main"], lv["p50_ms"], lv["p99_ms"], lv["server_p50_ms"], lv["batches"],
                     "%.2f" % lv["batch_fill"] if lv["batch_fill"] is not None else "-", chk["shape_ok"], len(recs), chk["exact"],
                     chk["close"], chk["whole_exact"], chk["whole_checked"], chk["whole_close"], chk["max_rel_l2"],
+                    100 * disp["push"], 100 * disp["rows"], 100 * disp["poll"],
                     "" if ok else "; FAILED: " + "; ".join(chk["failures"])))
     finally:
         rc = srv.stop()
