@@ -79,6 +79,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -943,8 +944,11 @@ struct cuda_backend : vt_backend {
     std::unordered_map<std::string, cublasLtMatmulAlgo_t> tuned;   // tune_gemm's choices
 
     std::unordered_map<const vt_tensor *, float *> f32_copies;   // graph outputs -> their f32 copies
-    void * staging = nullptr;                   // pinned host memory for uploads/downloads
+    void * staging = nullptr;                   // pinned host memory for downloads
     size_t staging_bytes = 0;
+    // set_tensor's pieces in flight: two pinned host buffers, two device ones for a piece to be
+    // converted, each reused once its event says the piece before last is through
+    struct uploader { void * host[2] = {}; void * raw[2] = {}; cudaEvent_t done[2] = {}; int next = 0; } up_bufs;
 
     std::set<vt_graph *> graphs;                // allocated here, released by the destructor
     size_t graph_bytes = 0;
@@ -964,6 +968,8 @@ struct cuda_backend : vt_backend {
     bool fp8_eligible(const vt_tensor * t) const;
     bool ensure_staging(size_t bytes);
     bool upload(void * dst, vt_type dst_type, const void * src, vt_type src_type, size_t n);
+    bool ensure_uploader();
+    bool finish_uploads();
     bool set_tensor(vt_tensor * t, const void * src, vt_type src_type) override;
     bool get_tensor_f32(const vt_tensor * t, float * dst) override;
     size_t allocated_bytes() const override;
@@ -1018,6 +1024,7 @@ cuda_backend::~cuda_backend() {
     if (lt_ws) cudaFree(lt_ws);
     if (mel_tab) cudaFree(mel_tab);
     if (staging) cudaFreeHost(staging);
+    finish_uploads();
     if (lt) g_lt.cublasLtDestroy(lt);
     if (stream) cudaStreamDestroy(stream);
 }
@@ -1161,39 +1168,85 @@ bool cuda_backend::ensure_staging(size_t bytes) {
     return true;
 }
 
-// Host data of any type -> the tensor's type (and its shadow's), converted on the host
-// into pinned staging, then one copy.
-// The host data as it is, then converted on the device (a 1.3 GB model's f16 -> bf16 on
-// one host core took about 1 s); a tensor in pieces of 64 MB.
-bool cuda_backend::upload(void * dst, vt_type dst_type, const void * src, vt_type src_type, size_t n) {
-    const size_t es = vt_type_size(src_type), chunk = std::min(n, ((size_t)64 << 20) / es);
-    void * raw = nullptr;
-    if (!ensure_staging(chunk * es)) return false;
-    CUDA_CHECK(device_malloc(&raw, chunk * es));
-    bool ok = true;
-    for (size_t i = 0; ok && i < n; i += chunk) {
-        const size_t k = std::min(chunk, n - i);
-        memcpy(staging, (const char *)src + i * es, k * es);
-        ok = cudaMemcpyAsync(raw, staging, k * es, cudaMemcpyHostToDevice, stream) == cudaSuccess &&
-             launch_convert(lc, (char *)dst + i * vt_type_size(dst_type), dst_type, raw, src_type, k) &&
-             cudaStreamSynchronize(stream) == cudaSuccess;
+// Weights go up in pieces of UPLOAD_PIECE bytes, the host data as it is (converted on the
+// device: a 1.3 GB model's f16 -> bf16 on one host core took about 1 s). Each piece is copied
+// into pinned memory by a few threads (the model file's pages are touched there), then goes up
+// and is converted while the host copies the next: the device is waited for only when a buffer
+// comes round again, and once at the end (finish_uploads). The run before this (a cudaMalloc and
+// a synchronous copy per tensor from one thread) spent about 0.6 s on large-v3's weights.
+static const size_t UPLOAD_PIECE = (size_t)32 << 20;
+
+bool cuda_backend::ensure_uploader() {
+    for (int b = 0; b < 2; b++) {
+        if (up_bufs.host[b]) continue;
+        CUDA_CHECK(cudaMallocHost(&up_bufs.host[b], UPLOAD_PIECE));
+        CUDA_CHECK(device_malloc_bytes(&up_bufs.raw[b], UPLOAD_PIECE));
+        CUDA_CHECK(cudaEventCreateWithFlags(&up_bufs.done[b], cudaEventDisableTiming));
     }
-    cudaFree(raw);
-    if (!ok) vt_set_error("cuda: uploading %zu elements failed: %s", n, cudaGetErrorString(cudaGetLastError()));
-    return ok;
+    return true;
+}
+
+// The uploads' end: their errors reported, their buffers released (a later set_tensor makes them again).
+bool cuda_backend::finish_uploads() {
+    if (!up_bufs.host[0]) return true;
+    const cudaError_t e = cudaStreamSynchronize(stream);
+    for (int b = 0; b < 2; b++) {
+        if (up_bufs.host[b]) cudaFreeHost(up_bufs.host[b]);
+        if (up_bufs.raw[b]) cudaFree(up_bufs.raw[b]);
+        if (up_bufs.done[b]) cudaEventDestroy(up_bufs.done[b]);
+    }
+    up_bufs = uploader();
+    if (e != cudaSuccess) { vt_set_error("cuda: uploading the weights failed: %s", cudaGetErrorString(e)); return false; }
+    return true;
+}
+
+// memcpy over up to 4 threads for a large piece (pages of a mapped file fault in parallel).
+static void parallel_copy(void * dst, const void * src, size_t bytes) {
+    const size_t n_threads = std::min<size_t>({4, std::max(1u, std::thread::hardware_concurrency()), bytes >> 22});
+    if (n_threads <= 1) { memcpy(dst, src, bytes); return; }
+    const size_t part = (bytes / n_threads + 63) & ~(size_t)63;
+    std::vector<std::thread> th;
+    for (size_t i = 1; i < n_threads; i++) {
+        const size_t off = i * part;
+        if (off < bytes) th.emplace_back([=] { memcpy((char *)dst + off, (const char *)src + off, std::min(part, bytes - off)); });
+    }
+    memcpy(dst, src, std::min(part, bytes));
+    for (std::thread & t : th) t.join();
+}
+
+bool cuda_backend::upload(void * dst, vt_type dst_type, const void * src, vt_type src_type, size_t n) {
+    if (!ensure_uploader()) return false;
+    const size_t es = vt_type_size(src_type), ds = vt_type_size(dst_type), chunk = UPLOAD_PIECE / es;
+    for (size_t i = 0; i < n; i += chunk) {
+        const size_t k = std::min(chunk, n - i);
+        const int b = up_bufs.next;
+        up_bufs.next ^= 1;
+        CUDA_CHECK(cudaEventSynchronize(up_bufs.done[b]));          // its last piece is through
+        parallel_copy(up_bufs.host[b], (const char *)src + i * es, k * es);
+        char * out = (char *)dst + i * ds;
+        if (src_type == dst_type) {
+            CUDA_CHECK(cudaMemcpyAsync(out, up_bufs.host[b], k * es, cudaMemcpyHostToDevice, stream));
+        } else {
+            CUDA_CHECK(cudaMemcpyAsync(up_bufs.raw[b], up_bufs.host[b], k * es, cudaMemcpyHostToDevice, stream));
+            if (!launch_convert(lc, out, dst_type, up_bufs.raw[b], src_type, k)) return false;
+        }
+        CUDA_CHECK(cudaEventRecord(up_bufs.done[b], stream));
+    }
+    return true;
 }
 
 bool cuda_backend::set_tensor(vt_tensor * t, const void * src, vt_type src_type) {
     CUDA_CHECK(cudaSetDevice(device));
     const size_t n = (size_t)vt_nelements(t);
-    if (src_type == t->type && shadow.find(t) == shadow.end()) {   // as is: one copy, no staging
+    auto it = shadow.find(t);
+    if (src_type == t->type && it == shadow.end() && n * vt_type_size(src_type) < ((size_t)1 << 20)) {
+        // small and as is (a bias, a graph's input): one copy, no pieces
         CUDA_CHECK(cudaMemcpyAsync(t->data, src, n * vt_type_size(src_type), cudaMemcpyHostToDevice, stream));
         CUDA_CHECK(cudaStreamSynchronize(stream));
-    } else {
-        if (!upload(t->data, t->type, src, src_type, n)) return false;
-        auto it = shadow.find(t);
-        if (it != shadow.end() && !upload(it->second, ctype, src, src_type, n)) return false;
+        return true;
     }
+    if (!upload(t->data, t->type, src, src_type, n)) return false;
+    if (it != shadow.end() && !upload(it->second, ctype, src, src_type, n)) return false;
     auto f = fp8_weights.find(t);   // the e4m3 copy, from the 16-bit one just written
     if (f != fp8_weights.end()) {
         if (!launch_quantize(lc, t->type, f->second.q, f->second.scale, t->data, false, nullptr, t->ne[1], t->ne[0])) return false;
@@ -1380,6 +1433,7 @@ void cuda_backend::free_state(graph_state * s) {
 
 bool cuda_backend::alloc_graph(vt_graph * g) {
     CUDA_CHECK(cudaSetDevice(device));
+    if (!finish_uploads()) return false;
     for (vt_tensor * t : g->leaves) {
         if ((t->flags & VT_FLAG_WEIGHT) && !(t->flags & VT_FLAG_INPUT) && !t->data) {
             vt_set_error("cuda: weight '%s' has no storage: call vt_backend_alloc_weights first", t->name);

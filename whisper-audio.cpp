@@ -5762,7 +5762,10 @@ whisper_audio_encoder_params whisper_audio_encoder_default_params(void) {
 // Copies the encoder's tensors from the model to the backend, converting the type. The parts
 // of a fused tensor are gathered in f32 and copied once the last is in.
 static bool upload_weights(whisper_audio_encoder * enc, const whisper_audio_model * model) {
-    std::vector<float> fused;
+    // a tensor fused from parts (QKV) is joined in the parts' own type where they share one
+    // (the f16 bytes as they are: no host conversion, half the bytes up), else in f32
+    std::vector<uint8_t> fused;
+    vt_type fused_type = VT_TYPE_F32;
     return wa_for_each_tensor(enc->hparams.n_layer, [&](const wa_tensor_desc & t, int il, const char * name) {
         vt_tensor ** dst = wa_dst(enc->w, t, il);
         if (!dst) return true;
@@ -5770,13 +5773,23 @@ static bool upload_weights(whisper_audio_encoder * enc, const whisper_audio_mode
         const void * data = src->data;
         vt_type type = (vt_type)src->type;
         if (t.n_parts > 1) {
-            const size_t n = src->bytes / vt_type_size(type);
-            if (t.part == 0) fused.assign(n * t.n_parts, 0.0f);          // a part with no row stays zero
-            VT_ASSERT(fused.size() == (size_t)vt_nelements(*dst));
-            vt_convert(fused.data() + t.part * n, VT_TYPE_F32, src->data, type, n);
+            const size_t n = src->bytes / vt_type_size(type), total = n * t.n_parts;
+            VT_ASSERT(total == (size_t)vt_nelements(*dst));
+            if (t.part == 0) {
+                fused_type = type;
+                fused.assign(total * vt_type_size(type), 0);             // a part with no row stays zero
+            } else if (type != fused_type && fused_type != VT_TYPE_F32) {   // mixed types: the parts so far in f32
+                std::vector<uint8_t> f32(total * sizeof(float));
+                vt_convert(f32.data(), VT_TYPE_F32, fused.data(), fused_type, total);
+                fused.swap(f32);
+                fused_type = VT_TYPE_F32;
+            }
+            const size_t es = vt_type_size(fused_type);
+            if (type == fused_type) memcpy(fused.data() + t.part * n * es, src->data, n * es);
+            else vt_convert(fused.data() + t.part * n * es, fused_type, src->data, type, n);
             if (t.part < t.n_parts - 1) return true;
             data = fused.data();
-            type = VT_TYPE_F32;
+            type = fused_type;
         }
         if (!vt_backend_set_tensor(enc->backend, *dst, data, type)) {
             wa_set_error("uploading %s: %s", name, vt_last_error());

@@ -190,7 +190,8 @@ def main():
     ap.add_argument("--model", default=None, help="default build/large-v3-random.gguf (made when missing)")
     ap.add_argument("--main", default=os.path.join(ROOT, "build", "main"))
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="main's device (cpu: try it here)")
-    ap.add_argument("--dtype", choices=["f16", "bf16", "fp8"], default="bf16")
+    ap.add_argument("--dtype", choices=["f16", "bf16", "fp8"], default=None,
+                    help="main's and the GPU actors' --dtype (default bf16; with --device cpu f16, the f32 the CPU actors compute)")
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--clip-s", type=float, default=5.0)
     ap.add_argument("--batch", type=int, default=32)
@@ -204,6 +205,8 @@ def main():
     ap.add_argument("--tol", type=float, default=None)
     ap.add_argument("--budget-s", type=float, default=540, help="the CPU run is skipped past this")
     args = ap.parse_args()
+    if args.dtype is None:
+        args.dtype = "f16" if args.device == "cpu" else "bf16"
     tol = args.tol if args.tol is not None else (5e-2 if args.dtype == "fp8" else 1e-2)
     if args.device == "cpu":
         tol = args.tol if args.tol is not None else 0.0

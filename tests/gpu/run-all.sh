@@ -111,7 +111,7 @@ if has raybench; then
     python3 -c 'import ray' 2>/dev/null || { [ -d /tmp/site/ray ] || tests/gpu/ray-carry.sh install >"$OUT/raycarry.log" 2>&1; } &&
         export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
     if python3 -c 'import ray, pyarrow' 2>/dev/null; then
-        make -j16 main build/libwhisper-audio.so >>"$OUT/build.log" 2>&1
+        [ -z "$PROGRAMS" ] || make -j16 main build/libwhisper-audio.so >>"$OUT/build.log" 2>&1
         python3 tests/gpu/ray-bench.py --out "$OUT" 2>&1 | tee "$OUT/raybench.log" | grep -v "^|"
     else
         echo "ray-bench: skipped: Ray is not importable (carry build/carry/ray-*: tests/gpu/ray-carry.sh)" | tee "$OUT/raybench.log"
