@@ -5,7 +5,8 @@
 # the tables are printed last.
 #
 #   STEPS="tests parity compare"   which steps (default: all; "nopad" makes the reference,
-#                                  "stages" times main's stages on long audio, "towers" the
+#                                  "stages" times main's stages on long audio, "init" main's
+#                                  load and init (tests/gpu/init-bench.py), "towers" the
 #                                  audio-LLM towers' parity, "e2e" main's whole path against
 #                                  transformers' pipeline, our forward alone and our decoder
 #                                  alone (tests/gpu/e2e.py: 16 kHz mono WAV, 44.1 kHz stereo
@@ -43,7 +44,7 @@
 # the build's audio flags; without the folder the build is as before (WAV alone).
 set -u
 OUT=${OUT:-build/gpu-logs}
-STEPS=${STEPS:-tests nopad parity towers compare stages e2e attention transcripts towerbench serverbench wheel raybench}
+STEPS=${STEPS:-tests nopad parity towers compare init stages e2e attention transcripts towerbench serverbench wheel raybench}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -100,6 +101,9 @@ has compare && python3 tests/gpu/compare.py --sizes "${COMPARE_SIZES:-large-v3}"
 # "beforeafter": ./main of the carried before tree and of this one, interleaved on the same inputs
 has beforeafter && python3 tests/gpu/before-after.py --before build/before --sizes "${BA_SIZES:-base}" --cases "${BA_CASES:-pooled}" \
     --out "$OUT" 2>&1 | tee "$OUT/before-after.log" | grep -v "^|"
+# "init": main's load and init (large-v3 and base, batch 1 and 32), beside the before tree's when carried
+has init && python3 tests/gpu/init-bench.py $([ -x build/before/main ] && echo --before build/before) --out "$OUT" 2>&1 |
+    tee "$OUT/init-bench.log" | grep -v "^|"
 has stages && python3 tests/gpu/stages.py 2>&1 | tee "$OUT/stages.log"
 has e2e && python3 tests/gpu/e2e.py --sizes "${E2E_SIZES:-base,large-v3}" --out "$OUT" ${E2E_ARGS:-} 2>&1 | tee "$OUT/e2e.log" | grep -v "^|"
 has attention && python3 tests/gpu/attention.py 2>&1 | tee "$OUT/attention.log" | grep -v "^|"
@@ -148,6 +152,7 @@ has tests && { echo "tests:"; tail -n 3 "$OUT/tests.log"; }
 has parity && grep "^|\|^parity" "$OUT/parity.log"
 has towers && grep "^|\|^towers" "$OUT/towers.log"
 has stages && cat "$OUT/stages.log"
+has init && grep "^|\|^init-bench: large" "$OUT/init-bench.log"
 has compare && grep "^|\|^compare" "$OUT/compare.log"
 has e2e && grep "^|\|^ratio\|^e2e: \(build\|disk\|.* in all\|.*skipped\)" "$OUT/e2e.log"
 has attention && grep "^|\|^attention" "$OUT/attention.log"
