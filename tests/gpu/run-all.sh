@@ -116,7 +116,7 @@ if has raybench; then
         export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
     if python3 -c 'import ray, pyarrow' 2>/dev/null; then
         [ -z "$PROGRAMS" ] || make -j16 main build/libwhisper-audio.so >>"$OUT/build.log" 2>&1
-        python3 tests/gpu/ray-bench.py --out "$OUT" 2>&1 | tee "$OUT/raybench.log" | grep -v "^|"
+        python3 tests/gpu/ray-bench.py --main "$PWD/main" --out "$OUT" 2>&1 | tee "$OUT/raybench.log" | grep -v "^|"
     else
         echo "ray-bench: skipped: Ray is not importable (carry build/carry/ray-*: tests/gpu/ray-carry.sh)" | tee "$OUT/raybench.log"
         tail -n 3 "$OUT/raycarry.log" 2>/dev/null
