@@ -130,6 +130,7 @@ class HParams:
         self.n_rot = 0              # GLM-ASR: the dims of each head that RoPE turns (no positional embedding)
         self.rope_theta = 0.0       # GLM-ASR: rope_parameters.rope_theta
         self.n_chunk = 0            # Qwen2.5-Omni: n_window * 2, the mel frames of a chunk (conv stem, attention)
+        self.n_causal = 0           # MiniCPM-o: audio_chunk_length * 50, the positions of a block-causal block
 
 
 # Audio LLMs whose audio tower is a Whisper encoder: config.json's model_type -> projector.
@@ -138,7 +139,12 @@ class HParams:
 # GLM-ASR's is "glmasr" (transformers' layout: RoPE, no positional embedding), not llama.cpp's "glma"
 # (the original checkpoint's layout: a positional embedding, a LayerNorm before the MLP, boi/eoi).
 TOWERS = {"qwen2_audio": "qwen2a", "voxtral": "voxtral", "ultravox": "ultravox", "audioflamingo3": "musicflamingo",
-          "glmasr": "glmasr", "qwen2_5_omni": "qwen2.5o"}
+          "glmasr": "glmasr", "qwen2_5_omni": "qwen2.5o", "minicpmo": "minicpmo"}
+# MiniCPM-o 2.6 (OpenBMB's modeling_minicpmo.py, not in transformers): its apm (a WhisperEncoder) and
+# audio_projection_layer (linear1, ReLU, linear2) at the checkpoint's top level beside llm.*, vpm.*,
+# resampler.* and tts.*, which are left out; audio_avg_pooler has no weights (AvgPool1d(audio_pool_step)).
+MINICPMO_POOL = 2                   # audio_pool_step: what the graph pools by (MiniCPM-o 2.6's)
+MINICPMO_POSITIONS_PER_S = 50       # get_audio_embedding: chunk_num_frame = int(chunk_length * 50)
 # Qwen2.5-Omni's audio tower (thinker.audio_tower): Whisper's names but ln_post for layer_norm; its
 # positional embedding is a buffer the checkpoint does not hold (computed here as transformers does);
 # audio_bos_eos_token is left out: Qwen2_5OmniAudioEncoder.forward (the audio-feature path) never
@@ -168,6 +174,10 @@ def projector_tensors(hp):
     if hp.projector == "glmasr":           # GlmAsrMultiModalProjector: linear_1, GELU, linear_2 (4 frames stacked)
         return [(p + "linear_1.weight", (h, s * d), True), (p + "linear_1.bias", (h,), False),
                 (p + "linear_2.weight", (n, h), True), (p + "linear_2.bias", (n,), False)]
+    if hp.projector == "minicpmo":         # MiniCPM-o's MultiModalProjector: linear1, ReLU, linear2
+        p = "audio_projection_layer."
+        return [(p + "linear1.weight", (n, d), True), (p + "linear1.bias", (n,), False),
+                (p + "linear2.weight", (n, n), True), (p + "linear2.bias", (n,), False)]
     if hp.projector == "qwen2.5o":         # Qwen2_5OmniAudioEncoder.proj (after avg pooling and ln_post)
         return [("audio_tower.proj.weight", (n, d), True), ("audio_tower.proj.bias", (n,), False)]
     if hp.projector == "musicflamingo":    # AudioFlamingo3MultiModalProjector: linear_1, GELU, linear_2
@@ -541,10 +551,23 @@ def read_config(d):
                      get("encoder_ffn_dim"), get("num_mel_bins"))
     if mt in TOWERS:
         hp.projector = TOWERS[mt]
-        text = top.get("text_config")
+        text = top if mt == "minicpmo" else top.get("text_config")   # MiniCPMOConfig is its LLM's (Qwen2Config)
         if not isinstance(text, dict):
             raise ConvertError("%s: config.json: %s without a text_config" % (d, mt))
-        hp.n_llm = get("hidden_size", text, "text_config.")
+        hp.n_llm = get("hidden_size", text, "" if mt == "minicpmo" else "text_config.")
+        if mt == "minicpmo":
+            pool, chunk = top.get("audio_pool_step", 2), top.get("audio_chunk_length", 1.0)
+            if top.get("init_audio", True) is not True or pool != MINICPMO_POOL or cfg.get("activation_function", "gelu") != "gelu":
+                raise ConvertError("%s: config.json: init_audio %r, audio_pool_step %r, audio_config.activation_function %r; "
+                                   "whisper-audio runs true, %d (MiniCPM-o 2.6's), 'gelu'"
+                                   % (d, top.get("init_audio"), pool, cfg.get("activation_function"), MINICPMO_POOL))
+            if isinstance(chunk, bool) or not isinstance(chunk, (int, float)):
+                raise ConvertError("%s: config.json: audio_chunk_length is %r, not a number" % (d, chunk))
+            # chunk_length <= 0: full attention, one block of the whole window
+            hp.n_causal = int(chunk * MINICPMO_POSITIONS_PER_S) if chunk > 0 else N_CTX
+            if not 1 <= hp.n_causal <= N_CTX:
+                raise ConvertError("%s: config.json: audio_chunk_length %r gives blocks of %d positions; [1, %d] expected"
+                                   % (d, chunk, hp.n_causal, N_CTX))
         if mt == "qwen2_5_omni":   # proj's output_dim is what the thinker's language model takes
             hp.n_llm = get("output_dim")
             n_window = get("n_window")
@@ -605,7 +628,7 @@ def read_config(d):
 
 
 def find_prefix(names):
-    for prefix in ("model.encoder.", "encoder.", "audio_tower.", "model.audio_tower.", "thinker.audio_tower.", ""):
+    for prefix in ("model.encoder.", "encoder.", "audio_tower.", "model.audio_tower.", "thinker.audio_tower.", "apm.", ""):
         if prefix + "conv1.weight" in names:
             return prefix
     raise ConvertError("no encoder tensors: none of model.encoder.conv1.weight, "
@@ -739,6 +762,8 @@ def make_kvs(name, hp, outtype, extra=()):
                  ("whisper.encoder.rope.freq_base", F, hp.rope_theta))
     if hp.n_chunk:
         extra = (*extra, ("whisper.encoder.chunk_length", U, hp.n_chunk))
+    if hp.n_causal:
+        extra = (*extra, ("whisper.encoder.attention.causal_chunk", U, hp.n_causal))
     return [
         ("general.architecture", S, "whisper"),
         ("general.name", S, name),
@@ -817,7 +842,8 @@ def convert_dir(d, out, outtype):
 
     # encoder tensors that config.json does not account for (a layer beyond encoder_layers)
     if prefix:
-        extra = [k for k in where if k.startswith((prefix, pprefix + "multi_modal_projector.") if hp.projector else prefix)
+        proj_prefix = "audio_projection_layer." if hp.projector == "minicpmo" else pprefix + "multi_modal_projector."
+        extra = [k for k in where if k.startswith((prefix, proj_prefix) if hp.projector else prefix)
                  and k not in wanted_src and not (hp.projector == "qwen2.5o" and k[len(prefix):] in QWEN25O_UNUSED)]
     else:
         extra = [k for k in where if k.startswith(("conv", "layers.", "layer_norm.",
