@@ -959,6 +959,56 @@ class TestTowers(Base):
         t.expect_error(t.make("o-nothinker", {k: v for k, v in cfg.items() if k != "thinker_config"}, st),
                        "qwen2_5_omni without a thinker_config")
 
+    def test_minicpmo(self):
+        # MiniCPM-o 2.6 (OpenBMB's MiniCPMO): apm's Whisper names under "apm.", audio_projection_layer's
+        # linear1 and linear2 after ours, the LLM's width from the top-level hidden_size (MiniCPMOConfig
+        # is its Qwen2Config), audio_chunk_length 1.0 as 50-position blocks; the LLM, vision and TTS
+        # weights beside them left out
+        src = os.path.join(DATA, "towers", "minicpmo")
+        st = st_read(os.path.join(src, "model.safetensors"))
+        for outtype in ("f32", "f16"):
+            g = GGUF(self.convert(src, outtype, "tower-minicpmo-%s.gguf" % outtype))
+            kv = g.kv
+            self.assertEqual(kv["whisper.projector.type"], (8, "minicpmo"))
+            self.assertEqual(kv["whisper.projector.embedding_length"], (4, 32))
+            self.assertEqual(kv["whisper.encoder.attention.causal_chunk"], (4, 50))
+            self.assertNotIn("whisper.encoder.chunk_length", kv)
+            enc = [e[0] for e in expected_tensors(64, 3, 256, 80) if e[0] != "mel_filters"]
+            proj = ["audio_projection_layer." + p for p in ("linear1.weight", "linear1.bias", "linear2.weight", "linear2.bias")]
+            self.assertEqual([t[0] for t in g.tensors], enc + proj + ["mel_filters"])
+            for i, (tname, dims, gtype, _) in enumerate(g.tensors):
+                if tname == "mel_filters":
+                    continue
+                src_name = "apm." + tname[len("encoder."):] if tname.startswith("encoder.") else tname
+                dtype, shape, data = st[src_name]
+                self.assertEqual(dims, list(reversed(shape)), tname)
+                want = data if gtype == GGML_F16 else array.array("I", [f16_to_f32_bits(h) for h in array.array("H", data)]).tobytes()
+                self.assertEqual(g.tensor_bytes(i), want, tname)
+            self.check_mel(g, 80)
+        t = TestErrors("test_errors")
+        t.tmp = self.tmp
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        # the rest of the model beside the tower is left out
+        with_rest = dict(st, **{"llm.model.embed_tokens.weight": ("F16", [4, 2], b"\0" * 16),
+                                "vpm.embeddings.patch_embedding.weight": ("F16", [2, 2], b"\0" * 8),
+                                "tts.emb_text.weight": ("F16", [2, 2], b"\0" * 8)})
+        a = GGUF(self.convert(src, "f32", "minicpmo-plain.gguf"))
+        b = GGUF(self.convert(t.make("m-rest", cfg, with_rest), "f32", "minicpmo-rest.gguf"))
+        self.assertEqual(a.raw[a.data_start:], b.raw[b.data_start:])
+        # audio_chunk_length -1: full attention, one block of the whole window
+        c = GGUF(self.convert(t.make("m-full", dict(cfg, audio_chunk_length=-1), st), "f32", "minicpmo-full.gguf"))
+        self.assertEqual(c.kv["whisper.encoder.attention.causal_chunk"], (4, 1500))
+        t.expect_error(t.make("m-pool", dict(cfg, audio_pool_step=5), st), "audio_pool_step 5")
+        t.expect_error(t.make("m-noaudio", dict(cfg, init_audio=False), st), "init_audio False")
+        t.expect_error(t.make("m-chunk", dict(cfg, audio_chunk_length="1s"), st), "audio_chunk_length is '1s', not a number")
+        t.expect_error(t.make("m-long", dict(cfg, audio_chunk_length=31.0), st), "blocks of 1550 positions")
+        missing = {k: v for k, v in st.items() if k != "audio_projection_layer.linear2.bias"}
+        t.expect_error(t.make("m-missing", cfg, missing), "missing projector tensor audio_projection_layer.linear2.bias")
+        extra = dict(st)
+        extra["apm.layers.3.fc1.bias"] = st["apm.layers.2.fc1.bias"]
+        t.expect_error(t.make("m-extra", cfg, extra), "config.json does not describe")
+
     def test_language_model_left_out(self):
         src = os.path.join(DATA, "towers", "qwen2a")
         st = st_read(os.path.join(src, "model.safetensors"))
@@ -1016,7 +1066,7 @@ class TestLibrary(Base):
         main = self.main_bin()
         for src, outtype in (("micro-80", "f32"), ("micro-80", "f16"), ("micro-128", "bf16"), ("towers/qwen2a", "f16"),
                              ("towers/voxtral", "bf16"), ("towers/ultravox", "f32"), ("towers/af3", "f16"),
-                             ("towers/glmasr", "f32"), ("towers/qwen25o", "f16")):
+                             ("towers/glmasr", "f32"), ("towers/qwen25o", "f16"), ("towers/minicpmo", "f32")):
             with self.subTest(src=src, outtype=outtype):
                 ours = self.convert(os.path.join(DATA, src), outtype, name="lib-%s-%s.gguf" % (src.replace("/", "-"), outtype))
                 again = ours + ".again.gguf"
