@@ -296,6 +296,7 @@ static const char * VT_OP_NAMES[] = {
     "stack",
     "rope_qk",
     "relu",
+    "silu",
 };
 static_assert(sizeof(VT_OP_NAMES) / sizeof(VT_OP_NAMES[0]) == VT_OP_COUNT, "VT_OP_NAMES out of sync with enum vt_op");
 
@@ -532,6 +533,16 @@ vt_tensor * vt_relu(vt_context * ctx, vt_tensor * x) {
     VT_ASSERT(vt_is_contiguous(x));
     vt_tensor * t = new_tensor(ctx, x->type, x->ne);
     t->op = VT_OP_RELU;
+    t->src[0] = x;
+    return t;
+}
+
+// vt_silu
+
+vt_tensor * vt_silu(vt_context * ctx, vt_tensor * x) {
+    VT_ASSERT(vt_is_contiguous(x));
+    vt_tensor * t = new_tensor(ctx, x->type, x->ne);
+    t->op = VT_OP_SILU;
     t->src[0] = x;
     return t;
 }
@@ -1942,6 +1953,15 @@ struct cpu_backend : vt_backend {
         });
     }
 
+    void silu(vt_tensor * t) {                       // as swiglu's gate
+        const int64_t n = vt_nelements(t), per = 1 << 16;
+        pool.run((int)((n + per - 1) / per), [&](int task, int) {
+            const float * in = (const float *)t->src[0]->data;
+            float * out = (float *)t->data;
+            for (int64_t i = task * per; i < std::min(n, (task + 1) * per); i++) out[i] = in[i] / (1.0f + expf(-in[i]));
+        });
+    }
+
     void stack(vt_tensor * t) {
         const vt_tensor * x = t->src[0];
         const size_t row = (size_t)t->ne[0], n_in = (size_t)x->ne[0] * x->ne[1];   // floats per out row, per window in
@@ -2083,6 +2103,7 @@ struct cpu_backend : vt_backend {
             case VT_OP_STACK:      stack(t); break;
             case VT_OP_ROPE_QK:    rope_qk(t); break;
             case VT_OP_RELU:       relu(t); break;
+            case VT_OP_SILU:       silu(t); break;
             case VT_OP_LOG_MEL:    log_mel(t); break;
             default: VT_ASSERT(!"cpu backend: op without a kernel");
         }

@@ -55,6 +55,7 @@ enum vt_op {
     VT_OP_STACK,
     VT_OP_ROPE_QK,
     VT_OP_RELU,
+    VT_OP_SILU,
     VT_OP_COUNT,
 };
 
@@ -202,6 +203,9 @@ vt_tensor * vt_swiglu(vt_context * ctx, vt_tensor * x);
 // relu: y = max(x, 0) elementwise (MiniCPM-o's projector, between its two linears)
 //   x contiguous -> out of its shape
 vt_tensor * vt_relu(vt_context * ctx, vt_tensor * x);
+// silu: y = x / (1 + exp(-x)) elementwise (Kimi-Audio's VQ adaptor, between its two linears)
+//   x contiguous -> out of its shape
+vt_tensor * vt_silu(vt_context * ctx, vt_tensor * x);
 
 // stack_frames: f consecutive rows side by side, the last group zero-padded
 //   x [B, T, C] contiguous -> out [B, ceil(T/f), f*C]; a view when f divides T, else a copy

@@ -136,6 +136,8 @@ static const wa_projector_name WA_PROJECTORS[] = {
     {WHISPER_AUDIO_PROJECTOR_MINICPMO,      "minicpmo",      nullptr,          false},   // MiniCPM-o 2.6: ours alone (llama.cpp
                                                                                          // has no audio type of it); its
                                                                                          // directories through the converter
+    {WHISPER_AUDIO_PROJECTOR_KIMIAUDIO,     "kimiaudio",     nullptr,          true},    // Kimi-Audio: ours alone; its
+                                                                                         // directories through the converter
 };
 
 // multi_modal_projector.* of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3 and GLM-ASR,
@@ -148,6 +150,7 @@ struct wa_projector {
     vt_tensor * fc2_w, * fc2_b;           // linear_2 (Audio Flamingo 3, GLM-ASR: with bias); MiniCPM-o's
                                           // audio_projection_layer.linear1 and linear2 are fc1 and fc2
     vt_tensor * ln_mid_w, * ln_post_w;    // ln_mid.weight (Ultravox v0.5+), ln_post.weight (v0.4)
+    vt_tensor * norm_w, * norm_b;         // Kimi-Audio's vq_adaptor.layers.4 (a LayerNorm; its layers.0 and .3 are fc1, fc2)
 };
 
 // Projector shapes' entries, beside wa_dim's
@@ -186,6 +189,12 @@ static constexpr wa_proj_desc WA_PROJ_TENSORS[] = {
     {"audio_projection_layer.linear1.bias",   WHISPER_AUDIO_PROJECTOR_MINICPMO, {WA_LLM},                 WA_F32,    &wa_projector::fc1_b},
     {"audio_projection_layer.linear2.weight", WHISPER_AUDIO_PROJECTOR_MINICPMO, {WA_LLM, WA_LLM},         WA_MATRIX, &wa_projector::fc2_w},
     {"audio_projection_layer.linear2.bias",   WHISPER_AUDIO_PROJECTOR_MINICPMO, {WA_LLM},                 WA_F32,    &wa_projector::fc2_b},
+    {"vq_adaptor.layers.0.weight",            WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, {WA_LLM, WA_STACKED},    WA_MATRIX, &wa_projector::fc1_w},
+    {"vq_adaptor.layers.0.bias",              WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, {WA_LLM},                WA_F32,    &wa_projector::fc1_b},
+    {"vq_adaptor.layers.3.weight",            WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, {WA_LLM, WA_LLM},        WA_MATRIX, &wa_projector::fc2_w},
+    {"vq_adaptor.layers.3.bias",              WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, {WA_LLM},                WA_F32,    &wa_projector::fc2_b},
+    {"vq_adaptor.layers.4.weight",            WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, {WA_LLM},                WA_F32,    &wa_projector::norm_w},
+    {"vq_adaptor.layers.4.bias",              WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, {WA_LLM},                WA_F32,    &wa_projector::norm_b},
 };
 
 // ---- whisper.cpp's legacy ggml-*.bin ----------------------------------------------------

@@ -5621,6 +5621,20 @@ static vt_tensor * build_minicpmo(const whisper_audio_encoder * enc, vt_context 
     return cur->ne[1] >= 2 ? vt_avg_pool2(ctx, cur) : cur;
 }
 
+// Kimi-Audio: WhisperEncoder.tokenize_waveform's speech_encoder(mel).last_hidden_state (through its
+// layer_norm), extract_whisper_feat's reshape to [T / 4, 4 d] (4 positions stacked), then the
+// language model's VQAdaptor: layers 0 (linear), 1 (SiLU), 3 (linear), 4 (LayerNorm, rms_norm_eps).
+static vt_tensor * build_kimiaudio(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+    const wa_projector & p = enc->proj;
+    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
+    if (!enc->params.projector) return cur;
+    cur = vt_stack_frames(ctx, cur, enc->hparams.stack_factor);
+    cur = vt_linear(ctx, cur, p.fc1_w, p.fc1_b, VT_ACT_NONE, nullptr);
+    cur = vt_silu(ctx, cur);
+    cur = vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
+    return vt_layer_norm(ctx, cur, p.norm_w, p.norm_b, enc->hparams.proj_eps);
+}
+
 // The rows a chunk gives from its mel frames that hold audio (conv2's stride 2 makes
 // ceil(frames / 2) positions).
 static int positions_of(int frames) { return frames < 1 ? 0 : (frames - 1) / 2 + 1; }
@@ -5653,8 +5667,14 @@ static int64_t frames_glmasr(size_t n) {       // its first 21 windows (max_audi
 static int rows_minicpmo(const whisper_audio_hparams &, int frames, bool projector) {   // (pos - 2) // 2 + 1
     return projector ? positions_of(frames) / 2 : positions_of(frames);
 }
-static int64_t frames_minicpmo(size_t n) {     // all of it (30 s pieces, no limit), a frame per started hop
+static int64_t frames_all(size_t n) {          // all of it (30 s windows, no limit), a frame per started hop
     return (int64_t)((n + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
+}
+// Kimi-Audio: token_len = (L - 1) // 1280 + 1 of a window of L samples (ceil(frames / 8) for its
+// ceil(L / 160) frames), each from 4 positions; the tower's rows those token_len * 4 positions
+static int rows_kimiaudio(const whisper_audio_hparams & hp, int frames, bool projector) {
+    const int tokens = frames < 1 ? 0 : (frames - 1) / (2 * hp.stack_factor) + 1;
+    return projector ? tokens : tokens * hp.stack_factor;
 }
 static int64_t frames_ultravox(size_t n) {     // at least 2 hops, padded to a hop
     return (int64_t)((std::max<size_t>(n, 2 * WHISPER_AUDIO_HOP) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
@@ -5695,7 +5715,10 @@ static const wa_tower WA_TOWERS[] = {
     // at most 30 s runs at its own frames (the 30 s window's log-mel cut there); a longer one in 30 s
     // windows, each its own log-mel, the last one's frames past its audio zero and masked by its rule
     // (tail_by_frames); block-causal attention over hparams.n_causal positions a block
-    { WHISPER_AUDIO_PROJECTOR_MINICPMO, 0,                       false, true,  true,  frames_minicpmo, rows_minicpmo, build_minicpmo, true  },
+    { WHISPER_AUDIO_PROJECTOR_MINICPMO, 0,                       false, true,  true,  frames_all, rows_minicpmo, build_minicpmo, true  },
+    // Kimi-Audio (WhisperEncoder.tokenize_waveform): all of it in 30 s windows, each padded with its own
+    // log-mel, attention over all of it (no mask), the first token_len * 4 positions kept
+    { WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, 0,                      false, false, false, frames_all, rows_kimiaudio, build_kimiaudio, false },
 };
 
 static const wa_tower * wa_tower_of(whisper_audio_projector type) {

@@ -82,6 +82,8 @@ enum whisper_audio_projector {
     WHISPER_AUDIO_PROJECTOR_MINICPMO,  // MiniCPM-o 2.6: an input of at most 30 s unpadded, longer ones in 30 s windows;
                                        // block-causal attention (n_causal positions a block), the final LayerNorm,
                                        // linear, ReLU, linear, average pooling by 2
+    WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, // Kimi-Audio (its continuous path): Whisper-large-v3's encoder over each 30 s window,
+                                       // 4 positions stacked, its VQ adaptor: linear, SiLU, linear, LayerNorm
 };
 
 typedef struct whisper_audio_hparams {
@@ -421,9 +423,14 @@ int whisper_audio_cuda_device_count(void);
 //     last one's frames past its audio zero and its keys masked at its frame count (its code's
 //     padding mask), attention block-causal (hparams.n_causal positions a block); a window of w
 //     samples gives floor(ceil(ceil(w / 160) / 2) / 2) tokens (750 for a whole one).
+//   Kimi-Audio: all of it in 30 s windows (WhisperEncoder.tokenize_waveform's segments), each padded
+//     to 30 s with its own log-mel, not masked; a window of w samples gives token_len =
+//     (w - 1) // 1280 + 1 tokens (375 for a whole one), each from 4 positions stacked, through the
+//     VQ adaptor (linear, SiLU, linear, LayerNorm): what its LLM adds to the discrete tokens' embeddings.
 // With projector false the rows are the tower's own output: Qwen2-Audio's and Audio Flamingo 3's
 // pooled and normalised positions (as many as their tokens), GLM-ASR's positions holding audio
-// (ceil(ceil(w / 160) / 2) per window), MiniCPM-o's the same (its apm's last hidden state), Voxtral's 1500 per 30 s and Ultravox's
+// (ceil(ceil(w / 160) / 2) per window), MiniCPM-o's the same (its apm's last hidden state), Kimi-Audio's
+// token_len * 4 positions per window, Voxtral's 1500 per 30 s and Ultravox's
 // ceil(f / 2) positions per chunk, each n_state wide.
 // Voxtral and Ultravox take one log-mel over a whole input (its dynamic-range clamp is the
 // input's max), so the pipeline holds such an input until it ends (at most 4 hours, 922 MB),
@@ -437,7 +444,7 @@ bool whisper_audio_rows_are_tokens(const whisper_audio_model * model, whisper_au
 // reading an input there.
 size_t whisper_audio_samples_used(const whisper_audio_model * model, bool tokens);
 // "qwen2a", "voxtral", "ultravox", "musicflamingo" (Audio Flamingo 3) (llama.cpp's clip.projector_type),
-// "glmasr" (ours: GLM-ASR in transformers' layout), "qwen2.5o", "minicpmo" (ours), "none"; NULL outside the enum.
+// "glmasr" (ours: GLM-ASR in transformers' layout), "qwen2.5o", "minicpmo", "kimiaudio" (ours), "none"; NULL outside the enum.
 const char * whisper_audio_projector_name(enum whisper_audio_projector type);
 // The rows (tokens) of an input of n samples. 0 with the error set for a model without a projector.
 size_t whisper_audio_n_tokens(const whisper_audio_model * model, size_t n_samples, bool projector);

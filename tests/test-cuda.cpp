@@ -574,7 +574,7 @@ TEST_CASE("cuda block-causal attention (MiniCPM-o's chunk mask): the CPU's at th
     }
 }
 
-TEST_CASE("cuda projector ops: avg_pool2, rms_norm, swiglu, relu, stack_frames, rope_qk" * doctest::skip(no_gpu())) {
+TEST_CASE("cuda projector ops: avg_pool2, rms_norm, swiglu, relu, silu, stack_frames, rope_qk" * doctest::skip(no_gpu())) {
     for (vt_type ct : CTYPES) {
         backend_ptr cuda = cuda_backend(ct);
         for (int T : {1500, 351, 7}) {
@@ -601,6 +601,8 @@ TEST_CASE("cuda projector ops: avg_pool2, rms_norm, swiglu, relu, stack_frames, 
                      return vt_swiglu(ctx, input(ctx, act, L)); }},
                 {"relu", [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
                      return vt_relu(ctx, input(ctx, act, L)); }},
+                {"silu", [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
+                     return vt_silu(ctx, input(ctx, act, L)); }},
                 // stacked by 8 (a copy, the tail zero-padded, unless 8 divides T), then normalised
                 {"stack 8 + rms_norm", [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
                      return vt_rms_norm(ctx, vt_stack_frames(ctx, input(ctx, act, L), 8), weight(ctx, 8 * C, L), 1e-6f); }},

@@ -1,4 +1,4 @@
-// The audio towers of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni and MiniCPM-o on the CPU against their own code in
+// The audio towers of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, MiniCPM-o and Kimi-Audio on the CPU against their own code in
 // float64 (tests/data/towers, made by tests/data/make-tower-references.py), from our GGUF
 // (build/tower-*.gguf, converted from the checkpoints there) and from llama.cpp's mmproj files
 // of the same checkpoints; and the loader's answers to broken projector files.
@@ -16,7 +16,7 @@
 
 namespace {
 
-const char * TOWERS[] = {"qwen2a", "voxtral", "ultravox", "af3", "glmasr", "qwen25o", "minicpmo"};
+const char * TOWERS[] = {"qwen2a", "voxtral", "ultravox", "af3", "glmasr", "qwen25o", "minicpmo", "kimiaudio"};
 
 whisper_audio_encoder * cpu_encoder(const whisper_audio_model * model, bool projector) {
     whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
@@ -39,7 +39,7 @@ double first_rows_error(const std::vector<float> & got, const std::vector<float>
 // holding the checkpoint's f16 values exactly, so the same reference applies). GLM-ASR has ours
 // alone: llama.cpp's glma is the original checkpoint's layout, not transformers'.
 std::vector<std::string> tower_files(const std::string & name) {
-    if (name == "glmasr" || name == "qwen25o" || name == "minicpmo") return {"build/tower-" + name + "-f32.gguf"};
+    if (name == "glmasr" || name == "qwen25o" || name == "minicpmo" || name == "kimiaudio") return {"build/tower-" + name + "-f32.gguf"};
     return {"build/tower-" + name + "-f32.gguf", test_data("towers/" + name + ".mmproj.gguf")};
 }
 
@@ -62,6 +62,7 @@ TEST_CASE("towers: the model file says the projector, llama.cpp's mmproj files l
         {"glmasr", WHISPER_AUDIO_PROJECTOR_GLMASR, 4, 128},
         {"qwen25o", WHISPER_AUDIO_PROJECTOR_QWEN25O, 1, 128},
         {"minicpmo", WHISPER_AUDIO_PROJECTOR_MINICPMO, 1, 80},
+        {"kimiaudio", WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, 4, 128},
     };
     for (const auto & w : want) {
         for (const std::string & path : tower_files(w.name)) {
@@ -194,6 +195,26 @@ TEST_CASE("towers: MiniCPM-o's later window as its code runs it: the frames past
     CHECK(err < 1e-5);
     whisper_audio_encoder_free(enc);
     whisper_audio_model_free(model);
+}
+
+TEST_CASE("towers: Kimi-Audio's tokens per audio length: 30 s windows, token_len = (L - 1) // 1280 + 1 each, 4 positions a token") {
+    whisper_audio_model * m = whisper_audio_model_load("build/tower-kimiaudio-f32.gguf");
+    REQUIRE_MESSAGE(m, whisper_audio_last_error());
+    const whisper_audio_hparams * hp = whisper_audio_model_hparams(m);
+    CHECK(hp->stack_factor == 4);
+    CHECK(hp->proj_eps == 1e-6f);              // its LayerNorm's rms_norm_eps
+    // WhisperEncoder.tokenize_waveform: token_len = (L - 1) // (160 * 8) + 1 of each 30 s segment
+    CHECK(whisper_audio_n_tokens(m, 112256, true) == 88);
+    CHECK(whisper_audio_n_tokens(m, 112256, false) == 352);   // token_len * 4 positions (351 hold audio)
+    CHECK(whisper_audio_n_tokens(m, 1, true) == 1);
+    CHECK(whisper_audio_n_tokens(m, 1280, true) == 1);
+    CHECK(whisper_audio_n_tokens(m, 1281, true) == 2);
+    CHECK(whisper_audio_n_tokens(m, 480000, true) == 375);
+    CHECK(whisper_audio_n_tokens(m, 480001, true) == 376);
+    CHECK(whisper_audio_n_tokens(m, 1120000, true) == 375 + 375 + 125);
+    CHECK(whisper_audio_samples_used(m, true) == SIZE_MAX);
+    CHECK(std::string(whisper_audio_projector_name(WHISPER_AUDIO_PROJECTOR_KIMIAUDIO)) == "kimiaudio");
+    whisper_audio_model_free(m);
 }
 
 TEST_CASE("towers: tokens per audio length are the models' own") {
@@ -585,7 +606,7 @@ TEST_CASE("towers on CUDA: an input of 1 sample (and of 320) gives the CPU's row
             const int width = whisper_audio_token_dim(model, true);
             const std::string nm = name;
             CHECK(rows == (nm == "qwen2a" || nm == "af3" || nm == "glmasr" || nm == "qwen25o" || nm == "minicpmo" ? 0u
-                           : nm == "voxtral" ? 375u : 1u));
+                           : nm == "voxtral" ? 375u : 1u));     // (Kimi-Audio: token_len 1)
             std::vector<float> a(rows * width + 1, NAN), b(rows * width + 1, NAN);
             REQUIRE_MESSAGE(whisper_audio_encode_tokens(cpu, pcm.data(), n, a.data()), whisper_audio_last_error());
             REQUIRE_MESSAGE(whisper_audio_encode_tokens(gpu, pcm.data(), n, b.data()), whisper_audio_last_error());

@@ -380,7 +380,7 @@ TEST_CASE("rope_qk: q and k of each head turn by position (the first n_rot dims,
     vt_free(ctx);
 }
 
-TEST_CASE("projector ops: avg_pool2, rms_norm, swiglu, relu, stack_frames (a copy, and a view when it divides)") {
+TEST_CASE("projector ops: avg_pool2, rms_norm, swiglu, relu, silu, stack_frames (a copy, and a view when it divides)") {
     const int C = 6, T = 11, B = 2;
     {   // avg_pool2: pairs of rows, the odd last row dropped
         vt_context * ctx = vt_init(8);
@@ -428,6 +428,15 @@ TEST_CASE("projector ops: avg_pool2, rms_norm, swiglu, relu, stack_frames (a cop
             neg += x.data[i] < 0.0f;
         }
         CHECK(neg > 0);
+        vt_free(ctx);
+    }
+    {   // silu
+        vt_context * ctx = vt_init(8);
+        host_tensor x = input(ctx, {C, T, B}, 37);
+        std::vector<float> got = run_cpu(ctx, vt_silu(ctx, x.t), {x});
+        REQUIRE(got.size() == x.data.size());
+        for (size_t i = 0; i < got.size(); i++)
+            CHECK(got[i] == doctest::Approx(x.data[i] / (1.0 + std::exp(-(double)x.data[i]))).epsilon(1e-6));
         vt_free(ctx);
     }
     for (int f : {4, 11}) {   // stack: 4 does not divide 11 (a copy, the tail zero), 11 does (a view)

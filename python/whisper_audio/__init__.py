@@ -118,7 +118,8 @@ class Projector(_CEnum):
     llama.cpp's clip.projector_type names): NONE for a Whisper encoder alone, QWEN2A
     (Qwen2-Audio), VOXTRAL, ULTRAVOX, MUSICFLAMINGO (Audio Flamingo 3's tower: llama.cpp's name),
     GLMASR (GLM-ASR as transformers lays it out), QWEN25O (Qwen2.5-Omni's audio tower), MINICPMO
-    (MiniCPM-o 2.6's audio tower: block-causal attention, linear, ReLU, linear, pooling by 2).
+    (MiniCPM-o 2.6's audio tower: block-causal attention, linear, ReLU, linear, pooling by 2),
+    KIMIAUDIO (Kimi-Audio's continuous path: 4 positions stacked, its VQ adaptor).
     hparams["projector"]; Model.projector (None for NONE)."""
     NONE = "none"
     QWEN2A = "qwen2a"
@@ -128,6 +129,7 @@ class Projector(_CEnum):
     GLMASR = "glmasr"
     QWEN25O = "qwen2.5o"
     MINICPMO = "minicpmo"
+    KIMIAUDIO = "kimiaudio"
 
 
 # ---- the C API --------------------------------------------------------------------
