@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU parity of the audio-LLM towers: Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni and MiniCPM-o on CUDA against the
+"""GPU parity of the audio-LLM towers: Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, MiniCPM-o and Kimi-Audio on CUDA against the
 models' own code, on the tiny random checkpoints of tests/data/towers (made by
 tests/data/make-tower-references.py; weights stored in f16, so every file holds the same numbers).
 
@@ -13,13 +13,15 @@ For each tower, the speech_16k log-mel (tests/data/features) goes through
     transformers' WhisperEncoder layers and LlamaRMSNorm, since ultravox_model.py is not here;
     MiniCPM-o: get_audio_embedding's steps written out the same way from transformers' WhisperEncoder
     layers, its block-causal mask and MultiModalProjector, since its modeling_minicpmo.py runs only on
-    the transformers of its time, 4.48, and the float64 reference was made by it);
+    the transformers of its time, 4.48, and the float64 reference was made by it; Kimi-Audio: its
+    WhisperEncoder's forward (transformers' layers, sdpa: its own calls flash_attn) over the padded
+    window, the first token_len * 4 positions, 4 stacked, its VQAdaptor's steps);
   - whisper-audio on CUDA in f16 and bf16 (build/libwhisper-audio.so through ctypes,
     whisper_audio_encode_mel_tokens), from our GGUF (build/tower-NAME-f32.gguf) and from
-    llama.cpp's mmproj file (tests/data/towers/NAME.mmproj.gguf; GLM-ASR, Qwen2.5-Omni and MiniCPM-o have ours alone).
+    llama.cpp's mmproj file (tests/data/towers/NAME.mmproj.gguf; GLM-ASR, Qwen2.5-Omni, MiniCPM-o and Kimi-Audio have ours alone).
 Ours must be within 1.25x the peer's error in the same dtype. Prints a table; exits 1 on a failure.
 
-Run on the GPU machine from the repository root, after `make -j16 all build/tower-{qwen2a,voxtral,ultravox,af3,glmasr,qwen25o,minicpmo}-f32.gguf`:
+Run on the GPU machine from the repository root, after `make -j16 all build/tower-{qwen2a,voxtral,ultravox,af3,glmasr,qwen25o,minicpmo,kimiaudio}-f32.gguf`:
     python3 tests/gpu/towers.py
 """
 import ctypes
@@ -171,6 +173,28 @@ def minicpmo(dtype, mel):
         return h[0]
 
 
+def kimiaudio(dtype, mel):
+    d = os.path.join(DATA, "towers", "kimiaudio")
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    wcfg = json.load(open(os.path.join(d, "whisper-large-v3", "config.json")))
+    wcfg = transformers.WhisperConfig(**{k: v for k, v in wcfg.items() if k != "model_type"})
+    wcfg._attn_implementation = "sdpa"
+    tower = transformers.models.whisper.modeling_whisper.WhisperEncoder(wcfg).eval()
+    wstate = load_file(os.path.join(d, "whisper-large-v3", "model.safetensors"))
+    tower.load_state_dict({k[len("encoder."):]: v for k, v in wstate.items() if k.startswith("encoder.")})
+    tower = tower.to(DEVICE, dtype)
+    p = {k[len("model.vq_adaptor.layers."):]: v.to(DEVICE, dtype) for k, v in load_file(os.path.join(d, "model.safetensors")).items()}
+    token_len = (112256 - 1) // 1280 + 1                 # tokenize_waveform's of speech_16k's 112256 samples: 88
+    with torch.no_grad():
+        # its WhisperEncoder.forward (the whole padded window, no mask), the first token_len * 4 positions
+        x = torch.from_numpy(mel)[None].to(DEVICE, dtype)
+        h = tower(x).last_hidden_state[:, : token_len * 4]
+        h = h.reshape(1, token_len, -1)                      # extract_whisper_feat: 4 positions stacked
+        h = torch.nn.functional.silu(h @ p["0.weight"].T + p["0.bias"]) @ p["3.weight"].T + p["3.bias"]
+        h = torch.nn.functional.layer_norm(h, (h.shape[-1],), p["4.weight"], p["4.bias"], cfg["rms_norm_eps"])
+        return h[0]
+
+
 def ultravox(dtype, mel):
     d = os.path.join(DATA, "towers", "ultravox")
     cfg = json.load(open(os.path.join(d, "config.json")))
@@ -225,7 +249,7 @@ def main():
     rows, failed = [], False
     for name, peer, n_mels in (("qwen2a", qwen2a, 80), ("voxtral", voxtral, 128), ("ultravox", ultravox, 80),
                                 ("af3", af3, 128), ("glmasr", glmasr, 128), ("qwen25o", qwen25o, 128),
-                                ("minicpmo", minicpmo, 80)):
+                                ("minicpmo", minicpmo, 80), ("kimiaudio", kimiaudio, 128)):
         mel = np.load(os.path.join(DATA, "features", "speech_16k.mel%d.npy" % n_mels))
         ref = np.load(os.path.join(DATA, "towers", name + ".speech_16k.features.npy")).astype(np.float64)
         our_mel = mel[:, :N_FRAMES] if name in ("ultravox", "minicpmo") else mel   # run unpadded
@@ -234,8 +258,8 @@ def main():
                 theirs = peer(dtype, mel).float().cpu().numpy().astype(np.float64)
             e_peer = np.linalg.norm(theirs[: len(ref)] - ref) / np.linalg.norm(ref)
             files = [("gguf", os.path.join(ROOT, "build", "tower-%s-f32.gguf" % name))]
-            if name not in ("glmasr", "qwen25o", "minicpmo"):   # llama.cpp's glma is the original checkpoint's layout;
-                                                                # its qwen2.5o needs the whole Omni model; no minicpmo
+            if name not in ("glmasr", "qwen25o", "minicpmo", "kimiaudio"):   # llama.cpp's glma is the original checkpoint's layout;
+                                                                # its qwen2.5o needs the whole Omni model; no others
                 files.append(("mmproj", os.path.join(DATA, "towers", name + ".mmproj.gguf")))
             for label, path in files:
                 got = ours(lib, path, our_mel, our_mel.shape[-1], dtype).astype(np.float64)
