@@ -799,6 +799,12 @@ static void check_bf16_mode() {
         CHECK(conv_err > 5e-4);
         CHECK(att_err < 6e-3);    // measured 3.1e-3
         CHECK(att_err > 5e-4);
+        // block-causal (MiniCPM-o's): the bf16 softmax over keys [0, its block's end)
+        vt_tensor * cy2 = vt_attention_block_causal(c2, q.t, k.t, v.t, H, 0.15f, nullptr, 8);
+        const double causal_err = rel_l2(run_cpu(c2, cy2, {q, k, v}, 2, VT_TYPE_BF16), run_cpu(c2, cy2, {q, k, v}, 2));
+        MESSAGE("bf16 against f32: block-causal attention " << causal_err);
+        CHECK(causal_err < 6e-3);
+        CHECK(causal_err > 5e-4);
         vt_free(c2);
     }
 
