@@ -43,6 +43,8 @@
 //   none): a work tile reads the key tiles from its first row's block start to its last row's
 //   block end (below n_kv; at least one), each score outside its row's [lo, lo + block) below
 //   n_kv is -inf, and a row with no key (its block past n_kv) comes out 0 (attention_kernel's rule).
+//   block < 0 (vt_attention_block_causal): blocks of -block rows, each row's keys from 0 (its own
+//   block and every earlier one), the work tile's from key 0.
 //   Registers: ptxas gives each thread 168 at launch (65536 / 384, in steps of 8); the
 //   producer drops to 24 and the consumers take 240 (24 + 2 x 240 = 3 x 168).
 //   q/k/v: TMA maps over [B][n_ctx][n_head * 64] with the views' strides (made at launch).
@@ -61,6 +63,8 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_co
                        float scale_log2, const float * __restrict__ kv_len, int block) {
 #if VT_SM90A
     constexpr int BC = ATT_WG_BC, ST = ATT_WG_STAGES, TILE = ATT_WG_TILE;
+    const bool causal = block < 0;           // vt_attention_block_causal: keys from 0 to the block's end
+    if (causal) block = -block;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t sQ = (smem_addr(smem_raw) + 1023) & ~1023u;     // shared-space addresses (bytes)
     const uint32_t sK = sQ + TILE;
@@ -83,7 +87,7 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_co
         t.n_kv = kv_len ? max(1, min(n_ctx, (int)kv_len[t.b])) : n_ctx;   // keys this window attends to
         int k_lo = 0, k_hi = t.n_kv;
         if (block) {
-            k_lo = t.q0 / block * block;
+            k_lo = causal ? 0 : t.q0 / block * block;
             k_hi = min(t.n_kv, ((min(t.q0 + ATT_WG_BR, n_ctx) - 1) / block + 1) * block);
         }
         t.j0 = k_lo / BC;
@@ -167,7 +171,7 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_co
             for (int i = 0; i < 64; i++) {
                 const int qi = q0 + cw * 64 + warp * 16 + lane / 4 + ((i & 2) ? 8 : 0);
                 const int key = j * BC + (i / 4) * 8 + 2 * t4 + (i & 1);
-                const int lo = qi / block * block, hi = min(lo + block, n_kv);
+                const int start = qi / block * block, lo = causal ? 0 : start, hi = min(start + block, n_kv);
                 if (key < lo || key >= hi) s[i] = -INFINITY;
             }
         }
@@ -369,7 +373,7 @@ static bool launch_attention_wgmma(const launch_ctx & lc, vt_tensor * t, bool on
     const int grid = one_tile ? (int)n_work : (int)std::min<int64_t>(n_work, lc.n_sm);
     attention_wgmma_kernel<T, PP><<<grid, ATT_WG_THREADS, attention_wgmma_smem_bytes(), lc.stream>>>(
         mq, mk, mv, (T *)t->data, n_ctx, n_head, B, scale_log2, t->src[3] ? (const float *)t->src[3]->data : nullptr,
-        t->iparams[1]);
+        t->iparams[2] ? -t->iparams[1] : t->iparams[1]);
     LAUNCH_CHECK("attention_wgmma_kernel");
     *launched = true;
     return true;

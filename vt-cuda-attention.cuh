@@ -23,7 +23,9 @@
 //   block (vt_attention_blocks; 0: none): query i sees only keys [lo, hi), lo = i rounded down
 //   to a block, hi = min(lo + block, n_kv). The block reads the key tiles from its first row's
 //   lo to its last row's hi (at least one), masks each score outside its row's range to -inf,
-//   and a row with no key at all (its block past n_kv) comes out 0.
+//   and a row with no key at all (its block past n_kv) comes out 0. block < 0
+//   (vt_attention_block_causal): blocks of -block rows, and lo = 0 (a row sees its own block
+//   and every earlier one); the tiles read start at key 0.
 //   Shared memory rows are 64 elements = 8 chunks of 16 bytes; chunk c of row r sits at
 //   slot c ^ (r & 7), so ldmatrix's 8 row reads and cp.async's row writes hit distinct banks.
 //   q/k/v rows: strides in elements (row, window); head h starts at column h * 64.
@@ -47,10 +49,12 @@ attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * _
     const T * kg = k + b * k_win + h * ATT_HD;
     const T * vg = v + b * v_win + h * ATT_HD;
     const int n_kv = kv_len ? max(1, min(n_ctx, (int)kv_len[b])) : n_ctx;   // keys this window attends to
+    const bool causal = block < 0;           // vt_attention_block_causal: keys from 0 to the block's end
+    if (causal) block = -block;
     // key tiles [j0, j0 + n_tiles): all of them up to n_kv, or the blocks of this tile's rows
     int k_lo = 0, k_hi = n_kv;
     if (block) {
-        k_lo = q0 / block * block;
+        k_lo = causal ? 0 : q0 / block * block;
         k_hi = min(n_kv, ((min(q0 + BR, n_ctx) - 1) / block + 1) * block);
     }
     const int j0 = k_lo / ATT_BC;
@@ -169,7 +173,7 @@ attention_kernel(const T * __restrict__ q, const T * __restrict__ k, const T * _
                     for (int e = 0; e < 4; e++) {
                         const int qi = q0 + wr + mt * 16 + g + (e >= 2 ? 8 : 0);
                         const int key = jt * ATT_BC + jn * 8 + t4 * 2 + (e & 1);
-                        const int lo = qi / block * block, hi = min(lo + block, n_kv);
+                        const int start = qi / block * block, lo = causal ? 0 : start, hi = min(start + block, n_kv);
                         if (key < lo || key >= hi) s[mt][jn][e] = -INFINITY;
                     }
         }
@@ -309,7 +313,7 @@ static bool launch_attention_mt(const launch_ctx & lc, vt_tensor * t) {
         (const T *)q->data, (const T *)k->data, (const T *)v->data, (T *)t->data, n_ctx, n_head,
         (int64_t)(q->nb[1] / es), (int64_t)(q->nb[2] / es), (int64_t)(k->nb[1] / es), (int64_t)(k->nb[2] / es),
         (int64_t)(v->nb[1] / es), (int64_t)(v->nb[2] / es), scale_log2,
-        t->src[3] ? (const float *)t->src[3]->data : nullptr, t->iparams[1]);
+        t->src[3] ? (const float *)t->src[3]->data : nullptr, t->iparams[2] ? -t->iparams[1] : t->iparams[1]);
     LAUNCH_CHECK("attention_kernel");
     return true;
 }

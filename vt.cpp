@@ -295,6 +295,8 @@ static const char * VT_OP_NAMES[] = {
     "swiglu",
     "stack",
     "rope_qk",
+    "relu",
+    "silu",
 };
 static_assert(sizeof(VT_OP_NAMES) / sizeof(VT_OP_NAMES[0]) == VT_OP_COUNT, "VT_OP_NAMES out of sync with enum vt_op");
 
@@ -482,6 +484,14 @@ vt_tensor * vt_attention_blocks(vt_context * ctx, vt_tensor * q, vt_tensor * k, 
     return t;
 }
 
+vt_tensor * vt_attention_block_causal(vt_context * ctx, vt_tensor * q, vt_tensor * k, vt_tensor * v,
+                                      int n_head, float scale, vt_tensor * kv_len, int block) {
+    VT_ASSERT(block >= 1);
+    vt_tensor * t = vt_attention_blocks(ctx, q, k, v, n_head, scale, kv_len, block);
+    t->iparams[2] = 1;                   // causal: the keys from 0, not from the block's start
+    return t;
+}
+
 // vt_avg_pool2
 
 vt_tensor * vt_avg_pool2(vt_context * ctx, vt_tensor * x) {
@@ -513,6 +523,26 @@ vt_tensor * vt_swiglu(vt_context * ctx, vt_tensor * x) {
     const int64_t ne[4] = {x->ne[0] / 2, x->ne[1], x->ne[2], x->ne[3]};
     vt_tensor * t = new_tensor(ctx, x->type, ne);
     t->op = VT_OP_SWIGLU;
+    t->src[0] = x;
+    return t;
+}
+
+// vt_relu
+
+vt_tensor * vt_relu(vt_context * ctx, vt_tensor * x) {
+    VT_ASSERT(vt_is_contiguous(x));
+    vt_tensor * t = new_tensor(ctx, x->type, x->ne);
+    t->op = VT_OP_RELU;
+    t->src[0] = x;
+    return t;
+}
+
+// vt_silu
+
+vt_tensor * vt_silu(vt_context * ctx, vt_tensor * x) {
+    VT_ASSERT(vt_is_contiguous(x));
+    vt_tensor * t = new_tensor(ctx, x->type, x->ne);
+    t->op = VT_OP_SILU;
     t->src[0] = x;
     return t;
 }
@@ -1725,6 +1755,7 @@ struct cpu_backend : vt_backend {
         const int panels_per_chunk = (n_panels + chunks - 1) / chunks;
         const float * kv_len = t->src[3] ? (const float *)t->src[3]->data : nullptr;   // vt_attention_masked
         const int block = t->iparams[1];                                                  // vt_attention_blocks
+        const bool causal = t->iparams[2] != 0;                                           // vt_attention_block_causal
         pool.run(B * n_head * chunks, [&](int task, int thread) {
             const int chunk = task % chunks, h = (task / chunks) % n_head, bi = task / (chunks * n_head);
             const int L = kv_len ? std::max(1, std::min(T, (int)kv_len[bi])) : T;   // keys >= L are masked
@@ -1775,8 +1806,10 @@ struct cpu_backend : vt_backend {
                     gemm_bf16_32x32(qb, hd_pad, kp + (size_t)s * (hd_pad / 32) * 1024, hd_pad, S + s * AMX_NB, t_pad);
                 float inv_sum[AMX_MB];
                 for (int r = 0; r < rows; r++) {               // softmax over keys [lo, hi); the rest get 0
-                    // vt_attention_blocks: query i's keys are [lo, hi), its block below L (empty: row 0)
-                    const int lo = block ? (i0 + r) / block * block : 0, hi = block ? std::min(lo + block, L) : L;
+                    // vt_attention_blocks: query i's keys are [lo, hi), its block below L (empty: row 0);
+                    // block-causal: from key 0 to its block's end
+                    const int start = block ? (i0 + r) / block * block : 0, lo = causal ? 0 : start;
+                    const int hi = block ? std::min(start + block, L) : L;
                     uint16_t * pr = pb + (size_t)r * t_pad;
                     if (hi > lo) {   // its n_pad whole strips of 32 may write up to 31 zeros past the row: into
                                      // the next row's start (written after it) or o (written before read)
@@ -1817,16 +1850,19 @@ struct cpu_backend : vt_backend {
         const int panels_per_chunk = (n_panels + chunks - 1) / chunks;
         const float * kv_len = t->src[3] ? (const float *)t->src[3]->data : nullptr;   // vt_attention_masked
         const int block = t->iparams[1];                                                  // vt_attention_blocks
+        const bool causal = t->iparams[2] != 0;                                           // vt_attention_block_causal
         pool.run(B * n_head * chunks, [&](int task, int thread) {
             const int chunk = task % chunks, h = (task / chunks) % n_head, bi = task / (chunks * n_head);
             const int L = kv_len ? std::max(1, std::min(T, (int)kv_len[bi])) : T;   // keys >= L are masked
             auto row = [&](const vt_tensor * s, int i) {   // row i of head h in window bi
                 return (const float *)((const char *)s->data + (size_t)i * s->nb[1] + (size_t)bi * s->nb[2]) + h * hd;
             };
-            // vt_attention_blocks: query i's keys are [lo, hi), its block below L (empty: row 0)
+            // vt_attention_blocks: query i's keys are [lo, hi), its block below L (empty: row 0);
+            // block-causal: from key 0 to its block's end
             auto keys_of = [&](int i, int & lo, int & hi) {
-                lo = block ? i / block * block : 0;
-                hi = block ? std::min(lo + block, L) : L;
+                const int start = block ? i / block * block : 0;
+                lo = causal ? 0 : start;
+                hi = block ? std::min(start + block, L) : L;
             };
             float * kp = scratch[thread].data();               // [t_strips][hd][32]
             float * vp = kp + (size_t)t_pad * hd;              // [hd_strips][T][32]
@@ -1905,6 +1941,24 @@ struct cpu_backend : vt_backend {
                 const float g = in[N + i];
                 out[i] = in[i] * (g / (1.0f + expf(-g)));
             }
+        });
+    }
+
+    void relu(vt_tensor * t) {
+        const int64_t n = vt_nelements(t), per = 1 << 16;
+        pool.run((int)((n + per - 1) / per), [&](int task, int) {
+            const float * in = (const float *)t->src[0]->data;
+            float * out = (float *)t->data;
+            for (int64_t i = task * per; i < std::min(n, (task + 1) * per); i++) out[i] = in[i] > 0.0f ? in[i] : 0.0f;
+        });
+    }
+
+    void silu(vt_tensor * t) {                       // as swiglu's gate
+        const int64_t n = vt_nelements(t), per = 1 << 16;
+        pool.run((int)((n + per - 1) / per), [&](int task, int) {
+            const float * in = (const float *)t->src[0]->data;
+            float * out = (float *)t->data;
+            for (int64_t i = task * per; i < std::min(n, (task + 1) * per); i++) out[i] = in[i] / (1.0f + expf(-in[i]));
         });
     }
 
@@ -2048,6 +2102,8 @@ struct cpu_backend : vt_backend {
             case VT_OP_SWIGLU:     swiglu(t); break;
             case VT_OP_STACK:      stack(t); break;
             case VT_OP_ROPE_QK:    rope_qk(t); break;
+            case VT_OP_RELU:       relu(t); break;
+            case VT_OP_SILU:       silu(t); break;
             case VT_OP_LOG_MEL:    log_mel(t); break;
             default: VT_ASSERT(!"cpu backend: op without a kernel");
         }

@@ -54,6 +54,8 @@ enum vt_op {
     VT_OP_SWIGLU,
     VT_OP_STACK,
     VT_OP_ROPE_QK,
+    VT_OP_RELU,
+    VT_OP_SILU,
     VT_OP_COUNT,
 };
 
@@ -178,6 +180,12 @@ vt_tensor * vt_attention_masked(vt_context * ctx, vt_tensor * q, vt_tensor * k, 
 // (vt_attention with kv_len NULL).
 vt_tensor * vt_attention_blocks(vt_context * ctx, vt_tensor * q, vt_tensor * k, vt_tensor * v,
                                 int n_head, float scale, vt_tensor * kv_len, int block);
+// Block-causal attention (MiniCPM-o's chunk mask, its subsequent_chunk_mask with no left limit):
+// the T rows cut into blocks of `block` rows, and query i attends to the keys j of its own block
+// and of every earlier one (j < (i / block + 1) * block) below kv_len[b] (kv_len NULL: all of them).
+// block >= 1; every query has a key (key 0).
+vt_tensor * vt_attention_block_causal(vt_context * ctx, vt_tensor * q, vt_tensor * k, vt_tensor * v,
+                                      int n_head, float scale, vt_tensor * kv_len, int block);
 
 // avg_pool2: the mean of each pair of rows, as AvgPool1d(2, stride=2) over time
 //   x [B, T, C] contiguous -> out [B, T/2, C] (an odd last row is dropped, as PyTorch does)
@@ -191,6 +199,13 @@ vt_tensor * vt_rms_norm(vt_context * ctx, vt_tensor * x, vt_tensor * w, float ep
 // the first half is the value, the second the gate)
 //   x [B, M, 2N] contiguous -> out [B, M, N]
 vt_tensor * vt_swiglu(vt_context * ctx, vt_tensor * x);
+
+// relu: y = max(x, 0) elementwise (MiniCPM-o's projector, between its two linears)
+//   x contiguous -> out of its shape
+vt_tensor * vt_relu(vt_context * ctx, vt_tensor * x);
+// silu: y = x / (1 + exp(-x)) elementwise (Kimi-Audio's VQ adaptor, between its two linears)
+//   x contiguous -> out of its shape
+vt_tensor * vt_silu(vt_context * ctx, vt_tensor * x);
 
 // stack_frames: f consecutive rows side by side, the last group zero-padded
 //   x [B, T, C] contiguous -> out [B, ceil(T/f), f*C]; a view when f divides T, else a copy

@@ -133,16 +133,24 @@ static const wa_projector_name WA_PROJECTORS[] = {
                                                                                          // directories through the converter
     {WHISPER_AUDIO_PROJECTOR_QWEN25O,       "qwen2.5o",      nullptr,          false},   // Qwen2.5-Omni (llama.cpp's name);
                                                                                          // its directories through the converter
+    {WHISPER_AUDIO_PROJECTOR_MINICPMO,      "minicpmo",      nullptr,          false},   // MiniCPM-o 2.6: ours alone (llama.cpp
+                                                                                         // has no audio type of it); its
+                                                                                         // directories through the converter
+    {WHISPER_AUDIO_PROJECTOR_KIMIAUDIO,     "kimiaudio",     nullptr,          true},    // Kimi-Audio: ours alone; its
+                                                                                         // directories through the converter
 };
 
-// multi_modal_projector.* of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3 and GLM-ASR, and
-// Qwen2.5-Omni's audio_tower.proj (the checkpoints' names, Omni's without its `thinker.`).
+// multi_modal_projector.* of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3 and GLM-ASR,
+// Qwen2.5-Omni's audio_tower.proj (the checkpoints' names, Omni's without its `thinker.`) and
+// MiniCPM-o's audio_projection_layer.
 struct wa_projector {
     vt_tensor * ln_pre_w;                 // ln_pre.weight    [stack d]         Ultravox's RMSNorm
     vt_tensor * fc1_w, * fc1_b;           // linear (Qwen2-Audio, with bias), linear_1 (Audio Flamingo 3, GLM-ASR: with bias),
                                           // audio_tower.proj (Qwen2.5-Omni, with bias)
-    vt_tensor * fc2_w, * fc2_b;           // linear_2 (Audio Flamingo 3, GLM-ASR: with bias)
+    vt_tensor * fc2_w, * fc2_b;           // linear_2 (Audio Flamingo 3, GLM-ASR: with bias); MiniCPM-o's
+                                          // audio_projection_layer.linear1 and linear2 are fc1 and fc2
     vt_tensor * ln_mid_w, * ln_post_w;    // ln_mid.weight (Ultravox v0.5+), ln_post.weight (v0.4)
+    vt_tensor * norm_w, * norm_b;         // Kimi-Audio's vq_adaptor.layers.4 (a LayerNorm; its layers.0 and .3 are fc1, fc2)
 };
 
 // Projector shapes' entries, beside wa_dim's
@@ -177,6 +185,16 @@ static constexpr wa_proj_desc WA_PROJ_TENSORS[] = {
     {"multi_modal_projector.linear_2.bias",   WHISPER_AUDIO_PROJECTOR_GLMASR,   {WA_LLM},                 WA_F32,    &wa_projector::fc2_b},
     {"audio_tower.proj.weight",               WHISPER_AUDIO_PROJECTOR_QWEN25O,  {WA_LLM, WA_D},           WA_MATRIX, &wa_projector::fc1_w},
     {"audio_tower.proj.bias",                 WHISPER_AUDIO_PROJECTOR_QWEN25O,  {WA_LLM},                 WA_F32,    &wa_projector::fc1_b},
+    {"audio_projection_layer.linear1.weight", WHISPER_AUDIO_PROJECTOR_MINICPMO, {WA_LLM, WA_D},           WA_MATRIX, &wa_projector::fc1_w},
+    {"audio_projection_layer.linear1.bias",   WHISPER_AUDIO_PROJECTOR_MINICPMO, {WA_LLM},                 WA_F32,    &wa_projector::fc1_b},
+    {"audio_projection_layer.linear2.weight", WHISPER_AUDIO_PROJECTOR_MINICPMO, {WA_LLM, WA_LLM},         WA_MATRIX, &wa_projector::fc2_w},
+    {"audio_projection_layer.linear2.bias",   WHISPER_AUDIO_PROJECTOR_MINICPMO, {WA_LLM},                 WA_F32,    &wa_projector::fc2_b},
+    {"vq_adaptor.layers.0.weight",            WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, {WA_LLM, WA_STACKED},    WA_MATRIX, &wa_projector::fc1_w},
+    {"vq_adaptor.layers.0.bias",              WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, {WA_LLM},                WA_F32,    &wa_projector::fc1_b},
+    {"vq_adaptor.layers.3.weight",            WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, {WA_LLM, WA_LLM},        WA_MATRIX, &wa_projector::fc2_w},
+    {"vq_adaptor.layers.3.bias",              WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, {WA_LLM},                WA_F32,    &wa_projector::fc2_b},
+    {"vq_adaptor.layers.4.weight",            WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, {WA_LLM},                WA_F32,    &wa_projector::norm_w},
+    {"vq_adaptor.layers.4.bias",              WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, {WA_LLM},                WA_F32,    &wa_projector::norm_b},
 };
 
 // ---- whisper.cpp's legacy ggml-*.bin ----------------------------------------------------

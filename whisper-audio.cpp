@@ -3285,6 +3285,16 @@ static bool gguf_hparams(whisper_audio_model * m, gguf_kv & kv, const gguf_diale
         }
         hp.n_chunk = (int)ck->second;
     }
+    // block-causal attention (MiniCPM-o): our GGUF's key, the positions of a block
+    auto cc = kv.u32.find("whisper.encoder.attention.causal_chunk");
+    hp.n_causal = 0;
+    if (!m->mmproj && cc != kv.u32.end()) {
+        if (cc->second < 1 || (int)cc->second > hp.n_ctx) {
+            wa_set_error("%s: whisper.encoder.attention.causal_chunk = %u; it must be in [1, %d positions]", path, cc->second, hp.n_ctx);
+            return false;
+        }
+        hp.n_causal = (int)cc->second;
+    }
     return true;
 }
 
@@ -3335,6 +3345,12 @@ static bool gguf_projector(whisper_audio_model * m, const gguf_kv & kv, const gg
     }
     if (hp.n_chunk && hp.projector != WHISPER_AUDIO_PROJECTOR_QWEN25O) {
         wa_set_error("%s: whisper.encoder.chunk_length is set for a model that is not Qwen2.5-Omni's tower", path);
+        return false;
+    }
+    if (hp.projector == WHISPER_AUDIO_PROJECTOR_MINICPMO && hp.n_causal == 0)
+        return kv.missing(path, "whisper.encoder.attention.causal_chunk", "uint32 (4)");
+    if (hp.n_causal && hp.projector != WHISPER_AUDIO_PROJECTOR_MINICPMO) {
+        wa_set_error("%s: whisper.encoder.attention.causal_chunk is set for a model that is not MiniCPM-o's tower", path);
         return false;
     }
     return true;
@@ -5335,6 +5351,7 @@ static std::string gguf_header(const whisper_audio_model * m, std::vector<gguf_o
         w.kv_f32("whisper.encoder.rope.freq_base", hp.rope_theta), n_kv++;
     }
     if (hp.n_chunk) w.kv_u32("whisper.encoder.chunk_length", (uint32_t)hp.n_chunk), n_kv++;
+    if (hp.n_causal) w.kv_u32("whisper.encoder.attention.causal_chunk", (uint32_t)hp.n_causal), n_kv++;
     w.kv_u32("whisper.encoder.context_length", (uint32_t)hp.n_ctx), n_kv++;
     w.kv_u32("whisper.encoder.embedding_length", (uint32_t)hp.n_state), n_kv++;
     w.kv_u32("whisper.encoder.block_count", (uint32_t)hp.n_layer), n_kv++;
@@ -5590,6 +5607,34 @@ static vt_tensor * build_qwen25o(const whisper_audio_encoder * enc, vt_context *
     return cur;
 }
 
+// MiniCPMO.get_audio_embedding after apm (block-causal attention is the encoder's, by
+// hparams.n_causal): hidden_states[-1] (the last layer through apm's layer_norm),
+// audio_projection_layer (linear1, ReLU, linear2), then audio_avg_pooler (AvgPool1d(2, 2) over
+// time: pairs of positions, an odd last one left out; fewer than 2 positions give no token).
+static vt_tensor * build_minicpmo(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+    const wa_projector & p = enc->proj;
+    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
+    if (!enc->params.projector) return cur;
+    cur = vt_linear(ctx, cur, p.fc1_w, p.fc1_b, VT_ACT_NONE, nullptr);
+    cur = vt_relu(ctx, cur);
+    cur = vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
+    return cur->ne[1] >= 2 ? vt_avg_pool2(ctx, cur) : cur;
+}
+
+// Kimi-Audio: WhisperEncoder.tokenize_waveform's speech_encoder(mel).last_hidden_state (through its
+// layer_norm), extract_whisper_feat's reshape to [T / 4, 4 d] (4 positions stacked), then the
+// language model's VQAdaptor: layers 0 (linear), 1 (SiLU), 3 (linear), 4 (LayerNorm, rms_norm_eps).
+static vt_tensor * build_kimiaudio(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+    const wa_projector & p = enc->proj;
+    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
+    if (!enc->params.projector) return cur;
+    cur = vt_stack_frames(ctx, cur, enc->hparams.stack_factor);
+    cur = vt_linear(ctx, cur, p.fc1_w, p.fc1_b, VT_ACT_NONE, nullptr);
+    cur = vt_silu(ctx, cur);
+    cur = vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
+    return vt_layer_norm(ctx, cur, p.norm_w, p.norm_b, enc->hparams.proj_eps);
+}
+
 // The rows a chunk gives from its mel frames that hold audio (conv2's stride 2 makes
 // ceil(frames / 2) positions).
 static int positions_of(int frames) { return frames < 1 ? 0 : (frames - 1) / 2 + 1; }
@@ -5619,6 +5664,18 @@ static int rows_glmasr(const whisper_audio_hparams & hp, int frames, bool projec
 static int64_t frames_glmasr(size_t n) {       // its first 21 windows (max_audio_len 655 s), a frame per started hop
     return (int64_t)((std::min<size_t>(n, 21 * WHISPER_AUDIO_N_SAMPLES) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
 }
+static int rows_minicpmo(const whisper_audio_hparams &, int frames, bool projector) {   // (pos - 2) // 2 + 1
+    return projector ? positions_of(frames) / 2 : positions_of(frames);
+}
+static int64_t frames_all(size_t n) {          // all of it (30 s windows, no limit), a frame per started hop
+    return (int64_t)((n + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
+}
+// Kimi-Audio: token_len = (L - 1) // 1280 + 1 of a window of L samples (ceil(frames / 8) for its
+// ceil(L / 160) frames), each from 4 positions; the tower's rows those token_len * 4 positions
+static int rows_kimiaudio(const whisper_audio_hparams & hp, int frames, bool projector) {
+    const int tokens = frames < 1 ? 0 : (frames - 1) / (2 * hp.stack_factor) + 1;
+    return projector ? tokens : tokens * hp.stack_factor;
+}
 static int64_t frames_ultravox(size_t n) {     // at least 2 hops, padded to a hop
     return (int64_t)((std::max<size_t>(n, 2 * WHISPER_AUDIO_HOP) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
 }
@@ -5635,21 +5692,33 @@ struct wa_tower {
     int64_t (*frames)(size_t n_samples);
     int (*rows)(const whisper_audio_hparams & hp, int frames, bool projector);
     vt_tensor * (*build)(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur);
+    bool tail_by_frames;        // a later window of an input (not its first) that holds less than 30 s: its mel
+                                 // frames past the audio read as zero and its keys masked at its mel frame
+                                 // count, not its positions (MiniCPM-o: pad_sequence's 0.0, and its padding
+                                 // mask compares positions with audio_feature_lens, the mel frames)
 };
 
 static const wa_tower WA_TOWERS[] = {
-    //  type                               max_samples               whole  unpad  mask
-    { WHISPER_AUDIO_PROJECTOR_QWEN2A,   WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_qwen2a,   rows_qwen2a,   build_qwen2a   },
-    { WHISPER_AUDIO_PROJECTOR_VOXTRAL,  0,                       true,  false, false, frames_voxtral,  rows_voxtral,  build_voxtral  },
-    { WHISPER_AUDIO_PROJECTOR_ULTRAVOX, 0,                       true,  true,  true,  frames_ultravox, rows_ultravox, build_ultravox },
+    //  type                               max_samples               whole  unpad  mask  frames rows build tail_by_frames
+    { WHISPER_AUDIO_PROJECTOR_QWEN2A,   WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_qwen2a,   rows_qwen2a,   build_qwen2a,   false },
+    { WHISPER_AUDIO_PROJECTOR_VOXTRAL,  0,                       true,  false, false, frames_voxtral,  rows_voxtral,  build_voxtral,  false },
+    { WHISPER_AUDIO_PROJECTOR_ULTRAVOX, 0,                       true,  true,  true,  frames_ultravox, rows_ultravox, build_ultravox, false },
     // Audio Flamingo 3: each 30 s window as Qwen2-Audio's one (padded, its own log-mel, masked)
-    { WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, 20 * WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_af3, rows_qwen2a, build_af3 },
+    { WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, 20 * WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_af3, rows_qwen2a, build_af3, false },
     // GLM-ASR: each 30 s window padded with its own log-mel, attention over all of it (no mask)
-    { WHISPER_AUDIO_PROJECTOR_GLMASR,   21 * WHISPER_AUDIO_N_SAMPLES, false, false, false, frames_glmasr, rows_glmasr, build_glmasr },
+    { WHISPER_AUDIO_PROJECTOR_GLMASR,   21 * WHISPER_AUDIO_N_SAMPLES, false, false, false, frames_glmasr, rows_glmasr, build_glmasr, false },
     // Qwen2.5-Omni: its first 30 s as Qwen2-Audio's (Qwen2_5OmniProcessor pads to 30 s and truncates
     // there), the encoder over chunks of hparams.n_chunk frames (conv stem and attention per chunk,
     // the frames past the audio zero), then Qwen2-Audio's pooling and token rule
-    { WHISPER_AUDIO_PROJECTOR_QWEN25O,  WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_qwen2a,   rows_qwen2a,   build_qwen25o  },
+    { WHISPER_AUDIO_PROJECTOR_QWEN25O,  WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_qwen2a,   rows_qwen2a,   build_qwen25o,  false },
+    // MiniCPM-o 2.6 (MiniCPMOProcessor.audio_feature_extract, MiniCPMO.get_audio_embedding): an input of
+    // at most 30 s runs at its own frames (the 30 s window's log-mel cut there); a longer one in 30 s
+    // windows, each its own log-mel, the last one's frames past its audio zero and masked by its rule
+    // (tail_by_frames); block-causal attention over hparams.n_causal positions a block
+    { WHISPER_AUDIO_PROJECTOR_MINICPMO, 0,                       false, true,  true,  frames_all, rows_minicpmo, build_minicpmo, true  },
+    // Kimi-Audio (WhisperEncoder.tokenize_waveform): all of it in 30 s windows, each padded with its own
+    // log-mel, attention over all of it (no mask), the first token_len * 4 positions kept
+    { WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, 0,                      false, false, false, frames_all, rows_kimiaudio, build_kimiaudio, false },
 };
 
 static const wa_tower * wa_tower_of(whisper_audio_projector type) {
@@ -5681,7 +5750,15 @@ static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc
     const int n_chunk = tower ? hp.n_chunk : 0, chunk_pos = n_chunk / 2;   // Qwen2.5-Omni's tokens: per chunk
     VT_ASSERT(!n_chunk || (frames && (int)mel->ne[0] % n_chunk == 0));
     vt_tensor * cur = nullptr;
-    if (n_chunk) {                          // its padded_mask zeroes conv1's output past the audio too
+    if (tower && tower->tail_by_frames) {   // MiniCPM-o: the mel frames past the audio zero (pad_sequence), conv2 plain
+        VT_ASSERT(frames);
+        vt_tensor * pos = n_ctx == hp.n_ctx ? w.pos                   // the first n_ctx rows, as its forward slices them
+                                            : vt_view_3d(ctx, w.pos, n_state, n_ctx, 1, n_state * sizeof(float),
+                                                         (size_t)n_ctx * n_state * sizeof(float), 0);
+        cur = vt_conv1d_k3_chunks(ctx, vt_transpose(ctx, mel), w.conv1_w, w.conv1_b, 1, VT_ACT_GELU, nullptr,
+                                  (int)mel->ne[0], frames);
+        cur = vt_conv1d_k3(ctx, cur, w.conv2_w, w.conv2_b, 2, VT_ACT_GELU, pos);
+    } else if (n_chunk) {                   // its padded_mask zeroes conv1's output past the audio too
         vt_tensor * pos = vt_view_3d(ctx, w.pos, n_state, chunk_pos, 1, n_state * sizeof(float),
                                      (size_t)chunk_pos * n_state * sizeof(float), 0);
         cur = vt_conv1d_k3_chunks(ctx, vt_transpose(ctx, mel), w.conv1_w, w.conv1_b, 1, VT_ACT_GELU, nullptr, n_chunk, frames);
@@ -5715,6 +5792,7 @@ static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc
             vt_tensor * k = vt_view_3d(ctx, qkv, n_state, n_ctx, n_batch, row, win, n_state * es);
             vt_tensor * v = vt_view_3d(ctx, qkv, n_state, n_ctx, n_batch, row, win, 2 * n_state * es);
             cur = n_chunk ? vt_attention_blocks(ctx, q, k, v, n_head, kq_scale, kv_len, chunk_pos)   // per chunk
+                : tower && hp.n_causal ? vt_attention_block_causal(ctx, q, k, v, n_head, kq_scale, kv_len, hp.n_causal)
                 : kv_len  ? vt_attention_masked(ctx, q, k, v, n_head, kq_scale, kv_len)
                           : vt_attention(ctx, q, k, v, n_head, kq_scale);
         }
@@ -6078,7 +6156,7 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_fram
         vt_set_name(g.kv_len, "kv_len");
         vt_set_input(g.kv_len);
     }
-    if (tower && hp.n_chunk && !out) {
+    if (tower && (hp.n_chunk || tower->tail_by_frames) && !out) {
         g.frames = vt_new_tensor_1d(ctx.get(), VT_TYPE_F32, n);
         vt_set_name(g.frames, "frames");
         vt_set_input(g.frames);
@@ -6204,6 +6282,7 @@ struct wa_window {
     float clamp = NAN;                   // the log-mel clamp's max: NaN, the window's own
     int positions = 0;                   // that hold audio (the mask of a masked tower)
     int audio_frames = 0;                // the mel frames that hold audio (a chunked tower's conv stem)
+    int attend = 0;                      // the keys attended when not `positions` (tail_by_frames: the mel frames)
     int rows = 0;                        // a tower's rows from it
 };
 
@@ -6570,7 +6649,7 @@ static void pipeline_close_window(whisper_audio_pipeline * p, wa_batch *& slot, 
     wa_batch * b = slot;
     b->mel_params[2 * b->n] = (float)w.valid;
     b->mel_params[2 * b->n + 1] = w.clamp;
-    b->kv_len[b->n] = (float)std::max(1, w.positions);
+    b->kv_len[b->n] = (float)std::max(1, w.attend ? w.attend : w.positions);
     b->frames[b->n] = (float)std::max(1, w.audio_frames);
     b->wins[b->n++] = w;
     if (!b->mel_max) p->open[w.input]++;
@@ -6592,6 +6671,7 @@ static void pipeline_close_own_window(whisper_audio_pipeline * p, size_t samples
         w.positions = positions_of(frames);
         w.audio_frames = frames;
         w.rows = p->tower->rows(p->encs[0]->hparams, frames, p->projector);
+        if (p->tower->tail_by_frames && w.window > 0) w.attend = std::min(frames, p->encs[0]->hparams.n_ctx);
     }
     pipeline_close_window(p, p->cur, w);
 }
@@ -6711,8 +6791,11 @@ static bool pipeline_end_input(whisper_audio_pipeline * p) {
         if (!ok) return false;
     } else if (p->in_window > 0) {
         const size_t samples = p->in_window;
-        // with no_pad, the short last window unpadded: its positions' frames, in a batch of that length
+        // with no_pad, the short last window unpadded: its positions' frames, in a batch of that length;
+        // an unpadded tower's input of one window (MiniCPM-o's of at most 30 s): its own frames
         if (p->params.no_pad && !pipeline_make_room(p, 2 * whisper_audio_n_positions(samples))) return false;
+        if (p->tower && p->tower->unpadded && p->window == 0 &&
+            !pipeline_make_room(p, (int)((samples + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP))) return false;
         pipeline_close_own_window(p, samples);
     }
     p->input++;
@@ -7182,7 +7265,11 @@ int whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * m
     }
     wa_encoder_lock lock(enc, __func__);
     if (!lock.held) return -1;
-    const float kv_len = (float)positions_of(n_audio_frames), frames = (float)n_audio_frames;
+    // MiniCPM-o: 3000 frames are a later window (its frames past the audio zero, its keys masked at the
+    // frame count); fewer, an input of at most 30 s at its own frames
+    const bool later = tw.tail_by_frames && n_frames == WHISPER_AUDIO_N_FRAMES;
+    const float kv_len = (float)(later ? std::min(n_audio_frames, hp.n_ctx) : positions_of(n_audio_frames));
+    const float frames = (float)n_audio_frames;
     const int rows = tw.rows(hp, n_audio_frames, enc->params.projector);
     const auto t0 = std::chrono::steady_clock::now();
     const bool ok = wa_catch(__func__, false, [&] { return encode_token_batch(enc, mel, 1, n_frames, &kv_len, &frames, &rows, out); });

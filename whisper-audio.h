@@ -79,6 +79,11 @@ enum whisper_audio_projector {
                                        // no mask, each 30 s window; 4 positions stacked, linear, GELU, linear
     WHISPER_AUDIO_PROJECTOR_QWEN25O,   // Qwen2.5-Omni: its first 30 s, the encoder per chunk of n_chunk mel frames
                                        // (conv stem and block-diagonal attention), average pooling by 2, ln_post, proj
+    WHISPER_AUDIO_PROJECTOR_MINICPMO,  // MiniCPM-o 2.6: an input of at most 30 s unpadded, longer ones in 30 s windows;
+                                       // block-causal attention (n_causal positions a block), the final LayerNorm,
+                                       // linear, ReLU, linear, average pooling by 2
+    WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, // Kimi-Audio (its continuous path): Whisper-large-v3's encoder over each 30 s window,
+                                       // 4 positions stacked, its VQ adaptor: linear, SiLU, linear, LayerNorm
 };
 
 typedef struct whisper_audio_hparams {
@@ -100,6 +105,8 @@ typedef struct whisper_audio_hparams {
     float rope_theta;     // whisper.encoder.rope.freq_base (GLM-ASR 10000); 0 without RoPE
     int   n_chunk;        // whisper.encoder.chunk_length: mel frames of a chunk that the conv stem and attention
                           // keep to (Qwen2.5-Omni: n_window * 2 = 200); 0: the whole window (Whisper's)
+    int   n_causal;       // whisper.encoder.attention.causal_chunk: positions of a block of block-causal attention
+                          // (MiniCPM-o: audio_chunk_length 1 s = 50); 0: none
 } whisper_audio_hparams;
 
 const char * whisper_audio_last_error(void);
@@ -411,9 +418,19 @@ int whisper_audio_cuda_device_count(void);
 //   GLM-ASR: its first 630 s (21 windows: the processor's max_audio_len 655 s in 30 s windows),
 //     each padded to 30 s with its own log-mel, not masked: floor(ceil(ceil(w / 160) / 2) / 4)
 //     tokens (4 positions stacked; 375 for a whole window).
+//   MiniCPM-o 2.6: all of it. An input of at most 30 s runs at its own ceil(n / 160) frames (the
+//     padded window's log-mel cut there); a longer one in 30 s windows, each its own log-mel, the
+//     last one's frames past its audio zero and its keys masked at its frame count (its code's
+//     padding mask), attention block-causal (hparams.n_causal positions a block); a window of w
+//     samples gives floor(ceil(ceil(w / 160) / 2) / 2) tokens (750 for a whole one).
+//   Kimi-Audio: all of it in 30 s windows (WhisperEncoder.tokenize_waveform's segments), each padded
+//     to 30 s with its own log-mel, not masked; a window of w samples gives token_len =
+//     (w - 1) // 1280 + 1 tokens (375 for a whole one), each from 4 positions stacked, through the
+//     VQ adaptor (linear, SiLU, linear, LayerNorm): what its LLM adds to the discrete tokens' embeddings.
 // With projector false the rows are the tower's own output: Qwen2-Audio's and Audio Flamingo 3's
 // pooled and normalised positions (as many as their tokens), GLM-ASR's positions holding audio
-// (ceil(ceil(w / 160) / 2) per window), Voxtral's 1500 per 30 s and Ultravox's
+// (ceil(ceil(w / 160) / 2) per window), MiniCPM-o's the same (its apm's last hidden state), Kimi-Audio's
+// token_len * 4 positions per window, Voxtral's 1500 per 30 s and Ultravox's
 // ceil(f / 2) positions per chunk, each n_state wide.
 // Voxtral and Ultravox take one log-mel over a whole input (its dynamic-range clamp is the
 // input's max), so the pipeline holds such an input until it ends (at most 4 hours, 922 MB),
@@ -427,7 +444,7 @@ bool whisper_audio_rows_are_tokens(const whisper_audio_model * model, whisper_au
 // reading an input there.
 size_t whisper_audio_samples_used(const whisper_audio_model * model, bool tokens);
 // "qwen2a", "voxtral", "ultravox", "musicflamingo" (Audio Flamingo 3) (llama.cpp's clip.projector_type),
-// "glmasr" (ours: GLM-ASR in transformers' layout), "none"; NULL outside the enum.
+// "glmasr" (ours: GLM-ASR in transformers' layout), "qwen2.5o", "minicpmo", "kimiaudio" (ours), "none"; NULL outside the enum.
 const char * whisper_audio_projector_name(enum whisper_audio_projector type);
 // The rows (tokens) of an input of n samples. 0 with the error set for a model without a projector.
 size_t whisper_audio_n_tokens(const whisper_audio_model * model, size_t n_samples, bool projector);
@@ -439,7 +456,9 @@ int    whisper_audio_token_dim(const whisper_audio_model * model, bool projector
 // a pipeline of the encoder.
 bool whisper_audio_encode_tokens(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out);
 // One window's log-mel [n_mels, n_frames] -> out [rows, token_dim]: n_frames 3000 (Qwen2-Audio,
-// Voxtral, Audio Flamingo 3) or 2..3000 (Ultravox: unpadded, or a last chunk padded to 3000),
+// Voxtral, Audio Flamingo 3) or 2..3000 (Ultravox: unpadded, or a last chunk padded to 3000;
+// MiniCPM-o: fewer than 3000 an input of at most 30 s, 3000 a later window with its frames past
+// n_audio_frames zeroed and masked as its code does),
 // n_audio_frames of them holding audio (Qwen2-Audio's feature_attention_mask sum, Audio Flamingo
 // 3's input_features_mask sum, Ultravox's audio_lens; Voxtral ignores it). Returns the number of rows written, or -1.
 int  whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * mel, int n_frames, int n_audio_frames,

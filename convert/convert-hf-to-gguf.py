@@ -130,6 +130,8 @@ class HParams:
         self.n_rot = 0              # GLM-ASR: the dims of each head that RoPE turns (no positional embedding)
         self.rope_theta = 0.0       # GLM-ASR: rope_parameters.rope_theta
         self.n_chunk = 0            # Qwen2.5-Omni: n_window * 2, the mel frames of a chunk (conv stem, attention)
+        self.n_causal = 0           # MiniCPM-o: audio_chunk_length * 50, the positions of a block-causal block
+        self.proj_eps = ULTRAVOX_RMS_EPS   # the projector's norm eps (Kimi-Audio: its LayerNorm's rms_norm_eps)
 
 
 # Audio LLMs whose audio tower is a Whisper encoder: config.json's model_type -> projector.
@@ -138,7 +140,19 @@ class HParams:
 # GLM-ASR's is "glmasr" (transformers' layout: RoPE, no positional embedding), not llama.cpp's "glma"
 # (the original checkpoint's layout: a positional embedding, a LayerNorm before the MLP, boi/eoi).
 TOWERS = {"qwen2_audio": "qwen2a", "voxtral": "voxtral", "ultravox": "ultravox", "audioflamingo3": "musicflamingo",
-          "glmasr": "glmasr", "qwen2_5_omni": "qwen2.5o"}
+          "glmasr": "glmasr", "qwen2_5_omni": "qwen2.5o", "minicpmo": "minicpmo", "kimi_audio": "kimiaudio",
+          "moonshot_kimia": "kimiaudio"}
+# MiniCPM-o 2.6 (OpenBMB's modeling_minicpmo.py, not in transformers): its apm (a WhisperEncoder) and
+# audio_projection_layer (linear1, ReLU, linear2) at the checkpoint's top level beside llm.*, vpm.*,
+# resampler.* and tts.*, which are left out; audio_avg_pooler has no weights (AvgPool1d(audio_pool_step)).
+# Kimi-Audio (MoonshotAI's MoonshotKimiaForCausalLM; its config.json's model_type is one of these two):
+# the Whisper-large-v3 encoder in its whisper-large-v3/ subdirectory (a WhisperModel checkpoint of its
+# own), 4 positions stacked (kimia_adaptor_input_dim = 4 d_model), the LLM's model.vq_adaptor.
+KIMI_TYPES = ("kimi_audio", "moonshot_kimia")
+KIMI_WHISPER = "whisper-large-v3"
+KIMI_STACK = 4                      # tokenize_waveform's token_len * 4 positions; extract_whisper_feat's reshape
+MINICPMO_POOL = 2                   # audio_pool_step: what the graph pools by (MiniCPM-o 2.6's)
+MINICPMO_POSITIONS_PER_S = 50       # get_audio_embedding: chunk_num_frame = int(chunk_length * 50)
 # Qwen2.5-Omni's audio tower (thinker.audio_tower): Whisper's names but ln_post for layer_norm; its
 # positional embedding is a buffer the checkpoint does not hold (computed here as transformers does);
 # audio_bos_eos_token is left out: Qwen2_5OmniAudioEncoder.forward (the audio-feature path) never
@@ -168,6 +182,14 @@ def projector_tensors(hp):
     if hp.projector == "glmasr":           # GlmAsrMultiModalProjector: linear_1, GELU, linear_2 (4 frames stacked)
         return [(p + "linear_1.weight", (h, s * d), True), (p + "linear_1.bias", (h,), False),
                 (p + "linear_2.weight", (n, h), True), (p + "linear_2.bias", (n,), False)]
+    if hp.projector == "kimiaudio":        # Kimi-Audio's VQAdaptor: layers 0 (linear), 1 SiLU, 2 dropout, 3 (linear), 4 LayerNorm
+        p = "vq_adaptor.layers."          # (model.vq_adaptor in the checkpoint)
+        return [(p + "0.weight", (n, s * d), True), (p + "0.bias", (n,), False), (p + "3.weight", (n, n), True),
+                (p + "3.bias", (n,), False), (p + "4.weight", (n,), False), (p + "4.bias", (n,), False)]
+    if hp.projector == "minicpmo":         # MiniCPM-o's MultiModalProjector: linear1, ReLU, linear2
+        p = "audio_projection_layer."
+        return [(p + "linear1.weight", (n, d), True), (p + "linear1.bias", (n,), False),
+                (p + "linear2.weight", (n, n), True), (p + "linear2.bias", (n,), False)]
     if hp.projector == "qwen2.5o":         # Qwen2_5OmniAudioEncoder.proj (after avg pooling and ln_post)
         return [("audio_tower.proj.weight", (n, d), True), ("audio_tower.proj.bias", (n,), False)]
     if hp.projector == "musicflamingo":    # AudioFlamingo3MultiModalProjector: linear_1, GELU, linear_2
@@ -519,6 +541,15 @@ def read_config(d):
         top = cfg.get("thinker_config")
         if not isinstance(top, dict):
             raise ConvertError("%s: config.json: qwen2_5_omni without a thinker_config" % d)
+    if mt in KIMI_TYPES:                   # the encoder's config is its whisper-large-v3 directory's
+        wp = os.path.join(d, KIMI_WHISPER, "config.json")
+        if not regular_file(wp):
+            raise ConvertError("%s: %s: no %s/config.json (its Whisper encoder's directory)" % (d, mt, KIMI_WHISPER))
+        try:
+            with open(wp) as f:
+                top = dict(top, audio_config=json.load(f))
+        except (OSError, ValueError) as e:
+            raise ConvertError("%s: unreadable %s/config.json: %s" % (d, KIMI_WHISPER, e))
     if mt in TOWERS:
         cfg = top.get("audio_config")
         if not isinstance(cfg, dict):
@@ -541,10 +572,33 @@ def read_config(d):
                      get("encoder_ffn_dim"), get("num_mel_bins"))
     if mt in TOWERS:
         hp.projector = TOWERS[mt]
-        text = top.get("text_config")
+        own = mt == "minicpmo" or mt in KIMI_TYPES   # their configs are their LLM's (Qwen2Config)
+        text = top if own else top.get("text_config")
         if not isinstance(text, dict):
             raise ConvertError("%s: config.json: %s without a text_config" % (d, mt))
-        hp.n_llm = get("hidden_size", text, "text_config.")
+        hp.n_llm = get("hidden_size", text, "" if own else "text_config.")
+        if mt in KIMI_TYPES:
+            ad, eps = top.get("kimia_adaptor_input_dim"), top.get("rms_norm_eps", 1e-6)
+            if top.get("use_whisper_feature", True) is not True or ad != KIMI_STACK * hp.n_state or hp.n_mels != 128:
+                raise ConvertError("%s: config.json: use_whisper_feature %r, kimia_adaptor_input_dim %r, %s num_mel_bins %r; "
+                                   "whisper-audio runs true, %d x d_model %d, 128 (its encoder's fixed mel count)"
+                                   % (d, top.get("use_whisper_feature"), ad, KIMI_WHISPER, hp.n_mels, KIMI_STACK, hp.n_state))
+            if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
+                raise ConvertError("%s: config.json: rms_norm_eps is %r, not a number in (0, 1)" % (d, eps))
+            hp.stack_factor, hp.proj_eps = KIMI_STACK, float(eps)
+        if mt == "minicpmo":
+            pool, chunk = top.get("audio_pool_step", 2), top.get("audio_chunk_length", 1.0)
+            if top.get("init_audio", True) is not True or pool != MINICPMO_POOL or cfg.get("activation_function", "gelu") != "gelu":
+                raise ConvertError("%s: config.json: init_audio %r, audio_pool_step %r, audio_config.activation_function %r; "
+                                   "whisper-audio runs true, %d (MiniCPM-o 2.6's), 'gelu'"
+                                   % (d, top.get("init_audio"), pool, cfg.get("activation_function"), MINICPMO_POOL))
+            if isinstance(chunk, bool) or not isinstance(chunk, (int, float)):
+                raise ConvertError("%s: config.json: audio_chunk_length is %r, not a number" % (d, chunk))
+            # chunk_length <= 0: full attention, one block of the whole window
+            hp.n_causal = int(chunk * MINICPMO_POSITIONS_PER_S) if chunk > 0 else N_CTX
+            if not 1 <= hp.n_causal <= N_CTX:
+                raise ConvertError("%s: config.json: audio_chunk_length %r gives blocks of %d positions; [1, %d] expected"
+                                   % (d, chunk, hp.n_causal, N_CTX))
         if mt == "qwen2_5_omni":   # proj's output_dim is what the thinker's language model takes
             hp.n_llm = get("output_dim")
             n_window = get("n_window")
@@ -605,7 +659,7 @@ def read_config(d):
 
 
 def find_prefix(names):
-    for prefix in ("model.encoder.", "encoder.", "audio_tower.", "model.audio_tower.", "thinker.audio_tower.", ""):
+    for prefix in ("model.encoder.", "encoder.", "audio_tower.", "model.audio_tower.", "thinker.audio_tower.", "apm.", ""):
         if prefix + "conv1.weight" in names:
             return prefix
     raise ConvertError("no encoder tensors: none of model.encoder.conv1.weight, "
@@ -733,12 +787,14 @@ def make_kvs(name, hp, outtype, extra=()):
         extra = (*extra, ("whisper.projector.type", S, hp.projector),
                  ("whisper.projector.embedding_length", U, hp.n_llm),
                  ("whisper.projector.stack_factor", U, hp.stack_factor),
-                 ("whisper.projector.layer_norm_epsilon", F, ULTRAVOX_RMS_EPS))
+                 ("whisper.projector.layer_norm_epsilon", F, hp.proj_eps))
     if hp.n_rot:
         extra = (*extra, ("whisper.encoder.rope.dimension_count", U, hp.n_rot),
                  ("whisper.encoder.rope.freq_base", F, hp.rope_theta))
     if hp.n_chunk:
         extra = (*extra, ("whisper.encoder.chunk_length", U, hp.n_chunk))
+    if hp.n_causal:
+        extra = (*extra, ("whisper.encoder.attention.causal_chunk", U, hp.n_causal))
     return [
         ("general.architecture", S, "whisper"),
         ("general.name", S, name),
@@ -767,11 +823,19 @@ def mel_tensor(hp):
 
 def convert_dir(d, out, outtype):
     hp = read_config(d)
-    where = open_checkpoint(d)
-    prefix = find_prefix(where)
+    if hp.projector == "kimiaudio":        # the encoder's checkpoint apart, the adaptor in the LLM's
+        where = open_checkpoint(os.path.join(d, KIMI_WHISPER))
+        prefix = find_prefix(where)
+        llm = open_checkpoint(d)
+        where.update({k: v for k, v in llm.items() if k.startswith("model.vq_adaptor.")})
+    else:
+        where = open_checkpoint(d)
+        prefix = find_prefix(where)
 
     wanted = encoder_tensors(hp) + projector_tensors(hp)
     if hp.projector and prefix == "model.audio_tower.":
+        pprefix = "model."
+    elif hp.projector == "kimiaudio":
         pprefix = "model."
     elif hp.projector == "qwen2.5o":
         pprefix = prefix[:-len("audio_tower.")]            # thinker.audio_tower.proj.*
@@ -817,7 +881,9 @@ def convert_dir(d, out, outtype):
 
     # encoder tensors that config.json does not account for (a layer beyond encoder_layers)
     if prefix:
-        extra = [k for k in where if k.startswith((prefix, pprefix + "multi_modal_projector.") if hp.projector else prefix)
+        proj_prefix = {"minicpmo": "audio_projection_layer.", "kimiaudio": "model.vq_adaptor."}.get(
+            hp.projector, pprefix + "multi_modal_projector.")
+        extra = [k for k in where if k.startswith((prefix, proj_prefix) if hp.projector else prefix)
                  and k not in wanted_src and not (hp.projector == "qwen2.5o" and k[len(prefix):] in QWEN25O_UNUSED)]
     else:
         extra = [k for k in where if k.startswith(("conv", "layers.", "layer_norm.",

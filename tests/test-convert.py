@@ -959,6 +959,109 @@ class TestTowers(Base):
         t.expect_error(t.make("o-nothinker", {k: v for k, v in cfg.items() if k != "thinker_config"}, st),
                        "qwen2_5_omni without a thinker_config")
 
+    def test_minicpmo(self):
+        # MiniCPM-o 2.6 (OpenBMB's MiniCPMO): apm's Whisper names under "apm.", audio_projection_layer's
+        # linear1 and linear2 after ours, the LLM's width from the top-level hidden_size (MiniCPMOConfig
+        # is its Qwen2Config), audio_chunk_length 1.0 as 50-position blocks; the LLM, vision and TTS
+        # weights beside them left out
+        src = os.path.join(DATA, "towers", "minicpmo")
+        st = st_read(os.path.join(src, "model.safetensors"))
+        for outtype in ("f32", "f16"):
+            g = GGUF(self.convert(src, outtype, "tower-minicpmo-%s.gguf" % outtype))
+            kv = g.kv
+            self.assertEqual(kv["whisper.projector.type"], (8, "minicpmo"))
+            self.assertEqual(kv["whisper.projector.embedding_length"], (4, 32))
+            self.assertEqual(kv["whisper.encoder.attention.causal_chunk"], (4, 50))
+            self.assertNotIn("whisper.encoder.chunk_length", kv)
+            enc = [e[0] for e in expected_tensors(64, 3, 256, 80) if e[0] != "mel_filters"]
+            proj = ["audio_projection_layer." + p for p in ("linear1.weight", "linear1.bias", "linear2.weight", "linear2.bias")]
+            self.assertEqual([t[0] for t in g.tensors], enc + proj + ["mel_filters"])
+            for i, (tname, dims, gtype, _) in enumerate(g.tensors):
+                if tname == "mel_filters":
+                    continue
+                src_name = "apm." + tname[len("encoder."):] if tname.startswith("encoder.") else tname
+                dtype, shape, data = st[src_name]
+                self.assertEqual(dims, list(reversed(shape)), tname)
+                want = data if gtype == GGML_F16 else array.array("I", [f16_to_f32_bits(h) for h in array.array("H", data)]).tobytes()
+                self.assertEqual(g.tensor_bytes(i), want, tname)
+            self.check_mel(g, 80)
+        t = TestErrors("test_errors")
+        t.tmp = self.tmp
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        # the rest of the model beside the tower is left out
+        with_rest = dict(st, **{"llm.model.embed_tokens.weight": ("F16", [4, 2], b"\0" * 16),
+                                "vpm.embeddings.patch_embedding.weight": ("F16", [2, 2], b"\0" * 8),
+                                "tts.emb_text.weight": ("F16", [2, 2], b"\0" * 8)})
+        a = GGUF(self.convert(src, "f32", "minicpmo-plain.gguf"))
+        b = GGUF(self.convert(t.make("m-rest", cfg, with_rest), "f32", "minicpmo-rest.gguf"))
+        self.assertEqual(a.raw[a.data_start:], b.raw[b.data_start:])
+        # audio_chunk_length -1: full attention, one block of the whole window
+        c = GGUF(self.convert(t.make("m-full", dict(cfg, audio_chunk_length=-1), st), "f32", "minicpmo-full.gguf"))
+        self.assertEqual(c.kv["whisper.encoder.attention.causal_chunk"], (4, 1500))
+        t.expect_error(t.make("m-pool", dict(cfg, audio_pool_step=5), st), "audio_pool_step 5")
+        t.expect_error(t.make("m-noaudio", dict(cfg, init_audio=False), st), "init_audio False")
+        t.expect_error(t.make("m-chunk", dict(cfg, audio_chunk_length="1s"), st), "audio_chunk_length is '1s', not a number")
+        t.expect_error(t.make("m-long", dict(cfg, audio_chunk_length=31.0), st), "blocks of 1550 positions")
+        missing = {k: v for k, v in st.items() if k != "audio_projection_layer.linear2.bias"}
+        t.expect_error(t.make("m-missing", cfg, missing), "missing projector tensor audio_projection_layer.linear2.bias")
+        extra = dict(st)
+        extra["apm.layers.3.fc1.bias"] = st["apm.layers.2.fc1.bias"]
+        t.expect_error(t.make("m-extra", cfg, extra), "config.json does not describe")
+
+    def test_kimiaudio(self):
+        # Kimi-Audio: config.json's LLM (kimi_audio) with the encoder in whisper-large-v3/ (WhisperModel's
+        # encoder.* names, its own config), the LLM's model.vq_adaptor.layers.{0,3,4} after ours (without
+        # model.), 4 positions stacked, the LayerNorm's rms_norm_eps
+        src = os.path.join(DATA, "towers", "kimiaudio")
+        st = st_read(os.path.join(src, "model.safetensors"))
+        wst = st_read(os.path.join(src, "whisper-large-v3", "model.safetensors"))
+        for outtype in ("f32", "f16"):
+            g = GGUF(self.convert(src, outtype, "tower-kimiaudio-%s.gguf" % outtype))
+            kv = g.kv
+            self.assertEqual(kv["whisper.projector.type"], (8, "kimiaudio"))
+            self.assertEqual(kv["whisper.projector.embedding_length"], (4, 32))
+            self.assertEqual(kv["whisper.projector.stack_factor"], (4, 4))
+            self.assertEqual(kv["whisper.projector.layer_norm_epsilon"], (6, f32(1e-6)))
+            enc = [e[0] for e in expected_tensors(64, 3, 256, 128) if e[0] != "mel_filters"]
+            proj = ["vq_adaptor.layers." + p for p in ("0.weight", "0.bias", "3.weight", "3.bias", "4.weight", "4.bias")]
+            self.assertEqual([t[0] for t in g.tensors], enc + proj + ["mel_filters"])
+            for i, (tname, dims, gtype, _) in enumerate(g.tensors):
+                if tname == "mel_filters":
+                    continue
+                dtype, shape, data = wst[tname] if tname.startswith("encoder.") else st["model." + tname]
+                self.assertEqual(dims, list(reversed(shape)), tname)
+                want = data if gtype == GGML_F16 else array.array("I", [f16_to_f32_bits(h) for h in array.array("H", data)]).tobytes()
+                self.assertEqual(g.tensor_bytes(i), want, tname)
+            self.check_mel(g, 128)
+        t = TestErrors("test_errors")
+        t.tmp = self.tmp
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        with open(os.path.join(src, "whisper-large-v3", "config.json")) as f:
+            wcfg = json.load(f)
+
+        def kimi(name, cfg, st, wcfg=wcfg, wst=wst):
+            d = t.make(name, cfg, st)
+            os.makedirs(os.path.join(d, "whisper-large-v3"))
+            with open(os.path.join(d, "whisper-large-v3", "config.json"), "w") as f:
+                json.dump(wcfg, f)
+            st_write(os.path.join(d, "whisper-large-v3", "model.safetensors"), wst)
+            return d
+        # the LLM's own weights beside the adaptor are left out; its other model_type name reads the same
+        rest = dict(st, **{"model.embed_tokens.weight": ("F16", [4, 2], b"\0" * 16)})
+        a = GGUF(self.convert(src, "f32", "kimi-plain.gguf"))
+        b = GGUF(self.convert(kimi("k-rest", dict(cfg, model_type="moonshot_kimia"), rest), "f32", "kimi-rest.gguf"))
+        self.assertEqual(a.raw[a.data_start:], b.raw[b.data_start:])
+        t.expect_error(t.make("k-nowhisper", cfg, st), "no whisper-large-v3/config.json")
+        t.expect_error(kimi("k-dim", dict(cfg, kimia_adaptor_input_dim=128), st), "kimia_adaptor_input_dim 128")
+        t.expect_error(kimi("k-feat", dict(cfg, use_whisper_feature=False), st), "use_whisper_feature False")
+        t.expect_error(kimi("k-eps", dict(cfg, rms_norm_eps="x"), st), "rms_norm_eps is 'x'")
+        missing = {k: v for k, v in st.items() if k != "model.vq_adaptor.layers.4.bias"}
+        t.expect_error(kimi("k-missing", cfg, missing), "missing projector tensor model.vq_adaptor.layers.4.bias")
+        wmissing = {k: v for k, v in wst.items() if k != "encoder.layers.2.fc2.bias"}
+        t.expect_error(kimi("k-wmissing", cfg, st, wst=wmissing), "missing encoder tensor encoder.layers.2.fc2.bias")
+
     def test_language_model_left_out(self):
         src = os.path.join(DATA, "towers", "qwen2a")
         st = st_read(os.path.join(src, "model.safetensors"))
@@ -1016,7 +1119,8 @@ class TestLibrary(Base):
         main = self.main_bin()
         for src, outtype in (("micro-80", "f32"), ("micro-80", "f16"), ("micro-128", "bf16"), ("towers/qwen2a", "f16"),
                              ("towers/voxtral", "bf16"), ("towers/ultravox", "f32"), ("towers/af3", "f16"),
-                             ("towers/glmasr", "f32"), ("towers/qwen25o", "f16")):
+                             ("towers/glmasr", "f32"), ("towers/qwen25o", "f16"), ("towers/minicpmo", "f32"),
+                             ("towers/kimiaudio", "bf16")):
             with self.subTest(src=src, outtype=outtype):
                 ours = self.convert(os.path.join(DATA, src), outtype, name="lib-%s-%s.gguf" % (src.replace("/", "-"), outtype))
                 again = ours + ".again.gguf"

@@ -541,7 +541,40 @@ TEST_CASE("cuda block-diagonal attention (Qwen2.5-Omni's chunks): the CPU's at t
     }
 }
 
-TEST_CASE("cuda projector ops: avg_pool2, rms_norm, swiglu, stack_frames, rope_qk" * doctest::skip(no_gpu())) {
+TEST_CASE("cuda block-causal attention (MiniCPM-o's chunk mask): the CPU's at the block and tile edges" * doctest::skip(no_gpu())) {
+    struct shape { int T, H, block; std::vector<float> lens; };
+    const shape shapes[] = {
+        {1500, 1, 50, {1500, 351, 50, 1000, 1}},    // MiniCPM-o's 50-position chunks; a later window masked at its frames
+        {300, 2, 64, {300, 128, 129, 64}},          // blocks on the fa2 tiles' edges, the wgmma tiles' 128
+        {260, 1, 48, {260, 130, 47, 200}},          // blocks across both kernels' tiles
+        {37, 2, 5, {37, 11, 1}},                    // small blocks
+    };
+    for (const char * kernel : ATT_KERNELS)
+    for (vt_type ct : CTYPES) {
+        backend_ptr cuda = cuda_backend_att(ct, kernel);
+        if (!cuda) continue;
+        for (const shape & s : shapes) {
+            const int B = (int)s.lens.size(), D = 64 * s.H;
+            const std::vector<float> qkv = randn((size_t)3 * B * s.T * D, 29, ct, 2.0f);
+            builder build = [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
+                vt_tensor * t = vt_new_tensor_3d(ctx, act, 3 * D, s.T, B);
+                vt_tensor * len = vt_new_tensor_1d(ctx, VT_TYPE_F32, B);
+                vt_set_input(t); vt_set_input(len);
+                L.push_back({t, &qkv}); L.push_back({len, &s.lens});
+                const size_t es = vt_type_size(act);
+                vt_tensor * tq = vt_view_3d(ctx, t, D, s.T, B, t->nb[1], t->nb[2], 0);
+                vt_tensor * tk = vt_view_3d(ctx, t, D, s.T, B, t->nb[1], t->nb[2], D * es);
+                vt_tensor * tv = vt_view_3d(ctx, t, D, s.T, B, t->nb[1], t->nb[2], 2 * D * es);
+                return vt_attention_block_causal(ctx, tq, tk, tv, s.H, 0.125f, len, s.block);
+            };
+            char what[96];
+            snprintf(what, sizeof(what), "block-causal attention %s T%d H%d block %d B%d", kernel, s.T, s.H, s.block, B);
+            CHECK(cuda_vs_cpu(cuda.get(), ct, build, what) < tol_for(ct, 2e-3));
+        }
+    }
+}
+
+TEST_CASE("cuda projector ops: avg_pool2, rms_norm, swiglu, relu, silu, stack_frames, rope_qk" * doctest::skip(no_gpu())) {
     for (vt_type ct : CTYPES) {
         backend_ptr cuda = cuda_backend(ct);
         for (int T : {1500, 351, 7}) {
@@ -566,6 +599,10 @@ TEST_CASE("cuda projector ops: avg_pool2, rms_norm, swiglu, stack_frames, rope_q
                      return vt_rms_norm(ctx, input(ctx, act, L), weight(ctx, C, L), 1e-6f); }},
                 {"swiglu", [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
                      return vt_swiglu(ctx, input(ctx, act, L)); }},
+                {"relu", [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
+                     return vt_relu(ctx, input(ctx, act, L)); }},
+                {"silu", [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
+                     return vt_silu(ctx, input(ctx, act, L)); }},
                 // stacked by 8 (a copy, the tail zero-padded, unless 8 divides T), then normalised
                 {"stack 8 + rms_norm", [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
                      return vt_rms_norm(ctx, vt_stack_frames(ctx, input(ctx, act, L), 8), weight(ctx, 8 * C, L), 1e-6f); }},

@@ -1,4 +1,4 @@
-// The audio towers of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR and Qwen2.5-Omni on the CPU against their own code in
+// The audio towers of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, MiniCPM-o and Kimi-Audio on the CPU against their own code in
 // float64 (tests/data/towers, made by tests/data/make-tower-references.py), from our GGUF
 // (build/tower-*.gguf, converted from the checkpoints there) and from llama.cpp's mmproj files
 // of the same checkpoints; and the loader's answers to broken projector files.
@@ -16,7 +16,7 @@
 
 namespace {
 
-const char * TOWERS[] = {"qwen2a", "voxtral", "ultravox", "af3", "glmasr", "qwen25o"};
+const char * TOWERS[] = {"qwen2a", "voxtral", "ultravox", "af3", "glmasr", "qwen25o", "minicpmo", "kimiaudio"};
 
 whisper_audio_encoder * cpu_encoder(const whisper_audio_model * model, bool projector) {
     whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
@@ -39,7 +39,7 @@ double first_rows_error(const std::vector<float> & got, const std::vector<float>
 // holding the checkpoint's f16 values exactly, so the same reference applies). GLM-ASR has ours
 // alone: llama.cpp's glma is the original checkpoint's layout, not transformers'.
 std::vector<std::string> tower_files(const std::string & name) {
-    if (name == "glmasr" || name == "qwen25o") return {"build/tower-" + name + "-f32.gguf"};
+    if (name == "glmasr" || name == "qwen25o" || name == "minicpmo" || name == "kimiaudio") return {"build/tower-" + name + "-f32.gguf"};
     return {"build/tower-" + name + "-f32.gguf", test_data("towers/" + name + ".mmproj.gguf")};
 }
 
@@ -61,6 +61,8 @@ TEST_CASE("towers: the model file says the projector, llama.cpp's mmproj files l
         {"af3", WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, 1, 128},
         {"glmasr", WHISPER_AUDIO_PROJECTOR_GLMASR, 4, 128},
         {"qwen25o", WHISPER_AUDIO_PROJECTOR_QWEN25O, 1, 128},
+        {"minicpmo", WHISPER_AUDIO_PROJECTOR_MINICPMO, 1, 80},
+        {"kimiaudio", WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, 4, 128},
     };
     for (const auto & w : want) {
         for (const std::string & path : tower_files(w.name)) {
@@ -141,6 +143,80 @@ TEST_CASE("towers: GLM-ASR's tokens per audio length: 30 s windows, 4 positions 
     remove(path.c_str());
 }
 
+TEST_CASE("towers: MiniCPM-o's tokens per audio length: all of it in 30 s windows, pooled by 2; its attention blocks from the file") {
+    whisper_audio_model * m = whisper_audio_model_load("build/tower-minicpmo-f32.gguf");
+    REQUIRE_MESSAGE(m, whisper_audio_last_error());
+    const whisper_audio_hparams * hp = whisper_audio_model_hparams(m);
+    CHECK(hp->n_causal == 50);                 // audio_chunk_length 1.0 s: 50 positions a block
+    CHECK(hp->n_chunk == 0);
+    // MiniCPMOProcessor's get_audio_placeholder: (positions - 2) // 2 + 1 of each 30 s piece
+    CHECK(whisper_audio_n_tokens(m, 112256, true) == 175);    // 702 frames, 351 positions
+    CHECK(whisper_audio_n_tokens(m, 112256, false) == 351);
+    CHECK(whisper_audio_n_tokens(m, 50001, true) == 78);      // 313 frames, 157 positions
+    CHECK(whisper_audio_n_tokens(m, 320, true) == 0);
+    CHECK(whisper_audio_n_tokens(m, 1, false) == 1);
+    CHECK(whisper_audio_n_tokens(m, 480000, true) == 750);
+    CHECK(whisper_audio_n_tokens(m, 1120000, true) == 750 + 750 + 250);
+    CHECK(whisper_audio_n_tokens(m, 100 * 480000, true) == 100 * 750);   // no limit
+    CHECK(whisper_audio_samples_used(m, true) == SIZE_MAX);
+    CHECK(std::string(whisper_audio_projector_name(WHISPER_AUDIO_PROJECTOR_MINICPMO)) == "minicpmo");
+    whisper_audio_model_free(m);
+    // our GGUF of it without the block key is refused (its attention would be full)
+    const std::string key = "whisper.encoder.attention.causal_chunk", bad_key = "whisper.encoder.attention.causal_chunx";
+    std::vector<uint8_t> b = read_bytes("build/tower-minicpmo-f32.gguf");
+    auto it = std::search(b.begin(), b.end(), key.begin(), key.end());
+    REQUIRE(it != b.end());
+    std::copy(bad_key.begin(), bad_key.end(), it);
+    const std::string path = test_tmp("minicpmo-no-blocks.gguf");
+    write_bytes(path, b);
+    CHECK(whisper_audio_model_load(path.c_str()) == nullptr);
+    CHECK(std::string(whisper_audio_last_error()).find(key) != std::string::npos);
+    remove(path.c_str());
+}
+
+TEST_CASE("towers: MiniCPM-o's later window as its code runs it: the frames past its audio zero, its keys masked at its frame count") {
+    decoded_audio a = decode_file(test_data("audio/long_70s_16k.wav"));
+    REQUIRE(a.ok);
+    a.pcm.resize(480000 + 50001);              // a second window of 313 frames, 157 positions (inside a block of 50)
+    whisper_audio_model * model = whisper_audio_model_load("build/tower-minicpmo-f32.gguf");
+    REQUIRE_MESSAGE(model, whisper_audio_last_error());
+    whisper_audio_encoder * enc = cpu_encoder(model, true);
+    const size_t n_tok = whisper_audio_n_tokens(model, a.pcm.size(), true);
+    REQUIRE(n_tok == 750 + 78);
+    std::vector<float> got(n_tok * 32, NAN);
+    REQUIRE_MESSAGE(whisper_audio_encode_tokens(enc, a.pcm.data(), a.pcm.size(), got.data()), whisper_audio_last_error());
+    std::vector<int64_t> shape;
+    std::vector<float> ref = npy_load_f32(test_data("towers/minicpmo.long_530001.audio.tail.npy"), &shape);
+    REQUIRE(shape.size() == 2);
+    REQUIRE(shape[0] == 78);
+    const std::vector<float> tail(got.begin() + 750 * 32, got.end());
+    const double err = rel_l2(tail, ref);
+    MESSAGE("MiniCPM-o 30 s + 50001 samples: the second window's 78 tokens, rel L2 " << err);
+    CHECK(err < 1e-5);
+    whisper_audio_encoder_free(enc);
+    whisper_audio_model_free(model);
+}
+
+TEST_CASE("towers: Kimi-Audio's tokens per audio length: 30 s windows, token_len = (L - 1) // 1280 + 1 each, 4 positions a token") {
+    whisper_audio_model * m = whisper_audio_model_load("build/tower-kimiaudio-f32.gguf");
+    REQUIRE_MESSAGE(m, whisper_audio_last_error());
+    const whisper_audio_hparams * hp = whisper_audio_model_hparams(m);
+    CHECK(hp->stack_factor == 4);
+    CHECK(hp->proj_eps == 1e-6f);              // its LayerNorm's rms_norm_eps
+    // WhisperEncoder.tokenize_waveform: token_len = (L - 1) // (160 * 8) + 1 of each 30 s segment
+    CHECK(whisper_audio_n_tokens(m, 112256, true) == 88);
+    CHECK(whisper_audio_n_tokens(m, 112256, false) == 352);   // token_len * 4 positions (351 hold audio)
+    CHECK(whisper_audio_n_tokens(m, 1, true) == 1);
+    CHECK(whisper_audio_n_tokens(m, 1280, true) == 1);
+    CHECK(whisper_audio_n_tokens(m, 1281, true) == 2);
+    CHECK(whisper_audio_n_tokens(m, 480000, true) == 375);
+    CHECK(whisper_audio_n_tokens(m, 480001, true) == 376);
+    CHECK(whisper_audio_n_tokens(m, 1120000, true) == 375 + 375 + 125);
+    CHECK(whisper_audio_samples_used(m, true) == SIZE_MAX);
+    CHECK(std::string(whisper_audio_projector_name(WHISPER_AUDIO_PROJECTOR_KIMIAUDIO)) == "kimiaudio");
+    whisper_audio_model_free(m);
+}
+
 TEST_CASE("towers: tokens per audio length are the models' own") {
     whisper_audio_model * q = whisper_audio_model_load("build/tower-qwen2a-f32.gguf");
     whisper_audio_model * v = whisper_audio_model_load("build/tower-voxtral-f32.gguf");
@@ -181,7 +257,8 @@ TEST_CASE("towers: CPU f32 against the models' own code in float64, from feature
             whisper_audio_model * model = whisper_audio_model_load(path.c_str());
             REQUIRE_MESSAGE(model, whisper_audio_last_error());
             const whisper_audio_hparams * hp = whisper_audio_model_hparams(model);
-            const bool unpadded = hp->projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX;   // the others: a padded 30 s window
+            // Ultravox and MiniCPM-o: an input of one chunk unpadded; the others: a padded 30 s window
+            const bool unpadded = hp->projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX || hp->projector == WHISPER_AUDIO_PROJECTOR_MINICPMO;
 
             // from the feature extractor's log-mel (speech_16k: 702 frames hold audio)
             std::vector<float> mel = npy_load_f32(test_data("features/speech_16k.mel" + std::to_string(hp->n_mels) + ".npy"), nullptr);
@@ -228,7 +305,7 @@ TEST_CASE("towers: CPU f32 against the models' own code in float64, from feature
 }
 
 TEST_CASE("towers: 70 s of audio as each model's processor takes it (Qwen2-Audio: the first 30 s; Voxtral, Ultravox: one log-mel, chunks; "
-          "Audio Flamingo 3: 30 s windows)") {
+          "Audio Flamingo 3, MiniCPM-o: 30 s windows)") {
     decoded_audio a = decode_file(test_data("audio/long_70s_16k.wav"));
     REQUIRE(a.ok);
     REQUIRE(a.pcm.size() == 1120000);
@@ -528,7 +605,8 @@ TEST_CASE("towers on CUDA: an input of 1 sample (and of 320) gives the CPU's row
             const size_t rows = whisper_audio_n_tokens(model, n, true);
             const int width = whisper_audio_token_dim(model, true);
             const std::string nm = name;
-            CHECK(rows == (nm == "qwen2a" || nm == "af3" || nm == "glmasr" || nm == "qwen25o" ? 0u : nm == "voxtral" ? 375u : 1u));
+            CHECK(rows == (nm == "qwen2a" || nm == "af3" || nm == "glmasr" || nm == "qwen25o" || nm == "minicpmo" ? 0u
+                           : nm == "voxtral" ? 375u : 1u));     // (Kimi-Audio: token_len 1)
             std::vector<float> a(rows * width + 1, NAN), b(rows * width + 1, NAN);
             REQUIRE_MESSAGE(whisper_audio_encode_tokens(cpu, pcm.data(), n, a.data()), whisper_audio_last_error());
             REQUIRE_MESSAGE(whisper_audio_encode_tokens(gpu, pcm.data(), n, b.data()), whisper_audio_last_error());

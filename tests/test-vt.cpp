@@ -274,6 +274,53 @@ TEST_CASE("block-diagonal attention: query i sees the keys of its own block belo
     vt_free(ctx);
 }
 
+TEST_CASE("block-causal attention: query i sees the keys of its own block and every earlier one, below kv_len[b]") {
+    const int T = 70, D = 64, B = 3, BLK = 16;     // blocks [0,16) ... [64,70); lens inside a block, at its edge, all
+    const std::vector<float> lens = {70, 32, 37};
+    vt_context * ctx = vt_init(16);
+    host_tensor qkv = input(ctx, {3 * D, T, B}, 28);
+    host_tensor len{vt_new_tensor_1d(ctx, VT_TYPE_F32, B), lens};
+    vt_set_input(len.t);
+    const size_t row = 3 * D * sizeof(float), win = row * T;
+    vt_tensor * q = vt_view_3d(ctx, qkv.t, D, T, B, row, win, 0);
+    vt_tensor * k = vt_view_3d(ctx, qkv.t, D, T, B, row, win, D * sizeof(float));
+    vt_tensor * v = vt_view_3d(ctx, qkv.t, D, T, B, row, win, 2 * D * sizeof(float));
+    std::vector<float> got = run_cpu(ctx, vt_attention_block_causal(ctx, q, k, v, 1, 0.125f, len.t, BLK), {qkv, len});
+    auto at = [&](int b, int t, int part, int c) { return (double)qkv.data[((size_t)b * T + t) * 3 * D + part * D + c]; };
+    std::vector<double> ref((size_t)B * T * D, 0.0), p(T);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < T; i++) {                // MiniCPM-o's subsequent_chunk_mask(T, BLK, -1) and its padding mask
+            const int hi = std::min((i / BLK + 1) * BLK, (int)lens[b]);
+            double mx = -INFINITY, sum = 0;
+            for (int j = 0; j < hi; j++) {
+                double dot = 0;
+                for (int c = 0; c < D; c++) dot += at(b, i, 0, c) * at(b, j, 1, c);
+                mx = std::max(mx, p[j] = dot * 0.125);
+            }
+            for (int j = 0; j < hi; j++) sum += (p[j] = std::exp(p[j] - mx));
+            for (int c = 0; c < D; c++) {
+                double acc = 0;
+                for (int j = 0; j < hi; j++) acc += p[j] * at(b, j, 2, c);
+                ref[((size_t)b * T + i) * D + c] = acc / sum;
+            }
+        }
+    CHECK(rel_l2(got, ref) < 1e-6);
+    // the first block's rows see that block alone: block-diagonal attention's rows there
+    vt_context * ctx2 = vt_init(16);
+    host_tensor qkv2{vt_new_tensor_3d(ctx2, VT_TYPE_F32, 3 * D, T, B), qkv.data};
+    vt_set_input(qkv2.t);
+    host_tensor len2{vt_new_tensor_1d(ctx2, VT_TYPE_F32, B), lens};
+    vt_set_input(len2.t);
+    vt_tensor * q2 = vt_view_3d(ctx2, qkv2.t, D, T, B, row, win, 0);
+    vt_tensor * k2 = vt_view_3d(ctx2, qkv2.t, D, T, B, row, win, D * sizeof(float));
+    vt_tensor * v2 = vt_view_3d(ctx2, qkv2.t, D, T, B, row, win, 2 * D * sizeof(float));
+    std::vector<float> diag = run_cpu(ctx2, vt_attention_blocks(ctx2, q2, k2, v2, 1, 0.125f, len2.t, BLK), {qkv2, len2});
+    for (int c = 0; c < BLK * D; c++) CHECK(got[c] == diag[c]);
+    CHECK(got[(size_t)40 * D] != diag[(size_t)40 * D]);
+    vt_free(ctx2);
+    vt_free(ctx);
+}
+
 TEST_CASE("conv1d_k3 over chunks: each chunk padded on its own, rows past x_len zero, the add per chunk") {
     const int C = 5, N = 4, T = 24, B = 2, CH = 8;
     const std::vector<float> lens = {24, 13};        // window 1: its chunk [8, 16) cut at 13 (odd)
@@ -333,7 +380,7 @@ TEST_CASE("rope_qk: q and k of each head turn by position (the first n_rot dims,
     vt_free(ctx);
 }
 
-TEST_CASE("projector ops: avg_pool2, rms_norm, swiglu, stack_frames (a copy, and a view when it divides)") {
+TEST_CASE("projector ops: avg_pool2, rms_norm, swiglu, relu, silu, stack_frames (a copy, and a view when it divides)") {
     const int C = 6, T = 11, B = 2;
     {   // avg_pool2: pairs of rows, the odd last row dropped
         vt_context * ctx = vt_init(8);
@@ -368,6 +415,28 @@ TEST_CASE("projector ops: avg_pool2, rms_norm, swiglu, stack_frames (a copy, and
                 const double g = x.data[r * 2 * C + C + c];
                 CHECK(got[r * C + c] == doctest::Approx(x.data[r * 2 * C + c] * g / (1.0 + std::exp(-g))).epsilon(1e-6));
             }
+        vt_free(ctx);
+    }
+    {   // relu
+        vt_context * ctx = vt_init(8);
+        host_tensor x = input(ctx, {C, T, B}, 36);
+        std::vector<float> got = run_cpu(ctx, vt_relu(ctx, x.t), {x});
+        REQUIRE(got.size() == x.data.size());
+        int neg = 0;
+        for (size_t i = 0; i < got.size(); i++) {
+            CHECK(got[i] == std::max(x.data[i], 0.0f));
+            neg += x.data[i] < 0.0f;
+        }
+        CHECK(neg > 0);
+        vt_free(ctx);
+    }
+    {   // silu
+        vt_context * ctx = vt_init(8);
+        host_tensor x = input(ctx, {C, T, B}, 37);
+        std::vector<float> got = run_cpu(ctx, vt_silu(ctx, x.t), {x});
+        REQUIRE(got.size() == x.data.size());
+        for (size_t i = 0; i < got.size(); i++)
+            CHECK(got[i] == doctest::Approx(x.data[i] / (1.0 + std::exp(-(double)x.data[i]))).epsilon(1e-6));
         vt_free(ctx);
     }
     for (int f : {4, 11}) {   // stack: 4 does not divide 11 (a copy, the tail zero), 11 does (a view)
@@ -730,6 +799,12 @@ static void check_bf16_mode() {
         CHECK(conv_err > 5e-4);
         CHECK(att_err < 6e-3);    // measured 3.1e-3
         CHECK(att_err > 5e-4);
+        // block-causal (MiniCPM-o's): the bf16 softmax over keys [0, its block's end)
+        vt_tensor * cy2 = vt_attention_block_causal(c2, q.t, k.t, v.t, H, 0.15f, nullptr, 8);
+        const double causal_err = rel_l2(run_cpu(c2, cy2, {q, k, v}, 2, VT_TYPE_BF16), run_cpu(c2, cy2, {q, k, v}, 2));
+        MESSAGE("bf16 against f32: block-causal attention " << causal_err);
+        CHECK(causal_err < 6e-3);
+        CHECK(causal_err > 5e-4);
         vt_free(c2);
     }
 

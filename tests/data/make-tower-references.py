@@ -334,20 +334,191 @@ def qwen25o(audios):
         store(f"qwen25o.{LONG}.audio.every8.npy", out[::8])
 
 
+def load_defs(path, names, methods_of=None):
+    """Runs the named top-level classes (and, from class methods_of[0], the methods methods_of[1])
+    of a model file that cannot be imported whole (MiniCPM-o's pulls in its vision, TTS and LLM
+    code), in a namespace of what they use; returns that namespace."""
+    import ast, logging, math, typing
+    from transformers.activations import ACT2FN
+    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+    from transformers.modeling_outputs import BaseModelOutputWithPast
+    from transformers.models.whisper import modeling_whisper
+    with open(path) as f:
+        tree = ast.parse(f.read())
+    ns = dict(torch=torch, nn=torch.nn, np=np, math=math, Optional=typing.Optional, List=typing.List,
+              Union=typing.Union, Tuple=typing.Tuple, ACT2FN=ACT2FN, DynamicCache=DynamicCache,
+              EncoderDecoderCache=EncoderDecoderCache, BaseModelOutputWithPast=BaseModelOutputWithPast,
+              WhisperConfig=transformers.WhisperConfig, WhisperEncoder=modeling_whisper.WhisperEncoder,
+              WHISPER_ATTENTION_CLASSES=getattr(modeling_whisper, "WHISPER_ATTENTION_CLASSES", None),
+              logger=logging.getLogger("reference"))
+    body = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name in names]
+    if methods_of:
+        cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == methods_of[0])
+        fns = [n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name in methods_of[1]]
+        body.append(ast.ClassDef(name=methods_of[0], bases=[], keywords=[], body=fns, decorator_list=[], type_params=[]))
+    exec(compile(ast.fix_missing_locations(ast.Module(body=body, type_ignores=[])), path, "exec"), ns)
+    return ns
+
+
+def minicpmo(audios, modeling, processing):
+    # OpenBMB's modeling_minicpmo.py (MiniCPM-o 2.6, from the hub: not in transformers) runs on the
+    # transformers of its time (WHISPER_ATTENTION_CLASSES, attention returning three values): run
+    # this model with transformers 4.48.3 first on PYTHONPATH (tests/data/README.md)
+    if not hasattr(transformers.models.whisper.modeling_whisper, "WHISPER_ATTENTION_CLASSES"):
+        sys.exit("minicpmo: needs transformers 4.48 (its WHISPER_ATTENTION_CLASSES); this is " + transformers.__version__)
+    m = load_defs(modeling, ("MiniCPMWhisperEncoderLayer", "MiniCPMWhisperEncoder", "MultiModalProjector"),
+                  ("MiniCPMO", ("subsequent_chunk_mask", "_get_feat_extract_output_lengths", "get_audio_embedding")))
+    pr = load_defs(processing, (), ("MiniCPMOProcessor", ("audio_feature_extract",)))
+    audio = transformers.WhisperConfig(d_model=D, encoder_layers=LAYERS, encoder_attention_heads=HEADS,
+                                       encoder_ffn_dim=FF, num_mel_bins=80, max_source_positions=1500)
+    audio._attn_implementation = "eager"
+    config = dict(model_type="minicpmo", architectures=["MiniCPMO"], hidden_size=LLM, audio_pool_step=2,
+                  audio_chunk_length=1.0, init_audio=True, init_vision=True, init_tts=True,
+                  audio_config=dict(audio.to_dict(), model_type="whisper"))
+
+    class Model(m["MiniCPMO"], torch.nn.Module):    # MiniCPMO.__init__'s audio part
+        def __init__(self):
+            torch.nn.Module.__init__(self)
+            self.config = type("Config", (), dict(audio_pool_step=2, audio_chunk_length=1.0))()
+            self.apm = m["MiniCPMWhisperEncoder"](audio)
+            self.audio_avg_pooler = torch.nn.AvgPool1d(self.config.audio_pool_step, stride=self.config.audio_pool_step)
+            self.audio_projection_layer = m["MultiModalProjector"](in_dim=int(audio.encoder_ffn_dim // 4), out_dim=LLM)
+            self.audio_encoder_layer = -1
+
+    model = Model().eval()
+    randomise(model, 8)
+    state = {k: v for k, v in model.state_dict().items()}
+    save(os.path.join(OUT, "minicpmo"), config, state)
+    model = model.double()
+
+    class Processor(pr["MiniCPMOProcessor"]):       # MiniCPMOProcessor's audio part (its tokenizer's markers only)
+        feature_extractor = transformers.WhisperFeatureExtractor(feature_size=80)
+        tokenizer = type("Tokenizer", (), dict(audio_start="<|audio_start|>", audio_end="<|audio_end|>"))()
+
+    def tokens(pcm):   # MiniCPMO.chat's audio path: the processor's pieces, get_audio_embedding per input
+        feats, lens, _ = Processor().audio_feature_extract([pcm], sampling_rate=16000)
+        out = model.get_audio_embedding(dict(audio_features=feats.double(), audio_feature_lens=lens),
+                                        chunk_length=model.config.audio_chunk_length)
+        return torch.cat(out[0])
+
+    with torch.no_grad():
+        mel = torch.from_numpy(np.load(os.path.join(ROOT, "features", "speech_16k.mel80.npy"))).double()[None]
+        frames = -(-len(audios["speech_16k"]) // 160)                     # 702: the processor cuts the mel there
+        data = dict(audio_features=mel[:, :, :frames], audio_feature_lens=[torch.tensor([frames])])
+        store("minicpmo.speech_16k.features.npy", model.get_audio_embedding(data, chunk_length=1.0)[0][0])
+        # the tower's rows: apm's hidden_states[-1] at the positions holding audio (351)
+        proj, pool, lengths = model.audio_projection_layer, model.audio_avg_pooler, model._get_feat_extract_output_lengths
+        model.audio_projection_layer = model.audio_avg_pooler = torch.nn.Identity()
+        model._get_feat_extract_output_lengths = lambda n: (lengths(n)[0], lengths(n)[0])
+        store("minicpmo.speech_16k.features.tower.npy", model.get_audio_embedding(data, chunk_length=1.0)[0][0])
+        model.audio_projection_layer, model.audio_avg_pooler = proj, pool
+        del model._get_feat_extract_output_lengths
+        for clip, pcm in audios.items():
+            store(f"minicpmo.{clip}.audio.npy", tokens(pcm))
+        out = tokens(read_wav("long_70s_16k.wav"))                         # 3 pieces: 30 s, 30 s, 10 s
+        store(f"minicpmo.{LONG}.audio.every8.npy", out[::8])
+        # 30 s and 50001 samples: a last piece of 313 frames (odd) and 157 positions (inside a 50-position
+        # block), where its code's rules for a later piece show: the frames past it zero (pad_sequence) and
+        # its keys masked at 313 (mel frames), not 157; the tokens of that piece (the 78 after the first 750)
+        out = tokens(read_wav("long_70s_16k.wav")[: 480000 + 50001])
+        store("minicpmo.long_530001.audio.tail.npy", out[750:])
+
+
+def kimiaudio(audios, repo, modeling):
+    # Kimi-Audio's own code: MoonshotAI/Kimi-Audio's kimia_infer/models/tokenizer/whisper_Lv3 (its
+    # WhisperModel and log_mel_spectrogram, imported from the checkout REPO) and the language model's
+    # VQAdaptor (modeling_moonshot_kimia.py: the class alone, load_defs). Its attention calls flash_attn,
+    # a CUDA kernel: a float64 stand-in (softmax(q k^T * scale) v, non-causal, as flash_attn_func computes)
+    # takes its place. Run with transformers 4.48 (its file imports names later transformers dropped).
+    import types
+    # transformers' own flash_attn probes first, before the stand-in exists
+    from transformers.models.whisper import modeling_whisper, tokenization_whisper  # noqa: F401
+    from transformers.generation import logits_process  # noqa: F401
+    vq = load_defs(modeling, ("VQAdaptor",))["VQAdaptor"]
+    fa = types.ModuleType("flash_attn")
+
+    def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, return_attn_probs=False):
+        assert not causal and dropout_p == 0.0 and not return_attn_probs   # the encoder's call
+        att = torch.einsum("bthd,bshd->bhts", q, k) * softmax_scale
+        return torch.einsum("bhts,bshd->bthd", att.softmax(-1), v)
+
+    def unused(*args, **kwargs):
+        raise AssertionError("the encoder without input_seq_lens calls flash_attn_func alone")
+    fa.flash_attn_func = flash_attn_func
+    fa.flash_attn_qkvpacked_func = fa.flash_attn_varlen_func = fa.flash_attn_varlen_qkvpacked_func = unused
+    sys.modules["flash_attn"] = fa
+    sys.path.insert(0, repo)
+    from kimia_infer.models.tokenizer.whisper_Lv3 import whisper as kw
+    from kimia_infer.models.tokenizer.whisper_Lv3.modeling_whisper import WhisperModel
+
+    wcfg = transformers.WhisperConfig(d_model=D, encoder_layers=LAYERS, encoder_attention_heads=HEADS, encoder_ffn_dim=FF,
+                                      decoder_layers=1, decoder_attention_heads=1, decoder_ffn_dim=64, num_mel_bins=128,
+                                      max_source_positions=1500, vocab_size=64, pad_token_id=0,
+                                      bos_token_id=1, eos_token_id=2, decoder_start_token_id=3, max_target_positions=8)
+    top = dict(model_type="kimi_audio", architectures=["MoonshotKimiaForCausalLM"], hidden_size=LLM, rms_norm_eps=1e-6,
+               kimia_adaptor_input_dim=4 * D, use_whisper_feature=True)
+    whisper = WhisperModel(wcfg).eval()
+    adaptor = vq(type("Config", (), top)).eval()
+    randomise(whisper, 9)
+    randomise(adaptor, 10)
+    d = os.path.join(OUT, "kimiaudio")
+    save(os.path.join(d, "whisper-large-v3"), dict(wcfg.to_dict(), model_type="whisper", architectures=["WhisperModel"]),
+         {k: v for k, v in whisper.state_dict().items() if k.startswith("encoder.")})   # its encoder alone (tokenize_waveform's)
+    save(d, top, {"model.vq_adaptor." + k: v for k, v in adaptor.state_dict().items()})
+    encoder, adaptor = whisper.encoder.double(), adaptor.double()
+
+    def features(pcm):   # WhisperEncoder.tokenize_waveform's loop, on the CPU in float64 (it casts to bf16 on a GPU)
+        time_step, out = 0, []
+        while time_step * 16000 < pcm.shape[0]:
+            seg = pcm[time_step * 16000: (time_step + 30) * 16000]
+            time_step += 30
+            token_len = (seg.shape[0] - 1) // (160 * 8) + 1
+            mel = kw.log_mel_spectrogram(kw.pad_or_trim(seg.flatten()))          # its own log-mel (float32)
+            out.append(encoder(mel.unsqueeze(0).double(), return_dict=True).last_hidden_state[:, : token_len * 4, :])
+        return torch.cat(out, dim=1)
+
+    def tokens(feat):    # KimiAPromptManager.extract_whisper_feat's reshape, then the model's vq_adaptor
+        return adaptor(feat.reshape(feat.shape[0], feat.shape[1] // 4, feat.shape[2] * 4))[0]
+
+    with torch.no_grad():
+        mel = torch.from_numpy(np.load(os.path.join(ROOT, "features", "speech_16k.mel128.npy"))).double()[None]
+        token_len = (len(audios["speech_16k"]) - 1) // 1280 + 1                 # 88 tokens, 352 positions
+        feat = encoder(mel, return_dict=True).last_hidden_state[:, : token_len * 4]
+        store("kimiaudio.speech_16k.features.npy", tokens(feat))
+        store("kimiaudio.speech_16k.features.tower.npy", feat[0])
+        for clip, pcm in audios.items():
+            store(f"kimiaudio.{clip}.audio.npy", tokens(features(pcm)))
+        out = tokens(features(read_wav("long_70s_16k.wav")))                      # 30 s, 30 s, 10 s: 375 + 375 + 125
+        store(f"kimiaudio.{LONG}.audio.every8.npy", out[::8])
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--ultravox", help="fixie-ai/ultravox's ultravox/model directory (for ultravox)")
-    ap.add_argument("--models", default="qwen2a,voxtral,ultravox,af3,glmasr,qwen25o", help="comma-separated, of the default")
+    ap.add_argument("--minicpmo", nargs=2, metavar=("MODELING", "PROCESSING"),
+                    help="MiniCPM-o 2.6's modeling_minicpmo.py and processing_minicpmo.py (for minicpmo)")
+    ap.add_argument("--kimi", nargs=2, metavar=("REPO", "MODELING"),
+                    help="a MoonshotAI/Kimi-Audio checkout and its modeling_moonshot_kimia.py (for kimiaudio)")
+    ap.add_argument("--models", default="qwen2a,voxtral,ultravox,af3,glmasr,qwen25o",
+                    help="comma-separated, of the default and minicpmo, kimiaudio (their own run: transformers 4.48)")
     args = ap.parse_args()
     models = args.models.split(",")
     if "ultravox" in models and not args.ultravox:
         ap.error("ultravox needs --ultravox")
+    if "minicpmo" in models and not args.minicpmo:
+        ap.error("minicpmo needs --minicpmo")
+    if "kimiaudio" in models and not args.kimi:
+        ap.error("kimiaudio needs --kimi")
     os.makedirs(OUT, exist_ok=True)
     torch.manual_seed(0)
     audios = load_audio()
     for name in models:   # each seeds its own parameters: any subset gives the same files
         if name == "ultravox":
             ultravox(audios, args.ultravox)
+        elif name == "minicpmo":
+            minicpmo(audios, *args.minicpmo)
+        elif name == "kimiaudio":
+            kimiaudio(audios, *args.kimi)
         else:
             {"qwen2a": qwen2_audio, "voxtral": voxtral, "af3": af3, "glmasr": glmasr, "qwen25o": qwen25o}[name](audios)
     print("wrote", OUT)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU parity of the audio-LLM towers: Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR and Qwen2.5-Omni on CUDA against the
+"""GPU parity of the audio-LLM towers: Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, MiniCPM-o and Kimi-Audio on CUDA against the
 models' own code, on the tiny random checkpoints of tests/data/towers (made by
 tests/data/make-tower-references.py; weights stored in f16, so every file holds the same numbers).
 
@@ -10,13 +10,18 @@ For each tower, the speech_16k log-mel (tests/data/features) goes through
     Flamingo 3 and GLM-ASR: their models' get_audio_features with the input_features_mask;
     Qwen2.5-Omni: its Qwen2_5OmniAudioEncoder over the frames holding audio, as get_audio_features;
     Ultravox: its ModifiedWhisperEncoder and UltravoxProjector, written out below from
-    transformers' WhisperEncoder layers and LlamaRMSNorm, since ultravox_model.py is not here);
+    transformers' WhisperEncoder layers and LlamaRMSNorm, since ultravox_model.py is not here;
+    MiniCPM-o: get_audio_embedding's steps written out the same way from transformers' WhisperEncoder
+    layers, its block-causal mask and MultiModalProjector, since its modeling_minicpmo.py runs only on
+    the transformers of its time, 4.48, and the float64 reference was made by it; Kimi-Audio: its
+    WhisperEncoder's forward (transformers' layers, sdpa: its own calls flash_attn) over the padded
+    window, the first token_len * 4 positions, 4 stacked, its VQAdaptor's steps);
   - whisper-audio on CUDA in f16 and bf16 (build/libwhisper-audio.so through ctypes,
     whisper_audio_encode_mel_tokens), from our GGUF (build/tower-NAME-f32.gguf) and from
-    llama.cpp's mmproj file (tests/data/towers/NAME.mmproj.gguf; GLM-ASR and Qwen2.5-Omni have ours alone).
+    llama.cpp's mmproj file (tests/data/towers/NAME.mmproj.gguf; GLM-ASR, Qwen2.5-Omni, MiniCPM-o and Kimi-Audio have ours alone).
 Ours must be within 1.25x the peer's error in the same dtype. Prints a table; exits 1 on a failure.
 
-Run on the GPU machine from the repository root, after `make -j16 all build/tower-{qwen2a,voxtral,ultravox,af3,glmasr,qwen25o}-f32.gguf`:
+Run on the GPU machine from the repository root, after `make -j16 all build/tower-{qwen2a,voxtral,ultravox,af3,glmasr,qwen25o,minicpmo,kimiaudio}-f32.gguf`:
     python3 tests/gpu/towers.py
 """
 import ctypes
@@ -137,6 +142,59 @@ def qwen25o(dtype, mel):
     return tower(x, feature_lens=lengths, aftercnn_lens=aftercnn).last_hidden_state
 
 
+def minicpmo(dtype, mel):
+    d = os.path.join(DATA, "towers", "minicpmo")
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    state = load_file(os.path.join(d, "model.safetensors"))
+    wcfg = transformers.WhisperConfig(**{k: v for k, v in cfg["audio_config"].items() if k != "model_type"})
+    wcfg._attn_implementation = "sdpa"
+    tower = transformers.models.whisper.modeling_whisper.WhisperEncoder(wcfg).eval()
+    tower.load_state_dict({k[len("apm."):]: v for k, v in state.items() if k.startswith("apm.")})
+    tower = tower.to(DEVICE, dtype)
+    p = {k[len("audio_projection_layer."):]: v.to(DEVICE, dtype) for k, v in state.items() if k.startswith("audio_projection_layer.")}
+    block = int(cfg["audio_chunk_length"] * 50)
+    with torch.no_grad():
+        # MiniCPMWhisperEncoder.forward over the processor's frames (cut at the audio), the positions sliced
+        x = torch.from_numpy(mel[:, :N_FRAMES])[None].to(DEVICE, dtype)
+        x = torch.nn.functional.gelu(tower.conv1(x))
+        x = torch.nn.functional.gelu(tower.conv2(x)).permute(0, 2, 1)
+        h = x + tower.embed_positions.weight[: x.size(1)]
+        T = h.shape[1]
+        # get_audio_embedding's mask: subsequent_chunk_mask(T, 50, num_left_chunks=-1), -inf elsewhere
+        i = torch.arange(T, device=DEVICE)
+        mask = torch.zeros(1, 1, T, T, device=DEVICE, dtype=dtype)
+        mask[0, 0][i[None, :] >= ((i[:, None] // block + 1) * block)] = float("-inf")
+        for layer in tower.layers:
+            h = layer(h, mask)
+            h = h[0] if isinstance(h, tuple) else h
+        h = tower.layer_norm(h)                                   # hidden_states[-1]
+        h = torch.relu(h @ p["linear1.weight"].T + p["linear1.bias"]) @ p["linear2.weight"].T + p["linear2.bias"]
+        h = torch.nn.functional.avg_pool1d(h.transpose(1, 2), cfg["audio_pool_step"]).transpose(1, 2)
+        return h[0]
+
+
+def kimiaudio(dtype, mel):
+    d = os.path.join(DATA, "towers", "kimiaudio")
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    wcfg = json.load(open(os.path.join(d, "whisper-large-v3", "config.json")))
+    wcfg = transformers.WhisperConfig(**{k: v for k, v in wcfg.items() if k != "model_type"})
+    wcfg._attn_implementation = "sdpa"
+    tower = transformers.models.whisper.modeling_whisper.WhisperEncoder(wcfg).eval()
+    wstate = load_file(os.path.join(d, "whisper-large-v3", "model.safetensors"))
+    tower.load_state_dict({k[len("encoder."):]: v for k, v in wstate.items() if k.startswith("encoder.")})
+    tower = tower.to(DEVICE, dtype)
+    p = {k[len("model.vq_adaptor.layers."):]: v.to(DEVICE, dtype) for k, v in load_file(os.path.join(d, "model.safetensors")).items()}
+    token_len = (112256 - 1) // 1280 + 1                 # tokenize_waveform's of speech_16k's 112256 samples: 88
+    with torch.no_grad():
+        # its WhisperEncoder.forward (the whole padded window, no mask), the first token_len * 4 positions
+        x = torch.from_numpy(mel)[None].to(DEVICE, dtype)
+        h = tower(x).last_hidden_state[:, : token_len * 4]
+        h = h.reshape(1, token_len, -1)                      # extract_whisper_feat: 4 positions stacked
+        h = torch.nn.functional.silu(h @ p["0.weight"].T + p["0.bias"]) @ p["3.weight"].T + p["3.bias"]
+        h = torch.nn.functional.layer_norm(h, (h.shape[-1],), p["4.weight"], p["4.bias"], cfg["rms_norm_eps"])
+        return h[0]
+
+
 def ultravox(dtype, mel):
     d = os.path.join(DATA, "towers", "ultravox")
     cfg = json.load(open(os.path.join(d, "config.json")))
@@ -190,17 +248,18 @@ def main():
 
     rows, failed = [], False
     for name, peer, n_mels in (("qwen2a", qwen2a, 80), ("voxtral", voxtral, 128), ("ultravox", ultravox, 80),
-                                ("af3", af3, 128), ("glmasr", glmasr, 128), ("qwen25o", qwen25o, 128)):
+                                ("af3", af3, 128), ("glmasr", glmasr, 128), ("qwen25o", qwen25o, 128),
+                                ("minicpmo", minicpmo, 80), ("kimiaudio", kimiaudio, 128)):
         mel = np.load(os.path.join(DATA, "features", "speech_16k.mel%d.npy" % n_mels))
         ref = np.load(os.path.join(DATA, "towers", name + ".speech_16k.features.npy")).astype(np.float64)
-        our_mel = mel[:, :N_FRAMES] if name == "ultravox" else mel
+        our_mel = mel[:, :N_FRAMES] if name in ("ultravox", "minicpmo") else mel   # run unpadded
         for dtype in (torch.float16, torch.bfloat16):
             with torch.no_grad():
                 theirs = peer(dtype, mel).float().cpu().numpy().astype(np.float64)
             e_peer = np.linalg.norm(theirs[: len(ref)] - ref) / np.linalg.norm(ref)
             files = [("gguf", os.path.join(ROOT, "build", "tower-%s-f32.gguf" % name))]
-            if name not in ("glmasr", "qwen25o"):   # llama.cpp's glma is the original checkpoint's layout;
-                                                    # its qwen2.5o needs the whole Omni model
+            if name not in ("glmasr", "qwen25o", "minicpmo", "kimiaudio"):   # llama.cpp's glma is the original checkpoint's layout;
+                                                                # its qwen2.5o needs the whole Omni model; no others
                 files.append(("mmproj", os.path.join(DATA, "towers", name + ".mmproj.gguf")))
             for label, path in files:
                 got = ours(lib, path, our_mel, our_mel.shape[-1], dtype).astype(np.float64)
