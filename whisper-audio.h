@@ -79,6 +79,9 @@ enum whisper_audio_projector {
                                        // no mask, each 30 s window; 4 positions stacked, linear, GELU, linear
     WHISPER_AUDIO_PROJECTOR_QWEN25O,   // Qwen2.5-Omni: its first 30 s, the encoder per chunk of n_chunk mel frames
                                        // (conv stem and block-diagonal attention), average pooling by 2, ln_post, proj
+    WHISPER_AUDIO_PROJECTOR_QWEN3A,    // Qwen3-Omni's audio tower (AuT): one log-mel over the whole input, three
+                                       // stride-2 Conv2d per chunk of n_chunk frames, a linear, positions per chunk,
+                                       // attention within windows of n_attn_window frames, ln_post, linear, GELU, linear
 };
 
 typedef struct whisper_audio_hparams {
@@ -99,7 +102,11 @@ typedef struct whisper_audio_hparams {
                           // head_dim / 2), in place of the positional embedding; 0: none (Whisper's)
     float rope_theta;     // whisper.encoder.rope.freq_base (GLM-ASR 10000); 0 without RoPE
     int   n_chunk;        // whisper.encoder.chunk_length: mel frames of a chunk that the conv stem and attention
-                          // keep to (Qwen2.5-Omni: n_window * 2 = 200); 0: the whole window (Whisper's)
+                          // keep to (Qwen2.5-Omni: n_window * 2 = 200; Qwen3-Omni 100); 0: the whole window (Whisper's)
+    int   n_conv;         // whisper.encoder.conv2d.channels: the channels of Qwen3-Omni's Conv2d stem
+                          // (downsample_hidden_size, 480) in place of Whisper's conv1d; 0: Whisper's stem
+    int   n_attn_window;  // whisper.encoder.attention.window_length: mel frames of an attention window
+                          // (Qwen3-Omni's n_window_infer, 800), a multiple of n_chunk; 0: none
 } whisper_audio_hparams;
 
 const char * whisper_audio_last_error(void);

@@ -117,7 +117,8 @@ class Projector(_CEnum):
     """The audio LLM whose tower and projector a model file holds (enum whisper_audio_projector;
     llama.cpp's clip.projector_type names): NONE for a Whisper encoder alone, QWEN2A
     (Qwen2-Audio), VOXTRAL, ULTRAVOX, MUSICFLAMINGO (Audio Flamingo 3's tower: llama.cpp's name),
-    GLMASR (GLM-ASR as transformers lays it out), QWEN25O (Qwen2.5-Omni's audio tower).
+    GLMASR (GLM-ASR as transformers lays it out), QWEN25O (Qwen2.5-Omni's audio tower), QWEN3A
+    (Qwen3-Omni's audio tower).
     hparams["projector"]; Model.projector (None for NONE)."""
     NONE = "none"
     QWEN2A = "qwen2a"
@@ -126,6 +127,7 @@ class Projector(_CEnum):
     MUSICFLAMINGO = "musicflamingo"
     GLMASR = "glmasr"
     QWEN25O = "qwen2.5o"
+    QWEN3A = "qwen3a"
 
 
 # ---- the C API --------------------------------------------------------------------
@@ -136,7 +138,7 @@ class _Hparams(ctypes.Structure):
                 ("eps", ctypes.c_float), ("weight_type", ctypes.c_int), ("projector", ctypes.c_int),
                 ("n_llm", ctypes.c_int), ("n_proj_ff", ctypes.c_int), ("stack_factor", ctypes.c_int),
                 ("proj_eps", ctypes.c_float), ("n_rot", ctypes.c_int), ("rope_theta", ctypes.c_float),
-                ("n_chunk", ctypes.c_int)]
+                ("n_chunk", ctypes.c_int), ("n_conv", ctypes.c_int), ("n_attn_window", ctypes.c_int)]
 
 
 class _Info(ctypes.Structure):
