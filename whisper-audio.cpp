@@ -6201,6 +6201,11 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_fram
 static bool encode_mel_frames(whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames, float * out,
                               bool states = false) {
     const whisper_audio_hparams & hp = enc->hparams;
+    if (hp.n_conv) {                       // the AuT's positions are not Whisper's windows' n_frames / 2
+        wa_set_error("%s's tower gives its tokens alone: whisper_audio_encode_mel_tokens (or the pipeline's tokens)",
+                     wa_projector_gguf(hp.projector));
+        return false;
+    }
     if (n_frames < 2 || n_frames > WHISPER_AUDIO_N_FRAMES || n_frames % 2) {
         wa_set_error("%d mel frames: the encoder takes an even count from 2 to %d", n_frames, WHISPER_AUDIO_N_FRAMES);
         return false;

@@ -199,6 +199,8 @@ TEST_CASE("towers: Qwen3-Omni's tokens per audio length, its windows of 2400 fra
     std::vector<float> out(1500 * 64);
     CHECK_FALSE(whisper_audio_encode_pcm(e1, pcm_of(16000).data(), 16000, out.data()));
     CHECK(std::string(whisper_audio_last_error()).find("gives its tokens alone") != std::string::npos);
+    CHECK_FALSE(whisper_audio_encode_mel(e1, mel.data(), 1, out.data()));
+    CHECK(std::string(whisper_audio_last_error()).find("gives its tokens alone") != std::string::npos);
     whisper_audio_encoder_free(e1);
     // our GGUF of it without the Conv2d stem's key is refused
     const std::vector<uint8_t> b = read_bytes("build/tower-qwen3a-f32.gguf");
