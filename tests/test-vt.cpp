@@ -819,6 +819,18 @@ static void check_bf16_mode() {
         CHECK(att_err > 5e-4);
         vt_free(c2);
     }
+    {   // conv2d_k3s2 (its [C_out, C_in, 3, 3] weight packed as [C_out, 9 C_in]): bf16 against f32
+        vt_context * c3 = vt_init(16);
+        host_tensor x2 = input(c3, {24, 17, 40, 2}, 71);
+        host_tensor w2 = weight(c3, {3, 3, 24, 40}, 72, 0.07f);
+        host_tensor b2 = weight(c3, {40}, 73);
+        vt_tensor * y2 = vt_conv2d_k3s2(c3, x2.t, w2.t, b2.t, VT_ACT_GELU, 20, nullptr);
+        const double err2 = rel_l2(run_cpu(c3, y2, {x2, w2, b2}, 2, VT_TYPE_BF16), run_cpu(c3, y2, {x2, w2, b2}, 2));
+        MESSAGE("bf16 against f32: conv2d_k3s2 " << err2);
+        CHECK(err2 < 4e-3);
+        CHECK(err2 > 5e-4);       // it really ran in bf16
+        vt_free(c3);
+    }
 
 }
 
