@@ -3152,7 +3152,7 @@ static const gguf_dialect GGUF_MMPROJ = {
 // The header's key/values that this reader uses, type-checked; the rest are skipped.
 struct gguf_kv {
     std::string arch, proj_type;
-    bool has_arch = false, has_proj_type = false;
+    bool has_arch = false, has_proj_type = false, audio_proj_type = false;
     uint32_t alignment = 32;
     std::map<std::string, uint32_t> u32;
     std::map<std::string, float> f32;
@@ -3180,12 +3180,19 @@ static bool gguf_read_kv(whisper_audio_model * m, gguf_reader & r, uint64_t n_kv
         const std::string key = r.get_string(GGUF_MAX_KEY);
         const uint32_t type = r.get<uint32_t>();
         if (!r.ok) break;
-        const bool is_projector = key == GGUF_OURS.projector || key == GGUF_MMPROJ.projector;
+        // an mmproj of both towers (vision and audio: Qwen3-Omni) names the audio one's type clip.audio.projector_type
+        const bool audio_type = key == "clip.audio.projector_type";
+        const bool is_projector = key == GGUF_OURS.projector || key == GGUF_MMPROJ.projector || audio_type;
         if (key == "general.architecture" && type == GGUF_STRING) { kv.arch = r.get_string(); kv.has_arch = true; }
         else if (key == "general.name" && type == GGUF_STRING) m->name = r.get_string();
         else if (key == "general.description" && type == GGUF_STRING) m->description = r.get_string();
         else if (key == "general.alignment" && type == GGUF_UINT32) kv.alignment = r.get<uint32_t>();
-        else if (is_projector && type == GGUF_STRING) { kv.proj_type = r.get_string(); kv.has_proj_type = true; }
+        else if (is_projector && type == GGUF_STRING) {
+            std::string v = r.get_string();
+            if (audio_type || !kv.audio_proj_type) kv.proj_type = v;     // the audio tower's first
+            kv.audio_proj_type = kv.audio_proj_type || audio_type;
+            kv.has_proj_type = true;
+        }
         else if (is_eps(key) && type == GGUF_FLOAT32) kv.f32[key] = r.get<float>();
         else if (is_eps(key)) { wa_set_error("%s: %s has GGUF type %u, not float32 (6)", path, key.c_str(), type); return false; }
         else if (is_ours(key) && type == GGUF_UINT32) kv.u32[key] = r.get<uint32_t>();
@@ -3362,6 +3369,11 @@ static bool gguf_projector(whisper_audio_model * m, const gguf_kv & kv, const gg
         hp.n_chunk = 200;                 // Qwen2_5OmniAudioEncoderConfig's n_window 100, as every release has it
     }
     const bool aut = hp.projector == WHISPER_AUDIO_PROJECTOR_QWEN3A;
+    if (aut && m->mmproj) {               // llama.cpp's qwen3a stores neither (its graph fixes them): the config's
+        hp.n_chunk = 100;                 // n_window 50 and n_window_infer 800, as every release has them; the
+        hp.n_attn_window = 800;           // channels from conv2d1's weight once the tensors are read
+        hp.n_conv = 1;
+    }
     if (aut && (hp.n_conv == 0 || hp.n_chunk == 0 || hp.n_attn_window == 0)) {
         return kv.missing(path, hp.n_conv == 0 ? "whisper.encoder.conv2d.channels" : hp.n_chunk == 0 ? "whisper.encoder.chunk_length"
                                 : "whisper.encoder.attention.window_length", "uint32 (4)");
@@ -3437,6 +3449,14 @@ static bool mmproj_rename_tensors(whisper_audio_model * m) {
             t.ne[0] = t.ne[1];
             t.ne[1] = 1;
         }
+        if (ours.rfind("encoder.conv2d", 0) == 0 && ours.size() > 5 && ours.compare(ours.size() - 5, 5, ".bias") == 0 &&
+            t.n_dims == 3 && t.ne[0] == 1 && t.ne[1] == 1) {     // Qwen3-Omni's conv2d biases: [1, 1, c]
+            t.n_dims = 1;
+            t.ne[0] = t.ne[2];
+            t.ne[1] = t.ne[2] = 1;
+        }
+        if (m->hparams.projector == WHISPER_AUDIO_PROJECTOR_QWEN3A && ours.rfind("multi_modal_projector.linear_", 0) == 0)
+            t.name = "audio_tower.proj" + ours.substr(strlen("multi_modal_projector.linear_"));   // mm.a.mlp.N: its projN
         if (!m->index.emplace(t.name, i).second) {
             wa_set_error("%s: duplicate tensor name '%s'", m->path.c_str(), t.name.c_str());
             return false;
@@ -3514,6 +3534,15 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
     if (!gguf_read_tensor_infos(m, r, n_tensors)) return false;
     if (m->mmproj && !mmproj_rename_tensors(m)) return false;
     whisper_audio_hparams & hp = m->hparams;
+    if (m->mmproj && hp.projector == WHISPER_AUDIO_PROJECTOR_QWEN3A) {   // its Conv2d stem's channels: conv2d1 [c, 1, 3, 3]
+        const gguf_tensor_info * c1 = m->find("encoder.conv2d1.weight");
+        if (!c1 || c1->n_dims != 4 || c1->ne[3] < 1 || c1->ne[3] > 4096) {
+            wa_set_error("%s: qwen3a: tensor '%s' is %s; the Conv2d stem's first kernel [c, 1, 3, 3] is needed", m->path.c_str(),
+                         wa_file_name(m, "encoder.conv2d1.weight").c_str(), c1 ? "of another shape" : "missing");
+            return false;
+        }
+        hp.n_conv = (int)c1->ne[3];
+    }
     // Ultravox: linear_1's output width (SwiGLU halves it) comes from the tensor
     if (const gguf_tensor_info * l1 = m->find("multi_modal_projector.linear_1.weight");
         l1 && hp.projector == WHISPER_AUDIO_PROJECTOR_GLMASR && l1->n_dims == 2) {

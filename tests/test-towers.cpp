@@ -37,9 +37,10 @@ double first_rows_error(const std::vector<float> & got, const std::vector<float>
 
 // Both files of a tower: our converter's f32 GGUF and llama.cpp's mmproj (f16 matrices
 // holding the checkpoint's f16 values exactly, so the same reference applies). GLM-ASR has ours
-// alone: llama.cpp's glma is the original checkpoint's layout, not transformers'.
+// alone: llama.cpp's glma is the original checkpoint's layout, not transformers'; Qwen2.5-Omni's was
+// not made (Qwen3-Omni's qwen3a is: its mmproj holds both towers' keys, the vision one's tensors none).
 std::vector<std::string> tower_files(const std::string & name) {
-    if (name == "glmasr" || name == "qwen25o" || name == "qwen3a") return {"build/tower-" + name + "-f32.gguf"};
+    if (name == "glmasr" || name == "qwen25o") return {"build/tower-" + name + "-f32.gguf"};
     return {"build/tower-" + name + "-f32.gguf", test_data("towers/" + name + ".mmproj.gguf")};
 }
 
@@ -215,6 +216,26 @@ TEST_CASE("towers: Qwen3-Omni's tokens per audio length, its windows of 2400 fra
     CHECK(std::string(whisper_audio_last_error()).find("whisper.encoder.conv2d.channels") != std::string::npos);
     remove(path.c_str());
     whisper_audio_model_free(q);
+    // llama.cpp's mmproj of it (clip.audio.projector_type qwen3a beside its vision tower's keys): the
+    // chunk and window are the config's (the file has neither), the channels its conv2d1's
+    whisper_audio_model * mm = whisper_audio_model_load(test_data("towers/qwen3a.mmproj.gguf").c_str());
+    REQUIRE_MESSAGE(mm, whisper_audio_last_error());
+    CHECK(whisper_audio_model_hparams(mm)->n_conv == 16);
+    CHECK(whisper_audio_model_hparams(mm)->n_chunk == 100);
+    CHECK(whisper_audio_model_hparams(mm)->n_attn_window == 800);
+    CHECK(whisper_audio_n_tokens(mm, 1120000, true) == 910);
+    whisper_audio_model_free(mm);
+    const std::vector<uint8_t> mb = read_bytes(test_data("towers/qwen3a.mmproj.gguf"));
+    const std::string mk = "a.conv2d.1.weight", bad_mk = "a.conv2d.9.weight";
+    std::vector<uint8_t> mc = mb;
+    auto mi = std::search(mc.begin(), mc.end(), mk.begin(), mk.end());
+    REQUIRE(mi != mc.end());
+    std::copy(bad_mk.begin(), bad_mk.end(), mi);
+    const std::string mpath = test_tmp("qwen3a-no-conv2d1.mmproj.gguf");
+    write_bytes(mpath, mc);
+    CHECK(whisper_audio_model_load(mpath.c_str()) == nullptr);
+    CHECK(std::string(whisper_audio_last_error()).find("'a.conv2d.1.weight' is missing") != std::string::npos);
+    remove(mpath.c_str());
 }
 
 TEST_CASE("towers: tokens per audio length are the models' own") {

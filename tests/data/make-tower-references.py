@@ -351,6 +351,13 @@ def qwen3a(audios):
     # the published checkpoints' names (Qwen3OmniMoeForConditionalGeneration: thinker.audio_tower.*)
     state = {"thinker.audio_tower." + k: v for k, v in tower.state_dict().items()}
     save(os.path.join(OUT, "qwen3a"), dict(cfg.to_dict(), architectures=["Qwen3OmniMoeForConditionalGeneration"]), state)
+    # the processor's config, as the published checkpoints have one: the audio feature extractor's and the
+    # image processor's (llama.cpp's converter reads image_mean/std for the vision tower's keys of its mmproj)
+    pre = dict(transformers.WhisperFeatureExtractor(feature_size=128).to_dict(), image_mean=[0.5, 0.5, 0.5],
+               image_std=[0.5, 0.5, 0.5], patch_size=16, merge_size=2, temporal_patch_size=2)
+    pre.pop("mel_filters", None)
+    with open(os.path.join(OUT, "qwen3a", "preprocessor_config.json"), "w") as f:
+        json.dump(pre, f, indent=2, sort_keys=True)
     tower = tower.double()
 
     def tokens(features, n_frames):   # Qwen3OmniMoeThinkerModel.get_audio_features for one clip: its frames, feature_lens

@@ -14,7 +14,7 @@ For each tower, the speech_16k log-mel (tests/data/features) goes through
     transformers' WhisperEncoder layers and LlamaRMSNorm, since ultravox_model.py is not here);
   - whisper-audio on CUDA in f16 and bf16 (build/libwhisper-audio.so through ctypes,
     whisper_audio_encode_mel_tokens), from our GGUF (build/tower-NAME-f32.gguf) and from
-    llama.cpp's mmproj file (tests/data/towers/NAME.mmproj.gguf; GLM-ASR and the two Omni towers have ours alone).
+    llama.cpp's mmproj file (tests/data/towers/NAME.mmproj.gguf; GLM-ASR and Qwen2.5-Omni have ours alone).
 Ours must be within 1.25x the peer's error in the same dtype. Prints a table; exits 1 on a failure.
 
 Run on the GPU machine from the repository root, after `make -j16 all build/tower-{qwen2a,voxtral,ultravox,af3,glmasr,qwen25o,qwen3a}-f32.gguf`:
@@ -215,7 +215,7 @@ def main():
                 theirs = peer(dtype, mel).float().cpu().numpy().astype(np.float64)
             e_peer = np.linalg.norm(theirs[: len(ref)] - ref) / np.linalg.norm(ref)
             files = [("gguf", os.path.join(ROOT, "build", "tower-%s-f32.gguf" % name))]
-            if name not in ("glmasr", "qwen25o", "qwen3a"):   # llama.cpp's glma is the original checkpoint's layout;
+            if name not in ("glmasr", "qwen25o"):   # llama.cpp's glma is the original checkpoint's layout;
                                                     # its qwen2.5o needs the whole Omni model
                 files.append(("mmproj", os.path.join(DATA, "towers", name + ".mmproj.gguf")))
             for label, path in files:
