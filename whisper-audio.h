@@ -448,7 +448,8 @@ bool whisper_audio_encode_tokens(whisper_audio_encoder * enc, const float * pcm,
 // One window's log-mel [n_mels, n_frames] -> out [rows, token_dim]: n_frames 3000 (Qwen2-Audio,
 // Voxtral, Audio Flamingo 3) or 2..3000 (Ultravox: unpadded, or a last chunk padded to 3000),
 // n_audio_frames of them holding audio (Qwen2-Audio's feature_attention_mask sum, Audio Flamingo
-// 3's input_features_mask sum, Ultravox's audio_lens; Voxtral ignores it). Returns the number of rows written, or -1.
+// 3's input_features_mask sum, Ultravox's audio_lens; Voxtral ignores it; Qwen3-Omni: a clip of its first
+// n_audio_frames frames, run at that length where it is less than a chunk). Returns the number of rows written, or -1.
 int  whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * mel, int n_frames, int n_audio_frames,
                                      float * out);
 
