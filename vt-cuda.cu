@@ -242,6 +242,64 @@ __global__ void im2col_k3_kernel(T * __restrict__ cols, const Tin * __restrict__
     }
 }
 
+// conv2d_k3s2's geometry (vt_conv2d_k3s2): the input's element strides (b, t, f, i) and sizes.
+struct conv2d_geom {
+    int64_t sb, st, sf, si;                // x's element (b, t, f, i) at b sb + t st + f sf + i si
+    int64_t T_in, F_in, C_in, T_out, F_out, chunk, chunk_out;
+};
+
+// The input x[b, ti, fi, i] of a conv2d_k3s2 tap, 0 outside the row's chunk [c0, min(c0 + chunk,
+// T_in, x_len[b])) or the frequencies [0, F_in). CPU twin: the im2col in vt.cpp's cpu_backend::conv2d_k3s2.
+template <typename Tin>
+__device__ __forceinline__ float conv2d_tap(const Tin * __restrict__ x, const conv2d_geom & g, int64_t b, int64_t to,
+                                            int64_t fo, int64_t i, int kf, int kt, const float * __restrict__ x_len) {
+    const int64_t c0 = to / g.chunk_out * g.chunk, lt = to % g.chunk_out;
+    const int64_t end = min(min(c0 + g.chunk, g.T_in), x_len ? (int64_t)x_len[b] : g.T_in);
+    const int64_t ti = c0 + 2 * lt + kt - 1, fi = 2 * fo + kf - 1;
+    return ti >= c0 && ti < end && fi >= 0 && fi < g.F_in ? to_f32(x[b * g.sb + ti * g.st + fi * g.sf + i * g.si]) : 0.0f;
+}
+
+// im2col_conv2d_kernel: the GEMM operand of conv2d_k3s2 for windows [b0, b0 + n_rows / (T_out F_out)).
+//   cols[r, i*9 + kf*3 + kt] = conv2d_tap(b, to, fo, i, kf, kt), r = ((b - b0) T_out + to) F_out + fo
+//   (the column order of PyTorch's [C_out, C_in, 3, 3] weight). One thread per (r, i) in [0, n_rows)
+//   x [0, C_in), grid-stride: it writes its nine neighbouring columns.
+template <typename Tin, typename T>
+__global__ void im2col_conv2d_kernel(T * __restrict__ cols, const Tin * __restrict__ x, conv2d_geom g, int64_t b0,
+                                     int64_t n_rows, const float * __restrict__ x_len) {
+    const int64_t n = n_rows * g.C_in;
+    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = idx / g.C_in, i = idx % g.C_in;
+        const int64_t fo = r % g.F_out, to = r / g.F_out % g.T_out, b = b0 + r / g.F_out / g.T_out;
+        T * dst = cols + r * 9 * g.C_in + i * 9;
+#pragma unroll
+        for (int kf = 0; kf < 3; kf++)
+#pragma unroll
+            for (int kt = 0; kt < 3; kt++) dst[kf * 3 + kt] = from_f32<T>(conv2d_tap(x, g, b, to, fo, i, kf, kt, x_len));
+    }
+}
+
+// conv2d_direct_kernel: conv2d_k3s2 without a GEMM, for a stage whose K = 9 C_in is too narrow for
+//   one (the stem's first, C_in 1: K 9). y[((b T_out + to) F_out + fo) N + o] = act(bias[o] + sum
+//   w[o, i, kf, kt] tap); one thread per output element, grid-stride over B T_out F_out N.
+template <typename Tin, typename T>
+__global__ void conv2d_direct_kernel(T * __restrict__ y, const Tin * __restrict__ x, const T * __restrict__ w,
+                                     const float * __restrict__ bias, conv2d_geom g, int64_t N, int64_t n,
+                                     const float * __restrict__ x_len, int act) {
+    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t o = idx % N, r = idx / N;
+        const int64_t fo = r % g.F_out, to = r / g.F_out % g.T_out, b = r / g.F_out / g.T_out;
+        float acc = bias[o];
+        for (int64_t i = 0; i < g.C_in; i++) {
+            const T * wo = w + (o * g.C_in + i) * 9;
+#pragma unroll
+            for (int kf = 0; kf < 3; kf++)
+#pragma unroll
+                for (int kt = 0; kt < 3; kt++) acc += to_f32(wo[kf * 3 + kt]) * conv2d_tap(x, g, b, to, fo, i, kf, kt, x_len);
+        }
+        y[idx] = from_f32<T>(act == VT_ACT_GELU ? gelu_erf(acc) : acc);
+    }
+}
+
 // epilogue_kernel: in place on y [rows, N] (row-major), in f32:
 //   y[r, n] = act(y[r, n] + bias[n]) + res[r, n] + add[r % add_rows, n]
 //   (bias, res, add each optional; the order of vt.cpp's apply_epilogue, its CPU twin).
@@ -721,6 +779,79 @@ static bool launch_im2col(const launch_ctx & lc, vt_type out_type, void * cols, 
     return false;
 }
 
+// conv2d_k3s2's geometry from its node (the mel's strides when C_in is 1, else [B, T, F, C]).
+static conv2d_geom conv2d_geom_of(const vt_tensor * t) {
+    const vt_tensor * x = t->src[0], * w = t->src[1];
+    const size_t es = vt_type_size(x->type);
+    conv2d_geom g;
+    g.C_in = w->ne[2];
+    const bool mel = g.C_in == 1;
+    g.sb = (int64_t)((mel ? x->nb[2] : x->nb[3]) / es);
+    g.st = (int64_t)((mel ? x->nb[0] : x->nb[2]) / es);
+    g.sf = (int64_t)(x->nb[1] / es);
+    g.si = (int64_t)(x->nb[0] / es);
+    g.T_in = mel ? x->ne[0] : x->ne[2];
+    g.F_in = x->ne[1];
+    g.T_out = t->ne[2];
+    g.F_out = t->ne[1];
+    g.chunk = t->iparams[2];
+    g.chunk_out = (g.chunk - 1) / 2 + 1;
+    return g;
+}
+
+template <typename Tin, typename T>
+static bool launch_conv2d_t(const launch_ctx & lc, const vt_tensor * t, void * cols, int64_t b0, int64_t n_rows) {
+    const vt_tensor * x = t->src[0], * w = t->src[1];
+    const conv2d_geom g = conv2d_geom_of(t);
+    const float * x_len = t->src[4] ? (const float *)t->src[4]->data : nullptr;
+    const int threads = 256;
+    if (!cols) {                                       // direct: every output element of the node
+        const int64_t N = w->ne[3], n = vt_nelements(t);
+        conv2d_direct_kernel<Tin, T><<<grid_for(lc, n, threads), threads, 0, lc.stream>>>(
+            (T *)t->data, (const Tin *)x->data, (const T *)w->data, (const float *)t->src[2]->data, g, N, n, x_len, t->iparams[1]);
+        LAUNCH_CHECK("conv2d_direct_kernel");
+        return true;
+    }
+    im2col_conv2d_kernel<Tin, T><<<grid_for(lc, n_rows * g.C_in, threads), threads, 0, lc.stream>>>(
+        (T *)cols, (const Tin *)x->data, g, b0, n_rows, x_len);
+    LAUNCH_CHECK("im2col_conv2d_kernel");
+    return true;
+}
+
+// conv2d_k3s2 node t: the im2col rows [b0 T_out F_out, + n_rows) into cols, or (cols NULL) the
+// whole node by the direct kernel.
+static bool launch_conv2d(const launch_ctx & lc, const vt_tensor * t, void * cols, int64_t b0, int64_t n_rows) {
+    const bool f16 = t->type == VT_TYPE_F16;
+    switch (t->src[0]->type) {
+        case VT_TYPE_F32:
+            return f16 ? launch_conv2d_t<float, __half>(lc, t, cols, b0, n_rows)
+                       : launch_conv2d_t<float, __nv_bfloat16>(lc, t, cols, b0, n_rows);
+        case VT_TYPE_F16:
+            return f16 ? launch_conv2d_t<__half, __half>(lc, t, cols, b0, n_rows)
+                       : launch_conv2d_t<__half, __nv_bfloat16>(lc, t, cols, b0, n_rows);
+        case VT_TYPE_BF16:
+            return f16 ? launch_conv2d_t<__nv_bfloat16, __half>(lc, t, cols, b0, n_rows)
+                       : launch_conv2d_t<__nv_bfloat16, __nv_bfloat16>(lc, t, cols, b0, n_rows);
+    }
+    vt_set_error("cuda: conv2d_k3s2: unsupported input type");
+    return false;
+}
+
+// add_rows: out = x, then the epilogue adds add[r % period] to each row (a window's rows being a
+// multiple of period, r % period is t % period).
+static bool launch_add_rows(const launch_ctx & lc, const vt_tensor * t) {
+    const vt_tensor * x = t->src[0];
+    const int64_t period = t->iparams[0], rows = t->ne[1] * t->ne[2];
+    if (t->ne[1] % period != 0) {
+        vt_set_error("cuda: add_rows '%s': %lld rows a window, not a multiple of the period %lld", t->name,
+                     (long long)t->ne[1], (long long)period);
+        return false;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(t->data, x->data, vt_nbytes(t), cudaMemcpyDeviceToDevice, lc.stream));
+    return launch_epilogue(lc, t->type, t->data, nullptr, nullptr, (const float *)t->src[1]->data, period, rows, t->ne[0],
+                           VT_ACT_NONE);
+}
+
 // A norm layer_norm_vec_kernel takes (and so can quantize for an FP8 GEMM): 16-bit, C % 8 == 0,
 // C <= 2048, every row 16-byte aligned.
 static bool layer_norm_vec_ok(const vt_tensor * t) {
@@ -908,7 +1039,7 @@ struct node_plan {
     bool epilogue = false;       // run epilogue_kernel after the GEMM
     bool epi_bias = false;       // ... adding the f32 bias there (not in the GEMM)
     bool epi_res = false;        // ... adding the residual there
-    int64_t chunk_windows = 0;   // conv1d_k3: windows per im2col chunk
+    int64_t chunk_windows = 0;   // conv1d_k3, conv2d_k3s2: windows per im2col chunk (conv2d: 0 runs it direct)
     bool fp8 = false;            // linear: an FP8 GEMM on the quantized input (graph_state's fp8_x)
     bool x_quantized = false;    // ... which the node before it left there (no quantize here)
     bool quantize_out = false;   // linear with GELU, layer_norm: writes gelu(y + b) / the norm quantized
@@ -1006,6 +1137,7 @@ struct cuda_backend : vt_backend {
                    const void * bias);
     bool plan_fp8(vt_graph * g, graph_state * s);
     bool plan_conv(vt_tensor * t, node_plan & p, size_t & im2col_need);
+    bool plan_conv2d(vt_tensor * t, node_plan & p, size_t & im2col_need);
     void free_state(graph_state * s);
     void release_graph(vt_graph * g) override;
 
@@ -1438,6 +1570,37 @@ bool cuda_backend::plan_conv(vt_tensor * t, node_plan & p, size_t & im2col_need)
                         256, align_d, t->name);
 }
 
+// conv2d_k3s2: im2col + GEMM as conv1d_k3 (K = 9 C_in), or the direct kernel where K is no multiple
+// of 8 (the stem's first stage: C_in 1).
+bool cuda_backend::plan_conv2d(vt_tensor * t, node_plan & p, size_t & im2col_need) {
+    const vt_tensor * x = t->src[0], * w = t->src[1];
+    if (w->type != VT_TYPE_F16 && w->type != VT_TYPE_BF16) {
+        vt_set_error("cuda: conv2d_k3s2 '%s': weight type %s; f16 or bf16 only", t->name, vt_type_name(w->type));
+        return false;
+    }
+    for (int d = 0; d < 4; d++) {
+        if (x->nb[d] % vt_type_size(x->type) != 0) {
+            vt_set_error("cuda: conv2d_k3s2 '%s': input strides must be whole elements", t->name);
+            return false;
+        }
+    }
+    const int64_t K = 9 * w->ne[2], N = w->ne[3], rows_w = t->ne[1] * t->ne[2], B = t->ne[3];
+    p.chunk_windows = 0;
+    if (K % 8 != 0) return true;                       // direct: bias and GELU in the kernel
+    const size_t es = vt_type_size(t->type);
+    const size_t per_window = (size_t)rows_w * K * es;
+    int64_t cw = 1;                                    // the largest divisor of B that fits the cap
+    for (int64_t d = B; d >= 1; d--) {
+        if (B % d == 0 && (d == 1 || (size_t)d * per_window <= IM2COL_CAP_BYTES)) { cw = d; break; }
+    }
+    p.chunk_windows = cw;
+    im2col_need = std::max(im2col_need, align_up((size_t)cw * per_window, VT_ARENA_ALIGN));
+    p.epilogue = p.epi_bias = true;
+    const uint32_t align_d = std::min(alignment_of((uintptr_t)t->data), alignment_of((uintptr_t)(cw * rows_w * N * es)));
+    return lt_gemm_plan(lt, p.gemm, t->type, cw * rows_w, N, K, nullptr, false, alignment_of((uintptr_t)w->data),
+                        256, align_d, t->name);
+}
+
 void cuda_backend::free_state(graph_state * s) {
     for (node_plan & p : s->plans) p.gemm.destroy();
     if (s->exec) cudaGraphExecDestroy(s->exec);
@@ -1502,6 +1665,8 @@ bool cuda_backend::alloc_graph(vt_graph * g) {
         switch (t->op) {
             case VT_OP_LINEAR:     ok = plan_linear(t, s->plans[i], s, g->tune); break;
             case VT_OP_CONV1D_K3:  ok = plan_conv(t, s->plans[i], im2col_need); break;
+            case VT_OP_CONV2D_K3S2: ok = plan_conv2d(t, s->plans[i], im2col_need); break;
+            case VT_OP_ADD_ROWS:   break;
             case VT_OP_ATTENTION:  ok = attention_supported(t); break;
             case VT_OP_LAYER_NORM: break;
             case VT_OP_LOG_MEL:
@@ -1619,6 +1784,20 @@ bool cuda_backend::run_node(graph_state * s, size_t i, vt_tensor * t) {
             return launch_epilogue(lc, t->type, t->data, (const float *)b->data, nullptr,
                                    add ? (const float *)add->data : nullptr, add_rows, B * T_out, N, t->iparams[1]);
         }
+        case VT_OP_CONV2D_K3S2: {
+            if (p.chunk_windows == 0) return launch_conv2d(lc, t, nullptr, 0, 0);
+            const vt_tensor * w = t->src[1], * b = t->src[2];
+            const int64_t N = w->ne[3], rows_w = t->ne[1] * t->ne[2], B = t->ne[3];
+            const int64_t cw = p.chunk_windows, chunk_rows = cw * rows_w;
+            const size_t es = vt_type_size(t->type);
+            for (int64_t b0 = 0; b0 < B; b0 += cw) {
+                if (!launch_conv2d(lc, t, s->im2col, b0, chunk_rows)) return false;
+                void * d = (char *)t->data + (size_t)(b0 * rows_w * N) * es;
+                if (!lt_gemm_run(lt, stream, p.gemm, w->data, s->im2col, nullptr, d, nullptr, lt_ws)) return false;
+            }
+            return launch_epilogue(lc, t->type, t->data, (const float *)b->data, nullptr, nullptr, 1, B * rows_w, N, t->iparams[1]);
+        }
+        case VT_OP_ADD_ROWS:   return launch_add_rows(lc, t);
         case VT_OP_LAYER_NORM:
             return p.quantize_out ? launch_layer_norm(lc, t, s->fp8_x, s->fp8_scale) : launch_layer_norm(lc, t);
         case VT_OP_ATTENTION:  return launch_attention(lc, t, att);

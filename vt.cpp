@@ -297,6 +297,8 @@ static const char * VT_OP_NAMES[] = {
     "rope_qk",
     "relu",
     "silu",
+    "conv2d_k3s2",
+    "add_rows",
 };
 static_assert(sizeof(VT_OP_NAMES) / sizeof(VT_OP_NAMES[0]) == VT_OP_COUNT, "VT_OP_NAMES out of sync with enum vt_op");
 
@@ -377,6 +379,48 @@ vt_tensor * vt_conv1d_k3_chunks(vt_context * ctx, vt_tensor * x, vt_tensor * w, 
     t->src[3] = add;
     t->src[4] = x_len;
     t->iparams[2] = chunk;
+    return t;
+}
+
+// vt_conv2d_k3s2
+
+vt_tensor * vt_conv2d_k3s2(vt_context * ctx, vt_tensor * x, vt_tensor * w, vt_tensor * b, enum vt_act act,
+                           int chunk, vt_tensor * x_len) {
+    VT_ASSERT(w->ne[0] == 3 && w->ne[1] == 3 && vt_is_contiguous(w));
+    VT_ASSERT(b && b->type == VT_TYPE_F32 && b->ne[0] == w->ne[3] && vt_nelements(b) == b->ne[0]);
+    const int64_t c_in = w->ne[2], c_out = w->ne[3];
+    const bool mel = c_in == 1;                       // the log-mel [B, F, T], time innermost
+    if (mel) VT_ASSERT(x->ne[3] == 1);
+    else VT_ASSERT(x->ne[0] == c_in && vt_is_contiguous(x));
+    const int64_t f_in = x->ne[1], t_in = mel ? x->ne[0] : x->ne[2], n_b = mel ? x->ne[2] : x->ne[3];
+    VT_ASSERT(chunk >= 1);
+    if (chunk > t_in) chunk = (int)t_in;
+    VT_ASSERT(t_in % chunk == 0);
+    VT_ASSERT(!x_len || (x_len->type == VT_TYPE_F32 && vt_nelements(x_len) == n_b && vt_is_contiguous(x_len)));
+    const int64_t t_out = t_in / chunk * ((chunk - 1) / 2 + 1), f_out = (f_in - 1) / 2 + 1;
+    const int64_t ne[4] = {c_out, f_out, t_out, n_b};
+    vt_tensor * t = new_tensor(ctx, w->type, ne);
+    t->op = VT_OP_CONV2D_K3S2;
+    t->src[0] = x;
+    t->src[1] = w;
+    t->src[2] = b;
+    t->src[4] = x_len;
+    t->iparams[1] = act;
+    t->iparams[2] = chunk;
+    return t;
+}
+
+// vt_add_rows
+
+vt_tensor * vt_add_rows(vt_context * ctx, vt_tensor * x, vt_tensor * add, int period) {
+    VT_ASSERT(vt_is_contiguous(x) && x->ne[3] == 1 && period >= 1);
+    VT_ASSERT(add->type == VT_TYPE_F32 && vt_is_contiguous(add) && add->ne[0] == x->ne[0] && add->ne[1] >= period);
+    const int64_t ne[4] = {x->ne[0], x->ne[1], x->ne[2], 1};
+    vt_tensor * t = new_tensor(ctx, x->type, ne);
+    t->op = VT_OP_ADD_ROWS;
+    t->src[0] = x;
+    t->src[1] = add;
+    t->iparams[0] = period;
     return t;
 }
 
@@ -1475,6 +1519,9 @@ struct cpu_backend : vt_backend {
         if (t->op == VT_OP_CONV1D_K3)
             return std::max((size_t)(GEMM_MR + CONV_ROWS) * 3 * t->src[0]->ne[0],
                             amx ? bf16_scratch_floats(CONV_ROWS_BF16, 3 * (int)t->src[0]->ne[0], true) : 0);
+        if (t->op == VT_OP_CONV2D_K3S2)
+            return std::max((size_t)(GEMM_MR + CONV_ROWS) * 9 * t->src[1]->ne[2],
+                            amx ? bf16_scratch_floats(CONV_ROWS_BF16, 9 * (int)t->src[1]->ne[2], true) : 0);
         if (t->op == VT_OP_ATTENTION)
             return std::max(attention_scratch_floats((int)t->ne[1], (int)(t->ne[0] / t->iparams[0])),
                             amx ? attention_bf16_scratch_floats((int)t->ne[1], (int)(t->ne[0] / t->iparams[0])) : 0);
@@ -1492,7 +1539,7 @@ struct cpu_backend : vt_backend {
         size_t need = 0, need_w = 0;
         for (vt_tensor * t : g->nodes) {
             need = std::max(need, scratch_floats(t));
-            if (t->op == VT_OP_LINEAR || t->op == VT_OP_CONV1D_K3)   // W is [N, K] (conv: [C_out, 3 C_in])
+            if (t->op == VT_OP_LINEAR || t->op == VT_OP_CONV1D_K3 || t->op == VT_OP_CONV2D_K3S2)   // W is [N, K] (conv: [C_out, 3 C_in], [C_out, 9 C_in])
                 need_w = std::max(need_w, gemm_packed_floats((int)t->ne[0], (int)(vt_nelements(t->src[1]) / t->ne[0])));
         }
         try {
@@ -1523,6 +1570,11 @@ struct cpu_backend : vt_backend {
     // A weight's GEMM shape, as vt_linear ([K, N]) and vt_conv1d_k3 ([3, C_in, C_out]: K = 3
     // C_in) read it; false for vectors.
     static bool matrix_shape(const vt_tensor * t, int * N, int * K) {
+        if (t->type == VT_TYPE_F32 && t->ne[3] > 1 && t->ne[0] == 3 && t->ne[1] == 3) {   // a conv2d kernel [N, C_in, 3, 3]
+            *N = (int)t->ne[3];
+            *K = (int)(9 * t->ne[2]);
+            return true;
+        }
         if (t->type != VT_TYPE_F32 || t->ne[3] != 1 || t->ne[1] * t->ne[2] < 2 || t->ne[0] * (t->ne[2] > 1 ? t->ne[1] : 1) < 2) return false;
         *N = (int)(t->ne[2] > 1 ? t->ne[2] : t->ne[1]);
         *K = (int)(t->ne[2] > 1 ? t->ne[0] * t->ne[1] : t->ne[0]);
@@ -1706,6 +1758,57 @@ struct cpu_backend : vt_backend {
         }
         gemm_tasks(M, N, K, (const float *)w->data, (const float *)b->data, t->iparams[1] == VT_ACT_GELU, (float *)t->data,
                    CONV_ROWS, im2col, [&](int64_t row) { return P ? P + (size_t)(row % add_rows) * N : nullptr; });
+    }
+
+    // conv2d_k3s2: conv1d_k3's tasks, an im2col row per output (b, t, f): col[i*9 + kf*3 + kt] =
+    // x[b, c0 + 2 t' + kt - 1, 2 f + kf - 1, i] (the order of PyTorch's [C_out, C_in, 3, 3] weight),
+    // zero outside the row's chunk, the frequencies, or window b's x_len.
+    void conv2d_k3s2(vt_tensor * t) {
+        const vt_tensor * x = t->src[0], * w = t->src[1], * b = t->src[2];
+        const int c_in = (int)w->ne[2], K = 9 * c_in, N = (int)w->ne[3];
+        const bool mel = c_in == 1;
+        const int64_t f_in = x->ne[1], t_in = mel ? x->ne[0] : x->ne[2];
+        const int64_t f_out = t->ne[1], t_out = t->ne[2], M = f_out * t_out * t->ne[3];
+        const int64_t chunk = t->iparams[2], chunk_out = (chunk - 1) / 2 + 1;
+        // element (b, t, f, i) of x: the mel's strides, or the contiguous [B, T, F, C]
+        const size_t sb = mel ? x->nb[2] : x->nb[3], st = mel ? x->nb[0] : x->nb[2], sf = x->nb[1], si = x->nb[0];
+        const float * x_len = t->src[4] ? (const float *)t->src[4]->data : nullptr;
+        auto im2col = [&](int64_t m0, int m, float * col) {
+            for (int r = 0; r < m; r++) {
+                const int64_t row = m0 + r, fo = row % f_out, to = row / f_out % t_out, bi = row / f_out / t_out;
+                const int64_t c0 = to / chunk_out * chunk, lt = to % chunk_out;               // chunk [c0, c0 + chunk)
+                const int64_t end = std::min<int64_t>(std::min<int64_t>(c0 + chunk, t_in), x_len ? (int64_t)x_len[bi] : t_in);
+                float * dst = col + (size_t)r * K;
+                for (int kf = 0; kf < 3; kf++) {
+                    const int64_t fi = 2 * fo + kf - 1;
+                    for (int kt = 0; kt < 3; kt++) {
+                        const int64_t ti = c0 + 2 * lt + kt - 1;
+                        const bool inside = fi >= 0 && fi < f_in && ti >= c0 && ti < end;
+                        const char * src = (const char *)x->data + bi * sb + (inside ? ti * st + fi * sf : 0);
+                        for (int i = 0; i < c_in; i++) dst[i * 9 + kf * 3 + kt] = inside ? *(const float *)(src + i * si) : 0.0f;
+                    }
+                }
+            }
+            return (const float *)col;
+        };
+        if (const uint16_t * pw = packed_w_bf16(w, N, K)) {
+            gemm_tasks_bf16(M, N, K, pw, (const float *)b->data, t->iparams[1] == VT_ACT_GELU, (float *)t->data, CONV_ROWS_BF16,
+                            true, im2col, [&](int64_t) { return (const float *)nullptr; });
+            return;
+        }
+        gemm_tasks(M, N, K, (const float *)w->data, (const float *)b->data, t->iparams[1] == VT_ACT_GELU, (float *)t->data,
+                   CONV_ROWS, im2col, [&](int64_t) { return (const float *)nullptr; });
+    }
+
+    // add_rows: one row per task.
+    void add_rows(vt_tensor * t) {
+        const int64_t C = t->ne[0], T = t->ne[1], period = t->iparams[0];
+        const float * A = (const float *)t->src[1]->data;
+        pool.run((int)(T * t->ne[2]), [&](int task, int) {
+            const float * in = (const float *)t->src[0]->data + (size_t)task * C, * a = A + (size_t)(task % T % period) * C;
+            float * out = (float *)t->data + (size_t)task * C;
+            for (int64_t i = 0; i < C; i++) out[i] = in[i] + a[i];
+        });
     }
 
     // layer_norm: one row per task chunk; statistics in double.
@@ -2105,6 +2208,8 @@ struct cpu_backend : vt_backend {
             case VT_OP_RELU:       relu(t); break;
             case VT_OP_SILU:       silu(t); break;
             case VT_OP_LOG_MEL:    log_mel(t); break;
+            case VT_OP_CONV2D_K3S2: conv2d_k3s2(t); break;
+            case VT_OP_ADD_ROWS:   add_rows(t); break;
             default: VT_ASSERT(!"cpu backend: op without a kernel");
         }
     }

@@ -56,6 +56,8 @@ enum vt_op {
     VT_OP_ROPE_QK,
     VT_OP_RELU,
     VT_OP_SILU,
+    VT_OP_CONV2D_K3S2,
+    VT_OP_ADD_ROWS,
     VT_OP_COUNT,
 };
 
@@ -151,6 +153,29 @@ vt_tensor * vt_conv1d_k3(vt_context * ctx, vt_tensor * x, vt_tensor * w, vt_tens
 //   x_len [B] f32 holding whole numbers (a graph input), or NULL
 vt_tensor * vt_conv1d_k3_chunks(vt_context * ctx, vt_tensor * x, vt_tensor * w, vt_tensor * b,
                                 int stride, enum vt_act act, vt_tensor * add, int chunk, vt_tensor * x_len);
+
+// conv2d_k3s2: a 3x3 convolution of stride 2 over frequency and time, zero padding 1 (Qwen3-Omni's
+// conv stem, PyTorch's Conv2d(C_in, C_out, 3, 2, padding=1) on [N, C_in, freq, time]), over chunks
+// of time: x's time rows cut into chunks of `chunk` rows (T_in a multiple of it, or chunk >= T_in:
+// one chunk), each convolved alone with its own zero padding, and time rows t >= x_len[b] of
+// window b read as zero (x_len NULL: none), as transformers pads the last chunk with zeros.
+//   x   [B, T_in, F_in, C_in] ne {C_in, F_in, T_in, B} contiguous; or, for C_in 1, the log-mel
+//       [B, F_in, T_in] ne {T_in, F_in, B}, any strides
+//   w   [C_out, C_in, 3, 3] ne {3, 3, C_in, C_out} contiguous (PyTorch's [out, in, freq, time])
+//   b   [C_out] required
+//   out [B, T_out, F_out, C_out] ne {C_out, F_out, T_out, B}: F_out = (F_in - 1) / 2 + 1, T_out
+//       = (T_in / chunk) * ((chunk - 1) / 2 + 1), chunk-major (chunk c's rows follow chunk c - 1's)
+//   out[b,t,f,o] = act(b[o] + sum_{i,kf,kt} w[o,i,kf,kt] x[b, c0 + 2 t' + kt - 1, 2 f + kf - 1, i]),
+//       t = c * chunk_out + t', c0 = c * chunk; taps outside [c0, min(c0 + chunk, x_len[b])) or
+//       outside [0, F_in) read 0
+//   x_len [B] f32 holding whole numbers (a graph input), or NULL
+vt_tensor * vt_conv2d_k3s2(vt_context * ctx, vt_tensor * x, vt_tensor * w, vt_tensor * b, enum vt_act act,
+                           int chunk, vt_tensor * x_len);
+
+// add_rows: out[b, t, :] = x[b, t, :] + add[t % period, :] (Qwen3-Omni's positions, the same
+// `period` rows added to each chunk of a window)
+//   x [B, T, C] contiguous; add [period, C] f32 contiguous -> out [B, T, C]
+vt_tensor * vt_add_rows(vt_context * ctx, vt_tensor * x, vt_tensor * add, int period);
 
 // linear: y = act(x w^T + b) + residual
 //   x [B, M, K] ne {K, M, B} contiguous; w [N, K] ne {K, N} (PyTorch's Linear layout)

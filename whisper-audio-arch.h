@@ -25,17 +25,28 @@ struct wa_layer {
     vt_tensor * fc2_w, * fc2_b;           // fc2                                 [d, ff], [d]
 };
 
-// The encoder's weights in its backend (the mel bank stays on the host).
+// The encoder's weights in its backend (the mel bank stays on the host). A model has one of
+// the two conv stems: Whisper's conv1d (conv1, conv2) or Qwen3-Omni's Conv2d (conv2d1-3, conv_out).
 struct wa_weights {
     vt_tensor * conv1_w, * conv1_b;      // encoder.conv1   [d, n_mels, 3], [d]
     vt_tensor * conv2_w, * conv2_b;      // encoder.conv2   [d, d, 3], [d]
+    vt_tensor * conv2d1_w, * conv2d1_b;  // encoder.conv2d1 [c, 1, 3, 3], [c]   (c: hparams.n_conv)
+    vt_tensor * conv2d2_w, * conv2d2_b;  // encoder.conv2d2 [c, c, 3, 3], [c]
+    vt_tensor * conv2d3_w, * conv2d3_b;  // encoder.conv2d3 [c, c, 3, 3], [c]
+    vt_tensor * conv_out_w;              // encoder.conv_out.weight [d, c f3] (no bias; f3 the mel bins after 3 halvings),
+                                         // in the backend its columns f-major ([d, f3 c]: the stem's output order)
     vt_tensor * pos;                     // encoder.embed_positions.weight [1500, d]
     vt_tensor * ln_post_w, * ln_post_b;  // encoder.layer_norm [d]
     std::vector<wa_layer> layers;        // encoder.layers.N
 };
 
-// A shape's entries: a hyperparameter (these) or a constant (positive).
-enum wa_dim { WA_D = -1, WA_FF = -2, WA_MELS = -3, WA_CTX = -4 };
+// A shape's entries: a hyperparameter (these) or a constant (positive). WA_CONV: hparams.n_conv;
+// WA_CONV_F: n_conv times the mel bins left after three stride-2 halvings (conv_out's input).
+enum wa_dim { WA_D = -1, WA_FF = -2, WA_MELS = -3, WA_CTX = -4, WA_CONV = -9, WA_CONV_F = -10 };
+
+// Which models have a row: every one, those with Whisper's conv1d stem, or those with Qwen3-Omni's
+// AuT encoder (hparams.n_conv > 0: the Conv2d stem, and a bias on k_proj).
+enum wa_family { WA_EVERY, WA_WHISPER_STEM, WA_AUT };
 
 // One tensor of the model file and where it goes. A row with a layer field stands for one
 // tensor per layer. A fused tensor (qkv) is n_parts blocks of rows stacked on PyTorch's
@@ -43,7 +54,7 @@ enum wa_dim { WA_D = -1, WA_FF = -2, WA_MELS = -3, WA_CTX = -4 };
 // without a row (k's bias) stays zero.
 struct wa_tensor_desc {
     const char * name;                         // in the model file; "%d": the layer index
-    int shape[3];                              // PyTorch's (outermost first) in wa_dim; 0 ends it
+    int shape[4];                              // PyTorch's (outermost first) in wa_dim; 0 ends it
     bool matrix;                               // F32, F16 or BF16 in the file, the compute type
                                                // in the backend; otherwise F32 in both
     int order;                                 // its place in the file the converter writes
@@ -53,6 +64,7 @@ struct wa_tensor_desc {
     vt_tensor * wa_layer::* layer;             // the tensor it fills in each layer, or
     vt_tensor * wa_weights::* top = nullptr;   // the one outside the layers; neither: host only
     int part = 0, n_parts = 1;                 // block `part` of n_parts in a fused tensor
+    wa_family family = WA_EVERY;               // the models that have it
 };
 
 static const bool WA_MATRIX = true, WA_F32 = false;
@@ -60,10 +72,10 @@ static constexpr int WA_AFTER_LAYERS = 100, WA_LAST = 200;   // orders: after th
 static constexpr wa_tensor_desc WA_TENSORS[] = {
     // name in the model file                        PyTorch shape                    type       order                 goes to (layer, top, part, n_parts)
     {"mel_filters",                                   {WA_MELS, WHISPER_AUDIO_N_BINS}, WA_F32,    WA_LAST,              nullptr, nullptr},
-    {"encoder.conv1.weight",                          {WA_D, WA_MELS, 3},              WA_MATRIX, 0,                    nullptr, &wa_weights::conv1_w},
-    {"encoder.conv1.bias",                            {WA_D},                          WA_F32,    1,                    nullptr, &wa_weights::conv1_b},
-    {"encoder.conv2.weight",                          {WA_D, WA_D, 3},                 WA_MATRIX, 2,                    nullptr, &wa_weights::conv2_w},
-    {"encoder.conv2.bias",                            {WA_D},                          WA_F32,    3,                    nullptr, &wa_weights::conv2_b},
+    {"encoder.conv1.weight",                          {WA_D, WA_MELS, 3},              WA_MATRIX, 0,                    nullptr, &wa_weights::conv1_w, 0, 1, WA_WHISPER_STEM},
+    {"encoder.conv1.bias",                            {WA_D},                          WA_F32,    1,                    nullptr, &wa_weights::conv1_b, 0, 1, WA_WHISPER_STEM},
+    {"encoder.conv2.weight",                          {WA_D, WA_D, 3},                 WA_MATRIX, 2,                    nullptr, &wa_weights::conv2_w, 0, 1, WA_WHISPER_STEM},
+    {"encoder.conv2.bias",                            {WA_D},                          WA_F32,    3,                    nullptr, &wa_weights::conv2_b, 0, 1, WA_WHISPER_STEM},
     {"encoder.embed_positions.weight",                {WA_CTX, WA_D},                  WA_F32,    4,                    nullptr, &wa_weights::pos},
     {"encoder.layer_norm.weight",                     {WA_D},                          WA_F32,    WA_AFTER_LAYERS,      nullptr, &wa_weights::ln_post_w},
     {"encoder.layer_norm.bias",                       {WA_D},                          WA_F32,    WA_AFTER_LAYERS + 1,  nullptr, &wa_weights::ln_post_b},
@@ -73,6 +85,7 @@ static constexpr wa_tensor_desc WA_TENSORS[] = {
     {"encoder.layers.%d.self_attn.k_proj.weight",     {WA_D, WA_D},                    WA_MATRIX, 2,                    &wa_layer::qkv_w, nullptr, 1, 3},
     {"encoder.layers.%d.self_attn.v_proj.weight",     {WA_D, WA_D},                    WA_MATRIX, 3,                    &wa_layer::qkv_w, nullptr, 2, 3},
     {"encoder.layers.%d.self_attn.q_proj.bias",       {WA_D},                          WA_F32,    1,                    &wa_layer::qkv_b, nullptr, 0, 3},
+    {"encoder.layers.%d.self_attn.k_proj.bias",       {WA_D},                          WA_F32,    15,                   &wa_layer::qkv_b, nullptr, 1, 3, WA_AUT},   // the AuT's alone
     {"encoder.layers.%d.self_attn.v_proj.bias",       {WA_D},                          WA_F32,    4,                    &wa_layer::qkv_b, nullptr, 2, 3},
     {"encoder.layers.%d.self_attn.out_proj.weight",   {WA_D, WA_D},                    WA_MATRIX, 5,                    &wa_layer::out_w},
     {"encoder.layers.%d.self_attn.out_proj.bias",     {WA_D},                          WA_F32,    6,                    &wa_layer::out_b},
@@ -82,6 +95,14 @@ static constexpr wa_tensor_desc WA_TENSORS[] = {
     {"encoder.layers.%d.fc1.bias",                    {WA_FF},                         WA_F32,    10,                   &wa_layer::fc1_b},
     {"encoder.layers.%d.fc2.weight",                  {WA_D, WA_FF},                   WA_MATRIX, 11,                   &wa_layer::fc2_w},
     {"encoder.layers.%d.fc2.bias",                    {WA_D},                          WA_F32,    12,                   &wa_layer::fc2_b},
+    // Qwen3-Omni's AuT encoder (Qwen3OmniMoeAudioEncoder): the Conv2d stem, k_proj's bias
+    {"encoder.conv2d1.weight",                        {WA_CONV, 1, 3, 3},              WA_MATRIX, 5,                    nullptr, &wa_weights::conv2d1_w, 0, 1, WA_AUT},
+    {"encoder.conv2d1.bias",                          {WA_CONV},                       WA_F32,    6,                    nullptr, &wa_weights::conv2d1_b, 0, 1, WA_AUT},
+    {"encoder.conv2d2.weight",                        {WA_CONV, WA_CONV, 3, 3},        WA_MATRIX, 7,                    nullptr, &wa_weights::conv2d2_w, 0, 1, WA_AUT},
+    {"encoder.conv2d2.bias",                          {WA_CONV},                       WA_F32,    8,                    nullptr, &wa_weights::conv2d2_b, 0, 1, WA_AUT},
+    {"encoder.conv2d3.weight",                        {WA_CONV, WA_CONV, 3, 3},        WA_MATRIX, 9,                    nullptr, &wa_weights::conv2d3_w, 0, 1, WA_AUT},
+    {"encoder.conv2d3.bias",                          {WA_CONV},                       WA_F32,    10,                   nullptr, &wa_weights::conv2d3_b, 0, 1, WA_AUT},
+    {"encoder.conv_out.weight",                       {WA_D, WA_CONV_F},               WA_MATRIX, 11,                   nullptr, &wa_weights::conv_out_w, 0, 1, WA_AUT},
 };
 
 // The backend tensors the table makes (one per whole tensor or fused part 0), in a layer or
@@ -138,6 +159,8 @@ static const wa_projector_name WA_PROJECTORS[] = {
                                                                                          // directories through the converter
     {WHISPER_AUDIO_PROJECTOR_KIMIAUDIO,     "kimiaudio",     nullptr,          true},    // Kimi-Audio: ours alone; its
                                                                                          // directories through the converter
+    {WHISPER_AUDIO_PROJECTOR_QWEN3A,        "qwen3a",        nullptr,          false},   // Qwen3-Omni (llama.cpp's name); its
+                                                                                         // directories through the converter
 };
 
 // multi_modal_projector.* of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3 and GLM-ASR,
@@ -146,9 +169,9 @@ static const wa_projector_name WA_PROJECTORS[] = {
 struct wa_projector {
     vt_tensor * ln_pre_w;                 // ln_pre.weight    [stack d]         Ultravox's RMSNorm
     vt_tensor * fc1_w, * fc1_b;           // linear (Qwen2-Audio, with bias), linear_1 (Audio Flamingo 3, GLM-ASR: with bias),
-                                          // audio_tower.proj (Qwen2.5-Omni, with bias)
-    vt_tensor * fc2_w, * fc2_b;           // linear_2 (Audio Flamingo 3, GLM-ASR: with bias); MiniCPM-o's
-                                          // audio_projection_layer.linear1 and linear2 are fc1 and fc2
+                                          // audio_tower.proj (Qwen2.5-Omni, with bias), audio_tower.proj1 (Qwen3-Omni)
+    vt_tensor * fc2_w, * fc2_b;           // linear_2 (Audio Flamingo 3, GLM-ASR: with bias), audio_tower.proj2 (Qwen3-Omni);
+                                          // MiniCPM-o's audio_projection_layer.linear1 and linear2 are fc1 and fc2
     vt_tensor * ln_mid_w, * ln_post_w;    // ln_mid.weight (Ultravox v0.5+), ln_post.weight (v0.4)
     vt_tensor * norm_w, * norm_b;         // Kimi-Audio's vq_adaptor.layers.4 (a LayerNorm; its layers.0 and .3 are fc1, fc2)
 };
@@ -195,6 +218,10 @@ static constexpr wa_proj_desc WA_PROJ_TENSORS[] = {
     {"vq_adaptor.layers.3.bias",              WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, {WA_LLM},                WA_F32,    &wa_projector::fc2_b},
     {"vq_adaptor.layers.4.weight",            WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, {WA_LLM},                WA_F32,    &wa_projector::norm_w},
     {"vq_adaptor.layers.4.bias",              WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, {WA_LLM},                WA_F32,    &wa_projector::norm_b},
+    {"audio_tower.proj1.weight",              WHISPER_AUDIO_PROJECTOR_QWEN3A,   {WA_D, WA_D},             WA_MATRIX, &wa_projector::fc1_w},
+    {"audio_tower.proj1.bias",                WHISPER_AUDIO_PROJECTOR_QWEN3A,   {WA_D},                   WA_F32,    &wa_projector::fc1_b},
+    {"audio_tower.proj2.weight",              WHISPER_AUDIO_PROJECTOR_QWEN3A,   {WA_LLM, WA_D},           WA_MATRIX, &wa_projector::fc2_w},
+    {"audio_tower.proj2.bias",                WHISPER_AUDIO_PROJECTOR_QWEN3A,   {WA_LLM},                 WA_F32,    &wa_projector::fc2_b},
 };
 
 // ---- whisper.cpp's legacy ggml-*.bin ----------------------------------------------------
@@ -217,6 +244,7 @@ static constexpr wa_ggml_name WA_GGML_NAMES[] = {
     {"encoder.layers.%d.self_attn.k_proj.weight",     "encoder.blocks.%d.attn.key.weight"},
     {"encoder.layers.%d.self_attn.v_proj.weight",     "encoder.blocks.%d.attn.value.weight"},
     {"encoder.layers.%d.self_attn.q_proj.bias",       "encoder.blocks.%d.attn.query.bias"},
+    {"encoder.layers.%d.self_attn.k_proj.bias",       nullptr},   // the AuT's alone: not in this format
     {"encoder.layers.%d.self_attn.v_proj.bias",       "encoder.blocks.%d.attn.value.bias"},
     {"encoder.layers.%d.self_attn.out_proj.weight",   "encoder.blocks.%d.attn.out.weight"},
     {"encoder.layers.%d.self_attn.out_proj.bias",     "encoder.blocks.%d.attn.out.bias"},
@@ -226,6 +254,13 @@ static constexpr wa_ggml_name WA_GGML_NAMES[] = {
     {"encoder.layers.%d.fc1.bias",                    "encoder.blocks.%d.mlp.0.bias"},
     {"encoder.layers.%d.fc2.weight",                  "encoder.blocks.%d.mlp.2.weight"},
     {"encoder.layers.%d.fc2.bias",                    "encoder.blocks.%d.mlp.2.bias"},
+    {"encoder.conv2d1.weight",                        nullptr},   // Qwen3-Omni's AuT rows: not in this format
+    {"encoder.conv2d1.bias",                          nullptr},
+    {"encoder.conv2d2.weight",                        nullptr},
+    {"encoder.conv2d2.bias",                          nullptr},
+    {"encoder.conv2d3.weight",                        nullptr},
+    {"encoder.conv2d3.bias",                          nullptr},
+    {"encoder.conv_out.weight",                       nullptr},
 };
 static_assert(wa_names_follow_table(WA_GGML_NAMES), "WA_GGML_NAMES must name the rows of WA_TENSORS in order");
 
@@ -250,6 +285,7 @@ static constexpr wa_ct2_name WA_CT2_NAMES[] = {
     {"encoder.layers.%d.self_attn.k_proj.weight",     "encoder/layer_%d/self_attention/linear_0/weight"},
     {"encoder.layers.%d.self_attn.v_proj.weight",     "encoder/layer_%d/self_attention/linear_0/weight"},
     {"encoder.layers.%d.self_attn.q_proj.bias",       "encoder/layer_%d/self_attention/linear_0/bias"},
+    {"encoder.layers.%d.self_attn.k_proj.bias",       nullptr},   // the AuT's alone: not in this format
     {"encoder.layers.%d.self_attn.v_proj.bias",       "encoder/layer_%d/self_attention/linear_0/bias"},
     {"encoder.layers.%d.self_attn.out_proj.weight",   "encoder/layer_%d/self_attention/linear_1/weight"},
     {"encoder.layers.%d.self_attn.out_proj.bias",     "encoder/layer_%d/self_attention/linear_1/bias"},
@@ -259,6 +295,13 @@ static constexpr wa_ct2_name WA_CT2_NAMES[] = {
     {"encoder.layers.%d.fc1.bias",                    "encoder/layer_%d/ffn/linear_0/bias"},
     {"encoder.layers.%d.fc2.weight",                  "encoder/layer_%d/ffn/linear_1/weight"},
     {"encoder.layers.%d.fc2.bias",                    "encoder/layer_%d/ffn/linear_1/bias"},
+    {"encoder.conv2d1.weight",                        nullptr},   // Qwen3-Omni's AuT rows: not in this format
+    {"encoder.conv2d1.bias",                          nullptr},
+    {"encoder.conv2d2.weight",                        nullptr},
+    {"encoder.conv2d2.bias",                          nullptr},
+    {"encoder.conv2d3.weight",                        nullptr},
+    {"encoder.conv2d3.bias",                          nullptr},
+    {"encoder.conv_out.weight",                       nullptr},
 };
 static_assert(wa_names_follow_table(WA_CT2_NAMES), "WA_CT2_NAMES must name the rows of WA_TENSORS in order");
 
@@ -282,6 +325,7 @@ static constexpr wa_hf_name WA_HF_NAMES[] = {
     {"encoder.layers.%d.self_attn.k_proj.weight",     "layers.%d.self_attn.k_proj.weight"},
     {"encoder.layers.%d.self_attn.v_proj.weight",     "layers.%d.self_attn.v_proj.weight"},
     {"encoder.layers.%d.self_attn.q_proj.bias",       "layers.%d.self_attn.q_proj.bias"},
+    {"encoder.layers.%d.self_attn.k_proj.bias",       nullptr},   // the AuT's alone: not in this format
     {"encoder.layers.%d.self_attn.v_proj.bias",       "layers.%d.self_attn.v_proj.bias"},
     {"encoder.layers.%d.self_attn.out_proj.weight",   "layers.%d.self_attn.out_proj.weight"},
     {"encoder.layers.%d.self_attn.out_proj.bias",     "layers.%d.self_attn.out_proj.bias"},
@@ -291,6 +335,13 @@ static constexpr wa_hf_name WA_HF_NAMES[] = {
     {"encoder.layers.%d.fc1.bias",                    "layers.%d.fc1.bias"},
     {"encoder.layers.%d.fc2.weight",                  "layers.%d.fc2.weight"},
     {"encoder.layers.%d.fc2.bias",                    "layers.%d.fc2.bias"},
+    {"encoder.conv2d1.weight",                        nullptr},   // Qwen3-Omni's AuT rows: not in this format
+    {"encoder.conv2d1.bias",                          nullptr},
+    {"encoder.conv2d2.weight",                        nullptr},
+    {"encoder.conv2d2.bias",                          nullptr},
+    {"encoder.conv2d3.weight",                        nullptr},
+    {"encoder.conv2d3.bias",                          nullptr},
+    {"encoder.conv_out.weight",                       nullptr},
 };
 static_assert(wa_names_follow_table(WA_HF_NAMES), "WA_HF_NAMES must name the rows of WA_TENSORS in order");
 
@@ -330,6 +381,14 @@ static const wa_mmproj_name WA_MMPROJ_NAMES[] = {
     {"encoder.layers.%d.fc1.bias",                    "a.blk.%d.ffn_up.bias"},
     {"encoder.layers.%d.fc2.weight",                  "a.blk.%d.ffn_down.weight"},
     {"encoder.layers.%d.fc2.bias",                    "a.blk.%d.ffn_down.bias"},
+    {"encoder.layers.%d.self_attn.k_proj.bias",       "a.blk.%d.attn_k.bias"},       // qwen3a's (the AuT)
+    {"encoder.conv2d1.weight",                        "a.conv2d.1.weight"},
+    {"encoder.conv2d1.bias",                          "a.conv2d.1.bias"},
+    {"encoder.conv2d2.weight",                        "a.conv2d.2.weight"},
+    {"encoder.conv2d2.bias",                          "a.conv2d.2.bias"},
+    {"encoder.conv2d3.weight",                        "a.conv2d.3.weight"},
+    {"encoder.conv2d3.bias",                          "a.conv2d.3.bias"},
+    {"encoder.conv_out.weight",                       "a.conv_out.weight"},
     {"multi_modal_projector.linear.weight",           "mm.a.fc.weight"},
     {"multi_modal_projector.linear.bias",             "mm.a.fc.bias"},
     {"multi_modal_projector.linear_1.weight",         "mm.a.mlp.1.weight"},

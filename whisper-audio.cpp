@@ -2936,15 +2936,20 @@ static std::string wa_projector_list(const char * const wa_projector_name::* col
     return list;
 }
 
+// Whether a model of these hyperparameters has the row (its family: Whisper's conv stem or the AuT's).
+static bool wa_has_row(const whisper_audio_hparams & hp, const wa_tensor_desc & t) {
+    return t.family == WA_EVERY || (t.family == WA_AUT) == (hp.n_conv > 0);
+}
+
 // Calls f(row, il, name) for each tensor of the file that the encoder uses: the rows outside
 // the layers (il -1), then layer by layer; name is the row's with the layer index put in.
-template <typename F> static bool wa_for_each_tensor(int n_layer, F && f) {
+template <typename F> static bool wa_for_each_tensor(const whisper_audio_hparams & hp, F && f) {
     for (const wa_tensor_desc & t : WA_TENSORS)
-        if (!t.layer && !f(t, -1, t.name)) return false;
+        if (!t.layer && wa_has_row(hp, t) && !f(t, -1, t.name)) return false;
     char name[GGUF_MAX_NAME + 1];
-    for (int il = 0; il < n_layer; il++) {
+    for (int il = 0; il < hp.n_layer; il++) {
         for (const wa_tensor_desc & t : WA_TENSORS) {
-            if (!t.layer) continue;
+            if (!t.layer || !wa_has_row(hp, t)) continue;
             snprintf(name, sizeof(name), t.name, il);
             if (!f(t, il, name)) return false;
         }
@@ -2953,11 +2958,14 @@ template <typename F> static bool wa_for_each_tensor(int n_layer, F && f) {
 }
 
 // The row's shape in vt's order (innermost first); returns the dimension count.
-static int wa_shape(const whisper_audio_hparams & hp, const wa_tensor_desc & t, int64_t ne[3]) {
+// The mel bins left after the AuT's three stride-2 Conv2d ((F - 1) / 2 + 1 each: 128 -> 16).
+static int wa_conv_bins(int n_mels) { return (((n_mels + 1) / 2 + 1) / 2 + 1) / 2; }
+static int wa_shape(const whisper_audio_hparams & hp, const wa_tensor_desc & t, int64_t ne[4]) {
     int n_dims = 0;
-    for (; n_dims < 3 && t.shape[n_dims] != 0; n_dims++) {
+    for (; n_dims < 4 && t.shape[n_dims] != 0; n_dims++) {
         const int s = t.shape[n_dims];
-        ne[n_dims] = s == WA_D ? hp.n_state : s == WA_FF ? hp.n_ff : s == WA_MELS ? hp.n_mels : s == WA_CTX ? hp.n_ctx : s;
+        ne[n_dims] = s == WA_D ? hp.n_state : s == WA_FF ? hp.n_ff : s == WA_MELS ? hp.n_mels : s == WA_CTX ? hp.n_ctx
+                   : s == WA_CONV ? hp.n_conv : s == WA_CONV_F ? (int64_t)hp.n_conv * wa_conv_bins(hp.n_mels) : s;
     }
     std::reverse(ne, ne + n_dims);
     return n_dims;
@@ -3144,7 +3152,7 @@ static const gguf_dialect GGUF_MMPROJ = {
 // The header's key/values that this reader uses, type-checked; the rest are skipped.
 struct gguf_kv {
     std::string arch, proj_type;
-    bool has_arch = false, has_proj_type = false;
+    bool has_arch = false, has_proj_type = false, audio_proj_type = false;
     uint32_t alignment = 32;
     std::map<std::string, uint32_t> u32;
     std::map<std::string, float> f32;
@@ -3172,12 +3180,19 @@ static bool gguf_read_kv(whisper_audio_model * m, gguf_reader & r, uint64_t n_kv
         const std::string key = r.get_string(GGUF_MAX_KEY);
         const uint32_t type = r.get<uint32_t>();
         if (!r.ok) break;
-        const bool is_projector = key == GGUF_OURS.projector || key == GGUF_MMPROJ.projector;
+        // an mmproj of both towers (vision and audio: Qwen3-Omni) names the audio one's type clip.audio.projector_type
+        const bool audio_type = key == "clip.audio.projector_type";
+        const bool is_projector = key == GGUF_OURS.projector || key == GGUF_MMPROJ.projector || audio_type;
         if (key == "general.architecture" && type == GGUF_STRING) { kv.arch = r.get_string(); kv.has_arch = true; }
         else if (key == "general.name" && type == GGUF_STRING) m->name = r.get_string();
         else if (key == "general.description" && type == GGUF_STRING) m->description = r.get_string();
         else if (key == "general.alignment" && type == GGUF_UINT32) kv.alignment = r.get<uint32_t>();
-        else if (is_projector && type == GGUF_STRING) { kv.proj_type = r.get_string(); kv.has_proj_type = true; }
+        else if (is_projector && type == GGUF_STRING) {
+            std::string v = r.get_string();
+            if (audio_type || !kv.audio_proj_type) kv.proj_type = v;     // the audio tower's first
+            kv.audio_proj_type = kv.audio_proj_type || audio_type;
+            kv.has_proj_type = true;
+        }
         else if (is_eps(key) && type == GGUF_FLOAT32) kv.f32[key] = r.get<float>();
         else if (is_eps(key)) { wa_set_error("%s: %s has GGUF type %u, not float32 (6)", path, key.c_str(), type); return false; }
         else if (is_ours(key) && type == GGUF_UINT32) kv.u32[key] = r.get<uint32_t>();
@@ -3286,14 +3301,34 @@ static bool gguf_hparams(whisper_audio_model * m, gguf_kv & kv, const gguf_diale
         hp.n_chunk = (int)ck->second;
     }
     // block-causal attention (MiniCPM-o): our GGUF's key, the positions of a block
-    auto cc = kv.u32.find("whisper.encoder.attention.causal_chunk");
+    auto causal = kv.u32.find("whisper.encoder.attention.causal_chunk");
     hp.n_causal = 0;
-    if (!m->mmproj && cc != kv.u32.end()) {
-        if (cc->second < 1 || (int)cc->second > hp.n_ctx) {
-            wa_set_error("%s: whisper.encoder.attention.causal_chunk = %u; it must be in [1, %d positions]", path, cc->second, hp.n_ctx);
+    if (!m->mmproj && causal != kv.u32.end()) {
+        if (causal->second < 1 || (int)causal->second > hp.n_ctx) {
+            wa_set_error("%s: whisper.encoder.attention.causal_chunk = %u; it must be in [1, %d positions]", path, causal->second, hp.n_ctx);
             return false;
         }
-        hp.n_causal = (int)cc->second;
+        hp.n_causal = (int)causal->second;
+    }
+    // Qwen3-Omni's AuT encoder (our GGUF's keys): the Conv2d stem's channels, the attention window
+    auto cc = kv.u32.find("whisper.encoder.conv2d.channels");
+    auto aw = kv.u32.find("whisper.encoder.attention.window_length");
+    hp.n_conv = 0;
+    hp.n_attn_window = 0;
+    if (!m->mmproj && cc != kv.u32.end()) {
+        if (cc->second < 1 || cc->second > 4096) {
+            wa_set_error("%s: whisper.encoder.conv2d.channels = %u is outside [1, 4096]", path, cc->second);
+            return false;
+        }
+        hp.n_conv = (int)cc->second;
+    }
+    if (!m->mmproj && aw != kv.u32.end()) {
+        if (!hp.n_chunk || aw->second < (uint32_t)hp.n_chunk || aw->second % hp.n_chunk || aw->second > WHISPER_AUDIO_N_FRAMES) {
+            wa_set_error("%s: whisper.encoder.attention.window_length = %u; it must be a multiple of "
+                         "whisper.encoder.chunk_length (%d) of at most %d frames", path, aw->second, hp.n_chunk, WHISPER_AUDIO_N_FRAMES);
+            return false;
+        }
+        hp.n_attn_window = (int)aw->second;
     }
     return true;
 }
@@ -3343,8 +3378,23 @@ static bool gguf_projector(whisper_audio_model * m, const gguf_kv & kv, const gg
         if (!m->mmproj) return kv.missing(path, "whisper.encoder.chunk_length", "uint32 (4)");
         hp.n_chunk = 200;                 // Qwen2_5OmniAudioEncoderConfig's n_window 100, as every release has it
     }
-    if (hp.n_chunk && hp.projector != WHISPER_AUDIO_PROJECTOR_QWEN25O) {
-        wa_set_error("%s: whisper.encoder.chunk_length is set for a model that is not Qwen2.5-Omni's tower", path);
+    const bool aut = hp.projector == WHISPER_AUDIO_PROJECTOR_QWEN3A;
+    if (aut && m->mmproj) {               // llama.cpp's qwen3a stores neither (its graph fixes them): the config's
+        hp.n_chunk = 100;                 // n_window 50 and n_window_infer 800, as every release has them; the
+        hp.n_attn_window = 800;           // channels from conv2d1's weight once the tensors are read
+        hp.n_conv = 1;
+    }
+    if (aut && (hp.n_conv == 0 || hp.n_chunk == 0 || hp.n_attn_window == 0)) {
+        return kv.missing(path, hp.n_conv == 0 ? "whisper.encoder.conv2d.channels" : hp.n_chunk == 0 ? "whisper.encoder.chunk_length"
+                                : "whisper.encoder.attention.window_length", "uint32 (4)");
+    }
+    if (hp.n_chunk && hp.projector != WHISPER_AUDIO_PROJECTOR_QWEN25O && !aut) {
+        wa_set_error("%s: whisper.encoder.chunk_length is set for a model that is not Qwen2.5-Omni's or Qwen3-Omni's tower", path);
+        return false;
+    }
+    if ((hp.n_conv || hp.n_attn_window) && !aut) {
+        wa_set_error("%s: whisper.encoder.%s is set for a model that is not Qwen3-Omni's tower", path,
+                     hp.n_conv ? "conv2d.channels" : "attention.window_length");
         return false;
     }
     if (hp.projector == WHISPER_AUDIO_PROJECTOR_MINICPMO && hp.n_causal == 0)
@@ -3415,6 +3465,14 @@ static bool mmproj_rename_tensors(whisper_audio_model * m) {
             t.ne[0] = t.ne[1];
             t.ne[1] = 1;
         }
+        if (ours.rfind("encoder.conv2d", 0) == 0 && ours.size() > 5 && ours.compare(ours.size() - 5, 5, ".bias") == 0 &&
+            t.n_dims == 3 && t.ne[0] == 1 && t.ne[1] == 1) {     // Qwen3-Omni's conv2d biases: [1, 1, c]
+            t.n_dims = 1;
+            t.ne[0] = t.ne[2];
+            t.ne[1] = t.ne[2] = 1;
+        }
+        if (m->hparams.projector == WHISPER_AUDIO_PROJECTOR_QWEN3A && ours.rfind("multi_modal_projector.linear_", 0) == 0)
+            t.name = "audio_tower.proj" + ours.substr(strlen("multi_modal_projector.linear_"));   // mm.a.mlp.N: its projN
         if (!m->index.emplace(t.name, i).second) {
             wa_set_error("%s: duplicate tensor name '%s'", m->path.c_str(), t.name.c_str());
             return false;
@@ -3492,6 +3550,15 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
     if (!gguf_read_tensor_infos(m, r, n_tensors)) return false;
     if (m->mmproj && !mmproj_rename_tensors(m)) return false;
     whisper_audio_hparams & hp = m->hparams;
+    if (m->mmproj && hp.projector == WHISPER_AUDIO_PROJECTOR_QWEN3A) {   // its Conv2d stem's channels: conv2d1 [c, 1, 3, 3]
+        const gguf_tensor_info * c1 = m->find("encoder.conv2d1.weight");
+        if (!c1 || c1->n_dims != 4 || c1->ne[3] < 1 || c1->ne[3] > 4096) {
+            wa_set_error("%s: qwen3a: tensor '%s' is %s; the Conv2d stem's first kernel [c, 1, 3, 3] is needed", m->path.c_str(),
+                         wa_file_name(m, "encoder.conv2d1.weight").c_str(), c1 ? "of another shape" : "missing");
+            return false;
+        }
+        hp.n_conv = (int)c1->ne[3];
+    }
     // Ultravox: linear_1's output width (SwiGLU halves it) comes from the tensor
     if (const gguf_tensor_info * l1 = m->find("multi_modal_projector.linear_1.weight");
         l1 && hp.projector == WHISPER_AUDIO_PROJECTOR_GLMASR && l1->n_dims == 2) {
@@ -3624,9 +3691,9 @@ static bool model_read_weights(whisper_audio_model * m, int fd) {
                              m->mmproj ? "clip.audio.block_count" : "whisper.encoder.block_count"))
             return false;
     std::vector<gguf_tensor_info *> used;
-    if (!wa_for_each_tensor(m->hparams.n_layer, [&](const wa_tensor_desc & t, int, const char * name) {
+    if (!wa_for_each_tensor(m->hparams, [&](const wa_tensor_desc & t, int, const char * name) {
             if (m->mmproj && !t.top && !t.layer) return true;   // the mel bank: computed below
-            int64_t ne[3];
+            int64_t ne[4];
             const int n_dims = wa_shape(m->hparams, t, ne);
             if (!check_tensor(m, name, n_dims, ne, t.matrix)) return false;
             used.push_back(&m->tensors[m->index.at(name)]);
@@ -3891,7 +3958,7 @@ static bool ct2_read_weights(whisper_audio_model * m, int fd, const ct2_vars & v
     std::map<std::string, std::pair<int, unsigned>> fused; // fused variable -> n_parts, parts with a row
     const size_t ALIGN = 64;
     size_t total = 0;
-    const bool found = wa_for_each_tensor(hp.n_layer, [&](const wa_tensor_desc & t, int il, const char * name) {
+    const bool found = wa_for_each_tensor(hp, [&](const wa_tensor_desc & t, int il, const char * name) {
         use u;
         u.t.name = name;
         u.t.n_dims = wa_shape(hp, t, u.t.ne);
@@ -4097,10 +4164,10 @@ static bool ggml_parse(whisper_audio_model * m, gguf_reader & r, int fd) {
 
     // the tensors: ours by their whisper.cpp names (the mel bank is already ours)
     std::unordered_map<std::string, std::pair<std::string, int>> ours;   // -> our name, dimension count
-    wa_for_each_tensor(hp.n_layer, [&](const wa_tensor_desc & t, int il, const char * name) {
+    wa_for_each_tensor(hp, [&](const wa_tensor_desc & t, int il, const char * name) {
         const char * ggml = WA_GGML_NAMES[&t - WA_TENSORS].ggml;
         char buf[GGUF_MAX_NAME + 1];
-        int64_t ne[3];
+        int64_t ne[4];
         if (ggml) snprintf(buf, sizeof(buf), ggml, il);
         if (ggml) ours[buf] = {name, wa_shape(hp, t, ne)};
         return true;
@@ -4981,12 +5048,12 @@ static bool hf_model_read(whisper_audio_model * m, std::string dir, const std::s
 
     std::vector<wa_hf_source> sources;
     std::set<std::string> taken;
-    const bool found = wa_for_each_tensor(hp.n_layer, [&](const wa_tensor_desc & t, int il, const char * name) {
+    const bool found = wa_for_each_tensor(hp, [&](const wa_tensor_desc & t, int il, const char * name) {
         const char * hf = WA_HF_NAMES[&t - WA_TENSORS].hf;
         if (!hf) return true;                               // the mel bank: computed below
         char buf[GGUF_MAX_NAME + 1];
         snprintf(buf, sizeof(buf), hf, il);
-        int64_t ne[3];
+        int64_t ne[4];
         const int n_dims = wa_shape(hp, t, ne);
         taken.insert(pre->encoder + std::string(buf));
         return wa_hf_take(m, *enc, pre->encoder + std::string(buf), name, n_dims, ne, t.matrix, "encoder", sources);
@@ -5303,7 +5370,7 @@ static std::vector<gguf_out_tensor> gguf_out_tensors(const whisper_audio_model *
         out.push_back({name, t, t->block_type >= 0 ? t->block_type : t->type, t->block_type >= 0 ? t->block_bytes : t->bytes, 0});
     };
     std::vector<const wa_tensor_desc *> rows;
-    for (const wa_tensor_desc & t : WA_TENSORS) if (t.top || t.layer) rows.push_back(&t);
+    for (const wa_tensor_desc & t : WA_TENSORS) if ((t.top || t.layer) && wa_has_row(hp, t)) rows.push_back(&t);
     std::stable_sort(rows.begin(), rows.end(), [](auto a, auto b) { return a->order < b->order; });
     char name[GGUF_MAX_NAME + 1];
     for (const wa_tensor_desc * t : rows) if (!t->layer && t->order < WA_AFTER_LAYERS) add(t->name);
@@ -5352,6 +5419,8 @@ static std::string gguf_header(const whisper_audio_model * m, std::vector<gguf_o
     }
     if (hp.n_chunk) w.kv_u32("whisper.encoder.chunk_length", (uint32_t)hp.n_chunk), n_kv++;
     if (hp.n_causal) w.kv_u32("whisper.encoder.attention.causal_chunk", (uint32_t)hp.n_causal), n_kv++;
+    if (hp.n_conv) w.kv_u32("whisper.encoder.conv2d.channels", (uint32_t)hp.n_conv), n_kv++;
+    if (hp.n_attn_window) w.kv_u32("whisper.encoder.attention.window_length", (uint32_t)hp.n_attn_window), n_kv++;
     w.kv_u32("whisper.encoder.context_length", (uint32_t)hp.n_ctx), n_kv++;
     w.kv_u32("whisper.encoder.embedding_length", (uint32_t)hp.n_state), n_kv++;
     w.kv_u32("whisper.encoder.block_count", (uint32_t)hp.n_layer), n_kv++;
@@ -5635,9 +5704,37 @@ static vt_tensor * build_kimiaudio(const whisper_audio_encoder * enc, vt_context
     return vt_layer_norm(ctx, cur, p.norm_w, p.norm_b, enc->hparams.proj_eps);
 }
 
+// Qwen3OmniMoeAudioEncoder.forward after its layers: ln_post, then proj1, GELU, proj2 (the
+// projector; the tower's rows are ln_post's).
+static vt_tensor * build_qwen3a(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+    const wa_projector & p = enc->proj;
+    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
+    if (!enc->params.projector) return cur;
+    cur = vt_linear(ctx, cur, p.fc1_w, p.fc1_b, VT_ACT_GELU, nullptr);
+    return vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
+}
+
 // The rows a chunk gives from its mel frames that hold audio (conv2's stride 2 makes
 // ceil(frames / 2) positions).
 static int positions_of(int frames) { return frames < 1 ? 0 : (frames - 1) / 2 + 1; }
+
+// The AuT's positions (and tokens) from mel frames: transformers' _get_feat_extract_output_lengths,
+// each chunk of n_chunk frames three halvings ((x - 1) // 2 + 1: 100 -> 13), the last chunk its rest's.
+static int aut_positions(const whisper_audio_hparams & hp, int frames) {
+    auto l3 = [](int x) { for (int i = 0; i < 3; i++) x = x < 1 ? 0 : (x - 1) / 2 + 1; return x; };
+    return frames / hp.n_chunk * l3(hp.n_chunk) + l3(frames % hp.n_chunk);
+}
+// The positions holding audio of a window of `frames` such frames: the AuT's, or Whisper's.
+static int wa_positions(const whisper_audio_hparams & hp, int frames) {
+    return hp.n_conv ? aut_positions(hp, frames) : positions_of(frames);
+}
+// The mel frames a window of a whole-signal tower takes (and its next starts from): 3000, or for
+// the AuT the most whole attention windows in 3000 (2400 for n_attn_window 800), so that windows
+// cut where the model's attention windows do.
+static int wa_window_frames(const whisper_audio_hparams & hp) {
+    return hp.n_attn_window ? WHISPER_AUDIO_N_FRAMES / hp.n_attn_window * hp.n_attn_window : WHISPER_AUDIO_N_FRAMES;
+}
+static int rows_qwen3a(const whisper_audio_hparams & hp, int frames, bool) { return aut_positions(hp, frames); }
 static int rows_qwen2a(const whisper_audio_hparams &, int frames, bool) { return positions_of(frames) / 2; }   // (pos - 2) // 2 + 1
 static int rows_voxtral(const whisper_audio_hparams & hp, int, bool projector) {
     return projector ? hp.n_ctx / hp.stack_factor : hp.n_ctx;
@@ -5675,6 +5772,9 @@ static int64_t frames_all(size_t n) {          // all of it (30 s windows, no li
 static int rows_kimiaudio(const whisper_audio_hparams & hp, int frames, bool projector) {
     const int tokens = frames < 1 ? 0 : (frames - 1) / (2 * hp.stack_factor) + 1;
     return projector ? tokens : tokens * hp.stack_factor;
+}
+static int64_t frames_qwen3a(size_t n) {       // unpadded (padding "longest"): the STFT's 1 + n // 160 frames less its last
+    return (int64_t)(n / WHISPER_AUDIO_HOP);
 }
 static int64_t frames_ultravox(size_t n) {     // at least 2 hops, padded to a hop
     return (int64_t)((std::max<size_t>(n, 2 * WHISPER_AUDIO_HOP) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
@@ -5719,6 +5819,10 @@ static const wa_tower WA_TOWERS[] = {
     // Kimi-Audio (WhisperEncoder.tokenize_waveform): all of it in 30 s windows, each padded with its own
     // log-mel, attention over all of it (no mask), the first token_len * 4 positions kept
     { WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, 0,                      false, false, false, frames_all, rows_kimiaudio, build_kimiaudio, false },
+    // Qwen3-Omni: all of the input (Qwen3OmniMoeProcessor: padding True, truncation False), one log-mel
+    // of it, cut into windows of wa_window_frames (whole attention windows) masked past the audio; a
+    // window shorter than one chunk runs at its own length (transformers pads chunks to the longest)
+    { WHISPER_AUDIO_PROJECTOR_QWEN3A,   0,                       true,  false, true,  frames_qwen3a,   rows_qwen3a,   build_qwen3a,   false },
 };
 
 static const wa_tower * wa_tower_of(whisper_audio_projector type) {
@@ -5741,16 +5845,36 @@ static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc
     const whisper_audio_hparams & hp = enc->hparams;
     const wa_weights & w = enc->w;
     const int n_state = hp.n_state, n_head = hp.n_head;
-    const int n_ctx = ((int)mel->ne[0] - 1) / 2 + 1;   // positions (conv2's stride 2): 1500 for a 30 s window
+    int n_ctx = ((int)mel->ne[0] - 1) / 2 + 1;         // positions (conv2's stride 2): 1500 for a 30 s window
     const int n_batch = (int)mel->ne[2];
     const float kq_scale = 1.0f / sqrtf((float)(n_state / n_head));
     const int out_layer = enc->params.output_layer;
 
     // conv stem: conv1 + GELU, conv2 (stride 2) + GELU + positional embedding
-    const int n_chunk = tower ? hp.n_chunk : 0, chunk_pos = n_chunk / 2;   // Qwen2.5-Omni's tokens: per chunk
+    const bool aut = hp.n_conv > 0;        // Qwen3-Omni's AuT: its own stem below
+    const int n_chunk = tower && !aut ? hp.n_chunk : 0, chunk_pos = n_chunk / 2;   // Qwen2.5-Omni's tokens: per chunk
     VT_ASSERT(!n_chunk || (frames && (int)mel->ne[0] % n_chunk == 0));
     vt_tensor * cur = nullptr;
-    if (tower && tower->tail_by_frames) {   // MiniCPM-o: the mel frames past the audio zero (pad_sequence), conv2 plain
+    int block = chunk_pos;                 // attention's blocks (vt_attention_blocks), 0: none
+    if (aut) {
+        // Qwen3OmniMoeAudioEncoder.forward: chunks of n_chunk mel frames (a window shorter than one is
+        // its own chunk), the last one's frames past the audio zero; conv2d1-3 (3x3, stride 2, GELU) per
+        // chunk; (c, f) flattened by conv_out (the backend's copy frequency-major); the first rows of the
+        // sinusoids added to each chunk's positions; attention within windows of n_attn_window frames
+        const int F = (int)mel->ne[0], ch1 = std::min(hp.n_chunk, F), ch2 = (ch1 - 1) / 2 + 1, ch3 = (ch2 - 1) / 2 + 1;
+        const int per_chunk = (ch3 - 1) / 2 + 1;
+        VT_ASSERT(F % ch1 == 0);
+        cur = vt_conv2d_k3s2(ctx, mel, w.conv2d1_w, w.conv2d1_b, VT_ACT_GELU, ch1, frames);
+        cur = vt_conv2d_k3s2(ctx, cur, w.conv2d2_w, w.conv2d2_b, VT_ACT_GELU, ch2, nullptr);
+        cur = vt_conv2d_k3s2(ctx, cur, w.conv2d3_w, w.conv2d3_b, VT_ACT_GELU, ch3, nullptr);
+        n_ctx = (int)cur->ne[2];
+        const int64_t row_in = cur->ne[0] * cur->ne[1];   // c f3
+        const size_t es = vt_type_size(cur->type);
+        cur = vt_view_3d(ctx, cur, row_in, n_ctx, n_batch, row_in * es, (size_t)row_in * n_ctx * es, 0);
+        cur = vt_linear(ctx, cur, w.conv_out_w, nullptr, VT_ACT_NONE, nullptr);
+        cur = vt_add_rows(ctx, cur, w.pos, per_chunk);
+        block = hp.n_attn_window / hp.n_chunk * per_chunk;  // its cu_seqlens: n_window_infer / (2 n_window) chunks
+    } else if (tower && tower->tail_by_frames) {   // MiniCPM-o: the mel frames past the audio zero (pad_sequence), conv2 plain
         VT_ASSERT(frames);
         vt_tensor * pos = n_ctx == hp.n_ctx ? w.pos                   // the first n_ctx rows, as its forward slices them
                                             : vt_view_3d(ctx, w.pos, n_state, n_ctx, 1, n_state * sizeof(float),
@@ -5791,7 +5915,7 @@ static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc
             vt_tensor * q = vt_view_3d(ctx, qkv, n_state, n_ctx, n_batch, row, win, 0);
             vt_tensor * k = vt_view_3d(ctx, qkv, n_state, n_ctx, n_batch, row, win, n_state * es);
             vt_tensor * v = vt_view_3d(ctx, qkv, n_state, n_ctx, n_batch, row, win, 2 * n_state * es);
-            cur = n_chunk ? vt_attention_blocks(ctx, q, k, v, n_head, kq_scale, kv_len, chunk_pos)   // per chunk
+            cur = block   ? vt_attention_blocks(ctx, q, k, v, n_head, kq_scale, kv_len, block)   // per chunk or window
                 : tower && hp.n_causal ? vt_attention_block_causal(ctx, q, k, v, n_head, kq_scale, kv_len, hp.n_causal)
                 : kv_len  ? vt_attention_masked(ctx, q, k, v, n_head, kq_scale, kv_len)
                           : vt_attention(ctx, q, k, v, n_head, kq_scale);
@@ -5844,7 +5968,7 @@ static bool upload_weights(whisper_audio_encoder * enc, const whisper_audio_mode
     // (the f16 bytes as they are: no host conversion, half the bytes up), else in f32
     std::vector<uint8_t> fused;
     vt_type fused_type = VT_TYPE_F32;
-    return wa_for_each_tensor(enc->hparams.n_layer, [&](const wa_tensor_desc & t, int il, const char * name) {
+    return wa_for_each_tensor(enc->hparams, [&](const wa_tensor_desc & t, int il, const char * name) {
         vt_tensor ** dst = wa_dst(enc->w, t, il);
         if (!dst) return true;
         const gguf_tensor_info * src = model->find(name);
@@ -5868,6 +5992,18 @@ static bool upload_weights(whisper_audio_encoder * enc, const whisper_audio_mode
             if (t.part < t.n_parts - 1) return true;
             data = fused.data();
             type = fused_type;
+        }
+        std::vector<float> cols;
+        if (dst == &enc->w.conv_out_w) {       // [d, c f3] -> [d, f3 c]: the Conv2d stem's output is frequency-major
+            const int64_t d = src->ne[1], c = enc->hparams.n_conv, f3 = src->ne[0] / c;
+            std::vector<float> w((size_t)(d * c * f3));
+            vt_convert(w.data(), VT_TYPE_F32, src->data, type, w.size());
+            cols.resize(w.size());
+            for (int64_t o = 0; o < d; o++)
+                for (int64_t ci = 0; ci < c; ci++)
+                    for (int64_t f = 0; f < f3; f++) cols[(size_t)((o * f3 + f) * c + ci)] = w[(size_t)((o * c + ci) * f3 + f)];
+            data = cols.data();
+            type = VT_TYPE_F32;
         }
         if (!vt_backend_set_tensor(enc->backend, *dst, data, type)) {
             wa_set_error("uploading %s: %s", name, vt_last_error());
@@ -5939,10 +6075,10 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
     const int n_proj_rows = (int)(sizeof(WA_PROJ_TENSORS) / sizeof(WA_PROJ_TENSORS[0]));
     vt_context * ctx = enc->wctx = vt_init(wa_n_made(false) + wa_n_made(true) * hp.n_layer + n_proj_rows + 1);
     enc->w.layers.resize(hp.n_layer);
-    wa_for_each_tensor(hp.n_layer, [&](const wa_tensor_desc & t, int il, const char * name) {
+    wa_for_each_tensor(hp, [&](const wa_tensor_desc & t, int il, const char * name) {
         vt_tensor ** dst = wa_dst(enc->w, t, il);
         if (!dst || t.part > 0) return true;
-        int64_t ne[3];
+        int64_t ne[4];
         const int n_dims = wa_shape(hp, t, ne);
         ne[n_dims - 1] *= t.n_parts;                                    // PyTorch's first dimension
         *dst = vt_new_tensor(ctx, t.matrix ? mt : VT_TYPE_F32, n_dims, ne);
@@ -6185,6 +6321,11 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_fram
 static bool encode_mel_frames(whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames, float * out,
                               bool states = false) {
     const whisper_audio_hparams & hp = enc->hparams;
+    if (hp.n_conv) {                       // the AuT's positions are not Whisper's windows' n_frames / 2
+        wa_set_error("%s's tower gives its tokens alone: whisper_audio_encode_mel_tokens (or the pipeline's tokens)",
+                     wa_projector_gguf(hp.projector));
+        return false;
+    }
     if (n_frames < 2 || n_frames > WHISPER_AUDIO_N_FRAMES || n_frames % 2) {
         wa_set_error("%d mel frames: the encoder takes an even count from 2 to %d", n_frames, WHISPER_AUDIO_N_FRAMES);
         return false;
@@ -6668,7 +6809,7 @@ static void pipeline_close_own_window(whisper_audio_pipeline * p, size_t samples
     wa_window w{p->input, p->window++, samples};
     if (p->tower) {                       // a tower's window (Qwen2-Audio, Audio Flamingo 3, GLM-ASR): a frame per started hop holds audio
         const int frames = (int)((samples + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
-        w.positions = positions_of(frames);
+        w.positions = wa_positions(p->encs[0]->hparams, frames);
         w.audio_frames = frames;
         w.rows = p->tower->rows(p->encs[0]->hparams, frames, p->projector);
         if (p->tower->tail_by_frames && w.window > 0) w.attend = std::min(frames, p->encs[0]->hparams.n_ctx);
@@ -6736,17 +6877,22 @@ static bool pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t 
     return pipeline_emit(p, false);
 }
 
-// A whole-signal tower's input, once it has ended: its log-mel frames cut into chunks of 3000
-// (an input of one chunk unpadded where the tower runs it so), with the clamp of the input's max.
+// A whole-signal tower's input, once it has ended: its log-mel frames cut into windows of
+// wa_window_frames (3000; the AuT's 2400) (an input of one chunk unpadded where the tower runs it
+// so), with the clamp of the input's max (its first pass over chunks of 3000). The signal is the
+// input padded to its frames (Voxtral, Ultravox), or the input itself (the AuT: fewer frames than
+// hops, its end reflected where it ends).
 static bool pipeline_cut_held(whisper_audio_pipeline * p) {
     const wa_tower & tw = *p->tower;
+    const whisper_audio_hparams & hp = p->encs[0]->hparams;
     const float * x = p->held.data;
     const size_t n = p->held.size;
-    const int64_t frames = tw.frames(n), sig_len = frames * WHISPER_AUDIO_HOP;
+    const int64_t frames = tw.frames(n), sig_len = std::max<int64_t>((int64_t)n, frames * WHISPER_AUDIO_HOP);
     const int64_t F = WHISPER_AUDIO_N_FRAMES, n_chunks = (frames + F - 1) / F;
+    const int64_t W = wa_window_frames(hp), n_windows = (frames + W - 1) / W;
     auto valid_of = [&](int64_t c) { return (int)std::min<int64_t>(F, frames - c * F); };
-    float clamp = NAN;                                // one chunk: its own max
-    if (n_chunks > 1) {                               // the first pass's last chunks, then its max
+    float clamp = NAN;                                // one window: its own max
+    if (n_windows > 1) {                              // the first pass's last chunks, then its max
         for (int64_t c = p->max_cut; c < n_chunks; c++)
             if (!pipeline_cut_max(p, c, valid_of(c), sig_len)) return false;
         pipeline_dispatch(p, p->cur_max);
@@ -6759,17 +6905,18 @@ static bool pipeline_cut_held(whisper_audio_pipeline * p) {
         }
         clamp = p->held_max;
     }
-    const whisper_audio_hparams & hp = p->encs[0]->hparams;
-    for (int64_t c = 0; c < n_chunks; c++) {
-        const int valid = valid_of(c);
-        const int n_frames = tw.unpadded && n_chunks == 1 ? valid : (int)F;
+    for (int64_t c = 0; c < n_windows; c++) {
+        const int valid = (int)std::min<int64_t>(W, frames - c * W);
+        const bool own_length = (tw.unpadded && n_windows == 1) || (hp.n_conv && valid < hp.n_chunk);   // (the AuT's: one chunk)
+        const int n_frames = own_length ? valid : (int)W;
         if (!pipeline_make_room(p, n_frames)) return false;
-        log_mel_row(x, n, sig_len, c * WHISPER_AUDIO_N_SAMPLES, p->cur->pcm + (size_t)p->cur->n * WA_MEL_ROW);
-        const size_t first = (size_t)c * WHISPER_AUDIO_N_SAMPLES;
-        wa_window w{p->input, c, std::min<size_t>(WHISPER_AUDIO_N_SAMPLES, n - std::min(n, first))};
+        const size_t first = (size_t)(c * W * WHISPER_AUDIO_HOP), win_samples = (size_t)W * WHISPER_AUDIO_HOP;
+        log_mel_row(x, n, sig_len, (int64_t)first, p->cur->pcm + (size_t)p->cur->n * WA_MEL_ROW);
+        wa_window w{p->input, c, std::min<size_t>(win_samples, n - std::min(n, first))};
+        if (c == n_windows - 1) w.samples = n - std::min(n, first);   // the last holds the input's tail past its frames
         w.valid = valid;
         w.clamp = clamp;
-        w.positions = positions_of(valid);
+        w.positions = wa_positions(hp, valid);
         w.audio_frames = valid;
         w.rows = tw.rows(hp, valid, p->projector);
         pipeline_close_window(p, p->cur, w);
@@ -6962,6 +7109,12 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
     const whisper_audio_encoder * e0 = p->encs[0];
     const whisper_audio_hparams & hp = e0->hparams;
     p->tower = windows ? nullptr : pipeline_tower(hp, e0->params, params);
+    if (hp.n_conv && !p->tower) {         // the AuT's positions are not Whisper's: no Whisper windows of it
+        wa_set_error("whisper_audio_pipeline_init: %s's tower gives its tokens alone (or the tower's rows with the projector "
+                     "off): no other output layer, no pooling, no unpadded windows, no Whisper windows",
+                     wa_projector_gguf(hp.projector));
+        return nullptr;
+    }
     p->projector = e0->params.projector;
     p->max_batch = e0->params.max_batch;
     p->width = p->tower && p->projector ? hp.n_llm : hp.n_state;
@@ -7134,14 +7287,15 @@ bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, si
 
 static bool wa_check_projector(const whisper_audio_hparams & hp, const char * func) {
     if (wa_tower_of(hp.projector)) return true;
-    wa_set_error("%s: the model is a Whisper encoder without an audio-LLM projector (Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR)", func);
+    wa_set_error("%s: the model is a Whisper encoder without an audio-LLM projector (Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, "
+                 "GLM-ASR, Qwen2.5-Omni, Qwen3-Omni)", func);
     return false;
 }
 
 // The rows an input of n samples gives a tower's model: its chunks' rows, summed.
 static size_t tower_rows(const whisper_audio_hparams & hp, size_t n_samples, bool projector) {
     const wa_tower & tw = *wa_tower_of(hp.projector);
-    const int64_t frames = tw.frames(n_samples), F = WHISPER_AUDIO_N_FRAMES;
+    const int64_t frames = tw.frames(n_samples), F = tw.whole_signal ? wa_window_frames(hp) : WHISPER_AUDIO_N_FRAMES;
     size_t rows = 0;
     for (int64_t c = 0; c * F < frames; c++) rows += (size_t)tw.rows(hp, (int)std::min(F, frames - c * F), projector);
     return rows;
@@ -7268,9 +7422,18 @@ int whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * m
     // MiniCPM-o: 3000 frames are a later window (its frames past the audio zero, its keys masked at the
     // frame count); fewer, an input of at most 30 s at its own frames
     const bool later = tw.tail_by_frames && n_frames == WHISPER_AUDIO_N_FRAMES;
-    const float kv_len = (float)(later ? std::min(n_audio_frames, hp.n_ctx) : positions_of(n_audio_frames));
+    const float kv_len = (float)(later ? std::min(n_audio_frames, hp.n_ctx) : wa_positions(hp, n_audio_frames));
     const float frames = (float)n_audio_frames;
     const int rows = tw.rows(hp, n_audio_frames, enc->params.projector);
+    // the AuT: audio shorter than a chunk runs at its own length, as transformers pads chunks to the longest
+    std::vector<float> own;
+    if (hp.n_conv && n_audio_frames < hp.n_chunk) {
+        own.resize((size_t)hp.n_mels * n_audio_frames);
+        for (int m = 0; m < hp.n_mels; m++)
+            std::copy(mel + (size_t)m * n_frames, mel + (size_t)m * n_frames + n_audio_frames, own.begin() + (size_t)m * n_audio_frames);
+        mel = own.data();
+        n_frames = n_audio_frames;
+    }
     const auto t0 = std::chrono::steady_clock::now();
     const bool ok = wa_catch(__func__, false, [&] { return encode_token_batch(enc, mel, 1, n_frames, &kv_len, &frames, &rows, out); });
     enc->timings.wall_ms += ms_since(t0);

@@ -84,6 +84,9 @@ enum whisper_audio_projector {
                                        // linear, ReLU, linear, average pooling by 2
     WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, // Kimi-Audio (its continuous path): Whisper-large-v3's encoder over each 30 s window,
                                        // 4 positions stacked, its VQ adaptor: linear, SiLU, linear, LayerNorm
+    WHISPER_AUDIO_PROJECTOR_QWEN3A,    // Qwen3-Omni's audio tower (AuT): one log-mel over the whole input, three
+                                       // stride-2 Conv2d per chunk of n_chunk frames, a linear, positions per chunk,
+                                       // attention within windows of n_attn_window frames, ln_post, linear, GELU, linear
 };
 
 typedef struct whisper_audio_hparams {
@@ -104,9 +107,13 @@ typedef struct whisper_audio_hparams {
                           // head_dim / 2), in place of the positional embedding; 0: none (Whisper's)
     float rope_theta;     // whisper.encoder.rope.freq_base (GLM-ASR 10000); 0 without RoPE
     int   n_chunk;        // whisper.encoder.chunk_length: mel frames of a chunk that the conv stem and attention
-                          // keep to (Qwen2.5-Omni: n_window * 2 = 200); 0: the whole window (Whisper's)
+                          // keep to (Qwen2.5-Omni: n_window * 2 = 200; Qwen3-Omni 100); 0: the whole window (Whisper's)
     int   n_causal;       // whisper.encoder.attention.causal_chunk: positions of a block of block-causal attention
                           // (MiniCPM-o: audio_chunk_length 1 s = 50); 0: none
+    int   n_conv;         // whisper.encoder.conv2d.channels: the channels of Qwen3-Omni's Conv2d stem
+                          // (downsample_hidden_size, 480) in place of Whisper's conv1d; 0: Whisper's stem
+    int   n_attn_window;  // whisper.encoder.attention.window_length: mel frames of an attention window
+                          // (Qwen3-Omni's n_window_infer, 800), a multiple of n_chunk; 0: none
 } whisper_audio_hparams;
 
 const char * whisper_audio_last_error(void);
@@ -460,7 +467,8 @@ bool whisper_audio_encode_tokens(whisper_audio_encoder * enc, const float * pcm,
 // MiniCPM-o: fewer than 3000 an input of at most 30 s, 3000 a later window with its frames past
 // n_audio_frames zeroed and masked as its code does),
 // n_audio_frames of them holding audio (Qwen2-Audio's feature_attention_mask sum, Audio Flamingo
-// 3's input_features_mask sum, Ultravox's audio_lens; Voxtral ignores it). Returns the number of rows written, or -1.
+// 3's input_features_mask sum, Ultravox's audio_lens; Voxtral ignores it; Qwen3-Omni: a clip of its first
+// n_audio_frames frames, run at that length where it is less than a chunk). Returns the number of rows written, or -1.
 int  whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * mel, int n_frames, int n_audio_frames,
                                      float * out);
 

@@ -132,6 +132,8 @@ class HParams:
         self.n_chunk = 0            # Qwen2.5-Omni: n_window * 2, the mel frames of a chunk (conv stem, attention)
         self.n_causal = 0           # MiniCPM-o: audio_chunk_length * 50, the positions of a block-causal block
         self.proj_eps = ULTRAVOX_RMS_EPS   # the projector's norm eps (Kimi-Audio: its LayerNorm's rms_norm_eps)
+        self.n_conv = 0             # Qwen3-Omni: downsample_hidden_size, the channels of its Conv2d stem
+        self.n_attn_window = 0      # Qwen3-Omni: n_window_infer, the mel frames of an attention window
 
 
 # Audio LLMs whose audio tower is a Whisper encoder: config.json's model_type -> projector.
@@ -141,7 +143,7 @@ class HParams:
 # (the original checkpoint's layout: a positional embedding, a LayerNorm before the MLP, boi/eoi).
 TOWERS = {"qwen2_audio": "qwen2a", "voxtral": "voxtral", "ultravox": "ultravox", "audioflamingo3": "musicflamingo",
           "glmasr": "glmasr", "qwen2_5_omni": "qwen2.5o", "minicpmo": "minicpmo", "kimi_audio": "kimiaudio",
-          "moonshot_kimia": "kimiaudio"}
+          "moonshot_kimia": "kimiaudio", "qwen3_omni_moe": "qwen3a"}
 # MiniCPM-o 2.6 (OpenBMB's modeling_minicpmo.py, not in transformers): its apm (a WhisperEncoder) and
 # audio_projection_layer (linear1, ReLU, linear2) at the checkpoint's top level beside llm.*, vpm.*,
 # resampler.* and tts.*, which are left out; audio_avg_pooler has no weights (AvgPool1d(audio_pool_step)).
@@ -159,6 +161,9 @@ MINICPMO_POSITIONS_PER_S = 50       # get_audio_embedding: chunk_num_frame = int
 # uses it (the thinker marks audio with the text tokens audio_start/end_token_id).
 QWEN25O_NAMES = {"layer_norm.": "ln_post."}
 QWEN25O_UNUSED = ("audio_bos_eos_token.weight",)
+# Qwen3-Omni's audio tower (Qwen3OmniMoeAudioEncoder, thinker.audio_tower): Whisper's layer names
+# (k_proj with a bias), ln_post for layer_norm, a Conv2d stem (conv2d1-3, conv_out) for conv1/conv2,
+# the sinusoids computed (a buffer the checkpoint does not hold), proj1 / GELU / proj2 its projector.
 # GlmAsrEncoder's names of our (Whisper's) tensors, under its audio_tower.
 GLMASR_NAMES = {"self_attn.out_proj.": "self_attn.o_proj.", "self_attn_layer_norm.": "input_layernorm.",
                 "final_layer_norm.": "post_attention_layernorm.", "fc1.": "mlp.fc1.", "fc2.": "mlp.fc2.",
@@ -192,6 +197,9 @@ def projector_tensors(hp):
                 (p + "linear2.weight", (n, n), True), (p + "linear2.bias", (n,), False)]
     if hp.projector == "qwen2.5o":         # Qwen2_5OmniAudioEncoder.proj (after avg pooling and ln_post)
         return [("audio_tower.proj.weight", (n, d), True), ("audio_tower.proj.bias", (n,), False)]
+    if hp.projector == "qwen3a":           # Qwen3OmniMoeAudioEncoder's proj1, GELU, proj2 (after ln_post)
+        return [("audio_tower.proj1.weight", (d, d), True), ("audio_tower.proj1.bias", (d,), False),
+                ("audio_tower.proj2.weight", (n, d), True), ("audio_tower.proj2.bias", (n,), False)]
     if hp.projector == "musicflamingo":    # AudioFlamingo3MultiModalProjector: linear_1, GELU, linear_2
         return [(p + "linear_1.weight", (n, d), True), (p + "linear_1.bias", (n,), False),
                 (p + "linear_2.weight", (n, n), True), (p + "linear_2.bias", (n,), False)]
@@ -201,13 +209,26 @@ def projector_tensors(hp):
 def encoder_tensors(hp):
     """(name in the model file, PyTorch shape, takes --outtype) in file order."""
     d, f, m = hp.n_state, hp.n_ff, hp.n_mels
-    out = [
-        ("encoder.conv1.weight", (d, m, 3), True),
-        ("encoder.conv1.bias", (d,), False),
-        ("encoder.conv2.weight", (d, d, 3), True),
-        ("encoder.conv2.bias", (d,), False),
-        ("encoder.embed_positions.weight", (N_CTX, d), False),
-    ]
+    if hp.n_conv:                          # the AuT's stem (Conv2d over frequency and time)
+        c, f3 = hp.n_conv, (((m + 1) // 2 + 1) // 2 + 1) // 2
+        out = [
+            ("encoder.embed_positions.weight", (N_CTX, d), False),
+            ("encoder.conv2d1.weight", (c, 1, 3, 3), True),
+            ("encoder.conv2d1.bias", (c,), False),
+            ("encoder.conv2d2.weight", (c, c, 3, 3), True),
+            ("encoder.conv2d2.bias", (c,), False),
+            ("encoder.conv2d3.weight", (c, c, 3, 3), True),
+            ("encoder.conv2d3.bias", (c,), False),
+            ("encoder.conv_out.weight", (d, c * f3), True),
+        ]
+    else:
+        out = [
+            ("encoder.conv1.weight", (d, m, 3), True),
+            ("encoder.conv1.bias", (d,), False),
+            ("encoder.conv2.weight", (d, d, 3), True),
+            ("encoder.conv2.bias", (d,), False),
+            ("encoder.embed_positions.weight", (N_CTX, d), False),
+        ]
     for i in range(hp.n_layer):
         p = "encoder.layers.%d." % i
         out += [
@@ -227,6 +248,8 @@ def encoder_tensors(hp):
             (p + "final_layer_norm.weight", (d,), False),
             (p + "final_layer_norm.bias", (d,), False),
         ]
+        if hp.n_conv:
+            out.append((p + "self_attn.k_proj.bias", (d,), False))
     out += [
         ("encoder.layer_norm.weight", (d,), False),
         ("encoder.layer_norm.bias", (d,), False),
@@ -537,10 +560,10 @@ def read_config(d):
         raise ConvertError("%s: model_type is %r, not 'whisper' or an audio LLM (%s)"
                            % (d, mt, ", ".join(sorted(TOWERS))))
     top = cfg
-    if mt == "qwen2_5_omni":               # the tower and its text model sit in the thinker's config
+    if mt in ("qwen2_5_omni", "qwen3_omni_moe"):   # the tower and its text model sit in the thinker's config
         top = cfg.get("thinker_config")
         if not isinstance(top, dict):
-            raise ConvertError("%s: config.json: qwen2_5_omni without a thinker_config" % d)
+            raise ConvertError("%s: config.json: %s without a thinker_config" % (d, mt))
     if mt in KIMI_TYPES:                   # the encoder's config is its whisper-large-v3 directory's
         wp = os.path.join(d, KIMI_WHISPER, "config.json")
         if not regular_file(wp):
@@ -609,6 +632,16 @@ def read_config(d):
             if cfg.get("activation_function", "gelu") != "gelu" or cfg.get("scale_embedding", False):
                 raise ConvertError("%s: config.json: activation_function %r, scale_embedding %r; whisper-audio runs "
                                    "'gelu', false" % (d, cfg.get("activation_function"), cfg.get("scale_embedding")))
+        if mt == "qwen3_omni_moe":   # proj2's output_dim is what the thinker's language model takes
+            hp.n_llm = get("output_dim")
+            n_window, n_infer = get("n_window"), get("n_window_infer")
+            hp.n_chunk, hp.n_attn_window, hp.n_conv = 2 * n_window, n_infer, get("downsample_hidden_size")
+            if n_infer % hp.n_chunk or n_infer > 2 * N_CTX:
+                raise ConvertError("%s: config.json: audio_config.n_window_infer %d is not a multiple of 2 x n_window "
+                                   "%d of at most %d frames" % (d, n_infer, hp.n_chunk, 2 * N_CTX))
+            if cfg.get("activation_function", "gelu") != "gelu" or cfg.get("scale_embedding", False):
+                raise ConvertError("%s: config.json: activation_function %r, scale_embedding %r; whisper-audio runs "
+                                   "'gelu', false" % (d, cfg.get("activation_function"), cfg.get("scale_embedding")))
         if mt == "voxtral":    # get_audio_features: reshape(-1, intermediate_size), then linear_1, act, linear_2
             if hp.n_ff % hp.n_state or N_CTX % (hp.n_ff // hp.n_state):
                 raise ConvertError("%s: config.json: audio_config.intermediate_size %d is not the d_model %d times "
@@ -660,7 +693,7 @@ def read_config(d):
 
 def find_prefix(names):
     for prefix in ("model.encoder.", "encoder.", "audio_tower.", "model.audio_tower.", "thinker.audio_tower.", "apm.", ""):
-        if prefix + "conv1.weight" in names:
+        if prefix + "conv1.weight" in names or prefix + "conv2d1.weight" in names:   # Whisper's stem, or the AuT's
             return prefix
     raise ConvertError("no encoder tensors: none of model.encoder.conv1.weight, "
                        "encoder.conv1.weight, conv1.weight is in the checkpoint")
@@ -795,6 +828,9 @@ def make_kvs(name, hp, outtype, extra=()):
         extra = (*extra, ("whisper.encoder.chunk_length", U, hp.n_chunk))
     if hp.n_causal:
         extra = (*extra, ("whisper.encoder.attention.causal_chunk", U, hp.n_causal))
+    if hp.n_conv:
+        extra = (*extra, ("whisper.encoder.conv2d.channels", U, hp.n_conv),
+                 ("whisper.encoder.attention.window_length", U, hp.n_attn_window))
     return [
         ("general.architecture", S, "whisper"),
         ("general.name", S, name),
@@ -837,8 +873,8 @@ def convert_dir(d, out, outtype):
         pprefix = "model."
     elif hp.projector == "kimiaudio":
         pprefix = "model."
-    elif hp.projector == "qwen2.5o":
-        pprefix = prefix[:-len("audio_tower.")]            # thinker.audio_tower.proj.*
+    elif hp.projector in ("qwen2.5o", "qwen3a"):
+        pprefix = prefix[:-len("audio_tower.")]            # thinker.audio_tower.proj.*, proj1.*, proj2.*
     else:
         pprefix = ""
     wanted_src = set()
@@ -848,11 +884,11 @@ def convert_dir(d, out, outtype):
             # GLM-ASR has none (RoPE instead): zeros keep the file's layout, and the graph skips them
             tensors.append((name, shape, GGML_TYPE_F32, lambda n=numel(shape): bytes(4 * n)))
             continue
-        if hp.projector == "qwen2.5o" and name == "encoder.embed_positions.weight":
+        if hp.projector in ("qwen2.5o", "qwen3a") and name == "encoder.embed_positions.weight":
             tensors.append((name, shape, GGML_TYPE_F32, lambda: f64_list_to_f32_bytes(sinusoids_f32(N_CTX, hp.n_state))))
             continue
         src = prefix + name[len("encoder."):] if name.startswith("encoder.") else pprefix + name
-        if hp.projector == "qwen2.5o" and name.startswith("encoder.layer_norm."):
+        if hp.projector in ("qwen2.5o", "qwen3a") and name.startswith("encoder.layer_norm."):
             src = src.replace("layer_norm.", QWEN25O_NAMES["layer_norm."])
         if hp.projector == "glmasr" and name.startswith("encoder."):
             for ours, theirs in GLMASR_NAMES.items():

@@ -1062,6 +1062,59 @@ class TestTowers(Base):
         wmissing = {k: v for k, v in wst.items() if k != "encoder.layers.2.fc2.bias"}
         t.expect_error(kimi("k-wmissing", cfg, st, wst=wmissing), "missing encoder tensor encoder.layers.2.fc2.bias")
 
+
+    def test_qwen3a(self):
+        # transformers' Qwen3OmniMoeForConditionalGeneration: thinker.audio_tower's Conv2d stem (conv2d1-3,
+        # conv_out without a bias) in place of conv1/conv2, Whisper's layer names with a bias on k_proj, ln_post
+        # for the final LayerNorm, proj1 and proj2 after it; the chunk (n_window * 2), the attention window
+        # (n_window_infer) and the stem's channels (downsample_hidden_size) as keys; the sinusoids computed
+        src = os.path.join(DATA, "towers", "qwen3a")
+        st = st_read(os.path.join(src, "model.safetensors"))
+        self.assertIn("thinker.audio_tower.layers.0.self_attn.k_proj.bias", st)
+        for outtype in ("f32", "f16"):
+            g = GGUF(self.convert(src, outtype, "tower-qwen3a-%s.gguf" % outtype))
+            kv = g.kv
+            self.assertEqual(kv["whisper.projector.type"], (8, "qwen3a"))
+            self.assertEqual(kv["whisper.projector.embedding_length"], (4, 32))
+            self.assertEqual(kv["whisper.encoder.chunk_length"], (4, 100))
+            self.assertEqual(kv["whisper.encoder.attention.window_length"], (4, 800))
+            self.assertEqual(kv["whisper.encoder.conv2d.channels"], (4, 16))
+            names = [t[0] for t in g.tensors]
+            stem = ["encoder.embed_positions.weight", "encoder.conv2d1.weight", "encoder.conv2d1.bias", "encoder.conv2d2.weight",
+                    "encoder.conv2d2.bias", "encoder.conv2d3.weight", "encoder.conv2d3.bias", "encoder.conv_out.weight"]
+            self.assertEqual(names[:8], stem)
+            self.assertNotIn("encoder.conv1.weight", names)
+            self.assertEqual(names[8 + 15], "encoder.layers.0.self_attn.k_proj.bias")     # each layer's last
+            self.assertEqual(names[-5:], ["audio_tower.proj1.weight", "audio_tower.proj1.bias", "audio_tower.proj2.weight",
+                                          "audio_tower.proj2.bias", "mel_filters"])
+            self.assertEqual(len(names), 8 + 3 * 16 + 2 + 4 + 1)
+            for i, (tname, dims, gtype, _) in enumerate(g.tensors):
+                if tname == "mel_filters":
+                    continue
+                if tname == "encoder.embed_positions.weight":
+                    self.assertEqual((dims, gtype), ([64, 1500], GGML_F32))
+                    pos = array.array("f", g.tensor_bytes(i))
+                    for t, c in ((0, 0), (0, 32), (1, 0), (12, 5), (12, 63)):
+                        x = t * 10000.0 ** (-(c % 32) / 31)
+                        self.assertAlmostEqual(pos[t * 64 + c], math.sin(x) if c < 32 else math.cos(x), delta=2e-4, msg=(t, c))
+                    continue
+                src_name = "thinker." + (tname if tname.startswith("audio_tower.") else "audio_tower." + tname[len("encoder."):])
+                src_name = src_name.replace("audio_tower.layer_norm.", "audio_tower.ln_post.")
+                dtype, shape, data = st[src_name]
+                self.assertEqual(dims, list(reversed(shape)), tname)
+                want = data if gtype == GGML_F16 else array.array("I", [f16_to_f32_bits(h) for h in array.array("H", data)]).tobytes()
+                self.assertEqual(g.tensor_bytes(i), want, tname)
+        t = TestErrors("test_errors")
+        t.tmp = self.tmp
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        missing = {k: v for k, v in st.items() if k != "thinker.audio_tower.layers.2.self_attn.k_proj.bias"}
+        t.expect_error(t.make("q3-missing", cfg, missing), "thinker.audio_tower.layers.2.self_attn.k_proj.bias")
+        t.expect_error(t.make("q3-nothinker", {k: v for k, v in cfg.items() if k != "thinker_config"}, st),
+                       "qwen3_omni_moe without a thinker_config")
+        bad = json.loads(json.dumps(cfg))
+        bad["thinker_config"]["audio_config"]["n_window_infer"] = 750
+        t.expect_error(t.make("q3-window", bad, st), "n_window_infer 750 is not a multiple of 2 x n_window 100")
     def test_language_model_left_out(self):
         src = os.path.join(DATA, "towers", "qwen2a")
         st = st_read(os.path.join(src, "model.safetensors"))
@@ -1120,7 +1173,7 @@ class TestLibrary(Base):
         for src, outtype in (("micro-80", "f32"), ("micro-80", "f16"), ("micro-128", "bf16"), ("towers/qwen2a", "f16"),
                              ("towers/voxtral", "bf16"), ("towers/ultravox", "f32"), ("towers/af3", "f16"),
                              ("towers/glmasr", "f32"), ("towers/qwen25o", "f16"), ("towers/minicpmo", "f32"),
-                             ("towers/kimiaudio", "bf16")):
+                             ("towers/kimiaudio", "bf16"), ("towers/qwen3a", "f16")):
             with self.subTest(src=src, outtype=outtype):
                 ours = self.convert(os.path.join(DATA, src), outtype, name="lib-%s-%s.gguf" % (src.replace("/", "-"), outtype))
                 again = ours + ".again.gguf"

@@ -395,6 +395,60 @@ TEST_CASE("cuda conv1d_k3: the mel stem (f32, transposed) and stride 2 with the 
     }
 }
 
+TEST_CASE("cuda conv2d_k3s2 (Qwen3-Omni's stem): the mel stage (direct), the GEMM stages, chunks, x_len; add_rows" *
+          doctest::skip(no_gpu())) {
+    struct shape { int B, C_in, F_in, T_in, C_out, chunk; bool len; };
+    const shape shapes[] = {
+        {2, 1, 128, 400, 32, 100, true},      // conv2d1 on the f32 mel: chunks of 100, the last window's audio ends at 253
+        {1, 1, 13, 37, 8, 100, false},        // one chunk shorter than 100 (its own length), odd sizes
+        {2, 16, 64, 200, 16, 50, false},      // conv2d2 (K = 144: im2col + GEMM)
+        {3, 16, 32, 75, 24, 25, false},       // conv2d3: chunks of 25 -> 13
+        {1, 8, 7, 1, 8, 100, false},          // one time row
+        {2, 8, 9, 30, 9, 6, true},            // odd C_out: the scalar epilogue
+    };
+    const std::vector<float> lens_of = {253, 61, 400};
+    for (vt_type ct : CTYPES) {
+        backend_ptr cuda = cuda_backend(ct);
+        for (const shape & s : shapes) {
+            const bool mel = s.C_in == 1;
+            const std::vector<float> x = randn((size_t)s.B * s.C_in * s.F_in * s.T_in, 15, mel ? VT_TYPE_F32 : ct),
+                                     w = randn((size_t)s.C_out * s.C_in * 9, 16, ct, 1.0f / std::sqrt(9.0f * s.C_in)),
+                                     b = randn(s.C_out, 17, VT_TYPE_F32, 0.5f);
+            std::vector<float> lens(lens_of.begin(), lens_of.begin() + s.B);
+            for (float & l : lens) l = std::min<float>(l, (float)s.T_in);
+            builder build = [&](vt_context * ctx, vt_type mat, vt_type act, std::vector<leaf> & L) {
+                vt_tensor * tx = mel ? vt_new_tensor_3d(ctx, VT_TYPE_F32, s.T_in, s.F_in, s.B)   // [B, F, T] f32
+                                     : vt_new_tensor(ctx, act, 4, std::vector<int64_t>{s.C_in, s.F_in, s.T_in, s.B}.data());
+                vt_set_input(tx);
+                L.push_back({tx, &x});
+                vt_tensor * tw = vt_new_tensor(ctx, mat, 4, std::vector<int64_t>{3, 3, s.C_in, s.C_out}.data());
+                vt_tensor * tb = vt_new_tensor_1d(ctx, VT_TYPE_F32, s.C_out);
+                vt_set_weight(tw); vt_set_weight(tb);
+                L.push_back({tw, &w}); L.push_back({tb, &b});
+                vt_tensor * tl = nullptr;
+                if (s.len) {
+                    tl = vt_new_tensor_1d(ctx, VT_TYPE_F32, s.B);
+                    vt_set_input(tl);
+                    L.push_back({tl, &lens});
+                }
+                return vt_conv2d_k3s2(ctx, tx, tw, tb, VT_ACT_GELU, s.chunk, tl);
+            };
+            CHECK(cuda_vs_cpu(cuda.get(), ct, build, msg("conv2d_k3s2 B%d C_in%d F%d T%d C_out%d chunk%d%s", s.B, s.C_in, s.F_in,
+                                                         s.T_in, s.C_out, s.chunk, s.len ? " x_len" : "").c_str()) < tol_for(ct));
+        }
+        // add_rows: 13 rows a period (a chunk's positions), 3 windows of 39
+        const std::vector<float> x = randn((size_t)3 * 39 * 40, 18, ct), a = randn((size_t)20 * 40, 19, VT_TYPE_F32);
+        builder build = [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
+            vt_tensor * tx = vt_new_tensor_3d(ctx, act, 40, 39, 3);
+            vt_tensor * ta = vt_new_tensor_2d(ctx, VT_TYPE_F32, 40, 20);
+            vt_set_input(tx); vt_set_weight(ta);
+            L.push_back({tx, &x}); L.push_back({ta, &a});
+            return vt_add_rows(ctx, tx, ta, 13);
+        };
+        CHECK(cuda_vs_cpu(cuda.get(), ct, build, "add_rows") < tol_for(ct));
+    }
+}
+
 TEST_CASE("cuda layer_norm: vectorised and generic rows" * doctest::skip(no_gpu())) {
     struct shape { int B, M, C; };
     const shape shapes[] = {

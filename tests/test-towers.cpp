@@ -1,4 +1,4 @@
-// The audio towers of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, MiniCPM-o and Kimi-Audio on the CPU against their own code in
+// The audio towers of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, MiniCPM-o, Kimi-Audio and Qwen3-Omni on the CPU against their own code in
 // float64 (tests/data/towers, made by tests/data/make-tower-references.py), from our GGUF
 // (build/tower-*.gguf, converted from the checkpoints there) and from llama.cpp's mmproj files
 // of the same checkpoints; and the loader's answers to broken projector files.
@@ -16,7 +16,7 @@
 
 namespace {
 
-const char * TOWERS[] = {"qwen2a", "voxtral", "ultravox", "af3", "glmasr", "qwen25o", "minicpmo", "kimiaudio"};
+const char * TOWERS[] = {"qwen2a", "voxtral", "ultravox", "af3", "glmasr", "qwen25o", "minicpmo", "kimiaudio", "qwen3a"};
 
 whisper_audio_encoder * cpu_encoder(const whisper_audio_model * model, bool projector) {
     whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
@@ -37,7 +37,8 @@ double first_rows_error(const std::vector<float> & got, const std::vector<float>
 
 // Both files of a tower: our converter's f32 GGUF and llama.cpp's mmproj (f16 matrices
 // holding the checkpoint's f16 values exactly, so the same reference applies). GLM-ASR has ours
-// alone: llama.cpp's glma is the original checkpoint's layout, not transformers'.
+// alone: llama.cpp's glma is the original checkpoint's layout, not transformers'; Qwen2.5-Omni's was
+// not made (Qwen3-Omni's qwen3a is: its mmproj holds both towers' keys, the vision one's tensors none).
 std::vector<std::string> tower_files(const std::string & name) {
     if (name == "glmasr" || name == "qwen25o" || name == "minicpmo" || name == "kimiaudio") return {"build/tower-" + name + "-f32.gguf"};
     return {"build/tower-" + name + "-f32.gguf", test_data("towers/" + name + ".mmproj.gguf")};
@@ -63,6 +64,7 @@ TEST_CASE("towers: the model file says the projector, llama.cpp's mmproj files l
         {"qwen25o", WHISPER_AUDIO_PROJECTOR_QWEN25O, 1, 128},
         {"minicpmo", WHISPER_AUDIO_PROJECTOR_MINICPMO, 1, 80},
         {"kimiaudio", WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, 4, 128},
+        {"qwen3a", WHISPER_AUDIO_PROJECTOR_QWEN3A, 1, 128},
     };
     for (const auto & w : want) {
         for (const std::string & path : tower_files(w.name)) {
@@ -215,6 +217,101 @@ TEST_CASE("towers: Kimi-Audio's tokens per audio length: 30 s windows, token_len
     CHECK(whisper_audio_samples_used(m, true) == SIZE_MAX);
     CHECK(std::string(whisper_audio_projector_name(WHISPER_AUDIO_PROJECTOR_KIMIAUDIO)) == "kimiaudio");
     whisper_audio_model_free(m);
+}
+
+TEST_CASE("towers: Qwen3-Omni's tokens per audio length, its windows of 2400 frames, a clip shorter than a chunk") {
+    whisper_audio_model * q = whisper_audio_model_load("build/tower-qwen3a-f32.gguf");
+    REQUIRE_MESSAGE(q, whisper_audio_last_error());
+    const whisper_audio_hparams * hp = whisper_audio_model_hparams(q);
+    CHECK(hp->n_conv == 16);                   // downsample_hidden_size
+    CHECK(hp->n_chunk == 100);                 // 2 n_window
+    CHECK(hp->n_attn_window == 800);           // n_window_infer
+    // _get_feat_extract_output_lengths of the frames (n // 160: the feature extractor pads nothing):
+    // 13 a chunk of 100, the rest's three halvings
+    CHECK(whisper_audio_n_tokens(q, 112256, true) == 92);     // 701 frames
+    CHECK(whisper_audio_n_tokens(q, 112256, false) == 92);
+    CHECK(whisper_audio_n_tokens(q, 50001, true) == 41);      // 312 frames
+    CHECK(whisper_audio_n_tokens(q, 8000, true) == 7);        // 50 frames
+    CHECK(whisper_audio_n_tokens(q, 159, true) == 0);         // no frame
+    CHECK(whisper_audio_n_tokens(q, 160, true) == 1);
+    CHECK(whisper_audio_n_tokens(q, 480000, true) == 390);
+    CHECK(whisper_audio_n_tokens(q, 448000, true) == 364);    // 2800 frames: windows of 2400 and 400
+    CHECK(whisper_audio_n_tokens(q, 1120000, true) == 910);
+    CHECK(whisper_audio_samples_used(q, true) == SIZE_MAX);   // all of it
+    CHECK(std::string(whisper_audio_projector_name(WHISPER_AUDIO_PROJECTOR_QWEN3A)) == "qwen3a");
+    // from audio: a clip shorter than a chunk (run at its own length) and one of two windows (the
+    // whole input's max, the cut at 2400 frames: 312 tokens, three whole attention windows)
+    decoded_audio a = decode_file(test_data("audio/long_70s_16k.wav"));
+    REQUIRE(a.ok);
+    whisper_audio_encoder * enc = cpu_encoder(q, true);
+    for (auto clip : {std::make_pair("speech_8000", (size_t)8000), std::make_pair("long_448000", (size_t)448000)}) {
+        std::vector<float> pcm = clip.second == 8000 ? pcm_of(8000) : std::vector<float>(a.pcm.begin(), a.pcm.begin() + 448000);
+        const size_t n_tok = whisper_audio_n_tokens(q, pcm.size(), true);
+        std::vector<float> got(n_tok * 32, NAN);
+        REQUIRE_MESSAGE(whisper_audio_encode_tokens(enc, pcm.data(), pcm.size(), got.data()), whisper_audio_last_error());
+        std::vector<int64_t> shape;
+        std::vector<float> ref = npy_load_f32(test_data(std::string("towers/qwen3a.") + clip.first + ".audio.npy"), &shape);
+        CHECK((size_t)shape[0] == n_tok);
+        const double err = rel_l2(got, ref);
+        MESSAGE("qwen3a tokens from audio (" << std::string(clip.first) << "): rel L2 " << err << " (" << n_tok << " tokens)");
+        CHECK(err < 1e-5);
+        if (n_tok == 364) {                   // each side of the windows' cut on its own
+            CHECK(rel_l2(got.data() + 300 * 32, ref.data() + 300 * 32, 12 * 32) < 1e-5);
+            CHECK(rel_l2(got.data() + 312 * 32, ref.data() + 312 * 32, 12 * 32) < 1e-5);
+        }
+    }
+    whisper_audio_encoder_free(enc);
+    // from features: audio shorter than a chunk runs at its own length there too
+    std::vector<float> mel = npy_load_f32(test_data("features/speech_16k.mel128.npy"), nullptr);
+    whisper_audio_encoder * tower = cpu_encoder(q, false);
+    std::vector<float> rows(390 * 64, NAN);
+    CHECK(whisper_audio_encode_mel_tokens(tower, mel.data(), 3000, 50, rows.data()) == 7);
+    whisper_audio_encoder_free(tower);
+    // its tokens alone: no Whisper windows, pooling or other layer of it
+    whisper_audio_encoder_params ep = whisper_audio_encoder_default_params();
+    ep.device = WHISPER_AUDIO_DEVICE_CPU;
+    ep.output_layer = 1;
+    whisper_audio_encoder * e1 = whisper_audio_encoder_init(q, ep);
+    REQUIRE(e1);
+    std::vector<float> out(1500 * 64);
+    CHECK_FALSE(whisper_audio_encode_pcm(e1, pcm_of(16000).data(), 16000, out.data()));
+    CHECK(std::string(whisper_audio_last_error()).find("gives its tokens alone") != std::string::npos);
+    CHECK_FALSE(whisper_audio_encode_mel(e1, mel.data(), 1, out.data()));
+    CHECK(std::string(whisper_audio_last_error()).find("gives its tokens alone") != std::string::npos);
+    whisper_audio_encoder_free(e1);
+    // our GGUF of it without the Conv2d stem's key is refused
+    const std::vector<uint8_t> b = read_bytes("build/tower-qwen3a-f32.gguf");
+    const std::string key = "whisper.encoder.conv2d.channels", bad_key = "whisper.encoder.conv2d.channelx";
+    std::vector<uint8_t> c = b;
+    auto it = std::search(c.begin(), c.end(), key.begin(), key.end());
+    REQUIRE(it != c.end());
+    std::copy(bad_key.begin(), bad_key.end(), it);
+    const std::string path = test_tmp("qwen3a-no-conv.gguf");
+    write_bytes(path, c);
+    CHECK(whisper_audio_model_load(path.c_str()) == nullptr);
+    CHECK(std::string(whisper_audio_last_error()).find("whisper.encoder.conv2d.channels") != std::string::npos);
+    remove(path.c_str());
+    whisper_audio_model_free(q);
+    // llama.cpp's mmproj of it (clip.audio.projector_type qwen3a beside its vision tower's keys): the
+    // chunk and window are the config's (the file has neither), the channels its conv2d1's
+    whisper_audio_model * mm = whisper_audio_model_load(test_data("towers/qwen3a.mmproj.gguf").c_str());
+    REQUIRE_MESSAGE(mm, whisper_audio_last_error());
+    CHECK(whisper_audio_model_hparams(mm)->n_conv == 16);
+    CHECK(whisper_audio_model_hparams(mm)->n_chunk == 100);
+    CHECK(whisper_audio_model_hparams(mm)->n_attn_window == 800);
+    CHECK(whisper_audio_n_tokens(mm, 1120000, true) == 910);
+    whisper_audio_model_free(mm);
+    const std::vector<uint8_t> mb = read_bytes(test_data("towers/qwen3a.mmproj.gguf"));
+    const std::string mk = "a.conv2d.1.weight", bad_mk = "a.conv2d.9.weight";
+    std::vector<uint8_t> mc = mb;
+    auto mi = std::search(mc.begin(), mc.end(), mk.begin(), mk.end());
+    REQUIRE(mi != mc.end());
+    std::copy(bad_mk.begin(), bad_mk.end(), mi);
+    const std::string mpath = test_tmp("qwen3a-no-conv2d1.mmproj.gguf");
+    write_bytes(mpath, mc);
+    CHECK(whisper_audio_model_load(mpath.c_str()) == nullptr);
+    CHECK(std::string(whisper_audio_last_error()).find("'a.conv2d.1.weight' is missing") != std::string::npos);
+    remove(mpath.c_str());
 }
 
 TEST_CASE("towers: tokens per audio length are the models' own") {
@@ -606,7 +703,7 @@ TEST_CASE("towers on CUDA: an input of 1 sample (and of 320) gives the CPU's row
             const int width = whisper_audio_token_dim(model, true);
             const std::string nm = name;
             CHECK(rows == (nm == "qwen2a" || nm == "af3" || nm == "glmasr" || nm == "qwen25o" || nm == "minicpmo" ? 0u
-                           : nm == "voxtral" ? 375u : 1u));     // (Kimi-Audio: token_len 1)
+                           : nm == "voxtral" ? 375u : nm == "qwen3a" ? (n == 1 ? 0u : 1u) : 1u));   // (Kimi-Audio: token_len 1; Qwen3-Omni: a frame per whole hop)
             std::vector<float> a(rows * width + 1, NAN), b(rows * width + 1, NAN);
             REQUIRE_MESSAGE(whisper_audio_encode_tokens(cpu, pcm.data(), n, a.data()), whisper_audio_last_error());
             REQUIRE_MESSAGE(whisper_audio_encode_tokens(gpu, pcm.data(), n, b.data()), whisper_audio_last_error());

@@ -354,6 +354,93 @@ TEST_CASE("conv1d_k3 over chunks: each chunk padded on its own, rows past x_len 
     }
 }
 
+namespace {
+
+// conv2d_k3s2 in float64, from x[b][t][f][i] (the mel's [b][f][t] when mel): out [B, T_out, F_out, N]
+std::vector<double> conv2d_ref(const std::vector<float> & x, bool mel, const std::vector<float> & w, const std::vector<float> & bias,
+                               int B, int T, int F, int C, int N, int chunk, const std::vector<float> & lens, bool gelu_act) {
+    if (chunk > T) chunk = T;
+    const int chunk_out = (chunk - 1) / 2 + 1, t_out = T / chunk * chunk_out, f_out = (F - 1) / 2 + 1;
+    std::vector<double> ref((size_t)B * t_out * f_out * N);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < t_out; t++)
+            for (int f = 0; f < f_out; f++)
+                for (int o = 0; o < N; o++) {
+                    const int c0 = t / chunk_out * chunk, end = std::min(c0 + chunk, lens.empty() ? T : (int)lens[b]);
+                    double acc = bias[o];
+                    for (int i = 0; i < C; i++)
+                        for (int kf = 0; kf < 3; kf++)
+                            for (int kt = 0; kt < 3; kt++) {
+                                const int ti = c0 + 2 * (t % chunk_out) + kt - 1, fi = 2 * f + kf - 1;
+                                if (ti < c0 || ti >= end || fi < 0 || fi >= F) continue;
+                                const float xv = mel ? x[((size_t)b * F + fi) * T + ti] : x[(((size_t)b * T + ti) * F + fi) * C + i];
+                                acc += (double)w[((o * C + i) * 3 + kf) * 3 + kt] * xv;
+                            }
+                    ref[(((size_t)b * t_out + t) * f_out + f) * N + o] = gelu_act ? gelu(acc) : acc;
+                }
+    return ref;
+}
+
+} // namespace
+
+TEST_CASE("conv2d_k3s2: stride 2 over frequency and time, chunks padded on their own, time past x_len zero, from the mel") {
+    const int B = 2, T = 24, F = 11, N = 6;
+    const std::vector<float> lens = {24, 13};        // window 1: its chunk [8, 16) cut at 13 (odd)
+    for (int C : {1, 5}) {
+        for (int chunk : {8, 6, 24, 100}) {          // 100: one chunk of T
+            for (bool with_len : {false, true}) {
+                vt_context * ctx = vt_init(16);
+                host_tensor x = C == 1 ? input(ctx, {T, F, B}, 31) : input(ctx, {C, F, T, B}, 31);
+                host_tensor w = input(ctx, {3, 3, C, N}, 32);
+                host_tensor bias = input(ctx, {N}, 33);
+                host_tensor len{vt_new_tensor_1d(ctx, VT_TYPE_F32, B), lens};
+                vt_set_input(len.t);
+                vt_tensor * y = vt_conv2d_k3s2(ctx, x.t, w.t, bias.t, VT_ACT_GELU, chunk, with_len ? len.t : nullptr);
+                const int ch = std::min(chunk, T);
+                CHECK(y->ne[0] == N);
+                CHECK(y->ne[1] == (F - 1) / 2 + 1);
+                CHECK(y->ne[2] == T / ch * ((ch - 1) / 2 + 1));
+                CHECK(y->ne[3] == B);
+                std::vector<float> got = run_cpu(ctx, y, {x, w, bias, len});
+                std::vector<double> ref = conv2d_ref(x.data, C == 1, w.data, bias.data, B, T, F, C, N, chunk,
+                                                     with_len ? lens : std::vector<float>{}, true);
+                CAPTURE(C);
+                CAPTURE(chunk);
+                CAPTURE(with_len);
+                CHECK(rel_l2(got, ref) < 1e-6);
+                vt_free(ctx);
+            }
+        }
+    }
+    // the mel as a transposed view ([B, T, F] memory read as [B, F, T]): any strides
+    vt_context * ctx = vt_init(16);
+    host_tensor xt = input(ctx, {F, T, B}, 34);
+    host_tensor w = input(ctx, {3, 3, 1, N}, 35);
+    host_tensor bias = input(ctx, {N}, 36);
+    std::vector<float> got = run_cpu(ctx, vt_conv2d_k3s2(ctx, vt_transpose(ctx, xt.t), w.t, bias.t, VT_ACT_NONE, 8, nullptr), {xt, w, bias});
+    std::vector<float> mel((size_t)B * F * T);
+    for (int b = 0; b < B; b++)
+        for (int f = 0; f < F; f++)
+            for (int t = 0; t < T; t++) mel[((size_t)b * F + f) * T + t] = xt.data[((size_t)b * T + t) * F + f];
+    CHECK(rel_l2(got, conv2d_ref(mel, true, w.data, bias.data, B, T, F, 1, N, 8, {}, false)) < 1e-6);
+    vt_free(ctx);
+}
+
+TEST_CASE("add_rows: the same rows added to each period of a window's rows") {
+    const int C = 7, T = 10, B = 3, P = 4;
+    vt_context * ctx = vt_init(8);
+    host_tensor x = input(ctx, {C, T, B}, 41);
+    host_tensor add = weight(ctx, {C, P + 2}, 42);           // only its first P rows are read
+    std::vector<float> got = run_cpu(ctx, vt_add_rows(ctx, x.t, add.t, P), {x, add});
+    std::vector<double> ref(x.data.size());
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < C; c++)
+                ref[((size_t)b * T + t) * C + c] = (double)x.data[((size_t)b * T + t) * C + c] + add.data[(t % P) * C + c];
+    CHECK(rel_l2(got, ref) < 1e-7);
+    vt_free(ctx);
+}
+
 TEST_CASE("rope_qk: q and k of each head turn by position (the first n_rot dims, rotate_half pairs), v copied") {
     const int H = 2, hd = 8, D = H * hd, n_rot = 4, T = 1500, B = 2;    // T 1500: the angles reach ~1500 rad
     vt_context * ctx = vt_init(8);
@@ -806,6 +893,18 @@ static void check_bf16_mode() {
         CHECK(causal_err < 6e-3);
         CHECK(causal_err > 5e-4);
         vt_free(c2);
+    }
+    {   // conv2d_k3s2 (its [C_out, C_in, 3, 3] weight packed as [C_out, 9 C_in]): bf16 against f32
+        vt_context * c3 = vt_init(16);
+        host_tensor x2 = input(c3, {24, 17, 40, 2}, 71);
+        host_tensor w2 = weight(c3, {3, 3, 24, 40}, 72, 0.07f);
+        host_tensor b2 = weight(c3, {40}, 73);
+        vt_tensor * y2 = vt_conv2d_k3s2(c3, x2.t, w2.t, b2.t, VT_ACT_GELU, 20, nullptr);
+        const double err2 = rel_l2(run_cpu(c3, y2, {x2, w2, b2}, 2, VT_TYPE_BF16), run_cpu(c3, y2, {x2, w2, b2}, 2));
+        MESSAGE("bf16 against f32: conv2d_k3s2 " << err2);
+        CHECK(err2 < 4e-3);
+        CHECK(err2 > 5e-4);       // it really ran in bf16
+        vt_free(c3);
     }
 
 }

@@ -119,7 +119,8 @@ class Projector(_CEnum):
     (Qwen2-Audio), VOXTRAL, ULTRAVOX, MUSICFLAMINGO (Audio Flamingo 3's tower: llama.cpp's name),
     GLMASR (GLM-ASR as transformers lays it out), QWEN25O (Qwen2.5-Omni's audio tower), MINICPMO
     (MiniCPM-o 2.6's audio tower: block-causal attention, linear, ReLU, linear, pooling by 2),
-    KIMIAUDIO (Kimi-Audio's continuous path: 4 positions stacked, its VQ adaptor).
+    KIMIAUDIO (Kimi-Audio's continuous path: 4 positions stacked, its VQ adaptor), QWEN3A
+    (Qwen3-Omni's audio tower).
     hparams["projector"]; Model.projector (None for NONE)."""
     NONE = "none"
     QWEN2A = "qwen2a"
@@ -130,6 +131,7 @@ class Projector(_CEnum):
     QWEN25O = "qwen2.5o"
     MINICPMO = "minicpmo"
     KIMIAUDIO = "kimiaudio"
+    QWEN3A = "qwen3a"
 
 
 # ---- the C API --------------------------------------------------------------------
@@ -140,7 +142,7 @@ class _Hparams(ctypes.Structure):
                 ("eps", ctypes.c_float), ("weight_type", ctypes.c_int), ("projector", ctypes.c_int),
                 ("n_llm", ctypes.c_int), ("n_proj_ff", ctypes.c_int), ("stack_factor", ctypes.c_int),
                 ("proj_eps", ctypes.c_float), ("n_rot", ctypes.c_int), ("rope_theta", ctypes.c_float),
-                ("n_chunk", ctypes.c_int), ("n_causal", ctypes.c_int)]
+                ("n_chunk", ctypes.c_int), ("n_causal", ctypes.c_int), ("n_conv", ctypes.c_int), ("n_attn_window", ctypes.c_int)]
 
 
 class _Info(ctypes.Structure):

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-# Makes tests/data/towers/: tiny random Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR and
-# Qwen2.5-Omni checkpoints (the audio tower and projector only), and float64 references of what each model
+# Makes tests/data/towers/: tiny random Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR,
+# Qwen2.5-Omni and Qwen3-Omni checkpoints (the audio tower and projector only), and float64 references of what each model
 # feeds its language model, computed by the models' own modules (transformers for Qwen2-Audio,
-# Voxtral, Audio Flamingo 3 and GLM-ASR; fixie-ai/ultravox's ultravox_model.py for Ultravox, which is not
+# Voxtral, Audio Flamingo 3, GLM-ASR and the two Omni towers; fixie-ai/ultravox's ultravox_model.py for Ultravox, which is not
 # in transformers).
 #
 #   python3 tests/data/make-tower-references.py --ultravox ULTRAVOX_REPO/ultravox/model
@@ -492,6 +492,55 @@ def kimiaudio(audios, repo, modeling):
         store(f"kimiaudio.{LONG}.audio.every8.npy", out[::8])
 
 
+def qwen3a(audios):
+    from transformers.models.qwen3_omni_moe import modeling_qwen3_omni_moe as omni3
+    # the AuT's real layout (n_window 50: chunks of 100 frames, 13 positions each; n_window_infer
+    # 800: attention windows of 104 positions) at a tiny width (downsample_hidden_size 16 of 480)
+    audio = dict(d_model=D, encoder_layers=LAYERS, encoder_attention_heads=HEADS, encoder_ffn_dim=FF, num_mel_bins=128,
+                 max_source_positions=1500, n_window=50, n_window_infer=800, conv_chunksize=500,
+                 downsample_hidden_size=16, output_dim=LLM)
+    cfg = transformers.Qwen3OmniMoeConfig(thinker_config=dict(audio_config=audio, text_config=dict(
+        hidden_size=LLM, intermediate_size=64, moe_intermediate_size=16, num_experts=2, num_experts_per_tok=1,
+        num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, vocab_size=128)))
+    acfg = transformers.models.qwen3_omni_moe.configuration_qwen3_omni_moe.Qwen3OmniMoeAudioEncoderConfig(**audio)
+    acfg._attn_implementation = "eager"
+    tower = omni3.Qwen3OmniMoeAudioEncoder(acfg).eval()
+    randomise(tower, 8)
+    # the published checkpoints' names (Qwen3OmniMoeForConditionalGeneration: thinker.audio_tower.*)
+    state = {"thinker.audio_tower." + k: v for k, v in tower.state_dict().items()}
+    save(os.path.join(OUT, "qwen3a"), dict(cfg.to_dict(), architectures=["Qwen3OmniMoeForConditionalGeneration"]), state)
+    # the processor's config, as the published checkpoints have one: the audio feature extractor's and the
+    # image processor's (llama.cpp's converter reads image_mean/std for the vision tower's keys of its mmproj)
+    pre = dict(transformers.WhisperFeatureExtractor(feature_size=128).to_dict(), image_mean=[0.5, 0.5, 0.5],
+               image_std=[0.5, 0.5, 0.5], patch_size=16, merge_size=2, temporal_patch_size=2)
+    pre.pop("mel_filters", None)
+    with open(os.path.join(OUT, "qwen3a", "preprocessor_config.json"), "w") as f:
+        json.dump(pre, f, indent=2, sort_keys=True)
+    tower = tower.double()
+
+    def tokens(features, n_frames):   # Qwen3OmniMoeThinkerModel.get_audio_features for one clip: its frames, feature_lens
+        x = features[0, :, :n_frames]
+        return tower(x, feature_lens=torch.tensor([n_frames])).last_hidden_state
+
+    def processed(pcm):   # Qwen3OmniMoeProcessor's audio_kwargs: padding True (longest: none for one clip), no truncation
+        x = fe(pcm, sampling_rate=16000, return_attention_mask=True, padding=True, truncation=False, return_tensors="pt")
+        return x.input_features.double(), int(x.attention_mask.sum())
+
+    fe = transformers.WhisperFeatureExtractor(feature_size=128)
+    with torch.no_grad():
+        mel = torch.from_numpy(np.load(os.path.join(ROOT, "features", "speech_16k.mel128.npy"))).double()[None]
+        store("qwen3a.speech_16k.features.npy", tokens(mel, 702))          # 702 frames: 7 chunks and one of 2
+        tail, tower.proj1, tower.act, tower.proj2 = (tower.proj1, tower.act, tower.proj2), *(torch.nn.Identity(),) * 3
+        store("qwen3a.speech_16k.features.tower.npy", tokens(mel, 702))    # the tower's rows: ln_post's
+        tower.proj1, tower.act, tower.proj2 = tail
+        long = read_wav("long_70s_16k.wav")
+        clips = dict(audios, speech_8000=audios["speech_16k"][:8000],      # 50 frames: less than a chunk
+                     long_448000=long[:448000])                            # 2800 frames: windows of 2400 and 400
+        for clip, pcm in clips.items():
+            store(f"qwen3a.{clip}.audio.npy", tokens(*processed(pcm)))
+        store(f"qwen3a.{LONG}.audio.every8.npy", tokens(*processed(long))[::8])   # 7000 frames, 910 tokens
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--ultravox", help="fixie-ai/ultravox's ultravox/model directory (for ultravox)")
@@ -499,7 +548,7 @@ if __name__ == "__main__":
                     help="MiniCPM-o 2.6's modeling_minicpmo.py and processing_minicpmo.py (for minicpmo)")
     ap.add_argument("--kimi", nargs=2, metavar=("REPO", "MODELING"),
                     help="a MoonshotAI/Kimi-Audio checkout and its modeling_moonshot_kimia.py (for kimiaudio)")
-    ap.add_argument("--models", default="qwen2a,voxtral,ultravox,af3,glmasr,qwen25o",
+    ap.add_argument("--models", default="qwen2a,voxtral,ultravox,af3,glmasr,qwen25o,qwen3a",
                     help="comma-separated, of the default and minicpmo, kimiaudio (their own run: transformers 4.48)")
     args = ap.parse_args()
     models = args.models.split(",")
@@ -520,5 +569,6 @@ if __name__ == "__main__":
         elif name == "kimiaudio":
             kimiaudio(audios, *args.kimi)
         else:
-            {"qwen2a": qwen2_audio, "voxtral": voxtral, "af3": af3, "glmasr": glmasr, "qwen25o": qwen25o}[name](audios)
+            {"qwen2a": qwen2_audio, "voxtral": voxtral, "af3": af3, "glmasr": glmasr, "qwen25o": qwen25o,
+             "qwen3a": qwen3a}[name](audios)
     print("wrote", OUT)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU parity of the audio-LLM towers: Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, MiniCPM-o and Kimi-Audio on CUDA against the
+"""GPU parity of the audio-LLM towers: Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, MiniCPM-o, Kimi-Audio and Qwen3-Omni on CUDA against the
 models' own code, on the tiny random checkpoints of tests/data/towers (made by
 tests/data/make-tower-references.py; weights stored in f16, so every file holds the same numbers).
 
@@ -9,6 +9,7 @@ For each tower, the speech_16k log-mel (tests/data/features) goes through
     (Qwen2-Audio and Voxtral: transformers' Qwen2AudioModel path and get_audio_features; Audio
     Flamingo 3 and GLM-ASR: their models' get_audio_features with the input_features_mask;
     Qwen2.5-Omni: its Qwen2_5OmniAudioEncoder over the frames holding audio, as get_audio_features;
+    Qwen3-Omni: its Qwen3OmniMoeAudioEncoder over the frames holding audio, as get_audio_features;
     Ultravox: its ModifiedWhisperEncoder and UltravoxProjector, written out below from
     transformers' WhisperEncoder layers and LlamaRMSNorm, since ultravox_model.py is not here;
     MiniCPM-o: get_audio_embedding's steps written out the same way from transformers' WhisperEncoder
@@ -21,7 +22,7 @@ For each tower, the speech_16k log-mel (tests/data/features) goes through
     llama.cpp's mmproj file (tests/data/towers/NAME.mmproj.gguf; GLM-ASR, Qwen2.5-Omni, MiniCPM-o and Kimi-Audio have ours alone).
 Ours must be within 1.25x the peer's error in the same dtype. Prints a table; exits 1 on a failure.
 
-Run on the GPU machine from the repository root, after `make -j16 all build/tower-{qwen2a,voxtral,ultravox,af3,glmasr,qwen25o,minicpmo,kimiaudio}-f32.gguf`:
+Run on the GPU machine from the repository root, after `make -j16 all build/tower-{qwen2a,voxtral,ultravox,af3,glmasr,qwen25o,minicpmo,kimiaudio,qwen3a}-f32.gguf`:
     python3 tests/gpu/towers.py
 """
 import ctypes
@@ -195,6 +196,21 @@ def kimiaudio(dtype, mel):
         return h[0]
 
 
+def qwen3a(dtype, mel):
+    from transformers.models.qwen3_omni_moe import modeling_qwen3_omni_moe as omni3
+    d = os.path.join(DATA, "towers", "qwen3a")
+    acfg = transformers.AutoConfig.from_pretrained(d).thinker_config.audio_config
+    acfg._attn_implementation = "sdpa"
+    tower = omni3.Qwen3OmniMoeAudioEncoder(acfg).eval()
+    state = load_file(os.path.join(d, "model.safetensors"))
+    pre = "thinker.audio_tower."
+    tower.load_state_dict({k[len(pre):]: v for k, v in state.items() if k.startswith(pre)}, strict=False)   # positions: a buffer
+    tower = tower.to(DEVICE, dtype)
+    # Qwen3OmniMoeThinkerModel.get_audio_features: the frames holding audio, their lengths
+    x = torch.from_numpy(mel[:, :N_FRAMES]).to(DEVICE, dtype)
+    return tower(x, feature_lens=torch.tensor([N_FRAMES], device=DEVICE)).last_hidden_state
+
+
 def ultravox(dtype, mel):
     d = os.path.join(DATA, "towers", "ultravox")
     cfg = json.load(open(os.path.join(d, "config.json")))
@@ -249,7 +265,8 @@ def main():
     rows, failed = [], False
     for name, peer, n_mels in (("qwen2a", qwen2a, 80), ("voxtral", voxtral, 128), ("ultravox", ultravox, 80),
                                 ("af3", af3, 128), ("glmasr", glmasr, 128), ("qwen25o", qwen25o, 128),
-                                ("minicpmo", minicpmo, 80), ("kimiaudio", kimiaudio, 128)):
+                                ("minicpmo", minicpmo, 80), ("kimiaudio", kimiaudio, 128),
+                                ("qwen3a", qwen3a, 128)):
         mel = np.load(os.path.join(DATA, "features", "speech_16k.mel%d.npy" % n_mels))
         ref = np.load(os.path.join(DATA, "towers", name + ".speech_16k.features.npy")).astype(np.float64)
         our_mel = mel[:, :N_FRAMES] if name in ("ultravox", "minicpmo") else mel   # run unpadded
