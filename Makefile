@@ -11,11 +11,15 @@
 #   make test-wheel      the manylinux wheel: pip wheel ., auditwheel repair, installed into a fresh venv
 #   make CUDA=0          build without CUDA (a CPU-only build where nvcc is installed); CUDA_ARCH=... to
 #                        choose GPU targets
+#   make test-aarch64    the library and the CPU parity tests cross-built for aarch64 (its NEON kernels) and run
+#                        under qemu-user, audio libraries off (build-aarch64); skipped where the cross compiler or
+#                        qemu is missing
 #   make bench-cpu       the CPU encoder (f32, bf16) against CTranslate2 float32 and int8 (and whisper.cpp: WHISPER_CPP=DIR), in build/venv-bench-cpu
 #   make install         main (as whisper-audio), whisper-audio-server (when built), whisper-audio.h, the shared and static library, a
 #                        pkg-config file and a CMake package into $(DESTDIR)$(PREFIX) (PREFIX=/usr/local)
 # Missing Debian packages (doctest-dev, libstb-dev, libvorbis-dev, libflac-dev, libmpg123-dev,
-# libopusfile-dev, libcpp-httplib-dev for the server (SERVER=0: not), python3, python3-venv, and for test-install cmake and pkg-config) are installed with apt-get
+# libopusfile-dev, libcpp-httplib-dev for the server (SERVER=0: not), python3, python3-venv, for test-install cmake and pkg-config,
+# for test-aarch64 g++-aarch64-linux-gnu and qemu-user (AARCH64=0: not)) are installed with apt-get
 # when needed; `make fuzz` also installs clang.
 
 BUILD    ?= build
@@ -27,8 +31,9 @@ include lists.mk
 CXXFLAGS ?= -O3
 CXXFLAGS += -std=c++17 -Wall -Wextra -fPIC -fvisibility=hidden -I. $(if $(wildcard .deps),-isystem .deps) -pthread
 LDLIBS   += -pthread
-# stb_image_write (Debian's libstb-dev) for main --png
-ifneq ($(wildcard /usr/include/stb/stb_image_write.h .deps/stb/stb_image_write.h),)
+# stb_image_write (Debian's libstb-dev) for main --png, when the header is there; PNG=0 builds without it
+PNG ?= $(if $(wildcard /usr/include/stb/stb_image_write.h .deps/stb/stb_image_write.h),1,0)
+ifeq ($(PNG),1)
 CXXFLAGS += -DWHISPER_AUDIO_PNG
 endif
 
@@ -81,7 +86,7 @@ TEST_MODELS = $(foreach m,$(TEST_MICRO_MELS),$(foreach t,$(TEST_MICRO_TYPES),bui
               $(foreach m,$(TEST_TOWERS),build/tower-$(m)-f32.gguf) build/model-files.stamp
 CONVERT = python3 convert/convert-hf-to-gguf.py
 
-.PHONY: all deps demo test test-run test-sanitize test-tsan test-tsan-run test-embed test-install test-python test-wheel test-server install clean bench-cpu FORCE
+.PHONY: all deps demo test test-run test-aarch64 test-aarch64-run test-sanitize test-tsan test-tsan-run test-embed test-install test-python test-wheel test-server install clean bench-cpu FORCE
 all: main bench server $(BUILD)/test-all $(BUILD)/libwhisper-audio.so $(BUILD)/libwhisper-audio.a
 
 # whisper-audio-server (examples/server.cpp) on cpp-httplib: Debian's libcpp-httplib-dev (0.11, a compiled
@@ -120,6 +125,8 @@ deps:
 	[ -f /usr/include/doctest/doctest.h ] || [ -f .deps/doctest/doctest.h ] || missing="$$missing doctest-dev"; \
 	[ -f /usr/include/stb/stb_image_write.h ] || [ -f .deps/stb/stb_image_write.h ] || missing="$$missing libstb-dev"; \
 	[ -f /usr/include/httplib.h ] || [ "$(call WANT,SERVER)" = 0 ] || missing="$$missing libcpp-httplib-dev"; \
+	command -v $(AARCH64_CXX) >/dev/null || [ "$(call WANT,AARCH64)" = 0 ] || missing="$$missing g++-aarch64-linux-gnu"; \
+	command -v $(AARCH64_QEMU) >/dev/null || [ "$(call WANT,AARCH64)" = 0 ] || missing="$$missing qemu-user"; \
 	$(foreach f,$(AUDIO_FORMATS),[ $(call have_header,$($(f)_HEADER)) = 1 ] || [ "$(call WANT,$(f))" = 0 ] || missing="$$missing $($(f)_DEB)"; ) \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; $(APT_GET) update -qq && $(APT_GET) install -y -qq $$missing; fi
 
@@ -229,6 +236,7 @@ test-run: $(BUILD)/main $(BUILD)/bench $(BUILD)/libwhisper-audio.so $(BUILD)/tes
 	$(if $(filter 1,$(SANITIZE)),,$(PART) install env BUILD=$(BUILD) tests/test-install.sh)
 	$(PART) cuda-libs env BUILD=$(BUILD) CUDA=$(CUDA) tests/test-cuda-libs.sh
 	$(PART) deps tests/test-deps.sh
+	$(if $(filter 1,$(SANITIZE)),,$(PART) aarch64 $(MAKE) --no-print-directory test-aarch64)
 	$(PART) python $(MAKE) --no-print-directory test-python
 	$(if $(filter 1,$(SANITIZE)),,$(PART) wheel $(MAKE) --no-print-directory test-wheel)
 	@python3 tests/test-parts.py summary $(PARTS)
@@ -266,6 +274,63 @@ test-wheel: $(BUILD)/main build/micro-80-f32.gguf $(VENV)/bin/python
 # the server over loopback against main's output (tests/test-server.py; it skips without cpp-httplib)
 test-server: $(BUILD)/main $(if $(filter 1,$(SERVER)),$(BUILD)/whisper-audio-server) build/micro-80-f32.gguf build/tower-qwen2a-f32.gguf
 	WA_MAIN=$(BUILD)/main WA_SERVER=$(if $(filter 1,$(SERVER)),$(BUILD)/whisper-audio-server) python3 tests/test-server.py
+
+# ---- aarch64 (NEON) under qemu-user ----------------------------------------------------------
+# The library and a test binary cross-built with Debian's g++-aarch64-linux-gnu into build-aarch64
+# (CUDA, the audio libraries, PNG and the server off), run under qemu-user on AARCH64_CASES: the CPU
+# parity tests against float64 on the committed micro models (the encoder and the per-op vt tests
+# at x86's bounds; every kernel set, so NEON and the plain fallback), the f16 conversions, the
+# softmax's non-finite scores, the log-mel. qemu emulates NEON's float arithmetic instruction by
+# instruction, hundreds of times slower than the host's own vectors, so the list is chosen to run
+# in about 90 s on 2 cores (the towers' parity alone took 10 minutes); it checks correctness only,
+# never speed.
+# Skipped, with a message, where the cross compiler or qemu is missing (make deps installs both).
+AARCH64_CXX   ?= aarch64-linux-gnu-g++
+AARCH64_QEMU  ?= qemu-aarch64
+AARCH64_ROOT  ?= /usr/aarch64-linux-gnu
+AARCH64_BUILD ?= build-aarch64
+AARCH64_TESTS  = tests/test-main.cpp tests/test-vt.cpp tests/test-encoder.cpp tests/test-hardening.cpp tests/test-mel.cpp
+# doctest -tc patterns, comma-separated (a comma inside a name is written \,; each line breaks at a
+# space inside a name, which make's line joining gives back as one space)
+AARCH64_CASES  = every CPU kernel set*,linear: bias*,conv1d_k3*,layer_norm,attention over views*,masked \
+                 attention*,block-diagonal attention*,rope_qk*,projector ops*,planner*,CPU results do not \
+                 depend on the thread count,f16 and bf16 conversion*,vt_convert agrees*,backends by \
+                 name*,the CPU*s bf16 mode: GEMMs*,the softmax*s exp is total*,log-mel: matches \
+                 WhisperFeatureExtractor*,encoder matches transformers float64 at post_conv\, layer 0 and the \
+                 output,f32\, f16 and bf16 model files run on the CPU within their rounding
+test-aarch64:
+	@if ! command -v $(AARCH64_CXX) >/dev/null; then \
+		echo "test-aarch64: skipped: no $(AARCH64_CXX) (make deps installs g++-aarch64-linux-gnu)"; \
+	elif ! command -v $(AARCH64_QEMU) >/dev/null; then \
+		echo "test-aarch64: skipped: no $(AARCH64_QEMU) (make deps installs qemu-user)"; \
+	elif [ ! -d $(AARCH64_ROOT) ]; then \
+		echo "test-aarch64: skipped: no aarch64 libraries in $(AARCH64_ROOT) (g++-aarch64-linux-gnu brings them)"; \
+	else \
+		$(MAKE) --no-print-directory BUILD=$(AARCH64_BUILD) CXX=$(AARCH64_CXX) CUDA=0 PNG=0 SERVER=0 \
+			$(foreach f,$(AUDIO_FORMATS),$(f)=0) test-aarch64-run; \
+	fi
+
+# (run with BUILD=build-aarch64 and the cross compiler as CXX, by test-aarch64)
+$(BUILD)/include/doctest/doctest.h: | $(BUILD)
+	mkdir -p $(@D) && cp $(firstword $(wildcard .deps/doctest/doctest.h /usr/include/doctest/doctest.h)) $@
+
+$(BUILD)/test-aarch64: $(AARCH64_TESTS) tests/test-util.h $(OBJS) $(BUILD)/include/doctest/doctest.h
+	$(CXX) $(CXXFLAGS) -isystem $(BUILD)/include $(AARCH64_TESTS) $(OBJS) -o $@ $(LDLIBS)
+
+test-aarch64-run: $(BUILD)/test-aarch64 build/micro-80-f32.gguf build/micro-128-f32.gguf build/micro-80-f16.gguf \
+                  build/micro-80-bf16.gguf
+	@start=$$(date +%s); \
+	$(AARCH64_QEMU) -L $(AARCH64_ROOT) $(BUILD)/test-aarch64 -tc='$(AARCH64_CASES)' > $(BUILD)/test-aarch64.log 2>&1; rc=$$?; \
+	cat $(BUILD)/test-aarch64.log; \
+	isa=$$(sed -n 's/.*MESSAGE: the \([a-z0-9]*\) kernels: GELU, linear, attention and LayerNorm.*/\1/p' $(BUILD)/test-aarch64.log | tr '\n' ' '); \
+	line=$$(grep '^\[doctest\] test cases:' $(BUILD)/test-aarch64.log); \
+	passed=$$(echo "$$line" | sed -n 's/.*| *\([0-9]*\) passed | *\([0-9]*\) failed.*/\1/p'); \
+	failed=$$(echo "$$line" | sed -n 's/.*| *\([0-9]*\) passed | *\([0-9]*\) failed.*/\2/p'); \
+	if [ "$$rc" = 0 ] && [ "$${failed:-1}" = 0 ] && [ "$${passed:-0}" -gt 0 ]; then \
+		echo "test-aarch64: $$passed doctest cases passed under $(AARCH64_QEMU) in $$(( $$(date +%s) - start )) s (kernel sets checked against float64: $${isa% })"; \
+	else \
+		echo "test-aarch64: FAILED ($${failed:-?} of the doctest cases failed, exit $$rc; $(BUILD)/test-aarch64.log)"; exit 1; \
+	fi
 
 test-sanitize:
 	$(MAKE) BUILD=build-san SANITIZE=1 test
@@ -356,7 +421,7 @@ test-install: $(BUILD)/main build/micro-80-f32.gguf
 	tests/test-install.sh
 
 clean:
-	rm -rf build build-san build-tsan build-fuzz main bench whisper-audio-server
+	rm -rf build build-san build-tsan build-fuzz build-aarch64 main bench whisper-audio-server
 
 # libFuzzer targets (tests/fuzz/, docs/FUZZING.md): make fuzz builds them with clang and runs
 # each for FUZZ_SECONDS on a copy of its seed corpus (new inputs land in $(FUZZ_BUILD)/corpus-*)

@@ -20,6 +20,9 @@
 #include <cpuid.h>
 #include <immintrin.h>
 #endif
+#if defined(__aarch64__) && defined(__ARM_NEON)
+#include <arm_neon.h>
+#endif
 #if defined(__linux__)
 #include <cerrno>
 #include <sys/syscall.h>
@@ -149,8 +152,23 @@ static bool cpu_has_f16c() {
 }
 #endif
 
+#if defined(__aarch64__) && defined(__ARM_NEON)
+// The f16 loops on aarch64 (GCC 12's C++ has no _Float16 there): NEON's FCVTL / FCVTN, four at
+// a time, rounding to nearest even as vt_f32_to_f16 does; the tail through the scalar functions.
+static void f16_to_f32_neon(const uint16_t * s, float * d, size_t n) {
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(d + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(s + i))));
+    for (; i < n; i++) d[i] = vt_f16_to_f32(s[i]);
+}
+static void f32_to_f16_neon(const float * s, uint16_t * d, size_t n) {
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1_u16(d + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(s + i))));
+    for (; i < n; i++) d[i] = vt_f32_to_f16(s[i]);
+}
+#endif
+
 // One loop per pair of types, so that the compiler vectorises each (F16C / AVX-512 on x86,
-// where _Float16 conversions are single instructions).
+// where _Float16 conversions are single instructions; NEON on aarch64).
 void vt_convert(void * dst, enum vt_type dst_type, const void * src, enum vt_type src_type, size_t n) {
     if (dst_type == src_type) {
         memcpy(dst, src, n * vt_type_size(src_type));
@@ -160,15 +178,16 @@ void vt_convert(void * dst, enum vt_type dst_type, const void * src, enum vt_typ
     const float * s32 = (const float *)src;
     uint16_t * d16 = (uint16_t *)dst;
     float * d32 = (float *)dst;
-#if defined(__FLT16_MAX__) && (defined(__x86_64__) || defined(__aarch64__))
+#if defined(__FLT16_MAX__) && defined(__x86_64__)
     const _Float16 * sh = (const _Float16 *)src;
     _Float16 * dh = (_Float16 *)dst;
-#if defined(__x86_64__)
     if (cpu_has_f16c() && src_type == VT_TYPE_F16 && dst_type == VT_TYPE_F32) { f16_to_f32_f16c(sh, d32, n); return; }
     if (cpu_has_f16c() && src_type == VT_TYPE_F32 && dst_type == VT_TYPE_F16) { f32_to_f16_f16c(s32, dh, n); return; }
-#endif
     if (src_type == VT_TYPE_F16 && dst_type == VT_TYPE_F32) { for (size_t i = 0; i < n; i++) d32[i] = (float)sh[i]; return; }
     if (src_type == VT_TYPE_F32 && dst_type == VT_TYPE_F16) { for (size_t i = 0; i < n; i++) dh[i] = (_Float16)s32[i]; return; }
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+    if (src_type == VT_TYPE_F16 && dst_type == VT_TYPE_F32) { f16_to_f32_neon(s16, d32, n); return; }
+    if (src_type == VT_TYPE_F32 && dst_type == VT_TYPE_F16) { f32_to_f16_neon(s32, d16, n); return; }
 #endif
     if (src_type == VT_TYPE_BF16 && dst_type == VT_TYPE_F32) { for (size_t i = 0; i < n; i++) d32[i] = vt_bf16_to_f32(s16[i]); return; }
     if (src_type == VT_TYPE_F32 && dst_type == VT_TYPE_BF16) { for (size_t i = 0; i < n; i++) d16[i] = vt_f32_to_bf16(s32[i]); return; }
@@ -903,10 +922,16 @@ struct thread_pool {
 // binary built for the baseline CPU: the GEMM micro-kernels are intrinsics under a target
 // attribute, the row operations are one always-inlined source compiled inside each
 // target's function (VT_CPU_ROW_OPS), which the compiler vectorises for that target.
+// On aarch64, where NEON is part of the baseline, the set is chosen at compile time: NEON
+// intrinsics for the GEMM micro-kernel and the row operations (no target attribute, no
+// run-time check), beside the plain C++ one.
 // pick_cpu_kernels() chooses the set once, when a backend starts.
 
 #if defined(__x86_64__) || defined(__i386__)
 #define VT_X86 1
+#endif
+#if defined(__aarch64__) && defined(__ARM_NEON)
+#define VT_NEON 1
 #endif
 #define VT_INLINE inline __attribute__((always_inline))
 #define VT_TARGET_AVX2   __attribute__((target("avx2,fma")))
@@ -1051,6 +1076,146 @@ VT_CPU_ROW_OPS(plain, )
 VT_CPU_ROW_OPS(avx2, VT_TARGET_AVX2)
 VT_CPU_ROW_OPS(avx512, VT_TARGET_AVX512)
 #endif
+
+#ifdef VT_NEON
+// ---- NEON row operations (aarch64) ----
+// exp_nonpositive, gelu_erf and the row operations above, four floats at a time: the same
+// constants, steps and reductions (16 partial sums or maxima, added up in the same order), the
+// multiply-adds fused (FMA is baseline on aarch64, and GCC fuses the plain C++ there too). Tails
+// shorter than a vector go through the scalar functions.
+
+VT_INLINE float32x4_t exp_nonpositive_neon(float32x4_t x) {
+    const uint32x4_t underflow = vcltq_f32(x, vdupq_n_f32(-87.0f));          // false for NaN
+    x = vminq_f32(vmaxq_f32(x, vdupq_n_f32(-87.0f)), vdupq_n_f32(0.0f));    // FMAX, FMIN: a NaN stays NaN
+    const float32x4_t t = vfmaq_f32(vdupq_n_f32(12582912.0f), x, vdupq_n_f32(1.44269504089f));
+    const float32x4_t n = vsubq_f32(t, vdupq_n_f32(12582912.0f));
+    const float32x4_t r = vfmaq_f32(vfmsq_f32(x, n, vdupq_n_f32(0.693359375f)), n, vdupq_n_f32(2.12194440e-4f));
+    float32x4_t p = vdupq_n_f32(1.0f / 5040);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 720), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 120), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 24), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 6), p, r);
+    p = vfmaq_f32(vdupq_n_f32(0.5f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    const uint32x4_t e = vshlq_n_u32(vaddq_u32(vsubq_u32(vreinterpretq_u32_f32(t), vdupq_n_u32(0x4B400000u)), vdupq_n_u32(127u)), 23);
+    return vbslq_f32(underflow, vdupq_n_f32(0.0f), vmulq_f32(p, vreinterpretq_f32_u32(e)));
+}
+
+VT_INLINE float32x4_t gelu_erf_neon(float32x4_t x) {
+    const float32x4_t z = vmulq_f32(x, vdupq_n_f32(0.70710678118654752f));
+    const float32x4_t az = vabsq_f32(z);
+    const float32x4_t t = vdivq_f32(vdupq_n_f32(1.0f), vfmaq_f32(vdupq_n_f32(1.0f), az, vdupq_n_f32(0.5f)));
+    float32x4_t r = vdupq_n_f32(2.686091512e-02f);
+    r = vfmaq_f32(vdupq_n_f32(-2.057177722e-01f), r, t);
+    r = vfmaq_f32(vdupq_n_f32(6.324386597e-01f), r, t);
+    r = vfmaq_f32(vdupq_n_f32(-9.578238726e-01f), r, t);
+    r = vfmaq_f32(vdupq_n_f32(6.788800955e-01f), r, t);
+    r = vfmaq_f32(vdupq_n_f32(-2.504123747e-01f), r, t);
+    r = vfmaq_f32(vdupq_n_f32(2.853813171e-01f), r, t);
+    r = vfmaq_f32(vdupq_n_f32(2.231871933e-01f), r, t);
+    r = vfmaq_f32(vdupq_n_f32(2.853619456e-01f), r, t);
+    r = vfmaq_f32(vdupq_n_f32(2.818347514e-01f), r, t);
+    r = vfmaq_f32(vdupq_n_f32(9.055000191e-06f), r, t);
+    const float32x4_t erfc_az = vmulq_f32(exp_nonpositive_neon(vnegq_f32(vmulq_f32(az, az))), r);
+    const float32x4_t one_plus_erf = vbslq_f32(vcltq_f32(z, vdupq_n_f32(0.0f)), erfc_az, vsubq_f32(vdupq_n_f32(2.0f), erfc_az));
+    return vmulq_f32(vmulq_f32(vdupq_n_f32(0.5f), x), one_plus_erf);
+}
+
+void epilogue_row_neon(float * c, int n, const float * bias, bool gelu, const float * add) {
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        float32x4_t v = vld1q_f32(c + i);
+        if (bias) v = vaddq_f32(v, vld1q_f32(bias + i));
+        if (gelu) v = gelu_erf_neon(v);
+        if (add) v = vaddq_f32(v, vld1q_f32(add + i));
+        vst1q_f32(c + i, v);
+    }
+    for (; i < n; i++) {
+        float v = c[i];
+        if (bias) v += bias[i];
+        if (gelu) v = gelu_erf(v);
+        if (add) v += add[i];
+        c[i] = v;
+    }
+}
+
+// 16 floats' partial sums in double: lane l of a 16-float block goes to acc[l / 2], half l % 2.
+VT_INLINE void add_16_f64(float64x2_t acc[8], const float32x4_t v[4]) {
+    for (int q = 0; q < 4; q++) {
+        acc[2 * q] = vaddq_f64(acc[2 * q], vcvt_f64_f32(vget_low_f32(v[q])));
+        acc[2 * q + 1] = vaddq_f64(acc[2 * q + 1], vcvt_high_f64_f32(v[q]));
+    }
+}
+
+// sum + the 16 lanes, in lane order (as the plain loops add them)
+VT_INLINE double add_lanes_f64(double sum, const float64x2_t acc[8]) {
+    double lanes[LANES];
+    for (int q = 0; q < 8; q++) vst1q_f64(lanes + 2 * q, acc[q]);
+    for (int l = 0; l < LANES; l++) sum += lanes[l];
+    return sum;
+}
+
+float softmax_row_neon(float * s, int n) {
+    // the max: FMAXNM takes the number over a NaN (a NaN is not the max, as in max_f)
+    float32x4_t lane_max[4];
+    for (int q = 0; q < 4; q++) lane_max[q] = vdupq_n_f32(-INFINITY);
+    int i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int q = 0; q < 4; q++) lane_max[q] = vmaxnmq_f32(lane_max[q], vld1q_f32(s + i + 4 * q));
+    float mx = -INFINITY;
+    for (; i < n; i++) mx = max_f(mx, s[i]);
+    mx = max_f(mx, vmaxnmvq_f32(vmaxnmq_f32(vmaxnmq_f32(lane_max[0], lane_max[1]), vmaxnmq_f32(lane_max[2], lane_max[3]))));
+    // the numerators, and their sum in double
+    const float32x4_t vmx = vdupq_n_f32(mx);
+    float64x2_t acc[8];
+    for (int q = 0; q < 8; q++) acc[q] = vdupq_n_f64(0.0);
+    for (i = 0; i + LANES <= n; i += LANES) {
+        float32x4_t e[4];
+        for (int q = 0; q < 4; q++) {
+            e[q] = exp_nonpositive_neon(vsubq_f32(vld1q_f32(s + i + 4 * q), vmx));
+            vst1q_f32(s + i + 4 * q, e[q]);
+        }
+        add_16_f64(acc, e);
+    }
+    double sum = 0.0;
+    for (; i < n; i++) sum += (s[i] = exp_nonpositive(s[i] - mx));
+    return (float)(1.0 / add_lanes_f64(sum, acc));
+}
+
+void layer_norm_row_neon(const float * in, float * out, int C, const float * w, const float * b, float eps) {
+    float64x2_t acc[8];
+    for (int q = 0; q < 8; q++) acc[q] = vdupq_n_f64(0.0);
+    int i = 0;
+    for (; i + LANES <= C; i += LANES) {
+        const float32x4_t v[4] = {vld1q_f32(in + i), vld1q_f32(in + i + 4), vld1q_f32(in + i + 8), vld1q_f32(in + i + 12)};
+        add_16_f64(acc, v);
+    }
+    double sum = 0.0;
+    for (; i < C; i++) sum += in[i];
+    const double mean = add_lanes_f64(sum, acc) / C;
+    const float64x2_t vmean = vdupq_n_f64(mean);
+    for (int q = 0; q < 8; q++) acc[q] = vdupq_n_f64(0.0);
+    for (i = 0; i + LANES <= C; i += LANES)
+        for (int q = 0; q < 4; q++) {
+            const float32x4_t v = vld1q_f32(in + i + 4 * q);
+            const float64x2_t d0 = vsubq_f64(vcvt_f64_f32(vget_low_f32(v)), vmean), d1 = vsubq_f64(vcvt_high_f64_f32(v), vmean);
+            acc[2 * q] = vfmaq_f64(acc[2 * q], d0, d0);
+            acc[2 * q + 1] = vfmaq_f64(acc[2 * q + 1], d1, d1);
+        }
+    double var = 0.0;
+    for (; i < C; i++) var += (in[i] - mean) * (in[i] - mean);
+    var = add_lanes_f64(var, acc);
+    const float rstd = (float)(1.0 / __builtin_sqrt(var / C + eps));
+    for (i = 0; i + 4 <= C; i += 4) {   // out = (float)(in - mean) * rstd * w + b
+        const float32x4_t v = vld1q_f32(in + i);
+        const float32x4_t d = vcvt_high_f32_f64(vcvt_f32_f64(vsubq_f64(vcvt_f64_f32(vget_low_f32(v)), vmean)),
+                                                vsubq_f64(vcvt_high_f64_f32(v), vmean));
+        vst1q_f32(out + i, vfmaq_f32(vld1q_f32(b + i), vmulq_n_f32(d, rstd), vld1q_f32(w + i)));
+    }
+    for (; i < C; i++) out[i] = (float)(in[i] - mean) * rstd * w[i] + b[i];
+}
+#endif
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
 #endif
@@ -1134,9 +1299,64 @@ void gemm_12x32_avx2(int kc, const float * a, size_t lda, const float * bp, floa
 }
 #endif
 
+#ifdef VT_NEON
+// 32 128-bit registers: the 12 x 32 tile goes as six 4 x 16 blocks, 16 accumulators each.
+// Four k at a time: one load of each A row gives its four k (a[r][k..k+3]), and each of the
+// four k's B vectors is multiplied by a lane of them (FMLA by element): 4 + 16 loads feed 64
+// FMAs, with 16 + 4 + 4 registers live (a 6 x 16 block with A broadcast per k spilled).
+VT_INLINE void gemm_4x16_neon(int kc, const float * a, size_t lda, const float * bp, float * c, size_t ldc, bool accumulate) {
+    float32x4_t acc[4][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) acc[r][q] = accumulate ? vld1q_f32(c + r * ldc + 4 * q) : vdupq_n_f32(0.0f);
+    int k = 0;
+    for (; k + 4 <= kc; k += 4, bp += 4 * GEMM_NR) {
+        const float32x4_t a0 = vld1q_f32(a + k), a1 = vld1q_f32(a + lda + k), a2 = vld1q_f32(a + 2 * lda + k),
+                          a3 = vld1q_f32(a + 3 * lda + k);
+#define VT_NEON_K(L)                                                                                      \
+        {                                                                                                 \
+            const float * b = bp + (L) * GEMM_NR;                                                         \
+            const float32x4_t b0 = vld1q_f32(b), b1 = vld1q_f32(b + 4), b2 = vld1q_f32(b + 8), b3 = vld1q_f32(b + 12); \
+            acc[0][0] = vfmaq_laneq_f32(acc[0][0], b0, a0, L); acc[0][1] = vfmaq_laneq_f32(acc[0][1], b1, a0, L); \
+            acc[0][2] = vfmaq_laneq_f32(acc[0][2], b2, a0, L); acc[0][3] = vfmaq_laneq_f32(acc[0][3], b3, a0, L); \
+            acc[1][0] = vfmaq_laneq_f32(acc[1][0], b0, a1, L); acc[1][1] = vfmaq_laneq_f32(acc[1][1], b1, a1, L); \
+            acc[1][2] = vfmaq_laneq_f32(acc[1][2], b2, a1, L); acc[1][3] = vfmaq_laneq_f32(acc[1][3], b3, a1, L); \
+            acc[2][0] = vfmaq_laneq_f32(acc[2][0], b0, a2, L); acc[2][1] = vfmaq_laneq_f32(acc[2][1], b1, a2, L); \
+            acc[2][2] = vfmaq_laneq_f32(acc[2][2], b2, a2, L); acc[2][3] = vfmaq_laneq_f32(acc[2][3], b3, a2, L); \
+            acc[3][0] = vfmaq_laneq_f32(acc[3][0], b0, a3, L); acc[3][1] = vfmaq_laneq_f32(acc[3][1], b1, a3, L); \
+            acc[3][2] = vfmaq_laneq_f32(acc[3][2], b2, a3, L); acc[3][3] = vfmaq_laneq_f32(acc[3][3], b3, a3, L); \
+        }
+        VT_NEON_K(0) VT_NEON_K(1) VT_NEON_K(2) VT_NEON_K(3)   // (the lane must be a constant)
+#undef VT_NEON_K
+    }
+    for (; k < kc; k++, bp += GEMM_NR) {   // the last kc % 4, one k at a time
+        const float32x4_t b0 = vld1q_f32(bp), b1 = vld1q_f32(bp + 4), b2 = vld1q_f32(bp + 8), b3 = vld1q_f32(bp + 12);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const float ar = a[r * lda + k];
+            acc[r][0] = vfmaq_n_f32(acc[r][0], b0, ar);
+            acc[r][1] = vfmaq_n_f32(acc[r][1], b1, ar);
+            acc[r][2] = vfmaq_n_f32(acc[r][2], b2, ar);
+            acc[r][3] = vfmaq_n_f32(acc[r][3], b3, ar);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) vst1q_f32(c + r * ldc + 4 * q, acc[r][q]);
+}
+
+void gemm_12x32_neon(int kc, const float * a, size_t lda, const float * bp, float * c, size_t ldc, bool accumulate) {
+    for (int r0 = 0; r0 < GEMM_MR; r0 += 4)
+        for (int j0 = 0; j0 < GEMM_NR; j0 += 16)
+            gemm_4x16_neon(kc, a + r0 * lda, lda, bp + j0, c + r0 * ldc + j0, ldc, accumulate);
+}
+#endif
+
 // One instruction set's kernels.
 struct cpu_kernels {
-    const char * isa;   // "avx512", "avx2" or "plain"
+    const char * isa;   // "avx512", "avx2", "neon" or "plain"
     void (*gemm)(int kc, const float * a, size_t lda, const float * bp, float * c, size_t ldc, bool accumulate);
     void (*epilogue_row)(float * c, int n, const float * bias, bool gelu, const float * add);
     float (*softmax_row)(float * s, int n);
@@ -1147,6 +1367,9 @@ const cpu_kernels CPU_KERNELS[] = {
 #ifdef VT_X86
     {"avx512", gemm_12x32_avx512, epilogue_row_avx512, softmax_row_avx512, layer_norm_row_avx512},
     {"avx2", gemm_12x32_avx2, epilogue_row_avx2, softmax_row_avx2, layer_norm_row_avx2},
+#endif
+#ifdef VT_NEON
+    {"neon", gemm_12x32_neon, epilogue_row_neon, softmax_row_neon, layer_norm_row_neon},
 #endif
     {"plain", gemm_12x32_plain, epilogue_row_plain, softmax_row_plain, layer_norm_row_plain},
 };
@@ -1160,10 +1383,13 @@ bool cpu_runs(const cpu_kernels & k) {
                __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     if (strcmp(k.isa, "avx2") == 0) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif
+#ifdef VT_NEON
+    if (strcmp(k.isa, "neon") == 0) return true;   // every aarch64 CPU
+#endif
     return strcmp(k.isa, "plain") == 0;
 }
 
-// The best set this CPU runs, or the one VT_CPU_ISA names (avx512, avx2, plain: to measure
+// The best set this CPU runs, or the one VT_CPU_ISA names (avx512, avx2, neon, plain: to measure
 // or test a lesser one on a better CPU). NULL with vt_last_error() set when VT_CPU_ISA
 // names a set that is unknown or that this CPU cannot run.
 const cpu_kernels * pick_cpu_kernels() {
@@ -1430,12 +1656,12 @@ VT_TARGET_AMX static void dpbf16_32x32(const uint16_t * a, size_t lda, const uin
 }
 #endif
 
+#ifdef VT_X86
 // Elements (bf16) of W [N, K] packed for the tiles: N and K rounded up to 32.
 static size_t amx_packed_elems(int N, int K) {
     return (size_t)(N + 31) / 32 * 32 * ((size_t)(K + 31) / 32 * 32);
 }
 
-#ifdef VT_X86
 // W [N, K] (f32, row-major; C = A W^T) into strips of 32 columns, each K / 32 pairs of B
 // tiles: element (n, k) of strip s = n / 32, k-block kb = k / 32, tile h = n % 32 / 16 at row
 // (k % 32) / 2, column n % 16, pair slot k % 2. Padding is zero. A row of W at a time: rounded

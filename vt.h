@@ -317,7 +317,8 @@ int          vt_backend_device_count(const char * name);   // devices present: c
 // an unknown name or device, or a failed query.
 bool         vt_backend_device_memory(const char * name, int device, size_t * free_bytes, size_t * total_bytes);
 // The instruction set of the CPU backend's kernels on this machine: "avx512", "avx2" or
-// "plain", picked at run time; the environment variable VT_CPU_ISA asks for a lesser one
+// "plain", picked at run time on x86-64; "neon" or "plain" on aarch64 (NEON is always there);
+// the environment variable VT_CPU_ISA asks for a lesser one
 // (to measure or test it). NULL with vt_last_error() set when VT_CPU_ISA names one that is
 // unknown or that this CPU cannot run (vt_backend_init("cpu", ...) then fails the same way).
 const char * vt_cpu_isa(void);

@@ -485,7 +485,8 @@ int  whisper_audio_device_count(enum whisper_audio_device device);
 // figure), an index not present, or a build without a GPU backend.
 bool whisper_audio_device_memory_used(enum whisper_audio_device device, int index, size_t * used);
 // The instruction set of the CPU encoder's kernels on this machine: "avx512", "avx2" or
-// "plain", picked at run time; the environment variable VT_CPU_ISA asks for a lesser one (to
+// "plain", picked at run time on x86-64; "neon" or "plain" on aarch64 (NEON is always there);
+// the environment variable VT_CPU_ISA asks for a lesser one (to
 // measure or test it). NULL with the error set when VT_CPU_ISA names one that is unknown or
 // that this CPU cannot run (a CPU encoder then fails to start the same way).
 const char * whisper_audio_cpu_isa(void);

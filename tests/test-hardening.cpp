@@ -200,12 +200,14 @@ template <typename F> int in_small_child(size_t margin, F && f) {
 
 // ---- attention through vt, for the softmax's exp ---------------------------------------
 
-// One query against three keys (one head of width 1), on the CPU backend: the output.
-float attend(float q, const float k[3], const float v[3]) {
+// One query against T keys (one head of width 1: scores q * k[j]), on the CPU backend: the
+// output of query 0.
+float attend(float q, const std::vector<float> & k, const std::vector<float> & v) {
+    const int T = (int)k.size();
     vt_context * ctx = vt_init(8);
-    vt_tensor * tq = vt_new_tensor_3d(ctx, VT_TYPE_F32, 1, 3, 1);
-    vt_tensor * tk = vt_new_tensor_3d(ctx, VT_TYPE_F32, 1, 3, 1);
-    vt_tensor * tv = vt_new_tensor_3d(ctx, VT_TYPE_F32, 1, 3, 1);
+    vt_tensor * tq = vt_new_tensor_3d(ctx, VT_TYPE_F32, 1, T, 1);
+    vt_tensor * tk = vt_new_tensor_3d(ctx, VT_TYPE_F32, 1, T, 1);
+    vt_tensor * tv = vt_new_tensor_3d(ctx, VT_TYPE_F32, 1, T, 1);
     vt_set_input(tq);
     vt_set_input(tk);
     vt_set_input(tv);
@@ -214,13 +216,13 @@ float attend(float q, const float k[3], const float v[3]) {
     vt_backend * be = test_cpu_backend(1);
     REQUIRE(be);
     REQUIRE(vt_backend_alloc_graph(be, g));
-    const float qs[3] = {q, 0.0f, 0.0f};
-    REQUIRE(vt_backend_set_tensor(be, tq, qs, VT_TYPE_F32));
-    REQUIRE(vt_backend_set_tensor(be, tk, k, VT_TYPE_F32));
-    REQUIRE(vt_backend_set_tensor(be, tv, v, VT_TYPE_F32));
+    std::vector<float> qs(T, 0.0f), out(T);
+    qs[0] = q;
+    REQUIRE(vt_backend_set_tensor(be, tq, qs.data(), VT_TYPE_F32));
+    REQUIRE(vt_backend_set_tensor(be, tk, k.data(), VT_TYPE_F32));
+    REQUIRE(vt_backend_set_tensor(be, tv, v.data(), VT_TYPE_F32));
     REQUIRE(vt_backend_compute(be, g));
-    float out[3];
-    REQUIRE(vt_backend_get_tensor_f32(be, y, out));
+    REQUIRE(vt_backend_get_tensor_f32(be, y, out.data()));
     vt_graph_free(g);
     vt_backend_free(be);
     vt_free(ctx);
@@ -233,12 +235,28 @@ float attend(float q, const float k[3], const float v[3]) {
 
 TEST_CASE("the softmax's exp is total: very negative and -inf scores weigh 0, NaN and inf give NaN") {
     // scores 0, -100, -inf; the values behind the last two are huge, so any weight they get shows
-    const float k[3] = {0.0f, -100.0f, -INFINITY}, v[3] = {0.0f, 1e38f, 1e38f};
-    CHECK(attend(1.0f, k, v) == 0.0f);                                 // clamped to e^-87 each: 3.3
-    const float kf[3] = {1.0f, 2.0f, 3.0f}, vf[3] = {1.0f, 2.0f, 3.0f};
+    CHECK(attend(1.0f, {0.0f, -100.0f, -INFINITY}, {0.0f, 1e38f, 1e38f}) == 0.0f);   // clamped to e^-87 each: 3.3
+    const std::vector<float> kf = {1.0f, 2.0f, 3.0f}, vf = {1.0f, 2.0f, 3.0f};
     CHECK(std::isnan(attend(NAN, kf, vf)));                            // NaN scores (UB before)
-    const float kb[3] = {1e30f, -1e30f, 0.0f};
-    CHECK(std::isnan(attend(1e30f, kb, vf)));                          // inf - inf in the row
+    CHECK(std::isnan(attend(1e30f, {1e30f, -1e30f, 0.0f}, vf)));       // inf - inf in the row
+    // again on 37 keys, so that the scores fill vectors (2 x 16 and a tail of 5) as well as the
+    // scalar tail: the 0 score at key 21, -100 and -inf in every other lane
+    std::vector<float> k(37), v(37, 1e38f), ones(37, 1.0f);
+    for (int j = 0; j < 37; j++) k[j] = j % 2 ? -100.0f : -INFINITY;
+    k[21] = 0.0f;
+    v[21] = 0.0f;
+    CHECK(attend(1.0f, k, v) == 0.0f);
+    CHECK(std::isnan(attend(NAN, ones, ones)));
+    std::vector<float> kn(37, 0.0f);
+    for (int at : {5, 20, 35}) {                                       // a NaN score in a vector, and in the tail
+        CAPTURE(at);
+        kn[at] = NAN;
+        CHECK(std::isnan(attend(1.0f, kn, ones)));
+        kn[at] = 0.0f;
+    }
+    kn[30] = 1e30f;
+    CHECK(std::isnan(attend(1e30f, kn, ones)));                        // inf - inf in a vector
+    CHECK(attend(1.0f, kn, v) == 1e38f);                               // a finite max in a vector: its value alone
 }
 
 TEST_CASE("non-finite weights are refused at load, naming the tensor") {

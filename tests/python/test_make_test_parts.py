@@ -32,6 +32,8 @@ def test_every_part_passed(tmp_path):
         "real-weights": "SKIP: cannot download x from PyPI: ['no network']",
         "install": "test-install: 12 checks passed",
         "deps": "test-deps: ok: make deps waits",
+        "aarch64": "test-aarch64: 20 doctest cases passed under qemu-aarch64 in 81 s (kernel sets checked against "
+                   "float64: neon plain)",
         "python": "84 passed, 2 skipped in 33.72s",
     }
     for name, text in lines.items():
@@ -41,9 +43,19 @@ def test_every_part_passed(tmp_path):
         assert "to stderr" in (tmp_path / f"{name}.log").read_text()              # and kept
     rc, line = summary(tmp_path)
     assert rc == 0
-    assert line == ("make test: 9 parts passed (embed ok on cpu; server 13 checks; converter 23 passed, 1 skipped; "
+    assert line == ("make test: 10 parts passed (embed ok on cpu; server 13 checks; converter 23 passed, 1 skipped; "
                     "ct2 39 passed; doctest 130 passed, 19 skipped (no CUDA device); real-weights skipped (PyPI "
-                    "unreachable); install 12 checks; deps ok; python 84 passed, 2 skipped)")
+                    "unreachable); install 12 checks; deps ok; aarch64 20 passed (neon plain); python 84 passed, 2 skipped)")
+
+
+def test_the_aarch64_part_skips_or_fails_by_its_line(tmp_path):
+    # skipped where the cross compiler or qemu is missing; a failed run has no passing line
+    run_part(tmp_path, "aarch64", "test-aarch64: skipped: no qemu-aarch64 (make deps installs qemu-user)")
+    rc, line = summary(tmp_path)
+    assert rc == 0 and line == "make test: 1 parts passed (aarch64 skipped (no qemu-aarch64))"
+    run_part(tmp_path, "aarch64", "test-aarch64: FAILED (1 of the doctest cases failed, exit 1; build-aarch64/test-aarch64.log)")
+    rc, line = summary(tmp_path)
+    assert rc == 1 and "aarch64 FAILED (no closing line)" in line
 
 
 def test_a_failed_part_fails_the_summary(tmp_path):
