@@ -574,9 +574,10 @@ def main():
             good = [r for r in recs if r["status"] == 200]
             lat = [r["s"] for r in good]
             srv_ms = [r["server_ms"] for r in good if r["server_ms"] is not None]
-            windows = sum((npy_shape(r["head"]) or [0])[0] for r in good)
             d = {k: m1.get(k, 0) - m0.get(k, 0) for k in ("whisper_audio_batches_total", "whisper_audio_windows_total",
                                                            "whisper_audio_flushes_total")}
+            # windows as the server's pipeline counts them (a .npy's first dimension is a tower's tokens)
+            windows = d["whisper_audio_windows_total"]
             # the dispatcher thread's time split (its share of the level's wall time)
             disp = {part: (m1.get(DISP % part, 0) - m0.get(DISP % part, 0)) / wall for part in ("push", "rows", "poll")}
             lv = {"clients": nc, "requests": len(recs), "requests_asked": nr, "capped": capped, "wall_s": wall,
