@@ -590,25 +590,18 @@ vt_tensor * vt_swiglu(vt_context * ctx, vt_tensor * x) {
     return t;
 }
 
-// vt_relu
+// vt_relu, vt_silu: elementwise, x's shape and type
 
-vt_tensor * vt_relu(vt_context * ctx, vt_tensor * x) {
+static vt_tensor * unary(vt_context * ctx, vt_tensor * x, enum vt_op op) {
     VT_ASSERT(vt_is_contiguous(x));
     vt_tensor * t = new_tensor(ctx, x->type, x->ne);
-    t->op = VT_OP_RELU;
+    t->op = op;
     t->src[0] = x;
     return t;
 }
 
-// vt_silu
-
-vt_tensor * vt_silu(vt_context * ctx, vt_tensor * x) {
-    VT_ASSERT(vt_is_contiguous(x));
-    vt_tensor * t = new_tensor(ctx, x->type, x->ne);
-    t->op = VT_OP_SILU;
-    t->src[0] = x;
-    return t;
-}
+vt_tensor * vt_relu(vt_context * ctx, vt_tensor * x) { return unary(ctx, x, VT_OP_RELU); }
+vt_tensor * vt_silu(vt_context * ctx, vt_tensor * x) { return unary(ctx, x, VT_OP_SILU); }
 
 // vt_stack_frames
 
