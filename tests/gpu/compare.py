@@ -58,8 +58,10 @@ def make_encoder(size, dtype):
     return enc.to(dtype).eval(), n_mels
 
 
-def transformers_times(enc, n_mels, dtype, batch):
-    """eager and sdpa (the attention implementation is read at each forward), then sdpa as a CUDA graph."""
+def transformers_times(enc, n_mels, dtype, batch, compile=False):
+    """eager and sdpa (the attention implementation is read at each forward), then sdpa as a CUDA graph;
+    compile: also torch.compile(mode="max-autotune-no-cudagraphs") of sdpa, the strongest configuration
+    at batch 32 (its autotuning takes minutes)."""
     res = {}
     x = (torch.rand(batch, n_mels, 3000, device="cuda") * 2.3 - 0.9).to(dtype)
     with torch.no_grad():
@@ -81,6 +83,17 @@ def transformers_times(enc, n_mels, dtype, batch):
             y = enc(x)
         res["sdpa_graph"] = time_cuda(lambda: g.replay())
         del g, y
+        if compile:
+            import time
+            t = time.time()
+            fast = torch.compile(enc, mode="max-autotune-no-cudagraphs")
+            for _ in range(2):
+                fast(x)
+            torch.cuda.synchronize()
+            res["compile_s"] = time.time() - t
+            res["compile"] = time_cuda(lambda: fast(x))
+            del fast
+            torch._dynamo.reset()
     torch.cuda.empty_cache()
     return res
 
@@ -104,6 +117,7 @@ def main():
     ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("--dtypes", default="f16,bf16,fp8")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--compile-batches", default="", help="batches that also time torch.compile (max-autotune, no graphs)")
     ap.add_argument("--before", default=None, help="another tree's root, its ./bench built: timed beside ours")
     args = ap.parse_args()
     gpu = torch.cuda.get_device_name()
@@ -117,7 +131,7 @@ def main():
             tdt = torch.float16 if dt == "f16" else torch.bfloat16
             enc, n_mels = make_encoder(size, tdt)
             for b in (int(x) for x in args.batches.split(",")):
-                t = transformers_times(enc, n_mels, tdt, b)
+                t = transformers_times(enc, n_mels, tdt, b, compile=str(b) in args.compile_batches.split(",") and dt != "fp8")
                 o = ours(model, dt, b, profile=(b in (1, 32)))
                 before = None
                 if args.before:   # alternate the trees; each side's fastest call
@@ -141,6 +155,10 @@ def main():
                 print(f"{size} {dt} b{b}: transformers eager {t['eager']:.2f} sdpa {t['sdpa']:.2f} sdpa+graph "
                       f"{t['sdpa_graph']:.2f} ms | ours {o['ms']:.2f} ms end to end, {o['compute_ms']:.2f} forward ({o['tflops']:.0f} TFLOP/s) | "
                       f"x{row['speedup_vs_graph']:.2f} vs graph, x{row['speedup_vs_sdpa']:.2f} vs sdpa", flush=True)
+                if "compile" in t:
+                    row["speedup_vs_compile"] = t["compile"] / o["compute_ms"]
+                    print(f"{size} {dt} b{b}: torch.compile max-autotune-no-cudagraphs {t['compile']:.2f} ms "
+                          f"(compiled in {t['compile_s']:.0f} s) | ours forward {o['compute_ms']:.2f}: x{row['speedup_vs_compile']:.2f}", flush=True)
                 if b in (1, 32):
                     print(o["text"], flush=True)
             del enc
@@ -156,6 +174,13 @@ def main():
               f"{r['ours_ms']:.2f} | {r['ours_compute_ms']:.2f} | {r['ours_compute_ms'] / r['batch']:.2f} | {r['ours_tflops']:.0f} | "
               f"x{r['speedup_vs_graph']:.2f} | x{r['speedup_vs_sdpa']:.2f} | x{r['compute_speedup_vs_graph']:.2f} | "
               f"x{r['compute_speedup_vs_sdpa']:.2f} | {r['sdpa_peak_mib']:.0f} | {r['ours_own_mib']:.0f} | {r['ours_delta_mib']} |")
+    if any("compile" in r for r in rows):
+        print("\ntorch.compile (max-autotune-no-cudagraphs) against our forward, ms per batch")
+        print("| size | dtype | batch | tr compile | tr compile ms/clip | ours fwd | fwd ms/clip | fwd vs compile |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        for r in (r for r in rows if "compile" in r):
+            print(f"| {r['size']} | {r['dtype']} | {r['batch']} | {r['compile']:.2f} | {r['compile'] / r['batch']:.2f} | "
+                  f"{r['ours_compute_ms']:.2f} | {r['ours_compute_ms'] / r['batch']:.2f} | x{r['speedup_vs_compile']:.2f} |")
     if args.before:
         print(f"\nbefore ({args.before}) and after, each side's fastest of its calls, ms per batch")
         print("| size | dtype | batch | before e2e | after e2e | before fwd | after fwd | fwd after/before |")

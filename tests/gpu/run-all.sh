@@ -14,7 +14,11 @@
 #                                  5 s, base and large-v3, pooled, and full f32/f16 rows
 #                                  against dd's disk bandwidth; E2E_ROWS='mp3:*,...' picks
 #                                  rows; about 4 min of device time), "attention" our attention
-#                                  kernels beside torch's flash and cuDNN attention,
+#                                  kernels beside torch's flash and cuDNN attention, "timeline"
+#                                  one replay's kernels and gaps, by kind (tests/gpu/timeline.py:
+#                                  CUPTI through torch.profiler; TIMELINE_DTYPES, TIMELINE_BATCHES),
+#                                  "compile" large-v3 bf16 at batch 32 beside torch.compile
+#                                  (max-autotune, no CUDA graphs; about 4 min of autotuning),
 #                                  "transcripts" real base's embeddings of the spoken clips
 #                                  in f16/bf16/fp8, decoded afterwards on the CPU by
 #                                  tests/gpu/transcripts.py; "towerbench" the audio-LLM towers at
@@ -44,7 +48,7 @@
 # the build's audio flags; without the folder the build is as before (WAV alone).
 set -u
 OUT=${OUT:-build/gpu-logs}
-STEPS=${STEPS:-tests nopad parity towers compare init stages e2e attention transcripts towerbench serverbench wheel raybench}
+STEPS=${STEPS:-tests nopad parity towers compare compile timeline init stages e2e attention transcripts towerbench serverbench wheel raybench}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -98,6 +102,10 @@ has towers && python3 tests/gpu/towers.py 2>&1 | tee "$OUT/towers.log" | grep -v
 has compare && python3 tests/gpu/compare.py --sizes "${COMPARE_SIZES:-large-v3}" --batches "${COMPARE_BATCHES:-1,8,32}" \
     --dtypes "${COMPARE_DTYPES:-f16,bf16,fp8}" $([ -x build/before/bench ] && echo --before build/before) --out "$OUT" 2>&1 |
     tee "$OUT/compare.log" | grep -v "^|"
+has compile && mkdir -p "$OUT/compile" && python3 tests/gpu/compare.py --sizes large-v3 --batches 32 --dtypes bf16 --compile-batches 32 \
+    --out "$OUT/compile" 2>&1 | tee "$OUT/compile.log" | grep -v "^|"
+has timeline && python3 tests/gpu/timeline.py --dtypes "${TIMELINE_DTYPES:-bf16,fp8}" --batches "${TIMELINE_BATCHES:-1,32}" \
+    --out "$OUT" 2>&1 | tee "$OUT/timeline.log" | grep -v "^|"
 # "beforeafter": ./main of the carried before tree and of this one, interleaved on the same inputs
 has beforeafter && python3 tests/gpu/before-after.py --before build/before --sizes "${BA_SIZES:-base}" --cases "${BA_CASES:-pooled}" \
     --out "$OUT" 2>&1 | tee "$OUT/before-after.log" | grep -v "^|"
@@ -154,6 +162,8 @@ has towers && grep "^|\|^towers" "$OUT/towers.log"
 has stages && cat "$OUT/stages.log"
 has init && grep "^|\|^init-bench: large" "$OUT/init-bench.log"
 has compare && grep "^|\|^compare" "$OUT/compare.log"
+has compile && grep "^|\|^torch.compile" "$OUT/compile.log"
+has timeline && grep "^|\|^timeline\|^largest" "$OUT/timeline.log"
 has e2e && grep "^|\|^ratio\|^e2e: \(build\|disk\|.* in all\|.*skipped\)" "$OUT/e2e.log"
 has attention && grep "^|\|^attention" "$OUT/attention.log"
 has towerbench && grep "^|\|^towerbench" "$OUT/towerbench.log"
