@@ -5,15 +5,15 @@
 //
 //   linear      cuBLASLt GEMM (f32 compute), bias in its BIAS epilogue, residual as
 //               beta = 1 with C = residual; exact-erf GELU as one elementwise pass after it;
-//               the algorithm timed among the heuristic's best 8 at alloc_graph (tune_gemm;
-//               VT_GEMM_TUNE=0 keeps the heuristic's first). FP8 mode
+//               the algorithm timed among the heuristic's best 8 at alloc_graph, in a CUDA graph
+//               as the forward runs it (tune_gemm; VT_GEMM_TUNE=0 keeps the heuristic's first). FP8 mode
 //               (vt_backend_params.fp8, weights flagged vt_set_fp8): e4m3 operands, the
 //               input quantized per row by quantize_rows_kernel, or by the LayerNorm or fc1's
 //               GELU epilogue before it (plan_fp8), per-channel x per-token scales in cuBLASLt
 //   conv1d_k3   im2col_k3_kernel (on device, any input strides and type) + cuBLASLt GEMM,
 //               then epilogue_kernel: bias + exact GELU + the positional add, in f32
-//   layer_norm  layer_norm_vec_kernel: a warp per row, 16-byte loads, the row in registers,
-//               two-pass f32 statistics (layer_norm_kernel for the odd shapes)
+//   layer_norm  layer_norm_vec_kernel: a warp per row (per 4 rows for many rows), 16-byte loads,
+//               the rows in registers, two-pass f32 statistics (layer_norm_kernel for the odd shapes)
 //   attention   on compute capability 9.0 (H100/H200): attention_wgmma_kernel, FlashAttention-3
 //               style: a TMA producer warpgroup fills a 3-stage K/V ring (mbarriers), two
 //               consumer warpgroups of 64 query rows run S = Q K^T and O += P V on wgmma
@@ -189,8 +189,27 @@ template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, f
     return *reinterpret_cast<uint32_t *>(&h);
 }
 
-// The exact (erf) GELU, 0.5 x (1 + erf(x / sqrt 2)), as Whisper's. CPU twin: vt.cpp's gelu_erf.
-__device__ __forceinline__ float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+// The exact (erf) GELU, x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), as Whisper's. CPU twin: vt.cpp's
+// gelu_erf. Phi(-|x|) = 0.5 erfc(z), z = |x| / sqrt 2, from the Chebyshev fit of erfc in Numerical
+// Recipes (erfcc: t = 1 / (1 + z / 2), erfc = t exp(-z^2 + P(t)), P of degree 9), relative error
+// below 1.2e-7 for every z, so the tails keep f32 accuracy too. It is half the instructions of
+// erff's two branches of minimax fits (both run in a warp whose x straddle |x| = 1): the GELU
+// pass after fc1 was issue-bound at large-v3's batch 32 (ncu: SM 77%, DRAM 40%; issue 29).
+__device__ __forceinline__ float gelu_erf(float x) {
+    const float z = fabsf(x) * 0.70710678118654752f;
+    const float t = __fdividef(1.0f, fmaf(0.5f, z, 1.0f));
+    float p = fmaf(t, 0.17087277f, -0.82215223f);
+    p = fmaf(t, p, 1.48851587f);
+    p = fmaf(t, p, -1.13520398f);
+    p = fmaf(t, p, 0.27886807f);
+    p = fmaf(t, p, -0.18628806f);
+    p = fmaf(t, p, 0.09678418f);
+    p = fmaf(t, p, 0.37409196f);
+    p = fmaf(t, p, 1.00002368f);
+    p = fmaf(t, p, -1.26551223f);
+    const float lo = 0.5f * t * __expf(fmaf(-z, z, p));   // Phi(-|x|)
+    return x * (x >= 0.0f ? 1.0f - lo : lo);
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -369,72 +388,94 @@ __global__ void epilogue_vec8_kernel(T * __restrict__ y, const float * __restric
 }
 
 // layer_norm_vec_kernel: y = (x - mean) / sqrt(var + eps) * w + b over each row of C.
-//   A warp owns one row (rows in [0, n_rows), blockDim.x / 32 rows per block); lane l holds
-//   the 8-element vectors l, l + 32, ..., (VPL of them, C / 8 in all) in registers: one read
-//   of x, one write of y, f32 statistics in two passes over the registers. Needs C % 8 == 0,
-//   C <= 256 * VPL and 16-byte aligned rows. CPU twin: cpu_backend::layer_norm (double stats).
-//   q non-null (FP8 mode, the norm's one use an FP8 GEMM): the row is written quantized to
+//   A warp owns ROWS consecutive rows (of n_rows; blockDim.x / 32 warps per block); lane l holds
+//   the 8-element vectors l, l + 32, ..., (VPL of them, C / 8 in all) of each row in registers,
+//   packed as read: one read of x, one write of y, f32 statistics in two passes over the
+//   registers. ROWS > 1 for many rows: each lane's w and b (f32, 4x the row's own bytes) are read
+//   once for ROWS rows, where with one row a warp they were most of the L1 traffic (ncu: L1 93%
+//   busy, DRAM 45%, at large-v3's batch 32). Needs C % 8 == 0, C <= 256 * VPL and 16-byte
+//   aligned rows. CPU twin: cpu_backend::layer_norm (double stats).
+//   q non-null (FP8 mode, the norm's one use an FP8 GEMM): each row is written quantized to
 //   e4m3 into q with its scale in qscale (quantize_rows_kernel's rule) instead of into y.
-template <typename T, int VPL>
+template <typename T, int VPL, int ROWS>
 __global__ void layer_norm_vec_kernel(T * __restrict__ y, const T * __restrict__ x, const float * __restrict__ w,
                                       const float * __restrict__ b, int64_t n_rows, int C, float eps,
                                       __nv_fp8_storage_t * __restrict__ q, float * __restrict__ qscale) {
-    const int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
+    const int64_t row0 = (blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32) * ROWS;
     const int lane = threadIdx.x % 32;
-    if (row >= n_rows) return;
-    const int nv = C / 8;
-    const uint4 * xr = reinterpret_cast<const uint4 *>(x + row * C);
-    float v[VPL][8];
-    float sum = 0.0f;
+    if (row0 >= n_rows) return;
+    const int nv = C / 8, n_here = (int)min((int64_t)ROWS, n_rows - row0);
+    uint4 xs[ROWS][VPL];
+    float mean[ROWS], rstd[ROWS], amax[ROWS];
 #pragma unroll
-    for (int j = 0; j < VPL; j++) {
-        const int c = lane + 32 * j;
-        if (c < nv) {
-            unpack8<T>(xr[c], v[j]);
+    for (int r = 0; r < ROWS; r++) {
+        if (r >= n_here) break;
+        const uint4 * xr = reinterpret_cast<const uint4 *>(x + (row0 + r) * C);
 #pragma unroll
-            for (int e = 0; e < 8; e++) sum += v[j][e];
-        } else {
-#pragma unroll
-            for (int e = 0; e < 8; e++) v[j][e] = 0.0f;
-        }
+        for (int j = 0; j < VPL; j++)
+            if (lane + 32 * j < nv) xs[r][j] = xr[lane + 32 * j];
     }
-    const float mean = warp_sum(sum) / C;
-    float sq = 0.0f;
 #pragma unroll
-    for (int j = 0; j < VPL; j++) {
-        if (lane + 32 * j < nv) {
+    for (int r = 0; r < ROWS; r++) {
+        if (r >= n_here) break;
+        float sum = 0.0f, v[8];
 #pragma unroll
-            for (int e = 0; e < 8; e++) { const float d = v[j][e] - mean; sq += d * d; }
+        for (int j = 0; j < VPL; j++) {
+            if (lane + 32 * j < nv) {
+                unpack8<T>(xs[r][j], v);
+#pragma unroll
+                for (int e = 0; e < 8; e++) sum += v[e];
+            }
         }
-    }
-    const float rstd = rsqrtf(warp_sum(sq) / C + eps);
-    float amax = 0.0f;
+        mean[r] = warp_sum(sum) / C;
+        float sq = 0.0f;
 #pragma unroll
-    for (int j = 0; j < VPL; j++) {
-        const int c = lane + 32 * j;
-        if (c < nv) {
+        for (int j = 0; j < VPL; j++) {
+            if (lane + 32 * j < nv) {
+                unpack8<T>(xs[r][j], v);
+#pragma unroll
+                for (int e = 0; e < 8; e++) { const float d = v[e] - mean[r]; sq += d * d; }
+            }
+        }
+        rstd[r] = rsqrtf(warp_sum(sq) / C + eps);
+        amax[r] = 0.0f;
+    }
+    // the normalized rows: written out, or (q) their absolute maxima first, then quantized
+    for (int pass = 0; pass < (q ? 2 : 1); pass++) {
+        float inv[ROWS];
+        if (q && pass == 1) {
+#pragma unroll
+            for (int r = 0; r < ROWS; r++) {
+                if (r >= n_here) break;
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) amax[r] = fmaxf(amax[r], __shfl_xor_sync(0xffffffffu, amax[r], o));
+                const float s = amax[r] > 0.0f ? amax[r] / E4M3_MAX : 1.0f;
+                inv[r] = 1.0f / s;
+                if (lane == 0) qscale[row0 + r] = s;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < VPL; j++) {
+            const int c = lane + 32 * j;
+            if (c >= nv) continue;
             const float4 w0 = reinterpret_cast<const float4 *>(w)[2 * c], w1 = reinterpret_cast<const float4 *>(w)[2 * c + 1];
             const float4 b0 = reinterpret_cast<const float4 *>(b)[2 * c], b1 = reinterpret_cast<const float4 *>(b)[2 * c + 1];
             const float ww[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
             const float bb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
-            for (int e = 0; e < 8; e++) {
-                v[j][e] = (v[j][e] - mean) * rstd * ww[e] + bb[e];
-                amax = fmaxf(amax, fabsf(v[j][e]));
+            for (int r = 0; r < ROWS; r++) {
+                if (r >= n_here) break;
+                float v[8];
+                unpack8<T>(xs[r][j], v);
+#pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    v[e] = (v[e] - mean[r]) * rstd[r] * ww[e] + bb[e];
+                    amax[r] = fmaxf(amax[r], fabsf(v[e]));
+                }
+                if (!q) reinterpret_cast<uint4 *>(y + (row0 + r) * C)[c] = pack8<T>(v);
+                else if (pass == 1) reinterpret_cast<uint2 *>(q + (row0 + r) * C)[c] = e4m3x8(v, inv[r]);
             }
-            if (!q) reinterpret_cast<uint4 *>(y + row * C)[c] = pack8<T>(v[j]);
         }
-    }
-    if (!q) return;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float s = amax > 0.0f ? amax / E4M3_MAX : 1.0f, inv = 1.0f / s;
-    if (lane == 0) qscale[row] = s;
-    uint2 * qr = reinterpret_cast<uint2 *>(q + row * C);
-#pragma unroll
-    for (int j = 0; j < VPL; j++) {
-        const int c = lane + 32 * j;
-        if (c < nv) qr[c] = e4m3x8(v[j], inv);
     }
 }
 
@@ -725,8 +766,10 @@ static bool launch_epilogue_t(const launch_ctx & lc, T * y, const float * bias, 
     const int threads = 256;
     if (vec && rows < INT32_MAX && N < INT32_MAX) {
         const int nv = (int)(N / 8);
-        const int tx = std::min(256, (nv + 31) / 32 * 32);
-        const int gx = (nv + tx - 1) / tx;
+        // the fewest blocks across a row, each as narrow as they allow (N 5120: 3 x 224 threads for
+        // 640 vectors, where 3 x 256 left a sixth of the threads idle)
+        const int gx = (nv + 255) / 256;
+        const int tx = ((nv + gx - 1) / gx + 31) / 32 * 32;
         const int gy = (int)std::min<int64_t>(rows, std::max(1, lc.n_sm * 16 / gx));
         epilogue_vec8_kernel<T><<<dim3(gx, gy), tx, 0, lc.stream>>>(y, bias, res, add, (int)std::max<int64_t>(add_rows, 1),
                                                               (int)rows, (int)N, act);
@@ -863,6 +906,25 @@ static bool layer_norm_vec_ok(const vt_tensor * t) {
 }
 
 // q non-null: the norm's output quantized into q / qscale (layer_norm_vec_kernel), not into t
+template <typename T, int ROWS>
+static void launch_layer_norm_vec(const launch_ctx & lc, int vpl, T * y, const T * x, const float * w, const float * b,
+                                  int64_t rows, int C, float eps, __nv_fp8_storage_t * q, float * qscale) {
+    const int threads = 128;
+    const unsigned grid = (unsigned)ceil_div(rows, (int64_t)(threads / 32) * ROWS);
+#define LN_VEC(V) layer_norm_vec_kernel<T, V, ROWS><<<grid, threads, 0, lc.stream>>>(y, x, w, b, rows, C, eps, q, qscale)
+    switch (vpl) {
+        case 1: LN_VEC(1); break;
+        case 2: LN_VEC(2); break;
+        case 3: LN_VEC(3); break;
+        case 4: LN_VEC(4); break;
+        case 5: LN_VEC(5); break;
+        case 6: LN_VEC(6); break;
+        case 7: LN_VEC(7); break;
+        default: LN_VEC(8); break;
+    }
+#undef LN_VEC
+}
+
 template <typename T>
 static bool launch_layer_norm_t(const launch_ctx & lc, vt_tensor * t, void * q, float * qscale) {
     const vt_tensor * x = t->src[0];
@@ -881,16 +943,9 @@ static bool launch_layer_norm_t(const launch_ctx & lc, vt_tensor * t, void * q, 
     VT_ASSERT(!q || (vec && sizeof(T) == 2));   // plan_fp8 fuses only such norms
     if constexpr (sizeof(T) == 2) {
         if (vec) {
-            switch (vpl) {
-                case 1: layer_norm_vec_kernel<T, 1><<<grid, threads, 0, lc.stream>>>(y, xp, w, b, rows, C, eps, qq, qscale); break;
-                case 2: layer_norm_vec_kernel<T, 2><<<grid, threads, 0, lc.stream>>>(y, xp, w, b, rows, C, eps, qq, qscale); break;
-                case 3: layer_norm_vec_kernel<T, 3><<<grid, threads, 0, lc.stream>>>(y, xp, w, b, rows, C, eps, qq, qscale); break;
-                case 4: layer_norm_vec_kernel<T, 4><<<grid, threads, 0, lc.stream>>>(y, xp, w, b, rows, C, eps, qq, qscale); break;
-                case 5: layer_norm_vec_kernel<T, 5><<<grid, threads, 0, lc.stream>>>(y, xp, w, b, rows, C, eps, qq, qscale); break;
-                case 6: layer_norm_vec_kernel<T, 6><<<grid, threads, 0, lc.stream>>>(y, xp, w, b, rows, C, eps, qq, qscale); break;
-                case 7: layer_norm_vec_kernel<T, 7><<<grid, threads, 0, lc.stream>>>(y, xp, w, b, rows, C, eps, qq, qscale); break;
-                default: layer_norm_vec_kernel<T, 8><<<grid, threads, 0, lc.stream>>>(y, xp, w, b, rows, C, eps, qq, qscale); break;
-            }
+            // 4 rows a warp where that still leaves every SM many warps (large-v3's batch 32 has 48000 rows)
+            if (rows >= 16384) launch_layer_norm_vec<T, 4>(lc, vpl, y, xp, w, b, rows, C, eps, qq, qscale);
+            else               launch_layer_norm_vec<T, 1>(lc, vpl, y, xp, w, b, rows, C, eps, qq, qscale);
             LAUNCH_CHECK("layer_norm_vec_kernel");
             return true;
         }
@@ -1482,17 +1537,32 @@ void cuda_backend::tune_gemm(lt_gemm & gm, const std::string & key, const void *
     if (it != tuned.end()) { gm.algo = it->second; return; }
     const char * env = getenv("VT_GEMM_TUNE");
     if (gm.candidates.size() > 1 && !(env && strcmp(env, "0") == 0)) {
+        // Each candidate is timed as the forward runs it: two calls captured in a CUDA graph, replayed
+        // once to warm up and once timed. Some algorithms put a memset node before their kernel (a counter zeroed in the
+        // workspace); in a replay that node costs ~5 us of dependency gaps, more than a large-v3
+        // GEMM at batch 1 gains from them (the timeline of tests/gpu/timeline.py, issue 29), and
+        // only a graph's timing sees it.
         cudaEvent_t e0 = nullptr, e1 = nullptr;
         float best = INFINITY;
         cublasLtMatmulAlgo_t best_algo = gm.algo;
         if (cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess) {
             for (const cublasLtMatmulAlgo_t & a : gm.candidates) {
                 gm.algo = a;
-                bool ok = lt_gemm_run(lt, stream, gm, w, x, c, d, bias, lt_ws) && cudaEventRecord(e0, stream) == cudaSuccess;
-                for (int r = 0; ok && r < 3; r++) ok = lt_gemm_run(lt, stream, gm, w, x, c, d, bias, lt_ws);
+                cudaGraph_t graph = nullptr;
+                cudaGraphExec_t exec = nullptr;
+                bool ok = lt_gemm_run(lt, stream, gm, w, x, c, d, bias, lt_ws) &&     // a candidate that fails, here
+                          cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+                if (ok) {
+                    for (int r = 0; ok && r < 2; r++) ok = lt_gemm_run(lt, stream, gm, w, x, c, d, bias, lt_ws);
+                    ok = cudaStreamEndCapture(stream, &graph) == cudaSuccess && ok;
+                }
+                ok = ok && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess && cudaGraphLaunch(exec, stream) == cudaSuccess &&
+                     cudaEventRecord(e0, stream) == cudaSuccess && cudaGraphLaunch(exec, stream) == cudaSuccess;
                 float ms = INFINITY;
                 ok = ok && cudaEventRecord(e1, stream) == cudaSuccess && cudaEventSynchronize(e1) == cudaSuccess &&
                      cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
+                if (exec) cudaGraphExecDestroy(exec);
+                if (graph) cudaGraphDestroy(graph);
                 if (ok && ms < best) { best = ms; best_algo = a; }
             }
         }

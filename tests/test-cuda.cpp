@@ -310,36 +310,38 @@ TEST_CASE("cuda fp8 linear: exact e4m3 inputs match the f32 GEMM; other sizes fa
 TEST_CASE("cuda fp8 MLP: the norm quantizes for fc1, fc1's GELU epilogue for fc2, within e4m3's rounding" * doctest::skip(no_gpu())) {
     backend_ptr fp8(test_cuda_backend(VT_TYPE_BF16, 0, true));
     REQUIRE_MESSAGE(fp8, "no FP8 CUDA backend: " << last_error());
-    const int B = 2, M = 150, D = 256, F = 1024;
-    const std::vector<float> x = e4m3_rows(B * M, D, 5, -4), w1 = randn((size_t)F * D, 6, VT_TYPE_BF16, 1.0f / 16),
-                             b1 = randn(F, 7, VT_TYPE_F32, 0.5f), w2 = randn((size_t)D * F, 8, VT_TYPE_BF16, 1.0f / 32),
-                             b2 = randn(D, 9, VT_TYPE_F32, 0.5f), g = randn(D, 10, VT_TYPE_F32, 0.3f, 1.0f),
-                             be = randn(D, 11, VT_TYPE_F32, 0.2f);
-    // expose: the norm's and fc1's outputs also outputs, so neither may fuse; !flag: the weights
-    // not flagged vt_set_fp8, so the GEMMs stay bf16 (and the error is bf16's, well below e4m3's)
-    struct variant { bool expose, flag; const char * what; };
-    for (const variant & var : {variant{false, true, "fp8 MLP, fused"}, variant{true, true, "fp8 MLP, norm and fc1 exposed"},
-                                variant{false, false, "fp8 backend, MLP weights not flagged: bf16 GEMMs"}}) {
-        const bool expose = var.expose;
-        builder build = [&](vt_context * ctx, vt_type mat, vt_type act, std::vector<leaf> & L) {
-            vt_tensor * tx = vt_new_tensor_3d(ctx, act, D, M, B);
-            vt_tensor * t1 = vt_new_tensor_2d(ctx, mat, D, F), * t2 = vt_new_tensor_2d(ctx, mat, F, D);
-            vt_tensor * tb1 = vt_new_tensor_1d(ctx, VT_TYPE_F32, F), * tb2 = vt_new_tensor_1d(ctx, VT_TYPE_F32, D);
-            vt_tensor * tg = vt_new_tensor_1d(ctx, VT_TYPE_F32, D), * tbe = vt_new_tensor_1d(ctx, VT_TYPE_F32, D);
-            vt_set_input(tx);
-            for (vt_tensor * t : {t1, t2, tb1, tb2, tg, tbe}) vt_set_weight(t);
-            if (var.flag) { vt_set_fp8(t1); vt_set_fp8(t2); }
-            L.push_back({tx, &x}); L.push_back({t1, &w1}); L.push_back({t2, &w2}); L.push_back({tb1, &b1}); L.push_back({tb2, &b2});
-            L.push_back({tg, &g}); L.push_back({tbe, &be});
-            vt_tensor * n = vt_layer_norm(ctx, tx, tg, tbe, 1e-5f);
-            vt_tensor * h = vt_linear(ctx, n, t1, tb1, VT_ACT_GELU, nullptr);
-            if (expose) { vt_set_output(n); vt_set_output(h); }
-            return vt_linear(ctx, h, t2, tb2, VT_ACT_NONE, tx);
-        };
-        const double err = cuda_vs_cpu(fp8.get(), VT_TYPE_BF16, build, var.what);
-        // e4m3's rounding (H200: 4.4e-3; the residual dominates the output), not bf16's (1.7e-3)
-        if (var.flag) CHECK((err > 3e-3 && err < 1e-2));
-        else CHECK(err < 2.5e-3);
+    const int B = 2, D = 256, F = 1024;
+    for (int M : {150, 8193}) {   // 8193: 16386 rows, the norm 4 rows a warp (the last warp's half empty)
+        const std::vector<float> x = e4m3_rows(B * M, D, 5, -4), w1 = randn((size_t)F * D, 6, VT_TYPE_BF16, 1.0f / 16),
+                                 b1 = randn(F, 7, VT_TYPE_F32, 0.5f), w2 = randn((size_t)D * F, 8, VT_TYPE_BF16, 1.0f / 32),
+                                 b2 = randn(D, 9, VT_TYPE_F32, 0.5f), g = randn(D, 10, VT_TYPE_F32, 0.3f, 1.0f),
+                                 be = randn(D, 11, VT_TYPE_F32, 0.2f);
+        // expose: the norm's and fc1's outputs also outputs, so neither may fuse; !flag: the weights
+        // not flagged vt_set_fp8, so the GEMMs stay bf16 (and the error is bf16's, well below e4m3's)
+        struct variant { bool expose, flag; const char * what; };
+        for (const variant & var : {variant{false, true, "fp8 MLP, fused"}, variant{true, true, "fp8 MLP, norm and fc1 exposed"},
+                                    variant{false, false, "fp8 backend, MLP weights not flagged: bf16 GEMMs"}}) {
+            const bool expose = var.expose;
+            builder build = [&](vt_context * ctx, vt_type mat, vt_type act, std::vector<leaf> & L) {
+                vt_tensor * tx = vt_new_tensor_3d(ctx, act, D, M, B);
+                vt_tensor * t1 = vt_new_tensor_2d(ctx, mat, D, F), * t2 = vt_new_tensor_2d(ctx, mat, F, D);
+                vt_tensor * tb1 = vt_new_tensor_1d(ctx, VT_TYPE_F32, F), * tb2 = vt_new_tensor_1d(ctx, VT_TYPE_F32, D);
+                vt_tensor * tg = vt_new_tensor_1d(ctx, VT_TYPE_F32, D), * tbe = vt_new_tensor_1d(ctx, VT_TYPE_F32, D);
+                vt_set_input(tx);
+                for (vt_tensor * t : {t1, t2, tb1, tb2, tg, tbe}) vt_set_weight(t);
+                if (var.flag) { vt_set_fp8(t1); vt_set_fp8(t2); }
+                L.push_back({tx, &x}); L.push_back({t1, &w1}); L.push_back({t2, &w2}); L.push_back({tb1, &b1}); L.push_back({tb2, &b2});
+                L.push_back({tg, &g}); L.push_back({tbe, &be});
+                vt_tensor * n = vt_layer_norm(ctx, tx, tg, tbe, 1e-5f);
+                vt_tensor * h = vt_linear(ctx, n, t1, tb1, VT_ACT_GELU, nullptr);
+                if (expose) { vt_set_output(n); vt_set_output(h); }
+                return vt_linear(ctx, h, t2, tb2, VT_ACT_NONE, tx);
+            };
+            const double err = cuda_vs_cpu(fp8.get(), VT_TYPE_BF16, build, var.what);
+            // e4m3's rounding (H200: 4.4e-3; the residual dominates the output), not bf16's (1.7e-3)
+            if (var.flag) CHECK((err > 3e-3 && err < 1e-2));
+            else CHECK(err < 2.5e-3);
+        }
     }
 }
 
@@ -453,6 +455,7 @@ TEST_CASE("cuda layer_norm: vectorised and generic rows" * doctest::skip(no_gpu(
     struct shape { int B, M, C; };
     const shape shapes[] = {
         {2, 37, 384}, {1, 1500, 1280}, {3, 1, 64}, {1, 3, 100} /* C % 8 != 0 */, {1, 5, 2560} /* > 2048 */, {1, 7, 8},
+        {2, 8193, 1280}, {1, 16387, 384},   // 16384 rows or more: 4 rows a warp, the last warp's partly empty
     };
     for (vt_type ct : CTYPES) {
         backend_ptr cuda = cuda_backend(ct);
