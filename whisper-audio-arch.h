@@ -161,6 +161,9 @@ static const wa_projector_name WA_PROJECTORS[] = {
                                                                                          // directories through the converter
     {WHISPER_AUDIO_PROJECTOR_QWEN3A,        "qwen3a",        nullptr,          false},   // Qwen3-Omni (llama.cpp's name); its
                                                                                          // directories through the converter
+    {WHISPER_AUDIO_PROJECTOR_STEPAUDIO2,    "stepaudio2",    nullptr,          false},   // Step-Audio 2: ours alone (llama.cpp
+                                                                                         // has no type of it); its
+                                                                                         // directories through the converter
 };
 
 // multi_modal_projector.* of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3 and GLM-ASR,
@@ -174,6 +177,7 @@ struct wa_projector {
                                           // MiniCPM-o's audio_projection_layer.linear1 and linear2 are fc1 and fc2
     vt_tensor * ln_mid_w, * ln_post_w;    // ln_mid.weight (Ultravox v0.5+), ln_post.weight (v0.4)
     vt_tensor * norm_w, * norm_b;         // Kimi-Audio's vq_adaptor.layers.4 (a LayerNorm; its layers.0 and .3 are fc1, fc2)
+    vt_tensor * conv_w, * conv_b;         // Step-Audio 2's adapter.conv [d, d, 3] (its adapter.linear1 and linear2 are fc1, fc2)
 };
 
 // Projector shapes' entries, beside wa_dim's
@@ -182,7 +186,7 @@ enum wa_proj_dim { WA_LLM = -5, WA_STACKED = -6, WA_PFF = -7, WA_PFF_HALF = -8 }
 struct wa_proj_desc {
     const char * name;                         // in our GGUF (the checkpoint's)
     whisper_audio_projector type;              // the projector that has it
-    int shape[2];                              // PyTorch's, in wa_dim / wa_proj_dim; 0 ends it
+    int shape[3];                              // PyTorch's, in wa_dim / wa_proj_dim; 0 ends it
     bool matrix;
     vt_tensor * wa_projector::* dst;
     bool either = false;                       // one of the two rows so marked (ln_mid or ln_post)
@@ -222,6 +226,12 @@ static constexpr wa_proj_desc WA_PROJ_TENSORS[] = {
     {"audio_tower.proj1.bias",                WHISPER_AUDIO_PROJECTOR_QWEN3A,   {WA_D},                   WA_F32,    &wa_projector::fc1_b},
     {"audio_tower.proj2.weight",              WHISPER_AUDIO_PROJECTOR_QWEN3A,   {WA_LLM, WA_D},           WA_MATRIX, &wa_projector::fc2_w},
     {"audio_tower.proj2.bias",                WHISPER_AUDIO_PROJECTOR_QWEN3A,   {WA_LLM},                 WA_F32,    &wa_projector::fc2_b},
+    {"adapter.conv.weight",                   WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, {WA_D, WA_D, 3},        WA_MATRIX, &wa_projector::conv_w},
+    {"adapter.conv.bias",                     WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, {WA_D},                 WA_F32,    &wa_projector::conv_b},
+    {"adapter.linear1.weight",                WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, {WA_PFF, WA_D},         WA_MATRIX, &wa_projector::fc1_w},
+    {"adapter.linear1.bias",                  WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, {WA_PFF},               WA_F32,    &wa_projector::fc1_b},
+    {"adapter.linear2.weight",                WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, {WA_LLM, WA_PFF},       WA_MATRIX, &wa_projector::fc2_w},
+    {"adapter.linear2.bias",                  WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, {WA_LLM},               WA_F32,    &wa_projector::fc2_b},
 };
 
 // ---- whisper.cpp's legacy ggml-*.bin ----------------------------------------------------

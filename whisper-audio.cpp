@@ -2987,9 +2987,9 @@ static whisper_audio_weight_type wa_weight_type(vt_type type) {
 }
 
 // The projector's shape in vt's order (innermost first); returns the dimension count.
-static int wa_proj_shape(const whisper_audio_hparams & hp, const wa_proj_desc & t, int64_t ne[2]) {
+static int wa_proj_shape(const whisper_audio_hparams & hp, const wa_proj_desc & t, int64_t ne[3]) {
     int n_dims = 0;
-    for (; n_dims < 2 && t.shape[n_dims] != 0; n_dims++) {
+    for (; n_dims < 3 && t.shape[n_dims] != 0; n_dims++) {
         const int s = t.shape[n_dims];
         ne[n_dims] = s == WA_D ? hp.n_state : s == WA_LLM ? hp.n_llm : s == WA_STACKED ? (int64_t)hp.stack_factor * hp.n_state
                    : s == WA_PFF ? hp.n_proj_ff : s == WA_PFF_HALF ? hp.n_proj_ff / 2 : s;
@@ -3564,6 +3564,10 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
         l1 && hp.projector == WHISPER_AUDIO_PROJECTOR_GLMASR && l1->n_dims == 2) {
         hp.n_proj_ff = (int)l1->ne[1];                    // GLM-ASR: 2 n_llm; checked against the rows' shapes
     }
+    if (const gguf_tensor_info * l1 = m->find("adapter.linear1.weight");
+        l1 && hp.projector == WHISPER_AUDIO_PROJECTOR_STEPAUDIO2 && l1->n_dims == 2) {
+        hp.n_proj_ff = (int)l1->ne[1];                    // Step-Audio 2: its adapter's width (2048); checked by the rows
+    }
     if (const gguf_tensor_info * l1 = m->find("multi_modal_projector.linear_1.weight");
         l1 && hp.projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX) {
         if (l1->n_dims != 2 || l1->ne[1] % 2 != 0) {
@@ -3707,7 +3711,7 @@ static bool model_read_weights(whisper_audio_model * m, int fd) {
     for (const wa_proj_desc & t : WA_PROJ_TENSORS) {
         if (t.type != hp.projector || (t.either && !m->find(t.name))) continue;
         n_either += t.either;
-        int64_t ne[2];
+        int64_t ne[3];
         const int n_dims = wa_proj_shape(hp, t, ne);
         if (!check_tensor(m, t.name, n_dims, ne, t.matrix)) return false;
         used.push_back(&m->tensors[m->index.at(t.name)]);
@@ -5062,7 +5066,7 @@ static bool hf_model_read(whisper_audio_model * m, std::string dir, const std::s
     for (const wa_proj_desc & t : WA_PROJ_TENSORS) {
         if (t.type != hp.projector) continue;
         if (t.either && (t.name == std::string("multi_modal_projector.ln_mid.weight")) != opt.ln_mid) continue;
-        int64_t ne[2];
+        int64_t ne[3];
         const int n_dims = wa_proj_shape(hp, t, ne);
         taken.insert(proj_prefix + t.name);
         if (!wa_hf_take(m, ck, proj_prefix + t.name, t.name, n_dims, ne, t.matrix, "projector", sources)) return false;
@@ -5704,6 +5708,20 @@ static vt_tensor * build_kimiaudio(const whisper_audio_encoder * enc, vt_context
     return vt_layer_norm(ctx, cur, p.norm_w, p.norm_b, enc->hparams.proj_eps);
 }
 
+// Step-Audio 2: AudioEncoder.forward after its blocks (avg_pooler: pairs of positions, an odd last
+// one left out; after_norm), then its Adaptor: conv (kernel 3, stride 2, padding 1) + GELU,
+// linear1, ReLU, linear2. The rows its lengths rule keeps are the first (wa_tower.rows).
+static vt_tensor * build_stepaudio2(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+    const wa_projector & p = enc->proj;
+    cur = vt_avg_pool2(ctx, cur);
+    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
+    if (!enc->params.projector) return cur;
+    cur = vt_conv1d_k3(ctx, cur, p.conv_w, p.conv_b, 2, VT_ACT_GELU, nullptr);
+    cur = vt_linear(ctx, cur, p.fc1_w, p.fc1_b, VT_ACT_NONE, nullptr);
+    cur = vt_relu(ctx, cur);
+    return vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
+}
+
 // Qwen3OmniMoeAudioEncoder.forward after its layers: ln_post, then proj1, GELU, proj2 (the
 // projector; the tower's rows are ln_post's).
 static vt_tensor * build_qwen3a(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
@@ -5773,6 +5791,13 @@ static int rows_kimiaudio(const whisper_audio_hparams & hp, int frames, bool pro
     const int tokens = frames < 1 ? 0 : (frames - 1) / (2 * hp.stack_factor) + 1;
     return projector ? tokens : tokens * hp.stack_factor;
 }
+// Step-Audio 2: of L = wav_lens frames (ceil(w / 160) of a window of w samples; the graph's own frame
+// count gives its output's rows the same way) E = (L + 1) // 2 // 2 pooled positions, and the
+// adapter's (E - 1) // 2 + 1 tokens (forward's feat_lens; none for E = 0)
+static int rows_stepaudio2(const whisper_audio_hparams &, int frames, bool projector) {
+    const int pooled = (frames + 1) / 2 / 2;
+    return projector ? (pooled < 1 ? 0 : (pooled - 1) / 2 + 1) : pooled;
+}
 static int64_t frames_qwen3a(size_t n) {       // unpadded (padding "longest"): the STFT's 1 + n // 160 frames less its last
     return (int64_t)(n / WHISPER_AUDIO_HOP);
 }
@@ -5796,6 +5821,12 @@ struct wa_tower {
                                  // frames past the audio read as zero and its keys masked at its mel frame
                                  // count, not its positions (MiniCPM-o: pad_sequence's 0.0, and its padding
                                  // mask compares positions with audio_feature_lens, the mel frames)
+    // Step-Audio 2's windows: window_samples each (0: 30 s), each its own log-mel of its audio and
+    // mel_pad zero samples ((w + mel_pad) / 160 frames, its clamp over those), L = ceil(w / 160) frames
+    // its length (padding_mels' frames - 2) and its keys conv2's sampling of them (mask[(T + 1) % 2 :: 2]
+    // of T frames run); a later window runs at a whole one's frames (padding_mels pads to the longest)
+    size_t window_samples = 0;
+    int mel_pad = 0;
 };
 
 static const wa_tower WA_TOWERS[] = {
@@ -5823,12 +5854,29 @@ static const wa_tower WA_TOWERS[] = {
     // of it, cut into windows of wa_window_frames (whole attention windows) masked past the audio; a
     // window shorter than one chunk runs at its own length (transformers pads chunks to the longest)
     { WHISPER_AUDIO_PROJECTOR_QWEN3A,   0,                       true,  false, true,  frames_qwen3a,   rows_qwen3a,   build_qwen3a,   false },
+    // Step-Audio 2 (StepAudio2.apply_chat_template, padding_mels, AudioEncoder, Adaptor): all of it in
+    // 25 s windows, an input of one at its own frames, masked by its length rule
+    { WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, 0,                     false, true,  true,  frames_all, rows_stepaudio2, build_stepaudio2, false,
+      25 * WHISPER_AUDIO_SAMPLE_RATE, 479 },
 };
 
 static const wa_tower * wa_tower_of(whisper_audio_projector type) {
     for (const wa_tower & t : WA_TOWERS) if (t.type == type) return &t;
     return nullptr;
 }
+
+// A window's samples (30 s, or the tower's), and the mel frames a whole one runs at
+static size_t wa_window_samples(const wa_tower * t) { return t && t->window_samples ? t->window_samples : WHISPER_AUDIO_N_SAMPLES; }
+static int wa_full_frames(const wa_tower * t) {
+    return t && t->window_samples ? (int)((t->window_samples + t->mel_pad) / WHISPER_AUDIO_HOP) : WHISPER_AUDIO_N_FRAMES;
+}
+// The mel frames of a mel_pad tower's window of n samples: its audio and the zeros after it
+static int wa_padded_frames(const wa_tower & t, size_t n) {
+    return (int)std::min<size_t>(WHISPER_AUDIO_N_FRAMES, (n + t.mel_pad) / WHISPER_AUDIO_HOP);
+}
+// Step-Audio 2's keys of a window of `frames` frames long run at n_frames: those of conv2's positions
+// whose frame mask[(n_frames + 1) % 2 :: 2] holds (make_non_pad_mask of its length)
+static int wa_keys_of(int frames, int n_frames) { return std::max(0, (frames - (n_frames + 1) % 2 + 1) / 2); }
 
 // Builds the forward for a batch of mel windows: mel [B, n_mels, F] -> [B, (F + 1) / 2, d]; F
 // is 3000 for a padded 30 s window, or fewer for an unpadded one. kv_len [B] (or NULL):
@@ -6104,7 +6152,7 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
     for (const wa_proj_desc & t : WA_PROJ_TENSORS) {
         const gguf_tensor_info * src = t.type == hp.projector ? model->find(t.name) : nullptr;
         if (!src) continue;
-        int64_t ne[2];
+        int64_t ne[3];
         vt_tensor * dst = enc->proj.*t.dst = vt_new_tensor(ctx, t.matrix ? mt : VT_TYPE_F32, wa_proj_shape(hp, t, ne), ne);
         vt_set_weight(dst);
         vt_set_name(dst, "%s", t.name);
@@ -6247,10 +6295,11 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_fram
     const std::tuple<int, int, bool, int> key(n, n_frames, from_pcm, kind);
     auto it = enc->graphs.find(key);
     if (it != enc->graphs.end()) return &it->second;
+    const int full = wa_full_frames(wa_tower_of(enc->hparams.projector));   // a whole window's (Step-Audio 2: 2502)
     for (auto i = enc->graphs.begin(); i != enc->graphs.end();) {
-        const int gn = std::get<0>(i->first);
+        const int gn = std::get<0>(i->first), gf = std::get<1>(i->first);
         const bool ladder = std::get<2>(i->first) && (gn & (gn - 1)) == 0;
-        if ((gn != enc->params.max_batch && !ladder) || std::get<1>(i->first) != WHISPER_AUDIO_N_FRAMES) {
+        if ((gn != enc->params.max_batch && !ladder) || (gf != WHISPER_AUDIO_N_FRAMES && gf != full)) {
             vt_graph_free(i->second.graph);
             vt_free(i->second.ctx);
             i = enc->graphs.erase(i);
@@ -6304,7 +6353,7 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_fram
         vt_graph_free);
     // the full batches of padded windows run again and again: worth timing their GEMMs; another
     // shape (an unpadded length, a short batch) may run once, and timing costs more than it saves
-    vt_graph_set_tune(graph.get(), n == enc->params.max_batch && n_frames == WHISPER_AUDIO_N_FRAMES);
+    vt_graph_set_tune(graph.get(), n == enc->params.max_batch && (n_frames == WHISPER_AUDIO_N_FRAMES || n_frames == full));
     if (!vt_backend_alloc_graph(enc->backend, graph.get())) {
         wa_set_error("allocating the encoder graph (batch %d, %d frames, %.1f MiB) on %s: %s", n, n_frames,
                      vt_graph_arena_size(graph.get()) / 1048576.0, vt_backend_name(enc->backend), vt_last_error());
@@ -6545,7 +6594,8 @@ static bool pipeline_submit(whisper_audio_pipeline * p, whisper_audio_encoder * 
     // on CUDA a short batch of padded windows runs as the smallest captured graph that holds it
     // (zero windows after it: wa_graph_batch); the CPU's time follows the windows
     const bool from_pcm = enc->mel_in_graph;
-    const int n_run = from_pcm && b->n_frames == WHISPER_AUDIO_N_FRAMES ? wa_graph_batch(b->n, b->cap) : b->n;
+    const bool whole = b->n_frames == WHISPER_AUDIO_N_FRAMES || b->n_frames == wa_full_frames(p->tower);
+    const int n_run = from_pcm && whole ? wa_graph_batch(b->n, b->cap) : b->n;
     for (int i = b->n; i < n_run; i++) {
         std::fill(b->pcm + (size_t)i * WA_MEL_ROW, b->pcm + (size_t)(i + 1) * WA_MEL_ROW, 0.0f);
         b->mel_params[2 * i] = WHISPER_AUDIO_N_FRAMES;
@@ -6813,6 +6863,10 @@ static void pipeline_close_own_window(whisper_audio_pipeline * p, size_t samples
         w.audio_frames = frames;
         w.rows = p->tower->rows(p->encs[0]->hparams, frames, p->projector);
         if (p->tower->tail_by_frames && w.window > 0) w.attend = std::min(frames, p->encs[0]->hparams.n_ctx);
+        if (p->tower->mel_pad) {          // Step-Audio 2: its own frames (audio and zeros), keys by its rule
+            w.valid = wa_padded_frames(*p->tower, samples);
+            w.attend = wa_keys_of(frames, p->cur->n_frames);
+        }
     }
     pipeline_close_window(p, p->cur, w);
 }
@@ -6863,16 +6917,17 @@ static bool pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t 
         p->input_samples += n - used;
         n = used;
     }
+    const size_t W = wa_window_samples(p->tower);
     while (n > 0) {
-        if (p->in_window == 0 && !pipeline_make_room(p, WHISPER_AUDIO_N_FRAMES)) return false;
-        const size_t k = std::min(n, (size_t)WHISPER_AUDIO_N_SAMPLES - p->in_window);
+        if (p->in_window == 0 && !pipeline_make_room(p, wa_full_frames(p->tower))) return false;
+        const size_t k = std::min(n, W - p->in_window);
         memcpy(p->cur->pcm + (size_t)p->cur->n * WA_MEL_ROW + WA_MEL_CONTEXT + p->in_window, pcm, k * sizeof(float));
         p->in_window += k;
         p->input_samples += k;
         pcm += k;
         n -= k;
         // a full window goes (a tower's too: Audio Flamingo 3 keeps up to 20; Qwen2-Audio's one ends with the input)
-        if (p->in_window == WHISPER_AUDIO_N_SAMPLES) pipeline_close_own_window(p, WHISPER_AUDIO_N_SAMPLES);
+        if (p->in_window == W) pipeline_close_own_window(p, W);
     }
     return pipeline_emit(p, false);
 }
@@ -6942,7 +6997,8 @@ static bool pipeline_end_input(whisper_audio_pipeline * p) {
         // an unpadded tower's input of one window (MiniCPM-o's of at most 30 s): its own frames
         if (p->params.no_pad && !pipeline_make_room(p, 2 * whisper_audio_n_positions(samples))) return false;
         if (p->tower && p->tower->unpadded && p->window == 0 &&
-            !pipeline_make_room(p, (int)((samples + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP))) return false;
+            !pipeline_make_room(p, p->tower->mel_pad ? wa_padded_frames(*p->tower, samples)
+                                                     : (int)((samples + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP))) return false;
         pipeline_close_own_window(p, samples);
     }
     p->input++;
@@ -7288,14 +7344,15 @@ bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, si
 static bool wa_check_projector(const whisper_audio_hparams & hp, const char * func) {
     if (wa_tower_of(hp.projector)) return true;
     wa_set_error("%s: the model is a Whisper encoder without an audio-LLM projector (Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, "
-                 "GLM-ASR, Qwen2.5-Omni, Qwen3-Omni)", func);
+                 "GLM-ASR, Qwen2.5-Omni, Qwen3-Omni, Step-Audio 2)", func);
     return false;
 }
 
 // The rows an input of n samples gives a tower's model: its chunks' rows, summed.
 static size_t tower_rows(const whisper_audio_hparams & hp, size_t n_samples, bool projector) {
     const wa_tower & tw = *wa_tower_of(hp.projector);
-    const int64_t frames = tw.frames(n_samples), F = tw.whole_signal ? wa_window_frames(hp) : WHISPER_AUDIO_N_FRAMES;
+    const int64_t frames = tw.frames(n_samples), F = tw.whole_signal ? wa_window_frames(hp)
+                                                  : (int64_t)(wa_window_samples(&tw) / WHISPER_AUDIO_HOP);
     size_t rows = 0;
     for (int64_t c = 0; c * F < frames; c++) rows += (size_t)tw.rows(hp, (int)std::min(F, frames - c * F), projector);
     return rows;
@@ -7409,8 +7466,10 @@ int whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * m
     if (!wa_check_token_encoder(enc, __func__)) return -1;
     const whisper_audio_hparams & hp = enc->hparams;
     const wa_tower & tw = *wa_tower_of(hp.projector);
-    if (tw.unpadded ? n_frames < 2 || n_frames > WHISPER_AUDIO_N_FRAMES : n_frames != WHISPER_AUDIO_N_FRAMES) {
-        wa_set_error("%s: %d mel frames; this model takes %s", __func__, n_frames, tw.unpadded ? "2 to 3000" : "3000 (a padded 30 s window)");
+    const int least = tw.mel_pad ? 3 : 2;   // Step-Audio 2: a pooled position for its adapter
+    if (tw.unpadded ? n_frames < least || n_frames > WHISPER_AUDIO_N_FRAMES : n_frames != WHISPER_AUDIO_N_FRAMES) {
+        wa_set_error("%s: %d mel frames; this model takes %s", __func__, n_frames,
+                     !tw.unpadded ? "3000 (a padded 30 s window)" : tw.mel_pad ? "3 to 3000" : "2 to 3000");
         return -1;
     }
     if (n_audio_frames < 1 || n_audio_frames > n_frames) {
@@ -7422,7 +7481,9 @@ int whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * m
     // MiniCPM-o: 3000 frames are a later window (its frames past the audio zero, its keys masked at the
     // frame count); fewer, an input of at most 30 s at its own frames
     const bool later = tw.tail_by_frames && n_frames == WHISPER_AUDIO_N_FRAMES;
-    const float kv_len = (float)(later ? std::min(n_audio_frames, hp.n_ctx) : wa_positions(hp, n_audio_frames));
+    // Step-Audio 2: n_audio_frames is its wav_lens (L), the keys its rule's at n_frames
+    const float kv_len = (float)(later ? std::min(n_audio_frames, hp.n_ctx)
+                                 : tw.mel_pad ? std::max(1, wa_keys_of(n_audio_frames, n_frames)) : wa_positions(hp, n_audio_frames));
     const float frames = (float)n_audio_frames;
     const int rows = tw.rows(hp, n_audio_frames, enc->params.projector);
     // the AuT: audio shorter than a chunk runs at its own length, as transformers pads chunks to the longest

@@ -87,6 +87,10 @@ enum whisper_audio_projector {
     WHISPER_AUDIO_PROJECTOR_QWEN3A,    // Qwen3-Omni's audio tower (AuT): one log-mel over the whole input, three
                                        // stride-2 Conv2d per chunk of n_chunk frames, a linear, positions per chunk,
                                        // attention within windows of n_attn_window frames, ln_post, linear, GELU, linear
+    WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, // Step-Audio 2: 25 s windows, each its own log-mel of its audio and 479 zeros
+                                        // (unpadded; a longer input's tail zero-padded to a whole window's frames), keys
+                                        // masked by its length rule, average pooling by 2, LayerNorm; its adapter:
+                                        // conv (kernel 3, stride 2) + GELU, linear, ReLU, linear
 };
 
 typedef struct whisper_audio_hparams {
@@ -100,7 +104,8 @@ typedef struct whisper_audio_hparams {
     enum whisper_audio_weight_type weight_type;  // the matrices' (encoder.layers.0.fc1.weight's)
     enum whisper_audio_projector projector;      // whisper.projector.type; NONE for a Whisper model
     int   n_llm;          // whisper.projector.embedding_length: the LLM's width, a token's; 0 without a projector
-    int   n_proj_ff;      // Ultravox: linear_1's output width (SwiGLU halves it); 0 otherwise
+    int   n_proj_ff;      // Ultravox: linear_1's output width (SwiGLU halves it); GLM-ASR's, Step-Audio 2's
+                          // linear_1 / linear1 width; 0 otherwise
     int   stack_factor;   // whisper.projector.stack_factor: frames per token (Voxtral 4, Ultravox 8), else 1
     float proj_eps;       // whisper.projector.layer_norm_epsilon: Ultravox's RMSNorm eps (1e-6)
     int   n_rot;          // whisper.encoder.rope.dimension_count: the dims of each head RoPE turns (GLM-ASR:
@@ -434,10 +439,16 @@ int whisper_audio_cuda_device_count(void);
 //     to 30 s with its own log-mel, not masked; a window of w samples gives token_len =
 //     (w - 1) // 1280 + 1 tokens (375 for a whole one), each from 4 positions stacked, through the
 //     VQ adaptor (linear, SiLU, linear, LayerNorm): what its LLM adds to the discrete tokens' embeddings.
+//   Step-Audio 2: all of it in 25 s windows (StepAudio2.apply_chat_template's chunks), each its own
+//     log-mel of its audio and 479 zero samples, (w + 479) // 160 frames (2502 for a whole one), wav_lens
+//     = frames - 2 = ceil(w / 160) = L; an input of one window runs at its own frames, a longer one's
+//     windows as padding_mels batches them (the tail's frames past its audio zero, 2502 in all), the keys
+//     masked past conv2's sampling of the L frames; E = (L + 1) // 2 // 2 pooled positions, through the
+//     adapter (its conv of stride 2): (E - 1) // 2 + 1 tokens (313 for a whole window, 0 for E = 0).
 // With projector false the rows are the tower's own output: Qwen2-Audio's and Audio Flamingo 3's
 // pooled and normalised positions (as many as their tokens), GLM-ASR's positions holding audio
 // (ceil(ceil(w / 160) / 2) per window), MiniCPM-o's the same (its apm's last hidden state), Kimi-Audio's
-// token_len * 4 positions per window, Voxtral's 1500 per 30 s and Ultravox's
+// token_len * 4 positions per window, Step-Audio 2's E pooled positions (after_norm's) per window, Voxtral's 1500 per 30 s and Ultravox's
 // ceil(f / 2) positions per chunk, each n_state wide.
 // Voxtral and Ultravox take one log-mel over a whole input (its dynamic-range clamp is the
 // input's max), so the pipeline holds such an input until it ends (at most 4 hours, 922 MB),
@@ -451,7 +462,7 @@ bool whisper_audio_rows_are_tokens(const whisper_audio_model * model, whisper_au
 // reading an input there.
 size_t whisper_audio_samples_used(const whisper_audio_model * model, bool tokens);
 // "qwen2a", "voxtral", "ultravox", "musicflamingo" (Audio Flamingo 3) (llama.cpp's clip.projector_type),
-// "glmasr" (ours: GLM-ASR in transformers' layout), "qwen2.5o", "minicpmo", "kimiaudio" (ours), "none"; NULL outside the enum.
+// "glmasr" (ours: GLM-ASR in transformers' layout), "qwen2.5o", "minicpmo", "kimiaudio", "stepaudio2" (ours), "none"; NULL outside the enum.
 const char * whisper_audio_projector_name(enum whisper_audio_projector type);
 // The rows (tokens) of an input of n samples. 0 with the error set for a model without a projector.
 size_t whisper_audio_n_tokens(const whisper_audio_model * model, size_t n_samples, bool projector);
@@ -468,7 +479,9 @@ bool whisper_audio_encode_tokens(whisper_audio_encoder * enc, const float * pcm,
 // n_audio_frames zeroed and masked as its code does),
 // n_audio_frames of them holding audio (Qwen2-Audio's feature_attention_mask sum, Audio Flamingo
 // 3's input_features_mask sum, Ultravox's audio_lens; Voxtral ignores it; Qwen3-Omni: a clip of its first
-// n_audio_frames frames, run at that length where it is less than a chunk). Returns the number of rows written, or -1.
+// n_audio_frames frames, run at that length where it is less than a chunk; Step-Audio 2: 3..3000 frames
+// and its wav_lens, n_frames - 2 for a window of its own, keys and rows by its rule). Returns the number
+// of rows written, or -1.
 int  whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * mel, int n_frames, int n_audio_frames,
                                      float * out);
 

@@ -143,7 +143,7 @@ class HParams:
 # (the original checkpoint's layout: a positional embedding, a LayerNorm before the MLP, boi/eoi).
 TOWERS = {"qwen2_audio": "qwen2a", "voxtral": "voxtral", "ultravox": "ultravox", "audioflamingo3": "musicflamingo",
           "glmasr": "glmasr", "qwen2_5_omni": "qwen2.5o", "minicpmo": "minicpmo", "kimi_audio": "kimiaudio",
-          "moonshot_kimia": "kimiaudio", "qwen3_omni_moe": "qwen3a"}
+          "moonshot_kimia": "kimiaudio", "qwen3_omni_moe": "qwen3a", "step_audio_2": "stepaudio2"}
 # MiniCPM-o 2.6 (OpenBMB's modeling_minicpmo.py, not in transformers): its apm (a WhisperEncoder) and
 # audio_projection_layer (linear1, ReLU, linear2) at the checkpoint's top level beside llm.*, vpm.*,
 # resampler.* and tts.*, which are left out; audio_avg_pooler has no weights (AvgPool1d(audio_pool_step)).
@@ -170,6 +170,26 @@ GLMASR_NAMES = {"self_attn.out_proj.": "self_attn.o_proj.", "self_attn_layer_nor
                 "layer_norm.": "norm."}
 GLMASR_MERGE = 4                    # GlmAsrModel.get_audio_features: merge_factor
 ULTRAVOX_RMS_EPS = 1e-6             # ultravox_model.py's RMSNorm default
+# Step-Audio 2 (StepFun's StepAudio2ForCausalLM, its own modeling_step_audio_2.py): an OpenAI-Whisper
+# AudioEncoder (encoder.*: blocks.N.attn.query, ..., after_norm after its avg_pooler) and its Adaptor
+# (adapter.conv, linear1, ReLU, linear2) beside the LLM's model.* and lm_head, which are left out.
+# audio_encoder_config holds the sizes (n_audio_state, ...; the MLP is 4 n_audio_state), llm_dim the
+# adapter's output; our names -> its names below the encoder's prefix.
+STEPAUDIO2_TOP = {"embed_positions.": "positional_embedding.", "layer_norm.": "after_norm."}
+STEPAUDIO2_LAYER = {"self_attn.q_proj.": "attn.query.", "self_attn.k_proj.": "attn.key.", "self_attn.v_proj.": "attn.value.",
+                    "self_attn.out_proj.": "attn.out.", "self_attn_layer_norm.": "attn_ln.", "fc1.": "mlp.0.",
+                    "fc2.": "mlp.2.", "final_layer_norm.": "mlp_ln."}
+
+
+def stepaudio2_name(ours):
+    """Step-Audio 2's name of our encoder tensor below the prefix (layers.N.fc1.weight -> blocks.N.mlp.0.weight)."""
+    if not ours.startswith("layers."):
+        part = next(k for k in STEPAUDIO2_TOP if ours.startswith(k)) if ours.startswith(tuple(STEPAUDIO2_TOP)) else ""
+        return STEPAUDIO2_TOP[part] + ours[len(part):] if part else ours
+    _, i, rest = ours.split(".", 2)
+    part = next(k for k in STEPAUDIO2_LAYER if rest.startswith(k))
+    return "blocks.%s.%s%s" % (i, STEPAUDIO2_LAYER[part], rest[len(part):])
+STEPAUDIO2_ADAPTER = (3, 2)         # Adaptor's kernel_size, adapter_stride: compute_token_num's (and the graph's)
 
 
 def projector_tensors(hp):
@@ -197,6 +217,10 @@ def projector_tensors(hp):
                 (p + "linear2.weight", (n, n), True), (p + "linear2.bias", (n,), False)]
     if hp.projector == "qwen2.5o":         # Qwen2_5OmniAudioEncoder.proj (after avg pooling and ln_post)
         return [("audio_tower.proj.weight", (n, d), True), ("audio_tower.proj.bias", (n,), False)]
+    if hp.projector == "stepaudio2":       # Step-Audio 2's Adaptor: conv (kernel 3, stride 2) + GELU, linear1, ReLU, linear2
+        p = "adapter."
+        return [(p + "conv.weight", (d, d, 3), True), (p + "conv.bias", (d,), False), (p + "linear1.weight", (h, d), True),
+                (p + "linear1.bias", (h,), False), (p + "linear2.weight", (n, h), True), (p + "linear2.bias", (n,), False)]
     if hp.projector == "qwen3a":           # Qwen3OmniMoeAudioEncoder's proj1, GELU, proj2 (after ln_post)
         return [("audio_tower.proj1.weight", (d, d), True), ("audio_tower.proj1.bias", (d,), False),
                 ("audio_tower.proj2.weight", (n, d), True), ("audio_tower.proj2.bias", (n,), False)]
@@ -574,9 +598,10 @@ def read_config(d):
         except (OSError, ValueError) as e:
             raise ConvertError("%s: unreadable %s/config.json: %s" % (d, KIMI_WHISPER, e))
     if mt in TOWERS:
-        cfg = top.get("audio_config")
+        cfg = top.get("audio_encoder_config" if mt == "step_audio_2" else "audio_config")
         if not isinstance(cfg, dict):
-            raise ConvertError("%s: config.json: %s without an audio_config" % (d, mt))
+            raise ConvertError("%s: config.json: %s without an %s" % (d, mt, "audio_encoder_config" if mt == "step_audio_2"
+                                                                       else "audio_config"))
 
     def get(key, where=None, what="audio_config."):
         where = cfg if where is None else where
@@ -590,6 +615,9 @@ def read_config(d):
     if mt in ("voxtral", "audioflamingo3", "glmasr"):    # their encoder configs name them as Llama does
         hp = HParams(get("hidden_size"), get("num_hidden_layers"), get("num_attention_heads"),
                      get("intermediate_size"), get("num_mel_bins"))
+    elif mt == "step_audio_2":            # OpenAI Whisper's names; its MLP is 4 n_audio_state wide
+        hp = HParams(get("n_audio_state"), get("n_audio_layer"), get("n_audio_head"), 4 * get("n_audio_state"),
+                     get("n_mels"))
     else:
         hp = HParams(get("d_model"), get("encoder_layers"), get("encoder_attention_heads"),
                      get("encoder_ffn_dim"), get("num_mel_bins"))
@@ -622,6 +650,13 @@ def read_config(d):
             if not 1 <= hp.n_causal <= N_CTX:
                 raise ConvertError("%s: config.json: audio_chunk_length %r gives blocks of %d positions; [1, %d] expected"
                                    % (d, chunk, hp.n_causal, N_CTX))
+        if mt == "step_audio_2":   # the adapter's llm_dim is what its LLM takes; its width comes from the checkpoint
+            hp.n_llm = get("llm_dim")
+            ka = (cfg.get("kernel_size", 3), cfg.get("adapter_stride", 2))
+            if ka != STEPAUDIO2_ADAPTER or cfg.get("n_audio_ctx", N_CTX) != N_CTX:
+                raise ConvertError("%s: config.json: audio_encoder_config kernel_size %r, adapter_stride %r, n_audio_ctx %r; "
+                                   "whisper-audio runs %d, %d, %d (Step-Audio 2's)" % (d, ka[0], ka[1], cfg.get("n_audio_ctx"),
+                                                                                      *STEPAUDIO2_ADAPTER, N_CTX))
         if mt == "qwen2_5_omni":   # proj's output_dim is what the thinker's language model takes
             hp.n_llm = get("output_dim")
             n_window = get("n_window")
@@ -684,7 +719,7 @@ def read_config(d):
     if hp.n_state % hp.n_head != 0:
         raise ConvertError("%s: config.json: d_model %d is not a multiple of encoder_attention_heads %d"
                            % (d, hp.n_state, hp.n_head))
-    n_pos = cfg.get("max_source_positions", N_CTX)
+    n_pos = cfg.get("n_audio_ctx" if mt == "step_audio_2" else "max_source_positions", N_CTX)
     if n_pos != N_CTX:
         raise ConvertError("%s: config.json: max_source_positions is %r; whisper-audio needs %d "
                            "(30 s windows)" % (d, n_pos, N_CTX))
@@ -868,6 +903,11 @@ def convert_dir(d, out, outtype):
         where = open_checkpoint(d)
         prefix = find_prefix(where)
 
+    if hp.projector == "stepaudio2":       # its adapter's width: linear1's rows (2048 in Step-Audio 2 mini)
+        l1 = where.get("adapter.linear1.weight")
+        if l1 is None or len(l1.tensors["adapter.linear1.weight"][1]) != 2:
+            raise ConvertError("%s: missing projector tensor adapter.linear1.weight" % d)
+        hp.n_proj_ff = l1.tensors["adapter.linear1.weight"][1][0]
     wanted = encoder_tensors(hp) + projector_tensors(hp)
     if hp.projector and prefix == "model.audio_tower.":
         pprefix = "model."
@@ -890,6 +930,8 @@ def convert_dir(d, out, outtype):
         src = prefix + name[len("encoder."):] if name.startswith("encoder.") else pprefix + name
         if hp.projector in ("qwen2.5o", "qwen3a") and name.startswith("encoder.layer_norm."):
             src = src.replace("layer_norm.", QWEN25O_NAMES["layer_norm."])
+        if hp.projector == "stepaudio2" and name.startswith("encoder."):
+            src = prefix + stepaudio2_name(name[len("encoder."):])
         if hp.projector == "glmasr" and name.startswith("encoder."):
             for ours, theirs in GLMASR_NAMES.items():
                 if ours in src:
@@ -917,7 +959,7 @@ def convert_dir(d, out, outtype):
 
     # encoder tensors that config.json does not account for (a layer beyond encoder_layers)
     if prefix:
-        proj_prefix = {"minicpmo": "audio_projection_layer.", "kimiaudio": "model.vq_adaptor."}.get(
+        proj_prefix = {"minicpmo": "audio_projection_layer.", "kimiaudio": "model.vq_adaptor.", "stepaudio2": "adapter."}.get(
             hp.projector, pprefix + "multi_modal_projector.")
         extra = [k for k in where if k.startswith((prefix, proj_prefix) if hp.projector else prefix)
                  and k not in wanted_src and not (hp.projector == "qwen2.5o" and k[len(prefix):] in QWEN25O_UNUSED)]

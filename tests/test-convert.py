@@ -1115,6 +1115,65 @@ class TestTowers(Base):
         bad = json.loads(json.dumps(cfg))
         bad["thinker_config"]["audio_config"]["n_window_infer"] = 750
         t.expect_error(t.make("q3-window", bad, st), "n_window_infer 750 is not a multiple of 2 x n_window 100")
+    def test_stepaudio2(self):
+        # Step-Audio 2: audio_encoder_config's sizes (the MLP 4 n_audio_state), OpenAI Whisper's names under
+        # encoder. (blocks.N.attn.query, positional_embedding, after_norm), adapter.* as they are (its conv
+        # [d, d, 3]), linear1's rows its width; the LLM's model.* and lm_head left out
+        src = os.path.join(DATA, "towers", "stepaudio2")
+        st = st_read(os.path.join(src, "model.safetensors"))
+        theirs = {"encoder.embed_positions.weight": "encoder.positional_embedding.weight",
+                  "encoder.layer_norm.weight": "encoder.after_norm.weight", "encoder.layer_norm.bias": "encoder.after_norm.bias"}
+        layer = {"self_attn.q_proj.": "attn.query.", "self_attn.k_proj.": "attn.key.", "self_attn.v_proj.": "attn.value.",
+                 "self_attn.out_proj.": "attn.out.", "self_attn_layer_norm.": "attn_ln.", "fc1.": "mlp.0.", "fc2.": "mlp.2.",
+                 "final_layer_norm.": "mlp_ln."}
+
+        def src_name(ours):
+            if not ours.startswith("encoder.layers."):
+                return theirs.get(ours, ours)
+            i, rest = ours[len("encoder.layers."):].split(".", 1)
+            part = next(k for k in layer if rest.startswith(k))
+            return "encoder.blocks.%s.%s%s" % (i, layer[part], rest[len(part):])
+        for outtype in ("f32", "f16"):
+            g = GGUF(self.convert(src, outtype, "tower-stepaudio2-%s.gguf" % outtype))
+            kv = g.kv
+            self.assertEqual(kv["whisper.projector.type"], (8, "stepaudio2"))
+            self.assertEqual(kv["whisper.projector.embedding_length"], (4, 32))
+            self.assertEqual(kv["whisper.projector.stack_factor"], (4, 1))
+            self.assertEqual(kv["whisper.encoder.feed_forward_length"], (4, 256))
+            enc = [e[0] for e in expected_tensors(64, 3, 256, 128) if e[0] != "mel_filters"]
+            proj = ["adapter." + p for p in ("conv.weight", "conv.bias", "linear1.weight", "linear1.bias", "linear2.weight",
+                                             "linear2.bias")]
+            self.assertEqual([t[0] for t in g.tensors], enc + proj + ["mel_filters"])
+            for i, (tname, dims, gtype, _) in enumerate(g.tensors):
+                if tname == "mel_filters":
+                    continue
+                dtype, shape, data = st[src_name(tname)]
+                self.assertEqual(dims, list(reversed(shape)), tname)
+                want = data if gtype == GGML_F16 else array.array("I", [f16_to_f32_bits(h) for h in array.array("H", data)]).tobytes()
+                self.assertEqual(g.tensor_bytes(i), want, tname)
+            self.check_mel(g, 128)
+        t = TestErrors("test_errors")
+        t.tmp = self.tmp
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        ac = cfg["audio_encoder_config"]
+        # the LLM's weights are left out: without them the same file
+        bare = {k: v for k, v in st.items() if k.startswith(("encoder.", "adapter."))}
+        a = GGUF(self.convert(src, "f32", "step-plain.gguf"))
+        b = GGUF(self.convert(t.make("s-bare", cfg, bare), "f32", "step-bare.gguf"))
+        self.assertEqual(a.raw[a.data_start:], b.raw[b.data_start:])
+        t.expect_error(t.make("s-noaudio", {k: v for k, v in cfg.items() if k != "audio_encoder_config"}, st),
+                       "without an audio_encoder_config")
+        t.expect_error(t.make("s-kernel", dict(cfg, audio_encoder_config=dict(ac, kernel_size=7)), st), "kernel_size 7")
+        t.expect_error(t.make("s-stride", dict(cfg, audio_encoder_config=dict(ac, adapter_stride=4)), st), "adapter_stride 4")
+        t.expect_error(t.make("s-llm", dict(cfg, audio_encoder_config=dict(ac, llm_dim=16)), st), "adapter.linear2.weight has shape")
+        t.expect_error(t.make("s-nol1", cfg, {k: v for k, v in st.items() if not k.startswith("adapter.linear1.weight")}),
+                       "missing projector tensor adapter.linear1.weight")
+        t.expect_error(t.make("s-missing", cfg, {k: v for k, v in st.items() if k != "encoder.blocks.2.mlp.2.bias"}),
+                       "missing encoder tensor encoder.blocks.2.mlp.2.bias")
+        extra = dict(st, **{"encoder.blocks.3.mlp.0.bias": st["encoder.blocks.2.mlp.0.bias"]})
+        t.expect_error(t.make("s-extra", cfg, extra), "config.json does not describe")
+
     def test_language_model_left_out(self):
         src = os.path.join(DATA, "towers", "qwen2a")
         st = st_read(os.path.join(src, "model.safetensors"))
@@ -1173,7 +1232,7 @@ class TestLibrary(Base):
         for src, outtype in (("micro-80", "f32"), ("micro-80", "f16"), ("micro-128", "bf16"), ("towers/qwen2a", "f16"),
                              ("towers/voxtral", "bf16"), ("towers/ultravox", "f32"), ("towers/af3", "f16"),
                              ("towers/glmasr", "f32"), ("towers/qwen25o", "f16"), ("towers/minicpmo", "f32"),
-                             ("towers/kimiaudio", "bf16"), ("towers/qwen3a", "f16")):
+                             ("towers/kimiaudio", "bf16"), ("towers/qwen3a", "f16"), ("towers/stepaudio2", "bf16")):
             with self.subTest(src=src, outtype=outtype):
                 ours = self.convert(os.path.join(DATA, src), outtype, name="lib-%s-%s.gguf" % (src.replace("/", "-"), outtype))
                 again = ours + ".again.gguf"

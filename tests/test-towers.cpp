@@ -1,4 +1,4 @@
-// The audio towers of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, MiniCPM-o, Kimi-Audio and Qwen3-Omni on the CPU against their own code in
+// The audio towers of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, MiniCPM-o, Kimi-Audio, Qwen3-Omni and Step-Audio 2 on the CPU against their own code in
 // float64 (tests/data/towers, made by tests/data/make-tower-references.py), from our GGUF
 // (build/tower-*.gguf, converted from the checkpoints there) and from llama.cpp's mmproj files
 // of the same checkpoints; and the loader's answers to broken projector files.
@@ -16,7 +16,7 @@
 
 namespace {
 
-const char * TOWERS[] = {"qwen2a", "voxtral", "ultravox", "af3", "glmasr", "qwen25o", "minicpmo", "kimiaudio", "qwen3a"};
+const char * TOWERS[] = {"qwen2a", "voxtral", "ultravox", "af3", "glmasr", "qwen25o", "minicpmo", "kimiaudio", "qwen3a", "stepaudio2"};
 
 whisper_audio_encoder * cpu_encoder(const whisper_audio_model * model, bool projector) {
     whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
@@ -40,7 +40,7 @@ double first_rows_error(const std::vector<float> & got, const std::vector<float>
 // alone: llama.cpp's glma is the original checkpoint's layout, not transformers'; Qwen2.5-Omni's was
 // not made (Qwen3-Omni's qwen3a is: its mmproj holds both towers' keys, the vision one's tensors none).
 std::vector<std::string> tower_files(const std::string & name) {
-    if (name == "glmasr" || name == "qwen25o" || name == "minicpmo" || name == "kimiaudio") return {"build/tower-" + name + "-f32.gguf"};
+    if (name == "glmasr" || name == "qwen25o" || name == "minicpmo" || name == "kimiaudio" || name == "stepaudio2") return {"build/tower-" + name + "-f32.gguf"};
     return {"build/tower-" + name + "-f32.gguf", test_data("towers/" + name + ".mmproj.gguf")};
 }
 
@@ -65,6 +65,7 @@ TEST_CASE("towers: the model file says the projector, llama.cpp's mmproj files l
         {"minicpmo", WHISPER_AUDIO_PROJECTOR_MINICPMO, 1, 80},
         {"kimiaudio", WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, 4, 128},
         {"qwen3a", WHISPER_AUDIO_PROJECTOR_QWEN3A, 1, 128},
+        {"stepaudio2", WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, 1, 128},
     };
     for (const auto & w : want) {
         for (const std::string & path : tower_files(w.name)) {
@@ -219,6 +220,51 @@ TEST_CASE("towers: Kimi-Audio's tokens per audio length: 30 s windows, token_len
     whisper_audio_model_free(m);
 }
 
+TEST_CASE("towers: Step-Audio 2's tokens per audio length: 25 s windows, (E - 1) // 2 + 1 of E = (L + 1) // 2 // 2 each; "
+          "a tail beside a whole window as padding_mels batches it") {
+    whisper_audio_model * m = whisper_audio_model_load("build/tower-stepaudio2-f32.gguf");
+    REQUIRE_MESSAGE(m, whisper_audio_last_error());
+    const whisper_audio_hparams * hp = whisper_audio_model_hparams(m);
+    CHECK(hp->n_proj_ff == 48);                // adapter.linear1's rows (2048 in Step-Audio 2 mini)
+    CHECK(hp->stack_factor == 1);
+    // compute_token_num of a chunk's (w + 479) // 160 frames: L = frames - 2 = ceil(w / 160)
+    CHECK(whisper_audio_n_tokens(m, 112256, true) == 88);     // L 702, E 175
+    CHECK(whisper_audio_n_tokens(m, 112256, false) == 175);   // after_norm's rows
+    CHECK(whisper_audio_n_tokens(m, 50001, true) == 39);      // L 313, E 78
+    CHECK(whisper_audio_n_tokens(m, 320, true) == 0);         // E 0
+    CHECK(whisper_audio_n_tokens(m, 321, true) == 1);
+    CHECK(whisper_audio_n_tokens(m, 400000, true) == 313);    // a whole window: L 2500, E 625
+    CHECK(whisper_audio_n_tokens(m, 400000, false) == 625);
+    CHECK(whisper_audio_n_tokens(m, 450001, true) == 313 + 39);
+    CHECK(whisper_audio_n_tokens(m, 1120000, true) == 313 + 313 + 250);   // 25 s, 25 s, 20 s
+    CHECK(whisper_audio_samples_used(m, true) == SIZE_MAX);
+    CHECK(std::string(whisper_audio_projector_name(WHISPER_AUDIO_PROJECTOR_STEPAUDIO2)) == "stepaudio2");
+    // 25 s and a tail of 313 frames (odd): the tail runs at the batch's 2502 frames, its keys by that
+    // parity (156 of 157 positions), as its code batches them; each window's tokens near float64
+    decoded_audio a = decode_file(test_data("audio/long_70s_16k.wav"));
+    REQUIRE(a.ok);
+    std::vector<float> pcm(a.pcm.begin(), a.pcm.begin() + 450001);
+    whisper_audio_encoder * enc = cpu_encoder(m, true);
+    std::vector<float> got(352 * 32, NAN);
+    REQUIRE_MESSAGE(whisper_audio_encode_tokens(enc, pcm.data(), pcm.size(), got.data()), whisper_audio_last_error());
+    std::vector<int64_t> shape;
+    std::vector<float> ref = npy_load_f32(test_data("towers/stepaudio2.long_450001.audio.npy"), &shape);
+    REQUIRE(shape[0] == 352);
+    const double err = rel_l2(got, ref), tail = rel_l2(got.data() + 313 * 32, ref.data() + 313 * 32, 39 * 32);
+    MESSAGE("stepaudio2 tokens from audio (long_450001): rel L2 " << err << ", its tail " << tail);
+    CHECK(err < 1e-5);
+    CHECK(tail < 1e-5);
+    whisper_audio_encoder_free(enc);
+    // from features: 2 frames give no pooled position (3 to 3000 frames)
+    whisper_audio_encoder * tower = cpu_encoder(m, false);
+    std::vector<float> mel = npy_load_f32(test_data("features/speech_16k.mel128.npy"), nullptr);
+    std::vector<float> rows(1500 * 64, NAN);
+    CHECK(whisper_audio_encode_mel_tokens(tower, mel.data(), 2, 2, rows.data()) == -1);
+    CHECK(std::string(whisper_audio_last_error()).find("3 to 3000") != std::string::npos);
+    whisper_audio_encoder_free(tower);
+    whisper_audio_model_free(m);
+}
+
 TEST_CASE("towers: Qwen3-Omni's tokens per audio length, its windows of 2400 frames, a clip shorter than a chunk") {
     whisper_audio_model * q = whisper_audio_model_load("build/tower-qwen3a-f32.gguf");
     REQUIRE_MESSAGE(q, whisper_audio_last_error());
@@ -354,12 +400,14 @@ TEST_CASE("towers: CPU f32 against the models' own code in float64, from feature
             whisper_audio_model * model = whisper_audio_model_load(path.c_str());
             REQUIRE_MESSAGE(model, whisper_audio_last_error());
             const whisper_audio_hparams * hp = whisper_audio_model_hparams(model);
-            // Ultravox and MiniCPM-o: an input of one chunk unpadded; the others: a padded 30 s window
+            // Ultravox and MiniCPM-o: an input of one chunk unpadded; Step-Audio 2: its 704 frames (702 and
+            // log_mel_spectrogram's 479 zeros), wav_lens 702; the others: a padded 30 s window
             const bool unpadded = hp->projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX || hp->projector == WHISPER_AUDIO_PROJECTOR_MINICPMO;
+            const bool step = hp->projector == WHISPER_AUDIO_PROJECTOR_STEPAUDIO2;
 
             // from the feature extractor's log-mel (speech_16k: 702 frames hold audio)
             std::vector<float> mel = npy_load_f32(test_data("features/speech_16k.mel" + std::to_string(hp->n_mels) + ".npy"), nullptr);
-            const int n_frames = unpadded ? 702 : 3000;
+            const int n_frames = step ? 704 : unpadded ? 702 : 3000;
             std::vector<float> mel_in((size_t)hp->n_mels * n_frames);
             for (int m = 0; m < hp->n_mels; m++)
                 std::copy(mel.begin() + (size_t)m * 3000, mel.begin() + (size_t)m * 3000 + n_frames, mel_in.begin() + (size_t)m * n_frames);
@@ -702,7 +750,8 @@ TEST_CASE("towers on CUDA: an input of 1 sample (and of 320) gives the CPU's row
             const size_t rows = whisper_audio_n_tokens(model, n, true);
             const int width = whisper_audio_token_dim(model, true);
             const std::string nm = name;
-            CHECK(rows == (nm == "qwen2a" || nm == "af3" || nm == "glmasr" || nm == "qwen25o" || nm == "minicpmo" ? 0u
+            CHECK(rows == (nm == "qwen2a" || nm == "af3" || nm == "glmasr" || nm == "qwen25o" || nm == "minicpmo"
+                           || nm == "stepaudio2" ? 0u                  // (Step-Audio 2: E = 0 pooled positions)
                            : nm == "voxtral" ? 375u : nm == "qwen3a" ? (n == 1 ? 0u : 1u) : 1u));   // (Kimi-Audio: token_len 1; Qwen3-Omni: a frame per whole hop)
             std::vector<float> a(rows * width + 1, NAN), b(rows * width + 1, NAN);
             REQUIRE_MESSAGE(whisper_audio_encode_tokens(cpu, pcm.data(), n, a.data()), whisper_audio_last_error());

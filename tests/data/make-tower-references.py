@@ -334,10 +334,10 @@ def qwen25o(audios):
         store(f"qwen25o.{LONG}.audio.every8.npy", out[::8])
 
 
-def load_defs(path, names, methods_of=None):
-    """Runs the named top-level classes (and, from class methods_of[0], the methods methods_of[1])
+def load_defs(path, names, methods_of=None, **extra):
+    """Runs the named top-level classes and functions (and, from class methods_of[0], the methods methods_of[1])
     of a model file that cannot be imported whole (MiniCPM-o's pulls in its vision, TTS and LLM
-    code), in a namespace of what they use; returns that namespace."""
+    code), in a namespace of what they use (and extra); returns that namespace."""
     import ast, logging, math, typing
     from transformers.activations import ACT2FN
     from transformers.cache_utils import DynamicCache, EncoderDecoderCache
@@ -350,8 +350,8 @@ def load_defs(path, names, methods_of=None):
               EncoderDecoderCache=EncoderDecoderCache, BaseModelOutputWithPast=BaseModelOutputWithPast,
               WhisperConfig=transformers.WhisperConfig, WhisperEncoder=modeling_whisper.WhisperEncoder,
               WHISPER_ATTENTION_CLASSES=getattr(modeling_whisper, "WHISPER_ATTENTION_CLASSES", None),
-              logger=logging.getLogger("reference"))
-    body = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name in names]
+              logger=logging.getLogger("reference"), F=torch.nn.functional, Iterable=typing.Iterable, **extra)
+    body = [n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name in names]
     if methods_of:
         cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == methods_of[0])
         fns = [n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name in methods_of[1]]
@@ -492,6 +492,78 @@ def kimiaudio(audios, repo, modeling):
         store(f"kimiaudio.{LONG}.audio.every8.npy", out[::8])
 
 
+def stepaudio2(audios, modeling, utils):
+    # Step-Audio 2's own code: its AudioEncoder and Adaptor (and make_non_pad_mask, mask_to_bias) from
+    # MODELING (vLLM's vllm/model_executor/models/step_audio_2.py, the Hugging Face checkpoint's
+    # modeling_step_audio_2.py as vLLM runs it), log_mel_spectrogram and padding_mels from UTILS (Step-Audio2's
+    # utils.py), run as StepAudio2.apply_chat_template, __call__ and StepAudio2ForCausalLM.forward do (25 s
+    # chunks, one batch, feat_lens = (x_len - 1) // 2 + 1). Stand-ins, for the float64 run on the CPU:
+    # librosa.filters.mel by transformers' slaney mel bank (librosa's, which is not installed here);
+    # mask_to_bias's float32/bf16/f16 assert met by a float32 bias (0 or -1e10) cast to float64; and
+    # qkv_attention's qk.float() (its bf16 scores to f32) keeping float64.
+    import contextlib, types
+    from torch.nn.utils.rnn import pad_sequence
+    from transformers.audio_utils import mel_filter_bank
+    librosa = types.SimpleNamespace(filters=types.SimpleNamespace(mel=lambda sr, n_fft, n_mels: mel_filter_bank(
+        num_frequency_bins=n_fft // 2 + 1, num_mel_filters=n_mels, min_frequency=0.0, max_frequency=sr / 2,
+        sampling_rate=sr, norm="slaney", mel_scale="slaney").T.astype(np.float32)))
+    u = load_defs(utils, ("_mel_filters", "log_mel_spectrogram", "padding_mels", "compute_token_num"),
+                  librosa=librosa, pad_sequence=pad_sequence)
+    m = load_defs(modeling, ("make_non_pad_mask", "mask_to_bias", "MultiHeadAttention", "ResidualAttentionBlock",
+                             "AudioEncoder", "Adaptor"))
+    to_bias = m["mask_to_bias"]
+    m["mask_to_bias"] = lambda mask, dtype: to_bias(mask, torch.float32).to(dtype)
+
+    @contextlib.contextmanager
+    def float64_scores():
+        f = torch.Tensor.float
+        torch.Tensor.float = lambda t, *a, **k: t if t.dtype == torch.float64 else f(t, *a, **k)
+        try:
+            yield
+        finally:
+            torch.Tensor.float = f
+
+    PFF = 48                                          # the adapter's width (2048 in Step-Audio 2 mini)
+    enc_cfg = dict(n_mels=128, n_audio_ctx=1500, n_audio_state=D, n_audio_head=HEADS, n_audio_layer=LAYERS, llm_dim=LLM,
+                   kernel_size=3, adapter_stride=2)
+    encoder = m["AudioEncoder"](128, 1500, D, HEADS, LAYERS).eval()
+    adapter = m["Adaptor"](D, LLM, 3, 2, PFF).eval()
+    randomise(encoder, 11)
+    randomise(adapter, 12)
+    # StepAudio2ForCausalLM's names: encoder.*, adapter.* beside its LLM (model.*, lm_head: a token's worth here)
+    state = {"encoder." + k: v for k, v in encoder.state_dict().items()}
+    state.update({"adapter." + k: v for k, v in adapter.state_dict().items()})
+    state.update({"model.embed_tokens.weight": torch.zeros(8, LLM), "lm_head.weight": torch.zeros(8, LLM)})
+    top = dict(model_type="step_audio_2", architectures=["StepAudio2ForCausalLM"], audio_encoder_config=enc_cfg,
+               text_config=dict(hidden_size=LLM, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                num_key_value_heads=1, vocab_size=8))
+    save(os.path.join(OUT, "stepaudio2"), top, state)
+    encoder, adapter = encoder.double(), adapter.double()
+
+    def run(mels, lens):   # forward's audio path: encoder, adapter, the first feat_lens of each
+        out, x_len = encoder(mels.double(), lens)
+        tok, n_tok = adapter(out), (x_len - 1) // 2 + 1
+        return (torch.cat([tok[i, : int(n_tok[i])] for i in range(len(lens))]),
+                torch.cat([out[i, : int(x_len[i])] for i in range(len(lens))]))
+
+    def tokens(pcm):       # apply_chat_template's chunks (its own float32 log-mel each), padding_mels' batch
+        mels = [u["log_mel_spectrogram"](torch.from_numpy(pcm[i: i + 16000 * 25]), n_mels=128, padding=479)
+                for i in range(0, pcm.shape[0], 16000 * 25)]
+        assert [int(u["compute_token_num"](x.shape[1])) for x in mels][:1] == [int(run(*u["padding_mels"](mels[:1]))[0].shape[0])]
+        return run(*u["padding_mels"](mels))[0]
+
+    with torch.no_grad(), float64_scores():
+        mel = torch.from_numpy(np.load(os.path.join(ROOT, "features", "speech_16k.mel128.npy"))).double()[None]
+        out, tower_out = run(mel[:, :, :704], torch.tensor([702]))   # a clip's 704 frames, wav_lens 702: 88 tokens
+        store("stepaudio2.speech_16k.features.npy", out)
+        store("stepaudio2.speech_16k.features.tower.npy", tower_out)
+        for clip, pcm in audios.items():
+            store(f"stepaudio2.{clip}.audio.npy", tokens(pcm))
+        long = read_wav("long_70s_16k.wav")
+        store("stepaudio2.long_450001.audio.npy", tokens(long[:450001]))   # a tail of 313 frames beside 25 s (2502 frames)
+        store(f"stepaudio2.{LONG}.audio.every8.npy", tokens(long)[::8])    # 25 s, 25 s, 20 s: 313 + 313 + 250
+
+
 def qwen3a(audios):
     from transformers.models.qwen3_omni_moe import modeling_qwen3_omni_moe as omni3
     # the AuT's real layout (n_window 50: chunks of 100 frames, 13 positions each; n_window_infer
@@ -548,8 +620,10 @@ if __name__ == "__main__":
                     help="MiniCPM-o 2.6's modeling_minicpmo.py and processing_minicpmo.py (for minicpmo)")
     ap.add_argument("--kimi", nargs=2, metavar=("REPO", "MODELING"),
                     help="a MoonshotAI/Kimi-Audio checkout and its modeling_moonshot_kimia.py (for kimiaudio)")
+    ap.add_argument("--stepaudio2", nargs=2, metavar=("MODELING", "UTILS"),
+                    help="vLLM's step_audio_2.py (Step-Audio 2's AudioEncoder, Adaptor) and Step-Audio2's utils.py (for stepaudio2)")
     ap.add_argument("--models", default="qwen2a,voxtral,ultravox,af3,glmasr,qwen25o,qwen3a",
-                    help="comma-separated, of the default and minicpmo, kimiaudio (their own run: transformers 4.48)")
+                    help="comma-separated, of the default and minicpmo, kimiaudio (their own run: transformers 4.48), stepaudio2")
     args = ap.parse_args()
     models = args.models.split(",")
     if "ultravox" in models and not args.ultravox:
@@ -558,6 +632,8 @@ if __name__ == "__main__":
         ap.error("minicpmo needs --minicpmo")
     if "kimiaudio" in models and not args.kimi:
         ap.error("kimiaudio needs --kimi")
+    if "stepaudio2" in models and not args.stepaudio2:
+        ap.error("stepaudio2 needs --stepaudio2")
     os.makedirs(OUT, exist_ok=True)
     torch.manual_seed(0)
     audios = load_audio()
@@ -568,6 +644,8 @@ if __name__ == "__main__":
             minicpmo(audios, *args.minicpmo)
         elif name == "kimiaudio":
             kimiaudio(audios, *args.kimi)
+        elif name == "stepaudio2":
+            stepaudio2(audios, *args.stepaudio2)
         else:
             {"qwen2a": qwen2_audio, "voxtral": voxtral, "af3": af3, "glmasr": glmasr, "qwen25o": qwen25o,
              "qwen3a": qwen3a}[name](audios)

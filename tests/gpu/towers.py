@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU parity of the audio-LLM towers: Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, MiniCPM-o, Kimi-Audio and Qwen3-Omni on CUDA against the
+"""GPU parity of the audio-LLM towers: Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, MiniCPM-o, Kimi-Audio, Qwen3-Omni and Step-Audio 2 on CUDA against the
 models' own code, on the tiny random checkpoints of tests/data/towers (made by
 tests/data/make-tower-references.py; weights stored in f16, so every file holds the same numbers).
 
@@ -16,13 +16,16 @@ For each tower, the speech_16k log-mel (tests/data/features) goes through
     layers, its block-causal mask and MultiModalProjector, since its modeling_minicpmo.py runs only on
     the transformers of its time, 4.48, and the float64 reference was made by it; Kimi-Audio: its
     WhisperEncoder's forward (transformers' layers, sdpa: its own calls flash_attn) over the padded
-    window, the first token_len * 4 positions, 4 stacked, its VQAdaptor's steps);
+    window, the first token_len * 4 positions, 4 stacked, its VQAdaptor's steps; Step-Audio 2: its
+    AudioEncoder's and Adaptor's forward written out the same way (its modeling_step_audio_2.py is the
+    checkpoint's own, not in transformers), its scores' softmax in f32 as it does);
   - whisper-audio on CUDA in f16 and bf16 (build/libwhisper-audio.so through ctypes,
     whisper_audio_encode_mel_tokens), from our GGUF (build/tower-NAME-f32.gguf) and from
-    llama.cpp's mmproj file (tests/data/towers/NAME.mmproj.gguf; GLM-ASR, Qwen2.5-Omni, MiniCPM-o and Kimi-Audio have ours alone).
+    llama.cpp's mmproj file (tests/data/towers/NAME.mmproj.gguf; GLM-ASR, Qwen2.5-Omni, MiniCPM-o, Kimi-Audio and Step-Audio 2 have
+    ours alone).
 Ours must be within 1.25x the peer's error in the same dtype. Prints a table; exits 1 on a failure.
 
-Run on the GPU machine from the repository root, after `make -j16 all build/tower-{qwen2a,voxtral,ultravox,af3,glmasr,qwen25o,minicpmo,kimiaudio,qwen3a}-f32.gguf`:
+Run on the GPU machine from the repository root, after `make -j16 all build/tower-{qwen2a,voxtral,ultravox,af3,glmasr,qwen25o,minicpmo,kimiaudio,qwen3a,stepaudio2}-f32.gguf`:
     python3 tests/gpu/towers.py
 """
 import ctypes
@@ -211,6 +214,43 @@ def qwen3a(dtype, mel):
     return tower(x, feature_lens=torch.tensor([N_FRAMES], device=DEVICE)).last_hidden_state
 
 
+def stepaudio2(dtype, mel):
+    d = os.path.join(DATA, "towers", "stepaudio2")
+    cfg = json.load(open(os.path.join(d, "config.json")))["audio_encoder_config"]
+    w = {k: v.to(DEVICE, dtype) for k, v in load_file(os.path.join(d, "model.safetensors")).items()}
+    F, H = torch.nn.functional, cfg["n_audio_head"]
+    T, x_len = N_FRAMES + 2, N_FRAMES                     # a clip's frames (its 479 zeros), padding_mels' wav_lens
+    with torch.no_grad():
+        # AudioEncoder.forward: the conv stem, the bias of its length mask at conv2's positions, the blocks
+        x = torch.from_numpy(mel[:, :T])[None].to(DEVICE, dtype)
+        x = F.gelu(F.conv1d(x, w["encoder.conv1.weight"], w["encoder.conv1.bias"], padding=1))
+        x = F.gelu(F.conv1d(x, w["encoder.conv2.weight"], w["encoder.conv2.bias"], stride=2, padding=1)).permute(0, 2, 1)
+        keep = torch.arange(T, device=DEVICE)[(T + 1) % 2:: 2] < x_len
+        bias = ((1.0 - keep.to(dtype)) * -1.0e10)[None, None, None]
+        x = x + w["encoder.positional_embedding.weight"][: x.shape[1]]
+        B, n, D = x.shape
+        for i in range(cfg["n_audio_layer"]):
+            p = "encoder.blocks.%d." % i
+            h = F.layer_norm(x, (D,), w[p + "attn_ln.weight"], w[p + "attn_ln.bias"])
+            scale = (D // H) ** -0.25
+            q = F.linear(h, w[p + "attn.query.weight"], w[p + "attn.query.bias"]).view(B, n, H, -1).permute(0, 2, 1, 3) * scale
+            k = F.linear(h, w[p + "attn.key.weight"]).view(B, n, H, -1).permute(0, 2, 3, 1) * scale
+            v = F.linear(h, w[p + "attn.value.weight"], w[p + "attn.value.bias"]).view(B, n, H, -1).permute(0, 2, 1, 3)
+            a = F.softmax((q @ k + bias).float(), dim=-1).to(dtype)
+            a = (a @ v).permute(0, 2, 1, 3).flatten(start_dim=2)
+            x = x + F.linear(a, w[p + "attn.out.weight"], w[p + "attn.out.bias"])
+            h = F.layer_norm(x, (D,), w[p + "mlp_ln.weight"], w[p + "mlp_ln.bias"])
+            h = F.linear(F.gelu(F.linear(h, w[p + "mlp.0.weight"], w[p + "mlp.0.bias"])), w[p + "mlp.2.weight"], w[p + "mlp.2.bias"])
+            x = x + h
+        x = F.avg_pool1d(x.permute(0, 2, 1), 2, 2).permute(0, 2, 1)
+        x = F.layer_norm(x, (D,), w["encoder.after_norm.weight"], w["encoder.after_norm.bias"])
+        # Adaptor.forward: conv (kernel 3, stride 2) + GELU, linear1, ReLU, linear2; forward's feat_lens
+        x = F.gelu(F.conv1d(x.permute(0, 2, 1), w["adapter.conv.weight"], w["adapter.conv.bias"], stride=2, padding=1))
+        x = F.linear(F.relu(F.linear(x.permute(0, 2, 1), w["adapter.linear1.weight"], w["adapter.linear1.bias"])),
+                     w["adapter.linear2.weight"], w["adapter.linear2.bias"])
+        return x[0, : ((x_len + 1) // 2 // 2 - 1) // 2 + 1]
+
+
 def ultravox(dtype, mel):
     d = os.path.join(DATA, "towers", "ultravox")
     cfg = json.load(open(os.path.join(d, "config.json")))
@@ -266,16 +306,17 @@ def main():
     for name, peer, n_mels in (("qwen2a", qwen2a, 80), ("voxtral", voxtral, 128), ("ultravox", ultravox, 80),
                                 ("af3", af3, 128), ("glmasr", glmasr, 128), ("qwen25o", qwen25o, 128),
                                 ("minicpmo", minicpmo, 80), ("kimiaudio", kimiaudio, 128),
-                                ("qwen3a", qwen3a, 128)):
+                                ("qwen3a", qwen3a, 128), ("stepaudio2", stepaudio2, 128)):
         mel = np.load(os.path.join(DATA, "features", "speech_16k.mel%d.npy" % n_mels))
         ref = np.load(os.path.join(DATA, "towers", name + ".speech_16k.features.npy")).astype(np.float64)
         our_mel = mel[:, :N_FRAMES] if name in ("ultravox", "minicpmo") else mel   # run unpadded
+        our_mel = mel[:, :N_FRAMES + 2] if name == "stepaudio2" else our_mel       # a clip's frames, wav_lens 702
         for dtype in (torch.float16, torch.bfloat16):
             with torch.no_grad():
                 theirs = peer(dtype, mel).float().cpu().numpy().astype(np.float64)
             e_peer = np.linalg.norm(theirs[: len(ref)] - ref) / np.linalg.norm(ref)
             files = [("gguf", os.path.join(ROOT, "build", "tower-%s-f32.gguf" % name))]
-            if name not in ("glmasr", "qwen25o", "minicpmo", "kimiaudio"):   # llama.cpp's glma is the original checkpoint's layout;
+            if name not in ("glmasr", "qwen25o", "minicpmo", "kimiaudio", "stepaudio2"):   # llama.cpp's glma is the original checkpoint's layout;
                                                                 # its qwen2.5o needs the whole Omni model; no others
                 files.append(("mmproj", os.path.join(DATA, "towers", name + ".mmproj.gguf")))
             for label, path in files:
