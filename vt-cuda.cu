@@ -5,8 +5,8 @@
 //
 //   linear      cuBLASLt GEMM (f32 compute), bias in its BIAS epilogue, residual as
 //               beta = 1 with C = residual; exact-erf GELU as one elementwise pass after it;
-//               the algorithm timed among the heuristic's best 8 at alloc_graph, in a CUDA graph
-//               as the forward runs it (tune_gemm; VT_GEMM_TUNE=0 keeps the heuristic's first). FP8 mode
+//               the algorithm timed among the heuristic's best 8 at alloc_graph (tune_gemm;
+//               VT_GEMM_TUNE=0 keeps the heuristic's first). FP8 mode
 //               (vt_backend_params.fp8, weights flagged vt_set_fp8): e4m3 operands, the
 //               input quantized per row by quantize_rows_kernel, or by the LayerNorm or fc1's
 //               GELU epilogue before it (plan_fp8), per-channel x per-token scales in cuBLASLt
@@ -359,8 +359,12 @@ __global__ void epilogue_kernel(T * __restrict__ y, const float * __restrict__ b
 
 // epilogue_vec8_kernel: the same epilogue with no index division in the loop. Thread x owns
 //   the 8 columns [c0, c0 + 8), c0 = 8 * (blockIdx.x * blockDim.x + threadIdx.x) < N, and
-//   keeps their bias in registers; blocks in y walk the rows (grid-stride). Needs N % 8 == 0
-//   and 16-byte aligned y/res.
+//   keeps their bias in registers; blocks in y walk the rows EPI_ROWS at a time (grid-stride),
+//   every row's load issued before the first is used: with one row a step a thread had one
+//   load in flight, and the GELU pass after large-v3's fc1 moved 2.4 TB/s (issue 29). Needs
+//   N % 8 == 0 and 16-byte aligned y/res.
+static const int EPI_ROWS = 4;
+
 template <typename T>
 __global__ void epilogue_vec8_kernel(T * __restrict__ y, const float * __restrict__ bias, const T * __restrict__ res,
                                      const float * __restrict__ add, int add_rows, int rows, int N, int act) {
@@ -369,21 +373,33 @@ __global__ void epilogue_vec8_kernel(T * __restrict__ y, const float * __restric
     float bv[8];
 #pragma unroll
     for (int e = 0; e < 8; e++) bv[e] = bias ? bias[c0 + e] : 0.0f;
-    for (int r = blockIdx.y; r < rows; r += gridDim.y) {
-        const size_t off = (size_t)r * N + c0;
-        float v[8], rv[8];
-        unpack8<T>(*reinterpret_cast<const uint4 *>(y + off), v);
-        if (res) unpack8<T>(*reinterpret_cast<const uint4 *>(res + off), rv);
-        const float * a = add ? add + (size_t)(r % add_rows) * N + c0 : nullptr;
+    for (int r0 = blockIdx.y * EPI_ROWS; r0 < rows; r0 += gridDim.y * EPI_ROWS) {
+        uint4 yv[EPI_ROWS], rv[EPI_ROWS];
 #pragma unroll
-        for (int e = 0; e < 8; e++) {
-            float x = v[e] + bv[e];
-            if (act == VT_ACT_GELU) x = gelu_erf(x);
-            if (res) x += rv[e];
-            if (a) x += a[e];
-            v[e] = x;
+        for (int k = 0; k < EPI_ROWS; k++) {
+            if (r0 + k >= rows) break;
+            const size_t off = (size_t)(r0 + k) * N + c0;
+            yv[k] = *reinterpret_cast<const uint4 *>(y + off);
+            if (res) rv[k] = *reinterpret_cast<const uint4 *>(res + off);
         }
-        *reinterpret_cast<uint4 *>(y + off) = pack8<T>(v);
+#pragma unroll
+        for (int k = 0; k < EPI_ROWS; k++) {
+            const int r = r0 + k;
+            if (r >= rows) break;
+            float v[8], rf[8];
+            unpack8<T>(yv[k], v);
+            if (res) unpack8<T>(rv[k], rf);
+            const float * a = add ? add + (size_t)(r % add_rows) * N + c0 : nullptr;
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                float x = v[e] + bv[e];
+                if (act == VT_ACT_GELU) x = gelu_erf(x);
+                if (res) x += rf[e];
+                if (a) x += a[e];
+                v[e] = x;
+            }
+            *reinterpret_cast<uint4 *>(y + (size_t)r * N + c0) = pack8<T>(v);
+        }
     }
 }
 
@@ -393,7 +409,7 @@ __global__ void epilogue_vec8_kernel(T * __restrict__ y, const float * __restric
 //   packed as read: one read of x, one write of y, f32 statistics in two passes over the
 //   registers. ROWS > 1 for many rows: each lane's w and b (f32, 4x the row's own bytes) are read
 //   once for ROWS rows, where with one row a warp they were most of the L1 traffic (ncu: L1 93%
-//   busy, DRAM 45%, at large-v3's batch 32). Needs C % 8 == 0, C <= 256 * VPL and 16-byte
+//   busy, DRAM 45%, at large-v3's batch 32; 4 rows: 91 -> 88 us). Needs C % 8 == 0, C <= 256 * VPL and 16-byte
 //   aligned rows. CPU twin: cpu_backend::layer_norm (double stats).
 //   q non-null (FP8 mode, the norm's one use an FP8 GEMM): each row is written quantized to
 //   e4m3 into q with its scale in qscale (quantize_rows_kernel's rule) instead of into y.
@@ -770,7 +786,7 @@ static bool launch_epilogue_t(const launch_ctx & lc, T * y, const float * bias, 
         // 640 vectors, where 3 x 256 left a sixth of the threads idle)
         const int gx = (nv + 255) / 256;
         const int tx = ((nv + gx - 1) / gx + 31) / 32 * 32;
-        const int gy = (int)std::min<int64_t>(rows, std::max(1, lc.n_sm * 16 / gx));
+        const int gy = (int)std::min<int64_t>(ceil_div(rows, (int64_t)EPI_ROWS), std::max(1, lc.n_sm * 16 / gx));
         epilogue_vec8_kernel<T><<<dim3(gx, gy), tx, 0, lc.stream>>>(y, bias, res, add, (int)std::max<int64_t>(add_rows, 1),
                                                               (int)rows, (int)N, act);
     } else if (vec) {
@@ -943,8 +959,9 @@ static bool launch_layer_norm_t(const launch_ctx & lc, vt_tensor * t, void * q, 
     VT_ASSERT(!q || (vec && sizeof(T) == 2));   // plan_fp8 fuses only such norms
     if constexpr (sizeof(T) == 2) {
         if (vec) {
-            // 4 rows a warp where that still leaves every SM many warps (large-v3's batch 32 has 48000 rows)
-            if (rows >= 16384) launch_layer_norm_vec<T, 4>(lc, vpl, y, xp, w, b, rows, C, eps, qq, qscale);
+            // 4 rows a warp where that still leaves every SM many warps (large-v3's batch 32 has 48000
+            // rows); not when quantizing, whose second pass over w and b made it slower (issue 29)
+            if (rows >= 16384 && !q) launch_layer_norm_vec<T, 4>(lc, vpl, y, xp, w, b, rows, C, eps, qq, qscale);
             else               launch_layer_norm_vec<T, 1>(lc, vpl, y, xp, w, b, rows, C, eps, qq, qscale);
             LAUNCH_CHECK("layer_norm_vec_kernel");
             return true;
@@ -1537,32 +1554,17 @@ void cuda_backend::tune_gemm(lt_gemm & gm, const std::string & key, const void *
     if (it != tuned.end()) { gm.algo = it->second; return; }
     const char * env = getenv("VT_GEMM_TUNE");
     if (gm.candidates.size() > 1 && !(env && strcmp(env, "0") == 0)) {
-        // Each candidate is timed as the forward runs it: two calls captured in a CUDA graph, replayed
-        // once to warm up and once timed. Some algorithms put a memset node before their kernel (a counter zeroed in the
-        // workspace); in a replay that node costs ~5 us of dependency gaps, more than a large-v3
-        // GEMM at batch 1 gains from them (the timeline of tests/gpu/timeline.py, issue 29), and
-        // only a graph's timing sees it.
         cudaEvent_t e0 = nullptr, e1 = nullptr;
         float best = INFINITY;
         cublasLtMatmulAlgo_t best_algo = gm.algo;
         if (cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess) {
             for (const cublasLtMatmulAlgo_t & a : gm.candidates) {
                 gm.algo = a;
-                cudaGraph_t graph = nullptr;
-                cudaGraphExec_t exec = nullptr;
-                bool ok = lt_gemm_run(lt, stream, gm, w, x, c, d, bias, lt_ws) &&     // a candidate that fails, here
-                          cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
-                if (ok) {
-                    for (int r = 0; ok && r < 2; r++) ok = lt_gemm_run(lt, stream, gm, w, x, c, d, bias, lt_ws);
-                    ok = cudaStreamEndCapture(stream, &graph) == cudaSuccess && ok;
-                }
-                ok = ok && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess && cudaGraphLaunch(exec, stream) == cudaSuccess &&
-                     cudaEventRecord(e0, stream) == cudaSuccess && cudaGraphLaunch(exec, stream) == cudaSuccess;
+                bool ok = lt_gemm_run(lt, stream, gm, w, x, c, d, bias, lt_ws) && cudaEventRecord(e0, stream) == cudaSuccess;
+                for (int r = 0; ok && r < 3; r++) ok = lt_gemm_run(lt, stream, gm, w, x, c, d, bias, lt_ws);
                 float ms = INFINITY;
                 ok = ok && cudaEventRecord(e1, stream) == cudaSuccess && cudaEventSynchronize(e1) == cudaSuccess &&
                      cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
-                if (exec) cudaGraphExecDestroy(exec);
-                if (graph) cudaGraphDestroy(graph);
                 if (ok && ms < best) { best = ms; best_algo = a; }
             }
         }

@@ -311,7 +311,7 @@ TEST_CASE("cuda fp8 MLP: the norm quantizes for fc1, fc1's GELU epilogue for fc2
     backend_ptr fp8(test_cuda_backend(VT_TYPE_BF16, 0, true));
     REQUIRE_MESSAGE(fp8, "no FP8 CUDA backend: " << last_error());
     const int B = 2, D = 256, F = 1024;
-    for (int M : {150, 8193}) {   // 8193: 16386 rows, the norm 4 rows a warp (the last warp's half empty)
+    for (int M : {150, 8193}) {   // 8193: 16386 rows (the exposed norm 4 rows a warp, the last warp's half empty)
         const std::vector<float> x = e4m3_rows(B * M, D, 5, -4), w1 = randn((size_t)F * D, 6, VT_TYPE_BF16, 1.0f / 16),
                                  b1 = randn(F, 7, VT_TYPE_F32, 0.5f), w2 = randn((size_t)D * F, 8, VT_TYPE_BF16, 1.0f / 32),
                                  b2 = randn(D, 9, VT_TYPE_F32, 0.5f), g = randn(D, 10, VT_TYPE_F32, 0.3f, 1.0f),
