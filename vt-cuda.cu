@@ -560,6 +560,15 @@ __global__ void silu_kernel(T * __restrict__ y, const T * __restrict__ x, int64_
     }
 }
 
+// silu_mul: y[i] = x[i] * silu(g[i]); one element per thread per step. CPU twin: cpu_backend::silu_mul.
+template <typename T>
+__global__ void silu_mul_kernel(T * __restrict__ y, const T * __restrict__ x, const T * __restrict__ g, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const float v = to_f32(g[i]);
+        y[i] = from_f32<T>(to_f32(x[i]) * (v / (1.0f + __expf(-v))));
+    }
+}
+
 // swiglu: y[r, i] = x[r, i] * silu(x[r, N + i]) for i < N; one element per thread per step.
 // CPU twin: cpu_backend::swiglu.
 template <typename T>
@@ -1011,6 +1020,10 @@ static bool launch_projector_op_t(const launch_ctx & lc, vt_tensor * t) {
             silu_kernel<T><<<grid_for(lc, n, threads), threads, 0, lc.stream>>>(y, xp, n);
             LAUNCH_CHECK("silu_kernel");
             return true;
+        case VT_OP_SILU_MUL:
+            silu_mul_kernel<T><<<grid_for(lc, n, threads), threads, 0, lc.stream>>>(y, xp, (const T *)t->src[1]->data, n);
+            LAUNCH_CHECK("silu_mul_kernel");
+            return true;
         case VT_OP_STACK:
             stack_kernel<T><<<grid_for(lc, n, threads), threads, 0, lc.stream>>>(y, xp, t->ne[0], t->ne[1], x->ne[0] * x->ne[1], n);
             LAUNCH_CHECK("stack_kernel");
@@ -1027,7 +1040,7 @@ static bool launch_projector_op_t(const launch_ctx & lc, vt_tensor * t) {
     return false;
 }
 
-// avg_pool2, rms_norm, swiglu, stack: the ops of the audio LLMs' projectors; rope_qk (GLM-ASR's encoder).
+// avg_pool2, rms_norm, swiglu, relu, silu, silu_mul, stack: the ops of the audio LLMs' projectors; rope_qk (GLM-ASR's encoder).
 static bool launch_projector_op(const launch_ctx & lc, vt_tensor * t) {
     switch (t->type) {
         case VT_TYPE_F16:  return launch_projector_op_t<__half>(lc, t);
@@ -1751,7 +1764,7 @@ bool cuda_backend::alloc_graph(vt_graph * g) {
                 mel_blocks = std::max(mel_blocks, (size_t)t->src[0]->ne[1] * log_mel_blocks(t->iparams[3]));
                 mel_rows = std::max(mel_rows, (size_t)t->src[1]->ne[1]);
                 break;
-            case VT_OP_AVG_POOL2: case VT_OP_RMS_NORM: case VT_OP_SWIGLU: case VT_OP_STACK: case VT_OP_ROPE_QK: case VT_OP_RELU: case VT_OP_SILU: break;
+            case VT_OP_AVG_POOL2: case VT_OP_RMS_NORM: case VT_OP_SWIGLU: case VT_OP_STACK: case VT_OP_ROPE_QK: case VT_OP_RELU: case VT_OP_SILU: case VT_OP_SILU_MUL: break;
             default:
                 vt_set_error("cuda: op %s ('%s') has no CUDA kernel", vt_op_name(t->op), t->name);
                 ok = false;
@@ -1874,7 +1887,7 @@ bool cuda_backend::run_node(graph_state * s, size_t i, vt_tensor * t) {
             return p.quantize_out ? launch_layer_norm(lc, t, s->fp8_x, s->fp8_scale) : launch_layer_norm(lc, t);
         case VT_OP_ATTENTION:  return launch_attention(lc, t, att);
         case VT_OP_LOG_MEL:    return launch_log_mel(lc, t, mel_tab, s->mel_max, s->mel_ranges);
-        case VT_OP_AVG_POOL2: case VT_OP_RMS_NORM: case VT_OP_SWIGLU: case VT_OP_STACK: case VT_OP_ROPE_QK: case VT_OP_RELU: case VT_OP_SILU:
+        case VT_OP_AVG_POOL2: case VT_OP_RMS_NORM: case VT_OP_SWIGLU: case VT_OP_STACK: case VT_OP_ROPE_QK: case VT_OP_RELU: case VT_OP_SILU: case VT_OP_SILU_MUL:
             return launch_projector_op(lc, t);
         default:
             vt_set_error("cuda: op %s ('%s') has no CUDA kernel", vt_op_name(t->op), t->name);

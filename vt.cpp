@@ -318,6 +318,7 @@ static const char * VT_OP_NAMES[] = {
     "silu",
     "conv2d_k3s2",
     "add_rows",
+    "silu_mul",
 };
 static_assert(sizeof(VT_OP_NAMES) / sizeof(VT_OP_NAMES[0]) == VT_OP_COUNT, "VT_OP_NAMES out of sync with enum vt_op");
 
@@ -602,6 +603,15 @@ static vt_tensor * unary(vt_context * ctx, vt_tensor * x, enum vt_op op) {
 
 vt_tensor * vt_relu(vt_context * ctx, vt_tensor * x) { return unary(ctx, x, VT_OP_RELU); }
 vt_tensor * vt_silu(vt_context * ctx, vt_tensor * x) { return unary(ctx, x, VT_OP_SILU); }
+
+// vt_silu_mul
+
+vt_tensor * vt_silu_mul(vt_context * ctx, vt_tensor * g, vt_tensor * x) {
+    VT_ASSERT(vt_is_contiguous(g) && vt_is_contiguous(x) && same_shape(g, x) && g->type == x->type);
+    vt_tensor * t = unary(ctx, x, VT_OP_SILU_MUL);
+    t->src[1] = g;
+    return t;
+}
 
 // vt_stack_frames
 
@@ -2284,6 +2294,15 @@ struct cpu_backend : vt_backend {
         });
     }
 
+    void silu_mul(vt_tensor * t) {                   // silu as swiglu's gate, the gate its own tensor
+        const int64_t n = vt_nelements(t), per = 1 << 16;
+        pool.run((int)((n + per - 1) / per), [&](int task, int) {
+            const float * x = (const float *)t->src[0]->data, * g = (const float *)t->src[1]->data;
+            float * out = (float *)t->data;
+            for (int64_t i = task * per; i < std::min(n, (task + 1) * per); i++) out[i] = x[i] * (g[i] / (1.0f + expf(-g[i])));
+        });
+    }
+
     void stack(vt_tensor * t) {
         const vt_tensor * x = t->src[0];
         const size_t row = (size_t)t->ne[0], n_in = (size_t)x->ne[0] * x->ne[1];   // floats per out row, per window in
@@ -2426,6 +2445,7 @@ struct cpu_backend : vt_backend {
             case VT_OP_ROPE_QK:    rope_qk(t); break;
             case VT_OP_RELU:       relu(t); break;
             case VT_OP_SILU:       silu(t); break;
+            case VT_OP_SILU_MUL:   silu_mul(t); break;
             case VT_OP_LOG_MEL:    log_mel(t); break;
             case VT_OP_CONV2D_K3S2: conv2d_k3s2(t); break;
             case VT_OP_ADD_ROWS:   add_rows(t); break;

@@ -58,6 +58,7 @@ enum vt_op {
     VT_OP_SILU,
     VT_OP_CONV2D_K3S2,
     VT_OP_ADD_ROWS,
+    VT_OP_SILU_MUL,
     VT_OP_COUNT,
 };
 
@@ -231,6 +232,10 @@ vt_tensor * vt_relu(vt_context * ctx, vt_tensor * x);
 // silu: y = x / (1 + exp(-x)) elementwise (Kimi-Audio's VQ adaptor, between its two linears)
 //   x contiguous -> out of its shape
 vt_tensor * vt_silu(vt_context * ctx, vt_tensor * x);
+// silu_mul: y = silu(g) * x elementwise (MERaLiON-2's speech adapter: act_fn(gate_proj(h)) * pool_proj(h),
+// two linears' outputs, where Ultravox's SwiGLU halves one)
+//   g, x contiguous, of one shape and type -> out of that shape
+vt_tensor * vt_silu_mul(vt_context * ctx, vt_tensor * g, vt_tensor * x);
 
 // stack_frames: f consecutive rows side by side, the last group zero-padded
 //   x [B, T, C] contiguous -> out [B, ceil(T/f), f*C]; a view when f divides T, else a copy

@@ -164,6 +164,8 @@ static const wa_projector_name WA_PROJECTORS[] = {
     {WHISPER_AUDIO_PROJECTOR_STEPAUDIO2,    "stepaudio2",    nullptr,          false},   // Step-Audio 2: ours alone (llama.cpp
                                                                                          // has no type of it); its
                                                                                          // directories through the converter
+    {WHISPER_AUDIO_PROJECTOR_MERALION,      "meralion",      nullptr,          true},    // MERaLiON-2 (llama.cpp's name); its
+                                                                                         // directories through the converter
 };
 
 // multi_modal_projector.* of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3 and GLM-ASR,
@@ -176,12 +178,16 @@ struct wa_projector {
     vt_tensor * fc2_w, * fc2_b;           // linear_2 (Audio Flamingo 3, GLM-ASR: with bias), audio_tower.proj2 (Qwen3-Omni);
                                           // MiniCPM-o's audio_projection_layer.linear1 and linear2 are fc1 and fc2
     vt_tensor * ln_mid_w, * ln_post_w;    // ln_mid.weight (Ultravox v0.5+), ln_post.weight (v0.4)
-    vt_tensor * norm_w, * norm_b;         // Kimi-Audio's vq_adaptor.layers.4 (a LayerNorm; its layers.0 and .3 are fc1, fc2)
+    vt_tensor * norm_w, * norm_b;         // Kimi-Audio's vq_adaptor.layers.4 (a LayerNorm; its layers.0 and .3 are fc1, fc2);
+                                          // MERaLiON-2's ln_speech (its speech_audio_adapter's mlp_adapter.0 and
+                                          // out_proj are fc1, fc2)
     vt_tensor * conv_w, * conv_b;         // Step-Audio 2's adapter.conv [d, d, 3] (its adapter.linear1 and linear2 are fc1, fc2)
+    vt_tensor * gate_w, * gate_b;         // MERaLiON-2's speech_audio_adapter.gate_proj
+    vt_tensor * pool_w, * pool_b;         // ... and pool_proj
 };
 
 // Projector shapes' entries, beside wa_dim's
-enum wa_proj_dim { WA_LLM = -5, WA_STACKED = -6, WA_PFF = -7, WA_PFF_HALF = -8 };
+enum wa_proj_dim { WA_LLM = -5, WA_STACKED = -6, WA_PFF = -7, WA_PFF_HALF = -8, WA_D5 = -11 };   // WA_D5: 5 d (MERaLiON-2)
 
 struct wa_proj_desc {
     const char * name;                         // in our GGUF (the checkpoint's)
@@ -232,6 +238,16 @@ static constexpr wa_proj_desc WA_PROJ_TENSORS[] = {
     {"adapter.linear1.bias",                  WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, {WA_PFF},               WA_F32,    &wa_projector::fc1_b},
     {"adapter.linear2.weight",                WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, {WA_LLM, WA_PFF},       WA_MATRIX, &wa_projector::fc2_w},
     {"adapter.linear2.bias",                  WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, {WA_LLM},               WA_F32,    &wa_projector::fc2_b},
+    {"ln_speech.weight",                                 WHISPER_AUDIO_PROJECTOR_MERALION, {WA_D},              WA_F32,    &wa_projector::norm_w},
+    {"ln_speech.bias",                                   WHISPER_AUDIO_PROJECTOR_MERALION, {WA_D},              WA_F32,    &wa_projector::norm_b},
+    {"speech_audio_adapter.mlp_adapter.0.weight",        WHISPER_AUDIO_PROJECTOR_MERALION, {WA_D5, WA_STACKED}, WA_MATRIX, &wa_projector::fc1_w},
+    {"speech_audio_adapter.mlp_adapter.0.bias",          WHISPER_AUDIO_PROJECTOR_MERALION, {WA_D5},             WA_F32,    &wa_projector::fc1_b},
+    {"speech_audio_adapter.gate_proj.weight",            WHISPER_AUDIO_PROJECTOR_MERALION, {WA_D5, WA_D5},      WA_MATRIX, &wa_projector::gate_w},
+    {"speech_audio_adapter.gate_proj.bias",              WHISPER_AUDIO_PROJECTOR_MERALION, {WA_D5},             WA_F32,    &wa_projector::gate_b},
+    {"speech_audio_adapter.pool_proj.weight",            WHISPER_AUDIO_PROJECTOR_MERALION, {WA_D5, WA_D5},      WA_MATRIX, &wa_projector::pool_w},
+    {"speech_audio_adapter.pool_proj.bias",              WHISPER_AUDIO_PROJECTOR_MERALION, {WA_D5},             WA_F32,    &wa_projector::pool_b},
+    {"speech_audio_adapter.out_proj.weight",             WHISPER_AUDIO_PROJECTOR_MERALION, {WA_LLM, WA_D5},     WA_MATRIX, &wa_projector::fc2_w},
+    {"speech_audio_adapter.out_proj.bias",               WHISPER_AUDIO_PROJECTOR_MERALION, {WA_LLM},            WA_F32,    &wa_projector::fc2_b},
 };
 
 // ---- whisper.cpp's legacy ggml-*.bin ----------------------------------------------------
@@ -407,4 +423,19 @@ static const wa_mmproj_name WA_MMPROJ_NAMES[] = {
     {"multi_modal_projector.linear_2.bias",           "mm.a.mlp.2.bias"},
     {"multi_modal_projector.ln_pre.weight",           "mm.a.norm_pre.weight"},
     {"multi_modal_projector.ln_mid.weight",           "mm.a.norm_mid.weight"},
+};
+// MERaLiON-2's adapter in llama.cpp's meralion files (its converter's MERaLiONWhisperEncoderModel):
+// mlp_adapter.0, gate_proj, pool_proj, out_proj as mm.a.mlp.0-3, ln_speech as mm.a.norm_pre. Read
+// before WA_MMPROJ_NAMES for that type alone: there mm.a.mlp.1, .2 and norm_pre are other towers'.
+static const wa_mmproj_name WA_MMPROJ_MERALION_NAMES[] = {
+    {"speech_audio_adapter.mlp_adapter.0.weight",     "mm.a.mlp.0.weight"},
+    {"speech_audio_adapter.mlp_adapter.0.bias",       "mm.a.mlp.0.bias"},
+    {"speech_audio_adapter.gate_proj.weight",         "mm.a.mlp.1.weight"},
+    {"speech_audio_adapter.gate_proj.bias",           "mm.a.mlp.1.bias"},
+    {"speech_audio_adapter.pool_proj.weight",         "mm.a.mlp.2.weight"},
+    {"speech_audio_adapter.pool_proj.bias",           "mm.a.mlp.2.bias"},
+    {"speech_audio_adapter.out_proj.weight",          "mm.a.mlp.3.weight"},
+    {"speech_audio_adapter.out_proj.bias",            "mm.a.mlp.3.bias"},
+    {"ln_speech.weight",                              "mm.a.norm_pre.weight"},
+    {"ln_speech.bias",                                "mm.a.norm_pre.bias"},
 };

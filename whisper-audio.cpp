@@ -2992,7 +2992,7 @@ static int wa_proj_shape(const whisper_audio_hparams & hp, const wa_proj_desc & 
     for (; n_dims < 3 && t.shape[n_dims] != 0; n_dims++) {
         const int s = t.shape[n_dims];
         ne[n_dims] = s == WA_D ? hp.n_state : s == WA_LLM ? hp.n_llm : s == WA_STACKED ? (int64_t)hp.stack_factor * hp.n_state
-                   : s == WA_PFF ? hp.n_proj_ff : s == WA_PFF_HALF ? hp.n_proj_ff / 2 : s;
+                   : s == WA_PFF ? hp.n_proj_ff : s == WA_PFF_HALF ? hp.n_proj_ff / 2 : s == WA_D5 ? 5 * (int64_t)hp.n_state : s;
     }
     std::reverse(ne, ne + n_dims);
     return n_dims;
@@ -3017,12 +3017,21 @@ static bool wa_rename(const char * from, const char * to, const std::string & na
     return true;
 }
 
+// An mmproj file's name of a tensor to ours (to_ours) or back, by the model's projector's table
+// first (MERaLiON-2's), then the common one; false for a name neither has.
+static bool wa_mmproj_rename(const whisper_audio_model * m, bool to_ours, const std::string & name, std::string & out) {
+    auto in = [&](const auto & table) {
+        for (const wa_mmproj_name & n : table)
+            if (to_ours ? wa_rename(n.mmproj, n.ours, name, out) : wa_rename(n.ours, n.mmproj, name, out)) return true;
+        return false;
+    };
+    return (m->hparams.projector == WHISPER_AUDIO_PROJECTOR_MERALION && in(WA_MMPROJ_MERALION_NAMES)) || in(WA_MMPROJ_NAMES);
+}
+
 // The name a tensor of ours has in the model's file (for messages).
 static std::string wa_file_name(const whisper_audio_model * m, const char * ours) {
     std::string out;
-    if (m->mmproj)
-        for (const wa_mmproj_name & n : WA_MMPROJ_NAMES)
-            if (wa_rename(n.ours, n.mmproj, ours, out)) return out;
+    if (m->mmproj && wa_mmproj_rename(m, false, ours, out)) return out;
     return ours;
 }
 
@@ -3365,9 +3374,10 @@ static bool gguf_projector(whisper_audio_model * m, const gguf_kv & kv, const gg
             return false;
         }
     }
-    // Ultravox's RMSNorm eps (its own class's 1e-6; llama.cpp's files do not store it)
+    // Ultravox's RMSNorm eps (its own class's 1e-6; llama.cpp's files do not store it); MERaLiON-2's
+    // ln_speech (nn.LayerNorm's default, which llama.cpp's meralion graph takes as the encoder's)
     auto e = kv.f32.find("whisper.projector.layer_norm_epsilon");
-    hp.proj_eps = e != kv.f32.end() ? e->second : 1e-6f;
+    hp.proj_eps = e != kv.f32.end() ? e->second : hp.projector == WHISPER_AUDIO_PROJECTOR_MERALION ? hp.eps : 1e-6f;
     if (!(std::isfinite(hp.proj_eps) && hp.proj_eps > 0.0f)) {
         wa_set_error("%s: whisper.projector.layer_norm_epsilon is %g; it must be a positive finite number", path, hp.proj_eps);
         return false;
@@ -3451,15 +3461,14 @@ static bool gguf_read_tensor_infos(whisper_audio_model * m, gguf_reader & r, uin
     return true;
 }
 
-// llama.cpp's names to ours (WA_MMPROJ_NAMES); its conv biases are [1, d], ours [d] (the same bytes).
+// llama.cpp's names to ours (WA_MMPROJ_NAMES, and MERaLiON-2's WA_MMPROJ_MERALION_NAMES); its conv
+// biases are [1, d], ours [d] (the same bytes).
 static bool mmproj_rename_tensors(whisper_audio_model * m) {
     m->index.clear();
     for (size_t i = 0; i < m->tensors.size(); i++) {
         gguf_tensor_info & t = m->tensors[i];
         std::string ours;
-        for (const wa_mmproj_name & n : WA_MMPROJ_NAMES)
-            if (wa_rename(n.mmproj, n.ours, t.name, ours)) break;
-        if (!ours.empty()) t.name = ours;
+        if (wa_mmproj_rename(m, true, t.name, ours)) t.name = ours;
         if ((ours == "encoder.conv1.bias" || ours == "encoder.conv2.bias") && t.n_dims == 2 && t.ne[0] == 1) {
             t.n_dims = 1;
             t.ne[0] = t.ne[1];
@@ -5722,6 +5731,24 @@ static vt_tensor * build_stepaudio2(const whisper_audio_encoder * enc, vt_contex
     return vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
 }
 
+// MERaLiON-2 (MERaLiON2ForConditionalGeneration's speech path): speech_encoder(...).last_hidden_state
+// (through its layer_norm), ln_speech, then speech_audio_adapter: reshape to [T / 15, 15 d]
+// (speech_mlp_scale_factor positions stacked), mlp_adapter (linear, SiLU), act_fn(gate_proj(h)) *
+// pool_proj(h), out_proj. The tower's rows are the encoder's (ln_speech is the adapter's side).
+static vt_tensor * build_meralion(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+    const wa_projector & p = enc->proj;
+    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
+    if (!enc->params.projector) return cur;
+    cur = vt_layer_norm(ctx, cur, p.norm_w, p.norm_b, enc->hparams.proj_eps);
+    cur = vt_stack_frames(ctx, cur, enc->hparams.stack_factor);
+    cur = vt_linear(ctx, cur, p.fc1_w, p.fc1_b, VT_ACT_NONE, nullptr);
+    cur = vt_silu(ctx, cur);
+    vt_tensor * gate = vt_linear(ctx, cur, p.gate_w, p.gate_b, VT_ACT_NONE, nullptr);
+    vt_tensor * pool = vt_linear(ctx, cur, p.pool_w, p.pool_b, VT_ACT_NONE, nullptr);
+    cur = vt_silu_mul(ctx, gate, pool);
+    return vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
+}
+
 // Qwen3OmniMoeAudioEncoder.forward after its layers: ln_post, then proj1, GELU, proj2 (the
 // projector; the tower's rows are ln_post's).
 static vt_tensor * build_qwen3a(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
@@ -5754,7 +5781,7 @@ static int wa_window_frames(const whisper_audio_hparams & hp) {
 }
 static int rows_qwen3a(const whisper_audio_hparams & hp, int frames, bool) { return aut_positions(hp, frames); }
 static int rows_qwen2a(const whisper_audio_hparams &, int frames, bool) { return positions_of(frames) / 2; }   // (pos - 2) // 2 + 1
-static int rows_voxtral(const whisper_audio_hparams & hp, int, bool projector) {
+static int rows_voxtral(const whisper_audio_hparams & hp, int, bool projector) {   // (MERaLiON-2's too: 1500 / 15)
     return projector ? hp.n_ctx / hp.stack_factor : hp.n_ctx;
 }
 static int rows_ultravox(const whisper_audio_hparams & hp, int frames, bool projector) {
@@ -5772,6 +5799,11 @@ static int64_t frames_voxtral(size_t n) {      // padded to a multiple of 30 s
 }
 static int64_t frames_af3(size_t n) {          // its first 600 s (max_audio_len), a frame per started hop
     return (int64_t)((std::min<size_t>(n, 20 * WHISPER_AUDIO_N_SAMPLES) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
+}
+// MERaLiON-2 (MERaLiON2Processor): number_chunk_limit = time_duration_limit 300 // whisper_chunk_size 30
+static const size_t MERALION_MAX_SAMPLES = 10 * (size_t)WHISPER_AUDIO_N_SAMPLES;
+static int64_t frames_meralion(size_t n) {     // its first 10 chunks of 30 s, a frame per started hop
+    return (int64_t)((std::min(n, MERALION_MAX_SAMPLES) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
 }
 static int rows_glmasr(const whisper_audio_hparams & hp, int frames, bool projector) {   // (pos - 4) // 4 + 1
     return projector ? positions_of(frames) / hp.stack_factor : positions_of(frames);
@@ -5821,6 +5853,8 @@ struct wa_tower {
                                  // frames past the audio read as zero and its keys masked at its mel frame
                                  // count, not its positions (MiniCPM-o: pad_sequence's 0.0, and its padding
                                  // mask compares positions with audio_feature_lens, the mel frames)
+    bool normalized = false;     // each window's samples to zero mean and unit variance over its audio before the
+                                 // log-mel, its padding zero (WhisperFeatureExtractor's do_normalize: MERaLiON-2)
     // Step-Audio 2's windows: window_samples each (0: 30 s), each its own log-mel of its audio and
     // mel_pad zero samples ((w + mel_pad) / 160 frames, its clamp over those), L = ceil(w / 160) frames
     // its length (padding_mels' frames - 2) and its keys conv2's sampling of them (mask[(T + 1) % 2 :: 2]
@@ -5830,34 +5864,37 @@ struct wa_tower {
 };
 
 static const wa_tower WA_TOWERS[] = {
-    //  type                               max_samples               whole  unpad  mask  frames rows build tail_by_frames
-    { WHISPER_AUDIO_PROJECTOR_QWEN2A,   WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_qwen2a,   rows_qwen2a,   build_qwen2a,   false },
-    { WHISPER_AUDIO_PROJECTOR_VOXTRAL,  0,                       true,  false, false, frames_voxtral,  rows_voxtral,  build_voxtral,  false },
-    { WHISPER_AUDIO_PROJECTOR_ULTRAVOX, 0,                       true,  true,  true,  frames_ultravox, rows_ultravox, build_ultravox, false },
+    //  type                               max_samples               whole  unpad  mask  frames rows build tail_by_frames normalized
+    { WHISPER_AUDIO_PROJECTOR_QWEN2A,   WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_qwen2a,   rows_qwen2a,   build_qwen2a,   false, false },
+    { WHISPER_AUDIO_PROJECTOR_VOXTRAL,  0,                       true,  false, false, frames_voxtral,  rows_voxtral,  build_voxtral,  false, false },
+    { WHISPER_AUDIO_PROJECTOR_ULTRAVOX, 0,                       true,  true,  true,  frames_ultravox, rows_ultravox, build_ultravox, false, false },
     // Audio Flamingo 3: each 30 s window as Qwen2-Audio's one (padded, its own log-mel, masked)
-    { WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, 20 * WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_af3, rows_qwen2a, build_af3, false },
+    { WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, 20 * WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_af3, rows_qwen2a, build_af3, false, false },
     // GLM-ASR: each 30 s window padded with its own log-mel, attention over all of it (no mask)
-    { WHISPER_AUDIO_PROJECTOR_GLMASR,   21 * WHISPER_AUDIO_N_SAMPLES, false, false, false, frames_glmasr, rows_glmasr, build_glmasr, false },
+    { WHISPER_AUDIO_PROJECTOR_GLMASR,   21 * WHISPER_AUDIO_N_SAMPLES, false, false, false, frames_glmasr, rows_glmasr, build_glmasr, false, false },
     // Qwen2.5-Omni: its first 30 s as Qwen2-Audio's (Qwen2_5OmniProcessor pads to 30 s and truncates
     // there), the encoder over chunks of hparams.n_chunk frames (conv stem and attention per chunk,
     // the frames past the audio zero), then Qwen2-Audio's pooling and token rule
-    { WHISPER_AUDIO_PROJECTOR_QWEN25O,  WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_qwen2a,   rows_qwen2a,   build_qwen25o,  false },
+    { WHISPER_AUDIO_PROJECTOR_QWEN25O,  WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_qwen2a,   rows_qwen2a,   build_qwen25o,  false, false },
     // MiniCPM-o 2.6 (MiniCPMOProcessor.audio_feature_extract, MiniCPMO.get_audio_embedding): an input of
     // at most 30 s runs at its own frames (the 30 s window's log-mel cut there); a longer one in 30 s
     // windows, each its own log-mel, the last one's frames past its audio zero and masked by its rule
     // (tail_by_frames); block-causal attention over hparams.n_causal positions a block
-    { WHISPER_AUDIO_PROJECTOR_MINICPMO, 0,                       false, true,  true,  frames_all, rows_minicpmo, build_minicpmo, true  },
+    { WHISPER_AUDIO_PROJECTOR_MINICPMO, 0,                       false, true,  true,  frames_all, rows_minicpmo, build_minicpmo, true,  false },
     // Kimi-Audio (WhisperEncoder.tokenize_waveform): all of it in 30 s windows, each padded with its own
     // log-mel, attention over all of it (no mask), the first token_len * 4 positions kept
-    { WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, 0,                      false, false, false, frames_all, rows_kimiaudio, build_kimiaudio, false },
+    { WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, 0,                      false, false, false, frames_all, rows_kimiaudio, build_kimiaudio, false, false },
     // Qwen3-Omni: all of the input (Qwen3OmniMoeProcessor: padding True, truncation False), one log-mel
     // of it, cut into windows of wa_window_frames (whole attention windows) masked past the audio; a
     // window shorter than one chunk runs at its own length (transformers pads chunks to the longest)
-    { WHISPER_AUDIO_PROJECTOR_QWEN3A,   0,                       true,  false, true,  frames_qwen3a,   rows_qwen3a,   build_qwen3a,   false },
+    { WHISPER_AUDIO_PROJECTOR_QWEN3A,   0,                       true,  false, true,  frames_qwen3a,   rows_qwen3a,   build_qwen3a,   false, false },
     // Step-Audio 2 (StepAudio2.apply_chat_template, padding_mels, AudioEncoder, Adaptor): all of it in
     // 25 s windows, an input of one at its own frames, masked by its length rule
-    { WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, 0,                     false, true,  true,  frames_all, rows_stepaudio2, build_stepaudio2, false,
+    { WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, 0,                     false, true,  true,  frames_all, rows_stepaudio2, build_stepaudio2, false, false,
       25 * WHISPER_AUDIO_SAMPLE_RATE, 479 },
+    // MERaLiON-2 (MERaLiON2Processor): its first 10 chunks of 30 s, each normalised (do_normalize) and
+    // padded with its own log-mel, attention over all of it (WhisperEncoder takes no mask), 100 tokens each
+    { WHISPER_AUDIO_PROJECTOR_MERALION, MERALION_MAX_SAMPLES,    false, false, false, frames_meralion, rows_voxtral, build_meralion, false, true },
 };
 
 static const wa_tower * wa_tower_of(whisper_audio_projector type) {
@@ -6848,11 +6885,24 @@ static void pipeline_close_window(whisper_audio_pipeline * p, wa_batch *& slot, 
     if (b->n == b->cap) pipeline_dispatch(p, slot);
 }
 
-// A 30 s window of its own, its first `samples` in its row: the zero padding, then the row's
-// edges mirrored (log_mel_row for a signal of 480000 samples starting at 0).
+// WhisperFeatureExtractor.zero_mean_unit_var_norm of one clip's n samples: (x - mean) /
+// sqrt(var + 1e-7), the mean and (population) variance over them (in double; numpy's in float32).
+static void normalize_samples(float * x, size_t n) {
+    double sum = 0.0, sum2 = 0.0;
+    for (size_t i = 0; i < n; i++) sum += x[i];
+    const double mean = n ? sum / (double)n : 0.0;
+    for (size_t i = 0; i < n; i++) sum2 += ((double)x[i] - mean) * ((double)x[i] - mean);
+    const double scale = 1.0 / sqrt((n ? sum2 / (double)n : 0.0) + 1e-7);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(((double)x[i] - mean) * scale);
+}
+
+// A 30 s window of its own, its first `samples` in its row (normalised first for a tower that
+// normalises): the zero padding, then the row's edges mirrored (log_mel_row for a signal of
+// 480000 samples starting at 0).
 static void pipeline_close_own_window(whisper_audio_pipeline * p, size_t samples) {
     float * row = p->cur->pcm + (size_t)p->cur->n * WA_MEL_ROW, * x = row + WA_MEL_CONTEXT;
     const int64_t N = WHISPER_AUDIO_N_SAMPLES;
+    if (p->tower && p->tower->normalized) normalize_samples(x, samples);
     std::fill(x + samples, x + N, 0.0f);
     for (int i = 1; i <= WA_MEL_CONTEXT; i++) row[WA_MEL_CONTEXT - i] = x[i];            // x[-i] = x[i]
     for (int k = 0; k < WA_MEL_CONTEXT; k++) x[N + k] = x[N - 2 - k];                    // x[N + k] = x[2 (N - 1) - (N + k)]

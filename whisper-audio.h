@@ -91,6 +91,9 @@ enum whisper_audio_projector {
                                         // (unpadded; a longer input's tail zero-padded to a whole window's frames), keys
                                         // masked by its length rule, average pooling by 2, LayerNorm; its adapter:
                                         // conv (kernel 3, stride 2) + GELU, linear, ReLU, linear
+    WHISPER_AUDIO_PROJECTOR_MERALION,  // MERaLiON-2: its first 300 s in 30 s windows, each normalised (zero mean, unit
+                                       // variance) and padded, not masked; ln_speech, 15 positions stacked, linear, SiLU,
+                                       // silu(gate_proj) * pool_proj, out_proj
 };
 
 typedef struct whisper_audio_hparams {
@@ -107,7 +110,7 @@ typedef struct whisper_audio_hparams {
     int   n_proj_ff;      // Ultravox: linear_1's output width (SwiGLU halves it); GLM-ASR's, Step-Audio 2's
                           // linear_1 / linear1 width; 0 otherwise
     int   stack_factor;   // whisper.projector.stack_factor: frames per token (Voxtral 4, Ultravox 8), else 1
-    float proj_eps;       // whisper.projector.layer_norm_epsilon: Ultravox's RMSNorm eps (1e-6)
+    float proj_eps;       // whisper.projector.layer_norm_epsilon: Ultravox's RMSNorm eps (1e-6), Kimi-Audio's LayerNorm, MERaLiON-2's ln_speech (1e-5)
     int   n_rot;          // whisper.encoder.rope.dimension_count: the dims of each head RoPE turns (GLM-ASR:
                           // head_dim / 2), in place of the positional embedding; 0: none (Whisper's)
     float rope_theta;     // whisper.encoder.rope.freq_base (GLM-ASR 10000); 0 without RoPE
@@ -445,10 +448,15 @@ int whisper_audio_cuda_device_count(void);
 //     windows as padding_mels batches them (the tail's frames past its audio zero, 2502 in all), the keys
 //     masked past conv2's sampling of the L frames; E = (L + 1) // 2 // 2 pooled positions, through the
 //     adapter (its conv of stride 2): (E - 1) // 2 + 1 tokens (313 for a whole window, 0 for E = 0).
+//   MERaLiON-2: its first 300 s (the processor's 10 chunks of 30 s), each 30 s window normalised
+//     to zero mean and unit variance over its samples (the feature extractor's do_normalize), then
+//     padded to 30 s with its own log-mel, not masked: 100 tokens a window, whatever its length
+//     (1500 positions through ln_speech, stacked by 15, the speech adapter).
 // With projector false the rows are the tower's own output: Qwen2-Audio's and Audio Flamingo 3's
 // pooled and normalised positions (as many as their tokens), GLM-ASR's positions holding audio
 // (ceil(ceil(w / 160) / 2) per window), MiniCPM-o's the same (its apm's last hidden state), Kimi-Audio's
-// token_len * 4 positions per window, Step-Audio 2's E pooled positions (after_norm's) per window, Voxtral's 1500 per 30 s and Ultravox's
+// token_len * 4 positions per window, Step-Audio 2's E pooled positions (after_norm's) per window,
+// Voxtral's and MERaLiON-2's 1500 per 30 s and Ultravox's
 // ceil(f / 2) positions per chunk, each n_state wide.
 // Voxtral and Ultravox take one log-mel over a whole input (its dynamic-range clamp is the
 // input's max), so the pipeline holds such an input until it ends (at most 4 hours, 922 MB),
@@ -458,11 +466,13 @@ int whisper_audio_cuda_device_count(void);
 bool whisper_audio_rows_are_tokens(const whisper_audio_model * model, whisper_audio_encoder_params ep,
                                    whisper_audio_pipeline_params pp);
 // The most samples of an input the model uses: 480000 for Qwen2-Audio's tokens (its first
-// 30 s), 9600000 for Audio Flamingo 3's (600 s), 10080000 for GLM-ASR's (630 s), SIZE_MAX otherwise (tokens false: the Whisper rules, which use all). A caller may stop
+// 30 s), 9600000 for Audio Flamingo 3's (600 s), 10080000 for GLM-ASR's (630 s), 4800000 for
+// MERaLiON-2's (300 s), SIZE_MAX otherwise (tokens false: the Whisper rules, which use all). A caller may stop
 // reading an input there.
 size_t whisper_audio_samples_used(const whisper_audio_model * model, bool tokens);
 // "qwen2a", "voxtral", "ultravox", "musicflamingo" (Audio Flamingo 3) (llama.cpp's clip.projector_type),
-// "glmasr" (ours: GLM-ASR in transformers' layout), "qwen2.5o", "minicpmo", "kimiaudio", "stepaudio2" (ours), "none"; NULL outside the enum.
+// "glmasr" (ours: GLM-ASR in transformers' layout), "qwen2.5o", "minicpmo", "kimiaudio", "stepaudio2" (ours), "qwen3a",
+// "meralion" (llama.cpp's), "none"; NULL outside the enum.
 const char * whisper_audio_projector_name(enum whisper_audio_projector type);
 // The rows (tokens) of an input of n samples. 0 with the error set for a model without a projector.
 size_t whisper_audio_n_tokens(const whisper_audio_model * model, size_t n_samples, bool projector);
@@ -480,8 +490,9 @@ bool whisper_audio_encode_tokens(whisper_audio_encoder * enc, const float * pcm,
 // n_audio_frames of them holding audio (Qwen2-Audio's feature_attention_mask sum, Audio Flamingo
 // 3's input_features_mask sum, Ultravox's audio_lens; Voxtral ignores it; Qwen3-Omni: a clip of its first
 // n_audio_frames frames, run at that length where it is less than a chunk; Step-Audio 2: 3..3000 frames
-// and its wav_lens, n_frames - 2 for a window of its own, keys and rows by its rule). Returns the number
-// of rows written, or -1.
+// and its wav_lens, n_frames - 2 for a window of its own, keys and rows by its rule; MERaLiON-2 ignores it,
+// and its mel is the caller's: of the window normalised as its feature extractor does). Returns the
+// number of rows written, or -1.
 int  whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * mel, int n_frames, int n_audio_frames,
                                      float * out);
 

@@ -143,7 +143,7 @@ class HParams:
 # (the original checkpoint's layout: a positional embedding, a LayerNorm before the MLP, boi/eoi).
 TOWERS = {"qwen2_audio": "qwen2a", "voxtral": "voxtral", "ultravox": "ultravox", "audioflamingo3": "musicflamingo",
           "glmasr": "glmasr", "qwen2_5_omni": "qwen2.5o", "minicpmo": "minicpmo", "kimi_audio": "kimiaudio",
-          "moonshot_kimia": "kimiaudio", "qwen3_omni_moe": "qwen3a", "step_audio_2": "stepaudio2"}
+          "moonshot_kimia": "kimiaudio", "qwen3_omni_moe": "qwen3a", "step_audio_2": "stepaudio2", "meralion2": "meralion"}
 # MiniCPM-o 2.6 (OpenBMB's modeling_minicpmo.py, not in transformers): its apm (a WhisperEncoder) and
 # audio_projection_layer (linear1, ReLU, linear2) at the checkpoint's top level beside llm.*, vpm.*,
 # resampler.* and tts.*, which are left out; audio_avg_pooler has no weights (AvgPool1d(audio_pool_step)).
@@ -153,6 +153,12 @@ TOWERS = {"qwen2_audio": "qwen2a", "voxtral": "voxtral", "ultravox": "ultravox",
 KIMI_TYPES = ("kimi_audio", "moonshot_kimia")
 KIMI_WHISPER = "whisper-large-v3"
 KIMI_STACK = 4                      # tokenize_waveform's token_len * 4 positions; extract_whisper_feat's reshape
+# MERaLiON-2 (MERaLiON2ForConditionalGeneration, from the hub's own code): its Whisper encoder as
+# speech_encoder.* (config.json's speech_config), ln_speech and speech_audio_adapter (mlp_adapter.0,
+# gate_proj, pool_proj, out_proj: MERaLiON2SpeechAudioAdaperLarge) beside text_decoder.*, left out;
+# speech_mlp_scale_factor positions stacked; ln_speech an nn.LayerNorm of its default eps.
+MERALION_PREFIXES = ("ln_speech.", "speech_audio_adapter.")
+MERALION_LN_EPS = 1e-5
 MINICPMO_POOL = 2                   # audio_pool_step: what the graph pools by (MiniCPM-o 2.6's)
 MINICPMO_POSITIONS_PER_S = 50       # get_audio_embedding: chunk_num_frame = int(chunk_length * 50)
 # Qwen2.5-Omni's audio tower (thinker.audio_tower): Whisper's names but ln_post for layer_norm; its
@@ -224,6 +230,13 @@ def projector_tensors(hp):
     if hp.projector == "qwen3a":           # Qwen3OmniMoeAudioEncoder's proj1, GELU, proj2 (after ln_post)
         return [("audio_tower.proj1.weight", (d, d), True), ("audio_tower.proj1.bias", (d,), False),
                 ("audio_tower.proj2.weight", (n, d), True), ("audio_tower.proj2.bias", (n,), False)]
+    if hp.projector == "meralion":         # ln_speech; speech_audio_adapter: mlp_adapter.0 (+ SiLU), gate_proj, pool_proj, out_proj
+        p, f = "speech_audio_adapter.", 5 * d
+        return [("ln_speech.weight", (d,), False), ("ln_speech.bias", (d,), False),
+                (p + "mlp_adapter.0.weight", (f, s * d), True), (p + "mlp_adapter.0.bias", (f,), False),
+                (p + "gate_proj.weight", (f, f), True), (p + "gate_proj.bias", (f,), False),
+                (p + "pool_proj.weight", (f, f), True), (p + "pool_proj.bias", (f,), False),
+                (p + "out_proj.weight", (n, f), True), (p + "out_proj.bias", (n,), False)]
     if hp.projector == "musicflamingo":    # AudioFlamingo3MultiModalProjector: linear_1, GELU, linear_2
         return [(p + "linear_1.weight", (n, d), True), (p + "linear_1.bias", (n,), False),
                 (p + "linear_2.weight", (n, n), True), (p + "linear_2.bias", (n,), False)]
@@ -598,10 +611,11 @@ def read_config(d):
         except (OSError, ValueError) as e:
             raise ConvertError("%s: unreadable %s/config.json: %s" % (d, KIMI_WHISPER, e))
     if mt in TOWERS:
-        cfg = top.get("audio_encoder_config" if mt == "step_audio_2" else "audio_config")
+        # the audio encoder's config: MERaLiON2Config's speech_config, Step-Audio 2's audio_encoder_config
+        audio_key = {"meralion2": "a speech_config", "step_audio_2": "an audio_encoder_config"}.get(mt, "an audio_config")
+        cfg = top.get(audio_key.split()[1])
         if not isinstance(cfg, dict):
-            raise ConvertError("%s: config.json: %s without an %s" % (d, mt, "audio_encoder_config" if mt == "step_audio_2"
-                                                                       else "audio_config"))
+            raise ConvertError("%s: config.json: %s without %s" % (d, mt, audio_key))
 
     def get(key, where=None, what="audio_config."):
         where = cfg if where is None else where
@@ -637,6 +651,19 @@ def read_config(d):
             if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
                 raise ConvertError("%s: config.json: rms_norm_eps is %r, not a number in (0, 1)" % (d, eps))
             hp.stack_factor, hp.proj_eps = KIMI_STACK, float(eps)
+        if mt == "meralion2":    # speech_audio_adapter: reshape(B, T // f, C * f) of the 1500 positions
+            hp.stack_factor = top.get("speech_mlp_scale_factor", 15)
+            if isinstance(hp.stack_factor, bool) or not isinstance(hp.stack_factor, int) or not 0 < hp.stack_factor <= 64 \
+                    or N_CTX % hp.stack_factor:
+                raise ConvertError("%s: config.json: speech_mlp_scale_factor is %r, not a divisor of %d in [1, 64]"
+                                   % (d, hp.stack_factor, N_CTX))
+            if top.get("speech_mlp_use_projection", True) is not True or cfg.get("activation_function", "gelu") != "gelu" \
+                    or cfg.get("scale_embedding", False):
+                raise ConvertError("%s: config.json: speech_mlp_use_projection %r, speech_config.activation_function %r, "
+                                   "scale_embedding %r; whisper-audio runs true (its gated adapter), 'gelu', false"
+                                   % (d, top.get("speech_mlp_use_projection"), cfg.get("activation_function"),
+                                      cfg.get("scale_embedding")))
+            hp.proj_eps = MERALION_LN_EPS
         if mt == "minicpmo":
             pool, chunk = top.get("audio_pool_step", 2), top.get("audio_chunk_length", 1.0)
             if top.get("init_audio", True) is not True or pool != MINICPMO_POOL or cfg.get("activation_function", "gelu") != "gelu":
@@ -727,7 +754,8 @@ def read_config(d):
 
 
 def find_prefix(names):
-    for prefix in ("model.encoder.", "encoder.", "audio_tower.", "model.audio_tower.", "thinker.audio_tower.", "apm.", ""):
+    for prefix in ("model.encoder.", "encoder.", "audio_tower.", "model.audio_tower.", "thinker.audio_tower.", "apm.",
+                   "speech_encoder.", ""):
         if prefix + "conv1.weight" in names or prefix + "conv2d1.weight" in names:   # Whisper's stem, or the AuT's
             return prefix
     raise ConvertError("no encoder tensors: none of model.encoder.conv1.weight, "
@@ -959,9 +987,10 @@ def convert_dir(d, out, outtype):
 
     # encoder tensors that config.json does not account for (a layer beyond encoder_layers)
     if prefix:
-        proj_prefix = {"minicpmo": "audio_projection_layer.", "kimiaudio": "model.vq_adaptor.", "stepaudio2": "adapter."}.get(
-            hp.projector, pprefix + "multi_modal_projector.")
-        extra = [k for k in where if k.startswith((prefix, proj_prefix) if hp.projector else prefix)
+        proj_prefix = {"minicpmo": "audio_projection_layer.", "kimiaudio": "model.vq_adaptor.", "stepaudio2": "adapter.",
+                       "meralion": MERALION_PREFIXES}.get(hp.projector, pprefix + "multi_modal_projector.")
+        proj_prefix = proj_prefix if isinstance(proj_prefix, tuple) else (proj_prefix,)
+        extra = [k for k in where if k.startswith((prefix, *proj_prefix) if hp.projector else prefix)
                  and k not in wanted_src and not (hp.projector == "qwen2.5o" and k[len(prefix):] in QWEN25O_UNUSED)]
     else:
         extra = [k for k in where if k.startswith(("conv", "layers.", "layer_norm.",

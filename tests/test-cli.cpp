@@ -1068,7 +1068,7 @@ TEST_CASE("main --save-gguf: our GGUF of every model file, encoding bit for bit 
                                     std::string("build/tower-voxtral-f32.gguf"), std::string("build/tower-ultravox-f32.gguf"),
                                     std::string("build/tower-af3-f32.gguf"), std::string("build/tower-glmasr-f32.gguf"),
                                     std::string("build/tower-minicpmo-f32.gguf"), std::string("build/tower-kimiaudio-f32.gguf"),
-                                    std::string("build/tower-stepaudio2-f32.gguf")}) {
+                                    std::string("build/tower-stepaudio2-f32.gguf"), std::string("build/tower-meralion-f32.gguf")}) {
         CAPTURE(src);
         const run_result r = run_main("-m " + src + " --save-gguf " + gguf);
         REQUIRE_MESSAGE(r.status == 0, r.output);

@@ -1174,6 +1174,50 @@ class TestTowers(Base):
         extra = dict(st, **{"encoder.blocks.3.mlp.0.bias": st["encoder.blocks.2.mlp.0.bias"]})
         t.expect_error(t.make("s-extra", cfg, extra), "config.json does not describe")
 
+    def test_meralion(self):
+        # MERaLiON-2: the encoder as speech_encoder.* (config.json's speech_config), ln_speech and
+        # speech_audio_adapter.{mlp_adapter.0, gate_proj, pool_proj, out_proj} after it under their own
+        # names, speech_mlp_scale_factor 15 positions stacked, ln_speech's eps (nn.LayerNorm's 1e-5)
+        src = os.path.join(DATA, "towers", "meralion")
+        st = st_read(os.path.join(src, "model.safetensors"))
+        for outtype in ("f32", "f16"):
+            g = GGUF(self.convert(src, outtype, "tower-meralion-%s.gguf" % outtype))
+            kv = g.kv
+            self.assertEqual(kv["whisper.projector.type"], (8, "meralion"))
+            self.assertEqual(kv["whisper.projector.embedding_length"], (4, 32))
+            self.assertEqual(kv["whisper.projector.stack_factor"], (4, 15))
+            self.assertEqual(kv["whisper.projector.layer_norm_epsilon"], (6, f32(1e-5)))
+            enc = [e[0] for e in expected_tensors(64, 3, 256, 128) if e[0] != "mel_filters"]
+            p = "speech_audio_adapter."
+            proj = ["ln_speech.weight", "ln_speech.bias"] + [p + n + "." + w for n in ("mlp_adapter.0", "gate_proj", "pool_proj",
+                                                                                      "out_proj") for w in ("weight", "bias")]
+            self.assertEqual([t[0] for t in g.tensors], enc + proj + ["mel_filters"])
+            for i, (tname, dims, gtype, _) in enumerate(g.tensors):
+                if tname == "mel_filters":
+                    continue
+                dtype, shape, data = st["speech_encoder." + tname[len("encoder."):] if tname.startswith("encoder.") else tname]
+                self.assertEqual(dims, list(reversed(shape)), tname)
+                want = data if gtype == GGML_F16 else array.array("I", [f16_to_f32_bits(h) for h in array.array("H", data)]).tobytes()
+                self.assertEqual(g.tensor_bytes(i), want, tname)
+            self.check_mel(g, 128)
+        t = TestErrors("test_errors")
+        t.tmp = self.tmp
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        # the LLM's text_decoder.* is left out
+        rest = dict(st, **{"text_decoder.model.embed_tokens.weight": ("F16", [4, 2], b"\0" * 16)})
+        a = GGUF(self.convert(src, "f32", "meralion-plain.gguf"))
+        b = GGUF(self.convert(t.make("mer-rest", cfg, rest), "f32", "meralion-rest.gguf"))
+        self.assertEqual(a.raw[a.data_start:], b.raw[b.data_start:])
+        t.expect_error(t.make("mer-nospeech", {k: v for k, v in cfg.items() if k != "speech_config"}, st),
+                       "meralion2 without a speech_config")
+        t.expect_error(t.make("mer-sf", dict(cfg, speech_mlp_scale_factor=7), st), "speech_mlp_scale_factor is 7")
+        t.expect_error(t.make("mer-proj", dict(cfg, speech_mlp_use_projection=False), st), "speech_mlp_use_projection False")
+        missing = {k: v for k, v in st.items() if k != p + "pool_proj.bias"}
+        t.expect_error(t.make("mer-missing", cfg, missing), "missing projector tensor speech_audio_adapter.pool_proj.bias")
+        extra = dict(st, **{"speech_audio_adapter.speech_llm_proj.0.weight": ("F16", [4, 2], b"\0" * 16)})
+        t.expect_error(t.make("mer-extra", cfg, extra), "config.json does not describe")
+
     def test_language_model_left_out(self):
         src = os.path.join(DATA, "towers", "qwen2a")
         st = st_read(os.path.join(src, "model.safetensors"))
@@ -1232,7 +1276,8 @@ class TestLibrary(Base):
         for src, outtype in (("micro-80", "f32"), ("micro-80", "f16"), ("micro-128", "bf16"), ("towers/qwen2a", "f16"),
                              ("towers/voxtral", "bf16"), ("towers/ultravox", "f32"), ("towers/af3", "f16"),
                              ("towers/glmasr", "f32"), ("towers/qwen25o", "f16"), ("towers/minicpmo", "f32"),
-                             ("towers/kimiaudio", "bf16"), ("towers/qwen3a", "f16"), ("towers/stepaudio2", "bf16")):
+                             ("towers/kimiaudio", "bf16"), ("towers/qwen3a", "f16"), ("towers/stepaudio2", "bf16"),
+                             ("towers/meralion", "bf16")):
             with self.subTest(src=src, outtype=outtype):
                 ours = self.convert(os.path.join(DATA, src), outtype, name="lib-%s-%s.gguf" % (src.replace("/", "-"), outtype))
                 again = ours + ".again.gguf"

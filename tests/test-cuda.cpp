@@ -631,16 +631,17 @@ TEST_CASE("cuda block-causal attention (MiniCPM-o's chunk mask): the CPU's at th
     }
 }
 
-TEST_CASE("cuda projector ops: avg_pool2, rms_norm, swiglu, relu, silu, stack_frames, rope_qk" * doctest::skip(no_gpu())) {
+TEST_CASE("cuda projector ops: avg_pool2, rms_norm, swiglu, relu, silu, silu_mul, stack_frames, rope_qk" * doctest::skip(no_gpu())) {
     for (vt_type ct : CTYPES) {
         backend_ptr cuda = cuda_backend(ct);
         for (int T : {1500, 351, 7}) {
             const int C = 96, B = 2;
             const std::vector<float> x = randn((size_t)B * T * C, 18, ct, 1.5f, 0.5f), w = randn(8 * C, 19, VT_TYPE_F32, 0.3f, 1.0f);
-            auto input = [&](vt_context * ctx, vt_type act, std::vector<leaf> & L) {
+            const std::vector<float> x2 = randn((size_t)B * T * C, 20, ct, 1.5f, -0.5f);
+            auto input = [&](vt_context * ctx, vt_type act, std::vector<leaf> & L, const std::vector<float> * data = nullptr) {
                 vt_tensor * tx = vt_new_tensor_3d(ctx, act, C, T, B);
                 vt_set_input(tx);
-                L.push_back({tx, &x});
+                L.push_back({tx, data ? data : &x});
                 return tx;
             };
             auto weight = [&](vt_context * ctx, int n, std::vector<leaf> & L) {
@@ -660,6 +661,9 @@ TEST_CASE("cuda projector ops: avg_pool2, rms_norm, swiglu, relu, silu, stack_fr
                      return vt_relu(ctx, input(ctx, act, L)); }},
                 {"silu", [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
                      return vt_silu(ctx, input(ctx, act, L)); }},
+                {"silu_mul", [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
+                     vt_tensor * g = input(ctx, act, L);
+                     return vt_silu_mul(ctx, g, input(ctx, act, L, &x2)); }},
                 // stacked by 8 (a copy, the tail zero-padded, unless 8 divides T), then normalised
                 {"stack 8 + rms_norm", [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
                      return vt_rms_norm(ctx, vt_stack_frames(ctx, input(ctx, act, L), 8), weight(ctx, 8 * C, L), 1e-6f); }},

@@ -1,4 +1,4 @@
-// The audio towers of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, MiniCPM-o, Kimi-Audio, Qwen3-Omni and Step-Audio 2 on the CPU against their own code in
+// The audio towers of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, MiniCPM-o, Kimi-Audio, Qwen3-Omni, Step-Audio 2 and MERaLiON-2 on the CPU against their own code in
 // float64 (tests/data/towers, made by tests/data/make-tower-references.py), from our GGUF
 // (build/tower-*.gguf, converted from the checkpoints there) and from llama.cpp's mmproj files
 // of the same checkpoints; and the loader's answers to broken projector files.
@@ -16,7 +16,8 @@
 
 namespace {
 
-const char * TOWERS[] = {"qwen2a", "voxtral", "ultravox", "af3", "glmasr", "qwen25o", "minicpmo", "kimiaudio", "qwen3a", "stepaudio2"};
+const char * TOWERS[] = {"qwen2a", "voxtral", "ultravox", "af3", "glmasr", "qwen25o", "minicpmo", "kimiaudio", "qwen3a", "stepaudio2",
+                         "meralion"};
 
 whisper_audio_encoder * cpu_encoder(const whisper_audio_model * model, bool projector) {
     whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
@@ -66,6 +67,7 @@ TEST_CASE("towers: the model file says the projector, llama.cpp's mmproj files l
         {"kimiaudio", WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, 4, 128},
         {"qwen3a", WHISPER_AUDIO_PROJECTOR_QWEN3A, 1, 128},
         {"stepaudio2", WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, 1, 128},
+        {"meralion", WHISPER_AUDIO_PROJECTOR_MERALION, 15, 128},
     };
     for (const auto & w : want) {
         for (const std::string & path : tower_files(w.name)) {
@@ -262,6 +264,53 @@ TEST_CASE("towers: Step-Audio 2's tokens per audio length: 25 s windows, (E - 1)
     CHECK(whisper_audio_encode_mel_tokens(tower, mel.data(), 2, 2, rows.data()) == -1);
     CHECK(std::string(whisper_audio_last_error()).find("3 to 3000") != std::string::npos);
     whisper_audio_encoder_free(tower);
+    whisper_audio_model_free(m);
+}
+
+TEST_CASE("towers: MERaLiON-2's tokens per audio length: 100 a 30 s window, its first 300 s; each window normalised") {
+    for (const std::string & path : tower_files("meralion")) {   // ours and llama.cpp's meralion mmproj
+        CAPTURE(path);
+        whisper_audio_model * m = whisper_audio_model_load(path.c_str());
+        REQUIRE_MESSAGE(m, whisper_audio_last_error());
+        CHECK(whisper_audio_model_hparams(m)->proj_eps == 1e-5f);   // ln_speech's (the mmproj: the encoder's eps)
+        // MERaLiON2Processor: ((L - 1) // 480000 + 1) chunks, at most 10, fixed_speech_embeds_length 100 each
+        CHECK(whisper_audio_n_tokens(m, 1, true) == 100);
+        CHECK(whisper_audio_n_tokens(m, 112256, true) == 100);
+        CHECK(whisper_audio_n_tokens(m, 112256, false) == 1500);
+        CHECK(whisper_audio_n_tokens(m, 480000, true) == 100);
+        CHECK(whisper_audio_n_tokens(m, 480001, true) == 200);
+        CHECK(whisper_audio_n_tokens(m, 1120000, true) == 300);
+        CHECK(whisper_audio_n_tokens(m, 10 * 480000, true) == 1000);
+        CHECK(whisper_audio_n_tokens(m, 12 * 480000 + 5, true) == 1000);   // number_chunk_limit 10
+        CHECK(whisper_audio_samples_used(m, true) == 10 * (size_t)480000);
+        whisper_audio_model_free(m);
+    }
+    CHECK(std::string(whisper_audio_projector_name(WHISPER_AUDIO_PROJECTOR_MERALION)) == "meralion");
+    whisper_audio_model * m = whisper_audio_model_load("build/tower-meralion-f32.gguf");
+    REQUIRE(m);
+    whisper_audio_encoder * enc = cpu_encoder(m, true);
+    // do_normalize: each window to zero mean and unit variance first, so a gain and an offset change nothing
+    std::vector<float> pcm = pcm_of(50001), scaled = pcm;
+    for (float & v : scaled) v = 0.25f * v + 0.01f;
+    std::vector<float> a(100 * 32), b(100 * 32);
+    REQUIRE_MESSAGE(whisper_audio_encode_tokens(enc, pcm.data(), pcm.size(), a.data()), whisper_audio_last_error());
+    REQUIRE_MESSAGE(whisper_audio_encode_tokens(enc, scaled.data(), scaled.size(), b.data()), whisper_audio_last_error());
+    CHECK(rel_l2(b, a) < 1e-5);
+    // 350 s (the 70 s clip 5 times): the processor's first 10 chunks, the 10th of them its last 100 tokens
+    decoded_audio l = decode_file(test_data("audio/long_70s_16k.wav"));
+    REQUIRE(l.ok);
+    std::vector<float> long5;
+    for (int i = 0; i < 5; i++) long5.insert(long5.end(), l.pcm.begin(), l.pcm.end());
+    REQUIRE(whisper_audio_n_tokens(m, long5.size(), true) == 1000);
+    std::vector<float> got(1000 * 32, NAN);
+    REQUIRE_MESSAGE(whisper_audio_encode_tokens(enc, long5.data(), long5.size(), got.data()), whisper_audio_last_error());
+    std::vector<int64_t> shape;
+    std::vector<float> ref = npy_load_f32(test_data("towers/meralion.long_350s.audio.tail.npy"), &shape);
+    REQUIRE(shape[0] == 100);
+    const double err = rel_l2(std::vector<float>(got.begin() + 900 * 32, got.end()), ref);
+    MESSAGE("MERaLiON-2 350 s: the 10th window's 100 tokens, rel L2 " << err);
+    CHECK(err < 1e-5);
+    whisper_audio_encoder_free(enc);
     whisper_audio_model_free(m);
 }
 

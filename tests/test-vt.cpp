@@ -467,7 +467,7 @@ TEST_CASE("rope_qk: q and k of each head turn by position (the first n_rot dims,
     vt_free(ctx);
 }
 
-TEST_CASE("projector ops: avg_pool2, rms_norm, swiglu, relu, silu, stack_frames (a copy, and a view when it divides)") {
+TEST_CASE("projector ops: avg_pool2, rms_norm, swiglu, relu, silu, silu_mul, stack_frames (a copy, and a view when it divides)") {
     const int C = 6, T = 11, B = 2;
     {   // avg_pool2: pairs of rows, the odd last row dropped
         vt_context * ctx = vt_init(8);
@@ -524,6 +524,17 @@ TEST_CASE("projector ops: avg_pool2, rms_norm, swiglu, relu, silu, stack_frames 
         REQUIRE(got.size() == x.data.size());
         for (size_t i = 0; i < got.size(); i++)
             CHECK(got[i] == doctest::Approx(x.data[i] / (1.0 + std::exp(-(double)x.data[i]))).epsilon(1e-6));
+        vt_free(ctx);
+    }
+    {   // silu_mul: the second tensor times silu of the first (the gate)
+        vt_context * ctx = vt_init(8);
+        host_tensor g = input(ctx, {C, T, B}, 38), x = input(ctx, {C, T, B}, 39);
+        std::vector<float> got = run_cpu(ctx, vt_silu_mul(ctx, g.t, x.t), {g, x});
+        REQUIRE(got.size() == x.data.size());
+        for (size_t i = 0; i < got.size(); i++) {
+            const double v = g.data[i];
+            CHECK(got[i] == doctest::Approx(x.data[i] * v / (1.0 + std::exp(-v))).epsilon(1e-6));
+        }
         vt_free(ctx);
     }
     for (int f : {4, 11}) {   // stack: 4 does not divide 11 (a copy, the tail zero), 11 does (a view)

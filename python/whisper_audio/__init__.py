@@ -120,7 +120,8 @@ class Projector(_CEnum):
     GLMASR (GLM-ASR as transformers lays it out), QWEN25O (Qwen2.5-Omni's audio tower), MINICPMO
     (MiniCPM-o 2.6's audio tower: block-causal attention, linear, ReLU, linear, pooling by 2),
     KIMIAUDIO (Kimi-Audio's continuous path: 4 positions stacked, its VQ adaptor), QWEN3A
-    (Qwen3-Omni's audio tower), STEPAUDIO2 (Step-Audio 2: 25 s windows, pooling by 2, its adapter).
+    (Qwen3-Omni's audio tower), STEPAUDIO2 (Step-Audio 2: 25 s windows, pooling by 2, its adapter), MERALION
+    (MERaLiON-2: each 30 s window normalised, 15 positions stacked, its gated speech adapter).
     hparams["projector"]; Model.projector (None for NONE)."""
     NONE = "none"
     QWEN2A = "qwen2a"
@@ -133,6 +134,7 @@ class Projector(_CEnum):
     KIMIAUDIO = "kimiaudio"
     QWEN3A = "qwen3a"
     STEPAUDIO2 = "stepaudio2"
+    MERALION = "meralion"
 
 
 # ---- the C API --------------------------------------------------------------------

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Makes tests/data/towers/: tiny random Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR,
-# Qwen2.5-Omni and Qwen3-Omni checkpoints (the audio tower and projector only), and float64 references of what each model
+# Qwen2.5-Omni, Qwen3-Omni and MERaLiON-2 checkpoints (the audio tower and projector only), and float64 references of what each model
 # feeds its language model, computed by the models' own modules (transformers for Qwen2-Audio,
 # Voxtral, Audio Flamingo 3, GLM-ASR and the two Omni towers; fixie-ai/ultravox's ultravox_model.py for Ultravox, which is not
 # in transformers).
@@ -613,6 +613,75 @@ def qwen3a(audios):
         store(f"qwen3a.{LONG}.audio.every8.npy", tokens(*processed(long))[::8])   # 7000 frames, 910 tokens
 
 
+def meralion(audios, src):
+    # MERaLiON-2's own code, from the checkout SRC of YingxuH/vllm_plugin (A*STAR's vLLM plugin of it):
+    # transformers_utils' MERaLiON2Config, MERaLiON2SpeechAudioAdaper and MERaLiON2Processor (its
+    # chunking and feature-extractor call), and the speech path of its model (speech_encoder: transformers'
+    # WhisperEncoder, ln_speech, speech_audio_adapter, as _process_audio_input and the hub's
+    # modeling_meralion2.py run them).
+    import types
+    tu = os.path.join(src, "src", "vllm_plugin_meralion2", "transformers_utils")
+
+    def module(name):
+        spec = importlib.util.spec_from_file_location("meralion2_" + name, os.path.join(tu, name + ".py"))
+        m = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(m)
+        return m
+    conf, mods, proc_mod = module("configuration_meralion2"), module("modules"), module("processing_meralion2")
+    speech = dict(d_model=D, encoder_layers=LAYERS, encoder_attention_heads=HEADS, encoder_ffn_dim=FF, num_mel_bins=128,
+                  max_source_positions=1500, decoder_layers=1, decoder_attention_heads=1, decoder_ffn_dim=64, vocab_size=64)
+    text = dict(hidden_size=LLM, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                head_dim=16, vocab_size=128)
+    cfg = conf.MERaLiON2Config(speech_config=speech, text_config=text, speech_mlp_scale_factor=15)
+    cfg.speech_config._attn_implementation = "eager"
+
+    class Speech(torch.nn.Module):   # MERaLiON2ForConditionalGeneration's speech modules, under their names
+        def __init__(self):
+            super().__init__()
+            self.speech_encoder = transformers.models.whisper.modeling_whisper.WhisperEncoder(cfg.speech_config)
+            self.ln_speech = torch.nn.LayerNorm(cfg.speech_config.d_model)
+            self.speech_audio_adapter = mods.MERaLiON2SpeechAudioAdaper(
+                audio_hidden_size=cfg.speech_config.d_model, text_hidden_size=cfg.text_config.hidden_size,
+                speech_mlp_scale_factor=cfg.speech_mlp_scale_factor, speech_mlp_use_projection=True)
+
+        def forward(self, features, mask=None):   # _process_audio_input: [chunks, 100, n_llm] -> [tokens, n_llm]
+            h = self.speech_encoder(features, attention_mask=mask).last_hidden_state
+            return self.speech_audio_adapter(self.ln_speech(h)).reshape(-1, cfg.text_config.hidden_size), h
+
+    model = Speech().eval()
+    randomise(model, 12)
+    config = dict(cfg.to_dict(), architectures=["MERaLiON2ForConditionalGeneration"])
+    save(os.path.join(OUT, "meralion"), config, model.state_dict())   # the LLM's text_decoder.* left out
+    model = model.double()
+
+    # the processor as its __call__ runs, a stand-in tokenizer for the text it leaves aside
+    processor = proc_mod.MERaLiON2Processor.__new__(proc_mod.MERaLiON2Processor)
+    processor.feature_extractor = transformers.WhisperFeatureExtractor(feature_size=128)
+    processor.tokenizer = lambda **kw: types.SimpleNamespace(input_ids=torch.zeros(1, 1), attention_mask=torch.ones(1, 1))
+    processor.fixed_speech_embeds_length, processor.speech_token_index = 100, 255999
+    processor.time_duration_limit, processor.whisper_chunk_size, processor.do_normalize = 300, 30, True
+    processor.number_chunk_limit = processor.time_duration_limit // processor.whisper_chunk_size
+    processor.speech_token, processor.feature_chunk_size = "<SpeechHere>", 30 * 16000
+
+    def from_audio(pcm):
+        x = processor(text="<SpeechHere>", audios=pcm)
+        return model(x["input_features"].double(), x["feature_attention_mask"])[0]
+
+    with torch.no_grad():
+        mel = torch.from_numpy(np.load(os.path.join(ROOT, "features", "speech_16k.mel128.npy"))).double()[None]
+        out, tower = model(mel)
+        store("meralion.speech_16k.features.npy", out)                        # 100 tokens
+        store("meralion.speech_16k.features.tower.npy", tower[0, :300])      # the first 300 of 1500 positions
+        # speech_16k as the tests cut it (its first 112256 of 112259 samples): a window's normalisation
+        # takes every sample, so the other towers' 3 samples more would move its tokens by 2e-5
+        for clip, pcm in dict(audios, speech_16k=audios["speech_16k"][:112256]).items():
+            store(f"meralion.{clip}.audio.npy", from_audio(pcm))
+        long = read_wav("long_70s_16k.wav")
+        store(f"meralion.{LONG}.audio.every8.npy", from_audio(long)[::8])    # 3 chunks (30 s, 30 s, 10 s): 300 tokens
+        # past its 10 chunks: the first 300 s (the long clip 5 times, 350 s), the last chunk's 100 tokens
+        store("meralion.long_350s.audio.tail.npy", from_audio(np.tile(long, 5))[-100:])
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--ultravox", help="fixie-ai/ultravox's ultravox/model directory (for ultravox)")
@@ -622,8 +691,10 @@ if __name__ == "__main__":
                     help="a MoonshotAI/Kimi-Audio checkout and its modeling_moonshot_kimia.py (for kimiaudio)")
     ap.add_argument("--stepaudio2", nargs=2, metavar=("MODELING", "UTILS"),
                     help="vLLM's step_audio_2.py (Step-Audio 2's AudioEncoder, Adaptor) and Step-Audio2's utils.py (for stepaudio2)")
+    ap.add_argument("--meralion", help="a YingxuH/vllm_plugin checkout (MERaLiON-2's code; for meralion)")
     ap.add_argument("--models", default="qwen2a,voxtral,ultravox,af3,glmasr,qwen25o,qwen3a",
-                    help="comma-separated, of the default and minicpmo, kimiaudio (their own run: transformers 4.48), stepaudio2")
+                    help="comma-separated, of the default and minicpmo, kimiaudio (their own run: transformers 4.48), "
+                         "stepaudio2, meralion")
     args = ap.parse_args()
     models = args.models.split(",")
     if "ultravox" in models and not args.ultravox:
@@ -634,6 +705,8 @@ if __name__ == "__main__":
         ap.error("kimiaudio needs --kimi")
     if "stepaudio2" in models and not args.stepaudio2:
         ap.error("stepaudio2 needs --stepaudio2")
+    if "meralion" in models and not args.meralion:
+        ap.error("meralion needs --meralion")
     os.makedirs(OUT, exist_ok=True)
     torch.manual_seed(0)
     audios = load_audio()
@@ -646,6 +719,8 @@ if __name__ == "__main__":
             kimiaudio(audios, *args.kimi)
         elif name == "stepaudio2":
             stepaudio2(audios, *args.stepaudio2)
+        elif name == "meralion":
+            meralion(audios, args.meralion)
         else:
             {"qwen2a": qwen2_audio, "voxtral": voxtral, "af3": af3, "glmasr": glmasr, "qwen25o": qwen25o,
              "qwen3a": qwen3a}[name](audios)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU parity of the audio-LLM towers: Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, MiniCPM-o, Kimi-Audio, Qwen3-Omni and Step-Audio 2 on CUDA against the
+"""GPU parity of the audio-LLM towers: Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, MiniCPM-o, Kimi-Audio, Qwen3-Omni, Step-Audio 2 and MERaLiON-2 on CUDA against the
 models' own code, on the tiny random checkpoints of tests/data/towers (made by
 tests/data/make-tower-references.py; weights stored in f16, so every file holds the same numbers).
 
@@ -18,14 +18,16 @@ For each tower, the speech_16k log-mel (tests/data/features) goes through
     WhisperEncoder's forward (transformers' layers, sdpa: its own calls flash_attn) over the padded
     window, the first token_len * 4 positions, 4 stacked, its VQAdaptor's steps; Step-Audio 2: its
     AudioEncoder's and Adaptor's forward written out the same way (its modeling_step_audio_2.py is the
-    checkpoint's own, not in transformers), its scores' softmax in f32 as it does);
+    checkpoint's own, not in transformers), its scores' softmax in f32 as it does; MERaLiON-2: transformers'
+    WhisperEncoder (its speech_encoder) over the padded window, ln_speech, and MERaLiON2SpeechAudioAdaper's
+    steps, written out, since YingxuH/vllm_plugin's transformers_utils is not here);
   - whisper-audio on CUDA in f16 and bf16 (build/libwhisper-audio.so through ctypes,
     whisper_audio_encode_mel_tokens), from our GGUF (build/tower-NAME-f32.gguf) and from
     llama.cpp's mmproj file (tests/data/towers/NAME.mmproj.gguf; GLM-ASR, Qwen2.5-Omni, MiniCPM-o, Kimi-Audio and Step-Audio 2 have
     ours alone).
 Ours must be within 1.25x the peer's error in the same dtype. Prints a table; exits 1 on a failure.
 
-Run on the GPU machine from the repository root, after `make -j16 all build/tower-{qwen2a,voxtral,ultravox,af3,glmasr,qwen25o,minicpmo,kimiaudio,qwen3a,stepaudio2}-f32.gguf`:
+Run on the GPU machine from the repository root, after `make -j16 all build/tower-{qwen2a,voxtral,ultravox,af3,glmasr,qwen25o,minicpmo,kimiaudio,qwen3a,stepaudio2,meralion}-f32.gguf`:
     python3 tests/gpu/towers.py
 """
 import ctypes
@@ -199,6 +201,29 @@ def kimiaudio(dtype, mel):
         return h[0]
 
 
+def meralion(dtype, mel):
+    d = os.path.join(DATA, "towers", "meralion")
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    wcfg = transformers.WhisperConfig(**{k: v for k, v in cfg["speech_config"].items() if k != "model_type"})
+    wcfg._attn_implementation = "sdpa"
+    tower = transformers.models.whisper.modeling_whisper.WhisperEncoder(wcfg).eval()
+    state = load_file(os.path.join(d, "model.safetensors"))
+    tower.load_state_dict({k[len("speech_encoder."):]: v for k, v in state.items() if k.startswith("speech_encoder.")})
+    tower = tower.to(DEVICE, dtype)
+    p = {k: v.to(DEVICE, dtype) for k, v in state.items() if not k.startswith("speech_encoder.")}
+    a, f = "speech_audio_adapter.", cfg["speech_mlp_scale_factor"]
+    with torch.no_grad():
+        # _process_audio_input: speech_encoder (the padded window; it takes no mask), ln_speech, the adapter
+        h = tower(torch.from_numpy(mel)[None].to(DEVICE, dtype)).last_hidden_state
+        h = torch.nn.functional.layer_norm(h, (h.shape[-1],), p["ln_speech.weight"], p["ln_speech.bias"])
+        B, T, C = h.shape
+        h = h.reshape(B, T // f, C * f)                        # speech_mlp_scale_factor positions stacked
+        h = torch.nn.functional.silu(h @ p[a + "mlp_adapter.0.weight"].T + p[a + "mlp_adapter.0.bias"])
+        gate = torch.nn.functional.silu(h @ p[a + "gate_proj.weight"].T + p[a + "gate_proj.bias"])
+        h = gate * (h @ p[a + "pool_proj.weight"].T + p[a + "pool_proj.bias"])
+        return (h @ p[a + "out_proj.weight"].T + p[a + "out_proj.bias"])[0]
+
+
 def qwen3a(dtype, mel):
     from transformers.models.qwen3_omni_moe import modeling_qwen3_omni_moe as omni3
     d = os.path.join(DATA, "towers", "qwen3a")
@@ -306,7 +331,7 @@ def main():
     for name, peer, n_mels in (("qwen2a", qwen2a, 80), ("voxtral", voxtral, 128), ("ultravox", ultravox, 80),
                                 ("af3", af3, 128), ("glmasr", glmasr, 128), ("qwen25o", qwen25o, 128),
                                 ("minicpmo", minicpmo, 80), ("kimiaudio", kimiaudio, 128),
-                                ("qwen3a", qwen3a, 128), ("stepaudio2", stepaudio2, 128)):
+                                ("qwen3a", qwen3a, 128), ("stepaudio2", stepaudio2, 128), ("meralion", meralion, 128)):
         mel = np.load(os.path.join(DATA, "features", "speech_16k.mel%d.npy" % n_mels))
         ref = np.load(os.path.join(DATA, "towers", name + ".speech_16k.features.npy")).astype(np.float64)
         our_mel = mel[:, :N_FRAMES] if name in ("ultravox", "minicpmo") else mel   # run unpadded

@@ -83,14 +83,16 @@ def test_other_models_equal_main(tmp_path, name):
 
 
 # every tower file in tests/data: our GGUF and llama.cpp's mmproj of each model
-TOWER_FILES = [model_path(f"tower-{n}-f32") for n in ("qwen2a", "voxtral", "ultravox", "af3", "glmasr", "minicpmo", "kimiaudio", "stepaudio2")] + \
-    [os.path.join(ROOT, "tests", "data", "towers", f"{n}.mmproj.gguf") for n in ("qwen2a", "voxtral", "ultravox", "af3")]
+TOWER_FILES = [model_path(f"tower-{n}-f32") for n in ("qwen2a", "voxtral", "ultravox", "af3", "glmasr", "minicpmo", "kimiaudio",
+                                                           "stepaudio2", "meralion")] + \
+    [os.path.join(ROOT, "tests", "data", "towers", f"{n}.mmproj.gguf") for n in ("qwen2a", "voxtral", "ultravox", "af3", "meralion")]
 
 
 @pytest.mark.parametrize("path", TOWER_FILES, ids=[os.path.basename(p) for p in TOWER_FILES])
 def test_tower_tokens_equal_main(tmp_path, path):
     with wa.Model(path, device="cpu") as m:
-        assert m.projector in ("qwen2a", "voxtral", "ultravox", "musicflamingo", "glmasr", "minicpmo", "kimiaudio", "stepaudio2") and m.hparams["projector"] == m.projector
+        assert m.projector in ("qwen2a", "voxtral", "ultravox", "musicflamingo", "glmasr", "minicpmo", "kimiaudio",
+                               "stepaudio2", "meralion") and m.hparams["projector"] == m.projector
         for audio in (SPEECH, LONG):
             for projector, args in ((True, []), (False, ["--no-projector"])):
                 ref = run_main(tmp_path, path, [audio], *args)
