@@ -359,12 +359,10 @@ __global__ void epilogue_kernel(T * __restrict__ y, const float * __restrict__ b
 
 // epilogue_vec8_kernel: the same epilogue with no index division in the loop. Thread x owns
 //   the 8 columns [c0, c0 + 8), c0 = 8 * (blockIdx.x * blockDim.x + threadIdx.x) < N, and
-//   keeps their bias in registers; blocks in y walk the rows EPI_ROWS at a time (grid-stride),
-//   every row's load issued before the first is used: with one row a step a thread had one
-//   load in flight, and the GELU pass after large-v3's fc1 moved 2.4 TB/s (issue 29). Needs
-//   N % 8 == 0 and 16-byte aligned y/res.
-static const int EPI_ROWS = 4;
-
+//   keeps their bias in registers; blocks in y walk the rows (grid-stride), one row a step: 4 rows
+//   a step with their loads in flight took 96 registers, half the warps, and the GELU pass after
+//   large-v3's fc1 went from 13.7 to 14.9 ms at batch 32 (it is issue-bound, SM 77% busy; issue
+//   29). Needs N % 8 == 0 and 16-byte aligned y/res.
 template <typename T>
 __global__ void epilogue_vec8_kernel(T * __restrict__ y, const float * __restrict__ bias, const T * __restrict__ res,
                                      const float * __restrict__ add, int add_rows, int rows, int N, int act) {
@@ -373,33 +371,21 @@ __global__ void epilogue_vec8_kernel(T * __restrict__ y, const float * __restric
     float bv[8];
 #pragma unroll
     for (int e = 0; e < 8; e++) bv[e] = bias ? bias[c0 + e] : 0.0f;
-    for (int r0 = blockIdx.y * EPI_ROWS; r0 < rows; r0 += gridDim.y * EPI_ROWS) {
-        uint4 yv[EPI_ROWS], rv[EPI_ROWS];
+    for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+        const size_t off = (size_t)r * N + c0;
+        float v[8], rv[8];
+        unpack8<T>(*reinterpret_cast<const uint4 *>(y + off), v);
+        if (res) unpack8<T>(*reinterpret_cast<const uint4 *>(res + off), rv);
+        const float * a = add ? add + (size_t)(r % add_rows) * N + c0 : nullptr;
 #pragma unroll
-        for (int k = 0; k < EPI_ROWS; k++) {
-            if (r0 + k >= rows) break;
-            const size_t off = (size_t)(r0 + k) * N + c0;
-            yv[k] = *reinterpret_cast<const uint4 *>(y + off);
-            if (res) rv[k] = *reinterpret_cast<const uint4 *>(res + off);
+        for (int e = 0; e < 8; e++) {
+            float x = v[e] + bv[e];
+            if (act == VT_ACT_GELU) x = gelu_erf(x);
+            if (res) x += rv[e];
+            if (a) x += a[e];
+            v[e] = x;
         }
-#pragma unroll
-        for (int k = 0; k < EPI_ROWS; k++) {
-            const int r = r0 + k;
-            if (r >= rows) break;
-            float v[8], rf[8];
-            unpack8<T>(yv[k], v);
-            if (res) unpack8<T>(rv[k], rf);
-            const float * a = add ? add + (size_t)(r % add_rows) * N + c0 : nullptr;
-#pragma unroll
-            for (int e = 0; e < 8; e++) {
-                float x = v[e] + bv[e];
-                if (act == VT_ACT_GELU) x = gelu_erf(x);
-                if (res) x += rf[e];
-                if (a) x += a[e];
-                v[e] = x;
-            }
-            *reinterpret_cast<uint4 *>(y + (size_t)r * N + c0) = pack8<T>(v);
-        }
+        *reinterpret_cast<uint4 *>(y + off) = pack8<T>(v);
     }
 }
 
@@ -795,7 +781,7 @@ static bool launch_epilogue_t(const launch_ctx & lc, T * y, const float * bias, 
         // 640 vectors, where 3 x 256 left a sixth of the threads idle)
         const int gx = (nv + 255) / 256;
         const int tx = ((nv + gx - 1) / gx + 31) / 32 * 32;
-        const int gy = (int)std::min<int64_t>(ceil_div(rows, (int64_t)EPI_ROWS), std::max(1, lc.n_sm * 16 / gx));
+        const int gy = (int)std::min<int64_t>(rows, std::max(1, lc.n_sm * 16 / gx));
         epilogue_vec8_kernel<T><<<dim3(gx, gy), tx, 0, lc.stream>>>(y, bias, res, add, (int)std::max<int64_t>(add_rows, 1),
                                                               (int)rows, (int)N, act);
     } else if (vec) {
