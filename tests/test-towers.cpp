@@ -801,7 +801,8 @@ TEST_CASE("towers on CUDA: an input of 1 sample (and of 320) gives the CPU's row
             const std::string nm = name;
             CHECK(rows == (nm == "qwen2a" || nm == "af3" || nm == "glmasr" || nm == "qwen25o" || nm == "minicpmo"
                            || nm == "stepaudio2" ? 0u                  // (Step-Audio 2: E = 0 pooled positions)
-                           : nm == "voxtral" ? 375u : nm == "qwen3a" ? (n == 1 ? 0u : 1u) : 1u));   // (Kimi-Audio: token_len 1; Qwen3-Omni: a frame per whole hop)
+                           : nm == "voxtral" ? 375u : nm == "meralion" ? 100u                 // (MERaLiON-2: 100 a chunk of any length)
+                           : nm == "qwen3a" ? (n == 1 ? 0u : 1u) : 1u));   // (Kimi-Audio: token_len 1; Qwen3-Omni: a frame per whole hop)
             std::vector<float> a(rows * width + 1, NAN), b(rows * width + 1, NAN);
             REQUIRE_MESSAGE(whisper_audio_encode_tokens(cpu, pcm.data(), n, a.data()), whisper_audio_last_error());
             REQUIRE_MESSAGE(whisper_audio_encode_tokens(gpu, pcm.data(), n, b.data()), whisper_audio_last_error());
