@@ -334,6 +334,29 @@ class Base(unittest.TestCase):
         ref = reference_mel(n_mels)
         self.assertEqual(list(mel), [f32(v) for row in ref for v in row])
 
+    def check_as_stored(self, g, stored):
+        """Every tensor but mel_filters holds a checkpoint tensor as it is: stored(name) gives its
+        (dtype, shape, data) in the checkpoint (f16: the tiny checkpoints' type, which an f32 and an
+        f16 file both keep exactly), or None for a tensor the caller checks itself."""
+        for i, (tname, dims, gtype, _) in enumerate(g.tensors):
+            found = None if tname == "mel_filters" else stored(tname)
+            if found is None:
+                continue
+            dtype, shape, data = found
+            self.assertEqual((dims, dtype), (list(reversed(shape)), "F16"), tname)
+            want = data if gtype == GGML_F16 else array.array("I", [f16_to_f32_bits(h) for h in array.array("H", data)]).tobytes()
+            self.assertEqual(g.tensor_bytes(i), want, tname)
+
+    def check_sinusoids(self, g, points):
+        """encoder.embed_positions.weight as float32 sinusoids (d 64, 1500 positions): position t,
+        channel c < 32 is sin(t * 10000^(-c / 31)), c >= 32 its cos; checked at points (t, c)."""
+        dims, gtype = next((t[1], t[2]) for t in g.tensors if t[0] == "encoder.embed_positions.weight")
+        self.assertEqual((dims, gtype), ([64, 1500], GGML_F32))
+        pos = g.tensor_f32("encoder.embed_positions.weight")
+        for t, c in points:
+            x = t * 10000.0 ** (-(c % 32) / 31)
+            self.assertAlmostEqual(pos[t * 64 + c], math.sin(x) if c < 32 else math.cos(x), delta=2e-4, msg=(t, c))
+
 
 # ---------------------------------------------------------------------------------------
 # tests
@@ -840,6 +863,13 @@ TOWERS = {  # dir: (projector, mels, stack factor, projector tensors: name -> Py
 }
 
 
+def thinker_name(ours):
+    """Qwen2.5-Omni's and Qwen3-Omni's checkpoint name of one of our tensors: under thinker.audio_tower.,
+    the encoder's final LayerNorm as ln_post."""
+    theirs = "thinker." + (ours if ours.startswith("audio_tower.") else "audio_tower." + ours[len("encoder."):])
+    return theirs.replace("audio_tower.layer_norm.", "audio_tower.ln_post.")
+
+
 class TestTowers(Base):
     def test_towers(self):
         for name, (proj, n_mels, stack, ptensors) in TOWERS.items():
@@ -859,15 +889,7 @@ class TestTowers(Base):
                 enc = [e[0] for e in expected_tensors(64, 3, 256, n_mels) if e[0] != "mel_filters"]
                 names = [t[0] for t in g.tensors]
                 self.assertEqual(names, enc + ["multi_modal_projector." + p for p in ptensors] + ["mel_filters"])
-                for i, (tname, dims, gtype, _) in enumerate(g.tensors):
-                    if tname == "mel_filters":
-                        continue
-                    src_name = "audio_tower." + tname[len("encoder."):] if tname.startswith("encoder.") else tname
-                    dtype, shape, data = st[src_name]
-                    self.assertEqual(dims, list(reversed(shape)), tname)
-                    self.assertEqual(dtype, "F16")
-                    want = data if gtype == GGML_F16 else array.array("I", [f16_to_f32_bits(h) for h in array.array("H", data)]).tobytes()
-                    self.assertEqual(g.tensor_bytes(i), want, tname)
+                self.check_as_stored(g, lambda n: st["audio_tower." + n[len("encoder."):] if n.startswith("encoder.") else n])
                 self.check_mel(g, n_mels)
 
     def test_glmasr(self):
@@ -887,24 +909,18 @@ class TestTowers(Base):
             enc = [e[0] for e in expected_tensors(64, 3, 256, 128) if e[0] != "mel_filters"]
             proj = ["multi_modal_projector." + p for p in ("linear_1.weight", "linear_1.bias", "linear_2.weight", "linear_2.bias")]
             self.assertEqual([t[0] for t in g.tensors], enc + proj + ["mel_filters"])
-            for i, (tname, dims, gtype, _) in enumerate(g.tensors):
-                if tname == "mel_filters":
-                    continue
-                if tname == "encoder.embed_positions.weight":
-                    self.assertEqual((dims, gtype), ([64, 1500], GGML_F32))
-                    self.assertEqual(g.tensor_bytes(i), bytes(4 * 64 * 1500))
-                    continue
-                src_name = tname
-                if tname.startswith("encoder."):
-                    src_name = "audio_tower." + tname[len("encoder."):]
-                    for ours, theirs in names.items():
-                        if ours in src_name:
-                            src_name = src_name.replace(ours, theirs)
-                            break
-                dtype, shape, data = st[src_name]
-                self.assertEqual(dims, list(reversed(shape)), tname)
-                want = data if gtype == GGML_F16 else array.array("I", [f16_to_f32_bits(h) for h in array.array("H", data)]).tobytes()
-                self.assertEqual(g.tensor_bytes(i), want, tname)
+            def stored(ours):
+                if ours == "encoder.embed_positions.weight":
+                    return None                     # zeros, checked below
+                if not ours.startswith("encoder."):
+                    return st[ours]
+                theirs = "audio_tower." + ours[len("encoder."):]
+                part = next((k for k in names if k in theirs), None)
+                return st[theirs.replace(part, names[part]) if part else theirs]
+            self.check_as_stored(g, stored)
+            dims, gtype = next((t[1], t[2]) for t in g.tensors if t[0] == "encoder.embed_positions.weight")
+            self.assertEqual((dims, gtype), ([64, 1500], GGML_F32))
+            self.assertEqual(g.tensor_f32("encoder.embed_positions.weight").tobytes(), bytes(4 * 64 * 1500))
         t = TestErrors("test_errors")
         t.tmp = self.tmp
         with open(os.path.join(src, "config.json")) as f:
@@ -933,23 +949,8 @@ class TestTowers(Base):
             self.assertEqual(kv["whisper.encoder.chunk_length"], (4, 200))
             enc = [e[0] for e in expected_tensors(64, 3, 256, 128) if e[0] != "mel_filters"]
             self.assertEqual([t[0] for t in g.tensors], enc + ["audio_tower.proj.weight", "audio_tower.proj.bias", "mel_filters"])
-            for i, (tname, dims, gtype, _) in enumerate(g.tensors):
-                if tname == "mel_filters":
-                    continue
-                if tname == "encoder.embed_positions.weight":
-                    # float32 sinusoids: position t, channel c < 32 is sin(t * 10000^(-c / 31)), c >= 32 its cos
-                    self.assertEqual((dims, gtype), ([64, 1500], GGML_F32))
-                    pos = array.array("f", g.tensor_bytes(i))
-                    for t, c in ((0, 0), (0, 32), (1, 0), (7, 5), (1499, 31), (1499, 63), (800, 40)):
-                        x = t * 10000.0 ** (-(c % 32) / 31)
-                        self.assertAlmostEqual(pos[t * 64 + c], math.sin(x) if c < 32 else math.cos(x), delta=2e-4, msg=(t, c))
-                    continue
-                src_name = "thinker." + (tname if tname.startswith("audio_tower.") else "audio_tower." + tname[len("encoder."):])
-                src_name = src_name.replace("audio_tower.layer_norm.", "audio_tower.ln_post.")
-                dtype, shape, data = st[src_name]
-                self.assertEqual(dims, list(reversed(shape)), tname)
-                want = data if gtype == GGML_F16 else array.array("I", [f16_to_f32_bits(h) for h in array.array("H", data)]).tobytes()
-                self.assertEqual(g.tensor_bytes(i), want, tname)
+            self.check_as_stored(g, lambda n: None if n == "encoder.embed_positions.weight" else st[thinker_name(n)])
+            self.check_sinusoids(g, ((0, 0), (0, 32), (1, 0), (7, 5), (1499, 31), (1499, 63), (800, 40)))
         t = TestErrors("test_errors")
         t.tmp = self.tmp
         with open(os.path.join(src, "config.json")) as f:
@@ -976,14 +977,7 @@ class TestTowers(Base):
             enc = [e[0] for e in expected_tensors(64, 3, 256, 80) if e[0] != "mel_filters"]
             proj = ["audio_projection_layer." + p for p in ("linear1.weight", "linear1.bias", "linear2.weight", "linear2.bias")]
             self.assertEqual([t[0] for t in g.tensors], enc + proj + ["mel_filters"])
-            for i, (tname, dims, gtype, _) in enumerate(g.tensors):
-                if tname == "mel_filters":
-                    continue
-                src_name = "apm." + tname[len("encoder."):] if tname.startswith("encoder.") else tname
-                dtype, shape, data = st[src_name]
-                self.assertEqual(dims, list(reversed(shape)), tname)
-                want = data if gtype == GGML_F16 else array.array("I", [f16_to_f32_bits(h) for h in array.array("H", data)]).tobytes()
-                self.assertEqual(g.tensor_bytes(i), want, tname)
+            self.check_as_stored(g, lambda n: st["apm." + n[len("encoder."):] if n.startswith("encoder.") else n])
             self.check_mel(g, 80)
         t = TestErrors("test_errors")
         t.tmp = self.tmp
@@ -1026,13 +1020,7 @@ class TestTowers(Base):
             enc = [e[0] for e in expected_tensors(64, 3, 256, 128) if e[0] != "mel_filters"]
             proj = ["vq_adaptor.layers." + p for p in ("0.weight", "0.bias", "3.weight", "3.bias", "4.weight", "4.bias")]
             self.assertEqual([t[0] for t in g.tensors], enc + proj + ["mel_filters"])
-            for i, (tname, dims, gtype, _) in enumerate(g.tensors):
-                if tname == "mel_filters":
-                    continue
-                dtype, shape, data = wst[tname] if tname.startswith("encoder.") else st["model." + tname]
-                self.assertEqual(dims, list(reversed(shape)), tname)
-                want = data if gtype == GGML_F16 else array.array("I", [f16_to_f32_bits(h) for h in array.array("H", data)]).tobytes()
-                self.assertEqual(g.tensor_bytes(i), want, tname)
+            self.check_as_stored(g, lambda n: wst[n] if n.startswith("encoder.") else st["model." + n])
             self.check_mel(g, 128)
         t = TestErrors("test_errors")
         t.tmp = self.tmp
@@ -1088,22 +1076,8 @@ class TestTowers(Base):
             self.assertEqual(names[-5:], ["audio_tower.proj1.weight", "audio_tower.proj1.bias", "audio_tower.proj2.weight",
                                           "audio_tower.proj2.bias", "mel_filters"])
             self.assertEqual(len(names), 8 + 3 * 16 + 2 + 4 + 1)
-            for i, (tname, dims, gtype, _) in enumerate(g.tensors):
-                if tname == "mel_filters":
-                    continue
-                if tname == "encoder.embed_positions.weight":
-                    self.assertEqual((dims, gtype), ([64, 1500], GGML_F32))
-                    pos = array.array("f", g.tensor_bytes(i))
-                    for t, c in ((0, 0), (0, 32), (1, 0), (12, 5), (12, 63)):
-                        x = t * 10000.0 ** (-(c % 32) / 31)
-                        self.assertAlmostEqual(pos[t * 64 + c], math.sin(x) if c < 32 else math.cos(x), delta=2e-4, msg=(t, c))
-                    continue
-                src_name = "thinker." + (tname if tname.startswith("audio_tower.") else "audio_tower." + tname[len("encoder."):])
-                src_name = src_name.replace("audio_tower.layer_norm.", "audio_tower.ln_post.")
-                dtype, shape, data = st[src_name]
-                self.assertEqual(dims, list(reversed(shape)), tname)
-                want = data if gtype == GGML_F16 else array.array("I", [f16_to_f32_bits(h) for h in array.array("H", data)]).tobytes()
-                self.assertEqual(g.tensor_bytes(i), want, tname)
+            self.check_as_stored(g, lambda n: None if n == "encoder.embed_positions.weight" else st[thinker_name(n)])
+            self.check_sinusoids(g, ((0, 0), (0, 32), (1, 0), (12, 5), (12, 63)))
         t = TestErrors("test_errors")
         t.tmp = self.tmp
         with open(os.path.join(src, "config.json")) as f:
@@ -1144,13 +1118,7 @@ class TestTowers(Base):
             proj = ["adapter." + p for p in ("conv.weight", "conv.bias", "linear1.weight", "linear1.bias", "linear2.weight",
                                              "linear2.bias")]
             self.assertEqual([t[0] for t in g.tensors], enc + proj + ["mel_filters"])
-            for i, (tname, dims, gtype, _) in enumerate(g.tensors):
-                if tname == "mel_filters":
-                    continue
-                dtype, shape, data = st[src_name(tname)]
-                self.assertEqual(dims, list(reversed(shape)), tname)
-                want = data if gtype == GGML_F16 else array.array("I", [f16_to_f32_bits(h) for h in array.array("H", data)]).tobytes()
-                self.assertEqual(g.tensor_bytes(i), want, tname)
+            self.check_as_stored(g, lambda n: st[src_name(n)])
             self.check_mel(g, 128)
         t = TestErrors("test_errors")
         t.tmp = self.tmp
@@ -1192,13 +1160,7 @@ class TestTowers(Base):
             proj = ["ln_speech.weight", "ln_speech.bias"] + [p + n + "." + w for n in ("mlp_adapter.0", "gate_proj", "pool_proj",
                                                                                       "out_proj") for w in ("weight", "bias")]
             self.assertEqual([t[0] for t in g.tensors], enc + proj + ["mel_filters"])
-            for i, (tname, dims, gtype, _) in enumerate(g.tensors):
-                if tname == "mel_filters":
-                    continue
-                dtype, shape, data = st["speech_encoder." + tname[len("encoder."):] if tname.startswith("encoder.") else tname]
-                self.assertEqual(dims, list(reversed(shape)), tname)
-                want = data if gtype == GGML_F16 else array.array("I", [f16_to_f32_bits(h) for h in array.array("H", data)]).tobytes()
-                self.assertEqual(g.tensor_bytes(i), want, tname)
+            self.check_as_stored(g, lambda n: st["speech_encoder." + n[len("encoder."):] if n.startswith("encoder.") else n])
             self.check_mel(g, 128)
         t = TestErrors("test_errors")
         t.tmp = self.tmp
