@@ -79,7 +79,10 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SR, CLIP_S, N_WIN = 16000, 10, 480000
 BOUND = 1.25
-MODELS = ("qwen2a", "voxtral", "ultravox")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tower_models  # noqa: E402  (the eight later towers: their modules, checkpoints and peers)
+
+MODELS = ("qwen2a", "voxtral", "ultravox") + tower_models.NAMES
 # d, layers, heads, ffn, mels (every tower here has a large-v3 / large-v3-turbo encoder), and the
 # LLM width the projector makes; Ultravox's projector hidden size (SwiGLU halves it) and stack
 REAL = dict(d=1280, layers=32, heads=20, ff=5120, mels=128, llm={"qwen2a": 4096, "voxtral": 3072, "ultravox": 4096},
@@ -238,8 +241,19 @@ class Tower:
         import transformers
         self.name, self.device = name, device
         s = shape
-        torch.manual_seed({"qwen2a": 1, "voxtral": 2, "ultravox": 3}[name])
-        if name == "qwen2a":
+        self.spec = None
+        self.files = None
+        if name in tower_models.NAMES:
+            s = (tower_models.TINY if shape is TINY else tower_models.REAL)[name]
+            self.spec = tower_models.Model(name, s)
+            self.modules, self.files = self.spec.modules, self.spec.files
+            config = None
+        else:
+            torch.manual_seed({"qwen2a": 1, "voxtral": 2, "ultravox": 3}[name])
+        self.d, self.mels = s["d"], s["mels"]
+        if self.spec:
+            pass
+        elif name == "qwen2a":
             cfg = transformers.Qwen2AudioConfig(
                 audio_config=dict(d_model=s["d"], encoder_layers=s["layers"], encoder_attention_heads=s["heads"],
                                   encoder_ffn_dim=s["ff"], num_mel_bins=s["mels"], max_source_positions=1500),
@@ -275,33 +289,45 @@ class Tower:
             self.modules = {"audio_tower": tower, "multi_modal_projector": proj}
             self.holder = None
             config = dict(cfg.to_dict(), architectures=["UltravoxModel"])
-        self.cfg = cfg
-        attn = self.modules["audio_tower"].config._attn_implementation
-        if attn != "sdpa":
-            raise RuntimeError("%s: the tower's attention is %r, not sdpa" % (name, attn))
+        if not self.spec:
+            self.cfg = cfg
+            attn = self.modules["audio_tower"].config._attn_implementation
+            if attn != "sdpa":
+                raise RuntimeError("%s: the tower's attention is %r, not sdpa" % (name, attn))
+            self.files = {"model.safetensors": (config, list(self.modules))}
         for i, m in enumerate(self.modules.values()):
             perturb_and_round(m, 100 + i)
         tag = "tiny" if shape is TINY else "real"
         self.ckpt = os.path.join(work, "hf", "%s-%s" % (name, tag))
         self.gguf = os.path.join(work, "%s-%s-f16.gguf" % (name, tag))
-        self.save(config)
+        self.save()
 
-    def save(self, config):
+    def state(self, prefixes):
+        if self.spec:
+            return self.spec.state(prefixes)
+        out = {}
+        for prefix in prefixes:
+            out.update({prefix + "." + k: v for k, v in self.modules[prefix].state_dict().items()})
+        return out
+
+    def save(self):
+        """The checkpoint (each file with its config.json beside it, as the published one lays them out) and its GGUF."""
         from safetensors.torch import save_file
         stamp = self.gguf + ".stamp"
-        state = {}
-        for prefix, m in self.modules.items():
-            state.update({prefix + "." + k: v.detach().half().contiguous() for k, v in m.state_dict().items()})
+        states = {rel: {k: v.detach().half().contiguous() for k, v in self.state(prefixes).items()}
+                  for rel, (_, prefixes) in self.files.items()}
         # a fingerprint of the weights: rebuild the checkpoint and GGUF only when it changes
-        fp = "%d:%.9e" % (sum(v.numel() for v in state.values()),
-                          sum(float(v.float().abs().sum()) for k, v in sorted(state.items())[:8]))
+        items = sorted((k, v) for st in states.values() for k, v in st.items())
+        fp = "%d:%.9e" % (sum(v.numel() for _, v in items), sum(float(v.float().abs().sum()) for _, v in items[:8]))
         if os.path.exists(self.gguf) and os.path.exists(stamp) and open(stamp).read() == fp:
             log("%s: %s is up to date" % (self.name, os.path.relpath(self.gguf, ROOT)))
             return
-        os.makedirs(self.ckpt, exist_ok=True)
-        with open(os.path.join(self.ckpt, "config.json"), "w") as f:
-            json.dump(config, f, indent=2, sort_keys=True, default=str)
-        save_file(state, os.path.join(self.ckpt, "model.safetensors"))
+        for rel, (config, _) in self.files.items():
+            path = os.path.join(self.ckpt, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(os.path.join(os.path.dirname(path), "config.json"), "w") as f:
+                json.dump(config, f, indent=2, sort_keys=True, default=str)
+            save_file(states[rel], path)
         t0 = time.time()
         r = subprocess.run([sys.executable, os.path.join(ROOT, "convert", "convert-hf-to-gguf.py"), self.ckpt, "-o", self.gguf,
                             "--outtype", "f16"], capture_output=True, text=True)
@@ -315,13 +341,16 @@ class Tower:
 
     def to(self, dtype):
         """The tower and projector on the device in dtype (a copy; the f32 originals stay on the CPU)."""
+        self.dtype = dtype
+        if self.spec:
+            self.dev = self.spec.to(self.device, dtype)
+            return
         self.dev = {k: copy.deepcopy(m).to(self.device, dtype) for k, m in self.modules.items()}
         if self.name == "ultravox":   # the copies carry the hooks; make sure each is there once
             for layer in self.dev["audio_tower"].layers:
                 layer._forward_pre_hooks.clear()
                 layer._forward_hooks.clear()
             adapt_ultravox_layers(self.dev["audio_tower"])
-        self.dtype = dtype
 
     def release(self):
         import torch
@@ -331,11 +360,16 @@ class Tower:
 
     def fe(self):
         import transformers
-        return transformers.WhisperFeatureExtractor(feature_size=self.cfg.audio_config.num_mel_bins)
+        return transformers.WhisperFeatureExtractor(feature_size=self.mels)
 
     def run(self, fe, pcms, batch):
         """transformers' pipeline over decoded inputs: a list (per input) of f32 host token arrays."""
         import torch
+        if self.spec:
+            out = self.spec.run(self.dev, fe, pcms, batch)
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+            return out
         dev, dt = self.device, self.dtype
         out = []
         with torch.inference_mode():
@@ -579,10 +613,14 @@ class Lib:
         L.whisper_audio_encoder_timings.restype = Lib.Timings
         L.whisper_audio_encoder_timings.argtypes = [ctypes.c_void_p]
         L.whisper_audio_encoder_reset_timings.argtypes = [ctypes.c_void_p]
+        L.whisper_audio_encode_mel_tokens.restype = ctypes.c_int
+        L.whisper_audio_encode_mel_tokens.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
         L.whisper_audio_last_error.restype = ctypes.c_char_p
 
     def forward_ms(self, gguf, device, dtype, batch, n_frames, n_mels, d, threads, iters):
-        """Median compute_ms of one encode_mel(_frames) call of batch windows of n_frames (projector excluded)."""
+        """(median compute_ms of one encode_mel(_frames) call of batch windows of n_frames (projector excluded), batch).
+        A tower that gives its tokens alone (Qwen3-Omni: its windows are its own) is timed one window a call,
+        encode_mel_tokens (its projector included): (that, 1)."""
         L = self.L
         model = L.whisper_audio_model_load(gguf.encode())
         if not model:
@@ -599,18 +637,27 @@ class Lib:
         L.whisper_audio_model_free(model)
         mel = np.random.default_rng(42).uniform(-0.8, 1.2, (batch, n_mels, n_frames)).astype(np.float32)
         out = np.empty((batch, n_frames // 2, d), dtype=np.float32)
-        times = []
+        times, tokens_alone = [], False
         for i in range(2 + iters):
             L.whisper_audio_encoder_reset_timings(enc)
-            ok = (L.whisper_audio_encode_mel(enc, mel.ctypes.data, batch, out.ctypes.data) if n_frames == 3000 else
-                  L.whisper_audio_encode_mel_frames(enc, mel.ctypes.data, batch, n_frames, out.ctypes.data))
+            if tokens_alone:
+                ok = L.whisper_audio_encode_mel_tokens(enc, mel.ctypes.data, 3000, n_frames, out.ctypes.data) >= 0
+            else:
+                ok = (L.whisper_audio_encode_mel(enc, mel.ctypes.data, batch, out.ctypes.data) if n_frames == 3000 else
+                      L.whisper_audio_encode_mel_frames(enc, mel.ctypes.data, batch, n_frames, out.ctypes.data))
+            if not ok and i == 0 and "tokens alone" in L.whisper_audio_last_error().decode():
+                tokens_alone, batch = True, 1
+                # one padded 30 s window's log-mel, n_frames of it holding audio
+                mel = np.random.default_rng(42).uniform(-0.8, 1.2, (1, n_mels, 3000)).astype(np.float32)
+                out = np.empty((3000, 8192), dtype=np.float32)
+                continue
             if not ok:
                 raise RuntimeError(L.whisper_audio_last_error().decode())
             t = L.whisper_audio_encoder_timings(enc)
             if i >= 2:
                 times.append(t.compute_ms if t.compute_ms > 0 else t.wall_ms)
         L.whisper_audio_encoder_free(enc)
-        return statistics.median(times)
+        return statistics.median(times), batch
 
 
 # ---------------------------------------------------------------------------------------
@@ -623,8 +670,11 @@ def cat(arrs):
     return np.concatenate([a.reshape(-1).astype(np.float64) for a in arrs])
 
 
-def windows_of(name, n_samples):
+def windows_of(t, n_samples):
     """(encoder windows, mel frames each) the tower runs for one input of n samples (its model's rule)."""
+    name = t.name
+    if t.spec:
+        return t.spec.windows(n_samples)
     frames = max(2, -(-n_samples // 160))
     if name == "qwen2a":
         return 1, 3000
@@ -663,7 +713,7 @@ def bench_model(name, args, shape, dtypes, sets, clips, n_hour, lib, results):
         return True
     check_voxtral_method(t)
     fe = t.fe()
-    d, mels = shape["d"], shape["mels"]
+    d, mels = t.d, t.mels
     # the reference: transformers in f32 (TF32 off) on the 64 files
     t.to(torch.float32)
     ref = t.run(fe, [read_wav(p) for p in clips], args.batch)
@@ -676,10 +726,14 @@ def bench_model(name, args, shape, dtypes, sets, clips, n_hour, lib, results):
         # the forward alone, for the windows each set needs
         fwd = {}
         for label, files in sets:
-            nw, nf = windows_of(name, CLIP_S * SR) if files is clips else windows_of(name, n_hour)
+            nw, nf = windows_of(t, CLIP_S * SR) if files is clips else windows_of(t, n_hour)
             nw *= len(files)
             b = min(args.batch, nw)
-            ms = lib.forward_ms(t.gguf, args.device, dtype, b, nf, mels, d, args.threads, args.iters)
+            try:
+                ms, b = lib.forward_ms(t.gguf, args.device, dtype, b, nf, mels, d, args.threads, args.iters)
+            except RuntimeError as e:   # reported, not a parity failure
+                log("%s %s %s: the forward alone failed: %s" % (name, dtype, label, e))
+                ms = float("nan")
             fwd[label] = {"windows": nw, "frames": nf, "batch": b, "ms_per_batch": ms, "s": ms / 1000.0 * nw / b}
         # the peer: a warm-up pass, then the timed one
         t.to(tdt[dtype])
