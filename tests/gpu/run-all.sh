@@ -21,10 +21,10 @@
 #                                  (max-autotune, no CUDA graphs; about 4 min of autotuning),
 #                                  "transcripts" real base's embeddings of the spoken clips
 #                                  in f16/bf16/fp8, decoded afterwards on the CPU by
-#                                  tests/gpu/transcripts.py; "towerbench" the audio-LLM towers at
-#                                  real shape, ./main against transformers' pipeline on 64 x 10 s
-#                                  and an hour, needs tests/gpu/.ultravox carried: made by
-#                                  tests/gpu/make-ultravox-code.sh; "serverbench"
+#                                  tests/gpu/transcripts.py; "towerbench" the eleven audio-LLM towers at
+#                                  real shape, ./main against each model's own pipeline on 64 x 10 s
+#                                  and an hour (about 40 s a model), Ultravox needs tests/gpu/.ultravox
+#                                  carried: made by tests/gpu/make-ultravox-code.sh; "serverbench"
 #                                  whisper-audio-server, large-v3 bf16 -b 32, 1/8/64 clients on
 #                                  10 s clips against ./main -b 32 and transformers one request
 #                                  at a time: tests/gpu/server-bench.py; "wheel" the carried

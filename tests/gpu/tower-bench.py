@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""The audio-LLM towers' speed, side by side on one GPU: ./main against transformers' pipeline for
-Qwen2-Audio-7B's, Voxtral Mini's and Ultravox v0.5 (Llama 3.1 8B)'s audio tower and projector,
-with random weights at the real shapes (issue 20 item 5). tests/gpu/towers.py is the towers'
+"""The audio-LLM towers' speed, side by side on one GPU: ./main against each model's own pipeline for
+Qwen2-Audio-7B's, Voxtral Mini's and Ultravox v0.5 (Llama 3.1 8B)'s audio tower and projector (issue 20
+item 5), and for the eight later towers (Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, Qwen3-Omni, MiniCPM-o
+2.6, Kimi-Audio, Step-Audio 2, MERaLiON-2: their modules, checkpoints and pipelines are
+tests/gpu/tower_models.py's), with random weights at the real shapes. tests/gpu/towers.py is the towers'
 parity on tiny checkpoints; this is their speed at full size, with a parity check of its own so
 that the speed is of correct output.
 
@@ -53,9 +55,13 @@ same device, for ours and for transformers in the same dtype: ours must be withi
 transformers' error (f32 on the CPU: within 1e-5); the hour: token counts equal, and ours against
 transformers in the same dtype reported.
 
+The eight later towers: see tests/gpu/tower_models.py (the peers as their processors and code run,
+the real shapes); Qwen3-Omni's "fwd s" is one window a call (encode_mel_tokens, its projector
+included: its tower gives tokens alone), the others' a batch of 32.
+
 Run on the GPU machine from the repository root, after `make -j16 all`, with tests/gpu/.ultravox
-carried:
-    python3 tests/gpu/tower-bench.py [--models qwen2a,voxtral,ultravox] [--dtypes bf16,f16] [--out DIR]
+carried (for ultravox):
+    python3 tests/gpu/tower-bench.py [--models qwen2a,voxtral,ultravox,af3,...] [--dtypes bf16,f16] [--out DIR]
 Here, on the CPU, with tiny shapes (d 64, 3 layers) and a short "hour":
     VENV/bin/python tests/gpu/tower-bench.py --tiny --device cpu
 Prints the tables last; writes tower-bench.json and tower-bench.md to --out (default $OUT when

@@ -327,7 +327,7 @@ class Model:
             e = b
             while e < len(pieces) and e - b < batch and pieces[e][1].shape[-1] == pieces[b][1].shape[-1]:
                 e += 1
-            x = torch.stack([q[1] for q in pieces[b:e]]).to(dev.dtype)
+            x = torch.stack([q[1] for q in pieces[b:e]]).to(dev.device, dev.dtype)
             T = (x.shape[-1] + 1) // 2
             frames = torch.tensor([q[2] for q in pieces[b:e]], device=dev.device)
             i = torch.arange(T, device=dev.device)
@@ -402,7 +402,7 @@ class Model:
             e = b
             while e < len(groups) and e - b < batch and groups[e][1].shape[-1] == groups[b][1].shape[-1]:
                 e += 1
-            x = torch.stack([g[1] for g in groups[b:e]]).to(dev.dtype)
+            x = torch.stack([g[1] for g in groups[b:e]]).to(dev.device, dev.dtype)
             x_len = torch.tensor([g[2] for g in groups[b:e]], device=dev.device)
             T = x.shape[-1]
             x = F.gelu(F.conv1d(x, w["encoder.conv1.weight"], w["encoder.conv1.bias"], padding=1))
