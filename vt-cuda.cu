@@ -1566,7 +1566,8 @@ static const float LT_EXTRA_NODE_MS = 0.0056f;
 // Picks the fastest of the heuristic's candidate algorithms for a GEMM by timing each on
 // the graph's own buffers (3 runs after a warm one; a call's extra graph nodes charged
 // LT_EXTRA_NODE_MS each), once per shape and setting; the heuristic's first choice is kept
-// when VT_GEMM_TUNE=0. Writes only the node's output.
+// when VT_GEMM_TUNE=0; VT_GEMM_TUNE=log prints each candidate's time and nodes to stderr.
+// Writes only the node's output.
 void cuda_backend::tune_gemm(lt_gemm & gm, const std::string & key, const void * w, const void * x, const void * c, void * d,
                              const void * bias) {
     auto it = tuned.find(key);
@@ -1576,8 +1577,11 @@ void cuda_backend::tune_gemm(lt_gemm & gm, const std::string & key, const void *
         cudaEvent_t e0 = nullptr, e1 = nullptr;
         float best = INFINITY;
         cublasLtMatmulAlgo_t best_algo = gm.algo;
+        const bool log = env && strcmp(env, "log") == 0;
+        int best_i = -1;
         if (cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess) {
-            for (const cublasLtMatmulAlgo_t & a : gm.candidates) {
+            for (size_t i = 0; i < gm.candidates.size(); i++) {
+                const cublasLtMatmulAlgo_t & a = gm.candidates[i];
                 gm.algo = a;
                 const size_t nodes = lt_gemm_nodes(lt, stream, gm, w, x, c, d, bias, lt_ws);
                 bool ok = lt_gemm_run(lt, stream, gm, w, x, c, d, bias, lt_ws) && cudaEventRecord(e0, stream) == cudaSuccess;
@@ -1586,9 +1590,12 @@ void cuda_backend::tune_gemm(lt_gemm & gm, const std::string & key, const void *
                 ok = ok && cudaEventRecord(e1, stream) == cudaSuccess && cudaEventSynchronize(e1) == cudaSuccess &&
                      cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess;
                 const float per_call = ms / 3 + (nodes > 1 ? (float)(nodes - 1) * LT_EXTRA_NODE_MS : 0.0f);
-                if (ok && per_call < best) { best = per_call; best_algo = a; }
+                if (ok && per_call < best) { best = per_call; best_algo = a; best_i = (int)i; }
+                if (log) fprintf(stderr, "vt: gemm tune [%s] candidate %zu: %.4f ms a call, %zu graph nodes%s\n", key.c_str(), i,
+                                 ok ? ms / 3 : -1.0f, nodes, ok ? "" : " (failed)");
             }
         }
+        if (log) fprintf(stderr, "vt: gemm tune [%s] chose candidate %d\n", key.c_str(), best_i);
         cudaStreamSynchronize(stream);
         cudaGetLastError();   // a candidate that failed to run is simply not chosen
         if (e0) cudaEventDestroy(e0);
