@@ -262,29 +262,24 @@ class Model:
     def _run_qwen25o(self, dev, fe, pcms, batch):
         # Qwen2_5OmniProcessor: padding to 30 s, truncation there, the feature attention mask
         tower = dev.m["thinker.audio_tower"]
-        holder = types.SimpleNamespace(audio_tower=tower, config=self.cfg.thinker_config)
-        out = []
-        for b in range(0, len(pcms), batch):
-            x = fe(pcms[b:b + batch], sampling_rate=SR, padding="max_length", truncation=True, return_attention_mask=True,
-                   return_tensors="pt", device=dev.device)
-            mask = x.attention_mask.to(dev.device)
-            h = self.method(holder, x.input_features.to(dev.device, dev.dtype), mask).last_hidden_state
-            counts = tower._get_feat_extract_output_lengths(mask.sum(-1))[1].tolist()
-            out += self._split(h.float().cpu().numpy(), counts, list(range(len(counts))), len(counts))
-        return out
+        return self._run_thinker(dev, fe, pcms, batch, dict(padding="max_length", truncation=True),
+                                 lambda frames: tower._get_feat_extract_output_lengths(frames)[1])
 
     def _run_qwen3a(self, dev, fe, pcms, batch):
         # Qwen3OmniMoeProcessor: padding "longest", no truncation (an input's frames: floor(n / 160))
         from transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe import _get_feat_extract_output_lengths
-        tower = dev.m["thinker.audio_tower"]
-        holder = types.SimpleNamespace(audio_tower=tower, config=self.cfg.thinker_config)
+        return self._run_thinker(dev, fe, pcms, batch, dict(padding="longest", truncation=False), _get_feat_extract_output_lengths)
+
+    def _run_thinker(self, dev, fe, pcms, batch, fe_args, n_tokens):
+        """The Omni thinkers' get_audio_features over their processors' features, batch inputs a call."""
+        holder = types.SimpleNamespace(audio_tower=dev.m["thinker.audio_tower"], config=self.cfg.thinker_config)
         out = []
         for b in range(0, len(pcms), batch):
-            x = fe(pcms[b:b + batch], sampling_rate=SR, padding="longest", truncation=False, return_attention_mask=True,
-                   return_tensors="pt", device=dev.device)
+            x = fe(pcms[b:b + batch], sampling_rate=SR, return_attention_mask=True, return_tensors="pt", device=dev.device,
+                   **fe_args)
             mask = x.attention_mask.to(dev.device)
             h = self.method(holder, x.input_features.to(dev.device, dev.dtype), mask).last_hidden_state
-            counts = _get_feat_extract_output_lengths(mask.sum(-1)).tolist()
+            counts = n_tokens(mask.sum(-1)).tolist()
             out += self._split(h.float().cpu().numpy(), counts, list(range(len(counts))), len(counts))
         return out
 
