@@ -248,17 +248,11 @@ class Tower:
         self.name, self.device = name, device
         s = shape
         self.spec = None
-        self.files = None
+        torch.manual_seed({"qwen2a": 1, "voxtral": 2, "ultravox": 3}.get(name, 0))   # the later towers seed their own
         if name in tower_models.NAMES:
             s = (tower_models.TINY if shape is TINY else tower_models.REAL)[name]
             self.spec = tower_models.Model(name, s)
             self.modules, self.files = self.spec.modules, self.spec.files
-            config = None
-        else:
-            torch.manual_seed({"qwen2a": 1, "voxtral": 2, "ultravox": 3}[name])
-        self.d, self.mels = s["d"], s["mels"]
-        if self.spec:
-            pass
         elif name == "qwen2a":
             cfg = transformers.Qwen2AudioConfig(
                 audio_config=dict(d_model=s["d"], encoder_layers=s["layers"], encoder_attention_heads=s["heads"],
@@ -295,6 +289,7 @@ class Tower:
             self.modules = {"audio_tower": tower, "multi_modal_projector": proj}
             self.holder = None
             config = dict(cfg.to_dict(), architectures=["UltravoxModel"])
+        self.d, self.mels = s["d"], s["mels"]
         if not self.spec:
             self.cfg = cfg
             attn = self.modules["audio_tower"].config._attn_implementation
