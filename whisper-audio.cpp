@@ -2175,7 +2175,8 @@ struct whisper_audio_reader {
     int    busy = 0;                      // workers decoding now
     bool   stop = false;
     double busy_ms = 0;                   // decoding time summed over the workers
-    std::vector<std::thread> workers;
+    int    max_workers = 1;               // the pool's size: started as inputs or segments need them
+    std::vector<std::thread> workers;     // (grown under mu; joined by free once stop is set)
 };
 
 static const size_t READER_AHEAD_MIN = 16;   // inputs a worker may be ahead of the caller: max(this, 4 workers)
@@ -2233,6 +2234,22 @@ static bool wa_stream_seek_output(whisper_audio_stream * s, uint64_t j) {
     return true;
 }
 
+static void reader_work(whisper_audio_reader * r);
+
+// Starts workers, up to the pool's size, until `want` run (under r->mu): the reader starts
+// one a file, and a long file's segments bring the rest, so that one long WAV or FLAC is
+// decoded on every worker while one short file costs one thread. A thread that cannot be
+// started leaves fewer workers.
+static void reader_grow(whisper_audio_reader * r, size_t want) {
+    while (!r->stop && r->workers.size() < std::min<size_t>(want, (size_t) r->max_workers)) {
+        try {
+            r->workers.emplace_back(reader_work, r);
+        } catch (const std::system_error &) {
+            return;
+        }
+    }
+}
+
 // Decodes segment g of input k (or its part to max_samples) until its end, an error, the
 // caller moving past it, or free. Segment 0 opens the input: a long seekable WAV or FLAC then
 // gets its other segments, for the other workers.
@@ -2263,6 +2280,7 @@ static void reader_decode(whisper_audio_reader * r, size_t k, size_t g) {
                 if (first + READER_SEGMENT < n_out) next.count = READER_SEGMENT;
                 in.segs.push_back(next);
             }
+            reader_grow(r, in.segs.size());   // (seg stays valid: a deque's push_back moves nothing)
         }
     } else if (!wa_stream_seek_output(s, seg->first)) {
         seg->failed = true;
@@ -2326,7 +2344,7 @@ static void reader_decode(whisper_audio_reader * r, size_t k, size_t g) {
 
 // The next work in order: a segment not started of an input opened, else the next input.
 static void reader_work(whisper_audio_reader * r) {
-    const size_t ahead = std::max(READER_AHEAD_MIN, (size_t) 4 * r->workers.size());
+    const size_t ahead = std::max(READER_AHEAD_MIN, (size_t) 4 * r->max_workers);
     for (;;) {
         std::unique_lock<std::mutex> lock(r->mu);
         size_t k = 0, g = 0;
@@ -2381,18 +2399,13 @@ whisper_audio_reader * whisper_audio_reader_init(const char * const * paths, siz
             r->inputs[k].path = paths[k];
             r->inputs[k].segs.resize(1);
         }
-        // one worker a core (at most 8, as the CPU threads), never more than the inputs
-        const int n_workers = (int) std::min<size_t>(std::max<size_t>(n, 1),
-                                                     (size_t) (params.n_workers > 0 ? params.n_workers : std::min(8, wa_n_threads(0))));
-        r->workers.reserve(n_workers);
-        for (int w = 0; w < n_workers; w++) {
-            try {
-                r->workers.emplace_back(reader_work, r.get());
-            } catch (const std::system_error &) {
-                if (w == 0) throw;   // no thread at all: an error; else fewer workers
-                break;
-            }
-        }
+        // one worker a core (at most 8, as the CPU threads): one an input to start with, more
+        // when a long input is cut into segments (reader_grow)
+        r->max_workers = params.n_workers > 0 ? params.n_workers : std::min(8, wa_n_threads(0));
+        r->workers.reserve(r->max_workers);   // (so that starting one allocates nothing)
+        r->workers.emplace_back(reader_work, r.get());   // (none at all: an error)
+        std::lock_guard<std::mutex> lock(r->mu);
+        reader_grow(r.get(), n);
         return r.release();
     });
 }

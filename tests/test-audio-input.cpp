@@ -275,16 +275,19 @@ TEST_CASE("reader: a long WAV in segments on several workers, the stream's sampl
         const decoded_audio want = ai_stream(path, 0);
         REQUIRE_MESSAGE(want.ok, want.error);
         const char * paths[] = { path.c_str(), path.c_str() };
+        // (one input alone: its segments bring the workers past the first)
+        for (size_t n_paths : { (size_t) 1, (size_t) 2 })
         for (int workers : { 1, 4 }) {
             for (size_t max_samples : { (size_t) 0, (size_t) 4500000 }) {   // (the latter ends inside a later segment)
+                CAPTURE(n_paths);
                 CAPTURE(workers);
                 CAPTURE(max_samples);
                 whisper_audio_reader_params rp = whisper_audio_reader_default_params();
                 rp.n_workers = workers;
                 rp.max_samples = max_samples;
-                whisper_audio_reader * r = whisper_audio_reader_init(paths, 2, rp);
+                whisper_audio_reader * r = whisper_audio_reader_init(paths, n_paths, rp);
                 REQUIRE(r);
-                for (size_t k = 0; k < 2; k++) {
+                for (size_t k = 0; k < n_paths; k++) {
                     const decoded_audio got = ai_reader_input(r, k);
                     REQUIRE_MESSAGE(got.ok, got.error);
                     const size_t n = max_samples ? std::min(max_samples, want.pcm.size()) : want.pcm.size();
@@ -719,16 +722,18 @@ TEST_CASE("reader: a long FLAC in segments on several workers, the stream's samp
             }
             CHECK(want_warning.empty() == (f == path));
             const char * paths[] = { f.c_str(), f.c_str() };
+            for (size_t n_paths : { (size_t) 1, (size_t) 2 })   // (one alone: its segments start the other workers)
             for (int workers : { 1, 4 }) {
                 for (size_t max_samples : { (size_t) 0, (size_t) 3500000 }) {
+                    CAPTURE(n_paths);
                     CAPTURE(workers);
                     CAPTURE(max_samples);
                     whisper_audio_reader_params rp = whisper_audio_reader_default_params();
                     rp.n_workers = workers;
                     rp.max_samples = max_samples;
-                    whisper_audio_reader * r = whisper_audio_reader_init(paths, 2, rp);
+                    whisper_audio_reader * r = whisper_audio_reader_init(paths, n_paths, rp);
                     REQUIRE(r);
-                    for (size_t k = 0; k < 2; k++) {
+                    for (size_t k = 0; k < n_paths; k++) {
                         const decoded_audio got = ai_reader_input(r, k);
                         REQUIRE_MESSAGE(got.ok, got.error);
                         const size_t n = max_samples ? std::min(max_samples, want.pcm.size()) : want.pcm.size();
