@@ -6,9 +6,9 @@
 // Prints ms per batch and per 30 s clip, clips/s, TFLOP/s against the H200's measured bf16
 // GEMM peak, and memory: our own allocations and, on CUDA, the device's used-memory delta.
 // --decode-only times our decoder alone, no model: every file decoded to 16 kHz mono as main
-// decodes it (whisper_audio_stream_*), N threads (default: all the hardware runs) each taking
-// the next file in turn; it prints files/s, seconds of audio per second and the busy time
-// summed over the threads (the host-side limit of a run over those files).
+// decodes it (whisper_audio_reader, N workers, default: all the hardware runs); it prints
+// files/s, seconds of audio per second and the busy time summed over the workers (the
+// host-side limit of a run over those files).
 #include "whisper-audio.h"
 
 #include <algorithm>
@@ -36,42 +36,33 @@ static double encoder_flops(const whisper_audio_hparams & hp) {
     return conv + hp.n_layer * layer;
 }
 
-// --decode-only: decodes every file to its end on n_threads threads (each file on one thread,
-// the next free thread taking the next file); returns the exit code.
+// --decode-only: decodes every file to its end through the library's reader on n_threads
+// workers, as main reads them (several files at once; a long WAV or FLAC in segments on
+// several workers), the calling thread draining them in order; returns the exit code.
 static int decode_only(const std::vector<std::string> & files, int n_threads) {
-    const int n_thr = (int)std::min<size_t>(files.size(), (size_t)std::max(1, n_threads));
-    std::atomic<size_t> next{0};
-    std::atomic<bool> failed{false};
-    std::mutex mu;
-    std::string error;
-    std::vector<double> busy_ms(n_thr, 0.0);
-    std::vector<int64_t> samples(n_thr, 0);
-    auto work = [&](int t) {
-        std::vector<float> buf((size_t)1 << 16);                    // 4 s of 16 kHz mono a read
-        for (size_t i; !failed && (i = next.fetch_add(1)) < files.size();) {
-            const auto t0 = std::chrono::steady_clock::now();
-            whisper_audio_stream * s = whisper_audio_stream_open(files[i].c_str(), NULL);
-            int64_t got = s ? 0 : -1;
-            while (s && (got = whisper_audio_stream_read(s, buf.data(), buf.size())) > 0) samples[t] += got;
-            if (got < 0) {                                           // the library's message names the file
-                std::lock_guard<std::mutex> lock(mu);
-                if (!failed.exchange(true)) error = whisper_audio_last_error();
-            }
-            whisper_audio_stream_close(s);
-            busy_ms[t] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        }
-    };
+    std::vector<const char *> paths;
+    for (const std::string & f : files) paths.push_back(f.c_str());
+    whisper_audio_reader_params rp = whisper_audio_reader_default_params();
+    rp.n_workers = std::max(1, n_threads);
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> threads;
-    for (int t = 1; t < n_thr; t++) threads.emplace_back(work, t);
-    work(0);
-    for (std::thread & th : threads) th.join();
+    whisper_audio_reader * r = whisper_audio_reader_init(paths.data(), paths.size(), rp);
+    if (!r) { fprintf(stderr, "error: %s\n", whisper_audio_last_error()); return 1; }
+    std::vector<float> buf((size_t)1 << 16);                        // 4 s of 16 kHz mono a read
+    int64_t samples = 0;
+    for (size_t k = 0; k < paths.size(); k++) {
+        int64_t got;
+        while ((got = whisper_audio_reader_read(r, k, buf.data(), buf.size())) > 0) samples += got;
+        if (got < 0) {                                               // the library's message names the file
+            fprintf(stderr, "error: %s\n", whisper_audio_last_error());
+            whisper_audio_reader_free(r);
+            return 1;
+        }
+    }
     const double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (failed) { fprintf(stderr, "error: %s\n", error.c_str()); return 1; }
-    double busy = 0.0, audio_s = 0.0;
-    for (int t = 0; t < n_thr; t++) { busy += busy_ms[t]; audio_s += (double)samples[t] / WHISPER_AUDIO_SAMPLE_RATE; }
-    printf("decode-only: %zu files, %.3f s of audio (16 kHz mono), %d threads: wall %.3f ms, busy %.3f ms (summed over "
-           "the threads), %.2f files/s, %.1f s of audio per second\n", files.size(), audio_s, n_thr, wall, busy,
+    const double busy = whisper_audio_reader_busy_ms(r), audio_s = (double)samples / WHISPER_AUDIO_SAMPLE_RATE;
+    whisper_audio_reader_free(r);
+    printf("decode-only: %zu files, %.3f s of audio (16 kHz mono), %d workers: wall %.3f ms, busy %.3f ms (CPU time summed "
+           "over the workers), %.2f files/s, %.1f s of audio per second\n", files.size(), audio_s, rp.n_workers, wall, busy,
            1000.0 * files.size() / wall, 1000.0 * audio_s / wall);
     return 0;
 }
@@ -87,7 +78,7 @@ static void usage(const char * argv0) {
             "  --device D         cpu, cuda or auto (default auto)\n"
             "  --dtype T          f16, bf16 or fp8 on CUDA (default f16)\n"
             "  --profile          also time each op (node by node, no graph replay)\n"
-            "  --decode-only      decode the audio files to 16 kHz mono, no model (-t: threads, default all)\n"
+            "  --decode-only      decode the audio files to 16 kHz mono, no model (-t: decoding workers, default all)\n"
             "  --list FILE        audio file names, one per line (--decode-only)\n"
             "  -f, --file AUDIO   an audio file (--decode-only; repeat for several)\n",
             argv0, argv0);

@@ -40,7 +40,8 @@ Per row:
                 of the files), as its rate is per window: the ratio stands, in less device time
   forward alone ./bench -b 32: the forward per window (mel input, no transfers)
   decode-alone  ./bench --decode-only -t <every core> over the same files: 16 kHz mono out,
-                no model (a single long file decodes on one thread, as in main)
+                no model, through the reader main uses (a long WAV or FLAC in segments on every
+                worker; a long MP3 or Opus on one)
 
 The table printed last gives ours against transformers (windows/s, which is files/s for the
 files), ours against max(forward alone, decode-alone), 44.1 kHz WAV against 16 kHz mono for
@@ -331,7 +332,7 @@ def decode_alone(args, lst):
     """./bench --decode-only on every core over a list: its wall and busy ms."""
     r = subprocess.run([os.path.join(ROOT, "bench"), "--decode-only", "-t", str(args.threads), "--list", lst],
                        capture_output=True, text=True)
-    m = re.search(r"(\d+) files, ([\d.]+) s of audio .*?, (\d+) threads: wall ([\d.]+) ms, busy ([\d.]+) ms", r.stdout)
+    m = re.search(r"(\d+) files, ([\d.]+) s of audio .*?, (\d+) workers: wall ([\d.]+) ms, busy ([\d.]+) ms", r.stdout)
     if r.returncode != 0 or not m:
         raise RuntimeError(f"bench --decode-only failed: {r.stdout}{r.stderr}")
     return {"files": int(m.group(1)), "audio_s": float(m.group(2)), "threads": int(m.group(3)), "wall_ms": float(m.group(4)),
