@@ -371,7 +371,12 @@ BENCH_VENV = build/venv-bench-cpu
 $(BENCH_VENV)/bin/python:
 	python3 -m venv $(BENCH_VENV) || { rm -rf $(BENCH_VENV); exit 1; }
 
-bench-cpu: $(BUILD)/libwhisper-audio.so $(BUILD)/main $(BENCH_VENV)/bin/python
+# this CPU's FMA throughput, the roof under the figures (x86; no -march: it picks AVX-512 or AVX2 itself)
+$(BUILD)/fma-peak: tests/cpu/fma-peak.cpp | $(BUILD)
+	$(CXX) -O2 -std=c++17 -pthread $< -o $@
+FMA_PEAK = $(if $(filter x86_64 i386 i686,$(shell uname -m)),$(BUILD)/fma-peak)
+
+bench-cpu: $(BUILD)/libwhisper-audio.so $(BUILD)/main $(FMA_PEAK) $(BENCH_VENV)/bin/python
 	$(BENCH_VENV)/bin/pip install -q --disable-pip-version-check numpy ctranslate2 $(if $(WHISPER_CPP),gguf)
 	$(BENCH_VENV)/bin/python tests/cpu/bench-cpu.py --lib $(BUILD)/libwhisper-audio.so --main $(BUILD)/main \
 		$(if $(WHISPER_CPP),--whisper-cpp $(WHISPER_CPP))

@@ -24,7 +24,9 @@ tests/data/ct2/base.speech_16k.ref.npy (transformers in float64 from the audio: 
 positions and the mean over all 1500), so no torch is needed: `make bench-cpu` runs this in its
 own venv (build/venv-bench-cpu: numpy, ctranslate2; gguf for whisper.cpp). The engines take
 turns, --repeat rounds per thread count; each figure is the minimum over the rounds (the machine
-may be shared: the load average is printed before and after), the median beside it.
+may be shared: the load average is printed before and after), the median beside it, and its
+GFLOP/s against this CPU's FMA throughput on as many threads (build/fma-peak, from
+tests/cpu/fma-peak.cpp: independent FMA chains, no memory; the roof no GEMM passes).
 
     make bench-cpu [WHISPER_CPP=path/to/whisper.cpp]
     build/venv-bench-cpu/bin/python tests/cpu/bench-cpu.py [--threads 2] [--repeat 5]
@@ -338,6 +340,27 @@ def isa_runs(lib, model_dir, isa):
         return False
 
 
+# base's encoder, one window: 2 FLOPs a multiply-add (conv stem; per layer QKV, attention's two
+# GEMMs, the output projection, the FFN), as bench's count
+BASE_GFLOP = (2 * 2 * 1500 * 512 * 3 * 80 + 2 * 1500 * 512 * 3 * 512 +
+              6 * (2 * 1500 * 512 * 3 * 512 + 4 * 1500 * 1500 * 512 + 2 * 1500 * 512 * 512 + 4 * 1500 * 512 * 2048)) / 1e9
+
+
+def fma_peaks(exe, thread_counts):
+    """{threads: GFLOP/s} from tests/cpu/fma-peak.cpp's program, {} without it."""
+    if not os.access(exe, os.X_OK):
+        return {}
+    r = subprocess.run([exe] + [str(n) for n in thread_counts], capture_output=True, text=True)
+    peaks = {int(m.group(1)): float(m.group(3)) for m in re.finditer(r"(\d+) threads, (\w+): ([\d.]+) GFLOP/s", r.stdout)}
+    print(r.stdout.strip())
+    return peaks
+
+
+def of_peak(ms, peak):
+    gflops = BASE_GFLOP / (ms / 1e3)
+    return "%.0f GFLOP/s (%.0f%%)" % (gflops, 100 * gflops / peak) if peak else "%.0f GFLOP/s" % gflops
+
+
 def main():
     if len(sys.argv) == 5 and sys.argv[1] == "--ct2-worker":
         return ct2_worker(*sys.argv[2:])
@@ -347,6 +370,8 @@ def main():
     ap.add_argument("--lib", default=os.path.join(ROOT, "build", "libwhisper-audio.so"))
     ap.add_argument("--main", default=os.path.join(ROOT, "build", "main"))
     ap.add_argument("--whisper-cpp", help="a whisper.cpp checkout built with cmake (build/ beside its sources)")
+    ap.add_argument("--fma-peak", default=os.path.join(ROOT, "build", "fma-peak"),
+                    help="tests/cpu/fma-peak.cpp built: this CPU's FMA throughput, for the %% of peak column")
     args = ap.parse_args()
     import ctranslate2
 
@@ -368,8 +393,10 @@ def main():
     print("ctranslate2 %s; whisper.cpp %s; %s UTC" % (ctranslate2.__version__, args.whisper_cpp or "not given",
                                                      datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M")))
     isas = [isa for isa in ("avx512", "avx2", "plain") if isa_runs(args.lib, d, isa)][:2]
+    thread_counts = [int(t) for t in args.threads.split(",")]
+    peaks = fma_peaks(args.fma_peak, thread_counts)
     rows = []
-    for n_threads in [int(t) for t in args.threads.split(",")]:
+    for n_threads in thread_counts:
         engines = {}
         for isa in isas:
             engines["whisper-audio f32 (%s)" % isa] = Ours(args.lib, d, n_threads, isa, False)
@@ -400,14 +427,16 @@ def main():
             t = sorted(times[name])
             err = error(out) if out is not None else None
             rows.append((n_threads, name, t[0], t[len(t) // 2], err))
-            print("base %2d threads  %-28s %8.1f ms (median %8.1f)  error %s" % (
-                n_threads, name, t[0], t[len(t) // 2], "%.2e" % err if err is not None else "n/a"), flush=True)
+            print("base %2d threads  %-28s %8.1f ms (median %8.1f)  error %s  %s" % (
+                n_threads, name, t[0], t[len(t) // 2], "%.2e" % err if err is not None else "n/a",
+                of_peak(t[0], peaks.get(n_threads))), flush=True)
     print("load average at the end: %s" % load_avg())
 
-    print("\n| model | threads | engine | ms per window (min of %d) | median | error vs float64 |" % args.repeat)
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("\n| model | threads | engine | ms per window (min of %d) | median | error vs float64 | GFLOP/s (of the FMA peak) |" % args.repeat)
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for n_threads, name, t_min, t_med, err in rows:
-        print("| base | %d | %s | %.0f | %.0f | %s |" % (n_threads, name, t_min, t_med, "%.1e" % err if err is not None else "n/a"))
+        print("| base | %d | %s | %.0f | %.0f | %s | %s |" % (n_threads, name, t_min, t_med, "%.1e" % err if err is not None else "n/a",
+                                                        of_peak(t_min, peaks.get(n_threads))))
     return 0
 
 
