@@ -2403,8 +2403,9 @@ whisper_audio_reader * whisper_audio_reader_init(const char * const * paths, siz
         // when a long input is cut into segments (reader_grow)
         r->max_workers = params.n_workers > 0 ? params.n_workers : std::min(8, wa_n_threads(0));
         r->workers.reserve(r->max_workers);   // (so that starting one allocates nothing)
-        r->workers.emplace_back(reader_work, r.get());   // (none at all: an error)
+        // under the lock: a worker may grow the pool (reader_grow) as soon as it runs
         std::lock_guard<std::mutex> lock(r->mu);
+        r->workers.emplace_back(reader_work, r.get());   // (none at all: an error)
         reader_grow(r.get(), n);
         return r.release();
     });
