@@ -257,6 +257,44 @@ TEST_CASE("reader: skipping ahead, max_samples, order, free before the end") {
     CHECK(whisper_audio_reader_init(nullptr, 1, rp) == nullptr);
 }
 
+TEST_CASE("reader: a long input alone starts the other workers, and free stops them wherever they are") {
+    // 140 s at 16 kHz (three segments, copied: quick under TSan, which runs this case): the
+    // first worker grows the pool when it cuts the input into segments
+    uint32_t rng = 3;
+    std::vector<uint8_t> data((size_t) 16000 * 140 * 2);
+    for (size_t i = 0; i + 1 < data.size(); i += 2) {
+        rng = rng * 1664525u + 1013904223u;
+        const int16_t v = (int16_t) ((int32_t) (rng >> 16) / 4);
+        memcpy(&data[i], &v, 2);
+    }
+    const std::string path = test_tmp("reader-alone.wav");
+    write_bytes(path, wav_file(1, 1, 16000, 16, data, 2));
+    const decoded_audio want = ai_stream(path, 0);
+    REQUIRE_MESSAGE(want.ok, want.error);
+    const char * paths[] = { path.c_str() };
+    whisper_audio_reader_params rp = whisper_audio_reader_default_params();
+    rp.n_workers = 4;
+    for (int round = 0; round < 4; round++) {
+        CAPTURE(round);
+        whisper_audio_reader * r = whisper_audio_reader_init(paths, 1, rp);
+        REQUIRE(r);
+        const decoded_audio got = ai_reader_input(r, 0);
+        REQUIRE_MESSAGE(got.ok, got.error);
+        REQUIRE(got.pcm.size() == want.pcm.size());
+        CHECK(memcmp(got.pcm.data(), want.pcm.data(), want.pcm.size() * sizeof(float)) == 0);
+        whisper_audio_reader_free(r);
+        // freed at once: the pool may be growing, its workers starting or decoding
+        r = whisper_audio_reader_init(paths, 1, rp);
+        REQUIRE(r);
+        if (round % 2) {
+            float buf[1000];
+            CHECK(whisper_audio_reader_read(r, 0, buf, 1000) == 1000);
+        }
+        whisper_audio_reader_free(r);
+    }
+    remove(path.c_str());
+}
+
 TEST_CASE("reader: a long WAV in segments on several workers, the stream's samples bit for bit") {
     // 300 s: more than two segments of 65 s; at 22.05 kHz (resampled, its table mode), at
     // 16 kHz (copied) and at 44.1 kHz stereo (280 s)
