@@ -2280,7 +2280,10 @@ static void reader_decode(whisper_audio_reader * r, size_t k, size_t g) {
                 if (first + READER_SEGMENT < n_out) next.count = READER_SEGMENT;
                 in.segs.push_back(next);
             }
-            reader_grow(r, in.segs.size());   // (seg stays valid: a deque's push_back moves nothing)
+            // every worker on a resampled WAV or a FLAC (seg stays valid: a deque's push_back moves
+            // nothing); a 16 kHz WAV is a copy, which more workers only slow (16 took 3x one's CPU
+            // time on it, their chunks' page faults and start)
+            if (!s->rs.copy || s->codec != WA_CODEC_WAV) reader_grow(r, in.segs.size());
         }
     } else if (!wa_stream_seek_output(s, seg->first)) {
         seg->failed = true;

@@ -195,7 +195,7 @@ const char * whisper_audio_stream_warning(const whisper_audio_stream * s);
 typedef struct whisper_audio_reader whisper_audio_reader;
 typedef struct whisper_audio_reader_params {
     int    n_workers;         // decoding threads (0: one per core, at most 8), started as needed:
-                              // one an input, and a long input's segments start the rest
+                              // one an input, and the segments of a long FLAC or resampled WAV the rest
     size_t max_samples;       // of each input, decode at most this many samples (0: all of it)
     size_t max_buffered;      // samples held ahead of the caller: of the input it reads, and of the
                               // later ones in all (default 2^24 each: 64 MiB)
