@@ -12,14 +12,12 @@
 #include "whisper-audio.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
