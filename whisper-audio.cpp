@@ -2237,8 +2237,8 @@ static bool wa_stream_seek_output(whisper_audio_stream * s, uint64_t j) {
 static void reader_work(whisper_audio_reader * r);
 
 // Starts workers, up to the pool's size, until `want` run (under r->mu): the reader starts
-// one a file, and a long file's segments bring the rest, so that one long WAV or FLAC is
-// decoded on every worker while one short file costs one thread. A thread that cannot be
+// one a file, and a long file's segments bring the rest (reader_decode: a resampled WAV or
+// a FLAC), so that one such file is decoded on every worker while one short file costs one thread. A thread that cannot be
 // started leaves fewer workers.
 static void reader_grow(whisper_audio_reader * r, size_t want) {
     while (!r->stop && r->workers.size() < std::min<size_t>(want, (size_t) r->max_workers)) {
