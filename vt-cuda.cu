@@ -1174,7 +1174,8 @@ struct cuda_backend : vt_backend {
     size_t staging_bytes = 0;
     // set_tensor's pieces in flight: two pinned host buffers, two device ones for a piece to be
     // converted, each reused once its event says the piece before last is through
-    struct uploader { void * host[2] = {}; void * raw[2] = {}; cudaEvent_t done[2] = {}; int next = 0; } up_bufs;
+    // piece: the bytes a buffer holds, UPLOAD_PIECE or the largest weight's (alloc_weights)
+    struct uploader { void * host[2] = {}; void * raw[2] = {}; cudaEvent_t done[2] = {}; int next = 0; size_t piece = 0; } up_bufs;
 
     std::set<vt_graph *> graphs;                // allocated here, released by the destructor
     size_t graph_bytes = 0;
@@ -1339,6 +1340,14 @@ bool cuda_backend::init(int dev, vt_type type, bool fp8_gemms) {
 
 // ---- the backend: memory ----
 
+// Weights go up in pieces of UPLOAD_PIECE bytes, the host data as it is (converted on the
+// device: a 1.3 GB model's f16 -> bf16 on one host core took about 1 s). Each piece is copied
+// into pinned memory by a few threads (the model file's pages are touched there), then goes up
+// and is converted while the host copies the next: the device is waited for only when a buffer
+// comes round again, and once at the end (finish_uploads). The run before this (a cudaMalloc and
+// a synchronous copy per tensor from one thread) spent about 0.6 s on large-v3's weights.
+static const size_t UPLOAD_PIECE = (size_t)32 << 20;
+
 bool cuda_backend::alloc_weights(vt_context * ctx) {
     CUDA_CHECK(cudaSetDevice(device));
     size_t total = 0;
@@ -1350,6 +1359,16 @@ bool cuda_backend::alloc_weights(vt_context * ctx) {
         total += align_up(vt_nbytes(t), VT_ARENA_ALIGN);
         if (t->type == VT_TYPE_F32) total += align_up((size_t)vt_nelements(t) * vt_type_size(ctype), VT_ARENA_ALIGN);
         if (fp8_eligible(t)) total += align_up((size_t)vt_nelements(t), VT_ARENA_ALIGN) + align_up(t->ne[1] * sizeof(float), VT_ARENA_ALIGN);
+    }
+    // the upload's pinned buffers no larger than the largest weight as f32 (pinned memory costs
+    // about 0.4 ms a MiB: base's largest is 4 MiB, two 32 MiB buffers took 30 ms of its init)
+    if (!up_bufs.host[0]) {
+        size_t largest = 0;
+        for (int i = 0; i < vt_n_tensors(ctx); i++) {
+            const vt_tensor * t = vt_get_tensor_at(ctx, i);
+            if (t->flags & VT_FLAG_WEIGHT) largest = std::max(largest, (size_t)vt_nelements(t) * sizeof(float));
+        }
+        up_bufs.piece = std::min<size_t>(UPLOAD_PIECE, align_up(std::max<size_t>(largest, 1), (size_t)1 << 20));
     }
     char * buf = nullptr;
     CUDA_CHECK(device_malloc((void **)&buf, std::max<size_t>(total, VT_ARENA_ALIGN)));
@@ -1395,19 +1414,12 @@ bool cuda_backend::ensure_staging(size_t bytes) {
     return true;
 }
 
-// Weights go up in pieces of UPLOAD_PIECE bytes, the host data as it is (converted on the
-// device: a 1.3 GB model's f16 -> bf16 on one host core took about 1 s). Each piece is copied
-// into pinned memory by a few threads (the model file's pages are touched there), then goes up
-// and is converted while the host copies the next: the device is waited for only when a buffer
-// comes round again, and once at the end (finish_uploads). The run before this (a cudaMalloc and
-// a synchronous copy per tensor from one thread) spent about 0.6 s on large-v3's weights.
-static const size_t UPLOAD_PIECE = (size_t)32 << 20;
-
 bool cuda_backend::ensure_uploader() {
+    if (up_bufs.piece == 0) up_bufs.piece = UPLOAD_PIECE;
     for (int b = 0; b < 2; b++) {
         if (up_bufs.host[b]) continue;
-        CUDA_CHECK(cudaMallocHost(&up_bufs.host[b], UPLOAD_PIECE));
-        CUDA_CHECK(device_malloc_bytes(&up_bufs.raw[b], UPLOAD_PIECE));
+        CUDA_CHECK(cudaMallocHost(&up_bufs.host[b], up_bufs.piece));
+        CUDA_CHECK(device_malloc_bytes(&up_bufs.raw[b], up_bufs.piece));
         CUDA_CHECK(cudaEventCreateWithFlags(&up_bufs.done[b], cudaEventDisableTiming));
     }
     return true;
@@ -1443,7 +1455,7 @@ static void parallel_copy(void * dst, const void * src, size_t bytes) {
 
 bool cuda_backend::upload(void * dst, vt_type dst_type, const void * src, vt_type src_type, size_t n) {
     if (!ensure_uploader()) return false;
-    const size_t es = vt_type_size(src_type), ds = vt_type_size(dst_type), chunk = UPLOAD_PIECE / es;
+    const size_t es = vt_type_size(src_type), ds = vt_type_size(dst_type), chunk = up_bufs.piece / es;
     for (size_t i = 0; i < n; i += chunk) {
         const size_t k = std::min(chunk, n - i);
         const int b = up_bufs.next;
@@ -2107,11 +2119,21 @@ vt_backend * vt_cuda_init(int device, const vt_backend_params * params) {
         vt_set_error("cuda: fp8 GEMMs run beside bf16 compute, not %s", vt_type_name(compute_type));
         return nullptr;
     }
-    // what is missing, all of it in one message: a driver for our CUDA major, cuBLASLt
+    // what is missing, all of it in one message: a driver for our CUDA major, cuBLASLt. cuBLASLt
+    // is opened on a thread of its own while the driver starts and makes the device's context
+    // (a large library: its dlopen and the context are both tens to hundreds of ms, issue 21)
+    std::string lt_error;
+    bool lt_ok = false;
+    std::thread lt_open([&] { lt_ok = cublaslt_load(lt_error); });
     const int cuda_major = CUDART_VERSION / 1000;
     std::string missing;
     int driver = 0;   // CUDA version the driver supports, major * 1000 + minor * 10; 0: no driver
     if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+    int n = 0;
+    const cudaError_t count_err = driver == 0 ? cudaErrorNoDevice : cudaGetDeviceCount(&n);
+    if (count_err == cudaSuccess && device >= 0 && device < n && cudaSetDevice(device) == cudaSuccess) cudaFree(nullptr);
+    cudaGetLastError();   // what failed here is reported below
+    lt_open.join();
     char buf[200];
     if (driver == 0) {
         snprintf(buf, sizeof(buf), "no NVIDIA driver (libcuda.so.1 not found; CUDA %d needs driver %s or newer)",
@@ -2122,17 +2144,14 @@ vt_backend * vt_cuda_init(int device, const vt_backend_params * params) {
                  driver / 1000, driver % 1000 / 10, cuda_major, driver_needed(cuda_major));
         missing = buf;
     }
-    std::string lt_error;
-    if (!cublaslt_load(lt_error)) missing += (missing.empty() ? "" : "; ") + lt_error;
+    if (!lt_ok) missing += (missing.empty() ? "" : "; ") + lt_error;
     if (!missing.empty()) {
         vt_set_error("cuda: %s", missing.c_str());
         cudaGetLastError();
         return nullptr;
     }
-    int n = 0;
-    const cudaError_t err = cudaGetDeviceCount(&n);
-    if (err != cudaSuccess || n == 0) {
-        vt_set_error("no CUDA device (%s)", err != cudaSuccess ? cudaGetErrorString(err) : "device count is 0");
+    if (count_err != cudaSuccess || n == 0) {
+        vt_set_error("no CUDA device (%s)", count_err != cudaSuccess ? cudaGetErrorString(count_err) : "device count is 0");
         cudaGetLastError();   // clear the sticky-free error state for later calls
         return nullptr;
     }

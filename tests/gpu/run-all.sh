@@ -6,7 +6,9 @@
 #
 #   STEPS="tests parity compare"   which steps (default: all; "nopad" makes the reference,
 #                                  "stages" times main's stages on long audio, "init" main's
-#                                  load and init (tests/gpu/init-bench.py), "towers" the
+#                                  load and init against the floor under it (tests/gpu/init-bench.py),
+#                                  "inittrace" the encoder's and the pipeline's init, CUDA
+#                                  calls by name (tests/gpu/init-trace.py: CUPTI), "towers" the
 #                                  audio-LLM towers' parity, "e2e" main's whole path against
 #                                  transformers' pipeline, our forward alone and our decoder
 #                                  alone (tests/gpu/e2e.py: 16 kHz mono WAV, 44.1 kHz stereo
@@ -48,7 +50,7 @@
 # the build's audio flags; without the folder the build is as before (WAV alone).
 set -u
 OUT=${OUT:-build/gpu-logs}
-STEPS=${STEPS:-tests nopad parity towers compare compile timeline init stages e2e attention transcripts towerbench serverbench wheel raybench}
+STEPS=${STEPS:-tests nopad parity towers compare compile timeline init inittrace stages e2e attention transcripts towerbench serverbench wheel raybench}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -112,6 +114,7 @@ has beforeafter && python3 tests/gpu/before-after.py --before build/before --siz
 # "init": main's load and init (large-v3 and base, batch 1 and 32), beside the before tree's when carried
 has init && python3 tests/gpu/init-bench.py $([ -x build/before/main ] && echo --before build/before) --out "$OUT" 2>&1 |
     tee "$OUT/init-bench.log" | grep -v "^|"
+has inittrace && python3 tests/gpu/init-trace.py --out "$OUT" 2>&1 | tee "$OUT/init-trace.log" | grep -v "^|"
 has stages && python3 tests/gpu/stages.py 2>&1 | tee "$OUT/stages.log"
 has e2e && python3 tests/gpu/e2e.py --sizes "${E2E_SIZES:-base,large-v3}" --out "$OUT" ${E2E_ARGS:-} 2>&1 | tee "$OUT/e2e.log" | grep -v "^|"
 has attention && python3 tests/gpu/attention.py 2>&1 | tee "$OUT/attention.log" | grep -v "^|"
@@ -160,7 +163,8 @@ has tests && { echo "tests:"; tail -n 3 "$OUT/tests.log"; }
 has parity && grep "^|\|^parity" "$OUT/parity.log"
 has towers && grep "^|\|^towers" "$OUT/towers.log"
 has stages && cat "$OUT/stages.log"
-has init && grep "^|\|^init-bench: large" "$OUT/init-bench.log"
+has init && grep "^|\|^init-bench: \(large\|base\|the floor\)\|^the floor" "$OUT/init-bench.log"
+has inittrace && grep "^|" "$OUT/init-trace.log"
 has compare && grep "^|\|^compare" "$OUT/compare.log"
 has compile && grep "^|\|^torch.compile" "$OUT/compile.log"
 has timeline && grep "^|\|^timeline\|^largest" "$OUT/timeline.log"
