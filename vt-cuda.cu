@@ -1340,7 +1340,7 @@ bool cuda_backend::init(int dev, vt_type type, bool fp8_gemms) {
 
 // ---- the backend: memory ----
 
-// Weights go up in pieces of UPLOAD_PIECE bytes, the host data as it is (converted on the
+// Weights go up in pieces of at most UPLOAD_PIECE bytes, the host data as it is (converted on the
 // device: a 1.3 GB model's f16 -> bf16 on one host core took about 1 s). Each piece is copied
 // into pinned memory by a few threads (the model file's pages are touched there), then goes up
 // and is converted while the host copies the next: the device is waited for only when a buffer

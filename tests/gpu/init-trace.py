@@ -19,9 +19,9 @@ Writes init-trace.json to --out (default $OUT, else build/gpu-logs).
 """
 import argparse
 import ctypes
+import importlib.util
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -33,15 +33,13 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 os.environ.setdefault("WHISPER_AUDIO_LIBRARY", os.path.join(ROOT, "build/libwhisper-audio.so"))
 from whisper_audio import _lib  # noqa: E402
 
+# init-bench.py's model_for: the random model of a size, made by the converter when missing
+_spec = importlib.util.spec_from_file_location("init_bench", os.path.join(os.path.dirname(os.path.abspath(__file__)), "init-bench.py"))
+_init_bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_init_bench)
+model_for = _init_bench.model_for
+
 DTYPES = {"f16": 0, "bf16": 1, "fp8": 2}
-
-
-def model_for(size):
-    path = os.path.join(ROOT, "build", f"{size}-random.gguf")
-    if not os.path.exists(path):
-        subprocess.run([sys.executable, os.path.join(ROOT, "convert", "convert-hf-to-gguf.py"), "--random", size,
-                        "-o", path], check=True, capture_output=True)
-    return path
 
 
 def summary(events, wall_ms):
