@@ -7266,9 +7266,13 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
         p->free_list.push_back(b);
     }
     const wa_graph_kind kind = p->tower ? WA_GRAPH_TOKENS : WA_GRAPH_ROWS;
-    for (whisper_audio_encoder * e : p->encs) {      // the whole batch's graphs, captured now
+    for (whisper_audio_encoder * e : p->encs) {      // the whole batch's graphs, built (CUDA: captured) now
+        if (!e->mel_in_graph) {                      // the CPU: its arena mapped now, not in the first batch
+            if (!graph_for_batch(e, cap, wa_full_frames(p->tower), false, kind)) return nullptr;
+            continue;
+        }
         for (wa_graph_kind k : {kind, WA_GRAPH_MEL_MAX}) {
-            if (!e->mel_in_graph || (k == WA_GRAPH_MEL_MAX && !(p->tower && p->tower->whole_signal))) continue;
+            if (k == WA_GRAPH_MEL_MAX && !(p->tower && p->tower->whole_signal)) continue;
             wa_graph * g = graph_for_batch(e, cap, WHISPER_AUDIO_N_FRAMES, true, k);
             if (!g) return nullptr;
             if (!vt_backend_prepare(e->backend, g->graph)) {
