@@ -171,12 +171,15 @@ static cudaDataType_t cuda_type(vt_type t) {
 }
 
 // Builds descriptors and picks an algorithm (heuristic, once). align_*: the byte alignment
-// every pointer passed later will have. FP8 when w_scale is set: A and B are e4m3 and the
+// every pointer passed later will have. gelu_tanh: GELU in cuBLASLt's epilogue (after the bias
+// when there is one), its tanh form (cuda_backend::plan_linear says why). FP8 when w_scale is
+// set: A and B are e4m3 and the
 // product's (n, r) element is multiplied by w_scale[n] * x_scale[r] (cuBLASLt's outer-vector
 // scaling: a scale per output channel and one per token), C and D stay `type`.
 static bool lt_gemm_plan(cublasLtHandle_t lt, lt_gemm & gm, vt_type type, int64_t rows, int64_t N, int64_t K,
                          const void * bias, bool residual, uint32_t align_a, uint32_t align_b, uint32_t align_cd,
-                         const char * name, const float * w_scale = nullptr, const float * x_scale = nullptr) {
+                         const char * name, const float * w_scale = nullptr, const float * x_scale = nullptr,
+                         bool gelu_tanh = false) {
     const cudaDataType_t dt = cuda_type(type), ab = w_scale ? CUDA_R_8F_E4M3 : dt;
     CUBLAS_CHECK(g_lt.cublasLtMatmulDescCreate(&gm.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -191,11 +194,12 @@ static bool lt_gemm_plan(cublasLtHandle_t lt, lt_gemm & gm, vt_type type, int64_
     }
     gm.bias = bias != nullptr;
     gm.beta = residual ? 1.0f : 0.0f;
-    if (gm.bias) {
-        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    if (gm.bias || gelu_tanh) {
+        const cublasLtEpilogue_t epi = gelu_tanh ? (gm.bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU)
+                                                 : CUBLASLT_EPILOGUE_BIAS;
         CUBLAS_CHECK(g_lt.cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-        CUBLAS_CHECK(g_lt.cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     }
+    if (gm.bias) CUBLAS_CHECK(g_lt.cublasLtMatmulDescSetAttribute(gm.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     CUBLAS_CHECK(g_lt.cublasLtMatrixLayoutCreate(&gm.a, ab, (uint64_t)K, (uint64_t)N, K));
     CUBLAS_CHECK(g_lt.cublasLtMatrixLayoutCreate(&gm.b, ab, (uint64_t)K, (uint64_t)rows, K));
     CUBLAS_CHECK(g_lt.cublasLtMatrixLayoutCreate(&gm.c, dt, (uint64_t)N, (uint64_t)rows, N));
@@ -277,9 +281,14 @@ quantize_rows_kernel(__nv_fp8_storage_t * __restrict__ q, float * __restrict__ s
         const int c = tid + QUANT_THREADS * j;
         if (c < nv) {
             unpack8<T>(xr[c], v[j]);
+            float bv[8] = {};
+            if (GELU && bias) {   // two 16-byte loads (every tensor starts VT_ARENA_ALIGN-aligned)
+                const float4 b0 = reinterpret_cast<const float4 *>(bias)[2 * c], b1 = reinterpret_cast<const float4 *>(bias)[2 * c + 1];
+                bv[0] = b0.x; bv[1] = b0.y; bv[2] = b0.z; bv[3] = b0.w; bv[4] = b1.x; bv[5] = b1.y; bv[6] = b1.z; bv[7] = b1.w;
+            }
 #pragma unroll
             for (int e = 0; e < 8; e++) {
-                if constexpr (GELU) v[j][e] = gelu_erf(v[j][e] + (bias ? bias[8 * c + e] : 0.0f));
+                if constexpr (GELU) v[j][e] = gelu_erf(v[j][e] + bv[e]);
                 amax = fmaxf(amax, fabsf(v[j][e]));
             }
         }
