@@ -1251,7 +1251,10 @@ void gemm_12x32_plain(int kc, const float * a, size_t lda, const float * bp, flo
 
 #ifdef VT_X86
 // 24 of the 32 zmm registers hold the 12 x 32 accumulators; per k, two loads of B and
-// 12 broadcasts of A feed 24 FMAs.
+// 12 broadcasts of A feed 24 FMAs. B's strip comes from L2 (A's 12 rows stay in L1 across
+// the strips), two cache lines every 12 cycles, faster than the L1 prefetcher brings them:
+// B is prefetched 8 k ahead (5-7% off real base's window on the 2-core Xeon; the AVX2 kernel,
+// at half the rate, ran 2% slower with it, and on the AMD EPYC too).
 VT_TARGET_AVX512
 void gemm_12x32_avx512(int kc, const float * a, size_t lda, const float * bp, float * c, size_t ldc, bool accumulate) {
     __m512 acc[GEMM_MR][2];
@@ -1261,6 +1264,8 @@ void gemm_12x32_avx512(int kc, const float * a, size_t lda, const float * bp, fl
         acc[r][1] = accumulate ? _mm512_loadu_ps(c + r * ldc + 16) : _mm512_setzero_ps();
     }
     for (int k = 0; k < kc; k++, bp += GEMM_NR) {
+        _mm_prefetch((const char *)(bp + 8 * GEMM_NR), _MM_HINT_T0);        // (past the strip's end: a hint, never a fault)
+        _mm_prefetch((const char *)(bp + 8 * GEMM_NR + 16), _MM_HINT_T0);
         const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
 #pragma GCC unroll 12
         for (int r = 0; r < GEMM_MR; r++) {
