@@ -1253,7 +1253,7 @@ void gemm_12x32_plain(int kc, const float * a, size_t lda, const float * bp, flo
 // 24 of the 32 zmm registers hold the 12 x 32 accumulators; per k, two loads of B and
 // 12 broadcasts of A feed 24 FMAs. B's strip comes from L2 (A's 12 rows stay in L1 across
 // the strips), two cache lines every 12 cycles, faster than the L1 prefetcher brings them:
-// B is prefetched 8 k ahead (5-7% off real base's window on the 2-core Xeon; the AVX2 kernel,
+// B is prefetched 8 k ahead (4-7% off real base's window on the 2-core Xeon; the AVX2 kernel,
 // at half the rate, ran 2% slower with it, and on the AMD EPYC too).
 VT_TARGET_AVX512
 void gemm_12x32_avx512(int kc, const float * a, size_t lda, const float * bp, float * c, size_t ldc, bool accumulate) {
