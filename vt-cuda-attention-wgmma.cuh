@@ -4,18 +4,19 @@
 #pragma once
 
 // attention_wgmma_kernel: the same op as attention_kernel, for Hopper (sm_90a): wgmma, TMA and
-// mbarriers in FlashAttention-3's structure. Work tile: (128 queries, head, window), n_work =
-// ceil(n_ctx / 128) * n_head * B of them, numbered query tile fastest (neighbouring blocks
-// share a head's K/V in L2). Persistent: grid = min(n_work, SMs) blocks of 384 threads = 3
-// warpgroups, one block per SM; block i takes work tiles i, i + grid, ... (a grid of n_work
-// gives one tile a block: VT_ATTENTION=wgmma-1tile, to measure the difference).
+// mbarriers in FlashAttention-3's structure. NC consumer warpgroups of 64 query rows each (2 or 3:
+// see the launcher for which). Work tile: (64 NC queries, head, window), n_work =
+// ceil(n_ctx / 64 NC) * n_head * B of them, numbered query tile fastest (neighbouring blocks
+// share a head's K/V in L2). Persistent: grid = min(n_work, SMs) blocks of 128 (NC + 1) threads
+// = NC + 1 warpgroups, one block per SM; block i takes work tiles i, i + grid, ... (a grid of
+// n_work gives one tile a block: VT_ATTENTION=wgmma-1tile, to measure the difference).
 //   Roles (warp-specialised):
 //     warpgroup 0, the producer: gives its registers away (setmaxnreg.dec 24); one thread
 //       issues TMA copies: per work tile the Q tile (once the consumers released the last),
 //       then K and V tiles of 128 keys into a ring of ATT_WG_STAGES stages that runs on
-//       across work tiles, each stage refilled once both consumers released it.
-//     warpgroups 1 and 2, the consumers (setmaxnreg.inc 240): consumer c owns query rows
-//       [64c, 64c + 64) of the tile. Per key tile j:
+//       across work tiles, each stage refilled once every consumer released it.
+//     warpgroups 1 .. NC, the consumers (setmaxnreg.inc: the registers left, below): consumer c
+//       owns query rows [64c, 64c + 64) of the tile. Per key tile j:
 //         S = Q K^T     wgmma m64n128k16 x 4 (k = 64 dims), A = Q and B = K from shared memory
 //         softmax       online, f32 in registers: S is 64 x 128, each thread 2 rows x 32 keys
 //                       (the wgmma accumulator layout), row max/sum over the 4 lanes of a quad
@@ -26,17 +27,22 @@
 //       before P V of tile j - 1, and the softmax of tile j runs while P V of tile j - 1 is
 //       still on the tensor cores; O is rescaled and P rewritten only after that P V is done.
 //       PP (FA3's ping-pong; VT_ATTENTION=wgmma-nopp leaves it out): the consumers take
-//       turns issuing their GEMMs (named barriers 3 and 4), so one's softmax runs while the
-//       other's GEMMs hold the tensor cores.
+//       turns issuing their GEMMs, in a ring (named barrier 3 + c is consumer c's turn), so
+//       one's softmax runs while another's GEMMs hold the tensor cores.
 //       O goes from registers straight to global memory (normalised, 4-byte pairs), so the
 //       next work tile's Q may land while this one finishes.
+//   Why 3 consumers: at head_dim 64 a key tile's softmax (an exp2 per score) costs about what
+//   its two GEMMs cost, so with 2 consumers the tensor cores wait whenever both are in their
+//   softmax; a third keeps them busier (FlashAttention-3 runs head_dim 64 with 192-row tiles).
+//   It costs registers (160 a consumer thread instead of 240) and wider tiles, which leave more
+//   of the last wave idle when there are few (batch 1).
 //   Barriers (mbarrier, one phase per use, waited on by parity): q_full (TMA bytes of Q),
-//   q_empty (8 arrivals: one per consumer warp once its last S of the work tile is done),
+//   q_empty (4 NC arrivals: one per consumer warp once its last S of the work tile is done),
 //   k_full[s], v_full[s] (TMA bytes of a stage's K, V: S needs only K, so it starts before V
-//   lands), kv_empty[s] (8 arrivals: one per consumer warp after its P V of that stage).
-//   Shared memory (1024-byte aligned; every tile 128 rows x 128 bytes = 16 KB, as TMA's
-//   SWIZZLE_128B writes it: 16-byte chunk c of row r at chunk c ^ (r % 8)):
-//     sQ [128 rows]  |  sK [STAGES][128 keys]  |  sV [STAGES][128 keys]  |  mbarriers
+//   lands), kv_empty[s] (4 NC arrivals: one per consumer warp after its P V of that stage).
+//   Shared memory (1024-byte aligned; a K or V tile is 128 rows x 128 bytes = 16 KB, the Q tile
+//   64 NC rows, as TMA's SWIZZLE_128B writes them: 16-byte chunk c of row r at chunk c ^ (r % 8)):
+//     sQ [64 NC rows]  |  sK [STAGES][128 keys]  |  sV [STAGES][128 keys]  |  mbarriers
 //   Masking: Q and K/V rows past n_ctx arrive from TMA as zeros (its bounds are the view's
 //   n_ctx rows of window b); keys from n_kv on (n_ctx, or kv_len[b]) are set to -inf in S on
 //   the last tile, and tiles wholly past n_kv are never loaded. block (vt_attention_blocks; 0:
@@ -45,29 +51,36 @@
 //   n_kv is -inf, and a row with no key (its block past n_kv) comes out 0 (attention_kernel's rule).
 //   block < 0 (vt_attention_block_causal): blocks of -block rows, each row's keys from 0 (its own
 //   block and every earlier one), the work tile's from key 0.
-//   Registers: ptxas gives each thread 168 at launch (65536 / 384, in steps of 8); the
-//   producer drops to 24 and the consumers take 240 (24 + 2 x 240 = 3 x 168).
+//   Registers: ptxas gives each thread 65536 / (128 (NC + 1)) at launch (168 for NC 2, 128 for
+//   NC 3); the producer drops to 24 and the consumers take the rest (240 or 160).
 //   q/k/v: TMA maps over [B][n_ctx][n_head * 64] with the views' strides (made at launch).
 //   CPU twin: cpu_backend::attention in vt.cpp.
-static const int ATT_WG_BR = 128, ATT_WG_BC = 128, ATT_WG_STAGES = 3, ATT_WG_THREADS = 384;
-static const int ATT_WG_TILE = 128 * 128;       // bytes of one Q, K or V tile: 128 rows x 64 16-bit elements
+static const int ATT_WG_BC = 128, ATT_WG_STAGES = 3;
+static const int ATT_WG_TILE = 128 * 128;       // bytes of one K or V tile: 128 rows x 64 16-bit elements
 
-static size_t attention_wgmma_smem_bytes() {
-    return 1024 + (size_t)ATT_WG_TILE * (1 + 2 * ATT_WG_STAGES) + 8 * (2 + 3 * ATT_WG_STAGES);
+template <int NC> struct att_wg_shape {
+    static constexpr int BR = 64 * NC;                                    // query rows of a work tile
+    static constexpr int THREADS = 128 * (NC + 1);
+    static constexpr int PRODUCER_REGS = 24;
+    static constexpr int CONSUMER_REGS = (65536 / 128 - PRODUCER_REGS) / NC / 8 * 8;   // 240, 160
+};
+
+static size_t attention_wgmma_smem_bytes(int nc) {
+    return 1024 + (size_t)nc * 64 * 128 + (size_t)ATT_WG_TILE * 2 * ATT_WG_STAGES + 8 * (2 + 3 * ATT_WG_STAGES);
 }
 
-template <typename T, bool PP>
-__global__ void __launch_bounds__(ATT_WG_THREADS, 1)
+template <typename T, bool PP, int NC>
+__global__ void __launch_bounds__(att_wg_shape<NC>::THREADS, 1)
 attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                        const __grid_constant__ CUtensorMap tm_v, T * __restrict__ out, int n_ctx, int n_head, int B,
                        float scale_log2, const float * __restrict__ kv_len, int block) {
 #if VT_SM90A
-    constexpr int BC = ATT_WG_BC, ST = ATT_WG_STAGES, TILE = ATT_WG_TILE;
+    constexpr int BR = att_wg_shape<NC>::BR, BC = ATT_WG_BC, ST = ATT_WG_STAGES, TILE = ATT_WG_TILE;
     const bool causal = block < 0;           // vt_attention_block_causal: keys from 0 to the block's end
     if (causal) block = -block;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t sQ = (smem_addr(smem_raw) + 1023) & ~1023u;     // shared-space addresses (bytes)
-    const uint32_t sK = sQ + TILE;
+    const uint32_t sK = sQ + BR * 128;
     const uint32_t sV = sK + ST * TILE;
     const uint32_t bars = sV + ST * TILE;
     const uint32_t q_full = bars, q_empty = bars + 8;
@@ -76,19 +89,19 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_co
     auto kv_empty = [&](int s) { return bars + 8 * (2 + 2 * ST + s); };
 
     const int tid = threadIdx.x, wg = tid / 128;
-    const int n_qt = (n_ctx + ATT_WG_BR - 1) / ATT_WG_BR, n_work = n_qt * n_head * B;
+    const int n_qt = (n_ctx + BR - 1) / BR, n_work = n_qt * n_head * B;
     // work tile w: query tile, head, window, and the number of key tiles it reads
     struct work { int q0, h, b, n_kv, j0, n_tiles; };   // key tiles [j0, j0 + n_tiles)
     auto decode = [&](int w) {
         work t;
-        t.q0 = (w % n_qt) * ATT_WG_BR;
+        t.q0 = (w % n_qt) * BR;
         t.h = (w / n_qt) % n_head;
         t.b = w / (n_qt * n_head);
         t.n_kv = kv_len ? max(1, min(n_ctx, (int)kv_len[t.b])) : n_ctx;   // keys this window attends to
         int k_lo = 0, k_hi = t.n_kv;
         if (block) {
             k_lo = causal ? 0 : t.q0 / block * block;
-            k_hi = min(t.n_kv, ((min(t.q0 + ATT_WG_BR, n_ctx) - 1) / block + 1) * block);
+            k_hi = min(t.n_kv, ((min(t.q0 + BR, n_ctx) - 1) / block + 1) * block);
         }
         t.j0 = k_lo / BC;
         t.n_tiles = max(1, (k_hi + BC - 1) / BC - t.j0);
@@ -97,11 +110,11 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_co
 
     if (tid == 0) {
         mbar_init(q_full, 1);
-        mbar_init(q_empty, 8);
+        mbar_init(q_empty, 4 * NC);
         for (int s = 0; s < ST; s++) {
             mbar_init(k_full(s), 1);
             mbar_init(v_full(s), 1);
-            mbar_init(kv_empty(s), 8);
+            mbar_init(kv_empty(s), 4 * NC);
         }
         mbar_fence_init();
     }
@@ -109,14 +122,14 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_co
 
     // ---- producer ----
     if (wg == 0) {
-        setmaxnreg_dec<24>();
+        setmaxnreg_dec<att_wg_shape<NC>::PRODUCER_REGS>();
         if (tid == 0) {
             int it = 0;                                 // K/V tiles loaded so far: stage it % ST, round it / ST
             int wi = 0;                                 // work tiles so far: Q's round
             for (int w = blockIdx.x; w < n_work; w += gridDim.x, wi++) {
                 const work t = decode(w);
                 mbar_wait(q_empty, (wi & 1) ^ 1);       // the last Q released (passes at once the first time)
-                mbar_arrive_expect_tx(q_full, TILE);
+                mbar_arrive_expect_tx(q_full, BR * 128);
                 tma_load_3d(sQ, &tm_q, q_full, t.h * 64, t.q0, t.b);
                 for (int j = 0; j < t.n_tiles; j++, it++) {
                     const int s = it % ST;
@@ -132,7 +145,7 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_co
     }
 
     // ---- consumers ----
-    setmaxnreg_inc<240>();
+    setmaxnreg_inc<att_wg_shape<NC>::CONSUMER_REGS>();
     const int cw = wg - 1;                              // rows [64 cw, 64 cw + 64) of the tile
     const int warp = (tid % 128) / 32, lane = tid % 32, t4 = lane % 4;
     const uint64_t dq = sw128_desc(sQ + cw * 64 * 128);
@@ -217,16 +230,17 @@ attention_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_co
         if (lane == 0) mbar_arrive(bar);
     };
     // ping-pong: before issuing GEMMs a consumer waits for its turn (barrier 3 + cw: its own
-    // 128 threads and the other's 128 arrivals), after them it passes the turn. Both take the
-    // same turns (n_tiles + 1 a work tile); consumer 1 hands consumer 0 the first turn and
-    // keeps its very last pass (consumer 0 takes no turn after it): every phase is matched.
+    // 128 threads and the previous consumer's 128 arrivals), after them it passes the turn to
+    // the next in the ring. All take the same turns (n_tiles + 1 a work tile); the last
+    // consumer hands consumer 0 the first turn and keeps its very last pass (consumer 0 takes
+    // no turn after it): every phase is matched.
     auto turn_wait = [&]() {
         if (PP) named_barrier_sync(3 + cw, 256);
     };
     auto turn_pass = [&](bool last) {
-        if (PP && !(last && cw == 1)) named_barrier_arrive(3 + (1 - cw), 256);
+        if (PP && !(last && cw == NC - 1)) named_barrier_arrive(3 + (cw + 1) % NC, 256);
     };
-    if (PP && cw == 1) named_barrier_arrive(3, 256);
+    if (PP && cw == NC - 1) named_barrier_arrive(3, 256);
 
     int it = 0;                                         // K/V tiles consumed so far (as the producer counts)
     int wi = 0;                                         // work tiles so far
@@ -341,40 +355,78 @@ static tensor_map_encode_fn tensor_map_encode() {
 }
 
 // A TMA map over one of q, k, v: [B windows][n_ctx rows][n_head * 64 columns] with the view's
-// strides; boxes of 64 columns (one head) x 128 rows, 128-byte swizzle, out of bounds -> 0.
-static bool make_attention_map(CUtensorMap * map, const vt_tensor * x, int n_ctx, int B) {
+// strides; boxes of 64 columns (one head) x box_rows rows, 128-byte swizzle, out of bounds -> 0.
+static bool make_attention_map(CUtensorMap * map, const vt_tensor * x, int n_ctx, int B, int box_rows) {
     const cuuint64_t row = x->nb[1];
     const cuuint64_t win = B > 1 ? (cuuint64_t)x->nb[2] : row * (cuuint64_t)n_ctx;   // unused when B = 1
     const cuuint64_t dims[3] = {(cuuint64_t)x->ne[0], (cuuint64_t)n_ctx, (cuuint64_t)B};
     const cuuint64_t strides[2] = {row, win};
-    static_assert(ATT_WG_BR == ATT_WG_BC, "one box shape serves the Q tile and the K/V tiles");
-    const cuuint32_t box[3] = {64, (cuuint32_t)ATT_WG_BC, 1}, elem_strides[3] = {1, 1, 1};
+    const cuuint32_t box[3] = {64, (cuuint32_t)box_rows, 1}, elem_strides[3] = {1, 1, 1};
     const CUtensorMapDataType dt = x->type == VT_TYPE_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     return tensor_map_encode()(map, dt, 3, x->data, dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
                           CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// false (nothing launched, no error) when a view's strides do not fit TMA's rules: the caller
-// then runs attention_kernel.
-// one_tile: a block per work tile (not persistent)
-template <typename T, bool PP>
-static bool launch_attention_wgmma(const launch_ctx & lc, vt_tensor * t, bool one_tile, bool * launched) {
-    *launched = false;
+// How a call runs attention_wgmma_kernel (VT_ATTENTION, read at init): ping-pong or not,
+// persistent or a block per work tile, and its consumers (0: by attention_wgmma_consumers).
+struct att_wgmma_opts {
+    bool pp = true, one_tile = false;
+    int consumers = 0;
+};
+
+// 3 consumers (192-row tiles, the faster tile) unless that leaves the last wave emptier than 2
+// do: the cost of a tiling is the query rows of its busiest block, ceil(tiles / SMs) tiles of
+// 64 NC rows. large-v3 (1500 rows, 20 heads, 132 SMs): 2 at batch 1 (4 against 6), 3 from
+// batch 8 on.
+static int attention_wgmma_consumers(int n_ctx, int n_head, int B, int n_sm) {
+    auto busiest_rows = [&](int nc) { return ceil_div(ceil_div(n_ctx, 64 * nc) * n_head * B, n_sm) * 64 * nc; };
+    return busiest_rows(3) <= busiest_rows(2) ? 3 : 2;
+}
+
+template <typename T, bool PP, int NC>
+static bool launch_attention_wgmma_nc(const launch_ctx & lc, vt_tensor * t, bool one_tile, bool * launched) {
     const vt_tensor * q = t->src[0], * k = t->src[1], * v = t->src[2];
     const int n_head = t->iparams[0];
     const int n_ctx = (int)q->ne[1], B = (int)q->ne[2];
     alignas(64) CUtensorMap mq, mk, mv;
-    if (!make_attention_map(&mq, q, n_ctx, B) || !make_attention_map(&mk, k, n_ctx, B) ||
-        !make_attention_map(&mv, v, n_ctx, B)) return true;
-    const int64_t n_work = ceil_div(n_ctx, ATT_WG_BR) * n_head * B;
+    if (!make_attention_map(&mq, q, n_ctx, B, att_wg_shape<NC>::BR) || !make_attention_map(&mk, k, n_ctx, B, ATT_WG_BC) ||
+        !make_attention_map(&mv, v, n_ctx, B, ATT_WG_BC)) return true;
+    const int64_t n_work = ceil_div(n_ctx, att_wg_shape<NC>::BR) * n_head * B;
     if (n_work > INT32_MAX / 2) return true;          // (w += grid must not overflow an int)
     const float scale_log2 = t->fparams[0] * 1.4426950408889634f;
     const int grid = one_tile ? (int)n_work : (int)std::min<int64_t>(n_work, lc.n_sm);
-    attention_wgmma_kernel<T, PP><<<grid, ATT_WG_THREADS, attention_wgmma_smem_bytes(), lc.stream>>>(
+    attention_wgmma_kernel<T, PP, NC><<<grid, att_wg_shape<NC>::THREADS, attention_wgmma_smem_bytes(NC), lc.stream>>>(
         mq, mk, mv, (T *)t->data, n_ctx, n_head, B, scale_log2, t->src[3] ? (const float *)t->src[3]->data : nullptr,
         t->iparams[2] ? -t->iparams[1] : t->iparams[1]);
     LAUNCH_CHECK("attention_wgmma_kernel");
     *launched = true;
+    return true;
+}
+
+// false (nothing launched, no error) when a view's strides do not fit TMA's rules: the caller
+// then runs attention_kernel.
+template <typename T>
+static bool launch_attention_wgmma(const launch_ctx & lc, vt_tensor * t, att_wgmma_opts opt, bool * launched) {
+    *launched = false;
+    const int nc = opt.consumers ? opt.consumers
+                                 : attention_wgmma_consumers((int)t->src[0]->ne[1], t->iparams[0], (int)t->src[0]->ne[2], lc.n_sm);
+    if (nc == 3) return opt.pp ? launch_attention_wgmma_nc<T, true, 3>(lc, t, opt.one_tile, launched)
+                               : launch_attention_wgmma_nc<T, false, 3>(lc, t, opt.one_tile, launched);
+    return opt.pp ? launch_attention_wgmma_nc<T, true, 2>(lc, t, opt.one_tile, launched)
+                  : launch_attention_wgmma_nc<T, false, 2>(lc, t, opt.one_tile, launched);
+}
+
+// The kernel's instances take more shared memory than the default 48 KB: allowed once at init.
+template <typename T>
+static bool allow_attention_wgmma_smem() {
+    CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<T, true, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)attention_wgmma_smem_bytes(2)));
+    CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<T, false, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)attention_wgmma_smem_bytes(2)));
+    CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<T, true, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)attention_wgmma_smem_bytes(3)));
+    CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<T, false, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)attention_wgmma_smem_bytes(3)));
     return true;
 }

@@ -15,9 +15,10 @@
 //   layer_norm  layer_norm_vec_kernel: a warp per row (per 4 rows for many rows), 16-byte loads,
 //               the rows in registers, two-pass f32 statistics (layer_norm_kernel for the odd shapes)
 //   attention   on compute capability 9.0 (H100/H200): attention_wgmma_kernel, FlashAttention-3
-//               style: a TMA producer warpgroup fills a 3-stage K/V ring (mbarriers), two
-//               consumer warpgroups of 64 query rows run S = Q K^T and O += P V on wgmma
-//               (P from registers), the softmax of one key tile beside the P V of the last.
+//               style: a TMA producer warpgroup fills a 3-stage K/V ring (mbarriers), two or
+//               three consumer warpgroups of 64 query rows (by the last wave's fill) run
+//               S = Q K^T and O += P V on wgmma (P from registers), the softmax of one key
+//               tile beside the P V of the last.
 //               Elsewhere (and with VT_ATTENTION=fa2): attention_kernel, FlashAttention-2
 //               style, mma.sync m16n8k16, K/V tiles double-buffered with cp.async. Both: head_dim
 //               64, online softmax in f32, exact key count (the tail of the last tile masked)
@@ -35,7 +36,8 @@
 // Environment: VT_ATTENTION=fa2 runs attention_kernel on every device (to compare, or as a
 // fallback); VT_ATTENTION=wgmma insists on attention_wgmma_kernel (the backend does not start
 // off cc 9.0), wgmma-nopp the same without its ping-pong between consumers, wgmma-1tile with
-// a block per work tile instead of persistent blocks (both to measure what they bring);
+// a block per work tile instead of persistent blocks, wgmma-128 / wgmma-192 with 2 / 3
+// consumers (128 / 192 query rows a tile) whatever the shape (all to measure what they bring);
 // unset: wgmma on cc 9.0 when the build has sm_90a code (the Makefile's and CMake's do),
 // fa2 elsewhere. Read when a backend starts. WHISPER_AUDIO_CUBLASLT and
 // WHISPER_AUDIO_NVIDIA_LIB_DIRS: where cuBLASLt is looked for ("the CUDA libraries, found at run
@@ -1050,18 +1052,13 @@ static bool launch_projector_op(const launch_ctx & lc, vt_tensor * t) {
     return false;
 }
 
-// The attention kernels a backend can run (VT_ATTENTION, read at init): attention_kernel;
-// attention_wgmma_kernel persistent with ping-pong, without ping-pong, a block per work tile.
-enum att_kernel { ATT_FA2, ATT_WGMMA, ATT_WGMMA_NOPP, ATT_WGMMA_1TILE };
-
-static bool launch_attention(const launch_ctx & lc, vt_tensor * t, att_kernel kind) {
-    if (kind != ATT_FA2) {
+// attention: attention_wgmma_kernel on Hopper (opt: its variant, from VT_ATTENTION), else
+// attention_kernel (also where a view's strides do not fit TMA).
+static bool launch_attention(const launch_ctx & lc, vt_tensor * t, bool wgmma, att_wgmma_opts opt) {
+    if (wgmma) {
         bool launched = false;
-        const bool f16 = t->type == VT_TYPE_F16, pp = kind != ATT_WGMMA_NOPP, one = kind == ATT_WGMMA_1TILE;
-        const bool ok = f16 ? (pp ? launch_attention_wgmma<__half, true>(lc, t, one, &launched)
-                                  : launch_attention_wgmma<__half, false>(lc, t, one, &launched))
-                            : (pp ? launch_attention_wgmma<__nv_bfloat16, true>(lc, t, one, &launched)
-                                  : launch_attention_wgmma<__nv_bfloat16, false>(lc, t, one, &launched));
+        const bool ok = t->type == VT_TYPE_F16 ? launch_attention_wgmma<__half>(lc, t, opt, &launched)
+                                               : launch_attention_wgmma<__nv_bfloat16>(lc, t, opt, &launched);
         if (!ok || launched) return ok;
     }
     if (t->type == VT_TYPE_F16) return launch_attention_mt<__half, ATT_MT>(lc, t);
@@ -1163,7 +1160,8 @@ struct cuda_backend : vt_backend {
     int device = 0;
     vt_type ctype = VT_TYPE_F16;
     char label[300] = {0};
-    att_kernel att = ATT_FA2;                   // attention_wgmma_kernel on cc 9.0, else attention_kernel
+    bool att_wgmma = false;                     // attention_wgmma_kernel on cc 9.0, else attention_kernel
+    att_wgmma_opts att_opts;                    // its variant (VT_ATTENTION)
     cudaStream_t stream = nullptr;
     launch_ctx lc;                              // stream and SM count, for the launchers
     cublasLtHandle_t lt = nullptr;
@@ -1317,10 +1315,11 @@ bool cuda_backend::init(int dev, vt_type type, bool fp8_gemms) {
     const char * env = getenv("VT_ATTENTION");
     const std::string want = env ? env : "";
     const bool hopper = prop.major == 9 && prop.minor == 0;
-    const bool insist = want == "wgmma" || want == "wgmma-nopp" || want == "wgmma-1tile";
+    const bool insist = want == "wgmma" || want == "wgmma-nopp" || want == "wgmma-1tile" || want == "wgmma-128" ||
+                        want == "wgmma-192";
     if (!want.empty() && want != "fa2" && !insist) {
-        vt_set_error("cuda: VT_ATTENTION=%s; fa2, wgmma, wgmma-nopp or wgmma-1tile (unset: wgmma on compute "
-                     "capability 9.0, else fa2)", env);
+        vt_set_error("cuda: VT_ATTENTION=%s; fa2, wgmma, wgmma-nopp, wgmma-1tile, wgmma-128 or wgmma-192 (unset: wgmma "
+                     "on compute capability 9.0, else fa2)", env);
         return false;
     }
     if (insist && !hopper) {
@@ -1336,18 +1335,15 @@ bool cuda_backend::init(int dev, vt_type type, bool fp8_gemms) {
         return false;
     }
     if (hopper && built && want != "fa2" && tensor_map_encode()) {
-        att = want == "wgmma-nopp" ? ATT_WGMMA_NOPP : want == "wgmma-1tile" ? ATT_WGMMA_1TILE : ATT_WGMMA;
+        att_wgmma = true;
+        att_opts.pp = want != "wgmma-nopp";
+        att_opts.one_tile = want == "wgmma-1tile";
+        att_opts.consumers = want == "wgmma-128" ? 2 : want == "wgmma-192" ? 3 : 0;
     } else if (insist) {
         vt_set_error("cuda: VT_ATTENTION=%s: the driver has no cuTensorMapEncodeTiled (TMA)", env);
         return false;
     }
-    if (att != ATT_FA2) {
-        const int smem = (int)attention_wgmma_smem_bytes();
-        CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<__half, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<__half, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<__nv_bfloat16, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<__nv_bfloat16, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    }
+    if (att_wgmma && !(allow_attention_wgmma_smem<__half>() && allow_attention_wgmma_smem<__nv_bfloat16>())) return false;
     return true;
 }
 
@@ -1932,7 +1928,7 @@ bool cuda_backend::run_node(graph_state * s, size_t i, vt_tensor * t) {
         case VT_OP_ADD_ROWS:   return launch_add_rows(lc, t);
         case VT_OP_LAYER_NORM:
             return p.quantize_out ? launch_layer_norm(lc, t, s->fp8_x, s->fp8_scale) : launch_layer_norm(lc, t);
-        case VT_OP_ATTENTION:  return launch_attention(lc, t, att);
+        case VT_OP_ATTENTION:  return launch_attention(lc, t, att_wgmma, att_opts);
         case VT_OP_LOG_MEL:    return launch_log_mel(lc, t, mel_tab, s->mel_max, s->mel_ranges);
         case VT_OP_AVG_POOL2: case VT_OP_RMS_NORM: case VT_OP_SWIGLU: case VT_OP_STACK: case VT_OP_ROPE_QK: case VT_OP_RELU: case VT_OP_SILU: case VT_OP_SILU_MUL:
             return launch_projector_op(lc, t);

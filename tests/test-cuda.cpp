@@ -96,10 +96,11 @@ backend_ptr cuda_backend(vt_type type) {
 }
 
 // The attention kernels of the CUDA backend (vt-cuda.cu): wgmma on compute capability 9.0
-// (wgmma-nopp: without its ping-pong; wgmma-1tile: a block per work tile, not persistent),
-// fa2 everywhere. VT_ATTENTION is read when a backend starts.
-const char * const ATT_KERNELS[] = {"wgmma", "wgmma-nopp", "wgmma-1tile", "fa2"};
-const int N_ATT_KERNELS = 4;
+// (its tile height by the wave rule; wgmma-128 / wgmma-192: 2 or 3 consumer warpgroups
+// always; wgmma-nopp: without its ping-pong; wgmma-1tile: a block per work tile, not
+// persistent), fa2 everywhere. VT_ATTENTION is read when a backend starts.
+const char * const ATT_KERNELS[] = {"wgmma", "wgmma-128", "wgmma-192", "wgmma-nopp", "wgmma-1tile", "fa2"};
+const int N_ATT_KERNELS = 6;
 
 // A backend whose attention runs `kernel`; null (the test says so) when this device has no
 // such kernel (wgmma off cc 9.0). Any other failure to start fails the test.
@@ -492,6 +493,7 @@ TEST_CASE("cuda attention: fused QKV views, any T, masked tails" * doctest::skip
         {2, 127, 2, true, 1.0f},
         {3, 128, 1, true, 1.0f},     // one whole wgmma tile
         {1, 129, 2, true, 3.0f},     // sharp softmax; one key past a tile
+        {1, 193, 2, true, 1.0f},     // one query past a 192-row tile
         {2, 100, 2, false, 1.0f},    // separate contiguous q, k, v
         {3, 515, 2, true, 1.0f},     // 5 wgmma key tiles: the 3-stage ring wraps
         {2, 1500, 4, true, 1.0f},    // a padded window

@@ -21,6 +21,9 @@
 #                                  CUPTI through torch.profiler; TIMELINE_DTYPES, TIMELINE_BATCHES),
 #                                  "compile" large-v3 bf16 at batch 32 beside torch.compile
 #                                  (max-autotune, no CUDA graphs; about 4 min of autotuning),
+#                                  "ncu" Nsight Compute on one launch of NCU_KERNELS' kernels
+#                                  (NCU_DTYPE, NCU_BATCH, NCU_ATTENTION: VT_ATTENTION values;
+#                                  about 1 min),
 #                                  "transcripts" real base's embeddings of the spoken clips
 #                                  in f16/bf16/fp8, decoded afterwards on the CPU by
 #                                  tests/gpu/transcripts.py; "towerbench" the eleven audio-LLM towers at
@@ -108,6 +111,29 @@ has compile && mkdir -p "$OUT/compile" && python3 tests/gpu/compare.py --sizes l
     --out "$OUT/compile" 2>&1 | tee "$OUT/compile.log" | grep -v "^|"
 has timeline && python3 tests/gpu/timeline.py --dtypes "${TIMELINE_DTYPES:-bf16,fp8}" --batches "${TIMELINE_BATCHES:-1,32}" \
     --out "$OUT" 2>&1 | tee "$OUT/timeline.log" | grep -v "^|"
+# "ncu": Nsight Compute on one launch of each kernel of NCU_KERNELS (regexes on the demangled
+# names, no spaces) in large-v3's forward (./bench, NCU_DTYPE: fp8 runs both default kernels,
+# NCU_BATCH, NCU_ATTENTION as VT_ATTENTION), past the warm-up's
+# launches: its speed of light, occupancy, warp states and scheduler printed, the report under
+# $OUT/ncu.tar.xz (ncu serialises kernels and replays each section: a few seconds a launch)
+if has ncu; then
+    model=build/large-v3-random.gguf
+    [ -f $model ] || python3 convert/convert-hf-to-gguf.py --random large-v3 -o $model --outtype f16 2>/dev/null
+    mkdir -p "$OUT/ncu"
+    for k in ${NCU_KERNELS:-attention_wgmma quantize_rows_kernel<.*true>}; do
+        for va in ${NCU_ATTENTION:-default}; do
+            tag=$(echo "$k" | tr -c 'A-Za-z0-9_\n' _)-$va-${NCU_DTYPE:-fp8}-b${NCU_BATCH:-32}
+            ( [ "$va" = default ] || export VT_ATTENTION=$va
+              ncu --set full --kernel-name-base demangled -k "regex:$k" --launch-skip 40 --launch-count 1 -f -o "$OUT/ncu/$tag" \
+                  ./bench -m $model --device cuda --dtype "${NCU_DTYPE:-fp8}" -b "${NCU_BATCH:-32}" -n 2 >"$OUT/ncu/$tag.log" 2>&1 ) ||
+                { echo "ncu $tag failed:"; tail -n 5 "$OUT/ncu/$tag.log"; continue; }
+            ncu --import "$OUT/ncu/$tag.ncu-rep" --page details --section SpeedOfLight --section Occupancy \
+                --section WarpStateStats --section SchedulerStats --section LaunchStats 2>&1 | tee "$OUT/ncu/$tag.txt" |
+                grep -E "^  [a-z_]+.*\(|Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|Issued Warp|No Eligible|Eligible Warps"
+        done
+    done
+    (cd "$OUT" && tar -cJf ncu.tar.xz ncu && rm -r ncu)
+fi
 # "beforeafter": ./main of the carried before tree and of this one, interleaved on the same inputs
 has beforeafter && python3 tests/gpu/before-after.py --before build/before --sizes "${BA_SIZES:-base}" --cases "${BA_CASES:-pooled}" \
     --out "$OUT" 2>&1 | tee "$OUT/before-after.log" | grep -v "^|"
