@@ -15,8 +15,8 @@
 //   layer_norm  layer_norm_vec_kernel: a warp per row (per 4 rows for many rows), 16-byte loads,
 //               the rows in registers, two-pass f32 statistics (layer_norm_kernel for the odd shapes)
 //   attention   on compute capability 9.0 (H100/H200): attention_wgmma_kernel, FlashAttention-3
-//               style: a TMA producer warpgroup fills a 3-stage K/V ring (mbarriers), two or
-//               three consumer warpgroups of 64 query rows (by the last wave's fill) run
+//               style: a TMA producer warpgroup fills a 3-stage K/V ring (mbarriers), two
+//               consumer warpgroups of 64 query rows (three: VT_ATTENTION=wgmma-192) run
 //               S = Q K^T and O += P V on wgmma (P from registers), the softmax of one key
 //               tile beside the P V of the last.
 //               Elsewhere (and with VT_ATTENTION=fa2): attention_kernel, FlashAttention-2
@@ -36,8 +36,8 @@
 // Environment: VT_ATTENTION=fa2 runs attention_kernel on every device (to compare, or as a
 // fallback); VT_ATTENTION=wgmma insists on attention_wgmma_kernel (the backend does not start
 // off cc 9.0), wgmma-nopp the same without its ping-pong between consumers, wgmma-1tile with
-// a block per work tile instead of persistent blocks, wgmma-128 / wgmma-192 with 2 / 3
-// consumers (128 / 192 query rows a tile) whatever the shape (all to measure what they bring);
+// a block per work tile instead of persistent blocks, wgmma-128 (the default's 2 consumers) /
+// wgmma-192 with 3 consumers (192 query rows a tile; all to measure what they bring);
 // unset: wgmma on cc 9.0 when the build has sm_90a code (the Makefile's and CMake's do),
 // fa2 elsewhere. Read when a backend starts. WHISPER_AUDIO_CUBLASLT and
 // WHISPER_AUDIO_NVIDIA_LIB_DIRS: where cuBLASLt is looked for ("the CUDA libraries, found at run
@@ -1338,7 +1338,7 @@ bool cuda_backend::init(int dev, vt_type type, bool fp8_gemms) {
         att_wgmma = true;
         att_opts.pp = want != "wgmma-nopp";
         att_opts.one_tile = want == "wgmma-1tile";
-        att_opts.consumers = want == "wgmma-128" ? 2 : want == "wgmma-192" ? 3 : 0;
+        att_opts.consumers = want == "wgmma-192" ? 3 : 2;
     } else if (insist) {
         vt_set_error("cuda: VT_ATTENTION=%s: the driver has no cuTensorMapEncodeTiled (TMA)", env);
         return false;
