@@ -33,7 +33,8 @@
 //       next work tile's Q may land while this one finishes.
 //   Why 3 consumers (opt-in, VT_ATTENTION=wgmma-192, not yet timed on a GPU): at head_dim 64
 //   a key tile's softmax (an exp2 per score) costs about what its two GEMMs cost, so with 2
-//   consumers the tensor cores wait whenever both are in their softmax; a third keeps them busier (FlashAttention-3 runs head_dim 64 with 192-row tiles).
+//   consumers the tensor cores wait whenever both are in their softmax; a third keeps them
+//   busier (FlashAttention-3 runs head_dim 64 with 192-row tiles).
 //   It costs registers (160 a consumer thread instead of 240) and wider tiles, which leave more
 //   of the last wave idle when there are few (batch 1).
 //   Barriers (mbarrier, one phase per use, waited on by parity): q_full (TMA bytes of Q),
@@ -369,11 +370,10 @@ static bool make_attention_map(CUtensorMap * map, const vt_tensor * x, int n_ctx
 }
 
 // How a call runs attention_wgmma_kernel (VT_ATTENTION, read at init): ping-pong or not,
-// persistent or a block per work tile, and its consumers. 3 consumers (VT_ATTENTION=wgmma-192)
-// are opt-in until a GPU has timed them against 2: issue 29's session of 2026-12-06 (evening)
-// built them and got no device; the rule it would then use (the branch attention-3wg): 3 unless
-// the last wave leaves more query rows on the busiest block than 2 do (ceil(tiles / SMs) tiles
-// of 64 NC rows: large-v3 on 132 SMs, 2 at batch 1, 3 from batch 8).
+// persistent or a block per work tile, and its consumers. 3 (VT_ATTENTION=wgmma-192) stay
+// opt-in until a GPU has timed them against 2 (issue 29). The rule proposed for then: 3 unless
+// the busiest block gets more query rows than with 2 (ceil(tiles / SMs) tiles of 64 NC rows;
+// large-v3 on 132 SMs: 2 at batch 1, 3 from batch 8).
 struct att_wgmma_opts {
     bool pp = true, one_tile = false;
     int consumers = 2;
