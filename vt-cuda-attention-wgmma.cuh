@@ -4,8 +4,8 @@
 #pragma once
 
 // attention_wgmma_kernel: the same op as attention_kernel, for Hopper (sm_90a): wgmma, TMA and
-// mbarriers in FlashAttention-3's structure. NC consumer warpgroups of 64 query rows each (2, or
-// 3 with VT_ATTENTION=wgmma-192: att_wgmma_opts). Work tile: (64 NC queries, head, window), n_work =
+// mbarriers in FlashAttention-3's structure. NC consumer warpgroups of 64 query rows each (2 or 3:
+// see the launcher for which). Work tile: (64 NC queries, head, window), n_work =
 // ceil(n_ctx / 64 NC) * n_head * B of them, numbered query tile fastest (neighbouring blocks
 // share a head's K/V in L2). Persistent: grid = min(n_work, SMs) blocks of 128 (NC + 1) threads
 // = NC + 1 warpgroups, one block per SM; block i takes work tiles i, i + grid, ... (a grid of
@@ -31,10 +31,9 @@
 //       one's softmax runs while another's GEMMs hold the tensor cores.
 //       O goes from registers straight to global memory (normalised, 4-byte pairs), so the
 //       next work tile's Q may land while this one finishes.
-//   Why 3 consumers (opt-in, VT_ATTENTION=wgmma-192, not yet timed on a GPU): at head_dim 64
-//   a key tile's softmax (an exp2 per score) costs about what its two GEMMs cost, so with 2
-//   consumers the tensor cores wait whenever both are in their softmax; a third keeps them
-//   busier (FlashAttention-3 runs head_dim 64 with 192-row tiles).
+//   Why 3 consumers: at head_dim 64 a key tile's softmax (an exp2 per score) costs about what
+//   its two GEMMs cost, so with 2 consumers the tensor cores wait whenever both are in their
+//   softmax; a third keeps them busier (FlashAttention-3 runs head_dim 64 with 192-row tiles).
 //   It costs registers (160 a consumer thread instead of 240) and wider tiles, which leave more
 //   of the last wave idle when there are few (batch 1).
 //   Barriers (mbarrier, one phase per use, waited on by parity): q_full (TMA bytes of Q),
@@ -370,14 +369,20 @@ static bool make_attention_map(CUtensorMap * map, const vt_tensor * x, int n_ctx
 }
 
 // How a call runs attention_wgmma_kernel (VT_ATTENTION, read at init): ping-pong or not,
-// persistent or a block per work tile, and its consumers. 3 (VT_ATTENTION=wgmma-192) stay
-// opt-in until a GPU has timed them against 2 (issue 29). The rule proposed for then: 3 unless
-// the busiest block gets more query rows than with 2 (ceil(tiles / SMs) tiles of 64 NC rows;
-// large-v3 on 132 SMs: 2 at batch 1, 3 from batch 8).
+// persistent or a block per work tile, and its consumers (0: by attention_wgmma_consumers).
 struct att_wgmma_opts {
     bool pp = true, one_tile = false;
-    int consumers = 2;
+    int consumers = 0;
 };
+
+// 3 consumers (192-row tiles, the faster tile) unless that leaves the last wave emptier than 2
+// do: the cost of a tiling is the query rows of its busiest block, ceil(tiles / SMs) tiles of
+// 64 NC rows. large-v3 (1500 rows, 20 heads, 132 SMs): 2 at batch 1 (4 against 6), 3 from
+// batch 8 on.
+static int attention_wgmma_consumers(int n_ctx, int n_head, int B, int n_sm) {
+    auto busiest_rows = [&](int nc) { return ceil_div(ceil_div(n_ctx, 64 * nc) * n_head * B, n_sm) * 64 * nc; };
+    return busiest_rows(3) <= busiest_rows(2) ? 3 : 2;
+}
 
 template <typename T, bool PP, int NC>
 static bool launch_attention_wgmma_nc(const launch_ctx & lc, vt_tensor * t, bool one_tile, bool * launched) {
@@ -404,7 +409,9 @@ static bool launch_attention_wgmma_nc(const launch_ctx & lc, vt_tensor * t, bool
 template <typename T>
 static bool launch_attention_wgmma(const launch_ctx & lc, vt_tensor * t, att_wgmma_opts opt, bool * launched) {
     *launched = false;
-    if (opt.consumers == 3) return opt.pp ? launch_attention_wgmma_nc<T, true, 3>(lc, t, opt.one_tile, launched)
+    const int nc = opt.consumers ? opt.consumers
+                                 : attention_wgmma_consumers((int)t->src[0]->ne[1], t->iparams[0], (int)t->src[0]->ne[2], lc.n_sm);
+    if (nc == 3) return opt.pp ? launch_attention_wgmma_nc<T, true, 3>(lc, t, opt.one_tile, launched)
                                : launch_attention_wgmma_nc<T, false, 3>(lc, t, opt.one_tile, launched);
     return opt.pp ? launch_attention_wgmma_nc<T, true, 2>(lc, t, opt.one_tile, launched)
                   : launch_attention_wgmma_nc<T, false, 2>(lc, t, opt.one_tile, launched);

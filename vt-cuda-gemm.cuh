@@ -253,13 +253,24 @@ __device__ __forceinline__ uint2 e4m3x8(const float (&f)[8], float inv) {
 
 static const float E4M3_MAX = 448.0f;   // e4m3's largest finite value
 
+// GELU's tanh form, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), the tanh on the MUFU:
+// the form cuBLASLt's epilogue gives f16/bf16 fc1 (cuda_backend::plan_linear), here for FP8's fc1,
+// whose output e4m3 then rounds to 2^-4 relative; the form's departure from erf (at most 4.7e-4)
+// and the MUFU's 2^-11 vanish in that. 6 instructions to gelu_erf's 16, which made the GELU pass
+// issue-bound (ncu, issue 29); this pass was 15.0 ms of 108.5 at large-v3's batch 32 with it.
+__device__ __forceinline__ float gelu_tanh(float x) {
+    const float u = x * fmaf(0.0356774081f, x * x, 0.7978845608f);   // sqrt(2 / pi) (x + 0.044715 x^3)
+    const float h = 0.5f * x;
+    return fmaf(h, tanh_approx(u), h);
+}
+
 // quantize_rows_kernel: each row of x [n_rows, K] (T) to FP8 e4m3 with a scale of its own,
 //   for the FP8 GEMMs (vt_backend_params.fp8): scale[r] = max_c |x[r, c]| / 448 (e4m3's
 //   largest finite value; 1 for an all-zero row), q[r, c] = e4m3(x[r, c] / scale[r]),
 //   rounded to nearest even and saturated (e4m3x8). The same kernel quantizes the weights at load
 //   (a row is an output channel) and the activations before each GEMM (a row is a token).
-//   GELU: x is a GEMM's output without its bias (may be null); the row becomes gelu(x + bias) first (fc1's
-//   epilogue fused with fc2's quantization: the f16/bf16 row is never written).
+//   GELU: x is a GEMM's output without its bias (may be null); the row becomes gelu_tanh(x + bias) first
+//   (fc1's epilogue fused with fc2's quantization: the f16/bf16 row is never written).
 //   A block of QUANT_THREADS per row; thread t holds the 8-element vectors t, t + 128, ...
 //   (VPL of them) in registers: one read of x, one write of q. Needs K % 16 == 0 (checked
 //   where the plan is made) and K <= 8 * QUANT_THREADS * VPL.
@@ -288,7 +299,7 @@ quantize_rows_kernel(__nv_fp8_storage_t * __restrict__ q, float * __restrict__ s
             }
 #pragma unroll
             for (int e = 0; e < 8; e++) {
-                if constexpr (GELU) v[j][e] = gelu_erf(v[j][e] + bv[e]);
+                if constexpr (GELU) v[j][e] = gelu_tanh(v[j][e] + bv[e]);
                 amax = fmaxf(amax, fabsf(v[j][e]));
             }
         }

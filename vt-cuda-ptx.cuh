@@ -2,7 +2,7 @@
 // CUDA C++ has no portable spelling for. Included by vt-cuda.cu after its utilities (not a
 // standalone header).
 //
-//   sm_80+   ex2.approx, cp.async (global -> shared without registers), ldmatrix (8x8 tiles
+//   sm_80+   ex2.approx, tanh.approx, cp.async (global -> shared without registers), ldmatrix (8x8 tiles
 //            from shared memory into the mma fragment layout), mma.sync m16n8k16
 //   sm_90a   mbarrier, TMA (cp.async.bulk.tensor), wgmma (warpgroup MMA), setmaxnreg, named
 //            barriers: compiled in the sm_90a pass only (VT_SM90A)
@@ -16,6 +16,13 @@
 __device__ __forceinline__ float exp2_ftz(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// tanh(x) on the special-function unit (sm_75+), relative error about 2^-11
+__device__ __forceinline__ float tanh_approx(float x) {
+    float y;
+    asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
 }
 

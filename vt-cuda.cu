@@ -4,19 +4,19 @@
 // CUDA graph and replayed by later vt_backend_compute calls):
 //
 //   linear      cuBLASLt GEMM (f32 compute), bias in its BIAS epilogue, residual as
-//               beta = 1 with C = residual; exact-erf GELU as one elementwise pass after it;
+//               beta = 1 with C = residual, fc1's bias and GELU (tanh form) in its epilogue;
 //               the algorithm timed among the heuristic's best 8 at alloc_graph (tune_gemm;
 //               VT_GEMM_TUNE=0 keeps the heuristic's first). FP8 mode
 //               (vt_backend_params.fp8, weights flagged vt_set_fp8): e4m3 operands, the
 //               input quantized per row by quantize_rows_kernel, or by the LayerNorm or fc1's
-//               GELU epilogue before it (plan_fp8), per-channel x per-token scales in cuBLASLt
+//               GELU (tanh form) before it (plan_fp8), per-channel x per-token scales in cuBLASLt
 //   conv1d_k3   im2col_k3_kernel (on device, any input strides and type) + cuBLASLt GEMM,
 //               then epilogue_kernel: bias + exact GELU + the positional add, in f32
 //   layer_norm  layer_norm_vec_kernel: a warp per row (per 4 rows for many rows), 16-byte loads,
 //               the rows in registers, two-pass f32 statistics (layer_norm_kernel for the odd shapes)
 //   attention   on compute capability 9.0 (H100/H200): attention_wgmma_kernel, FlashAttention-3
-//               style: a TMA producer warpgroup fills a 3-stage K/V ring (mbarriers), two
-//               consumer warpgroups of 64 query rows (three: VT_ATTENTION=wgmma-192) run
+//               style: a TMA producer warpgroup fills a 3-stage K/V ring (mbarriers), two or
+//               three consumer warpgroups of 64 query rows (by the last wave's fill) run
 //               S = Q K^T and O += P V on wgmma (P from registers), the softmax of one key
 //               tile beside the P V of the last.
 //               Elsewhere (and with VT_ATTENTION=fa2): attention_kernel, FlashAttention-2
@@ -36,8 +36,8 @@
 // Environment: VT_ATTENTION=fa2 runs attention_kernel on every device (to compare, or as a
 // fallback); VT_ATTENTION=wgmma insists on attention_wgmma_kernel (the backend does not start
 // off cc 9.0), wgmma-nopp the same without its ping-pong between consumers, wgmma-1tile with
-// a block per work tile instead of persistent blocks, wgmma-128 (the default's 2 consumers) /
-// wgmma-192 with 3 consumers (192 query rows a tile; all to measure what they bring);
+// a block per work tile instead of persistent blocks, wgmma-128 / wgmma-192 with 2 / 3
+// consumers (128 / 192 query rows a tile) whatever the shape (all to measure what they bring);
 // unset: wgmma on cc 9.0 when the build has sm_90a code (the Makefile's and CMake's do),
 // fa2 elsewhere. Read when a backend starts. WHISPER_AUDIO_CUBLASLT and
 // WHISPER_AUDIO_NVIDIA_LIB_DIRS: where cuBLASLt is looked for ("the CUDA libraries, found at run
@@ -1338,7 +1338,7 @@ bool cuda_backend::init(int dev, vt_type type, bool fp8_gemms) {
         att_wgmma = true;
         att_opts.pp = want != "wgmma-nopp";
         att_opts.one_tile = want == "wgmma-1tile";
-        att_opts.consumers = want == "wgmma-192" ? 3 : 2;
+        att_opts.consumers = want == "wgmma-128" ? 2 : want == "wgmma-192" ? 3 : 0;
     } else if (insist) {
         vt_set_error("cuda: VT_ATTENTION=%s: the driver has no cuTensorMapEncodeTiled (TMA)", env);
         return false;
@@ -1540,8 +1540,10 @@ bool cuda_backend::plan_linear(vt_tensor * t, node_plan & p, const graph_state *
     // float64's exact-GELU model than the pass (H100, tests/gpu/parity.py, issue 29: base and
     // large-v3 0.81-0.96x transformers' own error, the exact pass 0.84-0.97x); likely because the
     // epilogue applies GELU to the f32 accumulator where the pass read back the product rounded to
-    // f16/bf16, a rounding larger than tanh's departure from erf (at most 4.7e-4, at x = -2.7). The rest (a GELU linear with a residual; FP8, whose GELU is fused into
-    // fc2's quantization) is a plain GEMM, then epilogue_kernel (f32 bias, exact GELU, residual).
+    // f16/bf16, a rounding larger than tanh's departure from erf (at most 4.7e-4, at x = -2.7).
+    // FP8's fc1 is a plain GEMM whose bias and GELU (the same tanh form) fc2's quantization
+    // applies (quantize_rows_kernel); the rest (a GELU linear with a residual, an FP8 fc1 whose
+    // output is also read elsewhere) a plain GEMM, then epilogue_kernel (f32 bias, exact GELU, residual).
     const bool lt_gelu = act == VT_ACT_GELU && !res && !p.fp8 && !p.quantize_out && (!b || shadow.count(b));
     const void * lt_bias = nullptr;
     if ((act == VT_ACT_NONE || lt_gelu) && b) {

@@ -96,8 +96,8 @@ backend_ptr cuda_backend(vt_type type) {
 }
 
 // The attention kernels of the CUDA backend (vt-cuda.cu): wgmma on compute capability 9.0
-// (2 consumer warpgroups, 128-row tiles; wgmma-128 the same by name, wgmma-192: 3 consumer
-// warpgroups; wgmma-nopp: without its ping-pong; wgmma-1tile: a block per work tile, not
+// (its tile height by the wave rule; wgmma-128 / wgmma-192: 2 or 3 consumer warpgroups
+// always; wgmma-nopp: without its ping-pong; wgmma-1tile: a block per work tile, not
 // persistent), fa2 everywhere. VT_ATTENTION is read when a backend starts.
 const char * const ATT_KERNELS[] = {"wgmma", "wgmma-128", "wgmma-192", "wgmma-nopp", "wgmma-1tile", "fa2"};
 const int N_ATT_KERNELS = 6;
