@@ -376,13 +376,17 @@ struct att_wgmma_opts {
     int consumers = 0;
 };
 
-// 3 consumers (192-row tiles, the faster tile) unless that leaves the last wave emptier than 2
-// do: the cost of a tiling is the query rows of its busiest block, ceil(tiles / SMs) tiles of
-// 64 NC rows. large-v3 (1500 rows, 20 heads, 132 SMs): 2 at batch 1 (4 against 6), 3 from
-// batch 8 on.
+// 3 consumers (192-row tiles) unless the last wave makes them slower than 2: a tiling's time is
+// the query rows of its busiest block, ceil(tiles / SMs) tiles of 64 NC rows, over its speed a
+// row. 192-row tiles run ATT_WG_192_SPEEDUP times faster a row: H100, large-v3 at batch 32,
+// 477 against 424 TFLOP/s with 7488 against 7552 rows on the busiest block (issue 29,
+// 2026-12-07). large-v3 on 132 SMs: 2 at batches 1 and 2 (batch 1: 256 rows against 384,
+// measured 303 against 240 TFLOP/s), 3 from batch 3 on.
+static const double ATT_WG_192_SPEEDUP = 1.11;   // 477 / 424 x 7488 / 7552
+
 static int attention_wgmma_consumers(int n_ctx, int n_head, int B, int n_sm) {
     auto busiest_rows = [&](int nc) { return ceil_div(ceil_div(n_ctx, 64 * nc) * n_head * B, n_sm) * 64 * nc; };
-    return busiest_rows(3) <= busiest_rows(2) ? 3 : 2;
+    return busiest_rows(3) <= ATT_WG_192_SPEEDUP * busiest_rows(2) ? 3 : 2;
 }
 
 template <typename T, bool PP, int NC>
