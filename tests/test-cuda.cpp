@@ -14,7 +14,8 @@
 //
 // VT_CUDA_BENCH=1 build/test-all -tc="cuda bench*" times attention (both kernels side by
 // side), layer_norm, the GEMMs and one large-v3-sized layer (see tests/gpu/run-tests.sh);
-// VT_CUDA_BENCH=attention, the attention only (tests/gpu/attention.py: beside torch).
+// VT_CUDA_BENCH=attention, the attention only (tests/gpu/attention.py: beside torch);
+// VT_CUDA_BENCH_BATCHES=1,6,30 sets the attention's batches (1, 8, 16, 32 unset).
 #include <doctest/doctest.h>
 
 #include "test-util.h"
@@ -905,6 +906,22 @@ bool bench_enabled() { return getenv("VT_CUDA_BENCH") != nullptr; }
 // VT_CUDA_BENCH=attention: the attention timings only
 bool bench_all() { const char * e = getenv("VT_CUDA_BENCH"); return e && std::string(e) != "attention"; }
 
+// VT_CUDA_BENCH_BATCHES=1,6,30: the attention benchmark's batches (1, 8, 16, 32 unset); empty
+// when the list is not batches from 1 to 256 separated by commas
+std::vector<int> bench_batches() {
+    const char * e = getenv("VT_CUDA_BENCH_BATCHES");
+    if (!e) return {1, 8, 16, 32};
+    std::vector<int> v;
+    for (const char * p = e;;) {
+        char * end = nullptr;
+        const long b = strtol(p, &end, 10);
+        if (end == p || b < 1 || b > 256 || (*end != ',' && *end != '\0')) return {};
+        v.push_back((int)b);
+        if (*end == '\0') return v;
+        p = end + 1;
+    }
+}
+
 } // namespace
 
 TEST_CASE("cuda bench: attention, layer_norm, GEMMs, one large layer" * doctest::skip(no_gpu())) {
@@ -917,7 +934,10 @@ TEST_CASE("cuda bench: attention, layer_norm, GEMMs, one large layer" * doctest:
         {
             backend_ptr att[N_ATT_KERNELS];
             for (int i = 0; i < N_ATT_KERNELS; i++) att[i] = cuda_backend_att(ct, ATT_KERNELS[i]);
-            for (int B : {1, 8, 16, 32}) {
+            const std::vector<int> batches = bench_batches();
+            REQUIRE_MESSAGE(!batches.empty(), "VT_CUDA_BENCH_BATCHES=" << getenv("VT_CUDA_BENCH_BATCHES")
+                                                  << ": batches from 1 to 256 separated by commas (1,6,30)");
+            for (int B : batches) {
                 const int T = 1500, H = 20, D = 64 * H;
                 const std::vector<float> qkv = rand_fast((size_t)B * T * 3 * D, 50 + B, 1.5f);
                 builder build = [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {

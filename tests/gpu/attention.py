@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Attention speed beside torch: large-v3's shape (T 1500, 20 heads, head_dim 64, non-causal),
-B 1 and 32, f16 and bf16.
+B 1 and 32 (--batches), f16 and bf16.
 
 torch's scaled_dot_product_attention runs with the flash backend and with the cuDNN backend,
 each on its own (torch.nn.attention.sdpa_kernel; a backend torch cannot run here is reported
@@ -9,8 +9,9 @@ build/test-all's attention benchmark (VT_CUDA_BENCH=attention, our kernels: wgmm
 library runs it, wgmma held to 128-row or 192-row tiles (2 or 3 consumer warpgroups), wgmma
 without its ping-pong between consumers, wgmma with a block per work tile instead of
 persistent blocks, and fa2; tests/test-cuda.cpp) runs on the same shapes, and one table holds everything, in ms and
-TFLOP/s (4 B H T^2 64 FLOPs).
-    python3 tests/gpu/attention.py [--bin build/test-all]
+TFLOP/s (4 B H T^2 64 FLOPs). The "ours (wgmma)" column is the tile the library's rule picks;
+beside the 128-row and 192-row columns it shows whether the rule picked the faster.
+    python3 tests/gpu/attention.py [--bin build/test-all] [--batches 1,6,30]
 """
 import argparse
 import os
@@ -20,7 +21,6 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 T, H, D = 1500, 20, 64
-BATCHES = (1, 32)
 DTYPES = ("f16", "bf16")
 
 
@@ -63,9 +63,9 @@ def time_torch(backend_name, B, dtype_name, reps=20, warmup=5):
     return times[len(times) // 2]
 
 
-def run_ours(binary):
+def run_ours(binary, batches):
     """{(dtype, B): {"wgmma": ms or None, "wgmma-nopp": ..., "fa2": ...}} from test-all's benchmark lines."""
-    env = dict(os.environ, VT_CUDA_BENCH="attention", WA_REQUIRE_GPU="1")
+    env = dict(os.environ, VT_CUDA_BENCH="attention", VT_CUDA_BENCH_BATCHES=",".join(map(str, batches)), WA_REQUIRE_GPU="1")
     r = subprocess.run([binary, "-tc=cuda bench*"], capture_output=True, text=True, env=env, cwd=ROOT)
     if r.returncode != 0:
         print(f"{binary} failed (rc {r.returncode}):\n{r.stdout[-3000:]}{r.stderr[-2000:]}")
@@ -91,13 +91,20 @@ def cell(ms, B):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join(ROOT, "build/test-all"))
+    ap.add_argument("--batches", default="1,32", help="comma-separated batches, 1 to 256")
     args = ap.parse_args()
+    try:
+        batches = [int(b) for b in args.batches.split(",")]
+    except ValueError:
+        batches = []
+    if not batches or any(b < 1 or b > 256 for b in batches):
+        ap.error(f"--batches {args.batches!r}: batches from 1 to 256 separated by commas (1,6,30)")
 
     import torch
     print(f"attention: {torch.cuda.get_device_name()}, torch {torch.__version__}, T {T}, {H} heads, head_dim {D}")
     torch_ms = {}
     for dt in DTYPES:
-        for B in BATCHES:
+        for B in batches:
             for be in ("FLASH_ATTENTION", "CUDNN_ATTENTION"):
                 r = time_torch(be, B, dt)
                 if isinstance(r, str):
@@ -105,14 +112,14 @@ def main():
                 torch_ms[(dt, B, be)] = r
     torch.cuda.empty_cache()
 
-    ours = run_ours(args.bin)
+    ours = run_ours(args.bin, batches)
 
     print()
     print("attention (ms, TFLOP/s; T 1500, 20 heads, head_dim 64, non-causal):")
     print("| shape | dtype | ours (wgmma) | ours (fa2) | torch flash | torch cuDNN | wgmma 128 rows | wgmma 192 rows | "
           "wgmma, no ping-pong | wgmma, a block a tile |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for B in BATCHES:
+    for B in batches:
         for dt in DTYPES:
             o = ours.get((dt, B), {})
             print(f"| B {B} T {T} H {H} | {dt} | {cell(o.get('wgmma'), B)} | {cell(o.get('fa2'), B)} | "

@@ -16,7 +16,8 @@
 #                                  5 s, base and large-v3, pooled, and full f32/f16 rows
 #                                  against dd's disk bandwidth; E2E_ROWS='mp3:*,...' picks
 #                                  rows; about 4 min of device time), "attention" our attention
-#                                  kernels beside torch's flash and cuDNN attention, "timeline"
+#                                  kernels beside torch's flash and cuDNN attention (ATTENTION_BATCHES,
+#                                  default 1,32), "timeline"
 #                                  one replay's kernels and gaps, by kind (tests/gpu/timeline.py:
 #                                  CUPTI through torch.profiler; TIMELINE_DTYPES, TIMELINE_BATCHES),
 #                                  "compile" large-v3 bf16 at batch 32 beside torch.compile
@@ -143,7 +144,7 @@ has init && python3 tests/gpu/init-bench.py $([ -x build/before/main ] && echo -
 has inittrace && python3 tests/gpu/init-trace.py --out "$OUT" 2>&1 | tee "$OUT/init-trace.log" | grep -v "^|"
 has stages && python3 tests/gpu/stages.py 2>&1 | tee "$OUT/stages.log"
 has e2e && python3 tests/gpu/e2e.py --sizes "${E2E_SIZES:-base,large-v3}" --out "$OUT" ${E2E_ARGS:-} 2>&1 | tee "$OUT/e2e.log" | grep -v "^|"
-has attention && python3 tests/gpu/attention.py 2>&1 | tee "$OUT/attention.log" | grep -v "^|"
+has attention && python3 tests/gpu/attention.py --batches "${ATTENTION_BATCHES:-1,32}" 2>&1 | tee "$OUT/attention.log" | grep -v "^|"
 has towerbench && python3 tests/gpu/tower-bench.py --out "$OUT" 2>&1 | tee "$OUT/towerbench.log" | grep -v "^|"
 has serverbench && python3 tests/gpu/server-bench.py --out "$OUT" 2>&1 | tee "$OUT/serverbench.log" | grep -v "^|"
 has wheel && OUT="$OUT" tests/gpu/wheel-cuda.sh 2>&1 | tee "$OUT/wheel.log"
