@@ -370,7 +370,13 @@ def raw_exchange(head, chunks):
                 break
             answer += more
     except (BrokenPipeError, ConnectionResetError):
-        pass
+        # the server answered and closed while a chunk was still going out: the send fails, but
+        # the answer that came before the reset is still queued here (Linux keeps it readable)
+        try:
+            s.settimeout(2)
+            answer += s.recv(4096)
+        except OSError:
+            pass
     s.close()
     return answer
 
