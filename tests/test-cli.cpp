@@ -886,6 +886,7 @@ TEST_CASE("main --list: blanks at the end of a line are part of the file name") 
 
 // ---- corpora (issue 26): bad files skipped, quiet and verbose, positional inputs ---------
 
+#ifdef WHISPER_AUDIO_OGG   // its damaged file is an Ogg Vorbis stream
 namespace {
 
 // speech_16k.ogg with 2000 bytes at 85% of it scrambled: its header reads, and decoding fails
@@ -899,7 +900,6 @@ void write_late_damaged_ogg(const std::string & path) {
 
 } // namespace
 
-#ifdef WHISPER_AUDIO_OGG   // its damaged file is an Ogg Vorbis stream
 TEST_CASE("main --keep-going: a file that fails is reported and skipped, the others written, exit 3; --json lists it") {
     const scratch sd("keepgoing");
     const std::string & d = sd.dir;

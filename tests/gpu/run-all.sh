@@ -113,7 +113,7 @@ has compile && mkdir -p "$OUT/compile" && python3 tests/gpu/compare.py --sizes l
 has timeline && python3 tests/gpu/timeline.py --dtypes "${TIMELINE_DTYPES:-bf16,fp8}" --batches "${TIMELINE_BATCHES:-1,32}" \
     --out "$OUT" 2>&1 | tee "$OUT/timeline.log" | grep -v "^|"
 # "ncu": Nsight Compute on one launch of each kernel of NCU_KERNELS (regexes on the demangled
-# names, no spaces) in large-v3's forward (./bench, NCU_DTYPE: fp8 runs both default kernels,
+# names as ncu writes them, no spaces: template arguments read "(int)5, (bool)1") in large-v3's forward (./bench, NCU_DTYPE: fp8 runs both default kernels,
 # NCU_BATCH, NCU_ATTENTION as VT_ATTENTION), past the warm-up's
 # launches: its speed of light, occupancy, warp states and scheduler printed, the report under
 # $OUT/ncu.tar.xz (ncu serialises kernels and replays each section: a few seconds a launch)
@@ -121,7 +121,7 @@ if has ncu; then
     model=build/large-v3-random.gguf
     [ -f $model ] || python3 convert/convert-hf-to-gguf.py --random large-v3 -o $model --outtype f16 2>/dev/null
     mkdir -p "$OUT/ncu"
-    for k in ${NCU_KERNELS:-attention_wgmma quantize_rows_kernel<.*true>}; do
+    for k in ${NCU_KERNELS:-attention_wgmma quantize_rows_kernel<.*bool.1>}; do
         for va in ${NCU_ATTENTION:-default}; do
             tag=$(echo "$k" | tr -c 'A-Za-z0-9_\n' _)-$va-${NCU_DTYPE:-fp8}-b${NCU_BATCH:-32}
             ( [ "$va" = default ] || export VT_ATTENTION=$va
