@@ -4,7 +4,7 @@ B 1 and 32 (--batches), f16 and bf16.
 
 torch's scaled_dot_product_attention runs with the flash backend and with the cuDNN backend,
 each on its own (torch.nn.attention.sdpa_kernel; a backend torch cannot run here is reported
-and skipped), timed with CUDA events: the median of 20 runs after 5 warm-up runs. Then
+and skipped), timed with CUDA events: the median of 20 runs after 5 warm-up runs and at least 50 ms of them. Then
 build/test-all's attention benchmark (VT_CUDA_BENCH=attention, our kernels: wgmma as the
 library runs it, wgmma held to 128-row or 192-row tiles (2 or 3 consumer warpgroups), wgmma
 without its ping-pong between consumers, wgmma with a block per work tile instead of
@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 T, H, D = 1500, 20, 64
@@ -46,9 +47,13 @@ def time_torch(backend_name, B, dtype_name, reps=20, warmup=5):
     q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
     try:
         with sdpa_kernel([backend]):
-            for _ in range(warmup):
+            # warm-up: `warmup` calls and at least 50 ms of them, so that a call of tens of
+            # microseconds is not timed at the clock the idle GPU dropped to (ours do the same)
+            t0, n = time.perf_counter(), 0
+            while n < warmup or time.perf_counter() - t0 < 0.05:
                 F.scaled_dot_product_attention(q, k, v)
-            torch.cuda.synchronize()
+                torch.cuda.synchronize()
+                n += 1
             times = []
             for _ in range(reps):
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
