@@ -324,26 +324,14 @@ quantize_rows_kernel(__nv_fp8_storage_t * __restrict__ q, float * __restrict__ s
 // The largest K quantize_rows_kernel takes (VPL 8); wider rows keep their GEMM in f16/bf16.
 static const int QUANT_MAX_K = 8 * QUANT_THREADS * 8;
 
-// VPL exactly the row's vectors a thread (as layer_norm_vec_kernel's): a wider instance keeps
-// registers for the vectors it never loads (large-v3's fc1, 5 a thread, took 80 in the 8 instance:
-// 6 blocks an SM, too few loads in flight for DRAM's bandwidth; issue 29)
+// VPL exactly the row's vectors a thread (with_vpl): with 8 for large-v3's fc1 rows (5 a thread)
+// the 80 registers left 6 blocks an SM, too few loads in flight for DRAM's bandwidth (issue 29)
 template <typename T, bool GELU>
 static bool launch_quantize_t(const launch_ctx & lc, void * q, float * scale, const T * x, const float * bias, int64_t rows, int K) {
-    const int vpl = (int)ceil_div(K / 8, QUANT_THREADS);
     __nv_fp8_storage_t * qq = (__nv_fp8_storage_t *)q;
-    const unsigned grid = (unsigned)rows;
-#define QUANT(V) quantize_rows_kernel<T, V, GELU><<<grid, QUANT_THREADS, 0, lc.stream>>>(qq, scale, x, bias, K)
-    switch (vpl) {
-        case 1: QUANT(1); break;
-        case 2: QUANT(2); break;
-        case 3: QUANT(3); break;
-        case 4: QUANT(4); break;
-        case 5: QUANT(5); break;
-        case 6: QUANT(6); break;
-        case 7: QUANT(7); break;
-        default: QUANT(8); break;
-    }
-#undef QUANT
+    with_vpl((int)ceil_div(K / 8, QUANT_THREADS), [&](auto v) {
+        quantize_rows_kernel<T, decltype(v)::value, GELU><<<(unsigned)rows, QUANT_THREADS, 0, lc.stream>>>(qq, scale, x, bias, K);
+    });
     LAUNCH_CHECK("quantize_rows_kernel");
     return true;
 }

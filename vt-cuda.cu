@@ -82,6 +82,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -133,6 +134,23 @@ size_t vt_cuda_bytes_allocated(void) { return g_device_allocated; }
 
 static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static inline size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+// Row kernels keep a row's 8-element vectors in registers, so their count a thread (VPL) is a
+// template argument: launch(std::integral_constant<int, V>()) with V = vpl, from 1 to 8 (more
+// take 8). An instance for every count, since a wider one keeps registers for vectors it never
+// loads (large-v3's fc1 rows, 5 a thread, took 80 registers in the 8 instance; issue 29).
+template <typename Launch> static void with_vpl(int vpl, Launch && launch) {
+    switch (vpl) {
+        case 1: launch(std::integral_constant<int, 1>()); break;
+        case 2: launch(std::integral_constant<int, 2>()); break;
+        case 3: launch(std::integral_constant<int, 3>()); break;
+        case 4: launch(std::integral_constant<int, 4>()); break;
+        case 5: launch(std::integral_constant<int, 5>()); break;
+        case 6: launch(std::integral_constant<int, 6>()); break;
+        case 7: launch(std::integral_constant<int, 7>()); break;
+        default: launch(std::integral_constant<int, 8>()); break;
+    }
+}
 
 // Where a launcher runs: the backend's stream and its device's count of SMs, which sizes the
 // grid-stride launches. The backend's own (backends on different GPUs, started from several
@@ -937,18 +955,9 @@ static void launch_layer_norm_vec(const launch_ctx & lc, int vpl, T * y, const T
                                   int64_t rows, int C, float eps, __nv_fp8_storage_t * q, float * qscale) {
     const int threads = 128;
     const unsigned grid = (unsigned)ceil_div(rows, (int64_t)(threads / 32) * ROWS);
-#define LN_VEC(V) layer_norm_vec_kernel<T, V, ROWS><<<grid, threads, 0, lc.stream>>>(y, x, w, b, rows, C, eps, q, qscale)
-    switch (vpl) {
-        case 1: LN_VEC(1); break;
-        case 2: LN_VEC(2); break;
-        case 3: LN_VEC(3); break;
-        case 4: LN_VEC(4); break;
-        case 5: LN_VEC(5); break;
-        case 6: LN_VEC(6); break;
-        case 7: LN_VEC(7); break;
-        default: LN_VEC(8); break;
-    }
-#undef LN_VEC
+    with_vpl(vpl, [&](auto v) {
+        layer_norm_vec_kernel<T, decltype(v)::value, ROWS><<<grid, threads, 0, lc.stream>>>(y, x, w, b, rows, C, eps, q, qscale);
+    });
 }
 
 template <typename T>
