@@ -886,7 +886,8 @@ double median(std::vector<double> v) {
 
 // Median node times (ms) over `reps` profiles after one warm compute and 50 ms of profiles
 // thrown away: a kernel of tens of microseconds timed right after the set-up's idle host work
-// would otherwise be timed at whatever clock the idle GPU had dropped to; fast random inputs.
+// may find the GPU's clock dropped (batch 1's attention spread 38-49 us for one kernel on
+// 2026-12-07); fast random inputs.
 std::vector<double> bench_graph(vt_backend * be, const builder & build, vt_type ct, int reps = 9) {
     instance gi;
     REQUIRE_MESSAGE(gi.setup(be, build, ct, ct), last_error());

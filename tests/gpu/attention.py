@@ -48,7 +48,7 @@ def time_torch(backend_name, B, dtype_name, reps=20, warmup=5):
     try:
         with sdpa_kernel([backend]):
             # warm-up: `warmup` calls and at least 50 ms of them, so that a call of tens of
-            # microseconds is not timed at the clock the idle GPU dropped to (ours do the same)
+            # microseconds is not timed at a clock the idle GPU may have dropped (ours do the same)
             t0, n = time.perf_counter(), 0
             while n < warmup or time.perf_counter() - t0 < 0.05:
                 F.scaled_dot_product_attention(q, k, v)
