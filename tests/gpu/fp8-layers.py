@@ -15,7 +15,17 @@ embedding: 8.8%); the first block's linears kept in bf16 4.1%; each kind of line
 out, fc1, fc2) kept in bf16 in every block 6.7-8.1%; weights alone in FP8 5.4%, inputs alone
 8.1%. So whisper-audio keeps block 0 in bf16 (whisper-audio.cpp, vt_set_fp8).
 
-    python3 tests/gpu/fp8-layers.py [--clip train] [--out DIR]
+Attention in FP8 too (issue 29's lever for fp8 batch 32; no kernel runs it yet): `attention`
+emulates what an e4m3 attention kernel could do (q and k rows with their own scales, v a scale
+per dimension, P's exponentials rounded a row; see attention()). 2026-12-07, the four clips:
+the shipping rule (block0-bf16) 4.06-4.58%, with attention in FP8 after block 0 as well
+4.21-4.72% (3-7% more); attention in FP8 alone after block 0 1.36-1.69%, in every block
+5.07-6.16% (block 0's attention is as sensitive as its linears). Decoded (tests/gpu/transcripts.py
+on the written embeddings): `train`'s "7" becomes "11" with the shipping rule's emulation (and
+with attention alone in FP8 everywhere), not with attention added after block 0: that clip sits
+at the edge FP8's noise reaches, whichever way the noise falls.
+
+    python3 tests/gpu/fp8-layers.py [--clip train] [--out DIR] [--variants all,block0-bf16,...]
 """
 import argparse
 import math
@@ -71,8 +81,34 @@ def conv_k3(x, w, b, stride):
     return cols.reshape(t_out, -1) @ w.reshape(w.shape[0], -1).T + b
 
 
+def e4m3_cols(x):
+    """Each column scaled to a largest magnitude of 448 and rounded to e4m3; (values, scales)."""
+    q, s = e4m3_rows(x.T)
+    return q.T, s.T
+
+
+def attention(qh, kh, vh, fp8):
+    """One head's softmax(q k^T / sqrt(d)) v, [T, d] each. fp8: as an FP8 attention kernel could run
+    it on e4m3 tensor cores: q and k rows each with their own scale (folded into S's rows and
+    columns), v with a scale per dimension (folded into O's columns), the softmax in full
+    precision and its unnormalised exponentials (at most 1 a row) scaled a row to 448 and
+    rounded to e4m3 for P V; the row sums from the exponentials before rounding."""
+    d = qh.shape[1]
+    if fp8:
+        (q8, sq), (k8, sk) = e4m3_rows(qh), e4m3_rows(kh)
+        s = (q8 @ k8.T) * sq * sk.T / math.sqrt(d)
+    else:
+        s = qh @ kh.T / math.sqrt(d)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    l = e.sum(-1, keepdims=True)
+    if fp8:
+        (p8, sp), (v8, sv) = e4m3_rows(e), e4m3_cols(vh)
+        return (p8 @ v8) * sp * sv / l
+    return (e @ vh) / l
+
+
 def encode(W, n_layer, n_head, mel, fp8_kinds):
-    """fp8_kinds(layer) -> the kinds of linear in FP8 there"""
+    """fp8_kinds(layer) -> the kinds of linear in FP8 there (and "attention": attention in FP8)"""
     x = gelu(conv_k3(mel.T, W["encoder.conv1.weight"], W["encoder.conv1.bias"], 1))
     x = gelu(conv_k3(x, W["encoder.conv2.weight"], W["encoder.conv2.bias"], 2)) + W["encoder.embed_positions.weight"]
     for il in range(n_layer):
@@ -83,10 +119,7 @@ def encode(W, n_layer, n_head, mel, fp8_kinds):
         vv = linear(h, W[p + "self_attn.v_proj.weight"], W[p + "self_attn.v_proj.bias"], "qkv" in q)
         T, D = qq.shape
         qh, kh, vh = (a.reshape(T, n_head, D // n_head).transpose(1, 0, 2) for a in (qq, kk, vv))
-        s = qh @ kh.transpose(0, 2, 1) / math.sqrt(D // n_head)
-        pr = np.exp(s - s.max(-1, keepdims=True))
-        pr /= pr.sum(-1, keepdims=True)
-        o = (pr @ vh).transpose(1, 0, 2).reshape(T, D)
+        o = np.stack([attention(qh[i], kh[i], vh[i], "attention" in q) for i in range(n_head)]).transpose(1, 0, 2).reshape(T, D)
         x = x + linear(o, W[p + "self_attn.out_proj.weight"], W[p + "self_attn.out_proj.bias"], "out" in q)
         h = layer_norm(x, W[p + "final_layer_norm.weight"], W[p + "final_layer_norm.bias"])
         f = gelu(linear(h, W[p + "fc1.weight"], W[p + "fc1.bias"], "fc1" in q))
@@ -99,6 +132,7 @@ def main():
     ap.add_argument("--model", default=os.path.join(ROOT, "build", "carry", "base-f16.gguf"))
     ap.add_argument("--clip", default="train")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "fp8-layers"))
+    ap.add_argument("--variants", default="", help="comma-separated names to run (default: all)")
     args = ap.parse_args()
     if not os.path.exists(args.model):
         sys.exit(f"no {args.model}: tests/gpu/transcripts.py --make-cpu DIR makes it")
@@ -113,7 +147,15 @@ def main():
         "block0-bf16": lambda il: set() if il == 0 else KINDS,
         "block0-last-bf16": lambda il: set() if il in (0, n_layer - 1) else KINDS,
         **{k + "-bf16": (lambda k: lambda il: KINDS - {k})(k) for k in sorted(KINDS)},
+        "block0-bf16+attention": lambda il: set() if il == 0 else KINDS | {"attention"},
+        "attention-alone": lambda il: {"attention"},
+        "attention-alone-after-block0": lambda il: set() if il == 0 else {"attention"},
     }
+    if args.variants:
+        unknown = set(args.variants.split(",")) - set(variants)
+        if unknown:
+            sys.exit(f"unknown variants {sorted(unknown)}: the names are {', '.join(variants)}")
+        variants = {k: v for k, v in variants.items() if k in args.variants.split(",")}
     os.makedirs(args.out, exist_ok=True)
     ref = encode(W, n_layer, n_head, mel, lambda il: set())
     print(f"{args.clip}: relative L2 error against the exact float64 encoder")
