@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <random>
@@ -309,42 +310,74 @@ TEST_CASE("cuda fp8 linear: exact e4m3 inputs match the f32 GEMM; other sizes fa
     }
 }
 
+// The encoder's MLP with its numbers: LayerNorm -> fc1 (GELU) -> fc2 + the residual. flag: the
+// weights flagged vt_set_fp8 (FP8 GEMMs on an FP8 backend); expose: the norm's and fc1's outputs
+// made outputs too, so that neither may fuse into the next node.
+struct mlp_case {
+    int B, M, D, F;
+    std::vector<float> x, w1, b1, w2, b2, g, be;
+    mlp_case(int B_, int M_, int D_, int F_)
+        : B(B_), M(M_), D(D_), F(F_), x(e4m3_rows(B * M, D, 5, -4)), w1(randn((size_t)F * D, 6, VT_TYPE_BF16, 1.0f / 16)),
+          b1(randn(F, 7, VT_TYPE_F32, 0.5f)), w2(randn((size_t)D * F, 8, VT_TYPE_BF16, 1.0f / 32)),
+          b2(randn(D, 9, VT_TYPE_F32, 0.5f)), g(randn(D, 10, VT_TYPE_F32, 0.3f, 1.0f)), be(randn(D, 11, VT_TYPE_F32, 0.2f)) {}
+
+    builder build(bool flag, bool expose) const {
+        return [=](vt_context * ctx, vt_type mat, vt_type act, std::vector<leaf> & L) {
+            vt_tensor * tx = vt_new_tensor_3d(ctx, act, D, M, B);
+            vt_tensor * t1 = vt_new_tensor_2d(ctx, mat, D, F), * t2 = vt_new_tensor_2d(ctx, mat, F, D);
+            vt_tensor * tb1 = vt_new_tensor_1d(ctx, VT_TYPE_F32, F), * tb2 = vt_new_tensor_1d(ctx, VT_TYPE_F32, D);
+            vt_tensor * tg = vt_new_tensor_1d(ctx, VT_TYPE_F32, D), * tbe = vt_new_tensor_1d(ctx, VT_TYPE_F32, D);
+            vt_set_input(tx);
+            for (vt_tensor * t : {t1, t2, tb1, tb2, tg, tbe}) vt_set_weight(t);
+            if (flag) { vt_set_fp8(t1); vt_set_fp8(t2); }
+            L.push_back({tx, &x}); L.push_back({t1, &w1}); L.push_back({t2, &w2}); L.push_back({tb1, &b1}); L.push_back({tb2, &b2});
+            L.push_back({tg, &g}); L.push_back({tbe, &be});
+            vt_tensor * n = vt_layer_norm(ctx, tx, tg, tbe, 1e-5f);
+            vt_tensor * h = vt_linear(ctx, n, t1, tb1, VT_ACT_GELU, nullptr);
+            if (expose) { vt_set_output(n); vt_set_output(h); }
+            return vt_linear(ctx, h, t2, tb2, VT_ACT_NONE, tx);
+        };
+    }
+};
+
 TEST_CASE("cuda fp8 MLP: the norm quantizes for fc1, fc1's GELU epilogue for fc2, within e4m3's rounding" * doctest::skip(no_gpu())) {
     backend_ptr fp8(test_cuda_backend(VT_TYPE_BF16, 0, true));
     REQUIRE_MESSAGE(fp8, "no FP8 CUDA backend: " << last_error());
-    const int B = 2, D = 256, F = 1024;
     for (int M : {150, 8193}) {   // 8193: 16386 rows (the exposed norm 4 rows a warp, the last warp's half empty)
-        const std::vector<float> x = e4m3_rows(B * M, D, 5, -4), w1 = randn((size_t)F * D, 6, VT_TYPE_BF16, 1.0f / 16),
-                                 b1 = randn(F, 7, VT_TYPE_F32, 0.5f), w2 = randn((size_t)D * F, 8, VT_TYPE_BF16, 1.0f / 32),
-                                 b2 = randn(D, 9, VT_TYPE_F32, 0.5f), g = randn(D, 10, VT_TYPE_F32, 0.3f, 1.0f),
-                                 be = randn(D, 11, VT_TYPE_F32, 0.2f);
-        // expose: the norm's and fc1's outputs also outputs, so neither may fuse; !flag: the weights
-        // not flagged vt_set_fp8, so the GEMMs stay bf16 (and the error is bf16's, well below e4m3's)
+        const mlp_case mlp(2, M, 256, 1024);
+        // !flag: the weights not flagged vt_set_fp8, so the GEMMs stay bf16 (and the error is bf16's, well below e4m3's)
         struct variant { bool expose, flag; const char * what; };
         for (const variant & var : {variant{false, true, "fp8 MLP, fused"}, variant{true, true, "fp8 MLP, norm and fc1 exposed"},
                                     variant{false, false, "fp8 backend, MLP weights not flagged: bf16 GEMMs"}}) {
-            const bool expose = var.expose;
-            builder build = [&](vt_context * ctx, vt_type mat, vt_type act, std::vector<leaf> & L) {
-                vt_tensor * tx = vt_new_tensor_3d(ctx, act, D, M, B);
-                vt_tensor * t1 = vt_new_tensor_2d(ctx, mat, D, F), * t2 = vt_new_tensor_2d(ctx, mat, F, D);
-                vt_tensor * tb1 = vt_new_tensor_1d(ctx, VT_TYPE_F32, F), * tb2 = vt_new_tensor_1d(ctx, VT_TYPE_F32, D);
-                vt_tensor * tg = vt_new_tensor_1d(ctx, VT_TYPE_F32, D), * tbe = vt_new_tensor_1d(ctx, VT_TYPE_F32, D);
-                vt_set_input(tx);
-                for (vt_tensor * t : {t1, t2, tb1, tb2, tg, tbe}) vt_set_weight(t);
-                if (var.flag) { vt_set_fp8(t1); vt_set_fp8(t2); }
-                L.push_back({tx, &x}); L.push_back({t1, &w1}); L.push_back({t2, &w2}); L.push_back({tb1, &b1}); L.push_back({tb2, &b2});
-                L.push_back({tg, &g}); L.push_back({tbe, &be});
-                vt_tensor * n = vt_layer_norm(ctx, tx, tg, tbe, 1e-5f);
-                vt_tensor * h = vt_linear(ctx, n, t1, tb1, VT_ACT_GELU, nullptr);
-                if (expose) { vt_set_output(n); vt_set_output(h); }
-                return vt_linear(ctx, h, t2, tb2, VT_ACT_NONE, tx);
-            };
-            const double err = cuda_vs_cpu(fp8.get(), VT_TYPE_BF16, build, var.what);
+            const double err = cuda_vs_cpu(fp8.get(), VT_TYPE_BF16, mlp.build(var.flag, var.expose), var.what);
             // e4m3's rounding (H200: 4.4e-3; the residual dominates the output), not bf16's (1.7e-3)
             if (var.flag) CHECK((err > 3e-3 && err < 1e-2));
             else CHECK(err < 2.5e-3);
         }
     }
+}
+
+// vt-cuda.cu's hang_memsets_beside: cuBLASLt's workspace memset before an FP8 GEMM is moved in
+// the captured graph to run beside the LayerNorm before it. The graph must compute what the
+// in-line one does (VT_GRAPH_MEMSETS=inline, read at capture), bit for bit, on large-v3's MLP at
+// batch 1, the shape whose timeline showed the memsets.
+TEST_CASE("cuda graph: cuBLASLt's memsets moved beside the node before them compute the in-line graph's output, bit for bit" *
+          doctest::skip(no_gpu())) {
+    backend_ptr fp8(test_cuda_backend(VT_TYPE_BF16, 0, true));
+    REQUIRE_MESSAGE(fp8, "no FP8 CUDA backend: " << last_error());
+    const mlp_case mlp(1, 1500, 1280, 5120);
+    std::vector<float> moved, inline_;
+    for (bool in_line : {false, true}) {
+        if (in_line) setenv("VT_GRAPH_MEMSETS", "inline", 1);
+        instance gi;
+        const bool ok = gi.setup(fp8.get(), mlp.build(true, false), VT_TYPE_BF16, VT_TYPE_BF16) &&
+                        gi.run(fp8.get(), in_line ? inline_ : moved, true) && gi.run(fp8.get(), in_line ? inline_ : moved, false);
+        unsetenv("VT_GRAPH_MEMSETS");
+        REQUIRE_MESSAGE(ok, last_error());
+    }
+    REQUIRE(moved.size() == inline_.size());
+    CHECK(memcmp(moved.data(), inline_.data(), moved.size() * sizeof(float)) == 0);
+    CHECK(count_nonfinite(moved) == 0);
 }
 
 TEST_CASE("cuda conv1d_k3: the mel stem (f32, transposed) and stride 2 with the positional add" * doctest::skip(no_gpu())) {
