@@ -343,15 +343,18 @@ struct mlp_case {
 TEST_CASE("cuda fp8 MLP: the norm quantizes for fc1, fc1's GELU epilogue for fc2, within e4m3's rounding" * doctest::skip(no_gpu())) {
     backend_ptr fp8(test_cuda_backend(VT_TYPE_BF16, 0, true));
     REQUIRE_MESSAGE(fp8, "no FP8 CUDA backend: " << last_error());
-    for (int M : {150, 8193}) {   // 8193: 16386 rows (the exposed norm 4 rows a warp, the last warp's half empty)
-        const mlp_case mlp(2, M, 256, 1024);
+    // 8193: 16386 rows (the exposed norm 4 rows a warp, the last warp's half empty); large-v3's MLP
+    // at batch 1: fc1's rows are 5 vectors a thread in the fused GELU pass (with_vpl's 5)
+    for (const mlp_case & mlp : {mlp_case(2, 150, 256, 1024), mlp_case(2, 8193, 256, 1024), mlp_case(1, 1500, 1280, 5120)}) {
         // !flag: the weights not flagged vt_set_fp8, so the GEMMs stay bf16 (and the error is bf16's, well below e4m3's)
         struct variant { bool expose, flag; const char * what; };
         for (const variant & var : {variant{false, true, "fp8 MLP, fused"}, variant{true, true, "fp8 MLP, norm and fc1 exposed"},
                                     variant{false, false, "fp8 backend, MLP weights not flagged: bf16 GEMMs"}}) {
             const double err = cuda_vs_cpu(fp8.get(), VT_TYPE_BF16, mlp.build(var.flag, var.expose), var.what);
-            // e4m3's rounding (H200: 4.4e-3; the residual dominates the output), not bf16's (1.7e-3)
-            if (var.flag) CHECK((err > 3e-3 && err < 1e-2));
+            MESSAGE(var.what << ", " << mlp.B << " x " << mlp.M << " rows, " << mlp.D << " -> " << mlp.F << ": relative L2 " << err);
+            // e4m3's rounding (H200: 4.4e-3 at 256 -> 1024; the residual dominates the output), not
+            // bf16's (1.7e-3); at large-v3's width only the bound above is asserted (not yet measured)
+            if (var.flag) CHECK(((err > 3e-3 || mlp.D > 256) && err < 1e-2));
             else CHECK(err < 2.5e-3);
         }
     }
