@@ -350,6 +350,7 @@ TEST_CASE("cuda fp8 MLP: the norm quantizes for fc1, fc1's GELU epilogue for fc2
         struct variant { bool expose, flag; const char * what; };
         for (const variant & var : {variant{false, true, "fp8 MLP, fused"}, variant{true, true, "fp8 MLP, norm and fc1 exposed"},
                                     variant{false, false, "fp8 backend, MLP weights not flagged: bf16 GEMMs"}}) {
+            if (mlp.D > 256 && (var.expose || !var.flag)) continue;   // at large-v3's width, the fused MLP alone
             const double err = cuda_vs_cpu(fp8.get(), VT_TYPE_BF16, mlp.build(var.flag, var.expose), var.what);
             MESSAGE(var.what << ", " << mlp.B << " x " << mlp.M << " rows, " << mlp.D << " -> " << mlp.F << ": relative L2 " << err);
             // e4m3's rounding (H200: 4.4e-3 at 256 -> 1024; the residual dominates the output), not
