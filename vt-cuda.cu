@@ -84,7 +84,6 @@
 #include <thread>
 #include <type_traits>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 // =====================================================================================
@@ -1236,10 +1235,7 @@ struct cuda_backend : vt_backend {
 
     // running: a node's launches, the whole forward captured once as a CUDA graph
     bool run_node(graph_state * s, size_t i, vt_tensor * t);
-    bool gemm(const lt_gemm & gm, const void * w, const void * x, const void * c, void * d, const void * bias);
     bool run_all(vt_graph * g, graph_state * s);
-    int hang_memsets_beside(cudaGraph_t graph);
-    std::unordered_set<cudaGraphNode_t> lt_nodes;   // while capturing: the nodes cuBLASLt's calls added
     bool convert_outputs(graph_state * s);
     bool capture(graph_state * s, vt_graph * g);
     bool launch(graph_state * s, vt_graph * g);
@@ -1898,9 +1894,9 @@ bool cuda_backend::run_node(graph_state * s, size_t i, vt_tensor * t) {
                 const int64_t K = x->ne[0];
                 if (!p.x_quantized && !launch_quantize(lc, x->type, s->fp8_x, s->fp8_scale, x->data, false, nullptr, rows, K))
                     return false;
-                if (!gemm(p.gemm, fp8_weights.at(w).q, s->fp8_x, res ? res->data : nullptr, t->data, lt_bias))
+                if (!lt_gemm_run(lt, stream, p.gemm, fp8_weights.at(w).q, s->fp8_x, res ? res->data : nullptr, t->data, lt_bias, lt_ws))
                     return false;
-            } else if (!gemm(p.gemm, w->data, x->data, res ? res->data : nullptr, t->data, lt_bias)) {
+            } else if (!lt_gemm_run(lt, stream, p.gemm, w->data, x->data, res ? res->data : nullptr, t->data, lt_bias, lt_ws)) {
                 return false;
             }
             if (p.quantize_out) {   // gelu(y + b), quantized for the next node (plan_fp8)
@@ -1921,7 +1917,7 @@ bool cuda_backend::run_node(graph_state * s, size_t i, vt_tensor * t) {
             for (int64_t b0 = 0; b0 < B; b0 += cw) {
                 if (!launch_im2col(lc, t->type, s->im2col, t, b0, chunk_rows)) return false;
                 void * d = (char *)t->data + (size_t)(b0 * T_out * N) * es;
-                if (!gemm(p.gemm, w->data, s->im2col, nullptr, d, nullptr)) return false;
+                if (!lt_gemm_run(lt, stream, p.gemm, w->data, s->im2col, nullptr, d, nullptr, lt_ws)) return false;
             }
             const int64_t add_rows = t->iparams[2] ? t->iparams[2] / t->iparams[0] : T_out;   // vt_conv1d_k3_chunks: per chunk
             return launch_epilogue(lc, t->type, t->data, (const float *)b->data, nullptr,
@@ -1936,7 +1932,7 @@ bool cuda_backend::run_node(graph_state * s, size_t i, vt_tensor * t) {
             for (int64_t b0 = 0; b0 < B; b0 += cw) {
                 if (!launch_conv2d(lc, t, s->im2col, b0, chunk_rows)) return false;
                 void * d = (char *)t->data + (size_t)(b0 * rows_w * N) * es;
-                if (!gemm(p.gemm, w->data, s->im2col, nullptr, d, nullptr)) return false;
+                if (!lt_gemm_run(lt, stream, p.gemm, w->data, s->im2col, nullptr, d, nullptr, lt_ws)) return false;
             }
             return launch_epilogue(lc, t->type, t->data, (const float *)b->data, nullptr, nullptr, 1, B * rows_w, N, t->iparams[1]);
         }
@@ -1951,102 +1947,6 @@ bool cuda_backend::run_node(graph_state * s, size_t i, vt_tensor * t) {
             vt_set_error("cuda: op %s ('%s') has no CUDA kernel", vt_op_name(t->op), t->name);
             return false;
     }
-}
-
-// ---- graph surgery: cuBLASLt's memsets beside the kernel before them ----
-//
-// Some cuBLASLt algorithms (every FP8 one this backend runs) put a 4-byte memset of their
-// workspace's counter before their kernel. Captured in stream order it sits between the node
-// before and the GEMM, and each edge of a replayed graph costs latency: LayerNorm -> memset ->
-// FP8 qkv or fc1 took about 5.4 us a layer at large-v3's fp8 batch 1 where two kernels back to
-// back take about 1 (H100, 2026-12-07 timeline: 62 memsets a replay, 0.33 ms of its 4.44).
-// The memset needs only the workspace's previous user to be done. So where the node before it
-// is not cuBLASLt's (ours never touch the workspace), the memset is hung on that node's own
-// dependencies instead, beside it, and the GEMM waits for both: the memset runs while
-// LayerNorm does. VT_GRAPH_MEMSETS=inline leaves them where the capture put them (to measure),
-// VT_GRAPH_MEMSETS=log prints how many moved in each captured graph.
-
-// The capture's last node on `st` (nullptr when not capturing, or when it is not one node).
-static cudaGraphNode_t capture_tail(cudaStream_t st) {
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    const cudaGraphNode_t * deps = nullptr;
-    size_t n = 0;
-#if CUDART_VERSION >= 13000
-    const cudaError_t err = cudaStreamGetCaptureInfo(st, &status, nullptr, nullptr, &deps, nullptr, &n);
-#else
-    const cudaError_t err = cudaStreamGetCaptureInfo(st, &status, nullptr, nullptr, &deps, &n);
-#endif
-    if (err != cudaSuccess) { cudaGetLastError(); return nullptr; }   // (not left for the next launch check)
-    return status == cudaStreamCaptureStatusActive && n == 1 ? deps[0] : nullptr;
-}
-
-// A node's dependencies (dir 0) or dependents (dir 1); false on a CUDA error.
-static bool graph_edges(cudaGraphNode_t node, int dir, std::vector<cudaGraphNode_t> & v) {
-    size_t n = 0;
-#if CUDART_VERSION >= 13000
-    auto get = [&](cudaGraphNode_t * out) { return dir ? cudaGraphNodeGetDependentNodes(node, out, nullptr, &n)
-                                                       : cudaGraphNodeGetDependencies(node, out, nullptr, &n); };
-#else
-    auto get = [&](cudaGraphNode_t * out) { return dir ? cudaGraphNodeGetDependentNodes(node, out, &n)
-                                                       : cudaGraphNodeGetDependencies(node, out, &n); };
-#endif
-    v.clear();
-    if (get(nullptr) != cudaSuccess) { cudaGetLastError(); return false; }   // (not left for the next launch check)
-    v.resize(n);
-    if (n && get(v.data()) != cudaSuccess) { cudaGetLastError(); v.clear(); return false; }
-    return true;
-}
-
-static cudaError_t graph_edge(cudaGraph_t graph, cudaGraphNode_t from, cudaGraphNode_t to, bool add) {
-#if CUDART_VERSION >= 13000
-    return add ? cudaGraphAddDependencies(graph, &from, &to, nullptr, 1) : cudaGraphRemoveDependencies(graph, &from, &to, nullptr, 1);
-#else
-    return add ? cudaGraphAddDependencies(graph, &from, &to, 1) : cudaGraphRemoveDependencies(graph, &from, &to, 1);
-#endif
-}
-
-// One cuBLASLt GEMM on the stream; while capturing, the nodes it added are remembered (walking
-// back from the capture's new last node to the one before the call), so that
-// hang_memsets_beside never moves a memset past a node that may use the workspace.
-bool cuda_backend::gemm(const lt_gemm & gm, const void * w, const void * x, const void * c, void * d, const void * bias) {
-    const cudaGraphNode_t before = capture_tail(stream);
-    if (!lt_gemm_run(lt, stream, gm, w, x, c, d, bias, lt_ws)) return false;
-    std::vector<cudaGraphNode_t> deps;
-    for (cudaGraphNode_t n = capture_tail(stream); n && n != before;) {
-        lt_nodes.insert(n);
-        n = graph_edges(n, 0, deps) && deps.size() == 1 ? deps[0] : nullptr;
-    }
-    return true;
-}
-
-// Re-hangs each memset of the workspace whose one dependency is a node of ours (above);
-// returns how many moved, -1 on a CUDA error (the graph may then be half changed: not used).
-int cuda_backend::hang_memsets_beside(cudaGraph_t graph) {
-    size_t n = 0;
-    if (cudaGraphGetNodes(graph, nullptr, &n) != cudaSuccess) return -1;
-    std::vector<cudaGraphNode_t> nodes(n);
-    if (n && cudaGraphGetNodes(graph, nodes.data(), &n) != cudaSuccess) return -1;
-    int moved = 0;
-    for (cudaGraphNode_t m : nodes) {
-        cudaGraphNodeType type;
-        cudaMemsetParams mp = {};
-        if (cudaGraphNodeGetType(m, &type) != cudaSuccess) return -1;
-        if (type != cudaGraphNodeTypeMemset || cudaGraphMemsetNodeGetParams(m, &mp) != cudaSuccess) continue;
-        const char * dst = (const char *)mp.dst, * ws = (const char *)lt_ws;
-        if (!ws || dst < ws || dst >= ws + LT_WORKSPACE_BYTES) continue;        // not the workspace's
-        std::vector<cudaGraphNode_t> before, after, earlier;
-        if (!graph_edges(m, 0, before) || !graph_edges(m, 1, after)) return -1;
-        if (before.size() != 1 || after.empty() || lt_nodes.count(before[0])) continue;   // after cuBLASLt's own node
-        const cudaGraphNode_t p = before[0];
-        if (!graph_edges(p, 0, earlier)) return -1;
-        for (cudaGraphNode_t g : after)
-            if (graph_edge(graph, p, g, true) != cudaSuccess) return -1;        // the GEMM still waits for p
-        if (graph_edge(graph, p, m, false) != cudaSuccess) return -1;
-        for (cudaGraphNode_t q : earlier)
-            if (graph_edge(graph, q, m, true) != cudaSuccess) return -1;        // the memset waits for what p waited for
-        moved++;
-    }
-    return moved;
 }
 
 bool cuda_backend::run_all(vt_graph * g, graph_state * s) {
@@ -2071,29 +1971,16 @@ bool cuda_backend::capture(graph_state * s, vt_graph * g) {
     }
     if (!s->exec) {
         CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-        lt_nodes.clear();
         const bool ok = run_all(g, s);
         cudaGraph_t graph = nullptr;
         const cudaError_t end = cudaStreamEndCapture(stream, &graph);
         if (!ok) {
             if (graph) cudaGraphDestroy(graph);
-            lt_nodes.clear();
             return false;   // run_all's message stands
         }
         if (end != cudaSuccess) {
             if (graph) cudaGraphDestroy(graph);
-            lt_nodes.clear();
             vt_set_error("cuda: cudaStreamEndCapture failed: %s", cudaGetErrorString(end));
-            return false;
-        }
-        const char * memsets = getenv("VT_GRAPH_MEMSETS");
-        const int moved = memsets && strcmp(memsets, "inline") == 0 ? 0 : hang_memsets_beside(graph);
-        lt_nodes.clear();
-        if (memsets && strcmp(memsets, "log") == 0 && moved >= 0)
-            fprintf(stderr, "vt: graph of %zu nodes: %d cuBLASLt memsets hung beside the node before them\n", g->nodes.size(), moved);
-        if (moved < 0) {
-            cudaGraphDestroy(graph);
-            vt_set_error("cuda: moving cuBLASLt's memsets in the captured graph failed: %s", cudaGetErrorString(cudaGetLastError()));
             return false;
         }
         const cudaError_t inst = cudaGraphInstantiate(&s->exec, graph, 0);

@@ -353,35 +353,13 @@ TEST_CASE("cuda fp8 MLP: the norm quantizes for fc1, fc1's GELU epilogue for fc2
             if (mlp.D > 256 && (var.expose || !var.flag)) continue;   // at large-v3's width, the fused MLP alone
             const double err = cuda_vs_cpu(fp8.get(), VT_TYPE_BF16, mlp.build(var.flag, var.expose), var.what);
             MESSAGE(var.what << ", " << mlp.B << " x " << mlp.M << " rows, " << mlp.D << " -> " << mlp.F << ": relative L2 " << err);
-            // e4m3's rounding (H200: 4.4e-3 at 256 -> 1024; the residual dominates the output), not
-            // bf16's (1.7e-3); at large-v3's width only the bound above is asserted (not yet measured)
-            if (var.flag) CHECK(((err > 3e-3 || mlp.D > 256) && err < 1e-2));
+            // e4m3's rounding, not bf16's (1.7e-3): 4.4e-3 at 256 -> 1024, 2.23e-2 at 1280 -> 5120
+            // (H100), as a float64 emulation of the same quantization gives (4.2e-3, 2.22e-2): the
+            // MLP's share of the output beside the residual grows with the width (std 0.9 -> 3.8 by 9)
+            if (var.flag) CHECK((err > 3e-3 && err < (mlp.D > 256 ? 3e-2 : 1e-2)));
             else CHECK(err < 2.5e-3);
         }
     }
-}
-
-// vt-cuda.cu's hang_memsets_beside: cuBLASLt's workspace memset before an FP8 GEMM is moved in
-// the captured graph to run beside the LayerNorm before it. The graph must compute what the
-// in-line one does (VT_GRAPH_MEMSETS=inline, read at capture), bit for bit, on large-v3's MLP at
-// batch 1, the shape whose timeline showed the memsets.
-TEST_CASE("cuda graph: cuBLASLt's memsets moved beside the node before them compute the in-line graph's output, bit for bit" *
-          doctest::skip(no_gpu())) {
-    backend_ptr fp8(test_cuda_backend(VT_TYPE_BF16, 0, true));
-    REQUIRE_MESSAGE(fp8, "no FP8 CUDA backend: " << last_error());
-    const mlp_case mlp(1, 1500, 1280, 5120);
-    std::vector<float> moved, inline_;
-    for (bool in_line : {false, true}) {
-        if (in_line) setenv("VT_GRAPH_MEMSETS", "inline", 1);
-        instance gi;
-        const bool ok = gi.setup(fp8.get(), mlp.build(true, false), VT_TYPE_BF16, VT_TYPE_BF16) &&
-                        gi.run(fp8.get(), in_line ? inline_ : moved, true) && gi.run(fp8.get(), in_line ? inline_ : moved, false);
-        unsetenv("VT_GRAPH_MEMSETS");
-        REQUIRE_MESSAGE(ok, last_error());
-    }
-    REQUIRE(moved.size() == inline_.size());
-    CHECK(memcmp(moved.data(), inline_.data(), moved.size() * sizeof(float)) == 0);
-    CHECK(count_nonfinite(moved) == 0);
 }
 
 TEST_CASE("cuda conv1d_k3: the mel stem (f32, transposed) and stride 2 with the positional add" * doctest::skip(no_gpu())) {
