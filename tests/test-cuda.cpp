@@ -352,7 +352,7 @@ TEST_CASE("cuda fp8 MLP: the norm quantizes for fc1, fc1's GELU epilogue for fc2
                                     variant{false, false, "fp8 backend, MLP weights not flagged: bf16 GEMMs"}}) {
             if (mlp.D > 256 && (var.expose || !var.flag)) continue;   // at large-v3's width, the fused MLP alone
             const double err = cuda_vs_cpu(fp8.get(), VT_TYPE_BF16, mlp.build(var.flag, var.expose), var.what);
-            MESSAGE(var.what << ", " << mlp.B << " x " << mlp.M << " rows, " << mlp.D << " -> " << mlp.F << ": relative L2 " << err);
+            MESSAGE(std::string(var.what) << ", " << mlp.B << " x " << mlp.M << " rows, " << mlp.D << " -> " << mlp.F << ": relative L2 " << err);
             // e4m3's rounding, not bf16's (1.7e-3): 4.4e-3 at 256 -> 1024, 2.23e-2 at 1280 -> 5120
             // (H100), as a float64 emulation of the same quantization gives (4.2e-3, 2.22e-2): the
             // MLP's share of the output beside the residual grows with the width (std 0.9 -> 3.8 by 9)
@@ -739,7 +739,7 @@ TEST_CASE("cuda log_mel: the CPU op's values at the edges, with params, the max 
         REQUIRE_MESSAGE(test_run_log_mel(cuda.get(), in, b, filters, n_mels, prm, shape, max_only, got), last_error());
         double worst = 0;
         for (size_t i = 0; i < ref.size(); i++) worst = std::max(worst, (double)std::fabs(got[i] - ref[i]));
-        MESSAGE(what << ": max abs difference " << worst);
+        MESSAGE(std::string(what) << ": max abs difference " << worst);
         CHECK(worst <= 1e-5);
     };
     compare(rows, B, {}, TEST_MEL_SHAPE, false, "log_mel");
