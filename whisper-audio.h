@@ -249,7 +249,8 @@ enum whisper_audio_dtype {      // compute type on CUDA; on the CPU f32, but for
                                 // the rest in f32; f32 where it has not
     WHISPER_AUDIO_DTYPE_FP8,    // bf16, with the linear layers' GEMMs in FP8 e4m3 (weights scaled
                                 // per output channel at load, inputs per token; compute
-                                // capability 8.9+, e.g. Hopper); the conv stem and attention in bf16
+                                // capability 8.9+, e.g. Hopper) in every block but the first and
+                                // the last; the conv stem and attention in bf16
 };
 
 typedef struct whisper_audio_encoder_params {

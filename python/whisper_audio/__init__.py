@@ -93,7 +93,8 @@ class Device(_CEnum):
 
 class DType(_CEnum):
     """The compute type on CUDA (enum whisper_audio_dtype; the CPU computes in f32): F16, BF16,
-    or FP8 (bf16 with the linear layers' GEMMs in FP8 e4m3; compute capability 8.9+)."""
+    or FP8 (bf16 with the linear layers' GEMMs of every block but the first and the last in FP8
+    e4m3; compute capability 8.9+)."""
     F16 = "f16"
     BF16 = "bf16"
     FP8 = "fp8"

@@ -13,7 +13,8 @@ and writes its embedding as <clip>.emu-<variant>.npy into --out (for tests/gpu/t
 What it found (2026-12-01, the clip `train`): every linear in FP8 8.5% (the GPU's own fp8
 embedding: 8.8%); the first block's linears kept in bf16 4.1%; each kind of linear (q/k/v,
 out, fc1, fc2) kept in bf16 in every block 6.7-8.1%; weights alone in FP8 5.4%, inputs alone
-8.1%. So whisper-audio keeps block 0 in bf16 (whisper-audio.cpp, vt_set_fp8).
+8.1%. So whisper-audio keeps block 0 in bf16 (whisper-audio.cpp, vt_set_fp8), and since
+2026-12-07 the last block too (block0-last-bf16: 3.57-4.08% on the four clips against 4.06-4.58%).
 
 Attention in FP8 too (issue 29's lever for fp8 batch 32; no kernel runs it yet): `attention`
 emulates what an e4m3 attention kernel could do (q and k rows with their own scales, v a scale
