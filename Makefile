@@ -67,7 +67,9 @@ CUDA ?= $(if $(NVCC),1,0)
 # CUDA_ARCH: lists.mk (sm_90a, Hopper with wgmma; compute_80 PTX for other recent GPUs)
 NVCCFLAGS = -O3 -std=c++17 $(CUDA_ARCH) -I. -DVT_USE_CUDA -Xcompiler -Wall,-Wextra,-fPIC,-fvisibility=hidden
 
-OBJS = $(BUILD)/vt.o $(BUILD)/whisper-audio.o
+# the library: the model (EMBED_SOURCES) and the second set of audio and model files (EMBED_FILE_SOURCES)
+OBJS = $(BUILD)/vt.o $(BUILD)/whisper-audio.o $(patsubst %.cpp,$(BUILD)/%.o,$(EMBED_FILE_SOURCES))
+CXXFLAGS += $(EMBED_FILE_DEFINES)
 ifeq ($(CUDA),1)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CXXFLAGS  += -DVT_USE_CUDA
@@ -198,22 +200,34 @@ build/tower-%-f32.gguf: convert/convert-hf-to-gguf.py
 $(BUILD)/tiny-random.gguf: convert/convert-hf-to-gguf.py | $(BUILD)
 	$(CONVERT) --random tiny -o $@ --outtype f16
 
-# "drop two files into your tree": a consumer built by one plain compiler command from a copy of
-# lists.mk's EMBED_SOURCES alone (a file the library needs and the list lacks fails here); with
-# CUDA, a second one from EMBED_SOURCES + EMBED_CUDA_SOURCES, vt-cuda.cu through nvcc
+# "drop two files into your tree": consumers built by one plain compiler command each from copies
+# of lists.mk's lists alone (a file the library needs and a list lacks fails here): embed from
+# EMBED_SOURCES, the model alone (16 kHz PCM in; a .wav or a model directory gets the one-line
+# error that names the file to add); embed-files with EMBED_FILE_SOURCES too; with CUDA,
+# embed-cuda from all three sets, vt-cuda.cu through nvcc.
 $(BUILD)/embed: examples/embed/embed.cpp $(EMBED_SOURCES) | $(BUILD)
 	rm -rf $@-tree && mkdir -p $@-tree && cp $(EMBED_SOURCES) $@-tree/
 	$(CXX) -std=c++17 -O3 -I$@-tree examples/embed/embed.cpp $@-tree/vt.cpp $@-tree/whisper-audio.cpp -o $@ -pthread
 
-$(BUILD)/embed-cuda: examples/embed/embed.cpp $(EMBED_SOURCES) $(EMBED_CUDA_SOURCES) | $(BUILD)
-	rm -rf $@-tree && mkdir -p $@-tree && cp $(EMBED_SOURCES) $(EMBED_CUDA_SOURCES) $@-tree/
-	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -DVT_USE_CUDA -c $@-tree/vt-cuda.cu -o $@-tree/vt-cuda.o
-	$(CXX) -std=c++17 -O3 -DVT_USE_CUDA -I$@-tree examples/embed/embed.cpp $@-tree/vt.cpp $@-tree/whisper-audio.cpp \
-		$@-tree/vt-cuda.o -o $@ -pthread -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
+$(BUILD)/embed-files: examples/embed/embed.cpp $(EMBED_SOURCES) $(EMBED_FILE_SOURCES) | $(BUILD)
+	rm -rf $@-tree && mkdir -p $@-tree && cp $(EMBED_SOURCES) $(EMBED_FILE_SOURCES) $@-tree/
+	$(CXX) -std=c++17 -O3 $(EMBED_FILE_DEFINES) -I$@-tree examples/embed/embed.cpp $@-tree/vt.cpp $@-tree/whisper-audio.cpp \
+		$(addprefix $@-tree/,$(EMBED_FILE_SOURCES)) -o $@ -pthread
 
-test-embed: $(BUILD)/embed $(if $(filter 1,$(CUDA)),$(BUILD)/embed-cuda) build/micro-80-f32.gguf
-	$(BUILD)/embed build/micro-80-f32.gguf samples/speech_16k.wav
-	$(if $(filter 1,$(CUDA)),$(BUILD)/embed-cuda build/micro-80-f32.gguf samples/speech_16k.wav)
+$(BUILD)/embed-cuda: examples/embed/embed.cpp $(EMBED_SOURCES) $(EMBED_FILE_SOURCES) $(EMBED_CUDA_SOURCES) | $(BUILD)
+	rm -rf $@-tree && mkdir -p $@-tree && cp $(EMBED_SOURCES) $(EMBED_FILE_SOURCES) $(EMBED_CUDA_SOURCES) $@-tree/
+	$(NVCC) -O3 -std=c++17 $(CUDA_ARCH) -DVT_USE_CUDA -c $@-tree/vt-cuda.cu -o $@-tree/vt-cuda.o
+	$(CXX) -std=c++17 -O3 -DVT_USE_CUDA $(EMBED_FILE_DEFINES) -I$@-tree examples/embed/embed.cpp $@-tree/vt.cpp \
+		$@-tree/whisper-audio.cpp $(addprefix $@-tree/,$(EMBED_FILE_SOURCES)) $@-tree/vt-cuda.o -o $@ -pthread \
+		-L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
+
+# samples/speech_16k.wav (16-bit PCM) as raw float32 samples, x / 32768 as the WAV decoder scales them
+$(BUILD)/speech_16k.f32: samples/speech_16k.wav | $(BUILD)
+	python3 -c 'import sys, wave, array; w = wave.open(sys.argv[1]); s = array.array("h", w.readframes(w.getnframes())); \
+		array.array("f", [x / 32768 for x in s]).tofile(open(sys.argv[2], "wb"))' $< $@
+
+test-embed: $(BUILD)/embed $(BUILD)/embed-files $(if $(filter 1,$(CUDA)),$(BUILD)/embed-cuda) build/micro-80-f32.gguf $(BUILD)/speech_16k.f32
+	tests/test-embed.sh $(BUILD) build/micro-80-f32.gguf $(if $(filter 1,$(CUDA)),cuda)
 
 test: deps
 	$(MAKE) test-run

@@ -21,10 +21,14 @@ OPUS_INCLUDE = opus
 OPUS_LIBS = opusfile
 OPUS_DEB = libopusfile-dev
 
-# The library's files, as another project drops them into its tree (README, "embedding"; make
-# test-embed builds from a copy of these alone): EMBED_SOURCES for the CPU; EMBED_CUDA_SOURCES
-# too for the GPU (vt-cuda.cu through nvcc, the headers it includes beside it).
-EMBED_SOURCES = vt.h vt.cpp whisper-audio.h whisper-audio-arch.h whisper-audio.cpp
+# The library's files, as another project drops them into its tree (README, "Embedding"; make
+# test-embed builds from copies of these alone): EMBED_SOURCES, the model, takes PCM and a GGUF;
+# EMBED_FILE_SOURCES, the optional second set, adds audio files and foreign model files (compiled
+# with -DWHISPER_AUDIO_INPUT -DWHISPER_AUDIO_FORMATS); EMBED_CUDA_SOURCES adds the GPU (vt-cuda.cu
+# through nvcc, the headers it includes beside it).
+EMBED_SOURCES = vt.h vt.cpp whisper-audio.h whisper-audio-arch.h whisper-audio-impl.h whisper-audio.cpp
+EMBED_FILE_SOURCES = whisper-audio-input.cpp whisper-audio-formats.cpp
+EMBED_FILE_DEFINES = -DWHISPER_AUDIO_INPUT -DWHISPER_AUDIO_FORMATS
 EMBED_CUDA_SOURCES = vt-cuda.cu vt-cuda-ptx.cuh vt-cuda-gemm.cuh vt-cuda-attention.cuh vt-cuda-attention-wgmma.cuh
 
 # CUDA: the GPU targets (sm_90a: Hopper with wgmma; compute_80 PTX lets other recent GPUs

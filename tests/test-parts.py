@@ -21,7 +21,7 @@ import sys
 
 # part: (its closing line, how it reads in the summary, from the line's groups)
 CLOSING = {
-    "embed": (r"^\S+: \d+ samples -> \[\d+, 1500, \d+\] on (?P<backend>\S+?);", lambda g: f"ok on {g['backend']}"),
+    "embed": (r"^test-embed: (?P<n>\d+) checks passed \((?P<sets>[^)]*)\)$", lambda g: f"{g['n']} checks ({g['sets']})"),
     "server": (r"^test-server: (?:all (?P<n>\d+) checks passed\b.*|(?P<skip>skipped): .*)$",
                lambda g: "skipped (not built)" if g["skip"] else f"{g['n']} checks"),
     "converter": (r"^test-convert: (?P<n>\d+) passed, 0 failed(?:, (?P<s>\d+) skipped)?$",

@@ -1,18 +1,44 @@
-// embed: what another project writes to get Whisper embeddings with whisper-audio's two
-// source files (and the headers beside them: vt.h, whisper-audio.h, whisper-audio-arch.h)
-// dropped into its tree. Built by one plain compiler command:
+// embed: what another project writes to get Whisper embeddings with whisper-audio's two source
+// files (vt.cpp, whisper-audio.cpp, and the headers beside them: vt.h, whisper-audio.h,
+// whisper-audio-arch.h, whisper-audio-impl.h) dropped into its tree. Built by one plain
+// compiler command:
 //
 //   g++ -std=c++17 -O3 -I. examples/embed/embed.cpp vt.cpp whisper-audio.cpp -o embed -pthread
 //
-// (for the GPU, the README's "Embedding" says what to add: vt-cuda.cu through nvcc).
+// The two files take 16 kHz mono PCM, here raw float32 samples (AUDIO.f32: `ffmpeg -i x.mp3 -ar
+// 16000 -ac 1 -f f32le x.f32`). With the second set, whisper-audio-input.cpp and
+// whisper-audio-formats.cpp compiled in with -DWHISPER_AUDIO_INPUT -DWHISPER_AUDIO_FORMATS, any
+// audio file goes through whisper_audio_decode_file and any model format loads (README,
+// "Embedding"; for the GPU add vt-cuda.cu through nvcc).
 #include "whisper-audio.h"
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+
+// A raw float32 file's samples (malloc'ed), or NULL with a message.
+static float * read_f32(const char * path, size_t * n) {
+    FILE * f = fopen(path, "rb");
+    if (!f) { fprintf(stderr, "error: %s: cannot open\n", path); return NULL; }
+    size_t cap = 1 << 16, len = 0;
+    float * pcm = (float *)malloc(cap * sizeof(float));
+    for (size_t got; pcm && (got = fread(pcm + len, sizeof(float), cap - len, f)) > 0;) {
+        len += got;
+        if (len == cap) {
+            float * grown = (float *)realloc(pcm, (cap *= 2) * sizeof(float));
+            if (!grown) { free(pcm); pcm = NULL; }
+            else pcm = grown;
+        }
+    }
+    fclose(f);
+    if (!pcm) fprintf(stderr, "error: %s: out of memory\n", path);
+    *n = len;
+    return pcm;
+}
 
 int main(int argc, char ** argv) {
     if (argc != 3) {
-        fprintf(stderr, "usage: %s MODEL.gguf AUDIO.wav\n", argv[0]);
+        fprintf(stderr, "usage: %s MODEL AUDIO (AUDIO.f32: raw float32 16 kHz mono samples)\n", argv[0]);
         return 2;
     }
     whisper_audio_model * model = whisper_audio_model_load(argv[1]);
@@ -20,11 +46,13 @@ int main(int argc, char ** argv) {
 
     float * pcm = NULL;
     size_t n = 0;
-    if (!whisper_audio_decode_file(argv[2], &pcm, &n, NULL)) {
+    const size_t len = strlen(argv[2]);
+    if (len > 4 && strcmp(argv[2] + len - 4, ".f32") == 0) {
+        pcm = read_f32(argv[2], &n);
+    } else if (!whisper_audio_decode_file(argv[2], &pcm, &n, NULL)) {
         fprintf(stderr, "error: %s\n", whisper_audio_last_error());
-        whisper_audio_model_free(model);
-        return 1;
     }
+    if (!pcm) { whisper_audio_model_free(model); return 1; }
 
     whisper_audio_encoder_params params = whisper_audio_encoder_default_params();
     whisper_audio_encoder * enc = whisper_audio_encoder_init(model, params);
