@@ -226,7 +226,8 @@ $(BUILD)/speech_16k.f32: samples/speech_16k.wav | $(BUILD)
 	python3 -c 'import sys, wave, array; w = wave.open(sys.argv[1]); s = array.array("h", w.readframes(w.getnframes())); \
 		array.array("f", [x / 32768 for x in s]).tofile(open(sys.argv[2], "wb"))' $< $@
 
-test-embed: $(BUILD)/embed $(BUILD)/embed-files $(if $(filter 1,$(CUDA)),$(BUILD)/embed-cuda) build/micro-80-f32.gguf $(BUILD)/speech_16k.f32
+test-embed: $(BUILD)/embed $(BUILD)/embed-files $(if $(filter 1,$(CUDA)),$(BUILD)/embed-cuda) build/micro-80-f32.gguf build/model-files.stamp \
+            $(BUILD)/speech_16k.f32
 	tests/test-embed.sh $(BUILD) build/micro-80-f32.gguf $(if $(filter 1,$(CUDA)),cuda)
 
 test: deps
@@ -449,7 +450,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_TARGETS  = wav ogg flac mp3 opus model ggml ct2 hf
 FUZZ_FLAGS    = -O1 -g -std=c++17 -I. -pthread -fno-omit-frame-pointer \
-                -fsanitize=address,undefined -fno-sanitize-recover=undefined $(AUDIO_DEFS)
+                -fsanitize=address,undefined -fno-sanitize-recover=undefined $(AUDIO_DEFS) $(EMBED_FILE_DEFINES)
 FUZZ_LDLIBS   = -pthread $(AUDIO_LIBS)
 
 .PHONY: fuzz fuzz-deps
@@ -463,7 +464,8 @@ $(FUZZ_BUILD)/%.o: %.cpp $(filter %.h,$(EMBED_SOURCES)) $(FUZZ_BUILD)/flags | fu
 	@mkdir -p $(FUZZ_BUILD)
 	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
-$(FUZZ_BUILD)/fuzz-%: tests/fuzz/fuzz-%.cpp tests/fuzz/fuzz-util.h $(FUZZ_BUILD)/vt.o $(FUZZ_BUILD)/whisper-audio.o whisper-audio.h
+$(FUZZ_BUILD)/fuzz-%: tests/fuzz/fuzz-%.cpp tests/fuzz/fuzz-util.h $(FUZZ_BUILD)/vt.o $(FUZZ_BUILD)/whisper-audio.o \
+                       $(patsubst %.cpp,$(FUZZ_BUILD)/%.o,$(EMBED_FILE_SOURCES)) whisper-audio.h
 	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer $(filter %.cpp %.o,$^) -o $@ $(FUZZ_LDLIBS)
 
 fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz-%)

@@ -25,7 +25,7 @@ check "the model alone names whisper-audio-input.cpp for an audio file" \
 err=$("$build/embed" tests/data/micro-80 "$build/speech_16k.f32" 2>&1); rc=$?; echo "$err"
 check "the model alone names whisper-audio-formats.cpp for a directory" \
     test $rc = 1 -a "$(wc -l <<<"$err")" = 1 -a -n "$(grep 'need whisper-audio-formats.cpp' <<<"$err")"
-err=$("$build/embed" "$build/ggml/ggml-micro-80-f32.bin" "$build/speech_16k.f32" 2>&1); rc=$?; echo "$err"
+err=$("$build/embed" build/ggml/micro-80-f16.bin "$build/speech_16k.f32" 2>&1); rc=$?; echo "$err"
 check "the model alone names whisper-audio-formats.cpp for a ggml file" \
     test $rc = 1 -a -n "$(grep 'not a GGUF file; .*whisper-audio-formats.cpp' <<<"$err")"
 sets="model alone; with the file set"
