@@ -23,9 +23,10 @@ OPUS_DEB = libopusfile-dev
 
 # The library's files, as another project drops them into its tree (README, "embedding"; make
 # test-embed builds from a copy of these alone): EMBED_SOURCES for the CPU; EMBED_CUDA_SOURCES
-# too for the GPU (vt-cuda.cu through nvcc, the headers it includes beside it).
+# too for the GPU (vt-cuda.cu through nvcc, the kernel headers it includes beside it, each of
+# which compiles on its own: make check-cuda-headers).
 EMBED_SOURCES = vt.h vt.cpp whisper-audio.h whisper-audio-arch.h whisper-audio.cpp
-EMBED_CUDA_SOURCES = vt-cuda.cu vt-cuda-ptx.cuh vt-cuda-gemm.cuh vt-cuda-attention.cuh vt-cuda-attention-wgmma.cuh
+EMBED_CUDA_SOURCES = vt-cuda.cu vt-cuda-common.cuh vt-cuda-ptx.cuh vt-cuda-gemm.cuh vt-cuda-attention.cuh vt-cuda-attention-wgmma.cuh vt-cuda-conv.cuh vt-cuda-elementwise.cuh vt-cuda-norm.cuh vt-cuda-projector.cuh vt-cuda-mel.cuh
 
 # CUDA: the GPU targets (sm_90a: Hopper with wgmma; compute_80 PTX lets other recent GPUs
 # JIT-compile). make CUDA_ARCH=... and cmake -DWHISPER_AUDIO_CUDA_ARCH=... choose others.
