@@ -2,6 +2,8 @@
 #   make                 build main, bench and the tests (CUDA too when nvcc is found)
 #   make demo            the quick start: a random tiny model, then main on samples/speech_16k.wav
 #   make test            build and run every test (the converter's too), each part even after a failure, then one line over all of them
+#   make check-cuda-headers  every CUDA kernel header (vt-cuda-*.cuh) compiled on its own (a part of make test)
+#   make dev-cuda        build/dev/attention: the measurement-only attention variants of dev/cuda/ (not in all)
 #   make test-sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer (CPU build)
 #   make test-tsan       the threaded tests under ThreadSanitizer (CPU build in build-tsan): the pipeline with
 #                        several encoders, an encoder shared by two threads, the Python package's concurrent
@@ -74,6 +76,9 @@ ifeq ($(CUDA),1)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CXXFLAGS  += -DVT_USE_CUDA
 OBJS      += $(BUILD)/vt-cuda.o
+# test-all's own stand-in for a full GPU (tests/test-pipeline.cpp, __wrap_cudaMalloc): the
+# library's cudaMalloc calls go through it in the test binary alone
+TEST_LDFLAGS = -Wl,--wrap=cudaMalloc
 # the CUDA runtime linked in (it opens the driver, libcuda.so.1, itself) and cuBLASLt opened at
 # run time (vt-cuda-gemm.cuh, "the CUDA libraries, found at run time"): no file lists a CUDA library as
 # NEEDED, so a CUDA build starts and runs on the CPU where CUDA is not installed
@@ -177,7 +182,42 @@ $(BUILD)/libwhisper-audio.a: $(OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/test-all: $(TEST_SRCS) tests/test-util.h $(OBJS) | $(BUILD)
-	$(CXX) $(CXXFLAGS) $(TEST_SRCS) $(OBJS) -o $@ $(LDLIBS)
+	$(CXX) $(CXXFLAGS) $(TEST_SRCS) $(OBJS) -o $@ $(TEST_LDFLAGS) $(LDLIBS)
+
+# Every CUDA kernel header compiles on its own (each includes what it uses): a one-line .cu
+# that includes it, through nvcc with the library's flags. Skipped without nvcc.
+CUDA_HEADERS = $(filter %.cuh,$(EMBED_CUDA_SOURCES))
+.PHONY: check-cuda-headers
+ifeq ($(CUDA),1)
+check-cuda-headers: $(CUDA_HEADERS:%.cuh=$(BUILD)/check-cuda-headers/%.ok)
+	@echo "check-cuda-headers: $(words $(CUDA_HEADERS)) headers compile on their own ($(CUDA_HEADERS))"
+$(BUILD)/check-cuda-headers/%.ok: %.cuh $(CUDA_HEADERS) vt.h $(BUILD)/flags
+	@mkdir -p $(@D) && printf '#include "%s"\n' $< > $(@D)/$*.cu
+	$(NVCC) $(NVCCFLAGS) -Xcompiler -Wno-unused-function -c $(@D)/$*.cu -o $(@D)/$*.o && touch $@
+else
+check-cuda-headers:
+	@echo "check-cuda-headers: skipped: no nvcc (CUDA=$(CUDA))"
+endif
+
+# Measurement-only kernel variants and their benchmarks (dev/, llm.c's dev/cuda): not in `all`.
+# dev-cuda: build/dev/attention, the wgmma attention's variants checked against the library's
+# kernels and timed (dev/cuda/attention.cu; tests/gpu/run-all.sh STEPS=dev runs it). It links a
+# CPU-only vt.o (the error and tensor helpers) and no other library code.
+.PHONY: dev-cuda
+ifeq ($(CUDA),1)
+dev-cuda: $(BUILD)/dev/attention
+$(BUILD)/dev/vt.o: vt.cpp $(filter %.h,$(EMBED_SOURCES)) $(BUILD)/flags
+	@mkdir -p $(@D)
+	$(CXX) $(filter-out -DVT_USE_CUDA,$(CXXFLAGS)) -c $< -o $@
+$(BUILD)/dev/attention.o: dev/cuda/attention.cu $(EMBED_CUDA_SOURCES) vt.h $(BUILD)/flags
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -Xcompiler -Wno-unused-function -c $< -o $@   # (it uses a few of the headers' helpers)
+$(BUILD)/dev/attention: $(BUILD)/dev/attention.o $(BUILD)/dev/vt.o
+	$(CXX) $(CXXFLAGS) $^ -o $@ $(filter-out $(AUDIO_LIBS),$(LDLIBS))
+else
+dev-cuda:
+	@echo "dev-cuda: skipped: no nvcc (CUDA=$(CUDA))"
+endif
 
 # the fixtures' random micro models, converted by our own converter
 build/micro-%.gguf: convert/convert-hf-to-gguf.py
@@ -250,6 +290,7 @@ test-run: $(BUILD)/main $(BUILD)/bench $(BUILD)/libwhisper-audio.so $(BUILD)/tes
 	$(PART) real-weights env WA_MAIN=$(BUILD)/main python3 tests/test-real-weights.py
 	$(if $(filter 1,$(SANITIZE)),,$(PART) install env BUILD=$(BUILD) tests/test-install.sh)
 	$(PART) cuda-libs env BUILD=$(BUILD) CUDA=$(CUDA) tests/test-cuda-libs.sh
+	$(PART) cuda-headers $(MAKE) --no-print-directory check-cuda-headers
 	$(PART) deps tests/test-deps.sh
 	$(if $(filter 1,$(SANITIZE)),,$(PART) aarch64 $(MAKE) --no-print-directory test-aarch64)
 	$(PART) python $(MAKE) --no-print-directory test-python

@@ -25,11 +25,12 @@ OPUS_DEB = libopusfile-dev
 # test-embed builds from copies of these alone): EMBED_SOURCES, the model, takes PCM and a GGUF;
 # EMBED_FILE_SOURCES, the optional second set, adds audio files and foreign model files (compiled
 # with -DWHISPER_AUDIO_INPUT -DWHISPER_AUDIO_FORMATS); EMBED_CUDA_SOURCES adds the GPU (vt-cuda.cu
-# through nvcc, the headers it includes beside it).
+# through nvcc, the kernel headers it includes beside it, each of which compiles on its own: make
+# check-cuda-headers).
 EMBED_SOURCES = vt.h vt.cpp whisper-audio.h whisper-audio-arch.h whisper-audio-impl.h whisper-audio.cpp
 EMBED_FILE_SOURCES = whisper-audio-input.cpp whisper-audio-formats.cpp
 EMBED_FILE_DEFINES = -DWHISPER_AUDIO_INPUT -DWHISPER_AUDIO_FORMATS
-EMBED_CUDA_SOURCES = vt-cuda.cu vt-cuda-ptx.cuh vt-cuda-gemm.cuh vt-cuda-attention.cuh vt-cuda-attention-wgmma.cuh
+EMBED_CUDA_SOURCES = vt-cuda.cu vt-cuda-common.cuh vt-cuda-ptx.cuh vt-cuda-gemm.cuh vt-cuda-attention.cuh vt-cuda-attention-wgmma.cuh vt-cuda-conv.cuh vt-cuda-elementwise.cuh vt-cuda-norm.cuh vt-cuda-projector.cuh vt-cuda-mel.cuh
 
 # CUDA: the GPU targets (sm_90a: Hopper with wgmma; compute_80 PTX lets other recent GPUs
 # JIT-compile). make CUDA_ARCH=... and cmake -DWHISPER_AUDIO_CUDA_ARCH=... choose others.

@@ -1,7 +1,12 @@
 // vt-cuda-attention-wgmma.cuh - attention_wgmma_kernel, FlashAttention-3 style on Hopper
-// (sm_90a: TMA, mbarriers, wgmma), with its TMA maps and launcher. Included by vt-cuda.cu after
-// vt-cuda-attention.cuh (not a standalone header). Same op and CPU twin as attention_kernel.
+// (sm_90a: TMA, mbarriers, wgmma), with its TMA maps and launcher. Same op and CPU twin as
+// attention_kernel (vt-cuda-attention.cuh).
 #pragma once
+
+#include "vt-cuda-common.cuh"
+#include "vt-cuda-ptx.cuh"
+
+#include <cuda.h>
 
 // attention_wgmma_kernel: the same op as attention_kernel, for Hopper (sm_90a): wgmma, TMA and
 // mbarriers in FlashAttention-3's structure. NC consumer warpgroups of 64 query rows each (2 or 3:
@@ -9,7 +14,7 @@
 // ceil(n_ctx / 64 NC) * n_head * B of them, numbered query tile fastest (neighbouring blocks
 // share a head's K/V in L2). Persistent: grid = min(n_work, SMs) blocks of 128 (NC + 1) threads
 // = NC + 1 warpgroups, one block per SM; block i takes work tiles i, i + grid, ... (a grid of
-// n_work gives one tile a block: VT_ATTENTION=wgmma-1tile, to measure the difference).
+// n_work gives one tile a block: dev/cuda/attention.cu measures the difference).
 //   Roles (warp-specialised):
 //     warpgroup 0, the producer: gives its registers away (setmaxnreg.dec 24); one thread
 //       issues TMA copies: per work tile the Q tile (once the consumers released the last),
@@ -26,7 +31,8 @@
 //       pipelined inside the warpgroup (FA3's intra-warpgroup overlap): S of tile j is issued
 //       before P V of tile j - 1, and the softmax of tile j runs while P V of tile j - 1 is
 //       still on the tensor cores; O is rescaled and P rewritten only after that P V is done.
-//       PP (FA3's ping-pong; VT_ATTENTION=wgmma-nopp leaves it out): the consumers take
+//       PP (FA3's ping-pong; false leaves it out, an instance only dev/cuda/attention.cu makes,
+//       to measure what it brings): the consumers take
 //       turns issuing their GEMMs, in a ring (named barrier 3 + c is consumer c's turn), so
 //       one's softmax runs while another's GEMMs hold the tensor cores.
 //       O goes from registers straight to global memory (normalised, 4-byte pairs), so the
@@ -34,9 +40,9 @@
 //   Why 3 consumers: at head_dim 64 a key tile's softmax (an exp2 per score) costs about what
 //   its two GEMMs cost, so with 2 consumers the tensor cores wait whenever both are in their
 //   softmax; a third keeps them busier (FlashAttention-3 runs head_dim 64 with 192-row tiles).
-//   H100, T 1500, 20 heads, batch 32: 476 TFLOP/s against 2's 424 (issue 29, 2026-12-07).
 //   It costs registers (160 a consumer thread instead of 240) and wider tiles, which leave more
-//   of the last wave idle when there are few: batch 1, 240 against 303 TFLOP/s.
+//   of the last wave idle when there are few (attention_wgmma_consumers weighs the two;
+//   docs/BENCHMARKS.md has the measurements).
 //   Barriers (mbarrier, one phase per use, waited on by parity): q_full (TMA bytes of Q),
 //   q_empty (4 NC arrivals: one per consumer warp once its last S of the work tile is done),
 //   k_full[s], v_full[s] (TMA bytes of a stage's K, V: S needs only K, so it starts before V
@@ -369,26 +375,21 @@ static bool make_attention_map(CUtensorMap * map, const vt_tensor * x, int n_ctx
                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// How a call runs attention_wgmma_kernel (VT_ATTENTION, read at init): ping-pong or not,
-// persistent or a block per work tile, and its consumers (0: by attention_wgmma_consumers).
-struct att_wgmma_opts {
-    bool pp = true, one_tile = false;
-    int consumers = 0;
-};
-
 // 3 consumers (192-row tiles) unless the last wave makes them slower than 2: a tiling's time is
 // the query rows of its busiest block, ceil(tiles / SMs) tiles of 64 NC rows, over its speed a
-// row. 192-row tiles run ATT_WG_192_SPEEDUP times faster a row: H100, large-v3 at batch 32,
-// 477 against 424 TFLOP/s with 7488 against 7552 rows on the busiest block (issue 29,
-// 2026-12-07). large-v3 on 132 SMs: 2 at batches 1 and 2 (batch 1: 256 rows against 384,
-// measured 303 against 240 TFLOP/s), 3 from batch 3 on.
-static const double ATT_WG_192_SPEEDUP = 1.11;   // 477 / 424 x 7488 / 7552
+// row. ATT_WG_192_SPEEDUP: how much faster a row 192-row tiles run where both fill the machine,
+// measured on an H100 at large-v3's batch 32 (TFLOP/s ratio times the busiest block's row
+// ratio; docs/BENCHMARKS.md). On 132 SMs this keeps 2 consumers for large-v3 at batches 1 and 2
+// and takes 3 from batch 3 on.
+static const double ATT_WG_192_SPEEDUP = 1.11;   // 477 / 424 TFLOP/s x 7488 / 7552 rows
 
 static int attention_wgmma_consumers(int n_ctx, int n_head, int B, int n_sm) {
     auto busiest_rows = [&](int nc) { return ceil_div(ceil_div(n_ctx, 64 * nc) * n_head * B, n_sm) * 64 * nc; };
     return busiest_rows(3) <= ATT_WG_192_SPEEDUP * busiest_rows(2) ? 3 : 2;
 }
 
+// One instance of the kernel on node t. PP false and one_tile (a grid of n_work blocks rather
+// than persistent ones) are measurement variants: only dev/cuda/attention.cu asks for them.
 template <typename T, bool PP, int NC>
 static bool launch_attention_wgmma_nc(const launch_ctx & lc, vt_tensor * t, bool one_tile, bool * launched) {
     const vt_tensor * q = t->src[0], * k = t->src[1], * v = t->src[2];
@@ -411,27 +412,26 @@ static bool launch_attention_wgmma_nc(const launch_ctx & lc, vt_tensor * t, bool
 
 // false (nothing launched, no error) when a view's strides do not fit TMA's rules: the caller
 // then runs attention_kernel.
+// The library's launch: persistent blocks with ping-pong, the tile height by
+// attention_wgmma_consumers.
 template <typename T>
-static bool launch_attention_wgmma(const launch_ctx & lc, vt_tensor * t, att_wgmma_opts opt, bool * launched) {
+static bool launch_attention_wgmma(const launch_ctx & lc, vt_tensor * t, bool * launched) {
     *launched = false;
-    const int nc = opt.consumers ? opt.consumers
-                                 : attention_wgmma_consumers((int)t->src[0]->ne[1], t->iparams[0], (int)t->src[0]->ne[2], lc.n_sm);
-    if (nc == 3) return opt.pp ? launch_attention_wgmma_nc<T, true, 3>(lc, t, opt.one_tile, launched)
-                               : launch_attention_wgmma_nc<T, false, 3>(lc, t, opt.one_tile, launched);
-    return opt.pp ? launch_attention_wgmma_nc<T, true, 2>(lc, t, opt.one_tile, launched)
-                  : launch_attention_wgmma_nc<T, false, 2>(lc, t, opt.one_tile, launched);
+    const int nc = attention_wgmma_consumers((int)t->src[0]->ne[1], t->iparams[0], (int)t->src[0]->ne[2], lc.n_sm);
+    if (nc == 3) return launch_attention_wgmma_nc<T, true, 3>(lc, t, false, launched);
+    return launch_attention_wgmma_nc<T, true, 2>(lc, t, false, launched);
 }
 
-// The kernel's instances take more shared memory than the default 48 KB: allowed once at init.
+// An instance takes more shared memory than the default 48 KB: allowed once, before its launch.
+template <typename T, bool PP, int NC>
+static bool allow_attention_wgmma_smem_nc() {
+    CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<T, PP, NC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)attention_wgmma_smem_bytes(NC)));
+    return true;
+}
+
+// ... for the library's instances (launch_attention_wgmma), at init.
 template <typename T>
 static bool allow_attention_wgmma_smem() {
-    CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<T, true, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)attention_wgmma_smem_bytes(2)));
-    CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<T, false, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)attention_wgmma_smem_bytes(2)));
-    CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<T, true, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)attention_wgmma_smem_bytes(3)));
-    CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<T, false, 3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)attention_wgmma_smem_bytes(3)));
-    return true;
+    return allow_attention_wgmma_smem_nc<T, true, 2>() && allow_attention_wgmma_smem_nc<T, true, 3>();
 }

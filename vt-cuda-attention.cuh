@@ -1,9 +1,11 @@
 // vt-cuda-attention.cuh - attention_kernel, FlashAttention-2 style on mma.sync (sm_80+), with
-// its checks and launcher. Included by vt-cuda.cu after its utilities (not a standalone
-// header). The op is vt_attention (vt.h); its CPU twin is cpu_backend::attention in vt.cpp. The
-// Hopper kernel of the same op is in vt-cuda-attention-wgmma.cuh; launch_attention in
-// vt-cuda.cu picks one.
+// its checks and launcher. The op is vt_attention (vt.h); its CPU twin is cpu_backend::attention
+// in vt.cpp. The Hopper kernel of the same op is in vt-cuda-attention-wgmma.cuh; launch_attention
+// in vt-cuda.cu picks one.
 #pragma once
+
+#include "vt-cuda-common.cuh"
+#include "vt-cuda-ptx.cuh"
 
 // attention_kernel: out[b, i, h*64 + d] = sum_j softmax_j(q_i . k_j * scale) v[j, d], over
 // all n_ctx keys (non-causal), for one (query tile, head, window) per block:
@@ -297,8 +299,8 @@ static bool attention_supported(const vt_tensor * t) {
     return true;
 }
 
-// 128 query rows a block (MT = 2 tiles of 64): 280 TFLOP/s at T = 1500 on an H200, against
-// 221 with 64 rows (docs/BENCHMARKS.md)
+// 128 query rows a block (MT = 2 tiles of 64): each K/V fragment loaded to registers serves
+// twice the rows of 64, which measured faster at large-v3's shape (docs/BENCHMARKS.md)
 static const int ATT_MT = 2;
 
 template <typename T, int MT>

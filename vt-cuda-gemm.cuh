@@ -1,6 +1,5 @@
 // vt-cuda-gemm.cuh - the GEMMs of the CUDA backend: cuBLASLt, opened at run time, and the FP8
-// (e4m3) quantization that feeds its FP8 GEMMs. Included by vt-cuda.cu after its utilities (not
-// a standalone header).
+// (e4m3) quantization that feeds its FP8 GEMMs.
 //
 //   the CUDA libraries, found at run time   cublaslt_load fills g_lt, once per process
 //   cuBLASLt GEMM                           lt_gemm_plan (descriptors, heuristic), lt_gemm_run
@@ -9,6 +8,17 @@
 // The backend times the heuristic's candidates (cuda_backend::tune_gemm) and decides which
 // linears run FP8 (cuda_backend::plan_fp8); this file holds what those plans are made of.
 #pragma once
+
+#include "vt-cuda-common.cuh"
+#include "vt-cuda-ptx.cuh"   // tanh_approx
+
+#include <cublasLt.h>
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
 
 #define CUBLAS_CHECK(call)                                                                 \
     do {                                                                                   \
@@ -239,25 +249,11 @@ static bool lt_gemm_run(cublasLtHandle_t lt, cudaStream_t stream, const lt_gemm 
 
 // ---- FP8: e4m3 operands for the GEMMs ----
 
-// Eight f32 times inv as eight e4m3 bytes (round to nearest even, saturated), in order.
-__device__ __forceinline__ uint2 e4m3x8(const float (&f)[8], float inv) {
-    uint32_t w[2];
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(make_float2(f[4 * h] * inv, f[4 * h + 1] * inv), __NV_SATFINITE, __NV_E4M3);
-        const __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(make_float2(f[4 * h + 2] * inv, f[4 * h + 3] * inv), __NV_SATFINITE, __NV_E4M3);
-        w[h] = (uint32_t)lo | ((uint32_t)hi << 16);
-    }
-    return make_uint2(w[0], w[1]);
-}
-
-static const float E4M3_MAX = 448.0f;   // e4m3's largest finite value
-
 // GELU's tanh form, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), the tanh on the MUFU:
 // the form cuBLASLt's epilogue gives f16/bf16 fc1 (cuda_backend::plan_linear), here for FP8's fc1,
 // whose output e4m3 then rounds to 2^-4 relative; the form's departure from erf (at most 4.7e-4)
-// and the MUFU's 2^-11 vanish in that. 6 instructions to gelu_erf's 16, which made the GELU pass
-// issue-bound (ncu, issue 29); this pass was 15.0 ms of 108.5 at large-v3's batch 32 with it.
+// and the MUFU's 2^-11 vanish in that. 6 instructions to gelu_erf's 16, which kept this pass
+// bound by instruction issue (ncu) rather than by memory.
 __device__ __forceinline__ float gelu_tanh(float x) {
     const float u = x * fmaf(0.0356774081f, x * x, 0.7978845608f);   // sqrt(2 / pi) (x + 0.044715 x^3)
     const float h = 0.5f * x;
@@ -324,8 +320,9 @@ quantize_rows_kernel(__nv_fp8_storage_t * __restrict__ q, float * __restrict__ s
 // The largest K quantize_rows_kernel takes (VPL 8); wider rows keep their GEMM in f16/bf16.
 static const int QUANT_MAX_K = 8 * QUANT_THREADS * 8;
 
-// VPL exactly the row's vectors a thread (with_vpl): with 8 for large-v3's fc1 rows (5 a thread)
-// the 80 registers left 6 blocks an SM, too few loads in flight for DRAM's bandwidth (issue 29)
+// VPL exactly the row's vectors a thread (with_vpl): the 8 instance on large-v3's fc1 rows (5 a
+// thread) holds registers enough to leave too few blocks an SM, too few loads in flight for
+// DRAM's bandwidth
 template <typename T, bool GELU>
 static bool launch_quantize_t(const launch_ctx & lc, void * q, float * scale, const T * x, const float * bias, int64_t rows, int K) {
     __nv_fp8_storage_t * qq = (__nv_fp8_storage_t *)q;

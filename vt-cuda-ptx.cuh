@@ -1,6 +1,5 @@
 // vt-cuda-ptx.cuh - inline PTX for NVIDIA GPUs: the instructions the attention kernels use that
-// CUDA C++ has no portable spelling for. Included by vt-cuda.cu after its utilities (not a
-// standalone header).
+// CUDA C++ has no portable spelling for.
 //
 //   sm_80+   ex2.approx, tanh.approx, cp.async (global -> shared without registers), ldmatrix (8x8 tiles
 //            from shared memory into the mma fragment layout), mma.sync m16n8k16
@@ -9,8 +8,12 @@
 //
 // Each wrapper is one instruction (or one short asm block) with the operand layout it expects
 // written beside it; another GPU backend replaces this file and the two attention headers, not
-// the portable kernels in vt-cuda.cu.
+// the portable kernels (vt-cuda-conv.cuh, vt-cuda-norm.cuh, ...).
 #pragma once
+
+#include "vt-cuda-common.cuh"
+
+#include <cuda.h>   // CUtensorMap (types only: the driver call is found at run time)
 
 // 2^x on the special-function unit, subnormals flushed (exp2(-inf) = 0)
 __device__ __forceinline__ float exp2_ftz(float x) {

@@ -3,25 +3,32 @@
 // What runs where (one stream per backend; the whole forward captured once per graph as a
 // CUDA graph and replayed by later vt_backend_compute calls):
 //
-//   linear      cuBLASLt GEMM (f32 compute), bias in its BIAS epilogue, residual as
-//               beta = 1 with C = residual, fc1's bias and GELU (tanh form) in its epilogue;
-//               the algorithm timed among the heuristic's best 8 at alloc_graph (tune_gemm;
-//               VT_GEMM_TUNE=0 keeps the heuristic's first). FP8 mode
+//   linear      cuBLASLt GEMM (f32 compute; vt-cuda-gemm.cuh), bias in its BIAS epilogue,
+//               residual as beta = 1 with C = residual, fc1's bias and GELU (tanh form) in its
+//               epilogue; the algorithm timed among the heuristic's best 8 at alloc_graph
+//               (tune_gemm; VT_GEMM_TUNE=0 keeps the heuristic's first). FP8 mode
 //               (vt_backend_params.fp8, weights flagged vt_set_fp8): e4m3 operands, the
 //               input quantized per row by quantize_rows_kernel, or by the LayerNorm or fc1's
 //               GELU (tanh form) before it (plan_fp8), per-channel x per-token scales in cuBLASLt
-//   conv1d_k3   im2col_k3_kernel (on device, any input strides and type) + cuBLASLt GEMM,
-//               then epilogue_kernel: bias + exact GELU + the positional add, in f32
-//   layer_norm  layer_norm_vec_kernel: a warp per row (per 4 rows for many rows), 16-byte loads,
-//               the rows in registers, two-pass f32 statistics (layer_norm_kernel for the odd shapes)
-//   attention   on compute capability 9.0 (H100/H200): attention_wgmma_kernel, FlashAttention-3
-//               style: a TMA producer warpgroup fills a 3-stage K/V ring (mbarriers), two or
-//               three consumer warpgroups of 64 query rows (by the last wave's fill) run
-//               S = Q K^T and O += P V on wgmma (P from registers), the softmax of one key
-//               tile beside the P V of the last.
-//               Elsewhere (and with VT_ATTENTION=fa2): attention_kernel, FlashAttention-2
-//               style, mma.sync m16n8k16, K/V tiles double-buffered with cp.async. Both: head_dim
-//               64, online softmax in f32, exact key count (the tail of the last tile masked)
+//   conv1d_k3   im2col_k3_kernel (on device, any input strides and type; vt-cuda-conv.cuh) +
+//   conv2d_k3s2 cuBLASLt GEMM, then epilogue_kernel (vt-cuda-elementwise.cuh): bias + exact
+//               GELU + the positional add, in f32
+//   layer_norm  layer_norm_vec_kernel (vt-cuda-norm.cuh): a warp per row (per 4 rows for many
+//               rows), 16-byte loads, the rows in registers, two-pass f32 statistics
+//               (layer_norm_kernel for the odd shapes)
+//   attention   on compute capability 9.0 (H100/H200): attention_wgmma_kernel
+//               (vt-cuda-attention-wgmma.cuh), FlashAttention-3 style: a TMA producer warpgroup
+//               fills a 3-stage K/V ring (mbarriers), two or three consumer warpgroups of 64
+//               query rows (by the last wave's fill) run S = Q K^T and O += P V on wgmma (P from
+//               registers), the softmax of one key tile beside the P V of the last, the
+//               consumers taking turns (ping-pong).
+//               Elsewhere (and with VT_ATTENTION=fa2): attention_kernel (vt-cuda-attention.cuh),
+//               FlashAttention-2 style, mma.sync m16n8k16, K/V tiles double-buffered with
+//               cp.async. Both: head_dim 64, online softmax in f32, exact key count (the tail
+//               of the last tile masked)
+//   log_mel     vt-cuda-mel.cuh: a 20 x 20 split DFT per frame in double, mel sums, clamp
+//   projector   avg_pool2, rms_norm, swiglu, relu, silu, silu_mul, stack, rope_qk:
+//   ops         vt-cuda-projector.cuh (rms_norm's kernel in vt-cuda-norm.cuh)
 //
 // Biases live in f32 (as the model file has them); for the GEMM's BIAS epilogue, which
 // wants the output's type, alloc_weights keeps a compute-type shadow of every f32 weight,
@@ -33,1088 +40,79 @@
 // attention_kernel); GEMM operands must share one type (f16 or bf16; the conv input may be
 // anything). cuBLASLt takes any M, N, K (odd sizes run on its slower, less aligned kernels).
 //
-// Environment: VT_ATTENTION=fa2 runs attention_kernel on every device (to compare, or as a
-// fallback); VT_ATTENTION=wgmma insists on attention_wgmma_kernel (the backend does not start
-// off cc 9.0), wgmma-nopp the same without its ping-pong between consumers, wgmma-1tile with
-// a block per work tile instead of persistent blocks, wgmma-128 / wgmma-192 with 2 / 3
-// consumers (128 / 192 query rows a tile) whatever the shape (all to measure what they bring);
-// unset: wgmma on cc 9.0 when the build has sm_90a code (the Makefile's and CMake's do),
-// fa2 elsewhere. Read when a backend starts. WHISPER_AUDIO_CUBLASLT and
-// WHISPER_AUDIO_NVIDIA_LIB_DIRS: where cuBLASLt is looked for ("the CUDA libraries, found at run
-// time", vt-cuda-gemm.cuh).
+// Environment: VT_ATTENTION picks the attention kernel when a backend starts: fa2 runs
+// attention_kernel on every device (to test it on Hopper too, or as a fallback); wgmma insists on
+// attention_wgmma_kernel (the backend does not start off cc 9.0, or where the build has no sm_90a
+// code or the driver no TMA); unset: wgmma on cc 9.0 when the build has sm_90a code (the Makefile's
+// and CMake's do), fa2 elsewhere. The wgmma kernel's measurement variants (no ping-pong, a block a
+// work tile, tile heights held fixed) are not in this build: dev/cuda/attention.cu runs them.
+// WHISPER_AUDIO_CUBLASLT and WHISPER_AUDIO_NVIDIA_LIB_DIRS: where cuBLASLt is looked for ("the
+// CUDA libraries, found at run time", vt-cuda-gemm.cuh).
 //
-// Sections: utilities; the NVIDIA-only parts, a header each (vt-cuda-ptx.cuh: inline PTX;
-// vt-cuda-gemm.cuh: cuBLASLt, opened at run time, and the FP8 quantization; vt-cuda-attention.cuh
-// and vt-cuda-attention-wgmma.cuh: the two attention kernels); the portable kernels; their
-// launchers; the backend (its state, then its methods by section); the entry points of vt.h.
-//
-// attention versions (H200, T 1500, 20 heads, B 32, f16; bf16 the same within 1%;
-// VT_CUDA_BENCH in tests/test-cuda.cpp, tests/gpu/attention.py beside torch):
-//   v1  attention_kernel, FA2 as above, 128 query rows per block:        249 TFLOP/s
-//       (64 rows per block: 204, 221 with v2's changes: half the reuse of each K/V fragment)
-//   v2  per-lane ldmatrix offsets precomputed (the swizzle term depends on lane % 8
-//       only), ex2.approx.ftz instead of exp2f:                            280 TFLOP/s
-//   v3  attention_wgmma_kernel (sm_90a): persistent blocks, TMA + mbarrier ring of 3 K/V
-//       stages, 128 x 128 tiles, wgmma with P from registers, intra-warpgroup overlap and
-//       ping-pong between the two consumer warpgroups, setmaxnreg 24/240:  398-401 TFLOP/s
-//       (B 1: 274-281; no ping-pong: 404-405 at B 32, 245 at B 1; torch's cuDNN attention in
-//       the same run 367 at B 32; docs/BENCHMARKS.md, issue 12)
+// Sections: the kernel families, a header each that compiles on its own (make
+// check-cuda-headers): vt-cuda-common.cuh (checks, grid maths, device helpers), the portable
+// kernels (vt-cuda-conv.cuh, vt-cuda-elementwise.cuh, vt-cuda-norm.cuh, vt-cuda-projector.cuh,
+// vt-cuda-mel.cuh) and the NVIDIA-only parts (vt-cuda-ptx.cuh: inline PTX; vt-cuda-gemm.cuh:
+// cuBLASLt, opened at run time, and the FP8 quantization; vt-cuda-attention.cuh and
+// vt-cuda-attention-wgmma.cuh: the two attention kernels), each with its kernels and launchers;
+// then in this file the device allocator, the attention dispatch, the backend (its state, then
+// its methods by section) and the entry points of vt.h.
 
+// vt.h's backend section first: the headers below include vt.h again, without it
 #define VT_BACKEND_IMPL
 #include "vt.h"
 
+#include "vt-cuda-common.cuh"
+#include "vt-cuda-ptx.cuh"
+#include "vt-cuda-gemm.cuh"
+#include "vt-cuda-attention.cuh"
+#include "vt-cuda-attention-wgmma.cuh"
+#include "vt-cuda-conv.cuh"
+#include "vt-cuda-elementwise.cuh"
+#include "vt-cuda-norm.cuh"
+#include "vt-cuda-projector.cuh"
+#include "vt-cuda-mel.cuh"
+
 #include <cublasLt.h>
-#include <cuda.h>   // CUtensorMap and its enums (types only: the driver call is found at run time)
-#include <cuda_bf16.h>
-#include <cuda_fp8.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
-#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
 // =====================================================================================
-// utilities
+// utilities of the backend
 // =====================================================================================
 
-// A failed CUDA call becomes an error value: the call, the error string, file:line.
-#define CUDA_CHECK(call)                                                                   \
-    do {                                                                                   \
-        const cudaError_t err_ = (call);                                                   \
-        if (err_ != cudaSuccess) {                                                         \
-            vt_set_error("cuda: %s failed: %s (%s:%d)", #call, cudaGetErrorString(err_),   \
-                         __FILE__, __LINE__);                                              \
-            return false;                                                                  \
-        }                                                                                  \
-    } while (0)
-
-// Every device allocation of the backend goes through here. VT_CUDA_MEMORY_LIMIT (bytes; for
-// tests) fails those past that total since the process started, as a full GPU fails them, so
-// that running out of memory mid-run can be tested on a GPU of any size.
-static std::atomic<size_t> g_device_allocated{0};
-static cudaError_t device_malloc_bytes(void ** p, size_t bytes) {
-    const char * limit = getenv("VT_CUDA_MEMORY_LIMIT");
-    if (limit && *limit && g_device_allocated + bytes > (size_t)strtoull(limit, nullptr, 10)) {
-        *p = nullptr;
-        return cudaErrorMemoryAllocation;
-    }
-    const cudaError_t err = cudaMalloc(p, bytes);
-    if (err == cudaSuccess) g_device_allocated += bytes;
-    return err;
-}
+// Every device allocation of the backend goes through here: cudaMalloc, its error returned as
+// is (callers name what they allocated in their message).
 template <typename T> static cudaError_t device_malloc(T ** p, size_t bytes) {
-    return device_malloc_bytes((void **)p, bytes);
-}
-
-size_t vt_cuda_bytes_allocated(void) { return g_device_allocated; }
-
-// After a kernel launch: a bad configuration shows up here.
-#define LAUNCH_CHECK(name)                                                                 \
-    do {                                                                                   \
-        const cudaError_t err_ = cudaGetLastError();                                       \
-        if (err_ != cudaSuccess) {                                                         \
-            vt_set_error("cuda: launch of %s failed: %s (%s:%d)", name,                    \
-                         cudaGetErrorString(err_), __FILE__, __LINE__);                    \
-            return false;                                                                  \
-        }                                                                                  \
-    } while (0)
-
-static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-static inline size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
-
-// Row kernels keep a row's 8-element vectors in registers, so their count a thread (VPL) is a
-// template argument: launch(std::integral_constant<int, V>()) with V = vpl, from 1 to 8 (more
-// take 8). An instance for every count, since a wider one keeps registers for vectors it never
-// loads (large-v3's fc1 rows, 5 a thread, took 80 registers in the 8 instance; issue 29).
-template <typename Launch> static void with_vpl(int vpl, Launch && launch) {
-    switch (vpl) {
-        case 1: launch(std::integral_constant<int, 1>()); break;
-        case 2: launch(std::integral_constant<int, 2>()); break;
-        case 3: launch(std::integral_constant<int, 3>()); break;
-        case 4: launch(std::integral_constant<int, 4>()); break;
-        case 5: launch(std::integral_constant<int, 5>()); break;
-        case 6: launch(std::integral_constant<int, 6>()); break;
-        case 7: launch(std::integral_constant<int, 7>()); break;
-        default: launch(std::integral_constant<int, 8>()); break;
-    }
-}
-
-// Where a launcher runs: the backend's stream and its device's count of SMs, which sizes the
-// grid-stride launches. The backend's own (backends on different GPUs, started from several
-// threads, each keep theirs), passed to every launcher.
-struct launch_ctx {
-    cudaStream_t stream = nullptr;
-    int n_sm = 0;
-};
-
-// Blocks for a grid-stride loop over n elements: one per `threads` of them, at most 32 an SM.
-static int grid_for(const launch_ctx & lc, int64_t n, int threads) {
-    return (int)std::max<int64_t>(1, std::min<int64_t>(ceil_div(n, threads), (int64_t)lc.n_sm * 32));
-}
-
-// The largest power of two (at most 256) that divides an address or a byte count.
-static inline uint32_t alignment_of(uintptr_t x) {
-    uint32_t a = 256;
-    while (a > 1 && (x % a) != 0) a /= 2;
-    return a;
-}
-
-static const size_t IM2COL_CAP_BYTES   = 96u << 20;    // conv GEMMs run in chunks of windows
-
-// Element conversion on the device; T is float, __half or __nv_bfloat16.
-__device__ __forceinline__ float to_f32(float x) { return x; }
-__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-template <typename T> __device__ __forceinline__ T from_f32(float x);
-template <> __device__ __forceinline__ float from_f32<float>(float x) { return x; }
-template <> __device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-
-// Two f32 into one register of two 16-bit elements, the first in the low half, and back.
-template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
-template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&h);
-}
-template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&h);
-}
-template <typename T> __device__ __forceinline__ float2 unpack2(uint32_t w);
-template <> __device__ __forceinline__ float2 unpack2<__half>(uint32_t w) {
-    __half2 h;
-    memcpy(&h, &w, sizeof(h));
-    return __half22float2(h);
-}
-template <> __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t w) {
-    return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));   // bf16 is f32's top half
-}
-
-// Eight 16-bit elements in one 16-byte word, to and from f32. The word is taken by value and
-// split into its four 32-bit words, so that the caller's load stays one 16-byte load: unpacked
-// through a reference into global memory, nvcc issued eight 2-byte loads instead (SASS), and the
-// FP8 forward of large-v3 ran 1.3-1.5% slower for it (issue 29).
-template <typename T> __device__ __forceinline__ void unpack8(uint4 u, float (&f)[8]) {
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const float2 p = unpack2<T>(w[i]);
-        f[2 * i] = p.x;
-        f[2 * i + 1] = p.y;
-    }
-}
-template <typename T> __device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
-    return make_uint4(pack2<T>(f[0], f[1]), pack2<T>(f[2], f[3]), pack2<T>(f[4], f[5]), pack2<T>(f[6], f[7]));
-}
-
-// The exact (erf) GELU, x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), as Whisper's. CPU twin: vt.cpp's
-// gelu_erf. Phi(-|x|) = 0.5 erfc(z), z = |x| / sqrt 2, from the Chebyshev fit of erfc in Numerical
-// Recipes (erfcc: t = 1 / (1 + z / 2), erfc = t exp(-z^2 + P(t)), P of degree 9), relative error
-// below 1.2e-7 for every z, so the tails keep f32 accuracy too. It is half the instructions of
-// erff's two branches of minimax fits (both run in a warp whose x straddle |x| = 1): the GELU
-// pass after fc1 was issue-bound at large-v3's batch 32 (ncu: SM 77%, DRAM 40%; issue 29).
-__device__ __forceinline__ float gelu_erf(float x) {
-    const float z = fabsf(x) * 0.70710678118654752f;
-    const float t = __fdividef(1.0f, fmaf(0.5f, z, 1.0f));
-    float p = fmaf(t, 0.17087277f, -0.82215223f);
-    p = fmaf(t, p, 1.48851587f);
-    p = fmaf(t, p, -1.13520398f);
-    p = fmaf(t, p, 0.27886807f);
-    p = fmaf(t, p, -0.18628806f);
-    p = fmaf(t, p, 0.09678418f);
-    p = fmaf(t, p, 0.37409196f);
-    p = fmaf(t, p, 1.00002368f);
-    p = fmaf(t, p, -1.26551223f);
-    const float lo = 0.5f * t * __expf(fmaf(-z, z, p));   // Phi(-|x|)
-    return x * (x >= 0.0f ? 1.0f - lo : lo);
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
+    return cudaMalloc((void **)p, bytes);
 }
 
 // =====================================================================================
-// NVIDIA-only parts, a family a header: inline PTX, cuBLASLt and the FP8 quantization, the two
-// attention kernels (FlashAttention-2 on mma.sync, FlashAttention-3 on wgmma). Each holds its
-// kernels and launchers; everything after them in this file is portable CUDA C++.
+// dispatch: the attention kernel this backend runs
 // =====================================================================================
 
-#include "vt-cuda-ptx.cuh"
-#include "vt-cuda-gemm.cuh"
-#include "vt-cuda-attention.cuh"
-#include "vt-cuda-attention-wgmma.cuh"
-
-// =====================================================================================
-// kernels
-// =====================================================================================
-
-// im2col_k3_kernel: the GEMM operand of conv1d_k3 for windows [b0, b0 + n_rows / T_out).
-//   cols[r, i*3 + k] = x[b0 + r / T_out, (r % T_out) * stride + k - 1, i], 0 outside [0, T_in)
-//   (the column order of PyTorch's [C_out, C_in, 3] weight, so W needs no reshuffle).
-//   One thread per (r, i) in [0, n_rows) x [0, C_in), grid-stride: it reads x's three taps
-//   (strides sx* in elements: any layout, e.g. the transposed f32 mel) and writes three
-//   neighbouring columns. CPU twin: the col[] gather in vt.cpp's cpu_backend::conv1d_k3.
-//   vt_conv1d_k3_chunks: chunk input rows a chunk (T_in itself otherwise), each padded on its
-//   own: the taps of output row t read [c0, c0 + chunk) only, c0 = t * stride rounded down to a
-//   chunk, and below x_len[b] where x_len is given.
-template <typename Tin, typename T>
-__global__ void im2col_k3_kernel(T * __restrict__ cols, const Tin * __restrict__ x, int64_t b0, int64_t n_rows,
-                                 int64_t T_out, int64_t T_in, int64_t C_in, int stride, int64_t chunk,
-                                 const float * __restrict__ x_len, int64_t sx0, int64_t sx1, int64_t sx2) {
-    const int64_t n = n_rows * C_in;
-    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = idx / C_in, i = idx % C_in;
-        const int64_t b = b0 + r / T_out, t = r % T_out;
-        const int64_t c0 = t * stride / chunk * chunk;                                   // this row's chunk
-        const int64_t end = min(c0 + chunk, x_len ? (int64_t)x_len[b] : T_in);           // its rows [c0, end)
-        const Tin * xb = x + b * sx2 + i * sx0;
-        T * dst = cols + r * 3 * C_in + i * 3;
-#pragma unroll
-        for (int k = 0; k < 3; k++) {
-            const int64_t ti = t * stride + k - 1;
-            dst[k] = from_f32<T>(ti >= c0 && ti < end ? to_f32(xb[ti * sx1]) : 0.0f);
-        }
-    }
-}
-
-// conv2d_k3s2's geometry (vt_conv2d_k3s2): the input's element strides (b, t, f, i) and sizes.
-struct conv2d_geom {
-    int64_t sb, st, sf, si;                // x's element (b, t, f, i) at b sb + t st + f sf + i si
-    int64_t T_in, F_in, C_in, T_out, F_out, chunk, chunk_out;
-};
-
-// The input x[b, ti, fi, i] of a conv2d_k3s2 tap, 0 outside the row's chunk [c0, min(c0 + chunk,
-// T_in, x_len[b])) or the frequencies [0, F_in). CPU twin: the im2col in vt.cpp's cpu_backend::conv2d_k3s2.
-template <typename Tin>
-__device__ __forceinline__ float conv2d_tap(const Tin * __restrict__ x, const conv2d_geom & g, int64_t b, int64_t to,
-                                            int64_t fo, int64_t i, int kf, int kt, const float * __restrict__ x_len) {
-    const int64_t c0 = to / g.chunk_out * g.chunk, lt = to % g.chunk_out;
-    const int64_t end = min(min(c0 + g.chunk, g.T_in), x_len ? (int64_t)x_len[b] : g.T_in);
-    const int64_t ti = c0 + 2 * lt + kt - 1, fi = 2 * fo + kf - 1;
-    return ti >= c0 && ti < end && fi >= 0 && fi < g.F_in ? to_f32(x[b * g.sb + ti * g.st + fi * g.sf + i * g.si]) : 0.0f;
-}
-
-// im2col_conv2d_kernel: the GEMM operand of conv2d_k3s2 for windows [b0, b0 + n_rows / (T_out F_out)).
-//   cols[r, i*9 + kf*3 + kt] = conv2d_tap(b, to, fo, i, kf, kt), r = ((b - b0) T_out + to) F_out + fo
-//   (the column order of PyTorch's [C_out, C_in, 3, 3] weight). One thread per (r, i) in [0, n_rows)
-//   x [0, C_in), grid-stride: it writes its nine neighbouring columns.
-template <typename Tin, typename T>
-__global__ void im2col_conv2d_kernel(T * __restrict__ cols, const Tin * __restrict__ x, conv2d_geom g, int64_t b0,
-                                     int64_t n_rows, const float * __restrict__ x_len) {
-    const int64_t n = n_rows * g.C_in;
-    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = idx / g.C_in, i = idx % g.C_in;
-        const int64_t fo = r % g.F_out, to = r / g.F_out % g.T_out, b = b0 + r / g.F_out / g.T_out;
-        T * dst = cols + r * 9 * g.C_in + i * 9;
-#pragma unroll
-        for (int kf = 0; kf < 3; kf++)
-#pragma unroll
-            for (int kt = 0; kt < 3; kt++) dst[kf * 3 + kt] = from_f32<T>(conv2d_tap(x, g, b, to, fo, i, kf, kt, x_len));
-    }
-}
-
-// conv2d_direct_kernel: conv2d_k3s2 without a GEMM, for a stage whose K = 9 C_in is too narrow for
-//   one (the stem's first, C_in 1: K 9). y[((b T_out + to) F_out + fo) N + o] = act(bias[o] + sum
-//   w[o, i, kf, kt] tap); one thread per output element, grid-stride over B T_out F_out N.
-template <typename Tin, typename T>
-__global__ void conv2d_direct_kernel(T * __restrict__ y, const Tin * __restrict__ x, const T * __restrict__ w,
-                                     const float * __restrict__ bias, conv2d_geom g, int64_t N, int64_t n,
-                                     const float * __restrict__ x_len, int act) {
-    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t o = idx % N, r = idx / N;
-        const int64_t fo = r % g.F_out, to = r / g.F_out % g.T_out, b = r / g.F_out / g.T_out;
-        float acc = bias[o];
-        for (int64_t i = 0; i < g.C_in; i++) {
-            const T * wo = w + (o * g.C_in + i) * 9;
-#pragma unroll
-            for (int kf = 0; kf < 3; kf++)
-#pragma unroll
-                for (int kt = 0; kt < 3; kt++) acc += to_f32(wo[kf * 3 + kt]) * conv2d_tap(x, g, b, to, fo, i, kf, kt, x_len);
-        }
-        y[idx] = from_f32<T>(act == VT_ACT_GELU ? gelu_erf(acc) : acc);
-    }
-}
-
-// epilogue_kernel: in place on y [rows, N] (row-major), in f32:
-//   y[r, n] = act(y[r, n] + bias[n]) + res[r, n] + add[r % add_rows, n]
-//   (bias, res, add each optional; the order of vt.cpp's apply_epilogue, its CPU twin).
-//   VEC = 8: each thread owns 8 consecutive elements of one row (16-byte loads/stores;
-//   needs N % 8 == 0 and 16-byte aligned y/res); VEC = 1 for the rest. Grid-stride over
-//   rows * N / VEC.
-template <typename T, int VEC>
-__global__ void epilogue_kernel(T * __restrict__ y, const float * __restrict__ bias, const T * __restrict__ res,
-                                const float * __restrict__ add, int64_t add_rows, int64_t rows, int64_t N, int act) {
-    const int64_t nv = N / VEC, n = rows * nv;
-    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = idx / nv, c0 = (idx % nv) * VEC;
-        float v[VEC], rv[VEC];
-        if constexpr (VEC == 8) {
-            unpack8<T>(*reinterpret_cast<const uint4 *>(y + r * N + c0), v);
-            if (res) unpack8<T>(*reinterpret_cast<const uint4 *>(res + r * N + c0), rv);
-        } else {
-            v[0] = to_f32(y[r * N + c0]);
-            if (res) rv[0] = to_f32(res[r * N + c0]);
-        }
-        const float * a = add ? add + (r % add_rows) * N + c0 : nullptr;
-#pragma unroll
-        for (int e = 0; e < VEC; e++) {
-            float x = v[e];
-            if (bias) x += bias[c0 + e];
-            if (act == VT_ACT_GELU) x = gelu_erf(x);
-            if (res) x += rv[e];
-            if (a) x += a[e];
-            v[e] = x;
-        }
-        if constexpr (VEC == 8) {
-            *reinterpret_cast<uint4 *>(y + r * N + c0) = pack8<T>(v);
-        } else {
-            y[r * N + c0] = from_f32<T>(v[0]);
-        }
-    }
-}
-
-// epilogue_vec8_kernel: the same epilogue with no index division in the loop (the conv stem's
-//   bias + GELU + positions, and the GELU linears cuBLASLt's epilogue does not take: plan_linear). Thread x owns
-//   the 8 columns [c0, c0 + 8), c0 = 8 * (blockIdx.x * blockDim.x + threadIdx.x) < N, and
-//   keeps their bias in registers; blocks in y walk the rows (grid-stride), one row a step: 4 rows
-//   a step with their loads in flight took 96 registers, half the warps, and the GELU pass after
-//   large-v3's fc1 went from 13.7 to 14.9 ms at batch 32 (it is issue-bound, SM 77% busy; issue
-//   29). Needs N % 8 == 0 and 16-byte aligned y/res.
-template <typename T>
-__global__ void epilogue_vec8_kernel(T * __restrict__ y, const float * __restrict__ bias, const T * __restrict__ res,
-                                     const float * __restrict__ add, int add_rows, int rows, int N, int act) {
-    const int c0 = 8 * (blockIdx.x * blockDim.x + threadIdx.x);
-    if (c0 >= N) return;
-    float bv[8];
-#pragma unroll
-    for (int e = 0; e < 8; e++) bv[e] = bias ? bias[c0 + e] : 0.0f;
-    for (int r = blockIdx.y; r < rows; r += gridDim.y) {
-        const size_t off = (size_t)r * N + c0;
-        float v[8], rv[8];
-        unpack8<T>(*reinterpret_cast<const uint4 *>(y + off), v);
-        if (res) unpack8<T>(*reinterpret_cast<const uint4 *>(res + off), rv);
-        const float * a = add ? add + (size_t)(r % add_rows) * N + c0 : nullptr;
-#pragma unroll
-        for (int e = 0; e < 8; e++) {
-            float x = v[e] + bv[e];
-            if (act == VT_ACT_GELU) x = gelu_erf(x);
-            if (res) x += rv[e];
-            if (a) x += a[e];
-            v[e] = x;
-        }
-        *reinterpret_cast<uint4 *>(y + off) = pack8<T>(v);
-    }
-}
-
-// layer_norm_vec_kernel: y = (x - mean) / sqrt(var + eps) * w + b over each row of C.
-//   A warp owns ROWS consecutive rows (of n_rows; blockDim.x / 32 warps per block); lane l holds
-//   the 8-element vectors l, l + 32, ..., (VPL of them, C / 8 in all) of each row in registers,
-//   packed as read: one read of x, one write of y, f32 statistics in two passes over the
-//   registers. ROWS > 1 for many rows: each lane's w and b (f32, 4x the row's own bytes) are read
-//   once for ROWS rows, where with one row a warp they were most of the L1 traffic (ncu: L1 93%
-//   busy, DRAM 45%, at large-v3's batch 32; 4 rows: 91 -> 88 us). Needs C % 8 == 0, C <= 256 * VPL and 16-byte
-//   aligned rows. CPU twin: cpu_backend::layer_norm (double stats).
-//   q non-null (FP8 mode, the norm's one use an FP8 GEMM): each row is written quantized to
-//   e4m3 into q with its scale in qscale (quantize_rows_kernel's rule) instead of into y.
-template <typename T, int VPL, int ROWS>
-__global__ void layer_norm_vec_kernel(T * __restrict__ y, const T * __restrict__ x, const float * __restrict__ w,
-                                      const float * __restrict__ b, int64_t n_rows, int C, float eps,
-                                      __nv_fp8_storage_t * __restrict__ q, float * __restrict__ qscale) {
-    const int64_t row0 = (blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32) * ROWS;
-    const int lane = threadIdx.x % 32;
-    if (row0 >= n_rows) return;
-    const int nv = C / 8, n_here = (int)min((int64_t)ROWS, n_rows - row0);
-    uint4 xs[ROWS][VPL];
-    float mean[ROWS], rstd[ROWS], amax[ROWS];
-#pragma unroll
-    for (int r = 0; r < ROWS; r++) {
-        if (r >= n_here) break;
-        const uint4 * xr = reinterpret_cast<const uint4 *>(x + (row0 + r) * C);
-#pragma unroll
-        for (int j = 0; j < VPL; j++)
-            if (lane + 32 * j < nv) xs[r][j] = xr[lane + 32 * j];
-    }
-#pragma unroll
-    for (int r = 0; r < ROWS; r++) {
-        if (r >= n_here) break;
-        float sum = 0.0f, v[8];
-#pragma unroll
-        for (int j = 0; j < VPL; j++) {
-            if (lane + 32 * j < nv) {
-                unpack8<T>(xs[r][j], v);
-#pragma unroll
-                for (int e = 0; e < 8; e++) sum += v[e];
-            }
-        }
-        mean[r] = warp_sum(sum) / C;
-        float sq = 0.0f;
-#pragma unroll
-        for (int j = 0; j < VPL; j++) {
-            if (lane + 32 * j < nv) {
-                unpack8<T>(xs[r][j], v);
-#pragma unroll
-                for (int e = 0; e < 8; e++) { const float d = v[e] - mean[r]; sq += d * d; }
-            }
-        }
-        rstd[r] = rsqrtf(warp_sum(sq) / C + eps);
-        amax[r] = 0.0f;
-    }
-    // the normalized rows: written out, or (q) their absolute maxima first, then quantized
-    for (int pass = 0; pass < (q ? 2 : 1); pass++) {
-        float inv[ROWS];
-        if (q && pass == 1) {
-#pragma unroll
-            for (int r = 0; r < ROWS; r++) {
-                if (r >= n_here) break;
-#pragma unroll
-                for (int o = 16; o > 0; o >>= 1) amax[r] = fmaxf(amax[r], __shfl_xor_sync(0xffffffffu, amax[r], o));
-                const float s = amax[r] > 0.0f ? amax[r] / E4M3_MAX : 1.0f;
-                inv[r] = 1.0f / s;
-                if (lane == 0) qscale[row0 + r] = s;
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < VPL; j++) {
-            const int c = lane + 32 * j;
-            if (c >= nv) continue;
-            const float4 w0 = reinterpret_cast<const float4 *>(w)[2 * c], w1 = reinterpret_cast<const float4 *>(w)[2 * c + 1];
-            const float4 b0 = reinterpret_cast<const float4 *>(b)[2 * c], b1 = reinterpret_cast<const float4 *>(b)[2 * c + 1];
-            const float ww[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-            const float bb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-            for (int r = 0; r < ROWS; r++) {
-                if (r >= n_here) break;
-                float v[8];
-                unpack8<T>(xs[r][j], v);
-#pragma unroll
-                for (int e = 0; e < 8; e++) {
-                    v[e] = (v[e] - mean[r]) * rstd[r] * ww[e] + bb[e];
-                    amax[r] = fmaxf(amax[r], fabsf(v[e]));
-                }
-                if (!q) reinterpret_cast<uint4 *>(y + (row0 + r) * C)[c] = pack8<T>(v);
-                else if (pass == 1) reinterpret_cast<uint2 *>(q + (row0 + r) * C)[c] = e4m3x8(v, inv[r]);
-            }
-        }
-    }
-}
-
-// layer_norm_kernel: the same for any C and type (f32 too): a warp per row, three passes
-// over the row in global memory (sum, squared deviations, write). CPU twin as above.
-template <typename T>
-__global__ void layer_norm_kernel(T * __restrict__ y, const T * __restrict__ x, const float * __restrict__ w,
-                                  const float * __restrict__ b, int64_t n_rows, int C, float eps) {
-    const int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
-    const int lane = threadIdx.x % 32;
-    if (row >= n_rows) return;
-    const T * xr = x + row * C;
-    float sum = 0.0f;
-    for (int c = lane; c < C; c += 32) sum += to_f32(xr[c]);
-    const float mean = warp_sum(sum) / C;
-    float sq = 0.0f;
-    for (int c = lane; c < C; c += 32) { const float d = to_f32(xr[c]) - mean; sq += d * d; }
-    const float rstd = rsqrtf(warp_sum(sq) / C + eps);
-    T * yr = y + row * C;
-    for (int c = lane; c < C; c += 32) yr[c] = from_f32<T>((to_f32(xr[c]) - mean) * rstd * w[c] + b[c]);
-}
-
-// The projector's kernels: a handful of rows per window, so plain grid-stride loops.
-
-// avg_pool2: y[b, t, c] = (x[b, 2t, c] + x[b, 2t + 1, c]) / 2 for t < T (x has T_in rows a
-// window); one element per thread per step. CPU twin: cpu_backend::avg_pool2.
-template <typename T>
-__global__ void avg_pool2_kernel(T * __restrict__ y, const T * __restrict__ x, int64_t C, int64_t T_out,
-                                 int64_t T_in, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t c = i % C, t = (i / C) % T_out, b = i / (C * T_out);
-        const T * a = x + (b * T_in + 2 * t) * C + c;
-        y[i] = from_f32<T>((to_f32(a[0]) + to_f32(a[C])) * 0.5f);
-    }
-}
-
-// rms_norm: a warp per row: y = x / sqrt(mean(x^2) + eps) * w, the sum in f32.
-// CPU twin: cpu_backend::rms_norm.
-template <typename T>
-__global__ void rms_norm_kernel(T * __restrict__ y, const T * __restrict__ x, const float * __restrict__ w,
-                                int64_t rows, int C, float eps) {
-    const int64_t row = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
-    const int lane = threadIdx.x % 32;
-    if (row >= rows) return;
-    const T * xr = x + row * C;
-    T * yr = y + row * C;
-    float sq = 0.0f;
-    for (int c = lane; c < C; c += 32) { const float v = to_f32(xr[c]); sq += v * v; }
-    const float rstd = rsqrtf(warp_sum(sq) / C + eps);
-    for (int c = lane; c < C; c += 32) yr[c] = from_f32<T>(to_f32(xr[c]) * rstd * w[c]);
-}
-
-// relu: y[i] = max(x[i], 0); one element per thread per step. CPU twin: cpu_backend::relu.
-template <typename T>
-__global__ void relu_kernel(T * __restrict__ y, const T * __restrict__ x, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        y[i] = from_f32<T>(fmaxf(to_f32(x[i]), 0.0f));
-}
-
-// silu: y[i] = x[i] / (1 + exp(-x[i])); one element per thread per step. CPU twin: cpu_backend::silu.
-template <typename T>
-__global__ void silu_kernel(T * __restrict__ y, const T * __restrict__ x, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        const float v = to_f32(x[i]);
-        y[i] = from_f32<T>(v / (1.0f + __expf(-v)));
-    }
-}
-
-// silu_mul: y[i] = x[i] * silu(g[i]); one element per thread per step. CPU twin: cpu_backend::silu_mul.
-template <typename T>
-__global__ void silu_mul_kernel(T * __restrict__ y, const T * __restrict__ x, const T * __restrict__ g, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        const float v = to_f32(g[i]);
-        y[i] = from_f32<T>(to_f32(x[i]) * (v / (1.0f + __expf(-v))));
-    }
-}
-
-// swiglu: y[r, i] = x[r, i] * silu(x[r, N + i]) for i < N; one element per thread per step.
-// CPU twin: cpu_backend::swiglu.
-template <typename T>
-__global__ void swiglu_kernel(T * __restrict__ y, const T * __restrict__ x, int64_t N, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = i / N, c = i % N;
-        const float g = to_f32(x[r * 2 * N + N + c]);
-        y[i] = from_f32<T>(to_f32(x[r * 2 * N + c]) * (g / (1.0f + __expf(-g))));
-    }
-}
-
-// rope_qk: row r (position r % T of its window) of a q|k|v tensor, element j of its 3d: in q
-// and k (j < 2d), the first n_rot of each head's hd dimensions turn in pairs (i, i + n_rot/2) by
-// the float32 angle (r % T) * inv_freq[i]; the rest, and v, are copied. One element per thread
-// per step. CPU twin: cpu_backend::rope_qk (the same float32 inv_freq and angle, cos/sin in double).
-template <typename T>
-__global__ void rope_qk_kernel(T * __restrict__ y, const T * __restrict__ x, int64_t d, int64_t hd, int n_rot,
-                               float theta, int64_t T_pos, int64_t n) {
-    const int half = n_rot / 2;
-    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = idx / (3 * d), j = idx % (3 * d), c = j % hd;
-        if (j >= 2 * d || c >= n_rot) { y[idx] = x[idx]; continue; }
-        const int i = (int)(c % half);
-        const float inv_freq = 1.0f / (float)pow((double)theta, (double)((float)(2 * i) / (float)n_rot));
-        const float ang = (float)(r % T_pos) * inv_freq;
-        double sn, cs;
-        sincos((double)ang, &sn, &cs);
-        const float xc = to_f32(x[idx]);
-        const float xp = c < half ? to_f32(x[idx + half]) : to_f32(x[idx - half]);
-        y[idx] = from_f32<T>(c < half ? xc * (float)cs - xp * (float)sn : xc * (float)cs + xp * (float)sn);
-    }
-}
-
-// stack: window b's rows laid end to end and cut into rows of `row` elements, the tail past
-// the window's n_in elements zero. One element per thread per step. CPU twin: cpu_backend::stack.
-template <typename T>
-__global__ void stack_kernel(T * __restrict__ y, const T * __restrict__ x, int64_t row, int64_t rows_out,
-                             int64_t n_in, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t b = i / (row * rows_out), j = i % (row * rows_out);
-        y[i] = j < n_in ? x[b * n_in + j] : from_f32<T>(0.0f);
-    }
-}
-
-// convert_kernel: y[i] = x[i] in y's type, through f32 (round to nearest even), for i in
-// [0, n); a grid-stride loop. The f32 copy of a graph output (inside the captured graph, so
-// the download is one plain copy), the f16 download of a bf16 forward, weights converted
-// after their upload. CPU twin: vt_convert.
-template <typename Tin, typename Tout>
-__global__ void convert_kernel(Tout * __restrict__ y, const Tin * __restrict__ x, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        y[i] = from_f32<Tout>(to_f32(x[i]));
-}
-
-// ---- log-mel: vt_log_mel on the GPU (CPU twin: cpu_backend::log_mel in vt.cpp) ----
-//
-// A window's n_frames frames of 400 samples every hop (the op's vt_mel_shape), read from its
-// row of the pcm input (the caller put the padding, reflection or neighbours' samples in the
-// row's context); per frame the power spectrum |DFT_400(hann * frame)|^2 in double, then the
-// mel sums in double, log10 in float, and over the whole window max(x, max - 8) then (x + 4) / 4.
-// The 400-point DFT splits as 20 x 20 (n = 20 n1 + n2, k = k1 + 20 k2):
-//   X[k1 + 20 k2] = sum_n2 W20^(n2 k2) [ W400^(n2 k1) sum_n1 x[20 n1 + n2] W20^(n1 k1) ]
-// two passes of 20-point sums (32k double FMAs a frame against 160k for the plain DFT);
-// only k <= 200 is needed. Tables are made on the host in double, as the CPU's. The split is
-// the kernel's one fixed size: alloc_graph refuses another n_fft.
-static const int MEL_N_FFT = 400;             // the DFT this kernel computes (20 x 20)
-static const int MEL_N_BINS = MEL_N_FFT / 2 + 1;
-static const int MEL_FPB = 8;                 // frames a block
-static const int MEL_THREADS = 256;
-
-// frame blocks a window: the last one may hold fewer than MEL_FPB frames
-static int log_mel_blocks(int n_frames) { return (int)ceil_div(n_frames, MEL_FPB); }
-
-struct mel_tables {                           // made by each backend at init, in its device memory
-    double window[MEL_N_FFT];                 // periodic Hann
-    double2 tw20[20];                         // exp(-2 pi i j / 20)
-    double2 tw400[MEL_N_FFT];                 // exp(-2 pi i j / 400)
-};
-
-static size_t log_mel_smem_bytes() {
-    return sizeof(double2) * (MEL_FPB * MEL_N_FFT + 20 + MEL_N_FFT) + sizeof(double) * MEL_FPB * MEL_N_FFT;
-}
-
-// mel_ranges_kernel: each mel row's non-zero bins [k0, k1) (the filters are triangles; the
-// skipped products are 0 * finite, so the sums are exact as the CPU's).
-__global__ void mel_ranges_kernel(int2 * __restrict__ ranges, const float * __restrict__ filters, int n_mels) {
-    const int m = blockIdx.x * blockDim.x + threadIdx.x;
-    if (m >= n_mels) return;
-    const float * row = filters + (size_t)m * MEL_N_BINS;
-    int a = 0, b = MEL_N_BINS;
-    while (a < b && row[a] == 0.0f) a++;
-    while (b > a && row[b - 1] == 0.0f) b--;
-    ranges[m] = make_int2(a, b);
-}
-
-// log_mel_frames_kernel: grid (log_mel_blocks(n_frames), B); block (x, b) makes frames
-// [8x, min(8x + 8, n_frames)) of window b, whose row starts at pcm + b * row_len: out[b, m, t] =
-// log10(max(mel, 1e-10)) for the frames t < valid that hold the signal (0 past them), and the
-// block's max over those in block_max[b, x]. out NULL: the max alone (vt_log_mel_max).
-// params[b] = {valid, clamp max} (NULL: all n_frames valid).
-__global__ void __launch_bounds__(MEL_THREADS) log_mel_frames_kernel(float * __restrict__ out, float * __restrict__ block_max,
-        const float * __restrict__ pcm, const float * __restrict__ filters, const int2 * __restrict__ ranges, int n_mels,
-        const float * __restrict__ params, const mel_tables * __restrict__ tables, int64_t row_len, int hop, int n_frames) {
-    extern __shared__ double2 mel_smem[];
-    double2 * y     = mel_smem;                            // [MEL_FPB][n2 20][k1 20] after pass 1
-    double2 * tw20  = y + MEL_FPB * MEL_N_FFT;
-    double2 * tw400 = tw20 + 20;
-    double  * xw    = (double *)(tw400 + MEL_N_FFT);       // [MEL_FPB][400] windowed frames
-    double  * power = xw;                                  // [MEL_FPB][201], once xw is spent
-    __shared__ float red[MEL_THREADS / 32];
-
-    const int b = blockIdx.y, t0 = blockIdx.x * MEL_FPB, tid = threadIdx.x;
-    const int valid = min(params ? (int)params[2 * b] : n_frames, n_frames);
-    const float * x = pcm + (size_t)b * row_len;           // frame t: x[hop t, hop t + 400)
-    for (int i = tid; i < 20; i += MEL_THREADS) tw20[i] = tables->tw20[i];
-    for (int i = tid; i < MEL_N_FFT; i += MEL_THREADS) tw400[i] = tables->tw400[i];
-    for (int i = tid; i < MEL_FPB * MEL_N_FFT; i += MEL_THREADS) {
-        const int f = i / MEL_N_FFT, n = i % MEL_N_FFT;    // (frames past n_frames: zeros, never stored)
-        xw[i] = t0 + f < n_frames ? tables->window[n] * (double)x[(int64_t)(t0 + f) * hop + n] : 0.0;
-    }
-    __syncthreads();
-
-    // pass 1: y[f][n2][k1] = W400^(n2 k1) sum_n1 xw[f][20 n1 + n2] W20^(n1 k1)
-    for (int i = tid; i < MEL_FPB * MEL_N_FFT; i += MEL_THREADS) {
-        const int f = i / MEL_N_FFT, n2 = (i % MEL_N_FFT) / 20, k1 = i % 20;
-        const double * xf = xw + f * MEL_N_FFT + n2;
-        double re = 0.0, im = 0.0;
-        for (int n1 = 0, e = 0; n1 < 20; n1++) {
-            re = fma(xf[20 * n1], tw20[e].x, re);
-            im = fma(xf[20 * n1], tw20[e].y, im);
-            e += k1;
-            if (e >= 20) e -= 20;
-        }
-        const double2 w = tw400[n2 * k1];
-        y[i] = make_double2(re * w.x - im * w.y, re * w.y + im * w.x);
-    }
-    __syncthreads();
-
-    // pass 2: power[f][k] = |sum_n2 y[f][n2][k1] W20^(n2 k2)|^2, k = k1 + 20 k2 <= 200
-    for (int i = tid; i < MEL_FPB * MEL_N_BINS; i += MEL_THREADS) {
-        const int f = i / MEL_N_BINS, k = i % MEL_N_BINS, k1 = k % 20, k2 = k / 20;
-        const double2 * yf = y + f * MEL_N_FFT + k1;
-        double re = 0.0, im = 0.0;
-        for (int n2 = 0, e = 0; n2 < 20; n2++) {
-            const double2 a = yf[20 * n2], w = tw20[e];
-            re = fma(a.x, w.x, fma(-a.y, w.y, re));
-            im = fma(a.x, w.y, fma(a.y, w.x, im));
-            e += k2;
-            if (e >= 20) e -= 20;
-        }
-        power[i] = re * re + im * im;
-    }
-    __syncthreads();
-
-    // mel sums, log10; frames fastest so that the stores are coalesced
-    float mx = -INFINITY;
-    for (int i = tid; i < MEL_FPB * n_mels; i += MEL_THREADS) {
-        const int f = i % MEL_FPB, m = i / MEL_FPB;
-        const int2 r = ranges[m];
-        const float * row = filters + (size_t)m * MEL_N_BINS;
-        const double * pf = power + f * MEL_N_BINS;
-        double sum = 0.0;
-        for (int k = r.x; k < r.y; k++) sum += (double)row[k] * pf[k];
-        const float v = log2f(fmaxf((float)sum, 1e-10f)) * 0.30102999566398119521f;
-        const bool in_signal = t0 + f < valid;
-        if (out && t0 + f < n_frames) out[((size_t)b * n_mels + m) * n_frames + t0 + f] = in_signal ? v : 0.0f;
-        if (in_signal) mx = fmaxf(mx, v);
-    }
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    if (tid % 32 == 0) red[tid / 32] = mx;
-    __syncthreads();
-    if (tid == 0) {
-        for (int w = 1; w < MEL_THREADS / 32; w++) mx = fmaxf(mx, red[w]);
-        block_max[(size_t)b * gridDim.x + blockIdx.x] = mx;
-    }
-}
-
-// The largest of window b's n_blocks frame blocks' maxima, in every thread of the block.
-__device__ float log_mel_window_max(const float * __restrict__ block_max, int b, int n_blocks) {
-    __shared__ float red[32];
-    float mx = -INFINITY;
-    for (int i = threadIdx.x; i < n_blocks; i += blockDim.x) mx = fmaxf(mx, block_max[(size_t)b * n_blocks + i]);
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = mx;
-    __syncthreads();
-    mx = red[0];
-    for (int w = 1; w < (int)(blockDim.x / 32); w++) mx = fmaxf(mx, red[w]);
-    return mx;
-}
-
-// log_mel_norm_kernel: grid (x, B): every block of window b takes the clamp's max (params[b].y,
-// or when that is NaN the window's own, from the frame blocks') and applies out = (max(out,
-// max - 8) + 4) / 4 to its part of the frames that hold the signal, grid-stride.
-__global__ void log_mel_norm_kernel(float * __restrict__ out, const float * __restrict__ block_max, size_t per_window,
-                                    const float * __restrict__ params, int n_frames, int n_blocks) {
-    const int b = blockIdx.y;
-    const int valid = params ? (int)params[2 * b] : n_frames;
-    const float given = params ? params[2 * b + 1] : NAN;
-    const float mx = isnan(given) ? log_mel_window_max(block_max, b, n_blocks) : given;
-    const float floor_v = mx - 8.0f;
-    float * o = out + (size_t)b * per_window;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < per_window; i += (size_t)gridDim.x * blockDim.x)
-        if ((int)(i % n_frames) < valid) o[i] = (fmaxf(o[i], floor_v) + 4.0f) / 4.0f;
-}
-
-// log_mel_max_kernel: grid B: out[b] = window b's max (vt_log_mel_max).
-__global__ void log_mel_max_kernel(float * __restrict__ out, const float * __restrict__ block_max, int n_blocks) {
-    const float mx = log_mel_window_max(block_max, blockIdx.x, n_blocks);
-    if (threadIdx.x == 0) out[blockIdx.x] = mx;
-}
-
-// =====================================================================================
-// launchers (one per op; they do the grid maths, launch on the stream and check)
-// =====================================================================================
-
-template <typename T>
-static bool launch_epilogue_t(const launch_ctx & lc, T * y, const float * bias, const T * res, const float * add,
-                              int64_t add_rows, int64_t rows, int64_t N, int act) {
-    const bool vec = N % 8 == 0 && (uintptr_t)y % 16 == 0 && (!res || (uintptr_t)res % 16 == 0);
-    const int threads = 256;
-    if (vec && rows < INT32_MAX && N < INT32_MAX) {
-        const int nv = (int)(N / 8);
-        // the fewest blocks across a row, each as narrow as they allow (N 5120: 3 x 224 threads for
-        // 640 vectors, where 3 x 256 left a sixth of the threads idle)
-        const int gx = (nv + 255) / 256;
-        const int tx = ((nv + gx - 1) / gx + 31) / 32 * 32;
-        const int gy = (int)std::min<int64_t>(rows, std::max(1, lc.n_sm * 16 / gx));
-        epilogue_vec8_kernel<T><<<dim3(gx, gy), tx, 0, lc.stream>>>(y, bias, res, add, (int)std::max<int64_t>(add_rows, 1),
-                                                              (int)rows, (int)N, act);
-    } else if (vec) {
-        epilogue_kernel<T, 8><<<grid_for(lc, rows * N / 8, threads), threads, 0, lc.stream>>>(y, bias, res, add, add_rows, rows, N, act);
-    } else {
-        epilogue_kernel<T, 1><<<grid_for(lc, rows * N, threads), threads, 0, lc.stream>>>(y, bias, res, add, add_rows, rows, N, act);
-    }
-    LAUNCH_CHECK("epilogue_kernel");
-    return true;
-}
-
-static bool launch_epilogue(const launch_ctx & lc, vt_type type, void * y, const float * bias, const void * res,
-                            const float * add, int64_t add_rows, int64_t rows, int64_t N, int act) {
-    if (type == VT_TYPE_F16)
-        return launch_epilogue_t<__half>(lc, (__half *)y, bias, (const __half *)res, add, add_rows, rows, N, act);
-    return launch_epilogue_t<__nv_bfloat16>(lc, (__nv_bfloat16 *)y, bias, (const __nv_bfloat16 *)res, add, add_rows, rows, N, act);
-}
-
-template <typename Tin, typename T>
-static bool launch_im2col_t(const launch_ctx & lc, void * cols, const vt_tensor * t, int64_t b0, int64_t n_rows) {
-    const vt_tensor * x = t->src[0];
-    const size_t es = sizeof(Tin);
-    const int threads = 256;
-    const int64_t chunk = t->iparams[2] ? t->iparams[2] : x->ne[1];   // vt_conv1d_k3_chunks
-    im2col_k3_kernel<Tin, T><<<grid_for(lc, n_rows * x->ne[0], threads), threads, 0, lc.stream>>>(
-        (T *)cols, (const Tin *)x->data, b0, n_rows, t->ne[1], x->ne[1], x->ne[0], t->iparams[0], chunk,
-        t->src[4] ? (const float *)t->src[4]->data : nullptr,
-        (int64_t)(x->nb[0] / es), (int64_t)(x->nb[1] / es), (int64_t)(x->nb[2] / es));
-    LAUNCH_CHECK("im2col_k3_kernel");
-    return true;
-}
-
-// the im2col rows [b0 T_out, b0 T_out + n_rows) of conv node t
-static bool launch_im2col(const launch_ctx & lc, vt_type out_type, void * cols, const vt_tensor * t, int64_t b0,
-                          int64_t n_rows) {
-    const bool f16 = out_type == VT_TYPE_F16;
-    switch (t->src[0]->type) {
-        case VT_TYPE_F32:
-            return f16 ? launch_im2col_t<float, __half>(lc, cols, t, b0, n_rows)
-                       : launch_im2col_t<float, __nv_bfloat16>(lc, cols, t, b0, n_rows);
-        case VT_TYPE_F16:
-            return f16 ? launch_im2col_t<__half, __half>(lc, cols, t, b0, n_rows)
-                       : launch_im2col_t<__half, __nv_bfloat16>(lc, cols, t, b0, n_rows);
-        case VT_TYPE_BF16:
-            return f16 ? launch_im2col_t<__nv_bfloat16, __half>(lc, cols, t, b0, n_rows)
-                       : launch_im2col_t<__nv_bfloat16, __nv_bfloat16>(lc, cols, t, b0, n_rows);
-    }
-    vt_set_error("cuda: conv1d_k3: unsupported input type");
-    return false;
-}
-
-// conv2d_k3s2's geometry from its node (the mel's strides when C_in is 1, else [B, T, F, C]).
-static conv2d_geom conv2d_geom_of(const vt_tensor * t) {
-    const vt_tensor * x = t->src[0], * w = t->src[1];
-    const size_t es = vt_type_size(x->type);
-    conv2d_geom g;
-    g.C_in = w->ne[2];
-    const bool mel = g.C_in == 1;
-    g.sb = (int64_t)((mel ? x->nb[2] : x->nb[3]) / es);
-    g.st = (int64_t)((mel ? x->nb[0] : x->nb[2]) / es);
-    g.sf = (int64_t)(x->nb[1] / es);
-    g.si = (int64_t)(x->nb[0] / es);
-    g.T_in = mel ? x->ne[0] : x->ne[2];
-    g.F_in = x->ne[1];
-    g.T_out = t->ne[2];
-    g.F_out = t->ne[1];
-    g.chunk = t->iparams[2];
-    g.chunk_out = (g.chunk - 1) / 2 + 1;
-    return g;
-}
-
-template <typename Tin, typename T>
-static bool launch_conv2d_t(const launch_ctx & lc, const vt_tensor * t, void * cols, int64_t b0, int64_t n_rows) {
-    const vt_tensor * x = t->src[0], * w = t->src[1];
-    const conv2d_geom g = conv2d_geom_of(t);
-    const float * x_len = t->src[4] ? (const float *)t->src[4]->data : nullptr;
-    const int threads = 256;
-    if (!cols) {                                       // direct: every output element of the node
-        const int64_t N = w->ne[3], n = vt_nelements(t);
-        conv2d_direct_kernel<Tin, T><<<grid_for(lc, n, threads), threads, 0, lc.stream>>>(
-            (T *)t->data, (const Tin *)x->data, (const T *)w->data, (const float *)t->src[2]->data, g, N, n, x_len, t->iparams[1]);
-        LAUNCH_CHECK("conv2d_direct_kernel");
-        return true;
-    }
-    im2col_conv2d_kernel<Tin, T><<<grid_for(lc, n_rows * g.C_in, threads), threads, 0, lc.stream>>>(
-        (T *)cols, (const Tin *)x->data, g, b0, n_rows, x_len);
-    LAUNCH_CHECK("im2col_conv2d_kernel");
-    return true;
-}
-
-// conv2d_k3s2 node t: the im2col rows [b0 T_out F_out, + n_rows) into cols, or (cols NULL) the
-// whole node by the direct kernel.
-static bool launch_conv2d(const launch_ctx & lc, const vt_tensor * t, void * cols, int64_t b0, int64_t n_rows) {
-    const bool f16 = t->type == VT_TYPE_F16;
-    switch (t->src[0]->type) {
-        case VT_TYPE_F32:
-            return f16 ? launch_conv2d_t<float, __half>(lc, t, cols, b0, n_rows)
-                       : launch_conv2d_t<float, __nv_bfloat16>(lc, t, cols, b0, n_rows);
-        case VT_TYPE_F16:
-            return f16 ? launch_conv2d_t<__half, __half>(lc, t, cols, b0, n_rows)
-                       : launch_conv2d_t<__half, __nv_bfloat16>(lc, t, cols, b0, n_rows);
-        case VT_TYPE_BF16:
-            return f16 ? launch_conv2d_t<__nv_bfloat16, __half>(lc, t, cols, b0, n_rows)
-                       : launch_conv2d_t<__nv_bfloat16, __nv_bfloat16>(lc, t, cols, b0, n_rows);
-    }
-    vt_set_error("cuda: conv2d_k3s2: unsupported input type");
-    return false;
-}
-
-// add_rows: out = x, then the epilogue adds add[r % period] to each row (a window's rows being a
-// multiple of period, r % period is t % period).
-static bool launch_add_rows(const launch_ctx & lc, const vt_tensor * t) {
-    const vt_tensor * x = t->src[0];
-    const int64_t period = t->iparams[0], rows = t->ne[1] * t->ne[2];
-    if (t->ne[1] % period != 0) {
-        vt_set_error("cuda: add_rows '%s': %lld rows a window, not a multiple of the period %lld", t->name,
-                     (long long)t->ne[1], (long long)period);
-        return false;
-    }
-    CUDA_CHECK(cudaMemcpyAsync(t->data, x->data, vt_nbytes(t), cudaMemcpyDeviceToDevice, lc.stream));
-    return launch_epilogue(lc, t->type, t->data, nullptr, nullptr, (const float *)t->src[1]->data, period, rows, t->ne[0],
-                           VT_ACT_NONE);
-}
-
-// A norm layer_norm_vec_kernel takes (and so can quantize for an FP8 GEMM): 16-bit, C % 8 == 0,
-// C <= 2048, every row 16-byte aligned.
-static bool layer_norm_vec_ok(const vt_tensor * t) {
-    const int64_t C = t->src[0]->ne[0];
-    bool ok = t->type != VT_TYPE_F32 && C % 8 == 0 && ceil_div(C / 8, 32) <= 8;
-    const vt_tensor * all[] = {t, t->src[0], t->src[1], t->src[2]};
-    for (const vt_tensor * u : all) ok = ok && (uintptr_t)u->data % 16 == 0;
-    return ok;
-}
-
-// q non-null: the norm's output quantized into q / qscale (layer_norm_vec_kernel), not into t
-template <typename T, int ROWS>
-static void launch_layer_norm_vec(const launch_ctx & lc, int vpl, T * y, const T * x, const float * w, const float * b,
-                                  int64_t rows, int C, float eps, __nv_fp8_storage_t * q, float * qscale) {
-    const int threads = 128;
-    const unsigned grid = (unsigned)ceil_div(rows, (int64_t)(threads / 32) * ROWS);
-    with_vpl(vpl, [&](auto v) {
-        layer_norm_vec_kernel<T, decltype(v)::value, ROWS><<<grid, threads, 0, lc.stream>>>(y, x, w, b, rows, C, eps, q, qscale);
-    });
-}
-
-template <typename T>
-static bool launch_layer_norm_t(const launch_ctx & lc, vt_tensor * t, void * q, float * qscale) {
-    const vt_tensor * x = t->src[0];
-    const int C = (int)x->ne[0];
-    const int64_t rows = x->ne[1] * x->ne[2] * x->ne[3];
-    const float eps = t->fparams[0];
-    T * y = (T *)t->data;
-    const T * xp = (const T *)x->data;
-    const float * w = (const float *)t->src[1]->data;
-    const float * b = (const float *)t->src[2]->data;
-    const int threads = 128, rows_per_block = threads / 32;
-    const int grid = (int)ceil_div(rows, rows_per_block);
-    const int vpl = (int)ceil_div(C / 8, 32);
-    const bool vec = layer_norm_vec_ok(t);
-    __nv_fp8_storage_t * qq = (__nv_fp8_storage_t *)q;
-    VT_ASSERT(!q || (vec && sizeof(T) == 2));   // plan_fp8 fuses only such norms
-    if constexpr (sizeof(T) == 2) {
-        if (vec) {
-            // 4 rows a warp where that still leaves every SM many warps (large-v3's batch 32 has 48000
-            // rows); not when quantizing, whose second pass over w and b made it slower (issue 29)
-            if (rows >= 16384 && !q) launch_layer_norm_vec<T, 4>(lc, vpl, y, xp, w, b, rows, C, eps, qq, qscale);
-            else               launch_layer_norm_vec<T, 1>(lc, vpl, y, xp, w, b, rows, C, eps, qq, qscale);
-            LAUNCH_CHECK("layer_norm_vec_kernel");
-            return true;
-        }
-    }
-    layer_norm_kernel<T><<<grid, threads, 0, lc.stream>>>(y, xp, w, b, rows, C, eps);
-    LAUNCH_CHECK("layer_norm_kernel");
-    return true;
-}
-
-static bool launch_layer_norm(const launch_ctx & lc, vt_tensor * t, void * q = nullptr, float * qscale = nullptr) {
-    switch (t->type) {
-        case VT_TYPE_F16:  return launch_layer_norm_t<__half>(lc, t, q, qscale);
-        case VT_TYPE_BF16: return launch_layer_norm_t<__nv_bfloat16>(lc, t, q, qscale);
-        case VT_TYPE_F32:  return launch_layer_norm_t<float>(lc, t, q, qscale);
-    }
-    vt_set_error("cuda: layer_norm: unsupported type");
-    return false;
-}
-
-template <typename T>
-static bool launch_projector_op_t(const launch_ctx & lc, vt_tensor * t) {
-    const vt_tensor * x = t->src[0];
-    T * y = (T *)t->data;
-    const T * xp = (const T *)x->data;
-    const int64_t n = vt_nelements(t), rows = t->ne[1] * t->ne[2] * t->ne[3];
-    const int threads = 256;
-    switch (t->op) {
-        case VT_OP_AVG_POOL2:
-            avg_pool2_kernel<T><<<grid_for(lc, n, threads), threads, 0, lc.stream>>>(y, xp, t->ne[0], t->ne[1], x->ne[1], n);
-            LAUNCH_CHECK("avg_pool2_kernel");
-            return true;
-        case VT_OP_RMS_NORM:
-            rms_norm_kernel<T><<<(unsigned)ceil_div(rows, 4), 128, 0, lc.stream>>>(y, xp, (const float *)t->src[1]->data, rows,
-                                                                            (int)t->ne[0], t->fparams[0]);
-            LAUNCH_CHECK("rms_norm_kernel");
-            return true;
-        case VT_OP_SWIGLU:
-            swiglu_kernel<T><<<grid_for(lc, n, threads), threads, 0, lc.stream>>>(y, xp, t->ne[0], n);
-            LAUNCH_CHECK("swiglu_kernel");
-            return true;
-        case VT_OP_RELU:
-            relu_kernel<T><<<grid_for(lc, n, threads), threads, 0, lc.stream>>>(y, xp, n);
-            LAUNCH_CHECK("relu_kernel");
-            return true;
-        case VT_OP_SILU:
-            silu_kernel<T><<<grid_for(lc, n, threads), threads, 0, lc.stream>>>(y, xp, n);
-            LAUNCH_CHECK("silu_kernel");
-            return true;
-        case VT_OP_SILU_MUL:
-            silu_mul_kernel<T><<<grid_for(lc, n, threads), threads, 0, lc.stream>>>(y, xp, (const T *)t->src[1]->data, n);
-            LAUNCH_CHECK("silu_mul_kernel");
-            return true;
-        case VT_OP_STACK:
-            stack_kernel<T><<<grid_for(lc, n, threads), threads, 0, lc.stream>>>(y, xp, t->ne[0], t->ne[1], x->ne[0] * x->ne[1], n);
-            LAUNCH_CHECK("stack_kernel");
-            return true;
-        case VT_OP_ROPE_QK:
-            rope_qk_kernel<T><<<grid_for(lc, n, threads), threads, 0, lc.stream>>>(y, xp, t->ne[0] / 3, t->ne[0] / 3 / t->iparams[0],
-                                                                                   t->iparams[1], t->fparams[0], t->ne[1], n);
-            LAUNCH_CHECK("rope_qk_kernel");
-            return true;
-        default:
-            break;
-    }
-    vt_set_error("cuda: '%s': %s is not a projector op", t->name, vt_op_name(t->op));
-    return false;
-}
-
-// avg_pool2, rms_norm, swiglu, relu, silu, silu_mul, stack: the ops of the audio LLMs' projectors; rope_qk (GLM-ASR's encoder).
-static bool launch_projector_op(const launch_ctx & lc, vt_tensor * t) {
-    switch (t->type) {
-        case VT_TYPE_F16:  return launch_projector_op_t<__half>(lc, t);
-        case VT_TYPE_BF16: return launch_projector_op_t<__nv_bfloat16>(lc, t);
-        case VT_TYPE_F32:  return launch_projector_op_t<float>(lc, t);
-    }
-    vt_set_error("cuda: '%s': unsupported type", t->name);
-    return false;
-}
-
-// attention: attention_wgmma_kernel on Hopper (opt: its variant, from VT_ATTENTION), else
+// attention: attention_wgmma_kernel on Hopper (wgmma: the backend's choice at init), else
 // attention_kernel (also where a view's strides do not fit TMA).
-static bool launch_attention(const launch_ctx & lc, vt_tensor * t, bool wgmma, att_wgmma_opts opt) {
+static bool launch_attention(const launch_ctx & lc, vt_tensor * t, bool wgmma) {
     if (wgmma) {
         bool launched = false;
-        const bool ok = t->type == VT_TYPE_F16 ? launch_attention_wgmma<__half>(lc, t, opt, &launched)
-                                               : launch_attention_wgmma<__nv_bfloat16>(lc, t, opt, &launched);
+        const bool ok = t->type == VT_TYPE_F16 ? launch_attention_wgmma<__half>(lc, t, &launched)
+                                               : launch_attention_wgmma<__nv_bfloat16>(lc, t, &launched);
         if (!ok || launched) return ok;
     }
     if (t->type == VT_TYPE_F16) return launch_attention_mt<__half, ATT_MT>(lc, t);
     return launch_attention_mt<__nv_bfloat16, ATT_MT>(lc, t);
-}
-
-// convert: n elements of x (type xt) into y (type yt); f32, f16 and bf16
-template <typename Tin>
-static void launch_convert_from(const launch_ctx & lc, void * y, vt_type yt, const Tin * x, size_t n, int blocks) {
-    if (yt == VT_TYPE_F32) convert_kernel<<<blocks, 256, 0, lc.stream>>>((float *)y, x, n);
-    else if (yt == VT_TYPE_F16) convert_kernel<<<blocks, 256, 0, lc.stream>>>((__half *)y, x, n);
-    else convert_kernel<<<blocks, 256, 0, lc.stream>>>((__nv_bfloat16 *)y, x, n);
-}
-
-static bool launch_convert(const launch_ctx & lc, void * y, vt_type yt, const void * x, vt_type xt, size_t n) {
-    if (n == 0) return true;
-    const int blocks = (int)std::min<int64_t>(ceil_div((int64_t)n, 256), (int64_t)lc.n_sm * 16);
-    if (xt == VT_TYPE_F32) launch_convert_from(lc, y, yt, (const float *)x, n, blocks);
-    else if (xt == VT_TYPE_F16) launch_convert_from(lc, y, yt, (const __half *)x, n, blocks);
-    else launch_convert_from(lc, y, yt, (const __nv_bfloat16 *)x, n, blocks);
-    CUDA_CHECK(cudaGetLastError());
-    return true;
-}
-
-// log_mel: ranges, frames, then the normalisation over each window (or its max alone)
-static bool launch_log_mel(const launch_ctx & lc, vt_tensor * t, const mel_tables * tables, float * block_max, int2 * ranges) {
-    const vt_tensor * pcm = t->src[0], * filters = t->src[1];
-    const float * params = t->src[2] ? (const float *)t->src[2]->data : nullptr;
-    const bool max_only = t->iparams[0];
-    const int hop = t->iparams[2], n_frames = t->iparams[3], n_blocks = log_mel_blocks(n_frames);   // (n_fft: MEL_N_FFT)
-    const int n_mels = (int)filters->ne[1], B = (int)pcm->ne[1];
-    mel_ranges_kernel<<<(unsigned)ceil_div(n_mels, 128), 128, 0, lc.stream>>>(ranges, (const float *)filters->data, n_mels);
-    CUDA_CHECK(cudaGetLastError());
-    log_mel_frames_kernel<<<dim3(n_blocks, B), MEL_THREADS, log_mel_smem_bytes(), lc.stream>>>(
-        max_only ? nullptr : (float *)t->data, block_max, (const float *)pcm->data, (const float *)filters->data, ranges,
-        n_mels, params, tables, pcm->ne[0], hop, n_frames);
-    CUDA_CHECK(cudaGetLastError());
-    if (max_only) {
-        log_mel_max_kernel<<<B, 256, 0, lc.stream>>>((float *)t->data, block_max, n_blocks);
-        CUDA_CHECK(cudaGetLastError());
-        return true;
-    }
-    const size_t per_window = (size_t)n_mels * n_frames;
-    const int bx = (int)std::max<int64_t>(1, std::min<int64_t>(ceil_div((int64_t)per_window, 256 * 4), 4 * lc.n_sm / B));
-    log_mel_norm_kernel<<<dim3(bx, B), 256, 0, lc.stream>>>((float *)t->data, block_max, per_window, params, n_frames, n_blocks);
-    CUDA_CHECK(cudaGetLastError());
-    return true;
 }
 
 // =====================================================================================
@@ -1170,7 +168,6 @@ struct cuda_backend : vt_backend {
     vt_type ctype = VT_TYPE_F16;
     char label[300] = {0};
     bool att_wgmma = false;                     // attention_wgmma_kernel on cc 9.0, else attention_kernel
-    att_wgmma_opts att_opts;                    // its variant (VT_ATTENTION)
     cudaStream_t stream = nullptr;
     launch_ctx lc;                              // stream and SM count, for the launchers
     cublasLtHandle_t lt = nullptr;
@@ -1304,13 +301,8 @@ bool cuda_backend::init(int dev, vt_type type, bool fp8_gemms) {
         for (cudaEvent_t * e : {&sl.uploaded, &sl.consumed, &sl.computed, &sl.done})
             CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
     CUBLAS_CHECK(g_lt.cublasLtCreate(&lt));
-    mel_tables tables;                              // the CPU's tables (whisper-audio.cpp)
-    const double two_pi = 6.283185307179586476925286766559;
-    for (int i = 0; i < MEL_N_FFT; i++) {
-        tables.window[i] = 0.5 - 0.5 * std::cos(two_pi * i / MEL_N_FFT);
-        tables.tw400[i] = make_double2(std::cos(two_pi * i / MEL_N_FFT), -std::sin(two_pi * i / MEL_N_FFT));
-    }
-    for (int i = 0; i < 20; i++) tables.tw20[i] = make_double2(std::cos(two_pi * i / 20), -std::sin(two_pi * i / 20));
+    mel_tables tables;
+    mel_tables_fill(tables);
     CUDA_CHECK(device_malloc(&mel_tab, sizeof(tables)));
     CUDA_CHECK(cudaMemcpy(mel_tab, &tables, sizeof(tables), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaFuncSetAttribute(log_mel_frames_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1320,15 +312,14 @@ bool cuda_backend::init(int dev, vt_type type, bool fp8_gemms) {
     CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<__nv_bfloat16, ATT_MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)attention_smem_bytes(ATT_MT)));
     // the attention kernel: wgmma on cc 9.0 (its sm_90a code runs there only); VT_ATTENTION
-    // = fa2 forces attention_kernel, = wgmma (or a variant) insists on the new one
+    // = fa2 forces attention_kernel, = wgmma insists on the new one
     const char * env = getenv("VT_ATTENTION");
     const std::string want = env ? env : "";
     const bool hopper = prop.major == 9 && prop.minor == 0;
-    const bool insist = want == "wgmma" || want == "wgmma-nopp" || want == "wgmma-1tile" || want == "wgmma-128" ||
-                        want == "wgmma-192";
+    const bool insist = want == "wgmma";
     if (!want.empty() && want != "fa2" && !insist) {
-        vt_set_error("cuda: VT_ATTENTION=%s; fa2, wgmma, wgmma-nopp, wgmma-1tile, wgmma-128 or wgmma-192 (unset: wgmma "
-                     "on compute capability 9.0, else fa2)", env);
+        vt_set_error("cuda: VT_ATTENTION=%s; fa2 or wgmma (unset: wgmma on compute capability 9.0, else fa2; the "
+                     "wgmma kernel's measurement variants are dev/cuda/attention.cu's)", env);
         return false;
     }
     if (insist && !hopper) {
@@ -1345,9 +336,6 @@ bool cuda_backend::init(int dev, vt_type type, bool fp8_gemms) {
     }
     if (hopper && built && want != "fa2" && tensor_map_encode()) {
         att_wgmma = true;
-        att_opts.pp = want != "wgmma-nopp";
-        att_opts.one_tile = want == "wgmma-1tile";
-        att_opts.consumers = want == "wgmma-128" ? 2 : want == "wgmma-192" ? 3 : 0;
     } else if (insist) {
         vt_set_error("cuda: VT_ATTENTION=%s: the driver has no cuTensorMapEncodeTiled (TMA)", env);
         return false;
@@ -1359,11 +347,10 @@ bool cuda_backend::init(int dev, vt_type type, bool fp8_gemms) {
 // ---- the backend: memory ----
 
 // Weights go up in pieces of at most UPLOAD_PIECE bytes, the host data as it is (converted on the
-// device: a 1.3 GB model's f16 -> bf16 on one host core took about 1 s). Each piece is copied
-// into pinned memory by a few threads (the model file's pages are touched there), then goes up
-// and is converted while the host copies the next: the device is waited for only when a buffer
-// comes round again, and once at the end (finish_uploads). The run before this (a cudaMalloc and
-// a synchronous copy per tensor from one thread) spent about 0.6 s on large-v3's weights.
+// device: one host core converting a large model's f16 to bf16 is slower than the copy). Each
+// piece is copied into pinned memory by a few threads (the model file's pages are touched there),
+// then goes up and is converted while the host copies the next: the device is waited for only
+// when a buffer comes round again, and once at the end (finish_uploads).
 static const size_t UPLOAD_PIECE = (size_t)32 << 20;
 
 bool cuda_backend::alloc_weights(vt_context * ctx) {
@@ -1378,8 +365,8 @@ bool cuda_backend::alloc_weights(vt_context * ctx) {
         if (t->type == VT_TYPE_F32) total += align_up((size_t)vt_nelements(t) * vt_type_size(ctype), VT_ARENA_ALIGN);
         if (fp8_eligible(t)) total += align_up((size_t)vt_nelements(t), VT_ARENA_ALIGN) + align_up(t->ne[1] * sizeof(float), VT_ARENA_ALIGN);
     }
-    // the upload's pinned buffers no larger than the largest weight as f32 (pinned memory costs
-    // about 0.4 ms a MiB: base's largest is 4 MiB, two 32 MiB buffers took 30 ms of its init)
+    // the upload's pinned buffers no larger than the largest weight as f32 (pinning costs time
+    // per MiB at init, which a small model's buffers should not pay for 32 MiB)
     if (!up_bufs.host[0]) {
         size_t largest = 0;
         for (int i = 0; i < vt_n_tensors(ctx); i++) {
@@ -1437,7 +424,7 @@ bool cuda_backend::ensure_uploader() {
     for (int b = 0; b < 2; b++) {
         if (up_bufs.host[b]) continue;
         CUDA_CHECK(cudaMallocHost(&up_bufs.host[b], up_bufs.piece));
-        CUDA_CHECK(device_malloc_bytes(&up_bufs.raw[b], up_bufs.piece));
+        CUDA_CHECK(device_malloc(&up_bufs.raw[b], up_bufs.piece));
         CUDA_CHECK(cudaEventCreateWithFlags(&up_bufs.done[b], cudaEventDisableTiming));
     }
     return true;
@@ -1545,10 +532,9 @@ bool cuda_backend::plan_linear(vt_tensor * t, node_plan & p, const graph_state *
     const int64_t K = x->ne[0], N = w->ne[1], rows = x->ne[1] * x->ne[2] * x->ne[3];
     // Act NONE: bias (its shadow) in the GEMM's epilogue, residual as beta = 1: one kernel.
     // GELU (fc1) in f16/bf16: bias and GELU in the GEMM's epilogue too, cuBLASLt's tanh form of
-    // GELU. It saves the pass over fc1's output (10% of large-v3's forward) and measured closer to
-    // float64's exact-GELU model than the pass (H100, tests/gpu/parity.py, issue 29: base and
-    // large-v3 0.81-0.96x transformers' own error, the exact pass 0.84-0.97x); likely because the
-    // epilogue applies GELU to the f32 accumulator where the pass read back the product rounded to
+    // GELU. It saves the pass over fc1's output and measured closer to float64's exact-GELU model
+    // than the pass (tests/gpu/parity.py; docs/BENCHMARKS.md), likely because the epilogue
+    // applies GELU to the f32 accumulator where the pass read back the product rounded to
     // f16/bf16, a rounding larger than tanh's departure from erf (at most 4.7e-4, at x = -2.7).
     // FP8's fc1 is a plain GEMM whose bias and GELU (the same tanh form) fc2's quantization
     // applies (quantize_rows_kernel); the rest (a GELU linear with a residual, an FP8 fc1 whose
@@ -1939,7 +925,7 @@ bool cuda_backend::run_node(graph_state * s, size_t i, vt_tensor * t) {
         case VT_OP_ADD_ROWS:   return launch_add_rows(lc, t);
         case VT_OP_LAYER_NORM:
             return p.quantize_out ? launch_layer_norm(lc, t, s->fp8_x, s->fp8_scale) : launch_layer_norm(lc, t);
-        case VT_OP_ATTENTION:  return launch_attention(lc, t, att_wgmma, att_opts);
+        case VT_OP_ATTENTION:  return launch_attention(lc, t, att_wgmma);
         case VT_OP_LOG_MEL:    return launch_log_mel(lc, t, mel_tab, s->mel_max, s->mel_ranges);
         case VT_OP_AVG_POOL2: case VT_OP_RMS_NORM: case VT_OP_SWIGLU: case VT_OP_STACK: case VT_OP_ROPE_QK: case VT_OP_RELU: case VT_OP_SILU: case VT_OP_SILU_MUL:
             return launch_projector_op(lc, t);
@@ -2148,7 +1134,7 @@ vt_backend * vt_cuda_init(int device, const vt_backend_params * params) {
     }
     // what is missing, all of it in one message: a driver for our CUDA major, cuBLASLt. cuBLASLt
     // is opened on a thread of its own while the driver starts and makes the device's context
-    // (a large library: its dlopen and the context are both tens to hundreds of ms, issue 21)
+    // (a large library: its dlopen and the context are both tens to hundreds of ms)
     std::string lt_error;
     bool lt_ok = false;
     std::thread lt_open([&] { lt_ok = cublaslt_load(lt_error); });

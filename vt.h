@@ -370,9 +370,6 @@ bool   vt_backend_prepare(vt_backend * be, vt_graph * g);
 // with vt_last_error() set when it cannot be had.
 void * vt_backend_host_alloc(vt_backend * be, size_t bytes);
 void   vt_backend_host_free(vt_backend * be, void * p);
-// Bytes the CUDA backend has allocated on devices since the process started (0 without CUDA):
-// what the test-only limit VT_CUDA_MEMORY_LIMIT counts.
-size_t vt_cuda_bytes_allocated(void);
 
 // A broken internal invariant (a bug in our code, not the caller's): prints file:line, aborts.
 #define VT_ASSERT(x) do { if (!(x)) { vt_abort(__FILE__, __LINE__, #x); } } while (0)

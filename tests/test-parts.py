@@ -37,6 +37,8 @@ CLOSING = {
     "cuda-libs": (r"^test-cuda-libs: (?:(?P<n>\d+) checks passed|(?P<skip>skipped): a build without CUDA.*)$",
                   lambda g: "skipped (no CUDA build)" if g["skip"] else f"{g['n']} checks"),
     "deps": (r"^test-deps: ok: ", lambda g: "ok"),
+    "cuda-headers": (r"^check-cuda-headers: (?:(?P<n>\d+) headers compile on their own|(?P<skip>skipped): .*)",
+                     lambda g: "skipped (no CUDA build)" if g["skip"] else f"{g['n']} compile alone"),
     "aarch64": (r"^test-aarch64: (?:(?P<n>\d+) doctest cases passed under \S+ in \d+ s \(kernel sets checked against "
                 r"float64: (?P<isa>[a-z0-9 ]+)\)|(?P<skip>skipped): no (?P<what>\S+).*)$",
                 lambda g: f"skipped (no {g['what']})" if g["skip"] else f"{g['n']} passed ({g['isa']})"),

@@ -5,13 +5,16 @@ B 1 and 32 (--batches), f16 and bf16.
 torch's scaled_dot_product_attention runs with the flash backend and with the cuDNN backend,
 each on its own (torch.nn.attention.sdpa_kernel; a backend torch cannot run here is reported
 and skipped), timed with CUDA events: the median of 20 runs after 5 warm-up runs and at least 50 ms of them. Then
-build/test-all's attention benchmark (VT_CUDA_BENCH=attention, our kernels: wgmma as the
-library runs it, wgmma held to 128-row or 192-row tiles (2 or 3 consumer warpgroups), wgmma
-without its ping-pong between consumers, wgmma with a block per work tile instead of
-persistent blocks, and fa2; tests/test-cuda.cpp) runs on the same shapes, and one table holds everything, in ms and
-TFLOP/s (4 B H T^2 64 FLOPs). The "ours (wgmma)" column is the tile the library's rule picks;
-beside the 128-row and 192-row columns it shows whether the rule picked the faster.
-    python3 tests/gpu/attention.py [--bin build/test-all] [--batches 1,6,30]
+build/test-all's attention benchmark (VT_CUDA_BENCH=attention: the library's two kernels, wgmma
+and fa2, through its graphs; tests/test-cuda.cpp) and build/dev/attention (dev/cuda/attention.cu,
+`make dev-cuda`: the wgmma kernel's measurement variants, held to 128-row or 192-row tiles (2 or
+3 consumer warpgroups), without its ping-pong between consumers, with a block per work tile
+instead of persistent blocks; each checked against the CPU and the library's kernel first) run
+on the same shapes, and one table holds everything, in ms and TFLOP/s (4 B H T^2 64 FLOPs). The
+"ours (wgmma)" column is the tile the library's rule picks; beside the 128-row and 192-row
+columns it shows whether the rule picked the faster. Without build/dev/attention the variant
+columns read n/a.
+    python3 tests/gpu/attention.py [--bin build/test-all] [--dev build/dev/attention] [--batches 1,6,30]
 """
 import argparse
 import os
@@ -68,14 +71,10 @@ def time_torch(backend_name, B, dtype_name, reps=20, warmup=5):
     return times[len(times) // 2]
 
 
-def run_ours(binary, batches):
-    """{(dtype, B): {"wgmma": ms or None, "wgmma-nopp": ..., "fa2": ...}} from test-all's benchmark lines."""
-    env = dict(os.environ, VT_CUDA_BENCH="attention", VT_CUDA_BENCH_BATCHES=",".join(map(str, batches)), WA_REQUIRE_GPU="1")
-    r = subprocess.run([binary, "-tc=cuda bench*"], capture_output=True, text=True, env=env, cwd=ROOT)
-    if r.returncode != 0:
-        print(f"{binary} failed (rc {r.returncode}):\n{r.stdout[-3000:]}{r.stderr[-2000:]}")
+def bench_lines(stdout):
+    """{(dtype, B): {"wgmma": ms or None, "fa2": ..., ...}} from "bench <dtype> attention B=..." lines."""
     ours = {}
-    for line in r.stdout.splitlines():
+    for line in stdout.splitlines():
         m = re.match(r"bench (\w+)\s+attention B=(\d+)\s+T=(\d+) H=(\d+):(.*)", line)
         if not m:
             continue
@@ -87,6 +86,29 @@ def run_ours(binary, batches):
     return ours
 
 
+def run_ours(binary, batches):
+    """The library's kernels (wgmma, fa2) from test-all's benchmark."""
+    env = dict(os.environ, VT_CUDA_BENCH="attention", VT_CUDA_BENCH_BATCHES=",".join(map(str, batches)), WA_REQUIRE_GPU="1")
+    r = subprocess.run([binary, "-tc=cuda bench*"], capture_output=True, text=True, env=env, cwd=ROOT)
+    if r.returncode != 0:
+        print(f"{binary} failed (rc {r.returncode}):\n{r.stdout[-3000:]}{r.stderr[-2000:]}")
+    return bench_lines(r.stdout)
+
+
+def run_dev(binary, batches):
+    """The wgmma kernel's variants from dev/cuda/attention.cu (its check lines printed too)."""
+    if not os.path.exists(binary):
+        print(f"attention: {binary} not built (make dev-cuda): the variant columns are n/a")
+        return {}
+    r = subprocess.run([binary] + [str(b) for b in batches], capture_output=True, text=True, cwd=ROOT)
+    for line in r.stdout.splitlines():
+        if line.startswith("check ") or line.startswith("dev/cuda/attention:"):
+            print(line)
+    if r.returncode != 0:
+        print(f"{binary} failed (rc {r.returncode}):\n{r.stdout[-3000:]}{r.stderr[-2000:]}")
+    return bench_lines(r.stdout)
+
+
 def cell(ms, B):
     if not isinstance(ms, float):
         return "n/a"
@@ -96,6 +118,7 @@ def cell(ms, B):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join(ROOT, "build/test-all"))
+    ap.add_argument("--dev", default=os.path.join(ROOT, "build/dev/attention"))
     ap.add_argument("--batches", default="1,32", help="comma-separated batches, 1 to 256")
     args = ap.parse_args()
     try:
@@ -118,6 +141,9 @@ def main():
     torch.cuda.empty_cache()
 
     ours = run_ours(args.bin, batches)
+    for key, cols in run_dev(args.dev, batches).items():   # the library's own columns stay test-all's
+        for name, ms in cols.items():
+            ours.setdefault(key, {}).setdefault(name, ms)
 
     print()
     print("attention (ms, TFLOP/s; T 1500, 20 heads, head_dim 64, non-causal):")

@@ -5,7 +5,8 @@
 #
 #   tests/gpu/bin-carry.sh make [BEFORE_TREE]   here: build/carry/bin.tar.xz (ignored by git) from
 #                                               this tree's main, bench, whisper-audio-server,
-#                                               test-all and libwhisper-audio.so with their flags
+#                                               test-all, libwhisper-audio.so and dev/cuda's
+#                                               build/dev/attention with their flags
 #                                               (built first in build-carry/: CUDA=1, the
 #                                               libstdc++ linked in), BEFORE_TREE's main and bench when given
 #                                               (build it the same way there first), and Debian's
@@ -33,16 +34,18 @@ build_tree() {   # $1: a tree's root; $2: its build folder; $3: the link flags; 
 case "${1:-}" in
 make)
     before=${2:-}
-    build_tree "$ROOT" build-carry "$LINK" main bench build-carry/test-all build-carry/libwhisper-audio.so
+    build_tree "$ROOT" build-carry "$LINK" main bench build-carry/test-all build-carry/libwhisper-audio.so \
+        build-carry/dev/attention
     # the server links libstdc++ as cpp-httplib does, from the machine (the static one's
     # std::random_device would ask for glibc 2.36's arc4random)
     build_tree "$ROOT" build-carry-server -Wl,--gc-sections server
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
-    mkdir -p "$tmp/build/before" "$tmp/build/carry/lib"
+    mkdir -p "$tmp/build/before" "$tmp/build/carry/lib" "$tmp/build/dev"
     cp "$ROOT/build-carry/main" "$ROOT/build-carry/bench" "$tmp/"
     [ ! -x "$ROOT/build-carry-server/whisper-audio-server" ] || cp "$ROOT/build-carry-server/whisper-audio-server" "$tmp/"
     cp "$ROOT/build-carry/test-all" "$ROOT/build-carry/libwhisper-audio.so" "$ROOT/build-carry/flags" "$tmp/build/"
+    cp "$ROOT/build-carry/dev/attention" "$tmp/build/dev/"
     if [ -n "$before" ]; then
         build_tree "$before" build-carry "$LINK" main bench
         cp "$before/build-carry/main" "$before/build-carry/bench" "$tmp/build/before/"
@@ -71,6 +74,6 @@ install)
     echo "bin-carry: programs of $(cat "$ROOT/COMMIT.bin-carry")$([ -f "$ROOT/build/before/COMMIT" ] && echo ", before tree $(cat "$ROOT/build/before/COMMIT")")"
     ;;
 *)
-    sed -n '2,20p' "$0"; exit 2
+    sed -n '2,21p' "$0"; exit 2
     ;;
 esac

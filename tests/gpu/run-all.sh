@@ -16,14 +16,18 @@
 #                                  5 s, base and large-v3, pooled, and full f32/f16 rows
 #                                  against dd's disk bandwidth; E2E_ROWS='mp3:*,...' picks
 #                                  rows; about 4 min of device time), "attention" our attention
-#                                  kernels beside torch's flash and cuDNN attention (ATTENTION_BATCHES,
-#                                  default 1,32), "timeline"
+#                                  kernels and their measurement variants beside torch's flash and
+#                                  cuDNN attention (ATTENTION_BATCHES, default 1,32), "dev" the
+#                                  measurement-only kernel variants of dev/cuda/ (build/dev/attention:
+#                                  each version checked against the CPU and the library's kernel, then
+#                                  timed; DEV_BATCHES, default "1 32"; carried by tests/gpu/bin-carry.sh
+#                                  or built here by make dev-cuda), "timeline"
 #                                  one replay's kernels and gaps, by kind (tests/gpu/timeline.py:
 #                                  CUPTI through torch.profiler; TIMELINE_DTYPES, TIMELINE_BATCHES),
 #                                  "compile" large-v3 bf16 at batch 32 beside torch.compile
 #                                  (max-autotune, no CUDA graphs; about 4 min of autotuning),
 #                                  "ncu" Nsight Compute on one launch of NCU_KERNELS' kernels
-#                                  (NCU_DTYPE, NCU_BATCH, NCU_ATTENTION: VT_ATTENTION values;
+#                                  (NCU_DTYPE, NCU_BATCH, NCU_ATTENTION: VT_ATTENTION values, fa2 or wgmma;
 #                                  about 1 min),
 #                                  "transcripts" real base's embeddings of the spoken clips
 #                                  in f16/bf16/fp8, decoded afterwards on the CPU by
@@ -54,7 +58,7 @@
 # the build's audio flags; without the folder the build is as before (WAV alone).
 set -u
 OUT=${OUT:-build/gpu-logs}
-STEPS=${STEPS:-tests nopad parity towers compare compile timeline init inittrace stages e2e attention transcripts towerbench serverbench wheel raybench}
+STEPS=${STEPS:-tests nopad parity towers compare compile timeline init inittrace stages e2e attention dev transcripts towerbench serverbench wheel raybench}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -85,6 +89,10 @@ make -j16 $PROGRAMS build/micro-80-f32.gguf build/micro-80-f16.gguf build/micro-
     echo "build ok; audio decoders built in: $(grep -o -- '-DWHISPER_AUDIO_\(OGG\|FLAC\|MP3\|OPUS\)\b' build/flags | sed 's/-DWHISPER_AUDIO_//' | xargs)" |
     tee -a "$OUT/gpu.txt"
 ldd ./main | grep -E 'FLAC|mpg123|opusfile|vorbisfile' | tee -a "$OUT/gpu.txt"
+# dev/cuda's program (not in make all): carried with the others, or built here when a step wants it
+if { has dev || has attention; } && [ ! -x build/dev/attention ]; then
+    make -j16 dev-cuda >>"$OUT/build.log" 2>&1 || { echo "dev-cuda: the build failed"; tail -n 10 "$OUT/build.log"; }
+fi
 
 if has tests; then
     # TEST_ARGS: doctest's, e.g. TEST_ARGS='-tc=*cuda*,*CUDA*' for the CUDA cases alone (split, not globbed)
@@ -145,6 +153,16 @@ has inittrace && python3 tests/gpu/init-trace.py --out "$OUT" 2>&1 | tee "$OUT/i
 has stages && python3 tests/gpu/stages.py 2>&1 | tee "$OUT/stages.log"
 has e2e && python3 tests/gpu/e2e.py --sizes "${E2E_SIZES:-base,large-v3}" --out "$OUT" ${E2E_ARGS:-} 2>&1 | tee "$OUT/e2e.log" | grep -v "^|"
 has attention && python3 tests/gpu/attention.py --batches "${ATTENTION_BATCHES:-1,32}" 2>&1 | tee "$OUT/attention.log" | grep -v "^|"
+# "dev": dev/cuda/attention.cu, the attention versions checked (CPU in double, the library's kernel) and timed
+if has dev; then
+    if [ -x build/dev/attention ]; then
+        # shellcheck disable=SC2086
+        build/dev/attention ${DEV_BATCHES:-1 32} >"$OUT/dev.log" 2>&1 || echo "dev: build/dev/attention exited $?"
+        grep -v "^bench" "$OUT/dev.log"
+    else
+        echo "dev: skipped: no build/dev/attention" | tee "$OUT/dev.log"
+    fi
+fi
 has towerbench && python3 tests/gpu/tower-bench.py --out "$OUT" 2>&1 | tee "$OUT/towerbench.log" | grep -v "^|"
 has serverbench && python3 tests/gpu/server-bench.py --out "$OUT" 2>&1 | tee "$OUT/serverbench.log" | grep -v "^|"
 has wheel && OUT="$OUT" tests/gpu/wheel-cuda.sh 2>&1 | tee "$OUT/wheel.log"
@@ -197,6 +215,7 @@ has compile && grep "^|\|^torch.compile" "$OUT/compile.log"
 has timeline && grep "^|\|^timeline\|^largest" "$OUT/timeline.log"
 has e2e && grep "^|\|^ratio\|^e2e: \(build\|disk\|.* in all\|.*skipped\)" "$OUT/e2e.log"
 has attention && grep "^|\|^attention" "$OUT/attention.log"
+has dev && grep "^bench\|^dev" "$OUT/dev.log"
 has towerbench && grep "^|\|^towerbench" "$OUT/towerbench.log"
 has serverbench && grep "^|\|^serverbench\|^server-bench: skipped" "$OUT/serverbench.log"
 has wheel && grep "^wheel" "$OUT/wheel.log"

@@ -1,0 +1,195 @@
+// vt-cuda-conv.cuh - the conv stems: conv1d_k3 and conv2d_k3s2 as im2col on the device + a
+// cuBLASLt GEMM (the GEMM and its plan live in the backend, vt-cuda.cu), and conv2d_k3s2's direct
+// kernel for a stage too narrow for a GEMM. The bias, GELU and positional add after the GEMM are
+// epilogue_kernel's (vt-cuda-elementwise.cuh).
+#pragma once
+
+#include "vt-cuda-common.cuh"
+
+static const size_t IM2COL_CAP_BYTES   = 96u << 20;    // conv GEMMs run in chunks of windows
+
+// =====================================================================================
+// kernels
+// =====================================================================================
+
+// im2col_k3_kernel: the GEMM operand of conv1d_k3 for windows [b0, b0 + n_rows / T_out).
+//   cols[r, i*3 + k] = x[b0 + r / T_out, (r % T_out) * stride + k - 1, i], 0 outside [0, T_in)
+//   (the column order of PyTorch's [C_out, C_in, 3] weight, so W needs no reshuffle).
+//   One thread per (r, i) in [0, n_rows) x [0, C_in), grid-stride: it reads x's three taps
+//   (strides sx* in elements: any layout, e.g. the transposed f32 mel) and writes three
+//   neighbouring columns. CPU twin: the col[] gather in vt.cpp's cpu_backend::conv1d_k3.
+//   vt_conv1d_k3_chunks: chunk input rows a chunk (T_in itself otherwise), each padded on its
+//   own: the taps of output row t read [c0, c0 + chunk) only, c0 = t * stride rounded down to a
+//   chunk, and below x_len[b] where x_len is given.
+template <typename Tin, typename T>
+__global__ void im2col_k3_kernel(T * __restrict__ cols, const Tin * __restrict__ x, int64_t b0, int64_t n_rows,
+                                 int64_t T_out, int64_t T_in, int64_t C_in, int stride, int64_t chunk,
+                                 const float * __restrict__ x_len, int64_t sx0, int64_t sx1, int64_t sx2) {
+    const int64_t n = n_rows * C_in;
+    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = idx / C_in, i = idx % C_in;
+        const int64_t b = b0 + r / T_out, t = r % T_out;
+        const int64_t c0 = t * stride / chunk * chunk;                                   // this row's chunk
+        const int64_t end = min(c0 + chunk, x_len ? (int64_t)x_len[b] : T_in);           // its rows [c0, end)
+        const Tin * xb = x + b * sx2 + i * sx0;
+        T * dst = cols + r * 3 * C_in + i * 3;
+#pragma unroll
+        for (int k = 0; k < 3; k++) {
+            const int64_t ti = t * stride + k - 1;
+            dst[k] = from_f32<T>(ti >= c0 && ti < end ? to_f32(xb[ti * sx1]) : 0.0f);
+        }
+    }
+}
+
+// conv2d_k3s2's geometry (vt_conv2d_k3s2): the input's element strides (b, t, f, i) and sizes.
+struct conv2d_geom {
+    int64_t sb, st, sf, si;                // x's element (b, t, f, i) at b sb + t st + f sf + i si
+    int64_t T_in, F_in, C_in, T_out, F_out, chunk, chunk_out;
+};
+
+// The input x[b, ti, fi, i] of a conv2d_k3s2 tap, 0 outside the row's chunk [c0, min(c0 + chunk,
+// T_in, x_len[b])) or the frequencies [0, F_in). CPU twin: the im2col in vt.cpp's cpu_backend::conv2d_k3s2.
+template <typename Tin>
+__device__ __forceinline__ float conv2d_tap(const Tin * __restrict__ x, const conv2d_geom & g, int64_t b, int64_t to,
+                                            int64_t fo, int64_t i, int kf, int kt, const float * __restrict__ x_len) {
+    const int64_t c0 = to / g.chunk_out * g.chunk, lt = to % g.chunk_out;
+    const int64_t end = min(min(c0 + g.chunk, g.T_in), x_len ? (int64_t)x_len[b] : g.T_in);
+    const int64_t ti = c0 + 2 * lt + kt - 1, fi = 2 * fo + kf - 1;
+    return ti >= c0 && ti < end && fi >= 0 && fi < g.F_in ? to_f32(x[b * g.sb + ti * g.st + fi * g.sf + i * g.si]) : 0.0f;
+}
+
+// im2col_conv2d_kernel: the GEMM operand of conv2d_k3s2 for windows [b0, b0 + n_rows / (T_out F_out)).
+//   cols[r, i*9 + kf*3 + kt] = conv2d_tap(b, to, fo, i, kf, kt), r = ((b - b0) T_out + to) F_out + fo
+//   (the column order of PyTorch's [C_out, C_in, 3, 3] weight). One thread per (r, i) in [0, n_rows)
+//   x [0, C_in), grid-stride: it writes its nine neighbouring columns.
+template <typename Tin, typename T>
+__global__ void im2col_conv2d_kernel(T * __restrict__ cols, const Tin * __restrict__ x, conv2d_geom g, int64_t b0,
+                                     int64_t n_rows, const float * __restrict__ x_len) {
+    const int64_t n = n_rows * g.C_in;
+    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = idx / g.C_in, i = idx % g.C_in;
+        const int64_t fo = r % g.F_out, to = r / g.F_out % g.T_out, b = b0 + r / g.F_out / g.T_out;
+        T * dst = cols + r * 9 * g.C_in + i * 9;
+#pragma unroll
+        for (int kf = 0; kf < 3; kf++)
+#pragma unroll
+            for (int kt = 0; kt < 3; kt++) dst[kf * 3 + kt] = from_f32<T>(conv2d_tap(x, g, b, to, fo, i, kf, kt, x_len));
+    }
+}
+
+// conv2d_direct_kernel: conv2d_k3s2 without a GEMM, for a stage whose K = 9 C_in is too narrow for
+//   one (the stem's first, C_in 1: K 9). y[((b T_out + to) F_out + fo) N + o] = act(bias[o] + sum
+//   w[o, i, kf, kt] tap); one thread per output element, grid-stride over B T_out F_out N.
+template <typename Tin, typename T>
+__global__ void conv2d_direct_kernel(T * __restrict__ y, const Tin * __restrict__ x, const T * __restrict__ w,
+                                     const float * __restrict__ bias, conv2d_geom g, int64_t N, int64_t n,
+                                     const float * __restrict__ x_len, int act) {
+    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t o = idx % N, r = idx / N;
+        const int64_t fo = r % g.F_out, to = r / g.F_out % g.T_out, b = r / g.F_out / g.T_out;
+        float acc = bias[o];
+        for (int64_t i = 0; i < g.C_in; i++) {
+            const T * wo = w + (o * g.C_in + i) * 9;
+#pragma unroll
+            for (int kf = 0; kf < 3; kf++)
+#pragma unroll
+                for (int kt = 0; kt < 3; kt++) acc += to_f32(wo[kf * 3 + kt]) * conv2d_tap(x, g, b, to, fo, i, kf, kt, x_len);
+        }
+        y[idx] = from_f32<T>(act == VT_ACT_GELU ? gelu_erf(acc) : acc);
+    }
+}
+
+// =====================================================================================
+// launchers
+// =====================================================================================
+
+template <typename Tin, typename T>
+static bool launch_im2col_t(const launch_ctx & lc, void * cols, const vt_tensor * t, int64_t b0, int64_t n_rows) {
+    const vt_tensor * x = t->src[0];
+    const size_t es = sizeof(Tin);
+    const int threads = 256;
+    const int64_t chunk = t->iparams[2] ? t->iparams[2] : x->ne[1];   // vt_conv1d_k3_chunks
+    im2col_k3_kernel<Tin, T><<<grid_for(lc, n_rows * x->ne[0], threads), threads, 0, lc.stream>>>(
+        (T *)cols, (const Tin *)x->data, b0, n_rows, t->ne[1], x->ne[1], x->ne[0], t->iparams[0], chunk,
+        t->src[4] ? (const float *)t->src[4]->data : nullptr,
+        (int64_t)(x->nb[0] / es), (int64_t)(x->nb[1] / es), (int64_t)(x->nb[2] / es));
+    LAUNCH_CHECK("im2col_k3_kernel");
+    return true;
+}
+
+// the im2col rows [b0 T_out, b0 T_out + n_rows) of conv node t
+static bool launch_im2col(const launch_ctx & lc, vt_type out_type, void * cols, const vt_tensor * t, int64_t b0,
+                          int64_t n_rows) {
+    const bool f16 = out_type == VT_TYPE_F16;
+    switch (t->src[0]->type) {
+        case VT_TYPE_F32:
+            return f16 ? launch_im2col_t<float, __half>(lc, cols, t, b0, n_rows)
+                       : launch_im2col_t<float, __nv_bfloat16>(lc, cols, t, b0, n_rows);
+        case VT_TYPE_F16:
+            return f16 ? launch_im2col_t<__half, __half>(lc, cols, t, b0, n_rows)
+                       : launch_im2col_t<__half, __nv_bfloat16>(lc, cols, t, b0, n_rows);
+        case VT_TYPE_BF16:
+            return f16 ? launch_im2col_t<__nv_bfloat16, __half>(lc, cols, t, b0, n_rows)
+                       : launch_im2col_t<__nv_bfloat16, __nv_bfloat16>(lc, cols, t, b0, n_rows);
+    }
+    vt_set_error("cuda: conv1d_k3: unsupported input type");
+    return false;
+}
+
+// conv2d_k3s2's geometry from its node (the mel's strides when C_in is 1, else [B, T, F, C]).
+static conv2d_geom conv2d_geom_of(const vt_tensor * t) {
+    const vt_tensor * x = t->src[0], * w = t->src[1];
+    const size_t es = vt_type_size(x->type);
+    conv2d_geom g;
+    g.C_in = w->ne[2];
+    const bool mel = g.C_in == 1;
+    g.sb = (int64_t)((mel ? x->nb[2] : x->nb[3]) / es);
+    g.st = (int64_t)((mel ? x->nb[0] : x->nb[2]) / es);
+    g.sf = (int64_t)(x->nb[1] / es);
+    g.si = (int64_t)(x->nb[0] / es);
+    g.T_in = mel ? x->ne[0] : x->ne[2];
+    g.F_in = x->ne[1];
+    g.T_out = t->ne[2];
+    g.F_out = t->ne[1];
+    g.chunk = t->iparams[2];
+    g.chunk_out = (g.chunk - 1) / 2 + 1;
+    return g;
+}
+
+template <typename Tin, typename T>
+static bool launch_conv2d_t(const launch_ctx & lc, const vt_tensor * t, void * cols, int64_t b0, int64_t n_rows) {
+    const vt_tensor * x = t->src[0], * w = t->src[1];
+    const conv2d_geom g = conv2d_geom_of(t);
+    const float * x_len = t->src[4] ? (const float *)t->src[4]->data : nullptr;
+    const int threads = 256;
+    if (!cols) {                                       // direct: every output element of the node
+        const int64_t N = w->ne[3], n = vt_nelements(t);
+        conv2d_direct_kernel<Tin, T><<<grid_for(lc, n, threads), threads, 0, lc.stream>>>(
+            (T *)t->data, (const Tin *)x->data, (const T *)w->data, (const float *)t->src[2]->data, g, N, n, x_len, t->iparams[1]);
+        LAUNCH_CHECK("conv2d_direct_kernel");
+        return true;
+    }
+    im2col_conv2d_kernel<Tin, T><<<grid_for(lc, n_rows * g.C_in, threads), threads, 0, lc.stream>>>(
+        (T *)cols, (const Tin *)x->data, g, b0, n_rows, x_len);
+    LAUNCH_CHECK("im2col_conv2d_kernel");
+    return true;
+}
+
+// conv2d_k3s2 node t: the im2col rows [b0 T_out F_out, + n_rows) into cols, or (cols NULL) the
+// whole node by the direct kernel.
+static bool launch_conv2d(const launch_ctx & lc, const vt_tensor * t, void * cols, int64_t b0, int64_t n_rows) {
+    const bool f16 = t->type == VT_TYPE_F16;
+    switch (t->src[0]->type) {
+        case VT_TYPE_F32:
+            return f16 ? launch_conv2d_t<float, __half>(lc, t, cols, b0, n_rows)
+                       : launch_conv2d_t<float, __nv_bfloat16>(lc, t, cols, b0, n_rows);
+        case VT_TYPE_F16:
+            return f16 ? launch_conv2d_t<__half, __half>(lc, t, cols, b0, n_rows)
+                       : launch_conv2d_t<__half, __nv_bfloat16>(lc, t, cols, b0, n_rows);
+        case VT_TYPE_BF16:
+            return f16 ? launch_conv2d_t<__nv_bfloat16, __half>(lc, t, cols, b0, n_rows)
+                       : launch_conv2d_t<__nv_bfloat16, __nv_bfloat16>(lc, t, cols, b0, n_rows);
+    }
+    vt_set_error("cuda: conv2d_k3s2: unsupported input type");
+    return false;
+}
