@@ -156,14 +156,14 @@ $(BUILD)/%.o: %.cpp $(filter %.h,$(EMBED_SOURCES)) $(BUILD)/flags | $(BUILD)
 $(BUILD)/vt-cuda.o: $(EMBED_CUDA_SOURCES) vt.h $(BUILD)/flags | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-$(BUILD)/main: examples/main.cpp $(OBJS)
-	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
+$(BUILD)/main: examples/main.cpp examples/npy.h $(OBJS)
+	$(CXX) $(CXXFLAGS) $(filter-out %.h,$^) -o $@ $(LDLIBS)
 
 $(BUILD)/bench: examples/bench.cpp $(OBJS)
 	$(CXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/whisper-audio-server: examples/server.cpp $(OBJS)
-	$(CXX) $(CXXFLAGS) $(HTTPLIB_CFLAGS) $^ -o $@ $(LDLIBS) $(HTTPLIB_LIBS)
+$(BUILD)/whisper-audio-server: examples/server.cpp examples/npy.h $(OBJS)
+	$(CXX) $(CXXFLAGS) $(HTTPLIB_CFLAGS) $(filter-out %.h,$^) -o $@ $(LDLIBS) $(HTTPLIB_LIBS)
 
 main bench whisper-audio-server: %: $(BUILD)/%
 	cp $< $@

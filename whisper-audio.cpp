@@ -1983,8 +1983,8 @@ bool whisper_audio_encode_mel_hidden_states(whisper_audio_encoder * enc, const f
 // pipeline: audio in as it comes, rows out in input order
 // =====================================================================================
 //
-// The caller's thread cuts the audio into windows and the windows into batches of max_batch,
-// each window a row of WA_MEL_ROW samples (its 30 s and the 200 samples the log-mel's edge
+// The caller's thread cuts the audio into windows and the windows into batches of max_batch
+// (or of the evened batch when the caller knows the windows ahead: wa_even_batch), each window a row of WA_MEL_ROW samples (its 30 s and the 200 samples the log-mel's edge
 // frames read on each side). A Whisper model's windows (and Qwen2-Audio's one) are 30 s each,
 // filled as the audio comes; a tower that takes one log-mel over its whole input (Voxtral,
 // Ultravox) holds the input until it ends, then cuts its chunks; when there are several, a
@@ -2051,6 +2051,7 @@ struct whisper_audio_pipeline {
     const wa_tower * tower = nullptr;    // the rows are this tower's tokens (else Whisper windows)
     bool projector = true;               // ... through its projector
     int max_batch = 1, width = 0, max_rows = 0;   // a row's floats; rows a window gives, at most
+    int batch = 1;                       // windows a batch holds: max_batch, or wa_even_batch's
     bool out_f16 = false;                // the download's type (f16 rows, not pooled)
     vt_backend * host = nullptr;         // allocates the batches' host buffers (pinned on CUDA)
     std::vector<std::unique_ptr<wa_batch>> batches;   // two per encoder (in flight) and one being filled
@@ -2673,12 +2674,20 @@ static const wa_tower * pipeline_tower(const whisper_audio_hparams & hp, const w
     return plain ? wa_tower_of(hp.projector) : nullptr;
 }
 
-// max_windows: the most windows the caller will push (encode_pcm knows), so that the host
-// buffers are no larger than the work; 0: no bound, whole batches. windows: Whisper windows
-// even from a tower's model (encode_pcm's contract).
+// The batch for n_windows windows known ahead, max_batch at most: as many batches as max_batch
+// needs, all of one size but the last, shorter by what the rounding leaves (120 windows at 32:
+// 4 x 30; 12 at 8: 2 x 6; 5 at 8: 1 x 5). A short last batch costs a whole one where a captured
+// graph runs it (on the GPU: wa_graph_batch), and a batch no larger than the work keeps the host
+// buffers and the graph's memory to it. Not known (0): max_batch.
+static int wa_even_batch(size_t n_windows, int max_batch) {
+    if (n_windows == 0) return max_batch;
+    const size_t n_batches = (n_windows + max_batch - 1) / max_batch;
+    return (int)((n_windows + n_batches - 1) / n_batches);
+}
+
+// windows: Whisper windows even from a tower's model (encode_pcm's contract).
 static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * encoders, int n_encoders,
-                                              whisper_audio_pipeline_params params, size_t max_windows = 0,
-                                              bool windows = false) {
+                                              whisper_audio_pipeline_params params, bool windows = false) {
     if (!encoders || n_encoders < 1) { wa_set_error("whisper_audio_pipeline_init: no encoders"); return nullptr; }
     int pool;
     memcpy(&pool, &params.pool, sizeof(int));
@@ -2710,6 +2719,7 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
     }
     const whisper_audio_encoder * e0 = p->encs[0];
     const whisper_audio_hparams & hp = e0->hparams;
+    p->max_batch = p->batch = e0->params.max_batch;   // what pipeline_free gives the encoders back
     p->tower = windows ? nullptr : pipeline_tower(hp, e0->params, params);
     if (hp.n_conv && !p->tower) {         // the AuT's positions are not Whisper's: no Whisper windows of it
         wa_set_error("whisper_audio_pipeline_init: %s's tower gives its tokens alone (or the tower's rows with the projector "
@@ -2718,13 +2728,16 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
         return nullptr;
     }
     p->projector = e0->params.projector;
-    p->max_batch = e0->params.max_batch;
+    p->batch = wa_even_batch(params.n_windows, p->max_batch);
+    // the encoders' whole batch is the pipeline's while it holds them: the graphs kept (and, on
+    // the GPU, tuned) are of the batches it runs (pipeline_free gives them max_batch back)
+    for (whisper_audio_encoder * e : p->encs) e->params.max_batch = p->batch;
     p->width = p->tower && p->projector ? hp.n_llm : hp.n_state;
     p->max_rows = p->tower ? p->tower->rows(hp, WHISPER_AUDIO_N_FRAMES, p->projector) : hp.n_ctx;
     p->out_f16 = params.f16 && params.pool != WHISPER_AUDIO_POOL_MEAN;
     p->host = e0->backend;
     // the host buffers, allocated once here (pinned memory is slow to allocate)
-    const int cap = max_windows > 0 ? (int)std::min<size_t>(p->max_batch, max_windows) : p->max_batch;
+    const int cap = p->batch;
     const size_t win_out = std::max<size_t>((size_t)p->max_rows * p->width * (p->out_f16 ? 2 : 4), sizeof(float));
     const size_t in_floats = (size_t)cap * (WA_MEL_ROW + 4);
     for (size_t i = 0; i < 2 * p->encs.size() + 1; i++) {
@@ -2773,6 +2786,7 @@ whisper_audio_pipeline_params whisper_audio_pipeline_default_params(void) {
     p.f16 = false;
     p.on_rows = nullptr;
     p.user = nullptr;
+    p.n_windows = 0;
     return p;
 }
 
@@ -2844,7 +2858,10 @@ void whisper_audio_pipeline_free(whisper_audio_pipeline * p) {
         vt_backend_host_free(p->host, b->pcm);
         vt_backend_host_free(p->host, b->out);
     }
-    for (whisper_audio_encoder * e : p->encs) e->busy = false;
+    for (whisper_audio_encoder * e : p->encs) {
+        if (p->batch != p->max_batch) e->params.max_batch = p->max_batch;   // where pipeline_init evened it
+        e->busy = false;
+    }
     delete p;
 }
 
@@ -2864,9 +2881,9 @@ static bool encode_one_input(whisper_audio_encoder * enc, const float * pcm, siz
         d += k;
         return true;
     };
-    const size_t max_windows = tokens ? 0 : whisper_audio_n_windows(n);
+    pp.n_windows = tokens ? 0 : whisper_audio_n_windows(n);
     std::unique_ptr<whisper_audio_pipeline, void (*)(whisper_audio_pipeline *)> p(
-        pipeline_init(&enc, 1, pp, max_windows, !tokens), whisper_audio_pipeline_free);
+        pipeline_init(&enc, 1, pp, !tokens), whisper_audio_pipeline_free);
     if (!p) return false;
     if (n == 0) {      // no audio: one window of silence, as whisper_audio_n_windows counts it
         const float zero = 0.0f;
@@ -2943,6 +2960,7 @@ bool whisper_audio_rows_are_tokens(const whisper_audio_model * model, whisper_au
 
 bool whisper_audio_pipeline_tokens(const whisper_audio_pipeline * p) { return p && p->tower; }
 int  whisper_audio_pipeline_row_width(const whisper_audio_pipeline * p) { return p ? p->width : 0; }
+int  whisper_audio_pipeline_batch(const whisper_audio_pipeline * p) { return p ? p->batch : 0; }
 
 // One batch of n windows of n_frames mel frames: the rows[b] first rows of window b's output
 // go to out, one after another. kv_len[b]: the positions holding audio (a masked tower's).

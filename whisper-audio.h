@@ -332,7 +332,8 @@ bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, si
 //
 // For long audio and many files at the device's speed: push 16 kHz mono audio as it is
 // decoded, end each input, and the rows come back through on_rows. The pipeline cuts the
-// windows and batches (max_batch windows, the inputs one after another sharing batches; with
+// windows and batches (max_batch windows, or fewer of equal size when n_windows is given: see
+// there; the inputs one after another sharing batches; with
 // no_pad an input's short last window unpadded, in a batch of windows of its length), makes the
 // log-mel (on the GPU for a CUDA encoder), runs the forward and the download (f32, or f16
 // converted on the GPU) with two batches in flight per encoder, and pools. With several encoders
@@ -375,13 +376,22 @@ typedef struct whisper_audio_pipeline_params {
     bool f16;                   // rows as IEEE half (round to nearest even)
     whisper_audio_rows_fn on_rows;
     void * user;                // passed to on_rows
+    size_t n_windows;           // the windows all the inputs will give (whisper_audio_n_windows of
+                                // each input's samples, summed), when the caller knows them ahead, as
+                                // main does from the files' headers; 0: not known. With it the
+                                // batches are evened out: as many as max_batch needs, each of
+                                // whisper_audio_pipeline_batch windows (120 windows at max_batch 32
+                                // go as 4 x 30, not 3 x 32 and a last 24, which on the GPU runs as a
+                                // graph of 32: a captured graph has one shape), and the buffers and
+                                // graphs are of that batch. A wrong count costs speed, never rows
 } whisper_audio_pipeline_params;
 
 typedef struct whisper_audio_pipeline whisper_audio_pipeline;
 
 whisper_audio_pipeline_params whisper_audio_pipeline_default_params(void);
 // The encoders (of one model, with the same output layer and max_batch) belong to the
-// pipeline until it is freed: their own calls fail as busy meanwhile.
+// pipeline until it is freed: their own calls fail as busy meanwhile, and their graphs are kept
+// for the pipeline's batch.
 whisper_audio_pipeline * whisper_audio_pipeline_init(whisper_audio_encoder * const * encoders, int n_encoders,
                                                      whisper_audio_pipeline_params params);
 // Appends samples to the current input (it blocks while every batch buffer is in use).
@@ -413,6 +423,10 @@ void whisper_audio_pipeline_free(whisper_audio_pipeline * p);
 // Whether the pipeline's rows are a tower's tokens, and a row's width (n_state, or token_dim).
 bool whisper_audio_pipeline_tokens(const whisper_audio_pipeline * p);
 int  whisper_audio_pipeline_row_width(const whisper_audio_pipeline * p);
+// The windows a batch of the pipeline holds: the encoders' max_batch, or with n_windows given
+// ceil(n_windows / n_batches) for n_batches = ceil(n_windows / max_batch) (12 windows at
+// max_batch 8: 6). 0 for a NULL pipeline.
+int  whisper_audio_pipeline_batch(const whisper_audio_pipeline * p);
 
 // The earlier name of whisper_audio_device_count(WHISPER_AUDIO_DEVICE_GPU), kept.
 int whisper_audio_cuda_device_count(void);

@@ -10,6 +10,7 @@
 // Parts, in the order main() runs them: command line -> output files -> inputs (each
 // header checked up front, then opened one at a time) -> the run (batch by batch) -> summary.
 #include "whisper-audio.h"
+#include "npy.h"
 
 #include <algorithm>
 #include <atomic>
@@ -522,7 +523,6 @@ struct npy_writer {
     long long promised = -1;            // rows in the header already written to a stream
     FILE * spool = nullptr;
     bool is_open = false;
-    static const size_t HEADER = 128;
 
     FILE * dst() const { return spool ? spool : out.f; }
 
@@ -543,15 +543,10 @@ struct npy_writer {
         return true;
     }
     bool write_header(size_t n_rows) {
-        std::string dims = std::to_string(n_rows) + ",";
-        for (size_t d : row_shape) dims += " " + std::to_string(d) + ",";
-        if (row_shape.size() > 0) dims.pop_back();
-        std::string h = std::string("{'descr': '") + (f16 ? "<f2" : "<f4") + "', 'fortran_order': False, 'shape': (" + dims + "), }";
-        h.append(HEADER - 10 - 1 - h.size(), ' ');
-        h += '\n';
-        const uint16_t len = (uint16_t)h.size();
-        FILE * f = dst();
-        return fwrite("\x93NUMPY\x01\x00", 1, 8, f) == 8 && fwrite(&len, 2, 1, f) == 1 && fwrite(h.data(), 1, h.size(), f) == h.size();
+        std::vector<size_t> shape{n_rows};
+        shape.insert(shape.end(), row_shape.begin(), row_shape.end());
+        const std::string h = npy_header(shape, f16);
+        return fwrite(h.data(), 1, h.size(), dst()) == h.size();
     }
     bool fail_write(int e = 0) {
         print_error("writing '%s' failed: %s\n", out.path.c_str(), strerror(e ? e : errno));
@@ -608,7 +603,7 @@ struct npy_writer {
     bool truncate_to(size_t n_rows) {
         size_t row = f16 ? 2 : 4;
         for (size_t d : row_shape) row *= d;
-        const off_t at = (off_t)(HEADER + n_rows * row);
+        const off_t at = (off_t)(NPY_HEADER_BYTES + n_rows * row);
         FILE * f = dst();
         rows = n_rows;
         if (!sync()) return false;
@@ -1285,6 +1280,10 @@ bool job::pipeline_error(const char * what) {
 
 // The PNG (while the encoders are free), then the pipeline over the encoders.
 bool job::start() {
+    // the lengths known ahead: the pipeline evens the batches out (120 windows at -b 32: 4 x 30);
+    // with every input failed, still one window's worth, the least. Counted before the PNG's
+    // input, which may fail here, as the run planned it
+    const size_t n_windows_ahead = lengths_known ? std::max<size_t>(1, expected_windows) : 0;
     buf.resize(1 << 16);                             // 4 s of audio a read
     // the reader: every input decoded ahead on its workers (-t of them), as far as the model
     // uses it and one sample more (to tell whether there is more)
@@ -1324,6 +1323,7 @@ bool job::start() {
     pp.pool = p.pool_mean ? WHISPER_AUDIO_POOL_MEAN : WHISPER_AUDIO_POOL_NONE;
     pp.no_pad = p.no_pad;
     pp.f16 = p.outtype == "f16";
+    pp.n_windows = n_windows_ahead;
     pp.user = this;
     pp.on_rows = [](const whisper_audio_rows * r, void * user) {
         job * j = (job *)user;
@@ -1617,14 +1617,7 @@ static int run_main(const params & p) {
                                                                                          : WHISPER_AUDIO_DEVICE_AUTO;
         ep.dtype = p.dtype == "fp8" ? WHISPER_AUDIO_DTYPE_FP8 : p.dtype == "bf16" ? WHISPER_AUDIO_DTYPE_BF16 : WHISPER_AUDIO_DTYPE_F16;
         if (p.n_threads > 0) ep.n_threads = p.n_threads;
-        // when the lengths are known, batches of equal size: 120 windows at -b 32 go as 4 x 30,
-        // not 3 x 32 and a last 24 padded to 32 on the GPU (a captured graph has one shape)
-        if (lengths_known) {
-            const size_t total = std::max<size_t>(1, j.expected_windows), n_batches = (total + p.batch - 1) / p.batch;
-            ep.max_batch = (int)((total + n_batches - 1) / n_batches);
-        } else {
-            ep.max_batch = p.batch;
-        }
+        ep.max_batch = p.batch;                    // evened out by the pipeline (j.start) when the lengths are known
         ep.output_layer = p.layer;
         ep.final_ln = p.final_ln;
         // one encoder per GPU asked for (cuda:0,1 or cuda:all), else one
@@ -1650,20 +1643,21 @@ static int run_main(const params & p) {
         // what runs, not what was asked: threads as the encoder capped them, f32 on the CPU
         j.n_threads = ok ? whisper_audio_encoder_n_threads(j.encs[0]) : ep.n_threads;
         j.dtype = ok && strcmp(whisper_audio_encoder_backend(j.encs[0]), "cpu") == 0 ? whisper_audio_encoder_dtype(j.encs[0]) : p.dtype;
+        const int batch = whisper_audio_pipeline_batch(j.pipe);   // what runs: the -b, evened out
         if (ok && strcmp(whisper_audio_encoder_backend(j.encs[0]), "cpu") == 0) {
             if (j.dtype == "bf16") {
-                note("main: backend cpu, %d threads, batch %d, GEMMs in bf16 (%s)\n", j.n_threads, ep.max_batch, whisper_audio_cpu_bf16_isa());
+                note("main: backend cpu, %d threads, batch %d, GEMMs in bf16 (%s)\n", j.n_threads, batch, whisper_audio_cpu_bf16_isa());
             } else {
                 if (p.dtype == "bf16")
                     note("main: --dtype bf16 computes in f32 on this CPU: %s\n",
                          whisper_audio_cpu_bf16_isa() ? "?" : whisper_audio_last_error());
-                note("main: backend cpu, %d threads, batch %d\n", j.n_threads, ep.max_batch);
+                note("main: backend cpu, %d threads, batch %d\n", j.n_threads, batch);
             }
         } else if (ok) {
             std::string devices;
             for (int g : gpus) devices += (devices.empty() ? "" : ",") + std::to_string(g);
             note("main: backend %s, device%s %s, %s, batch %d\n", whisper_audio_encoder_backend(j.encs[0]),
-                    gpus.size() > 1 ? "s" : "", devices.c_str(), p.dtype.c_str(), ep.max_batch);
+                    gpus.size() > 1 ? "s" : "", devices.c_str(), p.dtype.c_str(), batch);
         }
     }
 

@@ -15,6 +15,7 @@
 // Parts: command line -> JSON and base64 -> requests and options -> the dispatcher -> HTTP ->
 // main.
 #include "whisper-audio.h"
+#include "npy.h"
 
 #include <httplib.h>
 
@@ -1168,18 +1169,9 @@ struct server {
             s.push_back(d);
             return s;
         };
-        if (npy) {                  // main's header, byte for byte: 128 bytes, the shape padded with spaces
+        if (npy) {                  // main's header (npy.h), byte for byte
             const input & in = r.inputs[0];
-            std::string dims;
-            for (size_t x : shape_of(in)) dims += std::to_string(x) + ", ";
-            dims.resize(dims.size() - 2);         // shapes have two or three dimensions: no trailing comma
-            std::string h = std::string("{'descr': '") + (o.f16 ? "<f2" : "<f4") + "', 'fortran_order': False, 'shape': (" + dims + "), }";
-            h.append(128 - 10 - 1 - h.size(), ' ');
-            h += '\n';
-            auto head = std::make_shared<std::string>("\x93NUMPY\x01\x00", 8);
-            *head += (char)(h.size() & 0xff);
-            *head += (char)(h.size() >> 8);
-            *head += h;
+            auto head = std::make_shared<std::string>(npy_header(shape_of(in), o.f16));
             // the rows go from the request's own buffer to the socket (a large answer copied
             // once less); httplib asks from an offset on, until the whole length is written
             res.set_content_provider(head->size() + in.data.size(), "application/x-npy",

@@ -304,6 +304,61 @@ TEST_CASE("pipeline: pooling, --no-pad windows and f16 rows come from the librar
     whisper_audio_encoder_free(enc);
 }
 
+TEST_CASE("pipeline: with the windows known ahead (n_windows) the batches are evened out, the rows the same") {
+    model_ptr model("build/micro-80-f32.gguf");
+    const std::vector<std::vector<float>> inputs = test_inputs();      // 5 windows
+    whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
+    CHECK(pp.n_windows == 0);
+
+    // the batch for n windows at max_batch B: ceil(B) batches of equal size, the last shorter by the rounding
+    struct { size_t n; int max_batch, batch; } cases[] = {
+        {0, 8, 8}, {1, 8, 1}, {5, 4, 3}, {8, 8, 8}, {9, 8, 5}, {12, 8, 6}, {120, 32, 30}, {97, 32, 25}, {1000, 256, 250},
+    };
+    for (const auto & c : cases) {
+        CAPTURE(c.n);
+        CAPTURE(c.max_batch);
+        whisper_audio_encoder * enc = make_encoder(model.m, WHISPER_AUDIO_DEVICE_CPU, c.max_batch);
+        pp.n_windows = c.n;
+        whisper_audio_pipeline * p = whisper_audio_pipeline_init(&enc, 1, pp);
+        REQUIRE_MESSAGE(p, whisper_audio_last_error());
+        CHECK(whisper_audio_pipeline_batch(p) == c.batch);
+        whisper_audio_pipeline_free(p);
+        whisper_audio_encoder_free(enc);
+    }
+    CHECK(whisper_audio_pipeline_batch(nullptr) == 0);
+
+    // 5 windows at max_batch 4 run as 3 + 2, not 4 + 1: the encoder's memory is that of a batch
+    // of 3 (its graph and arena made for the pipeline's batch), and the rows are those of the
+    // plain run; a wrong count changes the batches, never the rows
+    pp = whisper_audio_pipeline_default_params();
+    whisper_audio_encoder * four = make_encoder(model.m, WHISPER_AUDIO_DEVICE_CPU, 4);
+    whisper_audio_encoder * three = make_encoder(model.m, WHISPER_AUDIO_DEVICE_CPU, 3);
+    const collector plain = run_pipeline({three}, inputs, pp, 1 << 16);
+    pp.n_windows = 5;
+    const collector even = run_pipeline({four}, inputs, pp, 1 << 16);
+    CHECK(whisper_audio_encoder_memory(four) == whisper_audio_encoder_memory(three));
+    const whisper_audio_timings t = whisper_audio_encoder_timings(four);
+    CHECK(t.n_batches == 2);
+    CHECK(t.n_windows == 5);
+    REQUIRE(even.windows.size() == plain.windows.size());
+    for (size_t k = 0; k < plain.windows.size(); k++) CHECK(even.windows[k].bytes == plain.windows[k].bytes);
+    whisper_audio_encoder_reset_timings(four);
+    pp.n_windows = 1;                              // fewer than come: batches of 1
+    const collector under = run_pipeline({four}, inputs, pp, 1 << 16);
+    CHECK(whisper_audio_encoder_timings(four).n_batches == 5);
+    REQUIRE(under.windows.size() == plain.windows.size());
+    for (size_t k = 0; k < plain.windows.size(); k++) CHECK(under.windows[k].bytes == plain.windows[k].bytes);
+
+    // freed, the pipeline gives the encoder its own max_batch back: a profile of 4 windows runs
+    const whisper_audio_hparams * hp = whisper_audio_model_hparams(model.m);
+    std::vector<float> mel((size_t)4 * hp->n_mels * WHISPER_AUDIO_N_FRAMES, 0.0f);
+    std::vector<whisper_audio_op_time> times(4096);
+    CHECK_MESSAGE(whisper_audio_encoder_profile(four, mel.data(), 4, times.data(), (int)times.size()) > 0,
+                  whisper_audio_last_error());
+    whisper_audio_encoder_free(four);
+    whisper_audio_encoder_free(three);
+}
+
 TEST_CASE("pipeline: bad calls fail with a message, and a failed pipeline stays failed") {
     model_ptr model("build/micro-80-f32.gguf");
     whisper_audio_encoder * enc = make_encoder(model.m, WHISPER_AUDIO_DEVICE_CPU, 1);
