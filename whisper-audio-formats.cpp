@@ -220,79 +220,79 @@ static bool ct2_read_f32(whisper_audio_model * m, int fd, const ct2_var & v, uin
     return true;
 }
 
-// The encoder's tensors, row by row of WA_TENSORS, made from their CTranslate2 variables into
-// the model's memory under our names, as model_read_weights leaves a GGUF file's: float16 and
-// bfloat16 matrices kept, int8 ones dequantised to float32, the rest float32.
-static bool ct2_read_weights(whisper_audio_model * m, int fd, const ct2_vars & vars) {
+// One encoder tensor as it is made from a CTranslate2 variable (or part of a fused one).
+struct ct2_use {
+    const ct2_var * v = nullptr, * scale = nullptr;       // none: the computed mel bank
+    gguf_tensor_info t;
+    uint64_t first = 0;                                     // the part's first element in v
+};
+// fused variable -> (n_parts, a bit for each part that a row takes)
+typedef std::map<std::string, std::pair<int, unsigned>> ct2_fused;
+static const size_t CT2_ALIGN = 64;
+
+// The row t of layer il (name: ours) from its variable: dims, dtype and scale checked, its
+// type and first element worked out; false with the error set.
+static bool ct2_plan_use(const whisper_audio_model * m, const ct2_vars & vars, const wa_tensor_desc & t, int il,
+                         const char * name, ct2_use & u, ct2_fused & fused) {
     const char * path = m->path.c_str();
     const whisper_audio_hparams & hp = m->hparams;
-    struct use {
-        const ct2_var * v = nullptr, * scale = nullptr;   // none: the computed mel bank
-        gguf_tensor_info t;
-        uint64_t first = 0;                                 // the part's first element in v
-    };
-    std::vector<use> uses;
-    std::map<std::string, std::pair<int, unsigned>> fused; // fused variable -> n_parts, parts with a row
-    const size_t ALIGN = 64;
-    size_t total = 0;
-    const bool found = wa_for_each_tensor(hp, [&](const wa_tensor_desc & t, int il, const char * name) {
-        use u;
-        u.t.name = name;
-        u.t.n_dims = wa_shape(hp, t, u.t.ne);
-        u.t.type = VT_TYPE_F32;
-        const char * ct2 = WA_CT2_NAMES[&t - WA_TENSORS].ct2;
-        char vname[128];
-        if (ct2) {
-            snprintf(vname, sizeof(vname), ct2, il);
-            u.v = ct2_find(vars, vname);
-            if (!u.v) { wa_set_error("%s: variable '%s' (%s) is missing", path, vname, name); return false; }
-            // dims outermost first; a fused variable holds n_parts parts on its first
-            bool same = u.v->rank == u.t.n_dims;
-            for (int i = 0; same && i < u.t.n_dims; i++) same = u.v->dims[i] == u.t.ne[u.t.n_dims - 1 - i] * (i == 0 ? t.n_parts : 1);
-            if (!same) {
-                std::string got, want;
-                for (int i = 0; i < u.v->rank; i++) got += (i ? ", " : "") + std::to_string(u.v->dims[i]);
-                for (int i = 0; i < u.t.n_dims; i++) want += (i ? ", " : "") + std::to_string(u.t.ne[u.t.n_dims - 1 - i] * (i == 0 ? t.n_parts : 1));
-                wa_set_error("%s: variable '%s' has dims [%s], the encoder needs [%s]", path, vname, got.c_str(), want.c_str());
+    u.t.name = name;
+    u.t.n_dims = wa_shape(hp, t, u.t.ne);
+    u.t.type = VT_TYPE_F32;
+    const char * ct2 = WA_CT2_NAMES[&t - WA_TENSORS].ct2;
+    char vname[128];
+    if (ct2) {
+        snprintf(vname, sizeof(vname), ct2, il);
+        u.v = ct2_find(vars, vname);
+        if (!u.v) { wa_set_error("%s: variable '%s' (%s) is missing", path, vname, name); return false; }
+        // dims outermost first; a fused variable holds n_parts parts on its first
+        bool same = u.v->rank == u.t.n_dims;
+        for (int i = 0; same && i < u.t.n_dims; i++) same = u.v->dims[i] == u.t.ne[u.t.n_dims - 1 - i] * (i == 0 ? t.n_parts : 1);
+        if (!same) {
+            std::string got, want;
+            for (int i = 0; i < u.v->rank; i++) got += (i ? ", " : "") + std::to_string(u.v->dims[i]);
+            for (int i = 0; i < u.t.n_dims; i++) want += (i ? ", " : "") + std::to_string(u.t.ne[u.t.n_dims - 1 - i] * (i == 0 ? t.n_parts : 1));
+            wa_set_error("%s: variable '%s' has dims [%s], the encoder needs [%s]", path, vname, got.c_str(), want.c_str());
+            return false;
+        }
+        const int dt = u.v->dtype;
+        if (dt != CT2_F32 && dt != CT2_F16 && dt != CT2_BF16 && !(t.matrix && (dt == CT2_I8 || dt == CT2_I16))) {
+            wa_set_error("%s: variable '%s' is %s; expected float32, float16, bfloat16%s", path, vname,
+                         CT2_DTYPE_NAME[dt], t.matrix ? ", int8 or int16" : "");
+            return false;
+        }
+        if (dt == CT2_I8 || dt == CT2_I16) {                // int8: a scale per row; int16: one scale
+            const std::string sname = std::string(vname) + "_scale";
+            u.scale = ct2_find(vars, sname);
+            if (!u.scale || u.scale->rank != (dt == CT2_I8) || (dt == CT2_I8 && u.scale->dims[0] != u.v->dims[0]) ||
+                (u.scale->dtype != CT2_F32 && u.scale->dtype != CT2_F16 && u.scale->dtype != CT2_BF16)) {
+                wa_set_error("%s: %s variable '%s' needs '%s', a float %s", path, CT2_DTYPE_NAME[dt], vname, sname.c_str(),
+                             dt == CT2_I8 ? "per row (rank 1)" : "scalar");
                 return false;
-            }
-            const int dt = u.v->dtype;
-            if (dt != CT2_F32 && dt != CT2_F16 && dt != CT2_BF16 && !(t.matrix && (dt == CT2_I8 || dt == CT2_I16))) {
-                wa_set_error("%s: variable '%s' is %s; expected float32, float16, bfloat16%s", path, vname,
-                             CT2_DTYPE_NAME[dt], t.matrix ? ", int8 or int16" : "");
-                return false;
-            }
-            if (dt == CT2_I8 || dt == CT2_I16) {                // int8: a scale per row; int16: one scale
-                const std::string sname = std::string(vname) + "_scale";
-                u.scale = ct2_find(vars, sname);
-                if (!u.scale || u.scale->rank != (dt == CT2_I8) || (dt == CT2_I8 && u.scale->dims[0] != u.v->dims[0]) ||
-                    (u.scale->dtype != CT2_F32 && u.scale->dtype != CT2_F16 && u.scale->dtype != CT2_BF16)) {
-                    wa_set_error("%s: %s variable '%s' needs '%s', a float %s", path, CT2_DTYPE_NAME[dt], vname, sname.c_str(),
-                                 dt == CT2_I8 ? "per row (rank 1)" : "scalar");
-                    return false;
-                }
-            }
-            if (t.matrix && dt == CT2_F16) u.t.type = VT_TYPE_F16;
-            if (t.matrix && dt == CT2_BF16) u.t.type = VT_TYPE_BF16;
-            u.first = (uint64_t)t.part * (u.v->dims[0] / t.n_parts) * (u.v->bytes / CT2_DTYPE_SIZE[dt] / u.v->dims[0]);
-            if (t.n_parts > 1) {
-                auto & f = fused[vname];
-                f.first = t.n_parts;
-                f.second |= 1u << t.part;
             }
         }
-        u.t.bytes = vt_type_size((vt_type)u.t.type);
-        for (int i = 0; i < u.t.n_dims; i++) u.t.bytes *= u.t.ne[i];
-        total += (u.t.bytes + ALIGN - 1) / ALIGN * ALIGN;
-        uses.push_back(u);
-        return true;
-    });
-    if (!found) return false;
-    // aliases may name one variable for many: the encoder's variables must be backed by the
-    // data the file stores (256 layers aliased to one took 6.4 GB from a 7.5 MB file)
+        if (t.matrix && dt == CT2_F16) u.t.type = VT_TYPE_F16;
+        if (t.matrix && dt == CT2_BF16) u.t.type = VT_TYPE_BF16;
+        u.first = (uint64_t)t.part * (u.v->dims[0] / t.n_parts) * (u.v->bytes / CT2_DTYPE_SIZE[dt] / u.v->dims[0]);
+        if (t.n_parts > 1) {
+            auto & f = fused[vname];
+            f.first = t.n_parts;
+            f.second |= 1u << t.part;
+        }
+    }
+    u.t.bytes = vt_type_size((vt_type)u.t.type);
+    for (int i = 0; i < u.t.n_dims; i++) u.t.bytes *= u.t.ne[i];
+    return true;
+}
+
+// Aliases may name one variable for many: the encoder's variables must be backed by the data the
+// file stores (256 layers aliased to one took 6.4 GB from a 7.5 MB file).
+static bool ct2_check_aliases(const whisper_audio_model * m, const ct2_vars & vars, const std::vector<ct2_use> & uses) {
+    const char * path = m->path.c_str();
+    const whisper_audio_hparams & hp = m->hparams;
     std::set<const ct2_var *> distinct;
     uint64_t used_bytes = 0, stored = 0;
-    for (const use & u : uses)
+    for (const ct2_use & u : uses)
         for (const ct2_var * v : {u.v, u.scale})
             if (v && distinct.insert(v).second) used_bytes += v->bytes;
     for (const auto & kv : vars) stored += kv.second.alias ? 0 : kv.second.bytes;
@@ -302,8 +302,12 @@ static bool ct2_read_weights(whisper_audio_model * m, int fd, const ct2_vars & v
                      (unsigned long long)stored);
         return false;
     }
+    return true;
+}
 
-    // the parts of a fused variable that no row takes (k's bias) must be zero: they are dropped
+// The parts of a fused variable that no row takes (k's bias) must be zero: they are dropped.
+static bool ct2_check_dropped_parts(whisper_audio_model * m, int fd, const ct2_vars & vars, const ct2_fused & fused) {
+    const char * path = m->path.c_str();
     std::vector<uint8_t> tmp;
     std::vector<float> vals;
     for (const auto & kv : fused) {
@@ -322,41 +326,71 @@ static bool ct2_read_weights(whisper_audio_model * m, int fd, const ct2_vars & v
             }
         }
     }
+    return true;
+}
 
-    m->weights.reset(new (std::nothrow) uint8_t[total + ALIGN]);
-    if (!m->weights) { wa_set_error("%s: out of memory for %zu bytes of weights", path, total); return false; }
-    uint8_t * dst = m->weights.get() + (ALIGN - (uintptr_t)m->weights.get() % ALIGN) % ALIGN;
-    for (use & u : uses) {
-        const size_t n = u.t.bytes / vt_type_size((vt_type)u.t.type);
-        float * f32 = (float *)dst;
-        if (!u.v) {
-            wa_mel_filters_slaney(hp.n_mels, f32);
-        } else if (u.scale) {                               // w = q / scale, int8's scale per row
-            const bool i8 = u.v->dtype == CT2_I8;
-            const size_t cols = i8 ? u.v->bytes / u.v->dims[0] : n, row0 = u.first / cols, rows = n / cols;
-            tmp.resize(n * (i8 ? 1 : 2));
-            vals.resize(rows);
-            if (!read_at(m, fd, tmp.data(), tmp.size(), u.v->offset + u.first * (i8 ? 1 : 2))) return false;
-            std::vector<uint8_t> stmp;
-            if (!ct2_read_f32(m, fd, *u.scale, i8 ? row0 : 0, rows, vals.data(), stmp)) return false;
-            for (size_t i = 0; i < n; i++)
-                f32[i] = (float)(i8 ? (int8_t)tmp[i] : (int16_t)(tmp[2 * i] | tmp[2 * i + 1] << 8)) / vals[i / cols];
-        } else if (u.t.type == VT_TYPE_F32) {
-            if (!ct2_read_f32(m, fd, *u.v, u.first, n, f32, tmp)) return false;
-        } else {                                            // float16 or bfloat16 kept
-            if (!read_at(m, fd, dst, u.t.bytes, u.v->offset + u.first * 2)) return false;
-        }
-        const size_t bad = u.t.type == VT_TYPE_F32 ? first_nonfinite<uint32_t>(dst, n, 0x7f800000u)
-                         : first_nonfinite<uint16_t>(dst, n, u.t.type == VT_TYPE_F16 ? 0x7c00 : 0x7f80);
-        if (bad < n) {
-            wa_set_error("%s: tensor '%s' has a non-finite value at element %zu (a corrupt file, or a zero int8 scale)",
-                         path, u.t.name.c_str(), bad);
-            return false;
-        }
+// Reads u's values into dst (its type's bytes): dequantised, converted or kept; false with the
+// error set, a non-finite value among them too.
+static bool ct2_read_use(whisper_audio_model * m, int fd, const ct2_use & u, uint8_t * dst, std::vector<uint8_t> & tmp,
+                         std::vector<float> & vals) {
+    const char * path = m->path.c_str();
+    const whisper_audio_hparams & hp = m->hparams;
+    const size_t n = u.t.bytes / vt_type_size((vt_type)u.t.type);
+    float * f32 = (float *)dst;
+    if (!u.v) {
+        wa_mel_filters_slaney(hp.n_mels, f32);
+    } else if (u.scale) {                                   // w = q / scale, int8's scale per row
+        const bool i8 = u.v->dtype == CT2_I8;
+        const size_t cols = i8 ? u.v->bytes / u.v->dims[0] : n, row0 = u.first / cols, rows = n / cols;
+        tmp.resize(n * (i8 ? 1 : 2));
+        vals.resize(rows);
+        if (!read_at(m, fd, tmp.data(), tmp.size(), u.v->offset + u.first * (i8 ? 1 : 2))) return false;
+        std::vector<uint8_t> stmp;
+        if (!ct2_read_f32(m, fd, *u.scale, i8 ? row0 : 0, rows, vals.data(), stmp)) return false;
+        for (size_t i = 0; i < n; i++)
+            f32[i] = (float)(i8 ? (int8_t)tmp[i] : (int16_t)(tmp[2 * i] | tmp[2 * i + 1] << 8)) / vals[i / cols];
+    } else if (u.t.type == VT_TYPE_F32) {
+        if (!ct2_read_f32(m, fd, *u.v, u.first, n, f32, tmp)) return false;
+    } else {                                                // float16 or bfloat16 kept
+        if (!read_at(m, fd, dst, u.t.bytes, u.v->offset + u.first * 2)) return false;
+    }
+    const size_t bad = u.t.type == VT_TYPE_F32 ? first_nonfinite<uint32_t>(dst, n, 0x7f800000u)
+                     : first_nonfinite<uint16_t>(dst, n, u.t.type == VT_TYPE_F16 ? 0x7c00 : 0x7f80);
+    if (bad < n) {
+        wa_set_error("%s: tensor '%s' has a non-finite value at element %zu (a corrupt file, or a zero int8 scale)",
+                     path, u.t.name.c_str(), bad);
+        return false;
+    }
+    return true;
+}
+
+// The encoder's tensors, row by row of WA_TENSORS, made from their CTranslate2 variables into
+// the model's memory under our names, as model_read_weights leaves a GGUF file's: float16 and
+// bfloat16 matrices kept, int8 ones dequantised to float32, the rest float32.
+static bool ct2_read_weights(whisper_audio_model * m, int fd, const ct2_vars & vars) {
+    std::vector<ct2_use> uses;
+    ct2_fused fused;
+    size_t total = 0;
+    const bool found = wa_for_each_tensor(m->hparams, [&](const wa_tensor_desc & t, int il, const char * name) {
+        ct2_use u;
+        if (!ct2_plan_use(m, vars, t, il, name, u, fused)) return false;
+        total += (u.t.bytes + CT2_ALIGN - 1) / CT2_ALIGN * CT2_ALIGN;
+        uses.push_back(u);
+        return true;
+    });
+    if (!found || !ct2_check_aliases(m, vars, uses) || !ct2_check_dropped_parts(m, fd, vars, fused)) return false;
+
+    m->weights.reset(new (std::nothrow) uint8_t[total + CT2_ALIGN]);
+    if (!m->weights) { wa_set_error("%s: out of memory for %zu bytes of weights", m->path.c_str(), total); return false; }
+    uint8_t * dst = m->weights.get() + (CT2_ALIGN - (uintptr_t)m->weights.get() % CT2_ALIGN) % CT2_ALIGN;
+    std::vector<uint8_t> tmp;
+    std::vector<float> vals;
+    for (ct2_use & u : uses) {
+        if (!ct2_read_use(m, fd, u, dst, tmp, vals)) return false;
         u.t.data = dst;
         m->index.emplace(u.t.name, m->tensors.size());
         m->tensors.push_back(u.t);
-        dst += (u.t.bytes + ALIGN - 1) / ALIGN * ALIGN;
+        dst += (u.t.bytes + CT2_ALIGN - 1) / CT2_ALIGN * CT2_ALIGN;
     }
     m->hparams.weight_type = wa_weight_type((vt_type)m->find("encoder.layers.0.fc1.weight")->type);
     m->mel_filters = (const float *)m->find("mel_filters")->data;
@@ -384,9 +418,9 @@ static const uint32_t GGML_FILE_MAGIC = 0x67676d6c;   // "lmgg" on disk
 // when they go beyond), then the tensor headers, walked with pread to the end of the file.
 // The encoder tensors that the table names are recorded under our names, offsets from the
 // file's start; the rest (the decoder's) are only stepped over.
-static bool ggml_parse(whisper_audio_model * m, gguf_reader & r, int fd) {
+// The header's hyperparameters (after the magic), each within the loader's bounds.
+static bool ggml_parse_hparams(whisper_audio_model * m, gguf_reader & r) {
     const char * path = m->path.c_str();
-    m->kind = whisper_audio_model::GGML;
     r.pos = 4;
     int32_t h[11];
     for (int32_t & v : h) v = r.get<int32_t>();
@@ -412,14 +446,19 @@ static bool ggml_parse(whisper_audio_model * m, gguf_reader & r, int fd) {
     }
     hp.eps = 1e-5f;                                            // Whisper's; the file has none
 
-    // the mel bank, as the tensor mel_filters [n_mels, 201]
+    return true;
+}
+
+// The mel bank, recorded as the tensor mel_filters [n_mels, 201], and the vocabulary, stepped over.
+static bool ggml_parse_mel_vocab(whisper_audio_model * m, gguf_reader & r, gguf_tensor_info & mel) {
+    const char * path = m->path.c_str();
+    const whisper_audio_hparams & hp = m->hparams;
     const int32_t n_mel = r.get<int32_t>(), n_fft = r.get<int32_t>();
     if (!r.ok) { wa_set_error("%s: truncated whisper.cpp ggml mel filters", path); return false; }
     if (n_mel != hp.n_mels || n_fft != WHISPER_AUDIO_N_BINS) {
         wa_set_error("%s: the mel filters are [%d, %d], n_mels needs [%d, %d]", path, n_mel, n_fft, hp.n_mels, WHISPER_AUDIO_N_BINS);
         return false;
     }
-    gguf_tensor_info mel;
     mel.name = "mel_filters";
     mel.n_dims = 2;
     mel.ne[0] = n_fft;
@@ -438,6 +477,58 @@ static bool ggml_parse(whisper_audio_model * m, gguf_reader & r, int fd) {
         if (r.need(len)) r.pos += len;
     }
     if (!r.ok) { wa_set_error("%s: truncated whisper.cpp ggml vocabulary", path); return false; }
+    return true;
+}
+
+// Tensor i's header at byte pos: its name, ggml type and dims into t, checked, and its data's
+// offset (pos + the header's length, returned in head).
+static bool ggml_read_tensor_header(whisper_audio_model * m, int fd, uint64_t i, uint64_t pos, gguf_tensor_info & t,
+                                    uint64_t & head) {
+    const char * path = m->path.c_str();
+    int32_t th[3 + 4];                                   // n_dims, name length, type, dims
+    char name[GGUF_MAX_NAME];
+    if (m->file_size - pos < 12) { wa_set_error("%s: truncated tensor header at byte %llu", path, (unsigned long long)pos); return false; }
+    if (!read_at(m, fd, th, 12, pos)) return false;
+    const int n_dims = th[0], name_len = th[1], type = th[2];
+    if (n_dims < 1 || n_dims > 4 || name_len < 1 || name_len > (int)GGUF_MAX_NAME) {
+        wa_set_error("%s: tensor %llu at byte %llu: bad header (%d dims, name of %d bytes)", path, (unsigned long long)i,
+                     (unsigned long long)pos, n_dims, name_len);
+        return false;
+    }
+    head = 12 + 4 * n_dims + name_len;
+    if (m->file_size - pos < head) { wa_set_error("%s: truncated tensor header at byte %llu", path, (unsigned long long)pos); return false; }
+    if (!read_at(m, fd, th + 3, 4 * n_dims, pos + 12) || !read_at(m, fd, name, name_len, pos + 12 + 4 * n_dims)) return false;
+    t.name.assign(name, name_len);
+    if (!vt_type_valid(type) && !wa_block(type)) {
+        wa_set_error("%s: tensor '%s' has ggml type %d; supported: F32 (0), F16 (1), BF16 (30), Q4_0 (2), Q4_1 (3), "
+                     "Q5_0 (6), Q5_1 (7), Q8_0 (8)", path, t.name.c_str(), type);
+        return false;
+    }
+    t.type = type;
+    t.n_dims = n_dims;
+    for (int d = 0; d < n_dims; d++) {
+        if (th[3 + d] < 1 || th[3 + d] > (1 << 24)) { wa_set_error("%s: tensor '%s': bad dimension %d", path, t.name.c_str(), th[3 + d]); return false; }
+        t.ne[d] = th[3 + d];
+    }
+    if (wa_block(type) && t.ne[0] % QK != 0) {
+        wa_set_error("%s: tensor '%s' is %s with rows of %lld: not whole blocks of %d", path, t.name.c_str(),
+                     wa_type_name(type), (long long)t.ne[0], QK);
+        return false;
+    }
+    if (!wa_tensor_bytes(type, t.ne, m->file_size - pos - head, &t.bytes)) {
+        wa_set_error("%s: tensor '%s' (%s, [%lld, %lld, %lld, %lld]) runs past the end of the file: truncated?", path,
+                     t.name.c_str(), wa_type_name(type), (long long)t.ne[0], (long long)t.ne[1], (long long)t.ne[2], (long long)t.ne[3]);
+        return false;
+    }
+    return true;
+}
+
+static bool ggml_parse(whisper_audio_model * m, gguf_reader & r, int fd) {
+    const char * path = m->path.c_str();
+    m->kind = whisper_audio_model::GGML;
+    gguf_tensor_info mel;
+    if (!ggml_parse_hparams(m, r) || !ggml_parse_mel_vocab(m, r, mel)) return false;
+    const whisper_audio_hparams & hp = m->hparams;
 
     // the tensors: ours by their whisper.cpp names (the mel bank is already ours)
     std::unordered_map<std::string, std::pair<std::string, int>> ours;   // -> our name, dimension count
@@ -454,42 +545,9 @@ static bool ggml_parse(whisper_audio_model * m, gguf_reader & r, int fd) {
     uint64_t pos = r.pos;
     for (uint64_t i = 0; pos < m->file_size; i++) {
         if (i == GGUF_MAX_TENSORS) { wa_set_error("%s: more than %llu tensors", path, (unsigned long long)GGUF_MAX_TENSORS); return false; }
-        int32_t th[3 + 4];                                   // n_dims, name length, type, dims
-        char name[GGUF_MAX_NAME];
-        if (m->file_size - pos < 12) { wa_set_error("%s: truncated tensor header at byte %llu", path, (unsigned long long)pos); return false; }
-        if (!read_at(m, fd, th, 12, pos)) return false;
-        const int n_dims = th[0], name_len = th[1], type = th[2];
-        if (n_dims < 1 || n_dims > 4 || name_len < 1 || name_len > (int)GGUF_MAX_NAME) {
-            wa_set_error("%s: tensor %llu at byte %llu: bad header (%d dims, name of %d bytes)", path, (unsigned long long)i,
-                         (unsigned long long)pos, n_dims, name_len);
-            return false;
-        }
-        const uint64_t head = 12 + 4 * n_dims + name_len;
-        if (m->file_size - pos < head) { wa_set_error("%s: truncated tensor header at byte %llu", path, (unsigned long long)pos); return false; }
-        if (!read_at(m, fd, th + 3, 4 * n_dims, pos + 12) || !read_at(m, fd, name, name_len, pos + 12 + 4 * n_dims)) return false;
         gguf_tensor_info t;
-        t.name.assign(name, name_len);
-        if (!vt_type_valid(type) && !wa_block(type)) {
-            wa_set_error("%s: tensor '%s' has ggml type %d; supported: F32 (0), F16 (1), BF16 (30), Q4_0 (2), Q4_1 (3), "
-                         "Q5_0 (6), Q5_1 (7), Q8_0 (8)", path, t.name.c_str(), type);
-            return false;
-        }
-        t.type = type;
-        t.n_dims = n_dims;
-        for (int d = 0; d < n_dims; d++) {
-            if (th[3 + d] < 1 || th[3 + d] > (1 << 24)) { wa_set_error("%s: tensor '%s': bad dimension %d", path, t.name.c_str(), th[3 + d]); return false; }
-            t.ne[d] = th[3 + d];
-        }
-        if (wa_block(type) && t.ne[0] % QK != 0) {
-            wa_set_error("%s: tensor '%s' is %s with rows of %lld: not whole blocks of %d", path, t.name.c_str(),
-                         wa_type_name(type), (long long)t.ne[0], QK);
-            return false;
-        }
-        if (!wa_tensor_bytes(type, t.ne, m->file_size - pos - head, &t.bytes)) {
-            wa_set_error("%s: tensor '%s' (%s, [%lld, %lld, %lld, %lld]) runs past the end of the file: truncated?", path,
-                         t.name.c_str(), wa_type_name(type), (long long)t.ne[0], (long long)t.ne[1], (long long)t.ne[2], (long long)t.ne[3]);
-            return false;
-        }
+        uint64_t head = 0;
+        if (!ggml_read_tensor_header(m, fd, i, pos, t, head)) return false;
         t.offset = pos + head;
         pos = t.offset + t.bytes;
         auto it = ours.find(t.name);
@@ -506,7 +564,7 @@ static bool ggml_parse(whisper_audio_model * m, gguf_reader & r, int fd) {
     }
     // the feed-forward width from fc1 [n_ff, d]; without it the table's check says what is missing
     const gguf_tensor_info * fc1 = m->find("encoder.layers.0.fc1.weight");
-    hp.n_ff = fc1 && fc1->n_dims == 2 ? (int)fc1->ne[1] : 4 * hp.n_state;
+    m->hparams.n_ff = fc1 && fc1->n_dims == 2 ? (int)fc1->ne[1] : 4 * hp.n_state;
     if (hp.n_ff > 65536) { wa_set_error("%s: fc1 is %d wide, more than 65536", path, hp.n_ff); return false; }
     return true;
 }
