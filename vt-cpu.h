@@ -912,8 +912,8 @@ const char * vt_cpu_bf16_isa(void) {
         vt_set_error("bf16 GEMMs need AVX512-BF16 (or AMX): the CPU has neither");
         return nullptr;
     }
-    // VDPBF16PS only when asked for: on the Sapphire Rapids class Xeon it was measured on, it
-    // has half the throughput of an FMA and the mode ran slower than f32 (docs/BENCHMARKS.md)
+    // VDPBF16PS only when asked for: on Sapphire Rapids it has half the throughput of an FMA,
+    // and the mode runs slower than f32
     if (want && strcmp(want, "avx512bf16") == 0) return "avx512bf16";
     std::string why;
     if (amx_usable(&why)) return "amx";

@@ -793,7 +793,7 @@ bool vt_backend::submit(vt_graph * g, int n_in, vt_tensor * const * in, const vo
 
 // Maps every page of p now, a store a page (memset after malloc may become calloc's no-op):
 // buffers allocated at init are touched at init, so the first batches take no page faults
-// (base on the CPU: ~10k of them, 15-40 ms of its first window on 2 cores).
+// (thousands of them for a window's arena, paid by the first window otherwise).
 static void map_pages(void * p, size_t bytes) {
     for (size_t i = 0; i < bytes; i += 4096) ((volatile char *)p)[i] = 0;
 }
