@@ -98,6 +98,8 @@ struct thread_pool {
 
 // ---- the backend ----------------------------------------------------------------------
 
+// vt.h's vt_backend on the CPU: the weights in aligned host buffers, an arena per graph, scratch
+// per thread; compute runs the nodes in order, each op spread over the pool's threads.
 struct cpu_backend : vt_backend {
     thread_pool pool;
     std::vector<void *> weight_buffers;
