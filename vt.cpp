@@ -837,10 +837,6 @@ bool vt_backend_wait(vt_backend * be, int slot) {
 void * vt_backend_host_alloc(vt_backend * be, size_t bytes) { return be->host_alloc(bytes); }
 void   vt_backend_host_free(vt_backend * be, void * p) { if (p) be->host_free(p); }
 
-#ifndef VT_USE_CUDA
-size_t vt_cuda_bytes_allocated(void) { return 0; }
-#endif
-
 // =====================================================================================
 // the CPU backend: vt-cpu.h (its kernels: vt-cpu-kernels.h)
 // =====================================================================================
