@@ -26,7 +26,7 @@ OPUS_DEB = libopusfile-dev
 # EMBED_FILE_SOURCES, the optional second set, adds audio files and foreign model files (compiled
 # with -DWHISPER_AUDIO_INPUT -DWHISPER_AUDIO_FORMATS); EMBED_CUDA_SOURCES adds the GPU (vt-cuda.cu
 # through nvcc, the headers it includes beside it).
-EMBED_SOURCES = vt.h vt.cpp whisper-audio.h whisper-audio-arch.h whisper-audio-impl.h whisper-audio.cpp
+EMBED_SOURCES = vt.h vt.cpp whisper-audio.h whisper-audio-arch.h whisper-audio-impl.h whisper-audio-towers.h whisper-audio.cpp
 EMBED_FILE_SOURCES = whisper-audio-input.cpp whisper-audio-formats.cpp
 EMBED_FILE_DEFINES = -DWHISPER_AUDIO_INPUT -DWHISPER_AUDIO_FORMATS
 EMBED_CUDA_SOURCES = vt-cuda.cu vt-cuda-ptx.cuh vt-cuda-gemm.cuh vt-cuda-attention.cuh vt-cuda-attention-wgmma.cuh
