@@ -180,7 +180,7 @@ $(BUILD)/test-all: $(TEST_SRCS) tests/test-util.h $(OBJS) | $(BUILD)
 	$(CXX) $(CXXFLAGS) $(TEST_SRCS) $(OBJS) -o $@ $(LDLIBS)
 
 # the fixtures' random micro models, converted by our own converter
-build/micro-%.gguf: convert/convert-hf-to-gguf.py
+build/micro-%.gguf: convert/convert-hf-to-gguf.py whisper-audio-arch.h
 	@mkdir -p build
 	$(CONVERT) tests/data/micro-$(word 1,$(subst -, ,$*)) -o $@ --outtype $(word 2,$(subst -, ,$*)) 2>/dev/null
 
@@ -193,7 +193,7 @@ build/model-files.stamp: tests/data/make-model-files.py $(wildcard tests/data/mi
 	@touch $@
 
 # the audio LLMs' tiny random towers (tests/data/towers), converted by our own converter
-build/tower-%-f32.gguf: convert/convert-hf-to-gguf.py
+build/tower-%-f32.gguf: convert/convert-hf-to-gguf.py whisper-audio-arch.h
 	@mkdir -p build
 	$(CONVERT) tests/data/towers/$* -o $@ --outtype f32 2>/dev/null
 
