@@ -1091,17 +1091,29 @@ static bool wa_hf_config(whisper_audio_model * m, const wa_json & top, wa_hf_opt
     const wa_json * mt = top.type == wa_json::OBJECT ? top.get("model_type") : nullptr;
     const bool named = mt && mt->type == wa_json::STRING;
     hp.projector = WHISPER_AUDIO_PROJECTOR_NONE;
-    for (const wa_projector_name & t : WA_PROJECTORS)
-        if (named && t.hf_model_type && mt->str == t.hf_model_type) hp.projector = t.type;
+    std::string taken, converted;                           // the model types of WA_HF_TOWERS, for the message
+    for (const wa_hf_tower & t : WA_HF_TOWERS) {
+        std::string & list = t.dir ? taken : converted;
+        list += (list.empty() ? "" : ", ") + std::string(t.model_type);
+        if (!named || !t.dir || mt->str != t.model_type) continue;
+        for (const wa_projector_name & p : WA_PROJECTORS)
+            if (!strcmp(p.gguf, t.projector)) hp.projector = p.type;
+    }
     const bool tower = hp.projector != WHISPER_AUDIO_PROJECTOR_NONE;
     if (!tower && !(named && mt->str == "whisper")) {
-        wa_set_error("%s: config.json: model_type is %s, not \"whisper\" or an audio LLM's (%s)", path,
+        wa_set_error("%s: config.json: model_type is %s, not \"whisper\" or an audio LLM's (%s)%s%s%s", path,
                      top.type != wa_json::OBJECT ? "absent (not an object)" : mt ? mt->shown().c_str() : "absent",
-                     wa_projector_list(&wa_projector_name::hf_model_type).c_str());
+                     taken.c_str(), converted.empty() ? "" : "; convert/convert-hf-to-gguf.py takes ",
+                     converted.c_str(), converted.empty() ? "" : " to a GGUF this library loads");
         return false;
     }
-    const wa_json * cfg = tower ? top.get("audio_config") : &top;
-    if (!cfg || cfg->type != wa_json::OBJECT) { wa_set_error("%s: config.json: %s without an audio_config", path, mt->str.c_str()); return false; }
+    // the encoder's config: MERaLiON2Config's speech_config, the others' audio_config
+    const bool meralion = hp.projector == WHISPER_AUDIO_PROJECTOR_MERALION, minicpmo = hp.projector == WHISPER_AUDIO_PROJECTOR_MINICPMO;
+    const wa_json * cfg = tower ? top.get(meralion ? "speech_config" : "audio_config") : &top;
+    if (!cfg || cfg->type != wa_json::OBJECT) {
+        wa_set_error("%s: config.json: %s without %s", path, mt->str.c_str(), meralion ? "a speech_config" : "an audio_config");
+        return false;
+    }
     // an integer in [1, hi]: a JSON number without fraction or exponent, as Python's int
     auto get = [&](const wa_json & in, const char * where, const char * key, int hi, int * dst) {
         const wa_json * v = in.get(key);
@@ -1134,10 +1146,61 @@ static bool wa_hf_config(whisper_audio_model * m, const wa_json & top, wa_hf_opt
     hp.eps = 1e-5f;                                         // Whisper's LayerNorm; the converter writes it
     hp.stack_factor = 1;
     if (tower) {
-        const wa_json * text = top.get("text_config");
+        const wa_json * text = minicpmo ? &top : top.get("text_config");   // MiniCPM-o's config is its LLM's
         if (!text || text->type != wa_json::OBJECT) { wa_set_error("%s: config.json: %s without a text_config", path, mt->str.c_str()); return false; }
-        if (!get(*text, "text_config.", "hidden_size", 65536, &hp.n_llm)) return false;
+        if (!get(*text, minicpmo ? "" : "text_config.", "hidden_size", 65536, &hp.n_llm)) return false;
         hp.proj_eps = 1e-6f;                                // Ultravox's RMSNorm default; the converter writes it
+    }
+    // a setting of the encoder's config that must be `want` when present
+    auto audio_must_be = [&](const char * key, const char * want) {
+        const wa_json * v = cfg->get(key);
+        if (!v || (v->type == wa_json::STRING && v->str == want)) return true;
+        wa_set_error("%s: config.json: %s%s is %s; whisper-audio runs \"%s\"", path, ac, key, v->shown().c_str(), want);
+        return false;
+    };
+    // a boolean setting that must be `want` when present
+    auto flag_must_be = [&](const wa_json & in, const char * where, const char * key, bool want) {
+        const wa_json * v = in.get(key);
+        if (!v || (v->type == wa_json::BOOL && v->b == want)) return true;
+        wa_set_error("%s: config.json: %s%s is %s; whisper-audio runs %s", path, where, key, v->shown().c_str(), want ? "true" : "false");
+        return false;
+    };
+    if (minicpmo) {   // MiniCPMO: init_audio, audio_pool_step 2 (what the graph pools by), blocks of audio_chunk_length * 50 positions
+        uint64_t pool = 2;
+        const wa_json * ps = top.get("audio_pool_step");
+        if (ps && !(ps->u64(&pool) && pool == 2)) {
+            wa_set_error("%s: config.json: audio_pool_step is %s; whisper-audio runs 2 (MiniCPM-o 2.6's)", path, ps->shown().c_str());
+            return false;
+        }
+        if (!flag_must_be(top, "", "init_audio", true) || !audio_must_be("activation_function", "gelu")) return false;
+        const wa_json * ch = top.get("audio_chunk_length");
+        double chunk = 1.0;
+        if (ch && ch->type != wa_json::NUMBER) {
+            wa_set_error("%s: config.json: audio_chunk_length is %s, not a number", path, ch->shown().c_str());
+            return false;
+        }
+        if (ch) chunk = strtod(ch->str.c_str(), nullptr);
+        // get_audio_embedding's chunk_num_frame = int(chunk_length * 50); chunk_length <= 0: one block of the whole window
+        const double blocks = chunk > 0 ? std::trunc(chunk * 50) : hp.n_ctx;
+        if (!(blocks >= 1 && blocks <= hp.n_ctx)) {
+            wa_set_error("%s: config.json: audio_chunk_length %s gives blocks of %g positions; [1, %d] expected", path,
+                         ch ? ch->shown().c_str() : "1.0", blocks, hp.n_ctx);
+            return false;
+        }
+        hp.n_causal = (int)blocks;
+    }
+    if (meralion) {   // speech_audio_adapter: reshape(B, T // f, C * f) of the 1500 positions; ln_speech nn.LayerNorm's eps
+        uint64_t f = 15;
+        const wa_json * sf = top.get("speech_mlp_scale_factor");
+        if (sf && !(sf->u64(&f) && f >= 1 && f <= 64 && hp.n_ctx % f == 0)) {
+            wa_set_error("%s: config.json: speech_mlp_scale_factor is %s, not a divisor of %d in [1, 64]", path, sf->shown().c_str(), hp.n_ctx);
+            return false;
+        }
+        hp.stack_factor = (int)f;
+        if (!flag_must_be(top, "", "speech_mlp_use_projection", true) || !audio_must_be("activation_function", "gelu") ||
+            !flag_must_be(*cfg, ac, "scale_embedding", false))
+            return false;
+        hp.proj_eps = 1e-5f;
     }
     if (hp.projector == WHISPER_AUDIO_PROJECTOR_VOXTRAL) {  // get_audio_features: reshape(-1, intermediate_size), linear_1, GELU, linear_2
         const int stack = hp.n_ff / hp.n_state;
@@ -1373,7 +1436,7 @@ static bool hf_model_read(whisper_audio_model * m, std::string dir, const std::s
     }
     if (!pre) {
         wa_set_error("%s: no encoder tensors: none of model.encoder.conv1.weight, encoder.conv1.weight, audio_tower.conv1.weight, "
-                     "model.audio_tower.conv1.weight, conv1.weight is in the checkpoint", path);
+                     "model.audio_tower.conv1.weight, apm.conv1.weight, speech_encoder.conv1.weight, conv1.weight is in the checkpoint", path);
         return false;
     }
     for (const wa_hf_checkpoint * c : {&ck, &tower_ck}) {
@@ -1418,7 +1481,12 @@ static bool hf_model_read(whisper_audio_model * m, std::string dir, const std::s
     const std::vector<std::string> enc_prefixes = *pre->encoder ? std::vector<std::string>{pre->encoder}
                                                 : std::vector<std::string>{"conv", "layers.", "layer_norm.", "embed_positions."};
     if (untaken(*enc, enc_prefixes, "encoder")) return false;
-    if (hp.projector != WHISPER_AUDIO_PROJECTOR_NONE && untaken(ck, {proj_prefix + "multi_modal_projector."}, "projector")) return false;
+    // the projector's tensors sit under multi_modal_projector. but for MiniCPM-o's and MERaLiON-2's
+    const std::vector<std::string> proj_prefixes =
+        hp.projector == WHISPER_AUDIO_PROJECTOR_MINICPMO ? std::vector<std::string>{proj_prefix + "audio_projection_layer."}
+        : hp.projector == WHISPER_AUDIO_PROJECTOR_MERALION ? std::vector<std::string>{proj_prefix + "ln_speech.", proj_prefix + "speech_audio_adapter."}
+        : std::vector<std::string>{proj_prefix + "multi_modal_projector."};
+    if (hp.projector != WHISPER_AUDIO_PROJECTOR_NONE && untaken(ck, proj_prefixes, "projector")) return false;
     if (enc != &ck && untaken(ck, {"audio_tower.", "model.audio_tower."}, "audio-tower")) return false;   // not the tower alone: LoRA, a part
 
     // read on every core: a tensor stored as held goes straight to its place, the rest through a
