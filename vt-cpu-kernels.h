@@ -337,19 +337,21 @@ void layer_norm_row_neon(const float * in, float * out, int C, const float * w, 
 // ---- GEMM micro-kernels: C[12, 32] (+)= A[12, kc] B[kc, 32] --------------------------
 // A is row-major, 12 rows lda apart, read in place (each row's cache line serves 16 k);
 // B is packed row by row (bp[k * 32 + j], as pack_b writes it); C is row-major, ldc
-// apart. accumulate: start from C's values (one FMA chain over all of K, whatever the
-// chunking), else from zero.
+// apart. The products are summed from zero over the kc given; accumulate: C's values are
+// added to that sum at the end, else it is stored. A long K goes through in chunks, each one
+// chain from zero added to C: one float32 chain over all of K (1,500 keys of P V, 2,048-5,120
+// of an fc2) gathers a rounding error per step of a sum that keeps growing, several times
+// that of the chunked sum (and of the blocked BLAS behind transformers' float32); loading C
+// at the end instead of the start costs one add per accumulator per chunk.
 constexpr int GEMM_MR = 12, GEMM_NR = 32;
 
 void gemm_12x32_plain(int kc, const float * a, size_t lda, const float * bp, float * c, size_t ldc, bool accumulate) {
-    float acc[GEMM_MR][GEMM_NR];
-    for (int r = 0; r < GEMM_MR; r++)
-        for (int j = 0; j < GEMM_NR; j++) acc[r][j] = accumulate ? c[r * ldc + j] : 0.0f;
+    float acc[GEMM_MR][GEMM_NR] = {};
     for (int k = 0; k < kc; k++, bp += GEMM_NR)
         for (int r = 0; r < GEMM_MR; r++)
             for (int j = 0; j < GEMM_NR; j++) acc[r][j] += a[r * lda + k] * bp[j];
     for (int r = 0; r < GEMM_MR; r++)
-        for (int j = 0; j < GEMM_NR; j++) c[r * ldc + j] = acc[r][j];
+        for (int j = 0; j < GEMM_NR; j++) c[r * ldc + j] = accumulate ? c[r * ldc + j] + acc[r][j] : acc[r][j];
 }
 
 #ifdef VT_X86
@@ -362,10 +364,7 @@ VT_TARGET_AVX512
 void gemm_12x32_avx512(int kc, const float * a, size_t lda, const float * bp, float * c, size_t ldc, bool accumulate) {
     __m512 acc[GEMM_MR][2];
 #pragma GCC unroll 12
-    for (int r = 0; r < GEMM_MR; r++) {
-        acc[r][0] = accumulate ? _mm512_loadu_ps(c + r * ldc) : _mm512_setzero_ps();
-        acc[r][1] = accumulate ? _mm512_loadu_ps(c + r * ldc + 16) : _mm512_setzero_ps();
-    }
+    for (int r = 0; r < GEMM_MR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (int k = 0; k < kc; k++, bp += GEMM_NR) {
         _mm_prefetch((const char *)(bp + 8 * GEMM_NR), _MM_HINT_T0);        // (past the strip's end: a hint, never a fault)
         _mm_prefetch((const char *)(bp + 8 * GEMM_NR + 16), _MM_HINT_T0);
@@ -379,6 +378,10 @@ void gemm_12x32_avx512(int kc, const float * a, size_t lda, const float * bp, fl
     }
 #pragma GCC unroll 12
     for (int r = 0; r < GEMM_MR; r++) {
+        if (accumulate) {
+            acc[r][0] = _mm512_add_ps(_mm512_loadu_ps(c + r * ldc), acc[r][0]);
+            acc[r][1] = _mm512_add_ps(_mm512_loadu_ps(c + r * ldc + 16), acc[r][1]);
+        }
         _mm512_storeu_ps(c + r * ldc, acc[r][0]);
         _mm512_storeu_ps(c + r * ldc + 16, acc[r][1]);
     }
@@ -390,10 +393,7 @@ VT_TARGET_AVX2 VT_INLINE
 void gemm_6x16_avx2(int kc, const float * a, size_t lda, const float * bp, float * c, size_t ldc, bool accumulate) {
     __m256 acc[6][2];
 #pragma GCC unroll 6
-    for (int r = 0; r < 6; r++) {
-        acc[r][0] = accumulate ? _mm256_loadu_ps(c + r * ldc) : _mm256_setzero_ps();
-        acc[r][1] = accumulate ? _mm256_loadu_ps(c + r * ldc + 8) : _mm256_setzero_ps();
-    }
+    for (int r = 0; r < 6; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     for (int k = 0; k < kc; k++, bp += GEMM_NR) {
         const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
 #pragma GCC unroll 6
@@ -405,6 +405,10 @@ void gemm_6x16_avx2(int kc, const float * a, size_t lda, const float * bp, float
     }
 #pragma GCC unroll 6
     for (int r = 0; r < 6; r++) {
+        if (accumulate) {
+            acc[r][0] = _mm256_add_ps(_mm256_loadu_ps(c + r * ldc), acc[r][0]);
+            acc[r][1] = _mm256_add_ps(_mm256_loadu_ps(c + r * ldc + 8), acc[r][1]);
+        }
         _mm256_storeu_ps(c + r * ldc, acc[r][0]);
         _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
     }
@@ -428,7 +432,7 @@ VT_INLINE void gemm_4x16_neon(int kc, const float * a, size_t lda, const float *
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
 #pragma GCC unroll 4
-        for (int q = 0; q < 4; q++) acc[r][q] = accumulate ? vld1q_f32(c + r * ldc + 4 * q) : vdupq_n_f32(0.0f);
+        for (int q = 0; q < 4; q++) acc[r][q] = vdupq_n_f32(0.0f);
     int k = 0;
     for (; k + 4 <= kc; k += 4, bp += 4 * GEMM_NR) {
         const float32x4_t a0 = vld1q_f32(a + k), a1 = vld1q_f32(a + lda + k), a2 = vld1q_f32(a + 2 * lda + k),
@@ -463,7 +467,8 @@ VT_INLINE void gemm_4x16_neon(int kc, const float * a, size_t lda, const float *
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
 #pragma GCC unroll 4
-        for (int q = 0; q < 4; q++) vst1q_f32(c + r * ldc + 4 * q, acc[r][q]);
+        for (int q = 0; q < 4; q++)
+            vst1q_f32(c + r * ldc + 4 * q, accumulate ? vaddq_f32(vld1q_f32(c + r * ldc + 4 * q), acc[r][q]) : acc[r][q]);
 }
 
 void gemm_12x32_neon(int kc, const float * a, size_t lda, const float * bp, float * c, size_t ldc, bool accumulate) {

@@ -478,7 +478,11 @@ struct cpu_backend : vt_backend {
     // head's K (32-key strips, for S = Q K^T) and V (32-column strips, for O = P V) once;
     // then per 12-query panel: the scores S [12, T] by the micro-kernel (the scale folded
     // into a copy of Q), an exact softmax per row in place, O = P V by the micro-kernel
-    // reading P from S, rows scaled by 1 / sum.
+    // reading P from S, rows scaled by 1 / sum. P V goes over the keys in chunks of ATTN_KC,
+    // each summed from zero and added to O: over a whole window (1,500 keys) one float32
+    // chain of non-negative weights carried most of the layer's error (4x transformers' own
+    // float32 attention), the chunked sum under it.
+    static constexpr int ATTN_KC = 128;
     static size_t attention_scratch_floats(int T, int hd) {
         const size_t t_pad = (size_t)(T + GEMM_NR - 1) / GEMM_NR * GEMM_NR, hd_pad = (size_t)(hd + GEMM_NR - 1) / GEMM_NR * GEMM_NR;
         return t_pad * hd + hd_pad * T + (size_t)GEMM_MR * hd + (size_t)GEMM_MR * t_pad;
@@ -650,9 +654,10 @@ struct cpu_backend : vt_backend {
                     std::fill(Sr + std::max(lo, hi), Sr + T, 0.0f);
                 }
                 float * out = (float *)t->data + ((size_t)bi * T + i0) * D + h * hd;
-                for (int s = 0; s < hd_strips; s++)
-                    gemm_tile(*kern, T, S, t_pad, vp + (size_t)s * T * GEMM_NR, out + s * GEMM_NR, D, rows,
-                              std::min(GEMM_NR, hd - s * GEMM_NR), false);
+                for (int s = 0; s < hd_strips; s++)          // P V in chunks of keys (see ATTN_KC)
+                    for (int k0 = 0; k0 < T; k0 += ATTN_KC)
+                        gemm_tile(*kern, std::min(ATTN_KC, T - k0), S + k0, t_pad, vp + ((size_t)s * T + k0) * GEMM_NR,
+                                  out + s * GEMM_NR, D, rows, std::min(GEMM_NR, hd - s * GEMM_NR), k0 > 0);
                 for (int r = 0; r < rows; r++)
                     for (int d = 0; d < hd; d++) out[(size_t)r * D + d] *= inv_sum[r];
             }
