@@ -539,7 +539,7 @@ const cpu_kernels * pick_cpu_kernels() {
 // task owns up to GEMM_NC columns (a run of strips) for a range of rows: it walks K in
 // chunks of GEMM_KC (the chunk of its strips stays in L1/L2) and, per chunk, runs every
 // 12-row panel of its rows against every strip. A is read where it lies.
-constexpr int GEMM_NC = 256, GEMM_KC = 256;
+constexpr int GEMM_NC = 256, GEMM_KC = 128;
 
 // Floats of W packed: its columns rounded up to whole strips, times K.
 size_t gemm_packed_floats(int N, int K) { return (size_t)(N + GEMM_NR - 1) / GEMM_NR * GEMM_NR * K; }

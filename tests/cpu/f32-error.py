@@ -88,6 +88,24 @@ def config_like(cfg, positions):
     return c
 
 
+def timing(model_dir, mel, args):
+    import time
+    import whisper_audio
+    for isa in args.isa.split(","):
+        os.environ["VT_CPU_ISA"] = isa
+        with whisper_audio.Model(model_dir, device="cpu", n_threads=args.threads) as m:
+            m.encode_mel(mel)
+            times, cpu = [], []
+            for _ in range(args.time):
+                t0, c0 = time.perf_counter(), time.process_time()
+                m.encode_mel(mel)
+                times.append(time.perf_counter() - t0)
+                cpu.append(time.process_time() - c0)
+        # CPU time: on a machine shared with other work, wall time measures the neighbours too
+        print(f"{os.environ.get('WHISPER_AUDIO_LIBRARY')} {isa}: wall min {min(times) * 1e3:.1f} ms, "
+              f"CPU time min {min(cpu) * 1e3:.1f} median {sorted(cpu)[len(cpu) // 2] * 1e3:.1f} ms of {args.time}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shape", default="base", choices=SHAPES)
@@ -96,6 +114,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--lengths", default="1500,25")
+    ap.add_argument("--time", type=int, default=0, help="time N encodes of a 1,500-position window per kernel set instead")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     import whisper_audio
@@ -108,6 +127,8 @@ def main():
     mel_all = np.load(os.path.join(ROOT, "tests", "data", "features", f"speech_16k.mel{mels}.npy")).astype(np.float32)
     with tempfile.TemporaryDirectory() as tmp:
         save_dir(tmp, cfg, state)
+        if args.time:
+            return timing(tmp, mel_all, args)
         print(f"{args.shape}: d {cfg.d_model}, {cfg.encoder_attention_heads} heads, {cfg.encoder_layers} layers, seed {args.seed}")
         for positions in [int(x) for x in args.lengths.split(",")]:
             mel = np.ascontiguousarray(mel_all[:, :2 * positions])
