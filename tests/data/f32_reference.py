@@ -5,8 +5,8 @@ measured once and committed in tests/data/f32-error.json.
 A case is a shape (d_model, heads, layers, ffn, mels), a seed and a number of positions: the
 weights come from numpy's generator with that seed, drawn as tests/data/make-tower-references.py
 draws a tower's (matrices N(0, 1 / fan_in), norm weights 1 + 0.3 N, biases 0.3 N, every value
-rounded to f16 so that float32 holds it exactly); the input is the first 2 x positions frames of
-tests/data/features/speech_16k.melN.npy (real speech), unpadded as `--no-pad` runs it. The
+rounded to f16 so that float32 holds it exactly); the input is tests/data/features/speech_16k.melN.npy (real speech)
+cut into windows of 2 x positions frames, unpadded as `--no-pad` runs them. The
 reference is the encoder of DESIGN.md's graph in float64 (GELU by math.erf), which equals
 transformers' WhisperEncoder in float64 to 1e-13.
 """
@@ -60,9 +60,13 @@ def weights(case):
 
 
 def mel(case):
+    """The case's input windows [n, n_mels, 2 x positions]: the 3,000 frames cut into windows of
+    2 x positions (one window of 1,500 positions; 60 of 25, which average the short case's error
+    over the whole clip as the long one does)."""
     _, _, _, _, mels, _, positions = CASES[case]
     m = np.load(os.path.join(DATA, "features", f"speech_16k.mel{mels}.npy"))
-    return np.ascontiguousarray(m[:, :2 * positions], dtype=np.float32)
+    n = m.shape[1] // (2 * positions)
+    return np.ascontiguousarray(m[:, :n * 2 * positions].reshape(mels, n, 2 * positions).transpose(1, 0, 2), dtype=np.float32)
 
 
 def config(case):
@@ -114,11 +118,15 @@ def _conv_k3(x, w, b, stride):   # x [T, C_in], w [C_out, C_in, 3]: padding 1
 
 
 def reference(case):
-    """The case's output [positions, d_model] in float64."""
-    d, heads, layers, _, _, _, _ = CASES[case]
+    """The case's output [n, positions, d_model] in float64."""
     W = {k: v.astype(np.float64) for k, v in weights(case).items()}
+    return np.stack([_encode(case, W, m) for m in mel(case)])
+
+
+def _encode(case, W, mel):   # one window [n_mels, frames]
+    d, heads, layers, _, _, _, _ = CASES[case]
     hd = d // heads
-    x = _gelu(_conv_k3(mel(case).astype(np.float64).T, W["conv1.weight"], W["conv1.bias"], 1))
+    x = _gelu(_conv_k3(mel.astype(np.float64).T, W["conv1.weight"], W["conv1.bias"], 1))
     x = _gelu(_conv_k3(x, W["conv2.weight"], W["conv2.bias"], 2))
     x = x + W["embed_positions.weight"][:x.shape[0]]
     for i in range(layers):

@@ -35,10 +35,10 @@ def main():
         w = fr.weights(case)
         w["embed_positions.weight"] = w["embed_positions.weight"][:positions]
         enc.load_state_dict({k: torch.from_numpy(v) for k, v in w.items()})
-        x = torch.from_numpy(fr.mel(case)[None])
+        x = torch.from_numpy(fr.mel(case))
         with torch.no_grad():
-            f32 = enc(x).last_hidden_state[0].numpy()
-            f64 = enc.double()(x.double()).last_hidden_state[0].numpy()
+            f32 = enc(x).last_hidden_state.numpy()
+            f64 = enc.double()(x.double()).last_hidden_state.numpy()
         ref = fr.reference(case)
         check = fr.rel_error(ref, f64)
         assert check < 1e-12, (case, check)
