@@ -27,6 +27,20 @@ CASES = {
     "large-v3-25": (1280, 20, 1, 5120, 128, 3, 25),
 }
 
+# towers of tests/data/towers on their features reference: name: (make-tower-references.py's
+# function, model directory, input log-mel, float64 reference of the tower's first rows)
+TOWERS = {
+    "tower-voxtral": ("voxtral", "towers/voxtral", "features/speech_16k.mel128.npy", "voxtral.speech_16k.features.tower.npy"),
+}
+
+
+def tower_mel(case):
+    return np.load(os.path.join(DATA, TOWERS[case][2])).astype(np.float32)
+
+
+def tower_reference(case):
+    return np.load(os.path.join(DATA, "towers", TOWERS[case][3])).astype(np.float64)
+
 
 def weights(case):
     """{transformers WhisperEncoder name: float32 array} of the case."""
