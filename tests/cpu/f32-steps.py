@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """One encoder layer step by step: each step's relative L2 error against float64 on the same
 float32 inputs, for transformers' f32 op (torch on the CPU) and for numpy emulations of how the
-CPU backend's kernels accumulate (vt-cpu-kernels.h). Measurement only (needs torch, transformers):
+CPU backend's kernels accumulate (vt-cpu-kernels.h): ours_chain, one float32 FMA chain over all of K
+(the kernels before they summed K in chunks); kc128, chunks of 128 each summed from zero and added
+(GEMM_KC, ATTN_KC now); chains4, four interleaved chains. Measurement only (needs torch, transformers):
 
     python tests/cpu/f32-steps.py [--shape base] [--positions 1500]
 
@@ -94,7 +96,7 @@ def main():
                                      torch.from_numpy(bqkv).float()).numpy()
     ours = r32(chain(h[:R], Wqkv.T) + bqkv)
     report(f"qkv GEMM (K {d})", exact, torch=t32, ours_chain=ours, chains4=r32(chain(h[:R], Wqkv.T, chains=4) + bqkv),
-           kc64=r32(chain(h[:R], Wqkv.T, kc=64) + bqkv))
+           kc128=r32(chain(h[:R], Wqkv.T, kc=128) + bqkv))
     qkv = r32(h @ Wqkv.T + bqkv)
     q, k, v = (qkv[:, i * d:(i + 1) * d].reshape(T, H, hd).transpose(1, 0, 2) for i in range(3))
     scale = hd ** -0.5
@@ -123,7 +125,7 @@ def main():
     exact = a @ w2.T
     t32 = torch.nn.functional.linear(torch.from_numpy(a).float(), torch.from_numpy(w2).float()).numpy()
     report(f"fc2 GEMM (K {cfg.encoder_ffn_dim})", exact, torch=t32, ours_chain=chain(a, w2.T), chains4=chain(a, w2.T, chains=4),
-           kc256=chain(a, w2.T, kc=256))
+           kc128=chain(a, w2.T, kc=128))
 
 
 if __name__ == "__main__":
