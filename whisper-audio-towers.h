@@ -5,8 +5,8 @@
 // table (whisper-audio-arch.h's WA_HF_TOWERS), its value to the public enum, its test model to
 // tests/data/towers and its line to the docs.
 //
-// Internal: whisper-audio.cpp includes it once, after the encoder's structs (whisper_audio_encoder,
-// the GGUF reader's gguf_kv), whose names it uses; it travels with that file (README, "Embedding").
+// Internal: whisper-audio.cpp includes it once, after the encoder's structs (whisper_audio_encoder),
+// whose names it uses; it travels with that file (README, "Embedding").
 
 // ---- rules every tower uses --------------------------------------------------------------
 // The rows a chunk gives from its mel frames that hold audio (conv2's stride 2 makes
