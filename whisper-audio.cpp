@@ -1193,9 +1193,8 @@ static bool upload_weights(whisper_audio_encoder * enc, const whisper_audio_mode
     });
 }
 
-static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, whisper_audio_encoder_params params) {
-    if (!model) { wa_set_error("whisper_audio_encoder_init: no model"); return nullptr; }
-    const whisper_audio_hparams & hp = model->hparams;
+// The encoder parameters a caller can get wrong, each refused with its allowed range.
+static bool encoder_check_params(const whisper_audio_hparams & hp, const whisper_audio_encoder_params & params) {
     // a C caller may store any int in the enum fields, which C++ may not load as the enum: read the bytes
     static_assert(sizeof(params.device) == sizeof(int) && sizeof(params.dtype) == sizeof(int), "enums as int");
     int device, dtype;
@@ -1203,29 +1202,27 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
     memcpy(&dtype, &params.dtype, sizeof(int));
     if (device != WHISPER_AUDIO_DEVICE_AUTO && device != WHISPER_AUDIO_DEVICE_CPU && device != WHISPER_AUDIO_DEVICE_CUDA) {
         wa_set_error("device %d is not WHISPER_AUDIO_DEVICE_AUTO, _CPU or _CUDA", device);
-        return nullptr;
+        return false;
     }
     if (dtype != WHISPER_AUDIO_DTYPE_F16 && dtype != WHISPER_AUDIO_DTYPE_BF16 && dtype != WHISPER_AUDIO_DTYPE_FP8) {
         wa_set_error("dtype %d is not WHISPER_AUDIO_DTYPE_F16, _BF16 or _FP8", dtype);
-        return nullptr;
+        return false;
     }
-    if (params.gpu_device < 0) { wa_set_error("gpu_device %d is negative", params.gpu_device); return nullptr; }
+    if (params.gpu_device < 0) { wa_set_error("gpu_device %d is negative", params.gpu_device); return false; }
     if (params.max_batch < 1 || params.max_batch > WHISPER_AUDIO_MAX_BATCH) {
         wa_set_error("batch size %d is outside [1, %d]", params.max_batch, WHISPER_AUDIO_MAX_BATCH);
-        return nullptr;
+        return false;
     }
     if (params.output_layer < WHISPER_AUDIO_POST_CONV || params.output_layer >= hp.n_layer) {
         wa_set_error("output layer %d is outside [0, %d] (-1: the last layer)", params.output_layer, hp.n_layer - 1);
-        return nullptr;
+        return false;
     }
+    return true;
+}
 
-    std::unique_ptr<whisper_audio_encoder, void (*)(whisper_audio_encoder *)> owner(new whisper_audio_encoder,
-                                                                                  whisper_audio_encoder_free);
-    whisper_audio_encoder * enc = owner.get();
-    enc->hparams = hp;
-    enc->mel_filters.assign(model->mel_filters, model->mel_filters + (size_t)hp.n_mels * WHISPER_AUDIO_N_BINS);
-    enc->params = params;
-    enc->params.n_threads = wa_n_threads(params.n_threads);
+// The encoder's backend: the GPU when asked for (or, for auto, when one is there), else the CPU.
+static bool encoder_backend_init(whisper_audio_encoder * enc) {
+    const whisper_audio_encoder_params & params = enc->params;
     const vt_type cuda_type = params.dtype == WHISPER_AUDIO_DTYPE_F16 ? VT_TYPE_F16 : VT_TYPE_BF16;
     // auto tries the GPU only where a device is there (so that a CPU machine does not open cuBLASLt)
     if (params.device == WHISPER_AUDIO_DEVICE_CUDA || (params.device == WHISPER_AUDIO_DEVICE_AUTO && vt_backend_device_count(WA_GPU_BACKEND) > 0)) {
@@ -1236,7 +1233,7 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
         const bool fp8_refused = params.dtype == WHISPER_AUDIO_DTYPE_FP8 && vt_backend_device_count(WA_GPU_BACKEND) > 0;
         if (!enc->backend && (params.device == WHISPER_AUDIO_DEVICE_CUDA || fp8_refused)) {
             wa_set_error("CUDA backend unavailable: %s", vt_last_error());
-            return nullptr;
+            return false;
         }
     }
     const bool on_gpu = enc->backend != nullptr;
@@ -1247,10 +1244,18 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
                                        enc->params.n_threads, false};
         enc->backend = vt_backend_init("cpu", 0, &cpu);
     }
-    if (!enc->backend) { wa_set_error("%s", vt_last_error()); return nullptr; }
+    if (!enc->backend) { wa_set_error("%s", vt_last_error()); return false; }
+    enc->mel_in_graph = on_gpu;
+    return true;
+}
 
-    // weights: a tensor per row of WA_TENSORS (one for a fused tensor's rows), matrices in the
-    // compute type, the rest in f32, named as in the model file (a fused one as its first part)
+// The weights' tensors: a tensor per row of WA_TENSORS (one for a fused tensor's rows), the mel
+// bank where the backend makes the log-mel, and the projector's, each paired in proj with the
+// model's tensor it is uploaded from.
+static void encoder_make_weights(whisper_audio_encoder * enc, const whisper_audio_model * model,
+                                 std::vector<std::pair<vt_tensor *, const gguf_tensor_info *>> & proj) {
+    const whisper_audio_hparams & hp = enc->hparams;
+    // matrices in the compute type, the rest in f32, named as in the model file (a fused one as its first part)
     const vt_type mt = vt_backend_compute_type(enc->backend);
     const int n_proj_rows = (int)(sizeof(WA_PROJ_TENSORS) / sizeof(WA_PROJ_TENSORS[0]));
     vt_context * ctx = enc->wctx = vt_init(wa_n_made(false) + wa_n_made(true) * hp.n_layer + n_proj_rows + 1);
@@ -1264,11 +1269,10 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
         *dst = vt_new_tensor(ctx, t.matrix ? mt : VT_TYPE_F32, n_dims, ne);
         vt_set_weight(*dst);
         vt_set_name(*dst, "%s", name);
-        // --dtype fp8: the linear layers of every block but the first and the last in e4m3.
-        // On real base (tests/gpu/fp8-layers.py, relative L2 against float64) FP8 in the first
-        // block too doubles the error (8.5% -> 4.1% without it) and changed a transcript; the
-        // last in bf16 takes 11-12% more off (4.1-4.6% -> 3.6-4.1%), for a 31st of large-v3's
-        // gain. A model of two blocks keeps its second in FP8 (else the mode would be bf16's).
+        // --dtype fp8: the linear layers of every block but the first and the last in e4m3. The
+        // first and last blocks carry most of FP8's error into the output (docs/BENCHMARKS.md,
+        // tests/gpu/fp8-layers.py); a model of two blocks keeps its second in FP8, else the mode
+        // would be bf16's.
         const bool bf16_block = il == 0 || (il == hp.n_layer - 1 && hp.n_layer > 2);
         if (t.matrix && !bf16_block && n_dims == 2) vt_set_fp8(*dst);
         return true;
@@ -1276,14 +1280,12 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
     // the GPU makes the log-mel in the graph (vt_log_mel, PCM in); the CPU keeps the host path
     // (log_mel_frames: its FFT is faster there than vt's reference DFT, and is the reference's
     // bits, which the committed outputs hold)
-    enc->mel_in_graph = on_gpu;
     if (enc->mel_in_graph) {
         enc->mel_filters_t = vt_new_tensor_2d(ctx, VT_TYPE_F32, WHISPER_AUDIO_N_BINS, hp.n_mels);
         vt_set_weight(enc->mel_filters_t);
         vt_set_name(enc->mel_filters_t, "mel_filters");
     }
     // the projector's: the rows of its type that the model has (load checked which)
-    std::vector<std::pair<vt_tensor *, const gguf_tensor_info *>> proj;
     for (const wa_proj_desc & t : WA_PROJ_TENSORS) {
         const gguf_tensor_info * src = t.type == hp.projector ? model->find(t.name) : nullptr;
         if (!src) continue;
@@ -1293,7 +1295,24 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
         vt_set_name(dst, "%s", t.name);
         proj.emplace_back(dst, src);
     }
-    if (!vt_backend_alloc_weights(enc->backend, ctx)) {
+}
+
+static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, whisper_audio_encoder_params params) {
+    if (!model) { wa_set_error("whisper_audio_encoder_init: no model"); return nullptr; }
+    const whisper_audio_hparams & hp = model->hparams;
+    if (!encoder_check_params(hp, params)) return nullptr;
+
+    std::unique_ptr<whisper_audio_encoder, void (*)(whisper_audio_encoder *)> owner(new whisper_audio_encoder,
+                                                                                  whisper_audio_encoder_free);
+    whisper_audio_encoder * enc = owner.get();
+    enc->hparams = hp;
+    enc->mel_filters.assign(model->mel_filters, model->mel_filters + (size_t)hp.n_mels * WHISPER_AUDIO_N_BINS);
+    enc->params = params;
+    enc->params.n_threads = wa_n_threads(params.n_threads);
+    if (!encoder_backend_init(enc)) return nullptr;
+    std::vector<std::pair<vt_tensor *, const gguf_tensor_info *>> proj;
+    encoder_make_weights(enc, model, proj);
+    if (!vt_backend_alloc_weights(enc->backend, enc->wctx)) {
         wa_set_error("allocating weights on %s: %s", vt_backend_name(enc->backend), vt_last_error());
         return nullptr;
     }
