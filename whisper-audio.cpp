@@ -2920,7 +2920,8 @@ bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, si
         return false;
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const bool ok = wa_catch(__func__, false, [&] { return encode_one_input(enc, pcm, n, out, false, __func__); });
+    const char * func = __func__;   // (a lambda's own __func__ is "operator()")
+    const bool ok = wa_catch(func, false, [&] { return encode_one_input(enc, pcm, n, out, false, func); });
     enc->timings.wall_ms += ms_since(t0);
     return ok;
 }
@@ -3042,7 +3043,8 @@ bool whisper_audio_encode_tokens(whisper_audio_encoder * enc, const float * pcm,
         return false;
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const bool ok = wa_catch(__func__, false, [&] { return encode_one_input(enc, pcm, n, out, true, __func__); });
+    const char * func = __func__;   // (a lambda's own __func__ is "operator()")
+    const bool ok = wa_catch(func, false, [&] { return encode_one_input(enc, pcm, n, out, true, func); });
     enc->timings.wall_ms += ms_since(t0);
     return ok;
 }

@@ -1450,6 +1450,9 @@ struct server {
             if (in.samples < used) {
                 dst = in.pcm.tail(&room);
                 if (!dst) {
+                    if (r.charged + in.pcm.next_block() > budget.limit)   // more than the whole budget: no retry helps
+                        throw http_error{413, where + "the request's decoded audio is larger than --max-audio-mb " +
+                                              std::to_string(sp.max_audio_mb) + " MB (decoding stopped there)"};
                     if (!r.charge(in.pcm.next_block())) {
                         m.rejected_budget++;
                         res.set_header("Retry-After", "2");
