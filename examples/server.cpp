@@ -73,7 +73,7 @@ struct server_params {
     int max_pipelines = 4;        // option sets with a pipeline at once
     int timeout_s = 30;           // a request's read (whole body) and write limits
     int head_timeout_s = 10;      // a request's head (request line and headers), whole
-    int min_body_rate_kb = 16;    // KB/s a body must keep up after its first 2 s (0: no minimum)
+    int min_body_rate_kb = 16;    // KB/s a body must keep up after its first 5 s (0: no minimum)
     std::string api_key;
 };
 
@@ -110,7 +110,7 @@ static void print_usage(const char * argv0) {
             "  --max-pipelines N     option sets served at once, each with its own encoder (default: 4)\n"
             "  --timeout N           seconds a client has to send its request body, and each write (default: 30)\n"
             "  --head-timeout N      seconds a client has to send a request's head, whole (default: 10; then 408)\n"
-            "  --min-body-rate N     KB/s a request body must keep up after its first 2 s (default: 16; 0: none)\n"
+            "  --min-body-rate N     KB/s a request body must keep up after its first 5 s (default: 16; 0: none)\n"
             "  --api-key KEY         require 'Authorization: Bearer KEY' (as llama-server; /health is open)\n",
             argv0);
 }
@@ -1066,7 +1066,7 @@ struct connection {
 // deadline, writes at most the write timeout; a read past a deadline fails, and says why.
 struct connection_stream : httplib::Stream {
     using clock = std::chrono::steady_clock;
-    static constexpr double BODY_GRACE_S = 2;
+    static constexpr double BODY_GRACE_S = 5;   // a client that pauses before its body (a loaded machine) is not cut
     int fd;
     clock::time_point head_deadline, body_start;
     bool in_body = false;
