@@ -5,15 +5,16 @@
 //   curl --data-binary @speech.wav http://127.0.0.1:8080/v1/audio/embeddings
 //
 // A thin client of the C API, as main is: the library's pipeline decides the rows (windows,
-// positions, pooled vectors or a tower's tokens) and batches them. HTTP workers (cpp-httplib)
-// read and decode the request's audio, queue it and wait; one dispatcher thread owns the
+// positions, pooled vectors or a tower's tokens) and batches them. HTTP workers (cpp-httplib,
+// given a connection once its request head has come whole: the connection layer below) read
+// and decode the request's audio within the limits, queue it and wait; one dispatcher thread owns the
 // pipelines (their calls are for one thread) and keeps each running: it pushes and ends each
 // queued request's inputs into the pipeline of its options as they come (windows of different
 // requests share batches), flushes a short batch while the encoders have fewer than two in
 // flight, polls the rows and answers each request once its inputs are complete.
 //
-// Parts: command line -> JSON and base64 -> requests and options -> the dispatcher -> HTTP ->
-// main.
+// Parts: command line -> JSON and base64 -> requests and options -> the dispatcher -> HTTP (its
+// connections, read outside the worker pool, and the endpoints) -> main.
 #include "whisper-audio.h"
 #include "npy.h"
 
@@ -1292,7 +1293,7 @@ struct http_server : httplib::Server {
             for (auto it = pending.begin(); it != pending.end();) {
                 connection * c = it->second;
                 const bool idle = c->served > 0 && !c->any;   // kept alive, nothing sent yet
-                const auto limit = idle ? std::chrono::seconds(5) : std::chrono::seconds(sp.head_timeout_s);
+                const auto limit = std::chrono::seconds(idle ? (long)keep_alive_timeout_sec_ : (long)sp.head_timeout_s);
                 if (now - c->since < limit) { ++it; continue; }
                 epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, nullptr);
                 it = pending.erase(it);

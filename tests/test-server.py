@@ -632,6 +632,7 @@ with PeakRss(lim.proc) as peak:
     st, _, body = request(lim, "POST", "/v1/audio/embeddings", eight_h)
     dt = time.monotonic() - t0
 check(st == 413 and b"--max-audio-s 60" in body and dt < 5, f"8 h of FLAC with --max-audio-s 60: {st} in {dt:.1f} s: {body[:200]}")
+check(peak.peak < base + 512, f"8 h of FLAC with --max-audio-s 60: peak RSS {peak.peak:.0f} MB (at rest {base:.0f} MB)")
 ok(f"{len(eight_h) // 1000} KB of FLAC holding 8 h, --max-audio-s 60: 413 after {dt:.2f} s, peak RSS {peak.peak:.0f} MB")
 eleven = json.dumps({"input": [base64.b64encode(silent_flac(55)).decode()] * 11}).encode()   # 57.3 s each
 st, _, body = request(lim, "POST", "/v1/audio/embeddings", eleven, {"Content-Type": "application/json"})
