@@ -37,6 +37,7 @@ import ctypes
 import enum
 import importlib.util
 import os
+import sys
 import threading
 import warnings
 import weakref
@@ -370,7 +371,12 @@ def _warn_decoded(name=None):
         msg = w.decode(errors="replace")
         if name and name != "<memory>" and msg.startswith("<memory>"):
             msg = name + msg[len("<memory>"):]
-        warnings.warn(msg, WhisperAudioWarning, stacklevel=3)
+        # attributed to the caller's first line outside this package (load_audio, encode, ...),
+        # as a warning about its input, whatever path it took here
+        frame, level = sys._getframe(0), 1
+        while frame is not None and frame.f_code.co_filename == __file__:
+            frame, level = frame.f_back, level + 1
+        warnings.warn(msg, WhisperAudioWarning, stacklevel=level)
 
 
 def _decode_file(path):
