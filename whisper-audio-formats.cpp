@@ -605,8 +605,16 @@ struct wa_json {
             case NUL:    return "null";
             case BOOL:   return b ? "true" : "false";
             case NUMBER: return str;
-            case STRING: return str.size() <= 48 && str.find_first_of(std::string("\"\\\0", 3)) == std::string::npos
-                                ? "\"" + str + "\"" : "a string";
+            case STRING: {   // escaped as JSON writes it (a NUL as \u0000), so that the message shows what is there
+                if (str.size() > 48) return "a string of " + std::to_string(str.size()) + " bytes";
+                std::string o = "\"";
+                for (const char c : str) {
+                    if (c == '"' || c == '\\') { o += '\\'; o += c; }
+                    else if ((unsigned char)c < 0x20) { char b[8]; snprintf(b, sizeof(b), "\\u%04x", (unsigned char)c); o += b; }
+                    else o += c;
+                }
+                return o + "\"";
+            }
             case ARRAY:  return "an array";
             case OBJECT: return "an object";
         }
@@ -1335,9 +1343,16 @@ static bool wa_hf_cached(const std::string & id, std::string & dir, std::string 
     const bool regular = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
     const ssize_t n = regular ? pread(fd, buf, sizeof(buf) - 1, 0) : -1;
     if (fd >= 0) close(fd);
-    if (fd < 0 || !regular) {
+    if (fd < 0 && errno == ENOENT) {
         wa_set_error("%s: the Hugging Face cache's %s has no refs/main (downloaded at another revision?): `hf download %s` "
                      "fetches the main one", i, repo.c_str(), i);
+        return false;
+    }
+    if (fd < 0 || !regular) {   // there, but a FIFO, a folder or unreadable: say so rather than "missing"
+        const int e = errno;
+        wa_set_error("%s: %s is %s, not a file holding a commit hash: `hf download %s` writes it again", i, ref_path.c_str(),
+                     fd < 0 ? strerror(e) : S_ISDIR(st.st_mode) ? "a folder" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                     : "not a regular file", i);
         return false;
     }
     std::string sha(buf, n > 0 ? (size_t)n : 0);

@@ -365,18 +365,23 @@ static void log_mel_window(const float * filters, int n_mels, const float * pcm,
     log_mel_from_row(filters, n_mels, row.data(), WA_MEL_N_FRAME, NAN, out);
 }
 
-bool whisper_audio_log_mel_filters(const float * filters, int n_mels, const float * pcm, size_t n, float * out) {
+// The checks and the window of log_mel and log_mel_filters, their messages named by func.
+static bool log_mel_checked(const char * func, const float * filters, int n_mels, const float * pcm, size_t n, float * out) {
     if (filters == nullptr || out == nullptr || (pcm == nullptr && n > 0)) {
-        wa_set_error("whisper_audio_log_mel_filters: NULL %s", filters == nullptr ? "filters" : out == nullptr ? "out" : "pcm");
+        wa_set_error("%s: NULL %s", func, filters == nullptr ? "filters" : out == nullptr ? "out" : "pcm");
         return false;
     }
     if (n_mels <= 0) {
-        wa_set_error("whisper_audio_log_mel_filters: n_mels is %d (expected > 0, e.g. 80 or 128)", n_mels);
+        wa_set_error("%s: n_mels is %d (expected > 0, e.g. 80 or 128)", func, n_mels);
         return false;
     }
-    if (!wa_mel_check_pcm(__func__, pcm, std::min(n, (size_t) WA_MEL_N_SAMP), 0)) return false;
+    if (!wa_mel_check_pcm(func, pcm, std::min(n, (size_t) WA_MEL_N_SAMP), 0)) return false;
     log_mel_window(filters, n_mels, pcm, n, out);
     return true;
+}
+
+bool whisper_audio_log_mel_filters(const float * filters, int n_mels, const float * pcm, size_t n, float * out) {
+    return log_mel_checked(__func__, filters, n_mels, pcm, n, out);
 }
 
 // The windows on up to n_threads threads; if the system refuses a thread, fewer do the work.
@@ -958,7 +963,7 @@ const float * whisper_audio_model_mel_filters(const whisper_audio_model * model)
 
 bool whisper_audio_log_mel(const whisper_audio_model * model, const float * pcm, size_t n, float * out) {
     if (!model) { wa_set_error("%s: NULL model", __func__); return false; }
-    return whisper_audio_log_mel_filters(model->mel_filters, model->hparams.n_mels, pcm, n, out);
+    return log_mel_checked(__func__, model->mel_filters, model->hparams.n_mels, pcm, n, out);
 }
 
 bool whisper_audio_log_mel_windows(const whisper_audio_model * model, const float * pcm, size_t n, int n_windows,
@@ -1569,18 +1574,24 @@ static bool encode_mel_frames(whisper_audio_encoder * enc, const float * mel, in
     return true;
 }
 
-bool whisper_audio_encode_mel_frames(whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames, float * out) {
-    if (!enc || !mel || !out) { wa_set_error("%s: NULL %s", __func__, !enc ? "encoder" : !mel ? "mel" : "out"); return false; }
-    wa_encoder_lock lock(enc, __func__);
+// encode_mel and encode_mel_frames: the checks, the lock and the timing, named by func.
+static bool encode_mel_call(const char * func, whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames,
+                            float * out) {
+    if (!enc || !mel || !out) { wa_set_error("%s: NULL %s", func, !enc ? "encoder" : !mel ? "mel" : "out"); return false; }
+    wa_encoder_lock lock(enc, func);
     if (!lock.held) return false;
     const auto t0 = std::chrono::steady_clock::now();
-    const bool ok = wa_catch(__func__, false, [&] { return encode_mel_frames(enc, mel, n_windows, n_frames, out); });
+    const bool ok = wa_catch(func, false, [&] { return encode_mel_frames(enc, mel, n_windows, n_frames, out); });
     enc->timings.wall_ms += ms_since(t0);
     return ok;
 }
 
+bool whisper_audio_encode_mel_frames(whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames, float * out) {
+    return encode_mel_call(__func__, enc, mel, n_windows, n_frames, out);
+}
+
 bool whisper_audio_encode_mel(whisper_audio_encoder * enc, const float * mel, int n_windows, float * out) {
-    return whisper_audio_encode_mel_frames(enc, mel, n_windows, WHISPER_AUDIO_N_FRAMES, out);
+    return encode_mel_call(__func__, enc, mel, n_windows, WHISPER_AUDIO_N_FRAMES, out);
 }
 
 bool whisper_audio_encode_mel_hidden_states(whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames,
@@ -2307,13 +2318,16 @@ static int wa_even_batch(size_t n_windows, int max_batch) {
 }
 
 // windows: Whisper windows even from a tower's model (encode_pcm's contract).
+// func: the public function the caller called, for the messages (encode_pcm and encode_tokens run
+// one input through a pipeline of their encoder: a busy encoder is theirs to report).
 static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * encoders, int n_encoders,
-                                              whisper_audio_pipeline_params params, bool windows = false) {
-    if (!encoders || n_encoders < 1) { wa_set_error("whisper_audio_pipeline_init: no encoders"); return nullptr; }
+                                              whisper_audio_pipeline_params params, bool windows = false,
+                                              const char * func = "whisper_audio_pipeline_init") {
+    if (!encoders || n_encoders < 1) { wa_set_error("%s: no encoders", func); return nullptr; }
     int pool;
     memcpy(&pool, &params.pool, sizeof(int));
     if (pool != WHISPER_AUDIO_POOL_NONE && pool != WHISPER_AUDIO_POOL_MEAN) {
-        wa_set_error("whisper_audio_pipeline_init: pool %d is not WHISPER_AUDIO_POOL_NONE or _MEAN", pool);
+        wa_set_error("%s: pool %d is not WHISPER_AUDIO_POOL_NONE or _MEAN", func, pool);
         return nullptr;
     }
     std::unique_ptr<whisper_audio_pipeline, void (*)(whisper_audio_pipeline *)> owner(new whisper_audio_pipeline,
@@ -2322,18 +2336,22 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
     p->params = params;
     for (int i = 0; i < n_encoders; i++) {
         whisper_audio_encoder * e = encoders[i];
-        if (!e) { wa_set_error("whisper_audio_pipeline_init: encoder %d is NULL", i); return nullptr; }
+        if (!e) { wa_set_error("%s: encoder %d is NULL", func, i); return nullptr; }
         const whisper_audio_encoder * e0 = p->encs.empty() ? e : p->encs[0];
         if (e->hparams.n_state != e0->hparams.n_state || e->hparams.n_mels != e0->hparams.n_mels ||
             e->hparams.projector != e0->hparams.projector || e->params.output_layer != e0->params.output_layer ||
             e->params.final_ln != e0->params.final_ln || e->params.projector != e0->params.projector ||
             e->params.max_batch != e0->params.max_batch) {
-            wa_set_error("whisper_audio_pipeline_init: encoder %d differs from encoder 0 (model, output layer, "
-                         "projector or batch size)", i);
+            wa_set_error("%s: encoder %d differs from encoder 0 (model, output layer, "
+                         "projector or batch size)", func, i);
             return nullptr;
         }
         if (e->busy.exchange(true)) {
-            wa_set_error("whisper_audio_pipeline_init: encoder %d is busy (with another call or pipeline, or given twice)", i);
+            if (n_encoders == 1 && strcmp(func, "whisper_audio_pipeline_init") != 0)
+                wa_set_error("%s: the encoder is busy (with a call from another thread, or a pipeline holds it until "
+                             "whisper_audio_pipeline_free)", func);
+            else
+                wa_set_error("%s: encoder %d is busy (with another call or pipeline, or given twice)", func, i);
             return nullptr;
         }
         p->encs.push_back(e);
@@ -2343,9 +2361,9 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
     p->max_batch = p->batch = e0->params.max_batch;   // what pipeline_free gives the encoders back
     p->tower = windows ? nullptr : pipeline_tower(hp, e0->params, params);
     if (hp.n_conv && !p->tower) {         // the AuT's positions are not Whisper's: no Whisper windows of it
-        wa_set_error("whisper_audio_pipeline_init: %s's tower gives its tokens alone (or the tower's rows with the projector "
+        wa_set_error("%s: %s's tower gives its tokens alone (or the tower's rows with the projector "
                      "off): no other output layer, no pooling, no unpadded windows, no Whisper windows",
-                     wa_projector_gguf(hp.projector));
+                     func, wa_projector_gguf(hp.projector));
         return nullptr;
     }
     p->projector = e0->params.projector;
@@ -2389,7 +2407,7 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
             wa_graph * g = graph_for_batch(e, cap, WHISPER_AUDIO_N_FRAMES, true, k);
             if (!g) return nullptr;
             if (!vt_backend_prepare(e->backend, g->graph)) {
-                wa_set_error("whisper_audio_pipeline_init: %s", vt_last_error());
+                wa_set_error("%s: %s", func, vt_last_error());
                 return nullptr;
             }
         }
@@ -2490,7 +2508,8 @@ void whisper_audio_pipeline_free(whisper_audio_pipeline * p) {
 
 // One input of n samples through a pipeline of this encoder (Whisper windows, or with tokens
 // the tower's rows), every row copied to out one after another.
-static bool encode_one_input(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out, bool tokens) {
+static bool encode_one_input(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out, bool tokens,
+                             const char * func) {
     float * dst = out;
     whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
     pp.user = &dst;
@@ -2504,7 +2523,7 @@ static bool encode_one_input(whisper_audio_encoder * enc, const float * pcm, siz
     };
     pp.n_windows = tokens ? 0 : whisper_audio_n_windows(n);
     std::unique_ptr<whisper_audio_pipeline, void (*)(whisper_audio_pipeline *)> p(
-        pipeline_init(&enc, 1, pp, !tokens), whisper_audio_pipeline_free);
+        pipeline_init(&enc, 1, pp, !tokens, func), whisper_audio_pipeline_free);
     if (!p) return false;
     if (n == 0) {      // no audio: one window of silence, as whisper_audio_n_windows counts it
         const float zero = 0.0f;
@@ -2522,7 +2541,8 @@ bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, si
         return false;
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const bool ok = wa_catch(__func__, false, [&] { return encode_one_input(enc, pcm, n, out, false); });
+    const char * func = __func__;   // (a lambda's own __func__ is "operator()")
+    const bool ok = wa_catch(func, false, [&] { return encode_one_input(enc, pcm, n, out, false, func); });
     enc->timings.wall_ms += ms_since(t0);
     return ok;
 }
@@ -2644,7 +2664,8 @@ bool whisper_audio_encode_tokens(whisper_audio_encoder * enc, const float * pcm,
         return false;
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const bool ok = wa_catch(__func__, false, [&] { return encode_one_input(enc, pcm, n, out, true); });
+    const char * func = __func__;   // (a lambda's own __func__ is "operator()")
+    const bool ok = wa_catch(func, false, [&] { return encode_one_input(enc, pcm, n, out, true, func); });
     enc->timings.wall_ms += ms_since(t0);
     return ok;
 }
@@ -2811,6 +2832,11 @@ whisper_audio_stream * whisper_audio_stream_open(const char *, whisper_audio_inf
     wa_set_error(WA_NO_INPUT, __func__);
     return nullptr;
 }
+whisper_audio_stream * whisper_audio_stream_open_memory(const void *, size_t, whisper_audio_info *) {
+    wa_set_error(WA_NO_INPUT, __func__);
+    return nullptr;
+}
+const char * whisper_audio_decode_warning(void) { return nullptr; }
 int64_t whisper_audio_stream_read(whisper_audio_stream *, float *, size_t) {
     wa_set_error(WA_NO_INPUT, __func__);
     return -1;

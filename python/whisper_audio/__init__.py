@@ -37,13 +37,15 @@ import ctypes
 import enum
 import importlib.util
 import os
+import sys
 import threading
+import warnings
 import weakref
 from typing import Any, BinaryIO, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-__all__ = ["Model", "EncoderOutput", "WhisperAudioError", "load_audio", "model_hparams", "version", "__version__",
+__all__ = ["Model", "EncoderOutput", "WhisperAudioError", "WhisperAudioWarning", "load_audio", "model_hparams", "version", "__version__",
            "SAMPLE_RATE", "Device", "DType", "Pool", "WeightType", "Projector"]
 
 SAMPLE_RATE = 16000
@@ -53,6 +55,11 @@ _N_FRAMES = 3000        # WHISPER_AUDIO_N_FRAMES: mel frames per window
 
 class WhisperAudioError(RuntimeError):
     """A failure inside the library; the message is whisper_audio_last_error()'s."""
+
+
+class WhisperAudioWarning(UserWarning):
+    """Audio decoded with a caveat (an input cut short of the length its header says: what is
+    there was decoded); the message is whisper_audio_decode_warning()'s, as main prints it."""
 
 
 # ---- the C API's enums, by name -----------------------------------------------------
@@ -217,6 +224,7 @@ def _load_library():
         "whisper_audio_decode_file": (B, [S, ctypes.POINTER(P), ctypes.POINTER(Z), ctypes.POINTER(_Info)]),
         "whisper_audio_decode_memory": (B, [P, Z, ctypes.POINTER(P), ctypes.POINTER(Z), ctypes.POINTER(_Info)]),
         "whisper_audio_pcm_free": (None, [P]),
+        "whisper_audio_decode_warning": (S, []),
         "whisper_audio_stream_open": (P, [S, ctypes.POINTER(_Info)]),
         "whisper_audio_stream_read": (ctypes.c_int64, [P, P, Z]),
         "whisper_audio_stream_close": (None, [P]),
@@ -351,12 +359,30 @@ def _decode_memory(data, name):
         if name != "<memory>" and msg.startswith("<memory>"):     # the file object's name instead
             msg = name + msg[len("<memory>"):]
         raise WhisperAudioError(msg)
+    _warn_decoded(name)
     return _malloced_array(pcm.value, n.value)
+
+
+def _warn_decoded(name=None):
+    """The library's warning for the decode just done (an input cut short: decoded all the same,
+    as main says), as a Python warning."""
+    w = _lib.whisper_audio_decode_warning()
+    if w:
+        msg = w.decode(errors="replace")
+        if name and name != "<memory>" and msg.startswith("<memory>"):
+            msg = name + msg[len("<memory>"):]
+        # attributed to the caller's first line outside this package (load_audio, encode, ...),
+        # as a warning about its input, whatever path it took here
+        frame, level = sys._getframe(0), 1
+        while frame is not None and frame.f_code.co_filename == __file__:
+            frame, level = frame.f_back, level + 1
+        warnings.warn(msg, WhisperAudioWarning, stacklevel=level)
 
 
 def _decode_file(path):
     pcm, n = ctypes.c_void_p(), ctypes.c_size_t()
     _check(_lib.whisper_audio_decode_file(_c_path(path), ctypes.byref(pcm), ctypes.byref(n), None))
+    _warn_decoded()
     return _malloced_array(pcm.value, n.value)
 
 

@@ -319,6 +319,29 @@ def test_load_audio():
     assert wa.load_audio(os.path.join(AUDIO, "speech_16k.ogg")).size > 100000   # Ogg Vorbis, if built in
 
 
+def test_load_audio_lengths_that_lie_and_cut_files(tmp_path):
+    # a FLAC whose STREAMINFO claims 2**36 - 1 samples and holds 1 s: load_audio reserved 256 GB
+    # and failed ("out of memory"); main decoded it with a warning: now the same answer here
+    flac = bytearray(open(os.path.join(AUDIO, "speech_44k1_stereo_1s.flac"), "rb").read())
+    bits = int.from_bytes(flac[18:26], "big")
+    flac[18:26] = ((bits & ~((1 << 36) - 1)) | ((1 << 36) - 1)).to_bytes(8, "big")
+    ogg = open(os.path.join(AUDIO, "speech_16k.ogg"), "rb").read()
+    cut_ogg = ogg[:len(ogg) // 2]               # an Ogg Vorbis cut short: was an error, now a warning
+    path = tmp_path / "lie.flac"
+    path.write_bytes(bytes(flac))
+    for audio, said in ((bytes(flac), "but its header says 1558264.779 s"), (str(path), "but its header says"),
+                        (cut_ogg, "without the stream's last page")):
+        with pytest.warns(wa.WhisperAudioWarning, match=re.escape(said)):
+            pcm = wa.load_audio(audio)
+        assert pcm.size > 8000
+    with pytest.warns(wa.WhisperAudioWarning, match=r"^<file object>|cut\.ogg"):
+        wa.load_audio(io.BytesIO(cut_ogg))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # a whole file: no warning
+        wa.load_audio(os.path.join(AUDIO, "speech_16k.ogg"))
+
+
 def test_version():
     with open(os.path.join(ROOT, "whisper-audio.h")) as f:
         assert f'#define WHISPER_AUDIO_VERSION "{wa.version()}"' in f.read()
