@@ -885,88 +885,62 @@ static bool wa_st_bytes(const std::vector<uint64_t> & shape, int bits, uint64_t 
     return true;
 }
 
-// The header of a safetensors file, every entry checked, and its data's tiling.
-static bool wa_st_open(wa_st_file & f, const std::string & path, const std::string & root) {
-    f.path = path;
-    const char * p = path.c_str();
-    if ((f.fd = wa_hf_open(path, root, &f.size)) < 0) return false;
-    uint8_t len[8];
-    if (f.size < 8) { wa_set_error("%s: %llu bytes: too short for a safetensors file", p, (unsigned long long)f.size); return false; }
-    if (!read_at(path, f.size, f.fd, len, 8, 0)) return false;
-    uint64_t n = 0;
-    for (int i = 7; i >= 0; i--) n = n << 8 | len[i];
-    if (n > f.size - 8 || n > WA_ST_MAX_HEADER) {
-        wa_set_error("%s: a safetensors header of %llu bytes, in a file of %llu (at most %llu): not a safetensors file, or truncated",
-                     p, (unsigned long long)n, (unsigned long long)f.size, (unsigned long long)WA_ST_MAX_HEADER);
+// One tensor's entry of a safetensors header: its dtype, shape and data_offsets, each checked
+// against the others and the data_size bytes of data.
+static bool wa_st_entry(const char * p, const std::string & name, const wa_json & e, uint64_t data_size, wa_st_tensor & st) {
+    const char * t = name.c_str();
+    if (e.type != wa_json::OBJECT) { wa_set_error("%s: tensor '%s': its entry is %s, not an object", p, t, e.shown().c_str()); return false; }
+    int bits = 0;
+    bool has_offsets = false, has_shape = false;
+    for (const auto & fld : e.fields) {
+        const wa_json & v = fld.second;
+        if (fld.first == "dtype" && v.type == wa_json::STRING) {
+            for (const auto & d : WA_ST_DTYPES) if (v.str == d.name) bits = d.bits;
+            if (!bits) { wa_set_error("%s: tensor '%s': dtype %s is not one of safetensors'", p, t, v.shown().c_str()); return false; }
+            st.dtype = v.str;
+        } else if (fld.first == "shape" && v.type == wa_json::ARRAY) {
+            for (const wa_json & d : v.items) {
+                uint64_t x;
+                if (!d.u64(&x)) { wa_set_error("%s: tensor '%s': shape holds %s, not a size", p, t, d.shown().c_str()); return false; }
+                st.shape.push_back(x);
+            }
+            has_shape = true;
+        } else if (fld.first == "data_offsets" && v.type == wa_json::ARRAY && v.items.size() == 2 && v.items[0].u64(&st.begin) &&
+                   v.items[1].u64(&st.end)) {
+            has_offsets = true;
+        } else {
+            const bool known = fld.first == "dtype" || fld.first == "shape" || fld.first == "data_offsets";
+            wa_set_error("%s: tensor '%s': %s%s%s", p, t, known ? fld.first.c_str() : "an unknown field \"",
+                         known ? " is not what safetensors stores there" : fld.first.substr(0, 64).c_str(),
+                         known ? "" : "\" (its entry holds dtype, shape and data_offsets)");
+            return false;
+        }
+    }
+    if (!bits || !has_shape || !has_offsets) {
+        wa_set_error("%s: tensor '%s': no %s", p, t, !bits ? "dtype" : !has_shape ? "shape" : "data_offsets");
         return false;
     }
-    std::string text(n, '\0');
-    if (!read_at(path, f.size, f.fd, &text[0], n, 8)) return false;
-    wa_json h;
-    std::string error;
-    if (!wa_json_parse(text.data(), text.size(), h, error)) { wa_set_error("%s: bad safetensors header: %s", p, error.c_str()); return false; }
-    if (h.type != wa_json::OBJECT) { wa_set_error("%s: the safetensors header is %s, not an object", p, h.shown().c_str()); return false; }
-    f.data_start = 8 + n;
-    const uint64_t data_size = f.size - f.data_start;
-    for (const auto & kv : h.fields) {
-        const std::string & name = kv.first;
-        const wa_json & e = kv.second;
-        if (name == "__metadata__") {
-            bool strings = e.type == wa_json::OBJECT;
-            for (const auto & m : e.fields) strings = strings && m.second.type == wa_json::STRING;
-            if (!strings) { wa_set_error("%s: __metadata__ is not an object of strings", p); return false; }
-            continue;
-        }
-        const char * t = name.c_str();
-        if (e.type != wa_json::OBJECT) { wa_set_error("%s: tensor '%s': its entry is %s, not an object", p, t, e.shown().c_str()); return false; }
-        wa_st_tensor st;
-        int bits = 0;
-        bool has_offsets = false, has_shape = false;
-        for (const auto & fld : e.fields) {
-            const wa_json & v = fld.second;
-            if (fld.first == "dtype" && v.type == wa_json::STRING) {
-                for (const auto & d : WA_ST_DTYPES) if (v.str == d.name) bits = d.bits;
-                if (!bits) { wa_set_error("%s: tensor '%s': dtype %s is not one of safetensors'", p, t, v.shown().c_str()); return false; }
-                st.dtype = v.str;
-            } else if (fld.first == "shape" && v.type == wa_json::ARRAY) {
-                for (const wa_json & d : v.items) {
-                    uint64_t x;
-                    if (!d.u64(&x)) { wa_set_error("%s: tensor '%s': shape holds %s, not a size", p, t, d.shown().c_str()); return false; }
-                    st.shape.push_back(x);
-                }
-                has_shape = true;
-            } else if (fld.first == "data_offsets" && v.type == wa_json::ARRAY && v.items.size() == 2 && v.items[0].u64(&st.begin) &&
-                       v.items[1].u64(&st.end)) {
-                has_offsets = true;
-            } else {
-                const bool known = fld.first == "dtype" || fld.first == "shape" || fld.first == "data_offsets";
-                wa_set_error("%s: tensor '%s': %s%s%s", p, t, known ? fld.first.c_str() : "an unknown field \"",
-                             known ? " is not what safetensors stores there" : fld.first.substr(0, 64).c_str(),
-                             known ? "" : "\" (its entry holds dtype, shape and data_offsets)");
-                return false;
-            }
-        }
-        if (!bits || !has_shape || !has_offsets) {
-            wa_set_error("%s: tensor '%s': no %s", p, t, !bits ? "dtype" : !has_shape ? "shape" : "data_offsets");
-            return false;
-        }
-        if (st.begin > st.end || st.end > data_size) {
-            wa_set_error("%s: tensor '%s': data_offsets [%llu, %llu] %s the %llu bytes of data: truncated?", p, t,
-                         (unsigned long long)st.begin, (unsigned long long)st.end, st.begin > st.end ? "run backwards in" : "lie outside",
-                         (unsigned long long)data_size);
-            return false;
-        }
-        uint64_t bytes = 0;
-        if (!wa_st_bytes(st.shape, bits, data_size, &bytes) || bytes != st.end - st.begin) {
-            std::string shape;
-            for (const uint64_t d : st.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
-            wa_set_error("%s: tensor '%s': shape [%s] of %s does not fill its data_offsets [%llu, %llu] (%llu bytes)", p, t,
-                         shape.c_str(), st.dtype.c_str(), (unsigned long long)st.begin, (unsigned long long)st.end,
-                         (unsigned long long)(st.end - st.begin));
-            return false;
-        }
-        f.tensors.emplace(name, std::move(st));
+    if (st.begin > st.end || st.end > data_size) {
+        wa_set_error("%s: tensor '%s': data_offsets [%llu, %llu] %s the %llu bytes of data: truncated?", p, t,
+                     (unsigned long long)st.begin, (unsigned long long)st.end, st.begin > st.end ? "run backwards in" : "lie outside",
+                     (unsigned long long)data_size);
+        return false;
     }
+    uint64_t bytes = 0;
+    if (!wa_st_bytes(st.shape, bits, data_size, &bytes) || bytes != st.end - st.begin) {
+        std::string shape;
+        for (const uint64_t d : st.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+        wa_set_error("%s: tensor '%s': shape [%s] of %s does not fill its data_offsets [%llu, %llu] (%llu bytes)", p, t,
+                     shape.c_str(), st.dtype.c_str(), (unsigned long long)st.begin, (unsigned long long)st.end,
+                     (unsigned long long)(st.end - st.begin));
+        return false;
+    }
+    return true;
+}
+
+// The tensors' data must tile the data section: no overlap, no byte that belongs to no tensor
+// (the converter and the loader refuse the same files).
+static bool wa_st_check_tiling(const wa_st_file & f, const char * p, uint64_t data_size) {
     std::vector<std::pair<const std::string *, const wa_st_tensor *>> order;
     for (const auto & kv : f.tensors) order.push_back({&kv.first, &kv.second});
     std::sort(order.begin(), order.end(), [](const auto & a, const auto & b) {
@@ -993,6 +967,43 @@ static bool wa_st_open(wa_st_file & f, const std::string & path, const std::stri
         return false;
     }
     return true;
+}
+
+// The header of a safetensors file, every entry checked, and its data's tiling.
+static bool wa_st_open(wa_st_file & f, const std::string & path, const std::string & root) {
+    f.path = path;
+    const char * p = path.c_str();
+    if ((f.fd = wa_hf_open(path, root, &f.size)) < 0) return false;
+    uint8_t len[8];
+    if (f.size < 8) { wa_set_error("%s: %llu bytes: too short for a safetensors file", p, (unsigned long long)f.size); return false; }
+    if (!read_at(path, f.size, f.fd, len, 8, 0)) return false;
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = n << 8 | len[i];
+    if (n > f.size - 8 || n > WA_ST_MAX_HEADER) {
+        wa_set_error("%s: a safetensors header of %llu bytes, in a file of %llu (at most %llu): not a safetensors file, or truncated",
+                     p, (unsigned long long)n, (unsigned long long)f.size, (unsigned long long)WA_ST_MAX_HEADER);
+        return false;
+    }
+    std::string text(n, '\0');
+    if (!read_at(path, f.size, f.fd, &text[0], n, 8)) return false;
+    wa_json h;
+    std::string error;
+    if (!wa_json_parse(text.data(), text.size(), h, error)) { wa_set_error("%s: bad safetensors header: %s", p, error.c_str()); return false; }
+    if (h.type != wa_json::OBJECT) { wa_set_error("%s: the safetensors header is %s, not an object", p, h.shown().c_str()); return false; }
+    f.data_start = 8 + n;
+    const uint64_t data_size = f.size - f.data_start;
+    for (const auto & kv : h.fields) {
+        if (kv.first == "__metadata__") {
+            bool strings = kv.second.type == wa_json::OBJECT;
+            for (const auto & m : kv.second.fields) strings = strings && m.second.type == wa_json::STRING;
+            if (!strings) { wa_set_error("%s: __metadata__ is not an object of strings", p); return false; }
+            continue;
+        }
+        wa_st_tensor st;
+        if (!wa_st_entry(p, kv.first, kv.second, data_size, st)) return false;
+        f.tensors.emplace(kv.first, std::move(st));
+    }
+    return wa_st_check_tiling(f, p, data_size);
 }
 
 // A checkpoint's tensors: model.safetensors, else the shards model.safetensors.index.json names.
