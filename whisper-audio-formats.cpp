@@ -1669,29 +1669,40 @@ bool wa_formats_read_path(whisper_audio_model * m, const char * path, bool missi
     return false;
 }
 
-// An open model file, by content: CTranslate2's model.bin, a safetensors file (the Hugging Face
-// directory that holds it), whisper.cpp's ggml; *taken false for the GGUF reader (ours, an
-// mmproj, or a file it refuses with GGUF's own message).
-bool wa_formats_read_file(whisper_audio_model * m, int fd, bool * taken) {
-    *taken = true;
-    char magic[sizeof(CT2_MAGIC)];                        // a CTranslate2 model.bin, by content (any version)
-    if (m->file_size >= sizeof(magic) && read_at(m, fd, magic, sizeof(magic), 0) && memcmp(magic + 4, CT2_MAGIC + 4, sizeof(magic) - 4) == 0)
-        return ct2_model_read(m, fd) && ct2_read_config(m);
-    // a safetensors file (a header length that fits, then a JSON object): the Hugging Face
-    // directory that holds it
+// ---- the format table -----------------------------------------------------------------------
+// The model files this set reads, each recognised by its content. sniff says 1 (the file is of
+// the format), 0 (it is not: the next row looks) or -1 (it is, and cannot be read: the error is
+// set); a row without read only refuses. The rows are tried in order; a file none takes goes to
+// the GGUF reader (ours, an mmproj, or a file it refuses with GGUF's own message).
+
+// CTranslate2's model.bin of a Whisper model, any binary version.
+static int ct2_sniff(whisper_audio_model * m, int fd) {
+    char magic[sizeof(CT2_MAGIC)];
+    return m->file_size >= sizeof(magic) && read_at(m, fd, magic, sizeof(magic), 0) &&
+           memcmp(magic + 4, CT2_MAGIC + 4, sizeof(magic) - 4) == 0;
+}
+static bool ct2_read(whisper_audio_model * m, int fd) { return ct2_model_read(m, fd) && ct2_read_config(m); }
+
+// A safetensors file (a header length that fits, then a JSON object): the Hugging Face directory
+// that holds it is read.
+static int st_sniff(whisper_audio_model * m, int fd) {
     uint8_t st[9];
-    if (m->file_size >= 10 && read_at(m, fd, st, 9, 0) && st[8] == '{') {
-        uint64_t n = 0;
-        for (int i = 7; i >= 0; i--) n = n << 8 | st[i];
-        if (n <= m->file_size - 8) {
-            const size_t slash = m->path.rfind('/');
-            return hf_model_read(m, slash == std::string::npos ? "." : slash == 0 ? "/" : m->path.substr(0, slash), "");
-        }
-    }
-    // another CTranslate2 spec (a translation model, a cut header): said as such, not as a bad GGUF
+    if (m->file_size < 10 || !read_at(m, fd, st, 9, 0) || st[8] != '{') return 0;
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = n << 8 | st[i];
+    return n <= m->file_size - 8;
+}
+static bool st_read(whisper_audio_model * m, int) {
+    const size_t slash = m->path.rfind('/');
+    return hf_model_read(m, slash == std::string::npos ? "." : slash == 0 ? "/" : m->path.substr(0, slash), "");
+}
+
+// Another CTranslate2 spec (a translation model), or a model.bin too short for its header: said
+// as such, not as a bad GGUF.
+static int ct2_other_sniff(whisper_audio_model * m, int fd) {
     uint8_t h[6 + 64] = {};
     const size_t have = std::min(m->file_size, sizeof(h));
-    if (!read_at(m, fd, h, have, 0)) return false;
+    if (!read_at(m, fd, h, have, 0)) return -1;
     const size_t base = m->path.rfind('/') == std::string::npos ? 0 : m->path.rfind('/') + 1;
     const bool named_ct2 = m->path.compare(base, std::string::npos, "model.bin") == 0;
     const uint32_t version = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
@@ -1703,17 +1714,45 @@ bool wa_formats_read_file(whisper_audio_model * m, int fd, bool * taken) {
         if (word) {
             wa_set_error("%s: a CTranslate2 model of spec %s (binary version %u), not a Whisper one (WhisperSpec)",
                          m->path.c_str(), spec.c_str(), version);
-            return false;
+            return -1;
         }
     }
     if (named_ct2 && m->file_size < sizeof(CT2_MAGIC)) {
         wa_set_error("%s: %zu bytes: too short for a CTranslate2 model.bin (its header alone is %zu bytes)", m->path.c_str(),
                      m->file_size, sizeof(CT2_MAGIC));
-        return false;
+        return -1;
     }
-    uint32_t file_magic = 0;
-    if (m->file_size >= 4 && !read_at(m, fd, &file_magic, 4, 0)) return false;
-    if (file_magic == GGML_FILE_MAGIC) return wa_read_prefix(m, fd, ggml_parse);
+    return 0;
+}
+
+// whisper.cpp's legacy ggml-*.bin, by its magic.
+static int ggml_sniff(whisper_audio_model * m, int fd) {
+    uint32_t magic = 0;
+    if (m->file_size >= 4 && !read_at(m, fd, &magic, 4, 0)) return -1;
+    return magic == GGML_FILE_MAGIC;
+}
+static bool ggml_read(whisper_audio_model * m, int fd) { return wa_read_prefix(m, fd, ggml_parse); }
+
+struct wa_file_format {
+    const char * name;
+    int (*sniff)(whisper_audio_model * m, int fd);
+    bool (*read)(whisper_audio_model * m, int fd);    // nullptr: a row that only refuses
+};
+static const wa_file_format WA_FILE_FORMATS[] = {
+    {"CTranslate2 model.bin",      ct2_sniff,       ct2_read},
+    {"safetensors",                st_sniff,        st_read},
+    {"CTranslate2, not Whisper",   ct2_other_sniff, nullptr},
+    {"whisper.cpp ggml",           ggml_sniff,      ggml_read},
+};
+
+// An open model file, by the table's rows; *taken false for the GGUF reader.
+bool wa_formats_read_file(whisper_audio_model * m, int fd, bool * taken) {
+    *taken = true;
+    for (const wa_file_format & f : WA_FILE_FORMATS) {
+        const int is = f.sniff(m, fd);
+        if (is < 0) return false;
+        if (is > 0 && f.read) return f.read(m, fd);
+    }
     *taken = false;
     return false;
 }
