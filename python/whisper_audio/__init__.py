@@ -216,6 +216,7 @@ def _load_library():
         "whisper_audio_model_load": (P, [S]),
         "whisper_audio_model_free": (None, [P]),
         "whisper_audio_model_hparams": (ctypes.POINTER(_Hparams), [P]),
+        "whisper_audio_model_save_gguf": (B, [P, S]),
         "whisper_audio_weight_type_name": (S, [I]),
         "whisper_audio_decode_file": (B, [S, ctypes.POINTER(P), ctypes.POINTER(Z), ctypes.POINTER(_Info)]),
         "whisper_audio_decode_memory": (B, [P, Z, ctypes.POINTER(P), ctypes.POINTER(Z), ctypes.POINTER(_Info)]),
@@ -914,6 +915,12 @@ class Model:
         if not return_windows:
             outs = [out for out, _ in outs]
         return outs[0] if single else outs
+
+    def save_gguf(self, path: Union[str, os.PathLike]) -> None:
+        """Writes the model as our GGUF (main --save-gguf): its matrices as loaded, so the file
+        gives the same output, bit for bit, whatever format it was loaded from."""
+        with self._use() as model:
+            _check(_lib.whisper_audio_model_save_gguf(model, _c_path(path)))
 
     # model(audio, ...) as transformers' modules are called: encode
     def __call__(self, audio: Union[Audio, Sequence[Audio]], **options):

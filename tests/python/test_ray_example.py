@@ -90,6 +90,13 @@ def sha256(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
+def gguf_sha256(model, tmp_path):
+    """The manifest's model hash: that of the GGUF main --save-gguf writes of the model."""
+    out = tmp_path / "saved.gguf"
+    subprocess.run([MAIN, "-m", model, "--save-gguf", str(out)], check=True, capture_output=True)
+    return sha256(out)
+
+
 def test_parquet_equals_main_resumes_and_repairs(tmp_path, local_ray):
     data = tmp_path / "data"
     (data / "sub").mkdir(parents=True)
@@ -109,13 +116,12 @@ def test_parquet_equals_main_resumes_and_repairs(tmp_path, local_ray):
     assert t.schema.field("embedding").type == pa.list_(pa.float32(), 128)      # pooled: a fixed-size list of d
     assert set(t["id"].to_pylist()) == {"speech_16k.wav", "speech_44k1_stereo_s16.wav", "sub/long_70s_16k.wav"}
     settings = {"layer": None, "final_ln": True, "pool": "mean", "no_pad": True, "outtype": "f32", "dtype": "f16"}
-    columns = dict(settings, model_sha256=sha256(MODEL), compute="cpu")
+    columns = dict(settings, model_sha256=gguf_sha256(MODEL, tmp_path), compute="cpu")
     del columns["dtype"]                        # the manifest's; a row says where it was computed
     for name, value in columns.items():
         assert t[name].to_pylist() == [value] * t.num_rows, name
     m = read_manifest(out)      # the model, settings and version once; then the inputs in order
-    assert m["model"]["sha256"] == sha256(MODEL) and m["model"]["files"] == ["model.gguf"]
-    assert m["model"]["bytes"] == os.path.getsize(MODEL) and m["model"]["hparams"]["n_state"] == 128
+    assert m["model"]["sha256"] == gguf_sha256(MODEL, tmp_path) and m["model"]["hparams"]["n_state"] == 128
     assert m["settings"] == settings and m["format"] == "parquet"
     import whisper_audio
     assert m["library_version"] == whisper_audio.version()
@@ -210,7 +216,7 @@ def test_npy_shards(tmp_path, local_ray):
     result = embed_dataset.main(argv)
     assert result["done"] == 3 and not result["errors"]
     m = read_manifest(out)
-    assert m["format"] == "npy" and m["model"]["sha256"] == sha256(MODEL)
+    assert m["format"] == "npy" and m["model"]["sha256"] == gguf_sha256(MODEL, tmp_path)
     entries = m["files"]
     assert [e["rows"] for e in entries] == [1, 3, 1] and [e["windows"] for e in entries] == [1, 3, 1]
     ref, _ = main_run(tmp_path, files, "--outtype", "f16")
