@@ -11,6 +11,7 @@
 #                        calls; suppressions (none yet, never whisper-audio's own code) in tests/tsan.supp
 #   make test-python     the Python package (pip install . into build/venv) against main and its ctypes
 #                        mirror against whisper-audio.h, and the Ray example
+#   make test-docs       every command and code block of README.md and docs/ on the tiny models (after test-python)
 #   make test-wheel      the manylinux wheel: pip wheel ., auditwheel repair, installed into a fresh venv
 #   make CUDA=0          build without CUDA (a CPU-only build where nvcc is installed); CUDA_ARCH=... to
 #                        choose GPU targets
@@ -100,7 +101,7 @@ TEST_MODELS = $(foreach m,$(TEST_MICRO_MELS),$(foreach t,$(TEST_MICRO_TYPES),bui
               $(foreach m,$(TEST_TOWERS),build/tower-$(m)-f32.gguf) build/model-files.stamp
 CONVERT = python3 convert/convert-hf-to-gguf.py
 
-.PHONY: all deps deps-demo real-model demo test test-run test-aarch64 test-aarch64-run test-sanitize test-tsan test-tsan-run test-embed test-install test-python test-wheel test-server install clean bench-cpu FORCE
+.PHONY: all deps deps-demo real-model demo test-docs test test-run test-aarch64 test-aarch64-run test-sanitize test-tsan test-tsan-run test-embed test-install test-python test-wheel test-server install clean bench-cpu FORCE
 all: main bench server $(BUILD)/libwhisper-audio.so $(BUILD)/libwhisper-audio.a
 
 # whisper-audio-server (examples/server.cpp) on cpp-httplib: Debian's libcpp-httplib-dev (0.11, a compiled
@@ -310,6 +311,7 @@ test-run: $(BUILD)/main $(BUILD)/bench $(BUILD)/libwhisper-audio.so $(BUILD)/tes
 	$(PART) deps tests/test-deps.sh
 	$(if $(filter 1,$(SANITIZE)),,$(PART) aarch64 $(MAKE) --no-print-directory test-aarch64)
 	$(PART) python $(MAKE) --no-print-directory test-python
+	$(PART) docs $(MAKE) --no-print-directory test-docs
 	$(if $(filter 1,$(SANITIZE)),,$(PART) wheel $(MAKE) --no-print-directory test-wheel)
 	@python3 tests/test-parts.py summary $(PARTS)
 
@@ -342,6 +344,13 @@ endif
 # tests/gpu/wheel-cuda.sh on the GPU machine)
 test-wheel: $(BUILD)/main build/micro-80-f32.gguf $(VENV)/bin/python
 	VENV=$(VENV) CUDA=$(CUDA) NVCC=$(NVCC) WA_MAIN=$(BUILD)/main WHEEL_OUT=$(WHEEL_OUT) tests/test-wheel.sh
+
+# every command and code block of README.md and docs/ run on the tiny models (tests/test-docs.py;
+# its SKIP lists those that cannot run here, with the reason); after test-python, whose venv holds
+# the package the Python blocks import
+test-docs: $(BUILD)/main $(BUILD)/libwhisper-audio.so $(TEST_MODELS) $(VENV)/bin/python
+	BUILD=$(BUILD) CUDA=$(CUDA) $(if $(filter 1,$(SANITIZE)),SANITIZE=1) WA_MAIN=$(BUILD)/main WA_PYTHON=$(VENV)/bin/python \
+		WA_SERVER=$(if $(filter 1,$(SERVER)),$(BUILD)/whisper-audio-server) python3 tests/test-docs.py
 
 # the server over loopback against main's output (tests/test-server.py; it skips without cpp-httplib)
 test-server: $(BUILD)/main $(if $(filter 1,$(SERVER)),$(BUILD)/whisper-audio-server) build/micro-80-f32.gguf build/tower-qwen2a-f32.gguf
