@@ -11,7 +11,7 @@ standing in for the real thing by the same format: model.gguf, base.gguf, large-
 build/whisper-base.gguf are the micro model's GGUF, whisper-large-v3/ its Hugging Face
 directory, ggml-base.en.bin its whisper.cpp file, faster-whisper-base/ its CTranslate2
 directory, the Hugging Face cache (HF_HUB_CACHE) holds it as openai/whisper-base, mmproj-*.gguf
-is the tiny Qwen2-Audio tower, speech.wav, audio.wav, talk.mp3, b.flac ... are the test clips.
+is the tiny Qwen2-Audio tower, Voxtral-Mini-3B-2507/ the tiny Voxtral checkpoint, speech.wav, audio.wav, talk.mp3, b.flac ... are the test clips.
 
 How a block runs: shell lines through bash -e (a `make TARGET` line as `make -n TARGET` in the
 repository: the target exists and its recipe expands; `make demo` for real), a server started
@@ -49,8 +49,6 @@ SKIP = {
                                       "runs the same download and checks",
     ("docs/models.md", "hf download openai/whisper-large-v3 --local-dir whisper-large-v3"):
         "the Hugging Face hub (network)",
-    ("docs/models.md", "./main -m mmproj-Qwen2-Audio-7B-Instruct-f16.gguf -f speech.wav -o tokens.npy"):
-        "Voxtral-Mini-3B-2507 is a checkpoint from the hub (network)",
     ("docs/cli.md", "./main -m MODEL [options] AUDIO [AUDIO ...]"): "a synopsis: MODEL and AUDIO are placeholders",
     ("docs/cli.md", "./bench -m MODEL [-b BATCH] [--dtype bf16] [--profile]"): "a synopsis: MODEL and BATCH are "
                                                                               "placeholders",
