@@ -472,6 +472,16 @@ def run(argv=None):
     except KeyboardInterrupt:
         print("error: interrupted (run the same command again to resume)", file=sys.stderr)
         return 130
+    except Exception as e:              # Ray's wrapper of a failure in a task or an actor (a full OUT
+        if type(e).__module__.split(".")[0] != "ray":     # while write_parquet writes): its cause
+            raise
+        cause = getattr(e, "cause", None) or e
+        if isinstance(cause, OSError) and cause.strerror:
+            msg = f"{cause.filename}: {cause.strerror}" if cause.filename else cause.strerror
+        else:
+            msg = (str(cause).strip().splitlines() or [type(cause).__name__])[-1]
+        print(f"error: {msg}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
