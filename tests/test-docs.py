@@ -35,7 +35,7 @@ BUILD = os.environ.get("BUILD", "build")
 # the make variables of the build under test, for the make lines (a CPU build stays one)
 MAKEVARS = [f"BUILD={BUILD}"] + [f"{k}={os.environ[k]}" for k in ("CUDA", "SANITIZE") if os.environ.get(k)]
 MAIN = os.path.abspath(os.environ.get("WA_MAIN", os.path.join(ROOT, BUILD, "main")))
-PYTHON = os.environ.get("WA_PYTHON", os.path.join(ROOT, "build", "venv", "bin", "python"))
+PYTHON = os.path.abspath(os.environ.get("WA_PYTHON", os.path.join(ROOT, "build", "venv", "bin", "python")))
 SERVER = os.environ.get("WA_SERVER", "")
 DOCS = ["README.md"] + sorted("docs/" + f for f in os.listdir(os.path.join(ROOT, "docs"))
                               if f.endswith(".md") and f not in ("BENCHMARKS.md", "FUZZING.md"))

@@ -264,3 +264,23 @@ def test_actors_never_ask_for_more_than_the_cluster_has(tmp_path, local_ray, cap
     printed = capsys.readouterr().out
     assert "--threads 64: the largest node has 2 CPUs, 1 kept for the Parquet writes; using 1" in printed
     assert "1 cpu actor(s) of 1 threads" in printed
+
+
+def test_any_model_main_takes_and_main_s_exit_status(tmp_path, local_ray):
+    # a Hugging Face directory as -m (the package loads it, as main does), one bad file among two
+    # good ones: the good ones done, run() gives main's 3, and the same rows as main's on the GGUF
+    bad = tmp_path / "bad.wav"
+    bad.write_bytes(b"RIFF not audio")
+    good = [os.path.join(AUDIO, "speech_16k.wav"), os.path.join(AUDIO, "speech_8k_mono_u8.wav")]
+    listing = tmp_path / "files.txt"
+    listing.write_text("\n".join(good + [str(bad)]) + "\n")
+    out = str(tmp_path / "out")
+    rc = embed_dataset.run(["-m", os.path.join(ROOT, "tests", "data", "micro-80"), "--list", str(listing), "-o", out,
+                            "--format", "npy", "--pool", "mean"])
+    assert rc == 3
+    m = read_manifest(out)
+    assert [("error" in e) for e in m["files"]] == [False, False, True]
+    ref, _ = main_run(tmp_path, good, "--pool", "mean")
+    for e in m["files"][:2]:
+        shard = np.load(os.path.join(out, "shards", e["shard"] + ".npy"))
+        assert np.array_equal(shard[e["first_row"]:e["first_row"] + e["rows"]], ref[e["file"]]), e["file"]
