@@ -1188,8 +1188,8 @@ void job::progress(bool last) {
         // batch filling) is not repeated for the windows left
         const double steady = n_windows > first_windows && s > first_window_s
                             ? (n_windows - first_windows) / (s - first_window_s) : 0.0;
-        if (steady > 0 && s >= ETA_AFTER_S) {
-            const long left = lround((expected_windows - n_windows) / steady);
+        if (n_windows == expected_windows || (steady > 0 && s >= ETA_AFTER_S)) {
+            const long left = n_windows == expected_windows ? 0 : lround((expected_windows - n_windows) / steady);
             snprintf(eta, sizeof(eta), ", ETA %ld:%02ld:%02ld", left / 3600, left / 60 % 60, left % 60);
         }
     } else {
