@@ -237,7 +237,7 @@ dev-cuda:
 endif
 
 # the fixtures' random micro models, converted by our own converter
-build/micro-%.gguf: convert/convert-hf-to-gguf.py
+build/micro-%.gguf: convert/convert-hf-to-gguf.py whisper-audio-arch.h
 	@mkdir -p build
 	$(CONVERT) tests/data/micro-$(word 1,$(subst -, ,$*)) -o $@ --outtype $(word 2,$(subst -, ,$*)) 2>/dev/null
 
@@ -250,7 +250,7 @@ build/model-files.stamp: tests/data/make-model-files.py $(wildcard tests/data/mi
 	@touch $@
 
 # the audio LLMs' tiny random towers (tests/data/towers), converted by our own converter
-build/tower-%-f32.gguf: convert/convert-hf-to-gguf.py
+build/tower-%-f32.gguf: convert/convert-hf-to-gguf.py whisper-audio-arch.h
 	@mkdir -p build
 	$(CONVERT) tests/data/towers/$* -o $@ --outtype f32 2>/dev/null
 

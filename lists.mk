@@ -27,7 +27,7 @@ OPUS_DEB = libopusfile-dev
 # with -DWHISPER_AUDIO_INPUT -DWHISPER_AUDIO_FORMATS); EMBED_CUDA_SOURCES adds the GPU (vt-cuda.cu
 # through nvcc, the kernel headers it includes beside it, each of which compiles on its own: make
 # check-cuda-headers).
-EMBED_SOURCES = vt.h vt.cpp whisper-audio.h whisper-audio-arch.h whisper-audio-impl.h whisper-audio.cpp
+EMBED_SOURCES = vt.h vt-cpu-kernels.h vt-cpu.h vt.cpp whisper-audio.h whisper-audio-arch.h whisper-audio-impl.h whisper-audio-towers.h whisper-audio.cpp
 EMBED_FILE_SOURCES = whisper-audio-input.cpp whisper-audio-formats.cpp
 EMBED_FILE_DEFINES = -DWHISPER_AUDIO_INPUT -DWHISPER_AUDIO_FORMATS
 EMBED_CUDA_SOURCES = vt-cuda.cu vt-cuda-common.cuh vt-cuda-ptx.cuh vt-cuda-gemm.cuh vt-cuda-attention.cuh vt-cuda-attention-wgmma.cuh vt-cuda-conv.cuh vt-cuda-elementwise.cuh vt-cuda-norm.cuh vt-cuda-projector.cuh vt-cuda-mel.cuh

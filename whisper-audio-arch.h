@@ -1,9 +1,10 @@
 // whisper-audio-arch.h - the models' architecture as tables, in the way of whisper.cpp's
 // whisper-arch.h: the encoder's tensors and where each goes, the audio LLMs' projectors, and
 // every file format's names for them, one table per format, each row by row ours. Read by
-// whisper-audio.cpp alone (an internal header: it travels with it, see the README's
-// "Embedding"); a new format adds a table here and a reader there, a new tower its rows here
-// and a builder there.
+// the library's sources (an internal header: it travels with them, see the README's
+// "Embedding") and, for its Hugging Face tables, by convert/convert-hf-to-gguf.py; a new format
+// adds a table here and a reader there, a new tower its rows here and its section in
+// whisper-audio-towers.h.
 #pragma once
 
 #include "vt.h"
@@ -135,37 +136,79 @@ template <typename T, size_t N> static constexpr bool wa_names_follow_table(cons
 
 // ---- the audio LLMs' projectors: their names, weights and table ----------------------------
 
-// Each projector type once: its GGUF name (ours and llama.cpp's clip.projector_type), the
-// model_type of the Hugging Face config.json whose audio tower is a Whisper encoder with it, and
-// whether it stacks frames (its GGUF then says by how many: a stack_factor key).
+// Each projector type once: its GGUF name (ours and llama.cpp's clip.projector_type) and
+// whether it stacks frames (its GGUF then says by how many: a stack_factor key). GLM-ASR's
+// "glmasr", MiniCPM-o's, Kimi-Audio's and Step-Audio 2's are ours alone (llama.cpp's "glma" is
+// GLM-ASR's original layout; it has no audio type of the others).
 struct wa_projector_name {
     whisper_audio_projector type;
     const char * gguf;
-    const char * hf_model_type;
     bool stacks;
 };
 static const wa_projector_name WA_PROJECTORS[] = {
-    {WHISPER_AUDIO_PROJECTOR_QWEN2A,        "qwen2a",        "qwen2_audio",    false},
-    {WHISPER_AUDIO_PROJECTOR_VOXTRAL,       "voxtral",       "voxtral",        true},
-    {WHISPER_AUDIO_PROJECTOR_ULTRAVOX,      "ultravox",      "ultravox",       true},
-    {WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, "musicflamingo", "audioflamingo3", false},   // Audio Flamingo 3 (llama.cpp's name)
-    {WHISPER_AUDIO_PROJECTOR_GLMASR,        "glmasr",        nullptr,          true},    // ours alone (llama.cpp's "glma" is
-                                                                                         // the original layout); its
-                                                                                         // directories through the converter
-    {WHISPER_AUDIO_PROJECTOR_QWEN25O,       "qwen2.5o",      nullptr,          false},   // Qwen2.5-Omni (llama.cpp's name);
-                                                                                         // its directories through the converter
-    {WHISPER_AUDIO_PROJECTOR_MINICPMO,      "minicpmo",      nullptr,          false},   // MiniCPM-o 2.6: ours alone (llama.cpp
-                                                                                         // has no audio type of it); its
-                                                                                         // directories through the converter
-    {WHISPER_AUDIO_PROJECTOR_KIMIAUDIO,     "kimiaudio",     nullptr,          true},    // Kimi-Audio: ours alone; its
-                                                                                         // directories through the converter
-    {WHISPER_AUDIO_PROJECTOR_QWEN3A,        "qwen3a",        nullptr,          false},   // Qwen3-Omni (llama.cpp's name); its
-                                                                                         // directories through the converter
-    {WHISPER_AUDIO_PROJECTOR_STEPAUDIO2,    "stepaudio2",    nullptr,          false},   // Step-Audio 2: ours alone (llama.cpp
-                                                                                         // has no type of it); its
-                                                                                         // directories through the converter
-    {WHISPER_AUDIO_PROJECTOR_MERALION,      "meralion",      nullptr,          true},    // MERaLiON-2 (llama.cpp's name); its
-                                                                                         // directories through the converter
+    {WHISPER_AUDIO_PROJECTOR_QWEN2A,        "qwen2a",        false},
+    {WHISPER_AUDIO_PROJECTOR_VOXTRAL,       "voxtral",       true},
+    {WHISPER_AUDIO_PROJECTOR_ULTRAVOX,      "ultravox",      true},
+    {WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, "musicflamingo", false},   // Audio Flamingo 3 (llama.cpp's name)
+    {WHISPER_AUDIO_PROJECTOR_GLMASR,        "glmasr",        true},
+    {WHISPER_AUDIO_PROJECTOR_QWEN25O,       "qwen2.5o",      false},   // Qwen2.5-Omni (llama.cpp's name)
+    {WHISPER_AUDIO_PROJECTOR_MINICPMO,      "minicpmo",      false},   // MiniCPM-o 2.6
+    {WHISPER_AUDIO_PROJECTOR_KIMIAUDIO,     "kimiaudio",     true},    // Kimi-Audio
+    {WHISPER_AUDIO_PROJECTOR_QWEN3A,        "qwen3a",        false},   // Qwen3-Omni (llama.cpp's name)
+    {WHISPER_AUDIO_PROJECTOR_STEPAUDIO2,    "stepaudio2",    false},   // Step-Audio 2
+    {WHISPER_AUDIO_PROJECTOR_MERALION,      "meralion",      true},    // MERaLiON-2 (llama.cpp's name)
+};
+
+// ---- the towers' Hugging Face checkpoints: written once for both readers -------------------
+// whisper-audio-formats.cpp's directory reader walks these tables, and
+// convert/convert-hf-to-gguf.py parses them from this file when it runs (a regular expression
+// over the rows: keep each row on one line, of string literals and true/false alone).
+
+// config.json's model_type of an audio LLM whose audio tower is a Whisper encoder -> its
+// projector's GGUF name; dir: the library loads such a directory itself (else the converter
+// alone takes it, and the library names it in its refusal).
+struct wa_hf_tower { const char * model_type, * projector; bool dir; };
+static const wa_hf_tower WA_HF_TOWERS[] = {
+    {"qwen2_audio",    "qwen2a",        true},
+    {"voxtral",        "voxtral",       true},
+    {"ultravox",       "ultravox",      true},
+    {"audioflamingo3", "musicflamingo", true},
+    {"glmasr",         "glmasr",        false},
+    {"qwen2_5_omni",   "qwen2.5o",      false},
+    {"minicpmo",       "minicpmo",      true},
+    {"kimi_audio",     "kimiaudio",     false},
+    {"moonshot_kimia", "kimiaudio",     false},
+    {"qwen3_omni_moe", "qwen3a",        false},
+    {"step_audio_2",   "stepaudio2",    false},
+    {"meralion2",      "meralion",      true},
+};
+
+// The checkpoint's names of our encoder tensors where they differ from Whisper's, below the
+// encoder's prefix: a name that begins with `ours` (%d: the layer) begins with `hf` instead; the
+// first row of the projector that matches applies, and a name no row matches is Whisper's.
+struct wa_hf_rename { const char * projector, * ours, * hf; };
+static const wa_hf_rename WA_HF_RENAMES[] = {
+    // GlmAsrEncoder (Llama's names)
+    {"glmasr",     "layers.%d.self_attn.out_proj.",      "layers.%d.self_attn.o_proj."},
+    {"glmasr",     "layers.%d.self_attn_layer_norm.",    "layers.%d.input_layernorm."},
+    {"glmasr",     "layers.%d.final_layer_norm.",        "layers.%d.post_attention_layernorm."},
+    {"glmasr",     "layers.%d.fc1.",                     "layers.%d.mlp.fc1."},
+    {"glmasr",     "layers.%d.fc2.",                     "layers.%d.mlp.fc2."},
+    {"glmasr",     "layer_norm.",                        "norm."},
+    // Qwen2.5-Omni's and Qwen3-Omni's audio towers: ln_post for layer_norm
+    {"qwen2.5o",   "layer_norm.",                        "ln_post."},
+    {"qwen3a",     "layer_norm.",                        "ln_post."},
+    // Step-Audio 2's AudioEncoder (OpenAI Whisper's names)
+    {"stepaudio2", "embed_positions.",                   "positional_embedding."},
+    {"stepaudio2", "layer_norm.",                        "after_norm."},
+    {"stepaudio2", "layers.%d.self_attn.q_proj.",        "blocks.%d.attn.query."},
+    {"stepaudio2", "layers.%d.self_attn.k_proj.",        "blocks.%d.attn.key."},
+    {"stepaudio2", "layers.%d.self_attn.v_proj.",        "blocks.%d.attn.value."},
+    {"stepaudio2", "layers.%d.self_attn.out_proj.",      "blocks.%d.attn.out."},
+    {"stepaudio2", "layers.%d.self_attn_layer_norm.",    "blocks.%d.attn_ln."},
+    {"stepaudio2", "layers.%d.fc1.",                     "blocks.%d.mlp.0."},
+    {"stepaudio2", "layers.%d.fc2.",                     "blocks.%d.mlp.2."},
+    {"stepaudio2", "layers.%d.final_layer_norm.",        "blocks.%d.mlp_ln."},
 };
 
 // multi_modal_projector.* of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3 and GLM-ASR,
@@ -378,6 +421,8 @@ static const struct wa_hf_prefix { const char * encoder, * projector; } WA_HF_PR
     {"encoder.",           ""},         // WhisperModel, WhisperForAudioClassification
     {"audio_tower.",       ""},         // Qwen2AudioForConditionalGeneration, VoxtralForConditionalGeneration, UltravoxModel
     {"model.audio_tower.", "model."},   // the same, as transformers 5 saves them
+    {"apm.",               ""},         // MiniCPM-o's WhisperEncoder
+    {"speech_encoder.",    ""},         // MERaLiON-2's
     {"",                   ""},         // a WhisperEncoder saved alone
 };
 

@@ -220,79 +220,79 @@ static bool ct2_read_f32(whisper_audio_model * m, int fd, const ct2_var & v, uin
     return true;
 }
 
-// The encoder's tensors, row by row of WA_TENSORS, made from their CTranslate2 variables into
-// the model's memory under our names, as model_read_weights leaves a GGUF file's: float16 and
-// bfloat16 matrices kept, int8 ones dequantised to float32, the rest float32.
-static bool ct2_read_weights(whisper_audio_model * m, int fd, const ct2_vars & vars) {
+// One encoder tensor as it is made from a CTranslate2 variable (or part of a fused one).
+struct ct2_use {
+    const ct2_var * v = nullptr, * scale = nullptr;       // none: the computed mel bank
+    gguf_tensor_info t;
+    uint64_t first = 0;                                     // the part's first element in v
+};
+// fused variable -> (n_parts, a bit for each part that a row takes)
+typedef std::map<std::string, std::pair<int, unsigned>> ct2_fused;
+static const size_t CT2_ALIGN = 64;
+
+// The row t of layer il (name: ours) from its variable: dims, dtype and scale checked, its
+// type and first element worked out; false with the error set.
+static bool ct2_plan_use(const whisper_audio_model * m, const ct2_vars & vars, const wa_tensor_desc & t, int il,
+                         const char * name, ct2_use & u, ct2_fused & fused) {
     const char * path = m->path.c_str();
     const whisper_audio_hparams & hp = m->hparams;
-    struct use {
-        const ct2_var * v = nullptr, * scale = nullptr;   // none: the computed mel bank
-        gguf_tensor_info t;
-        uint64_t first = 0;                                 // the part's first element in v
-    };
-    std::vector<use> uses;
-    std::map<std::string, std::pair<int, unsigned>> fused; // fused variable -> n_parts, parts with a row
-    const size_t ALIGN = 64;
-    size_t total = 0;
-    const bool found = wa_for_each_tensor(hp, [&](const wa_tensor_desc & t, int il, const char * name) {
-        use u;
-        u.t.name = name;
-        u.t.n_dims = wa_shape(hp, t, u.t.ne);
-        u.t.type = VT_TYPE_F32;
-        const char * ct2 = WA_CT2_NAMES[&t - WA_TENSORS].ct2;
-        char vname[128];
-        if (ct2) {
-            snprintf(vname, sizeof(vname), ct2, il);
-            u.v = ct2_find(vars, vname);
-            if (!u.v) { wa_set_error("%s: variable '%s' (%s) is missing", path, vname, name); return false; }
-            // dims outermost first; a fused variable holds n_parts parts on its first
-            bool same = u.v->rank == u.t.n_dims;
-            for (int i = 0; same && i < u.t.n_dims; i++) same = u.v->dims[i] == u.t.ne[u.t.n_dims - 1 - i] * (i == 0 ? t.n_parts : 1);
-            if (!same) {
-                std::string got, want;
-                for (int i = 0; i < u.v->rank; i++) got += (i ? ", " : "") + std::to_string(u.v->dims[i]);
-                for (int i = 0; i < u.t.n_dims; i++) want += (i ? ", " : "") + std::to_string(u.t.ne[u.t.n_dims - 1 - i] * (i == 0 ? t.n_parts : 1));
-                wa_set_error("%s: variable '%s' has dims [%s], the encoder needs [%s]", path, vname, got.c_str(), want.c_str());
+    u.t.name = name;
+    u.t.n_dims = wa_shape(hp, t, u.t.ne);
+    u.t.type = VT_TYPE_F32;
+    const char * ct2 = WA_CT2_NAMES[&t - WA_TENSORS].ct2;
+    char vname[128];
+    if (ct2) {
+        snprintf(vname, sizeof(vname), ct2, il);
+        u.v = ct2_find(vars, vname);
+        if (!u.v) { wa_set_error("%s: variable '%s' (%s) is missing", path, vname, name); return false; }
+        // dims outermost first; a fused variable holds n_parts parts on its first
+        bool same = u.v->rank == u.t.n_dims;
+        for (int i = 0; same && i < u.t.n_dims; i++) same = u.v->dims[i] == u.t.ne[u.t.n_dims - 1 - i] * (i == 0 ? t.n_parts : 1);
+        if (!same) {
+            std::string got, want;
+            for (int i = 0; i < u.v->rank; i++) got += (i ? ", " : "") + std::to_string(u.v->dims[i]);
+            for (int i = 0; i < u.t.n_dims; i++) want += (i ? ", " : "") + std::to_string(u.t.ne[u.t.n_dims - 1 - i] * (i == 0 ? t.n_parts : 1));
+            wa_set_error("%s: variable '%s' has dims [%s], the encoder needs [%s]", path, vname, got.c_str(), want.c_str());
+            return false;
+        }
+        const int dt = u.v->dtype;
+        if (dt != CT2_F32 && dt != CT2_F16 && dt != CT2_BF16 && !(t.matrix && (dt == CT2_I8 || dt == CT2_I16))) {
+            wa_set_error("%s: variable '%s' is %s; expected float32, float16, bfloat16%s", path, vname,
+                         CT2_DTYPE_NAME[dt], t.matrix ? ", int8 or int16" : "");
+            return false;
+        }
+        if (dt == CT2_I8 || dt == CT2_I16) {                // int8: a scale per row; int16: one scale
+            const std::string sname = std::string(vname) + "_scale";
+            u.scale = ct2_find(vars, sname);
+            if (!u.scale || u.scale->rank != (dt == CT2_I8) || (dt == CT2_I8 && u.scale->dims[0] != u.v->dims[0]) ||
+                (u.scale->dtype != CT2_F32 && u.scale->dtype != CT2_F16 && u.scale->dtype != CT2_BF16)) {
+                wa_set_error("%s: %s variable '%s' needs '%s', a float %s", path, CT2_DTYPE_NAME[dt], vname, sname.c_str(),
+                             dt == CT2_I8 ? "per row (rank 1)" : "scalar");
                 return false;
-            }
-            const int dt = u.v->dtype;
-            if (dt != CT2_F32 && dt != CT2_F16 && dt != CT2_BF16 && !(t.matrix && (dt == CT2_I8 || dt == CT2_I16))) {
-                wa_set_error("%s: variable '%s' is %s; expected float32, float16, bfloat16%s", path, vname,
-                             CT2_DTYPE_NAME[dt], t.matrix ? ", int8 or int16" : "");
-                return false;
-            }
-            if (dt == CT2_I8 || dt == CT2_I16) {                // int8: a scale per row; int16: one scale
-                const std::string sname = std::string(vname) + "_scale";
-                u.scale = ct2_find(vars, sname);
-                if (!u.scale || u.scale->rank != (dt == CT2_I8) || (dt == CT2_I8 && u.scale->dims[0] != u.v->dims[0]) ||
-                    (u.scale->dtype != CT2_F32 && u.scale->dtype != CT2_F16 && u.scale->dtype != CT2_BF16)) {
-                    wa_set_error("%s: %s variable '%s' needs '%s', a float %s", path, CT2_DTYPE_NAME[dt], vname, sname.c_str(),
-                                 dt == CT2_I8 ? "per row (rank 1)" : "scalar");
-                    return false;
-                }
-            }
-            if (t.matrix && dt == CT2_F16) u.t.type = VT_TYPE_F16;
-            if (t.matrix && dt == CT2_BF16) u.t.type = VT_TYPE_BF16;
-            u.first = (uint64_t)t.part * (u.v->dims[0] / t.n_parts) * (u.v->bytes / CT2_DTYPE_SIZE[dt] / u.v->dims[0]);
-            if (t.n_parts > 1) {
-                auto & f = fused[vname];
-                f.first = t.n_parts;
-                f.second |= 1u << t.part;
             }
         }
-        u.t.bytes = vt_type_size((vt_type)u.t.type);
-        for (int i = 0; i < u.t.n_dims; i++) u.t.bytes *= u.t.ne[i];
-        total += (u.t.bytes + ALIGN - 1) / ALIGN * ALIGN;
-        uses.push_back(u);
-        return true;
-    });
-    if (!found) return false;
-    // aliases may name one variable for many: the encoder's variables must be backed by the
-    // data the file stores (256 layers aliased to one took 6.4 GB from a 7.5 MB file)
+        if (t.matrix && dt == CT2_F16) u.t.type = VT_TYPE_F16;
+        if (t.matrix && dt == CT2_BF16) u.t.type = VT_TYPE_BF16;
+        u.first = (uint64_t)t.part * (u.v->dims[0] / t.n_parts) * (u.v->bytes / CT2_DTYPE_SIZE[dt] / u.v->dims[0]);
+        if (t.n_parts > 1) {
+            auto & f = fused[vname];
+            f.first = t.n_parts;
+            f.second |= 1u << t.part;
+        }
+    }
+    u.t.bytes = vt_type_size((vt_type)u.t.type);
+    for (int i = 0; i < u.t.n_dims; i++) u.t.bytes *= u.t.ne[i];
+    return true;
+}
+
+// Aliases may name one variable for many: the encoder's variables must be backed by the data the
+// file stores (256 layers aliased to one took 6.4 GB from a 7.5 MB file).
+static bool ct2_check_aliases(const whisper_audio_model * m, const ct2_vars & vars, const std::vector<ct2_use> & uses) {
+    const char * path = m->path.c_str();
+    const whisper_audio_hparams & hp = m->hparams;
     std::set<const ct2_var *> distinct;
     uint64_t used_bytes = 0, stored = 0;
-    for (const use & u : uses)
+    for (const ct2_use & u : uses)
         for (const ct2_var * v : {u.v, u.scale})
             if (v && distinct.insert(v).second) used_bytes += v->bytes;
     for (const auto & kv : vars) stored += kv.second.alias ? 0 : kv.second.bytes;
@@ -302,8 +302,12 @@ static bool ct2_read_weights(whisper_audio_model * m, int fd, const ct2_vars & v
                      (unsigned long long)stored);
         return false;
     }
+    return true;
+}
 
-    // the parts of a fused variable that no row takes (k's bias) must be zero: they are dropped
+// The parts of a fused variable that no row takes (k's bias) must be zero: they are dropped.
+static bool ct2_check_dropped_parts(whisper_audio_model * m, int fd, const ct2_vars & vars, const ct2_fused & fused) {
+    const char * path = m->path.c_str();
     std::vector<uint8_t> tmp;
     std::vector<float> vals;
     for (const auto & kv : fused) {
@@ -322,41 +326,71 @@ static bool ct2_read_weights(whisper_audio_model * m, int fd, const ct2_vars & v
             }
         }
     }
+    return true;
+}
 
-    m->weights.reset(new (std::nothrow) uint8_t[total + ALIGN]);
-    if (!m->weights) { wa_set_error("%s: out of memory for %zu bytes of weights", path, total); return false; }
-    uint8_t * dst = m->weights.get() + (ALIGN - (uintptr_t)m->weights.get() % ALIGN) % ALIGN;
-    for (use & u : uses) {
-        const size_t n = u.t.bytes / vt_type_size((vt_type)u.t.type);
-        float * f32 = (float *)dst;
-        if (!u.v) {
-            wa_mel_filters_slaney(hp.n_mels, f32);
-        } else if (u.scale) {                               // w = q / scale, int8's scale per row
-            const bool i8 = u.v->dtype == CT2_I8;
-            const size_t cols = i8 ? u.v->bytes / u.v->dims[0] : n, row0 = u.first / cols, rows = n / cols;
-            tmp.resize(n * (i8 ? 1 : 2));
-            vals.resize(rows);
-            if (!read_at(m, fd, tmp.data(), tmp.size(), u.v->offset + u.first * (i8 ? 1 : 2))) return false;
-            std::vector<uint8_t> stmp;
-            if (!ct2_read_f32(m, fd, *u.scale, i8 ? row0 : 0, rows, vals.data(), stmp)) return false;
-            for (size_t i = 0; i < n; i++)
-                f32[i] = (float)(i8 ? (int8_t)tmp[i] : (int16_t)(tmp[2 * i] | tmp[2 * i + 1] << 8)) / vals[i / cols];
-        } else if (u.t.type == VT_TYPE_F32) {
-            if (!ct2_read_f32(m, fd, *u.v, u.first, n, f32, tmp)) return false;
-        } else {                                            // float16 or bfloat16 kept
-            if (!read_at(m, fd, dst, u.t.bytes, u.v->offset + u.first * 2)) return false;
-        }
-        const size_t bad = u.t.type == VT_TYPE_F32 ? first_nonfinite<uint32_t>(dst, n, 0x7f800000u)
-                         : first_nonfinite<uint16_t>(dst, n, u.t.type == VT_TYPE_F16 ? 0x7c00 : 0x7f80);
-        if (bad < n) {
-            wa_set_error("%s: tensor '%s' has a non-finite value at element %zu (a corrupt file, or a zero int8 scale)",
-                         path, u.t.name.c_str(), bad);
-            return false;
-        }
+// Reads u's values into dst (its type's bytes): dequantised, converted or kept; false with the
+// error set, a non-finite value among them too.
+static bool ct2_read_use(whisper_audio_model * m, int fd, const ct2_use & u, uint8_t * dst, std::vector<uint8_t> & tmp,
+                         std::vector<float> & vals) {
+    const char * path = m->path.c_str();
+    const whisper_audio_hparams & hp = m->hparams;
+    const size_t n = u.t.bytes / vt_type_size((vt_type)u.t.type);
+    float * f32 = (float *)dst;
+    if (!u.v) {
+        wa_mel_filters_slaney(hp.n_mels, f32);
+    } else if (u.scale) {                                   // w = q / scale, int8's scale per row
+        const bool i8 = u.v->dtype == CT2_I8;
+        const size_t cols = i8 ? u.v->bytes / u.v->dims[0] : n, row0 = u.first / cols, rows = n / cols;
+        tmp.resize(n * (i8 ? 1 : 2));
+        vals.resize(rows);
+        if (!read_at(m, fd, tmp.data(), tmp.size(), u.v->offset + u.first * (i8 ? 1 : 2))) return false;
+        std::vector<uint8_t> stmp;
+        if (!ct2_read_f32(m, fd, *u.scale, i8 ? row0 : 0, rows, vals.data(), stmp)) return false;
+        for (size_t i = 0; i < n; i++)
+            f32[i] = (float)(i8 ? (int8_t)tmp[i] : (int16_t)(tmp[2 * i] | tmp[2 * i + 1] << 8)) / vals[i / cols];
+    } else if (u.t.type == VT_TYPE_F32) {
+        if (!ct2_read_f32(m, fd, *u.v, u.first, n, f32, tmp)) return false;
+    } else {                                                // float16 or bfloat16 kept
+        if (!read_at(m, fd, dst, u.t.bytes, u.v->offset + u.first * 2)) return false;
+    }
+    const size_t bad = u.t.type == VT_TYPE_F32 ? first_nonfinite<uint32_t>(dst, n, 0x7f800000u)
+                     : first_nonfinite<uint16_t>(dst, n, u.t.type == VT_TYPE_F16 ? 0x7c00 : 0x7f80);
+    if (bad < n) {
+        wa_set_error("%s: tensor '%s' has a non-finite value at element %zu (a corrupt file, or a zero int8 scale)",
+                     path, u.t.name.c_str(), bad);
+        return false;
+    }
+    return true;
+}
+
+// The encoder's tensors, row by row of WA_TENSORS, made from their CTranslate2 variables into
+// the model's memory under our names, as model_read_weights leaves a GGUF file's: float16 and
+// bfloat16 matrices kept, int8 ones dequantised to float32, the rest float32.
+static bool ct2_read_weights(whisper_audio_model * m, int fd, const ct2_vars & vars) {
+    std::vector<ct2_use> uses;
+    ct2_fused fused;
+    size_t total = 0;
+    const bool found = wa_for_each_tensor(m->hparams, [&](const wa_tensor_desc & t, int il, const char * name) {
+        ct2_use u;
+        if (!ct2_plan_use(m, vars, t, il, name, u, fused)) return false;
+        total += (u.t.bytes + CT2_ALIGN - 1) / CT2_ALIGN * CT2_ALIGN;
+        uses.push_back(u);
+        return true;
+    });
+    if (!found || !ct2_check_aliases(m, vars, uses) || !ct2_check_dropped_parts(m, fd, vars, fused)) return false;
+
+    m->weights.reset(new (std::nothrow) uint8_t[total + CT2_ALIGN]);
+    if (!m->weights) { wa_set_error("%s: out of memory for %zu bytes of weights", m->path.c_str(), total); return false; }
+    uint8_t * dst = m->weights.get() + (CT2_ALIGN - (uintptr_t)m->weights.get() % CT2_ALIGN) % CT2_ALIGN;
+    std::vector<uint8_t> tmp;
+    std::vector<float> vals;
+    for (ct2_use & u : uses) {
+        if (!ct2_read_use(m, fd, u, dst, tmp, vals)) return false;
         u.t.data = dst;
         m->index.emplace(u.t.name, m->tensors.size());
         m->tensors.push_back(u.t);
-        dst += (u.t.bytes + ALIGN - 1) / ALIGN * ALIGN;
+        dst += (u.t.bytes + CT2_ALIGN - 1) / CT2_ALIGN * CT2_ALIGN;
     }
     m->hparams.weight_type = wa_weight_type((vt_type)m->find("encoder.layers.0.fc1.weight")->type);
     m->mel_filters = (const float *)m->find("mel_filters")->data;
@@ -384,9 +418,9 @@ static const uint32_t GGML_FILE_MAGIC = 0x67676d6c;   // "lmgg" on disk
 // when they go beyond), then the tensor headers, walked with pread to the end of the file.
 // The encoder tensors that the table names are recorded under our names, offsets from the
 // file's start; the rest (the decoder's) are only stepped over.
-static bool ggml_parse(whisper_audio_model * m, gguf_reader & r, int fd) {
+// The header's hyperparameters (after the magic), each within the loader's bounds.
+static bool ggml_parse_hparams(whisper_audio_model * m, gguf_reader & r) {
     const char * path = m->path.c_str();
-    m->kind = whisper_audio_model::GGML;
     r.pos = 4;
     int32_t h[11];
     for (int32_t & v : h) v = r.get<int32_t>();
@@ -412,14 +446,19 @@ static bool ggml_parse(whisper_audio_model * m, gguf_reader & r, int fd) {
     }
     hp.eps = 1e-5f;                                            // Whisper's; the file has none
 
-    // the mel bank, as the tensor mel_filters [n_mels, 201]
+    return true;
+}
+
+// The mel bank, recorded as the tensor mel_filters [n_mels, 201], and the vocabulary, stepped over.
+static bool ggml_parse_mel_vocab(whisper_audio_model * m, gguf_reader & r, gguf_tensor_info & mel) {
+    const char * path = m->path.c_str();
+    const whisper_audio_hparams & hp = m->hparams;
     const int32_t n_mel = r.get<int32_t>(), n_fft = r.get<int32_t>();
     if (!r.ok) { wa_set_error("%s: truncated whisper.cpp ggml mel filters", path); return false; }
     if (n_mel != hp.n_mels || n_fft != WHISPER_AUDIO_N_BINS) {
         wa_set_error("%s: the mel filters are [%d, %d], n_mels needs [%d, %d]", path, n_mel, n_fft, hp.n_mels, WHISPER_AUDIO_N_BINS);
         return false;
     }
-    gguf_tensor_info mel;
     mel.name = "mel_filters";
     mel.n_dims = 2;
     mel.ne[0] = n_fft;
@@ -438,6 +477,58 @@ static bool ggml_parse(whisper_audio_model * m, gguf_reader & r, int fd) {
         if (r.need(len)) r.pos += len;
     }
     if (!r.ok) { wa_set_error("%s: truncated whisper.cpp ggml vocabulary", path); return false; }
+    return true;
+}
+
+// Tensor i's header at byte pos: its name, ggml type and dims into t, checked, and its data's
+// offset (pos + the header's length, returned in head).
+static bool ggml_read_tensor_header(whisper_audio_model * m, int fd, uint64_t i, uint64_t pos, gguf_tensor_info & t,
+                                    uint64_t & head) {
+    const char * path = m->path.c_str();
+    int32_t th[3 + 4];                                   // n_dims, name length, type, dims
+    char name[GGUF_MAX_NAME];
+    if (m->file_size - pos < 12) { wa_set_error("%s: truncated tensor header at byte %llu", path, (unsigned long long)pos); return false; }
+    if (!read_at(m, fd, th, 12, pos)) return false;
+    const int n_dims = th[0], name_len = th[1], type = th[2];
+    if (n_dims < 1 || n_dims > 4 || name_len < 1 || name_len > (int)GGUF_MAX_NAME) {
+        wa_set_error("%s: tensor %llu at byte %llu: bad header (%d dims, name of %d bytes)", path, (unsigned long long)i,
+                     (unsigned long long)pos, n_dims, name_len);
+        return false;
+    }
+    head = 12 + 4 * n_dims + name_len;
+    if (m->file_size - pos < head) { wa_set_error("%s: truncated tensor header at byte %llu", path, (unsigned long long)pos); return false; }
+    if (!read_at(m, fd, th + 3, 4 * n_dims, pos + 12) || !read_at(m, fd, name, name_len, pos + 12 + 4 * n_dims)) return false;
+    t.name.assign(name, name_len);
+    if (!vt_type_valid(type) && !wa_block(type)) {
+        wa_set_error("%s: tensor '%s' has ggml type %d; supported: F32 (0), F16 (1), BF16 (30), Q4_0 (2), Q4_1 (3), "
+                     "Q5_0 (6), Q5_1 (7), Q8_0 (8)", path, t.name.c_str(), type);
+        return false;
+    }
+    t.type = type;
+    t.n_dims = n_dims;
+    for (int d = 0; d < n_dims; d++) {
+        if (th[3 + d] < 1 || th[3 + d] > (1 << 24)) { wa_set_error("%s: tensor '%s': bad dimension %d", path, t.name.c_str(), th[3 + d]); return false; }
+        t.ne[d] = th[3 + d];
+    }
+    if (wa_block(type) && t.ne[0] % QK != 0) {
+        wa_set_error("%s: tensor '%s' is %s with rows of %lld: not whole blocks of %d", path, t.name.c_str(),
+                     wa_type_name(type), (long long)t.ne[0], QK);
+        return false;
+    }
+    if (!wa_tensor_bytes(type, t.ne, m->file_size - pos - head, &t.bytes)) {
+        wa_set_error("%s: tensor '%s' (%s, [%lld, %lld, %lld, %lld]) runs past the end of the file: truncated?", path,
+                     t.name.c_str(), wa_type_name(type), (long long)t.ne[0], (long long)t.ne[1], (long long)t.ne[2], (long long)t.ne[3]);
+        return false;
+    }
+    return true;
+}
+
+static bool ggml_parse(whisper_audio_model * m, gguf_reader & r, int fd) {
+    const char * path = m->path.c_str();
+    m->kind = whisper_audio_model::GGML;
+    gguf_tensor_info mel;
+    if (!ggml_parse_hparams(m, r) || !ggml_parse_mel_vocab(m, r, mel)) return false;
+    const whisper_audio_hparams & hp = m->hparams;
 
     // the tensors: ours by their whisper.cpp names (the mel bank is already ours)
     std::unordered_map<std::string, std::pair<std::string, int>> ours;   // -> our name, dimension count
@@ -454,42 +545,9 @@ static bool ggml_parse(whisper_audio_model * m, gguf_reader & r, int fd) {
     uint64_t pos = r.pos;
     for (uint64_t i = 0; pos < m->file_size; i++) {
         if (i == GGUF_MAX_TENSORS) { wa_set_error("%s: more than %llu tensors", path, (unsigned long long)GGUF_MAX_TENSORS); return false; }
-        int32_t th[3 + 4];                                   // n_dims, name length, type, dims
-        char name[GGUF_MAX_NAME];
-        if (m->file_size - pos < 12) { wa_set_error("%s: truncated tensor header at byte %llu", path, (unsigned long long)pos); return false; }
-        if (!read_at(m, fd, th, 12, pos)) return false;
-        const int n_dims = th[0], name_len = th[1], type = th[2];
-        if (n_dims < 1 || n_dims > 4 || name_len < 1 || name_len > (int)GGUF_MAX_NAME) {
-            wa_set_error("%s: tensor %llu at byte %llu: bad header (%d dims, name of %d bytes)", path, (unsigned long long)i,
-                         (unsigned long long)pos, n_dims, name_len);
-            return false;
-        }
-        const uint64_t head = 12 + 4 * n_dims + name_len;
-        if (m->file_size - pos < head) { wa_set_error("%s: truncated tensor header at byte %llu", path, (unsigned long long)pos); return false; }
-        if (!read_at(m, fd, th + 3, 4 * n_dims, pos + 12) || !read_at(m, fd, name, name_len, pos + 12 + 4 * n_dims)) return false;
         gguf_tensor_info t;
-        t.name.assign(name, name_len);
-        if (!vt_type_valid(type) && !wa_block(type)) {
-            wa_set_error("%s: tensor '%s' has ggml type %d; supported: F32 (0), F16 (1), BF16 (30), Q4_0 (2), Q4_1 (3), "
-                         "Q5_0 (6), Q5_1 (7), Q8_0 (8)", path, t.name.c_str(), type);
-            return false;
-        }
-        t.type = type;
-        t.n_dims = n_dims;
-        for (int d = 0; d < n_dims; d++) {
-            if (th[3 + d] < 1 || th[3 + d] > (1 << 24)) { wa_set_error("%s: tensor '%s': bad dimension %d", path, t.name.c_str(), th[3 + d]); return false; }
-            t.ne[d] = th[3 + d];
-        }
-        if (wa_block(type) && t.ne[0] % QK != 0) {
-            wa_set_error("%s: tensor '%s' is %s with rows of %lld: not whole blocks of %d", path, t.name.c_str(),
-                         wa_type_name(type), (long long)t.ne[0], QK);
-            return false;
-        }
-        if (!wa_tensor_bytes(type, t.ne, m->file_size - pos - head, &t.bytes)) {
-            wa_set_error("%s: tensor '%s' (%s, [%lld, %lld, %lld, %lld]) runs past the end of the file: truncated?", path,
-                         t.name.c_str(), wa_type_name(type), (long long)t.ne[0], (long long)t.ne[1], (long long)t.ne[2], (long long)t.ne[3]);
-            return false;
-        }
+        uint64_t head = 0;
+        if (!ggml_read_tensor_header(m, fd, i, pos, t, head)) return false;
         t.offset = pos + head;
         pos = t.offset + t.bytes;
         auto it = ours.find(t.name);
@@ -506,7 +564,7 @@ static bool ggml_parse(whisper_audio_model * m, gguf_reader & r, int fd) {
     }
     // the feed-forward width from fc1 [n_ff, d]; without it the table's check says what is missing
     const gguf_tensor_info * fc1 = m->find("encoder.layers.0.fc1.weight");
-    hp.n_ff = fc1 && fc1->n_dims == 2 ? (int)fc1->ne[1] : 4 * hp.n_state;
+    m->hparams.n_ff = fc1 && fc1->n_dims == 2 ? (int)fc1->ne[1] : 4 * hp.n_state;
     if (hp.n_ff > 65536) { wa_set_error("%s: fc1 is %d wide, more than 65536", path, hp.n_ff); return false; }
     return true;
 }
@@ -1025,27 +1083,13 @@ struct wa_hf_options {
     std::string audio_model_id;         // Ultravox: the model its audio tower comes from ("": none named)
 };
 
-// The hyperparameters from config.json, the projector's included, as the converter's read_config
-// takes them (and within the GGUF loader's bounds).
-static bool wa_hf_config(whisper_audio_model * m, const wa_json & top, wa_hf_options & opt) {
-    const char * path = m->path.c_str();
-    whisper_audio_hparams & hp = m->hparams;
-    const wa_json * mt = top.type == wa_json::OBJECT ? top.get("model_type") : nullptr;
-    const bool named = mt && mt->type == wa_json::STRING;
-    hp.projector = WHISPER_AUDIO_PROJECTOR_NONE;
-    for (const wa_projector_name & t : WA_PROJECTORS)
-        if (named && t.hf_model_type && mt->str == t.hf_model_type) hp.projector = t.type;
-    const bool tower = hp.projector != WHISPER_AUDIO_PROJECTOR_NONE;
-    if (!tower && !(named && mt->str == "whisper")) {
-        wa_set_error("%s: config.json: model_type is %s, not \"whisper\" or an audio LLM's (%s)", path,
-                     top.type != wa_json::OBJECT ? "absent (not an object)" : mt ? mt->shown().c_str() : "absent",
-                     wa_projector_list(&wa_projector_name::hf_model_type).c_str());
-        return false;
-    }
-    const wa_json * cfg = tower ? top.get("audio_config") : &top;
-    if (!cfg || cfg->type != wa_json::OBJECT) { wa_set_error("%s: config.json: %s without an audio_config", path, mt->str.c_str()); return false; }
+// config.json's values, each checked as the converter's read_config checks it; every failure
+// names the file and the key.
+struct wa_hf_cfg {
+    const char * path;
+
     // an integer in [1, hi]: a JSON number without fraction or exponent, as Python's int
-    auto get = [&](const wa_json & in, const char * where, const char * key, int hi, int * dst) {
+    bool get(const wa_json & in, const char * where, const char * key, int hi, int * dst) const {
         const wa_json * v = in.get(key);
         uint64_t x = 0;
         if (!v || !v->u64(&x) || x < 1 || x > (uint64_t)hi) {
@@ -1055,68 +1099,179 @@ static bool wa_hf_config(whisper_audio_model * m, const wa_json & top, wa_hf_opt
         }
         *dst = (int)x;
         return true;
-    };
-    // a setting that must be `want` when present (whisper-audio runs that one alone)
-    auto must_be = [&](const char * key, const char * want) {
-        const wa_json * v = top.get(key);
+    }
+    // a string setting that must be `want` when present (whisper-audio runs that one alone)
+    bool must_be(const wa_json & in, const char * where, const char * key, const char * want) const {
+        const wa_json * v = in.get(key);
         if (!v || (v->type == wa_json::STRING && v->str == want)) return true;
-        wa_set_error("%s: config.json: %s is %s; whisper-audio runs \"%s\"", path, key, v->shown().c_str(), want);
+        wa_set_error("%s: config.json: %s%s is %s; whisper-audio runs \"%s\"", path, where, key, v->shown().c_str(), want);
         return false;
-    };
+    }
+    // a boolean setting that must be `want` when present
+    bool flag_must_be(const wa_json & in, const char * where, const char * key, bool want) const {
+        const wa_json * v = in.get(key);
+        if (!v || (v->type == wa_json::BOOL && v->b == want)) return true;
+        wa_set_error("%s: config.json: %s%s is %s; whisper-audio runs %s", path, where, key, v->shown().c_str(), want ? "true" : "false");
+        return false;
+    }
+};
+
+// The tower that config.json's model_type names (hp.projector; NONE for Whisper itself), or an
+// error naming the types this reader takes and those the converter takes.
+static bool wa_hf_model_type(const char * path, const wa_json & top, whisper_audio_hparams & hp) {
+    const wa_json * mt = top.type == wa_json::OBJECT ? top.get("model_type") : nullptr;
+    const bool named = mt && mt->type == wa_json::STRING;
+    hp.projector = WHISPER_AUDIO_PROJECTOR_NONE;
+    std::string taken, converted;                           // the model types of WA_HF_TOWERS, for the message
+    for (const wa_hf_tower & t : WA_HF_TOWERS) {
+        std::string & list = t.dir ? taken : converted;
+        list += (list.empty() ? "" : ", ") + std::string(t.model_type);
+        if (!named || !t.dir || mt->str != t.model_type) continue;
+        for (const wa_projector_name & p : WA_PROJECTORS)
+            if (!strcmp(p.gguf, t.projector)) hp.projector = p.type;
+    }
+    if (hp.projector != WHISPER_AUDIO_PROJECTOR_NONE || (named && mt->str == "whisper")) return true;
+    wa_set_error("%s: config.json: model_type is %s, not \"whisper\" or an audio LLM's (%s)%s%s%s", path,
+                 top.type != wa_json::OBJECT ? "absent (not an object)" : mt ? mt->shown().c_str() : "absent",
+                 taken.c_str(), converted.empty() ? "" : "; convert/convert-hf-to-gguf.py takes ",
+                 converted.c_str(), converted.empty() ? "" : " to a GGUF this library loads");
+    return false;
+}
+
+// MiniCPMO: init_audio, audio_pool_step 2 (what the graph pools by), blocks of audio_chunk_length * 50 positions.
+static bool wa_hf_config_minicpmo(const wa_hf_cfg & r, const wa_json & top, const wa_json & cfg, const char * ac,
+                                  whisper_audio_hparams & hp) {
+    uint64_t pool = 2;
+    const wa_json * ps = top.get("audio_pool_step");
+    if (ps && !(ps->u64(&pool) && pool == 2)) {
+        wa_set_error("%s: config.json: audio_pool_step is %s; whisper-audio runs 2 (MiniCPM-o 2.6's)", r.path, ps->shown().c_str());
+        return false;
+    }
+    if (!r.flag_must_be(top, "", "init_audio", true) || !r.must_be(cfg, ac, "activation_function", "gelu")) return false;
+    const wa_json * ch = top.get("audio_chunk_length");
+    double chunk = 1.0;
+    if (ch && ch->type != wa_json::NUMBER) {
+        wa_set_error("%s: config.json: audio_chunk_length is %s, not a number", r.path, ch->shown().c_str());
+        return false;
+    }
+    if (ch) chunk = strtod(ch->str.c_str(), nullptr);
+    // get_audio_embedding's chunk_num_frame = int(chunk_length * 50); chunk_length <= 0: one block of the whole window
+    const double blocks = chunk > 0 ? std::trunc(chunk * 50) : hp.n_ctx;
+    if (!(blocks >= 1 && blocks <= hp.n_ctx)) {
+        wa_set_error("%s: config.json: audio_chunk_length %s gives blocks of %g positions; [1, %d] expected", r.path,
+                     ch ? ch->shown().c_str() : "1.0", blocks, hp.n_ctx);
+        return false;
+    }
+    hp.n_causal = (int)blocks;
+    return true;
+}
+
+// MERaLiON-2's speech_audio_adapter: reshape(B, T // f, C * f) of the 1500 positions; ln_speech nn.LayerNorm's eps.
+static bool wa_hf_config_meralion(const wa_hf_cfg & r, const wa_json & top, const wa_json & cfg, const char * ac,
+                                  whisper_audio_hparams & hp) {
+    uint64_t f = 15;
+    const wa_json * sf = top.get("speech_mlp_scale_factor");
+    if (sf && !(sf->u64(&f) && f >= 1 && f <= 64 && hp.n_ctx % f == 0)) {
+        wa_set_error("%s: config.json: speech_mlp_scale_factor is %s, not a divisor of %d in [1, 64]", r.path, sf->shown().c_str(), hp.n_ctx);
+        return false;
+    }
+    hp.stack_factor = (int)f;
+    if (!r.flag_must_be(top, "", "speech_mlp_use_projection", true) || !r.must_be(cfg, ac, "activation_function", "gelu") ||
+        !r.flag_must_be(cfg, ac, "scale_embedding", false))
+        return false;
+    hp.proj_eps = 1e-5f;
+    return true;
+}
+
+// Voxtral's get_audio_features: reshape(-1, intermediate_size), linear_1, GELU, linear_2.
+static bool wa_hf_config_voxtral(const wa_hf_cfg & r, const wa_json & top, whisper_audio_hparams & hp) {
+    const int stack = hp.n_ff / hp.n_state;
+    if (hp.n_ff % hp.n_state != 0 || hp.n_ctx % stack != 0 || stack > 64) {
+        wa_set_error("%s: config.json: audio_config.intermediate_size %d is not the d_model %d times a divisor of %d (at most 64)",
+                     r.path, hp.n_ff, hp.n_state, hp.n_ctx);
+        return false;
+    }
+    hp.stack_factor = stack;
+    return r.must_be(top, "", "projector_hidden_act", "gelu");
+}
+
+// Audio Flamingo 3's AudioFlamingo3MultiModalProjector: linear_1, GELU, linear_2.
+static bool wa_hf_config_af3(const wa_hf_cfg & r, const wa_json & top) {
+    if (!r.must_be(top, "", "projector_hidden_act", "gelu")) return false;
+    const wa_json * bias = top.get("projector_bias");
+    if (bias && !(bias->type == wa_json::BOOL && bias->b)) {
+        wa_set_error("%s: config.json: projector_bias is %s; whisper-audio runs true (linear_1 and linear_2 with biases)",
+                     r.path, bias->shown().c_str());
+        return false;
+    }
+    return true;
+}
+
+// Ultravox's projector: stacking, SwiGLU's width, the optional mid LayerNorm; the model its audio tower comes from.
+static bool wa_hf_config_ultravox(const wa_hf_cfg & r, const wa_json & top, whisper_audio_hparams & hp, wa_hf_options & opt) {
+    if (!r.get(top, "", "stack_factor", 64, &hp.stack_factor) || !r.get(top, "", "hidden_size", 65536, &hp.n_proj_ff) ||
+        !r.must_be(top, "", "projector_act", "swiglu"))
+        return false;
+    if (hp.n_proj_ff % 2 != 0) {
+        wa_set_error("%s: config.json: hidden_size %d is odd; Ultravox's SwiGLU halves it", r.path, hp.n_proj_ff);
+        return false;
+    }
+    const wa_json * ln_mid = top.get("projector_ln_mid");
+    if (ln_mid && ln_mid->type != wa_json::BOOL && ln_mid->type != wa_json::NUL) {
+        wa_set_error("%s: config.json: projector_ln_mid is %s, not true or false", r.path, ln_mid->shown().c_str());
+        return false;
+    }
+    opt.ln_mid = ln_mid && ln_mid->b;
+    const wa_json * id = top.get("audio_model_id");
+    if (id && id->type == wa_json::STRING) opt.audio_model_id = id->str;
+    return true;
+}
+
+// The hyperparameters from config.json, the projector's included, as the converter's read_config
+// takes them (and within the GGUF loader's bounds): the encoder's, the LLM's width, then the
+// tower's own settings.
+static bool wa_hf_config(whisper_audio_model * m, const wa_json & top, wa_hf_options & opt) {
+    const char * path = m->path.c_str();
+    const wa_hf_cfg r{path};
+    whisper_audio_hparams & hp = m->hparams;
+    if (!wa_hf_model_type(path, top, hp)) return false;
+    const bool tower = hp.projector != WHISPER_AUDIO_PROJECTOR_NONE;
+    const std::string type = tower ? top.get("model_type")->str : "whisper";
+    // the encoder's config: MERaLiON2Config's speech_config, the others' audio_config
+    const bool meralion = hp.projector == WHISPER_AUDIO_PROJECTOR_MERALION, minicpmo = hp.projector == WHISPER_AUDIO_PROJECTOR_MINICPMO;
+    const wa_json * cfg = tower ? top.get(meralion ? "speech_config" : "audio_config") : &top;
+    if (!cfg || cfg->type != wa_json::OBJECT) {
+        wa_set_error("%s: config.json: %s without %s", path, type.c_str(), meralion ? "a speech_config" : "an audio_config");
+        return false;
+    }
     const char * ac = tower ? "audio_config." : "";
     // VoxtralEncoderConfig and AudioFlamingo3EncoderConfig name them as Llama does
     const bool llama_names = hp.projector == WHISPER_AUDIO_PROJECTOR_VOXTRAL || hp.projector == WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO;
-    if (!get(*cfg, ac, llama_names ? "hidden_size" : "d_model", 16384, &hp.n_state) ||
-        !get(*cfg, ac, llama_names ? "num_hidden_layers" : "encoder_layers", 256, &hp.n_layer) ||
-        !get(*cfg, ac, llama_names ? "num_attention_heads" : "encoder_attention_heads", 256, &hp.n_head) ||
-        !get(*cfg, ac, llama_names ? "intermediate_size" : "encoder_ffn_dim", 65536, &hp.n_ff) ||
-        !get(*cfg, ac, "num_mel_bins", 512, &hp.n_mels))
+    if (!r.get(*cfg, ac, llama_names ? "hidden_size" : "d_model", 16384, &hp.n_state) ||
+        !r.get(*cfg, ac, llama_names ? "num_hidden_layers" : "encoder_layers", 256, &hp.n_layer) ||
+        !r.get(*cfg, ac, llama_names ? "num_attention_heads" : "encoder_attention_heads", 256, &hp.n_head) ||
+        !r.get(*cfg, ac, llama_names ? "intermediate_size" : "encoder_ffn_dim", 65536, &hp.n_ff) ||
+        !r.get(*cfg, ac, "num_mel_bins", 512, &hp.n_mels))
         return false;
     hp.n_ctx = 1500;
     hp.eps = 1e-5f;                                         // Whisper's LayerNorm; the converter writes it
     hp.stack_factor = 1;
     if (tower) {
-        const wa_json * text = top.get("text_config");
-        if (!text || text->type != wa_json::OBJECT) { wa_set_error("%s: config.json: %s without a text_config", path, mt->str.c_str()); return false; }
-        if (!get(*text, "text_config.", "hidden_size", 65536, &hp.n_llm)) return false;
+        const wa_json * text = minicpmo ? &top : top.get("text_config");   // MiniCPM-o's config is its LLM's
+        if (!text || text->type != wa_json::OBJECT) { wa_set_error("%s: config.json: %s without a text_config", path, type.c_str()); return false; }
+        if (!r.get(*text, minicpmo ? "" : "text_config.", "hidden_size", 65536, &hp.n_llm)) return false;
         hp.proj_eps = 1e-6f;                                // Ultravox's RMSNorm default; the converter writes it
     }
-    if (hp.projector == WHISPER_AUDIO_PROJECTOR_VOXTRAL) {  // get_audio_features: reshape(-1, intermediate_size), linear_1, GELU, linear_2
-        const int stack = hp.n_ff / hp.n_state;
-        if (hp.n_ff % hp.n_state != 0 || hp.n_ctx % stack != 0 || stack > 64) {
-            wa_set_error("%s: config.json: audio_config.intermediate_size %d is not the d_model %d times a divisor of %d (at most 64)",
-                         path, hp.n_ff, hp.n_state, hp.n_ctx);
-            return false;
-        }
-        hp.stack_factor = stack;
-        if (!must_be("projector_hidden_act", "gelu")) return false;
+    bool ok = true;
+    switch (hp.projector) {
+        case WHISPER_AUDIO_PROJECTOR_MINICPMO:       ok = wa_hf_config_minicpmo(r, top, *cfg, ac, hp); break;
+        case WHISPER_AUDIO_PROJECTOR_MERALION:       ok = wa_hf_config_meralion(r, top, *cfg, ac, hp); break;
+        case WHISPER_AUDIO_PROJECTOR_VOXTRAL:        ok = wa_hf_config_voxtral(r, top, hp); break;
+        case WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO:  ok = wa_hf_config_af3(r, top); break;
+        case WHISPER_AUDIO_PROJECTOR_ULTRAVOX:       ok = wa_hf_config_ultravox(r, top, hp, opt); break;
+        default: break;
     }
-    if (hp.projector == WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO) {      // AudioFlamingo3MultiModalProjector: linear_1, GELU, linear_2
-        if (!must_be("projector_hidden_act", "gelu")) return false;
-        const wa_json * bias = top.get("projector_bias");
-        if (bias && !(bias->type == wa_json::BOOL && bias->b)) {
-            wa_set_error("%s: config.json: projector_bias is %s; whisper-audio runs true (linear_1 and linear_2 with biases)",
-                         path, bias->shown().c_str());
-            return false;
-        }
-    }
-    if (hp.projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX) {
-        if (!get(top, "", "stack_factor", 64, &hp.stack_factor) || !get(top, "", "hidden_size", 65536, &hp.n_proj_ff) ||
-            !must_be("projector_act", "swiglu"))
-            return false;
-        if (hp.n_proj_ff % 2 != 0) {
-            wa_set_error("%s: config.json: hidden_size %d is odd; Ultravox's SwiGLU halves it", path, hp.n_proj_ff);
-            return false;
-        }
-        const wa_json * ln_mid = top.get("projector_ln_mid");
-        if (ln_mid && ln_mid->type != wa_json::BOOL && ln_mid->type != wa_json::NUL) {
-            wa_set_error("%s: config.json: projector_ln_mid is %s, not true or false", path, ln_mid->shown().c_str());
-            return false;
-        }
-        opt.ln_mid = ln_mid && ln_mid->b;
-        const wa_json * id = top.get("audio_model_id");
-        if (id && id->type == wa_json::STRING) opt.audio_model_id = id->str;
-    }
+    if (!ok) return false;
     if (hp.n_state % hp.n_head != 0) {
         wa_set_error("%s: config.json: %sd_model %d is not a multiple of the %d attention heads", path, ac, hp.n_state, hp.n_head);
         return false;
@@ -1272,29 +1427,19 @@ static float wa_f64_to_f32(double v) {
     return (float)v;
 }
 
-// A Hugging Face directory: dir; root: its folder in the Hugging Face cache ("": a local one).
-static bool hf_model_read(whisper_audio_model * m, std::string dir, const std::string & root) {
-    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    m->kind = whisper_audio_model::HF;
-    m->path = dir;
-    const char * path = dir.c_str();
-    const std::string cfg_path = dir + "/config.json";
-    if (!wa_hf_exists(cfg_path)) { wa_set_error("%s: no config.json: not a Hugging Face checkpoint directory", path); return false; }
-    wa_json cfg;
-    wa_hf_options opt;
-    if (!wa_hf_json(cfg_path, root, cfg) || !wa_hf_config(m, cfg, opt)) return false;
+// Where the encoder's tensors are: under the first prefix whose conv1 is there (pre), in ck or,
+// for a published Ultravox checkpoint that holds its projector alone, in the checkpoint of the
+// model its config names (opened into tower_ck); enc is the one that holds them.
+static bool hf_find_encoder(whisper_audio_model * m, const wa_hf_checkpoint & ck, wa_hf_checkpoint & tower_ck,
+                            const wa_hf_options & opt, const wa_hf_prefix *& pre, const wa_hf_checkpoint *& enc,
+                            std::string & proj_prefix) {
+    const char * path = m->path.c_str();
     const whisper_audio_hparams & hp = m->hparams;
-    wa_hf_checkpoint ck, tower_ck;
-    if (!wa_hf_checkpoint_open(ck, dir, root)) return false;
-    m->sources.push_back(cfg_path);
-
-    // the encoder: under the first prefix whose conv1 is there; a published Ultravox checkpoint
-    // holds its projector alone, and its audio tower is the encoder of the model it names
-    const wa_hf_prefix * pre = nullptr;
+    pre = nullptr;
     for (const wa_hf_prefix & p : WA_HF_PREFIXES)
         if (!pre && ck.find(std::string(p.encoder) + "conv1.weight")) pre = &p;
-    const wa_hf_checkpoint * enc = &ck;
-    std::string proj_prefix = pre ? pre->projector : "";
+    enc = &ck;
+    proj_prefix = pre ? pre->projector : "";
     if (!pre && hp.projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX && !opt.audio_model_id.empty()) {
         const std::string & id = opt.audio_model_id;
         std::string tdir = id, troot;
@@ -1315,56 +1460,31 @@ static bool hf_model_read(whisper_audio_model * m, std::string dir, const std::s
     }
     if (!pre) {
         wa_set_error("%s: no encoder tensors: none of model.encoder.conv1.weight, encoder.conv1.weight, audio_tower.conv1.weight, "
-                     "model.audio_tower.conv1.weight, conv1.weight is in the checkpoint", path);
+                     "model.audio_tower.conv1.weight, apm.conv1.weight, speech_encoder.conv1.weight, conv1.weight is in the checkpoint", path);
         return false;
     }
-    for (const wa_hf_checkpoint * c : {&ck, &tower_ck}) {
-        if (!c->index.empty()) m->sources.push_back(c->index);
-        for (const auto & f : c->files) m->sources.push_back(f->path);
-    }
+    return true;
+}
 
-    std::vector<wa_hf_source> sources;
-    std::set<std::string> taken;
-    const bool found = wa_for_each_tensor(hp, [&](const wa_tensor_desc & t, int il, const char * name) {
-        const char * hf = WA_HF_NAMES[&t - WA_TENSORS].hf;
-        if (!hf) return true;                               // the mel bank: computed below
-        char buf[GGUF_MAX_NAME + 1];
-        snprintf(buf, sizeof(buf), hf, il);
-        int64_t ne[4];
-        const int n_dims = wa_shape(hp, t, ne);
-        taken.insert(pre->encoder + std::string(buf));
-        return wa_hf_take(m, *enc, pre->encoder + std::string(buf), name, n_dims, ne, t.matrix, "encoder", sources);
-    });
-    if (!found) return false;
-    for (const wa_proj_desc & t : WA_PROJ_TENSORS) {
-        if (t.type != hp.projector) continue;
-        if (t.either && (t.name == std::string("multi_modal_projector.ln_mid.weight")) != opt.ln_mid) continue;
-        int64_t ne[3];
-        const int n_dims = wa_proj_shape(hp, t, ne);
-        taken.insert(proj_prefix + t.name);
-        if (!wa_hf_take(m, ck, proj_prefix + t.name, t.name, n_dims, ne, t.matrix, "projector", sources)) return false;
-    }
-    // the encoder's and projector's tensors that config.json does not account for (a layer
-    // beyond its count): the checkpoint holds another model than the one it describes
-    auto untaken = [&](const wa_hf_checkpoint & c, const std::vector<std::string> & prefixes, const char * what) {
-        std::vector<std::string> extra;
-        for (const auto & kv : c.where)
-            for (const std::string & p : prefixes)
-                if (kv.first.compare(0, p.size(), p) == 0 && !taken.count(kv.first)) { extra.push_back(kv.first); break; }
-        if (extra.empty()) return false;
-        std::sort(extra.begin(), extra.end());
-        wa_set_error("%s: %zu %s tensor%s that config.json does not describe, e.g. %s", c.dir.c_str(), extra.size(),
-                     what, extra.size() == 1 ? "" : "s", extra[0].c_str());
-        return true;
-    };
-    const std::vector<std::string> enc_prefixes = *pre->encoder ? std::vector<std::string>{pre->encoder}
-                                                : std::vector<std::string>{"conv", "layers.", "layer_norm.", "embed_positions."};
-    if (untaken(*enc, enc_prefixes, "encoder")) return false;
-    if (hp.projector != WHISPER_AUDIO_PROJECTOR_NONE && untaken(ck, {proj_prefix + "multi_modal_projector."}, "projector")) return false;
-    if (enc != &ck && untaken(ck, {"audio_tower.", "model.audio_tower."}, "audio-tower")) return false;   // not the tower alone: LoRA, a part
+// The checkpoint's tensors that config.json does not account for (a layer beyond its count), under
+// the encoder's and the projector's prefixes: the checkpoint holds another model than the one it
+// describes. True with the error set when there are some.
+static bool hf_untaken(const wa_hf_checkpoint & c, const std::vector<std::string> & prefixes, const char * what,
+                       const std::set<std::string> & taken) {
+    std::vector<std::string> extra;
+    for (const auto & kv : c.where)
+        for (const std::string & p : prefixes)
+            if (kv.first.compare(0, p.size(), p) == 0 && !taken.count(kv.first)) { extra.push_back(kv.first); break; }
+    if (extra.empty()) return false;
+    std::sort(extra.begin(), extra.end());
+    wa_set_error("%s: %zu %s tensor%s that config.json does not describe, e.g. %s", c.dir.c_str(), extra.size(),
+                 what, extra.size() == 1 ? "" : "s", extra[0].c_str());
+    return true;
+}
 
-    // read on every core: a tensor stored as held goes straight to its place, the rest through a
-    // buffer, widened (F16, BF16: exact) or rounded (F64)
+// The tensors of sources into the model's memory, read on every core: a tensor stored as held goes
+// straight to its place, the rest through a buffer, widened (F16, BF16: exact) or rounded (F64).
+static bool hf_read_sources(whisper_audio_model * m, const std::vector<wa_hf_source> & sources) {
     std::vector<gguf_tensor_info *> used;
     std::vector<uint64_t> sizes;
     for (gguf_tensor_info & t : m->tensors) { used.push_back(&t); sizes.push_back(t.bytes); }
@@ -1393,7 +1513,67 @@ static bool hf_model_read(whisper_audio_model * m, std::string dir, const std::s
         }
         return wa_nonfinite(s.file->path, s.name, t, d);
     });
-    if (!read) return false;
+    return read;
+}
+
+// A Hugging Face directory: dir; root: its folder in the Hugging Face cache ("": a local one).
+static bool hf_model_read(whisper_audio_model * m, std::string dir, const std::string & root) {
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    m->kind = whisper_audio_model::HF;
+    m->path = dir;
+    const char * path = dir.c_str();
+    const std::string cfg_path = dir + "/config.json";
+    if (!wa_hf_exists(cfg_path)) { wa_set_error("%s: no config.json: not a Hugging Face checkpoint directory", path); return false; }
+    wa_json cfg;
+    wa_hf_options opt;
+    if (!wa_hf_json(cfg_path, root, cfg) || !wa_hf_config(m, cfg, opt)) return false;
+    const whisper_audio_hparams & hp = m->hparams;
+    wa_hf_checkpoint ck, tower_ck;
+    if (!wa_hf_checkpoint_open(ck, dir, root)) return false;
+    m->sources.push_back(cfg_path);
+
+    const wa_hf_prefix * pre = nullptr;
+    const wa_hf_checkpoint * enc = nullptr;
+    std::string proj_prefix;
+    if (!hf_find_encoder(m, ck, tower_ck, opt, pre, enc, proj_prefix)) return false;
+    for (const wa_hf_checkpoint * c : {&ck, &tower_ck}) {
+        if (!c->index.empty()) m->sources.push_back(c->index);
+        for (const auto & f : c->files) m->sources.push_back(f->path);
+    }
+
+    // the encoder's tensors and the projector's, each found, checked and recorded under our name
+    std::vector<wa_hf_source> sources;
+    std::set<std::string> taken;
+    const bool found = wa_for_each_tensor(hp, [&](const wa_tensor_desc & t, int il, const char * name) {
+        const char * hf = WA_HF_NAMES[&t - WA_TENSORS].hf;
+        if (!hf) return true;                               // the mel bank: computed below
+        char buf[GGUF_MAX_NAME + 1];
+        snprintf(buf, sizeof(buf), hf, il);
+        int64_t ne[4];
+        const int n_dims = wa_shape(hp, t, ne);
+        taken.insert(pre->encoder + std::string(buf));
+        return wa_hf_take(m, *enc, pre->encoder + std::string(buf), name, n_dims, ne, t.matrix, "encoder", sources);
+    });
+    if (!found) return false;
+    for (const wa_proj_desc & t : WA_PROJ_TENSORS) {
+        if (t.type != hp.projector) continue;
+        if (t.either && (t.name == std::string("multi_modal_projector.ln_mid.weight")) != opt.ln_mid) continue;
+        int64_t ne[3];
+        const int n_dims = wa_proj_shape(hp, t, ne);
+        taken.insert(proj_prefix + t.name);
+        if (!wa_hf_take(m, ck, proj_prefix + t.name, t.name, n_dims, ne, t.matrix, "projector", sources)) return false;
+    }
+    const std::vector<std::string> enc_prefixes = *pre->encoder ? std::vector<std::string>{pre->encoder}
+                                                : std::vector<std::string>{"conv", "layers.", "layer_norm.", "embed_positions."};
+    if (hf_untaken(*enc, enc_prefixes, "encoder", taken)) return false;
+    // the projector's tensors sit under multi_modal_projector. but for MiniCPM-o's and MERaLiON-2's
+    const std::vector<std::string> proj_prefixes =
+        hp.projector == WHISPER_AUDIO_PROJECTOR_MINICPMO ? std::vector<std::string>{proj_prefix + "audio_projection_layer."}
+        : hp.projector == WHISPER_AUDIO_PROJECTOR_MERALION ? std::vector<std::string>{proj_prefix + "ln_speech.", proj_prefix + "speech_audio_adapter."}
+        : std::vector<std::string>{proj_prefix + "multi_modal_projector."};
+    if (hp.projector != WHISPER_AUDIO_PROJECTOR_NONE && hf_untaken(ck, proj_prefixes, "projector", taken)) return false;
+    if (enc != &ck && hf_untaken(ck, {"audio_tower.", "model.audio_tower."}, "audio-tower", taken)) return false;   // not the tower alone: LoRA, a part
+    if (!hf_read_sources(m, sources)) return false;
     m->hparams.weight_type = wa_weight_type((vt_type)m->find("encoder.layers.0.fc1.weight")->type);
     m->mel_computed.resize((size_t)hp.n_mels * WHISPER_AUDIO_N_BINS);   // as the feature extractor computes it
     wa_mel_filters_slaney(hp.n_mels, m->mel_computed.data());

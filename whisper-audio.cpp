@@ -425,43 +425,6 @@ bool check_tensor(const whisper_audio_model * m, const char * name, int n_dims, 
     return true;
 }
 
-// The two dialects of GGUF this reader takes: ours (whisper.*, the converter's) and llama.cpp's
-// mmproj (general.architecture "clip", its audio tower under clip.audio.*). One row of keys each.
-struct gguf_dialect {
-    const char * n_mels, * n_ctx, * n_state, * n_head, * n_layer, * n_ff, * eps;
-    const char * projector, * n_llm, * stack_factor;
-};
-static const gguf_dialect GGUF_OURS = {
-    "whisper.encoder.mels_count", "whisper.encoder.context_length", "whisper.encoder.embedding_length",
-    "whisper.encoder.attention.head_count", "whisper.encoder.block_count", "whisper.encoder.feed_forward_length",
-    "whisper.encoder.attention.layer_norm_epsilon",
-    "whisper.projector.type", "whisper.projector.embedding_length", "whisper.projector.stack_factor",
-};
-static const gguf_dialect GGUF_MMPROJ = {
-    "clip.audio.num_mel_bins", "clip.audio.context_length", "clip.audio.embedding_length",
-    "clip.audio.attention.head_count", "clip.audio.block_count", "clip.audio.feed_forward_length",
-    "clip.audio.attention.layer_norm_epsilon",
-    "clip.projector_type", "clip.audio.projection_dim", "clip.audio.projector.stack_factor",
-};
-
-// The header's key/values that this reader uses, type-checked; the rest are skipped.
-struct gguf_kv {
-    std::string arch, proj_type;
-    bool has_arch = false, has_proj_type = false, audio_proj_type = false;
-    uint32_t alignment = 32;
-    std::map<std::string, uint32_t> u32;
-    std::map<std::string, float> f32;
-    std::map<std::string, uint32_t> wrong_type;       // keys we read, stored with another GGUF type
-
-    // a key this reader needs that is absent, or there of another type (which says so)
-    bool missing(const char * path, const char * key, const char * want) const {
-        auto it = wrong_type.find(key);
-        if (it != wrong_type.end()) wa_set_error("%s: key %s has GGUF type %u, not %s", path, key, it->second, want);
-        else wa_set_error("%s: missing key %s (%s)", path, key, want);
-        return false;
-    }
-};
-
 static bool gguf_read_kv(whisper_audio_model * m, gguf_reader & r, uint64_t n_kv, gguf_kv & kv) {
     const char * path = m->path.c_str();
     auto is_ours = [](const std::string & k) {
@@ -628,6 +591,10 @@ static bool gguf_hparams(whisper_audio_model * m, gguf_kv & kv, const gguf_diale
     return true;
 }
 
+// A tower's checks of its keys and of what its tensors say: whisper-audio-towers.h
+static bool wa_tower_hparams(whisper_audio_model * m, const gguf_kv & kv, const gguf_dialect & d);
+static bool wa_tower_tensor_hparams(whisper_audio_model * m);
+
 // The projector: its type names the processing; an mmproj file always has one.
 static bool gguf_projector(whisper_audio_model * m, const gguf_kv & kv, const gguf_dialect & d) {
     const char * path = m->path.c_str();
@@ -654,52 +621,8 @@ static bool gguf_projector(whisper_audio_model * m, const gguf_kv & kv, const gg
         if (it == kv.u32.end()) return kv.missing(path, d.stack_factor, "uint32 (4)");
         if (it->second < 1 || it->second > 64) { wa_set_error("%s: %s = %u is outside [1, 64]", path, d.stack_factor, it->second); return false; }
         hp.stack_factor = (int)it->second;
-        if (hp.projector == WHISPER_AUDIO_PROJECTOR_VOXTRAL && hp.n_ctx % hp.stack_factor != 0) {
-            wa_set_error("%s: %s = %u does not divide the %d positions of a window (Voxtral stacks within one)", path,
-                         d.stack_factor, it->second, hp.n_ctx);
-            return false;
-        }
     }
-    // Ultravox's RMSNorm eps (its own class's 1e-6; llama.cpp's files do not store it); MERaLiON-2's
-    // ln_speech (nn.LayerNorm's default, which llama.cpp's meralion graph takes as the encoder's)
-    auto e = kv.f32.find("whisper.projector.layer_norm_epsilon");
-    hp.proj_eps = e != kv.f32.end() ? e->second : hp.projector == WHISPER_AUDIO_PROJECTOR_MERALION ? hp.eps : 1e-6f;
-    if (!(std::isfinite(hp.proj_eps) && hp.proj_eps > 0.0f)) {
-        wa_set_error("%s: whisper.projector.layer_norm_epsilon is %g; it must be a positive finite number", path, hp.proj_eps);
-        return false;
-    }
-    if (hp.projector == WHISPER_AUDIO_PROJECTOR_GLMASR && hp.n_rot == 0)
-        return kv.missing(path, "whisper.encoder.rope.dimension_count", "uint32 (4)");
-    if (hp.projector == WHISPER_AUDIO_PROJECTOR_QWEN25O && hp.n_chunk == 0) {
-        if (!m->mmproj) return kv.missing(path, "whisper.encoder.chunk_length", "uint32 (4)");
-        hp.n_chunk = 200;                 // Qwen2_5OmniAudioEncoderConfig's n_window 100, as every release has it
-    }
-    const bool aut = hp.projector == WHISPER_AUDIO_PROJECTOR_QWEN3A;
-    if (aut && m->mmproj) {               // llama.cpp's qwen3a stores neither (its graph fixes them): the config's
-        hp.n_chunk = 100;                 // n_window 50 and n_window_infer 800, as every release has them; the
-        hp.n_attn_window = 800;           // channels from conv2d1's weight once the tensors are read
-        hp.n_conv = 1;
-    }
-    if (aut && (hp.n_conv == 0 || hp.n_chunk == 0 || hp.n_attn_window == 0)) {
-        return kv.missing(path, hp.n_conv == 0 ? "whisper.encoder.conv2d.channels" : hp.n_chunk == 0 ? "whisper.encoder.chunk_length"
-                                : "whisper.encoder.attention.window_length", "uint32 (4)");
-    }
-    if (hp.n_chunk && hp.projector != WHISPER_AUDIO_PROJECTOR_QWEN25O && !aut) {
-        wa_set_error("%s: whisper.encoder.chunk_length is set for a model that is not Qwen2.5-Omni's or Qwen3-Omni's tower", path);
-        return false;
-    }
-    if ((hp.n_conv || hp.n_attn_window) && !aut) {
-        wa_set_error("%s: whisper.encoder.%s is set for a model that is not Qwen3-Omni's tower", path,
-                     hp.n_conv ? "conv2d.channels" : "attention.window_length");
-        return false;
-    }
-    if (hp.projector == WHISPER_AUDIO_PROJECTOR_MINICPMO && hp.n_causal == 0)
-        return kv.missing(path, "whisper.encoder.attention.causal_chunk", "uint32 (4)");
-    if (hp.n_causal && hp.projector != WHISPER_AUDIO_PROJECTOR_MINICPMO) {
-        wa_set_error("%s: whisper.encoder.attention.causal_chunk is set for a model that is not MiniCPM-o's tower", path);
-        return false;
-    }
-    return true;
+    return wa_tower_hparams(m, kv, d);
 }
 
 static bool gguf_read_tensor_infos(whisper_audio_model * m, gguf_reader & r, uint64_t n_tensors) {
@@ -844,35 +767,7 @@ static bool model_parse(whisper_audio_model * m, gguf_reader & r) {
     if (!gguf_hparams(m, kv, dialect) || !gguf_projector(m, kv, dialect)) return false;
     if (!gguf_read_tensor_infos(m, r, n_tensors)) return false;
     if (m->mmproj && !mmproj_rename_tensors(m)) return false;
-    whisper_audio_hparams & hp = m->hparams;
-    if (m->mmproj && hp.projector == WHISPER_AUDIO_PROJECTOR_QWEN3A) {   // its Conv2d stem's channels: conv2d1 [c, 1, 3, 3]
-        const gguf_tensor_info * c1 = m->find("encoder.conv2d1.weight");
-        if (!c1 || c1->n_dims != 4 || c1->ne[3] < 1 || c1->ne[3] > 4096) {
-            wa_set_error("%s: qwen3a: tensor '%s' is %s; the Conv2d stem's first kernel [c, 1, 3, 3] is needed", m->path.c_str(),
-                         wa_file_name(m, "encoder.conv2d1.weight").c_str(), c1 ? "of another shape" : "missing");
-            return false;
-        }
-        hp.n_conv = (int)c1->ne[3];
-    }
-    // Ultravox: linear_1's output width (SwiGLU halves it) comes from the tensor
-    if (const gguf_tensor_info * l1 = m->find("multi_modal_projector.linear_1.weight");
-        l1 && hp.projector == WHISPER_AUDIO_PROJECTOR_GLMASR && l1->n_dims == 2) {
-        hp.n_proj_ff = (int)l1->ne[1];                    // GLM-ASR: 2 n_llm; checked against the rows' shapes
-    }
-    if (const gguf_tensor_info * l1 = m->find("adapter.linear1.weight");
-        l1 && hp.projector == WHISPER_AUDIO_PROJECTOR_STEPAUDIO2 && l1->n_dims == 2) {
-        hp.n_proj_ff = (int)l1->ne[1];                    // Step-Audio 2: its adapter's width (2048); checked by the rows
-    }
-    if (const gguf_tensor_info * l1 = m->find("multi_modal_projector.linear_1.weight");
-        l1 && hp.projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX) {
-        if (l1->n_dims != 2 || l1->ne[1] % 2 != 0) {
-            wa_set_error("%s: tensor '%s' has %d dims, outermost %lld: Ultravox's SwiGLU needs [even, %d x %d]", path,
-                         wa_file_name(m, "multi_modal_projector.linear_1.weight").c_str(), l1->n_dims,
-                         (long long)l1->ne[l1->n_dims - 1], hp.stack_factor, hp.n_state);
-            return false;
-        }
-        hp.n_proj_ff = (int)l1->ne[1];
-    }
+    if (!wa_tower_tensor_hparams(m)) return false;
     return gguf_check_data(m, r.pos, kv.alignment);
 }
 
@@ -1110,303 +1005,10 @@ struct whisper_audio_encoder {
     whisper_audio_timings timings{};     // since init or the last reset
 };
 
-// ---- the audio LLMs' towers: each a builder and a row of WA_TOWERS ----------------------
-//
-// A tower's builder follows the encoder's last layer, each step as the model's own code:
-// cur [B, T, d] -> [B, tokens, n_llm] with the projector (params.projector), else the tower's
-// own rows [B, rows, d].
+// ---- the audio LLMs' towers: whisper-audio-towers.h ------------------------------------------
 
-// Qwen2AudioEncoder: avg_pooler, layer_norm; Qwen2AudioMultiModalProjector's linear
-static vt_tensor * build_qwen2a(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
-    cur = vt_avg_pool2(ctx, cur);
-    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
-    if (enc->params.projector) cur = vt_linear(ctx, cur, enc->proj.fc1_w, enc->proj.fc1_b, VT_ACT_NONE, nullptr);
-    return cur;
-}
+#include "whisper-audio-towers.h"
 
-// layer_norm; get_audio_features: reshape(-1, 4 d), linear_1, GELU, linear_2
-static vt_tensor * build_voxtral(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
-    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
-    if (!enc->params.projector) return cur;
-    cur = vt_stack_frames(ctx, cur, enc->hparams.stack_factor);
-    cur = vt_linear(ctx, cur, enc->proj.fc1_w, nullptr, VT_ACT_GELU, nullptr);
-    return vt_linear(ctx, cur, enc->proj.fc2_w, nullptr, VT_ACT_NONE, nullptr);
-}
-
-// layer_norm; UltravoxProjector: stack (the tail zero-padded), ln_pre, linear_1, SwiGLU, ln_mid,
-// linear_2, ln_post (v0.4: ln_post after linear_2 instead of ln_mid)
-static vt_tensor * build_ultravox(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
-    const wa_projector & p = enc->proj;
-    const float eps = enc->hparams.proj_eps;
-    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
-    if (!enc->params.projector) return cur;
-    cur = vt_stack_frames(ctx, cur, enc->hparams.stack_factor);
-    cur = vt_rms_norm(ctx, cur, p.ln_pre_w, eps);
-    cur = vt_linear(ctx, cur, p.fc1_w, nullptr, VT_ACT_NONE, nullptr);
-    cur = vt_swiglu(ctx, cur);
-    if (p.ln_mid_w) cur = vt_rms_norm(ctx, cur, p.ln_mid_w, eps);
-    cur = vt_linear(ctx, cur, p.fc2_w, nullptr, VT_ACT_NONE, nullptr);
-    if (p.ln_post_w) cur = vt_rms_norm(ctx, cur, p.ln_post_w, eps);
-    return cur;
-}
-
-// AudioFlamingo3Encoder: avg_pooler, layer_norm (Qwen2-Audio's); AudioFlamingo3MultiModalProjector:
-// linear_1, GELU, linear_2
-static vt_tensor * build_af3(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
-    const wa_projector & p = enc->proj;
-    cur = vt_avg_pool2(ctx, cur);
-    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
-    if (!enc->params.projector) return cur;
-    cur = vt_linear(ctx, cur, p.fc1_w, p.fc1_b, VT_ACT_GELU, nullptr);
-    return vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
-}
-
-// GlmAsrEncoder's norm; GlmAsrModel.get_audio_features: reshape(-1, intermediate_size) (4 positions
-// stacked), GlmAsrMultiModalProjector's linear_1, GELU, linear_2
-static vt_tensor * build_glmasr(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
-    const wa_projector & p = enc->proj;
-    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
-    if (!enc->params.projector) return cur;
-    cur = vt_stack_frames(ctx, cur, enc->hparams.stack_factor);
-    cur = vt_linear(ctx, cur, p.fc1_w, p.fc1_b, VT_ACT_GELU, nullptr);
-    return vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
-}
-
-// Qwen2_5OmniAudioEncoder.forward after its layers: the stride-2 average pooling (its pool_indices:
-// pairs of positions, the last of an odd count left out), ln_post, proj. (The chunked conv stem and
-// block-diagonal attention are the encoder's, by hparams.n_chunk.)
-static vt_tensor * build_qwen25o(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
-    cur = vt_avg_pool2(ctx, cur);
-    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
-    if (enc->params.projector) cur = vt_linear(ctx, cur, enc->proj.fc1_w, enc->proj.fc1_b, VT_ACT_NONE, nullptr);
-    return cur;
-}
-
-// MiniCPMO.get_audio_embedding after apm (block-causal attention is the encoder's, by
-// hparams.n_causal): hidden_states[-1] (the last layer through apm's layer_norm),
-// audio_projection_layer (linear1, ReLU, linear2), then audio_avg_pooler (AvgPool1d(2, 2) over
-// time: pairs of positions, an odd last one left out; fewer than 2 positions give no token).
-static vt_tensor * build_minicpmo(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
-    const wa_projector & p = enc->proj;
-    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
-    if (!enc->params.projector) return cur;
-    cur = vt_linear(ctx, cur, p.fc1_w, p.fc1_b, VT_ACT_NONE, nullptr);
-    cur = vt_relu(ctx, cur);
-    cur = vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
-    return cur->ne[1] >= 2 ? vt_avg_pool2(ctx, cur) : cur;
-}
-
-// Kimi-Audio: WhisperEncoder.tokenize_waveform's speech_encoder(mel).last_hidden_state (through its
-// layer_norm), extract_whisper_feat's reshape to [T / 4, 4 d] (4 positions stacked), then the
-// language model's VQAdaptor: layers 0 (linear), 1 (SiLU), 3 (linear), 4 (LayerNorm, rms_norm_eps).
-static vt_tensor * build_kimiaudio(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
-    const wa_projector & p = enc->proj;
-    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
-    if (!enc->params.projector) return cur;
-    cur = vt_stack_frames(ctx, cur, enc->hparams.stack_factor);
-    cur = vt_linear(ctx, cur, p.fc1_w, p.fc1_b, VT_ACT_NONE, nullptr);
-    cur = vt_silu(ctx, cur);
-    cur = vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
-    return vt_layer_norm(ctx, cur, p.norm_w, p.norm_b, enc->hparams.proj_eps);
-}
-
-// Step-Audio 2: AudioEncoder.forward after its blocks (avg_pooler: pairs of positions, an odd last
-// one left out; after_norm), then its Adaptor: conv (kernel 3, stride 2, padding 1) + GELU,
-// linear1, ReLU, linear2. The rows its lengths rule keeps are the first (wa_tower.rows).
-static vt_tensor * build_stepaudio2(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
-    const wa_projector & p = enc->proj;
-    cur = vt_avg_pool2(ctx, cur);
-    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
-    if (!enc->params.projector) return cur;
-    cur = vt_conv1d_k3(ctx, cur, p.conv_w, p.conv_b, 2, VT_ACT_GELU, nullptr);
-    cur = vt_linear(ctx, cur, p.fc1_w, p.fc1_b, VT_ACT_NONE, nullptr);
-    cur = vt_relu(ctx, cur);
-    return vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
-}
-
-// MERaLiON-2 (MERaLiON2ForConditionalGeneration's speech path): speech_encoder(...).last_hidden_state
-// (through its layer_norm), ln_speech, then speech_audio_adapter: reshape to [T / 15, 15 d]
-// (speech_mlp_scale_factor positions stacked), mlp_adapter (linear, SiLU), act_fn(gate_proj(h)) *
-// pool_proj(h), out_proj. The tower's rows are the encoder's (ln_speech is the adapter's side).
-static vt_tensor * build_meralion(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
-    const wa_projector & p = enc->proj;
-    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
-    if (!enc->params.projector) return cur;
-    cur = vt_layer_norm(ctx, cur, p.norm_w, p.norm_b, enc->hparams.proj_eps);
-    cur = vt_stack_frames(ctx, cur, enc->hparams.stack_factor);
-    cur = vt_linear(ctx, cur, p.fc1_w, p.fc1_b, VT_ACT_NONE, nullptr);
-    cur = vt_silu(ctx, cur);
-    vt_tensor * gate = vt_linear(ctx, cur, p.gate_w, p.gate_b, VT_ACT_NONE, nullptr);
-    vt_tensor * pool = vt_linear(ctx, cur, p.pool_w, p.pool_b, VT_ACT_NONE, nullptr);
-    cur = vt_silu_mul(ctx, gate, pool);
-    return vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
-}
-
-// Qwen3OmniMoeAudioEncoder.forward after its layers: ln_post, then proj1, GELU, proj2 (the
-// projector; the tower's rows are ln_post's).
-static vt_tensor * build_qwen3a(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
-    const wa_projector & p = enc->proj;
-    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
-    if (!enc->params.projector) return cur;
-    cur = vt_linear(ctx, cur, p.fc1_w, p.fc1_b, VT_ACT_GELU, nullptr);
-    return vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
-}
-
-// The rows a chunk gives from its mel frames that hold audio (conv2's stride 2 makes
-// ceil(frames / 2) positions).
-static int positions_of(int frames) { return frames < 1 ? 0 : (frames - 1) / 2 + 1; }
-
-// The AuT's positions (and tokens) from mel frames: transformers' _get_feat_extract_output_lengths,
-// each chunk of n_chunk frames three halvings ((x - 1) // 2 + 1: 100 -> 13), the last chunk its rest's.
-static int aut_positions(const whisper_audio_hparams & hp, int frames) {
-    auto l3 = [](int x) { for (int i = 0; i < 3; i++) x = x < 1 ? 0 : (x - 1) / 2 + 1; return x; };
-    return frames / hp.n_chunk * l3(hp.n_chunk) + l3(frames % hp.n_chunk);
-}
-// The positions holding audio of a window of `frames` such frames: the AuT's, or Whisper's.
-static int wa_positions(const whisper_audio_hparams & hp, int frames) {
-    return hp.n_conv ? aut_positions(hp, frames) : positions_of(frames);
-}
-// The mel frames a window of a whole-signal tower takes (and its next starts from): 3000, or for
-// the AuT the most whole attention windows in 3000 (2400 for n_attn_window 800), so that windows
-// cut where the model's attention windows do.
-static int wa_window_frames(const whisper_audio_hparams & hp) {
-    return hp.n_attn_window ? WHISPER_AUDIO_N_FRAMES / hp.n_attn_window * hp.n_attn_window : WHISPER_AUDIO_N_FRAMES;
-}
-static int rows_qwen3a(const whisper_audio_hparams & hp, int frames, bool) { return aut_positions(hp, frames); }
-static int rows_qwen2a(const whisper_audio_hparams &, int frames, bool) { return positions_of(frames) / 2; }   // (pos - 2) // 2 + 1
-static int rows_voxtral(const whisper_audio_hparams & hp, int, bool projector) {   // (MERaLiON-2's too: 1500 / 15)
-    return projector ? hp.n_ctx / hp.stack_factor : hp.n_ctx;
-}
-static int rows_ultravox(const whisper_audio_hparams & hp, int frames, bool projector) {
-    const int pos = positions_of(frames);
-    return projector ? (pos + hp.stack_factor - 1) / hp.stack_factor : pos;
-}
-
-// The mel frames an input of n samples gives, as the model's processor prepares it; each
-// chunk of 3000 of them is one encoder window.
-static int64_t frames_qwen2a(size_t n) {       // its first 30 s, a frame per started hop
-    return (int64_t)((std::min<size_t>(n, WHISPER_AUDIO_N_SAMPLES) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
-}
-static int64_t frames_voxtral(size_t n) {      // padded to a multiple of 30 s
-    return (int64_t)whisper_audio_n_windows(n) * WHISPER_AUDIO_N_FRAMES;
-}
-static int64_t frames_af3(size_t n) {          // its first 600 s (max_audio_len), a frame per started hop
-    return (int64_t)((std::min<size_t>(n, 20 * WHISPER_AUDIO_N_SAMPLES) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
-}
-// MERaLiON-2 (MERaLiON2Processor): number_chunk_limit = time_duration_limit 300 // whisper_chunk_size 30
-static const size_t MERALION_MAX_SAMPLES = 10 * (size_t)WHISPER_AUDIO_N_SAMPLES;
-static int64_t frames_meralion(size_t n) {     // its first 10 chunks of 30 s, a frame per started hop
-    return (int64_t)((std::min(n, MERALION_MAX_SAMPLES) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
-}
-static int rows_glmasr(const whisper_audio_hparams & hp, int frames, bool projector) {   // (pos - 4) // 4 + 1
-    return projector ? positions_of(frames) / hp.stack_factor : positions_of(frames);
-}
-static int64_t frames_glmasr(size_t n) {       // its first 21 windows (max_audio_len 655 s), a frame per started hop
-    return (int64_t)((std::min<size_t>(n, 21 * WHISPER_AUDIO_N_SAMPLES) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
-}
-static int rows_minicpmo(const whisper_audio_hparams &, int frames, bool projector) {   // (pos - 2) // 2 + 1
-    return projector ? positions_of(frames) / 2 : positions_of(frames);
-}
-static int64_t frames_all(size_t n) {          // all of it (30 s windows, no limit), a frame per started hop
-    return (int64_t)((n + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
-}
-// Kimi-Audio: token_len = (L - 1) // 1280 + 1 of a window of L samples (ceil(frames / 8) for its
-// ceil(L / 160) frames), each from 4 positions; the tower's rows those token_len * 4 positions
-static int rows_kimiaudio(const whisper_audio_hparams & hp, int frames, bool projector) {
-    const int tokens = frames < 1 ? 0 : (frames - 1) / (2 * hp.stack_factor) + 1;
-    return projector ? tokens : tokens * hp.stack_factor;
-}
-// Step-Audio 2: of L = wav_lens frames (ceil(w / 160) of a window of w samples; the graph's own frame
-// count gives its output's rows the same way) E = (L + 1) // 2 // 2 pooled positions, and the
-// adapter's (E - 1) // 2 + 1 tokens (forward's feat_lens; none for E = 0)
-static int rows_stepaudio2(const whisper_audio_hparams &, int frames, bool projector) {
-    const int pooled = (frames + 1) / 2 / 2;
-    return projector ? (pooled < 1 ? 0 : (pooled - 1) / 2 + 1) : pooled;
-}
-static int64_t frames_qwen3a(size_t n) {       // unpadded (padding "longest"): the STFT's 1 + n // 160 frames less its last
-    return (int64_t)(n / WHISPER_AUDIO_HOP);
-}
-static int64_t frames_ultravox(size_t n) {     // at least 2 hops, padded to a hop
-    return (int64_t)((std::max<size_t>(n, 2 * WHISPER_AUDIO_HOP) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
-}
-
-// One row per audio LLM: what its processor and code do with an input, for the pipeline, the
-// token counts and the graph. A new tower is a row, a builder and its tests.
-struct wa_tower {
-    whisper_audio_projector type;
-    size_t max_samples;          // the most of an input the processor keeps (0: all of it)
-    bool whole_signal;           // one log-mel over the whole input, its clamp over all of it (else
-                                 // each 30 s window its own, zero-padded)
-    bool unpadded;               // an input of one chunk runs at its own length (positional embedding sliced)
-    bool masked;                 // attention masked past the positions that hold audio
-    int64_t (*frames)(size_t n_samples);
-    int (*rows)(const whisper_audio_hparams & hp, int frames, bool projector);
-    vt_tensor * (*build)(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur);
-    bool tail_by_frames;        // a later window of an input (not its first) that holds less than 30 s: its mel
-                                 // frames past the audio read as zero and its keys masked at its mel frame
-                                 // count, not its positions (MiniCPM-o: pad_sequence's 0.0, and its padding
-                                 // mask compares positions with audio_feature_lens, the mel frames)
-    bool normalized = false;     // each window's samples to zero mean and unit variance over its audio before the
-                                 // log-mel, its padding zero (WhisperFeatureExtractor's do_normalize: MERaLiON-2)
-    // Step-Audio 2's windows: window_samples each (0: 30 s), each its own log-mel of its audio and
-    // mel_pad zero samples ((w + mel_pad) / 160 frames, its clamp over those), L = ceil(w / 160) frames
-    // its length (padding_mels' frames - 2) and its keys conv2's sampling of them (mask[(T + 1) % 2 :: 2]
-    // of T frames run); a later window runs at a whole one's frames (padding_mels pads to the longest)
-    size_t window_samples = 0;
-    int mel_pad = 0;
-};
-
-static const wa_tower WA_TOWERS[] = {
-    //  type                               max_samples               whole  unpad  mask  frames rows build tail_by_frames normalized
-    { WHISPER_AUDIO_PROJECTOR_QWEN2A,   WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_qwen2a,   rows_qwen2a,   build_qwen2a,   false, false },
-    { WHISPER_AUDIO_PROJECTOR_VOXTRAL,  0,                       true,  false, false, frames_voxtral,  rows_voxtral,  build_voxtral,  false, false },
-    { WHISPER_AUDIO_PROJECTOR_ULTRAVOX, 0,                       true,  true,  true,  frames_ultravox, rows_ultravox, build_ultravox, false, false },
-    // Audio Flamingo 3: each 30 s window as Qwen2-Audio's one (padded, its own log-mel, masked)
-    { WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, 20 * WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_af3, rows_qwen2a, build_af3, false, false },
-    // GLM-ASR: each 30 s window padded with its own log-mel, attention over all of it (no mask)
-    { WHISPER_AUDIO_PROJECTOR_GLMASR,   21 * WHISPER_AUDIO_N_SAMPLES, false, false, false, frames_glmasr, rows_glmasr, build_glmasr, false, false },
-    // Qwen2.5-Omni: its first 30 s as Qwen2-Audio's (Qwen2_5OmniProcessor pads to 30 s and truncates
-    // there), the encoder over chunks of hparams.n_chunk frames (conv stem and attention per chunk,
-    // the frames past the audio zero), then Qwen2-Audio's pooling and token rule
-    { WHISPER_AUDIO_PROJECTOR_QWEN25O,  WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_qwen2a,   rows_qwen2a,   build_qwen25o,  false, false },
-    // MiniCPM-o 2.6 (MiniCPMOProcessor.audio_feature_extract, MiniCPMO.get_audio_embedding): an input of
-    // at most 30 s runs at its own frames (the 30 s window's log-mel cut there); a longer one in 30 s
-    // windows, each its own log-mel, the last one's frames past its audio zero and masked by its rule
-    // (tail_by_frames); block-causal attention over hparams.n_causal positions a block
-    { WHISPER_AUDIO_PROJECTOR_MINICPMO, 0,                       false, true,  true,  frames_all, rows_minicpmo, build_minicpmo, true,  false },
-    // Kimi-Audio (WhisperEncoder.tokenize_waveform): all of it in 30 s windows, each padded with its own
-    // log-mel, attention over all of it (no mask), the first token_len * 4 positions kept
-    { WHISPER_AUDIO_PROJECTOR_KIMIAUDIO, 0,                      false, false, false, frames_all, rows_kimiaudio, build_kimiaudio, false, false },
-    // Qwen3-Omni: all of the input (Qwen3OmniMoeProcessor: padding True, truncation False), one log-mel
-    // of it, cut into windows of wa_window_frames (whole attention windows) masked past the audio; a
-    // window shorter than one chunk runs at its own length (transformers pads chunks to the longest)
-    { WHISPER_AUDIO_PROJECTOR_QWEN3A,   0,                       true,  false, true,  frames_qwen3a,   rows_qwen3a,   build_qwen3a,   false, false },
-    // Step-Audio 2 (StepAudio2.apply_chat_template, padding_mels, AudioEncoder, Adaptor): all of it in
-    // 25 s windows, an input of one at its own frames, masked by its length rule
-    { WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, 0,                     false, true,  true,  frames_all, rows_stepaudio2, build_stepaudio2, false, false,
-      25 * WHISPER_AUDIO_SAMPLE_RATE, 479 },
-    // MERaLiON-2 (MERaLiON2Processor): its first 10 chunks of 30 s, each normalised (do_normalize) and
-    // padded with its own log-mel, attention over all of it (WhisperEncoder takes no mask), 100 tokens each
-    { WHISPER_AUDIO_PROJECTOR_MERALION, MERALION_MAX_SAMPLES,    false, false, false, frames_meralion, rows_voxtral, build_meralion, false, true },
-};
-
-static const wa_tower * wa_tower_of(whisper_audio_projector type) {
-    for (const wa_tower & t : WA_TOWERS) if (t.type == type) return &t;
-    return nullptr;
-}
-
-// A window's samples (30 s, or the tower's), and the mel frames a whole one runs at
-static size_t wa_window_samples(const wa_tower * t) { return t && t->window_samples ? t->window_samples : WHISPER_AUDIO_N_SAMPLES; }
-static int wa_full_frames(const wa_tower * t) {
-    return t && t->window_samples ? (int)((t->window_samples + t->mel_pad) / WHISPER_AUDIO_HOP) : WHISPER_AUDIO_N_FRAMES;
-}
-// The mel frames of a mel_pad tower's window of n samples: its audio and the zeros after it
-static int wa_padded_frames(const wa_tower & t, size_t n) {
-    return (int)std::min<size_t>(WHISPER_AUDIO_N_FRAMES, (n + t.mel_pad) / WHISPER_AUDIO_HOP);
-}
-// Step-Audio 2's keys of a window of `frames` frames long run at n_frames: those of conv2's positions
-// whose frame mask[(n_frames + 1) % 2 :: 2] holds (make_non_pad_mask of its length)
-static int wa_keys_of(int frames, int n_frames) { return std::max(0, (frames - (n_frames + 1) % 2 + 1) / 2); }
 
 // Builds the forward for a batch of mel windows: mel [B, n_mels, F] -> [B, (F + 1) / 2, d]; F
 // is 3000 for a padded 30 s window, or fewer for an unpadded one. kv_len [B] (or NULL):
@@ -1591,9 +1193,8 @@ static bool upload_weights(whisper_audio_encoder * enc, const whisper_audio_mode
     });
 }
 
-static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, whisper_audio_encoder_params params) {
-    if (!model) { wa_set_error("whisper_audio_encoder_init: no model"); return nullptr; }
-    const whisper_audio_hparams & hp = model->hparams;
+// The encoder parameters a caller can get wrong, each refused with its allowed range.
+static bool encoder_check_params(const whisper_audio_hparams & hp, const whisper_audio_encoder_params & params) {
     // a C caller may store any int in the enum fields, which C++ may not load as the enum: read the bytes
     static_assert(sizeof(params.device) == sizeof(int) && sizeof(params.dtype) == sizeof(int), "enums as int");
     int device, dtype;
@@ -1601,29 +1202,27 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
     memcpy(&dtype, &params.dtype, sizeof(int));
     if (device != WHISPER_AUDIO_DEVICE_AUTO && device != WHISPER_AUDIO_DEVICE_CPU && device != WHISPER_AUDIO_DEVICE_CUDA) {
         wa_set_error("device %d is not WHISPER_AUDIO_DEVICE_AUTO, _CPU or _CUDA", device);
-        return nullptr;
+        return false;
     }
     if (dtype != WHISPER_AUDIO_DTYPE_F16 && dtype != WHISPER_AUDIO_DTYPE_BF16 && dtype != WHISPER_AUDIO_DTYPE_FP8) {
         wa_set_error("dtype %d is not WHISPER_AUDIO_DTYPE_F16, _BF16 or _FP8", dtype);
-        return nullptr;
+        return false;
     }
-    if (params.gpu_device < 0) { wa_set_error("gpu_device %d is negative", params.gpu_device); return nullptr; }
+    if (params.gpu_device < 0) { wa_set_error("gpu_device %d is negative", params.gpu_device); return false; }
     if (params.max_batch < 1 || params.max_batch > WHISPER_AUDIO_MAX_BATCH) {
         wa_set_error("batch size %d is outside [1, %d]", params.max_batch, WHISPER_AUDIO_MAX_BATCH);
-        return nullptr;
+        return false;
     }
     if (params.output_layer < WHISPER_AUDIO_POST_CONV || params.output_layer >= hp.n_layer) {
         wa_set_error("output layer %d is outside [0, %d] (-1: the last layer)", params.output_layer, hp.n_layer - 1);
-        return nullptr;
+        return false;
     }
+    return true;
+}
 
-    std::unique_ptr<whisper_audio_encoder, void (*)(whisper_audio_encoder *)> owner(new whisper_audio_encoder,
-                                                                                  whisper_audio_encoder_free);
-    whisper_audio_encoder * enc = owner.get();
-    enc->hparams = hp;
-    enc->mel_filters.assign(model->mel_filters, model->mel_filters + (size_t)hp.n_mels * WHISPER_AUDIO_N_BINS);
-    enc->params = params;
-    enc->params.n_threads = wa_n_threads(params.n_threads);
+// The encoder's backend: the GPU when asked for (or, for auto, when one is there), else the CPU.
+static bool encoder_backend_init(whisper_audio_encoder * enc) {
+    const whisper_audio_encoder_params & params = enc->params;
     const vt_type cuda_type = params.dtype == WHISPER_AUDIO_DTYPE_F16 ? VT_TYPE_F16 : VT_TYPE_BF16;
     // auto tries the GPU only where a device is there (so that a CPU machine does not open cuBLASLt)
     if (params.device == WHISPER_AUDIO_DEVICE_CUDA || (params.device == WHISPER_AUDIO_DEVICE_AUTO && vt_backend_device_count(WA_GPU_BACKEND) > 0)) {
@@ -1634,7 +1233,7 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
         const bool fp8_refused = params.dtype == WHISPER_AUDIO_DTYPE_FP8 && vt_backend_device_count(WA_GPU_BACKEND) > 0;
         if (!enc->backend && (params.device == WHISPER_AUDIO_DEVICE_CUDA || fp8_refused)) {
             wa_set_error("CUDA backend unavailable: %s", vt_last_error());
-            return nullptr;
+            return false;
         }
     }
     const bool on_gpu = enc->backend != nullptr;
@@ -1645,10 +1244,18 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
                                        enc->params.n_threads, false};
         enc->backend = vt_backend_init("cpu", 0, &cpu);
     }
-    if (!enc->backend) { wa_set_error("%s", vt_last_error()); return nullptr; }
+    if (!enc->backend) { wa_set_error("%s", vt_last_error()); return false; }
+    enc->mel_in_graph = on_gpu;
+    return true;
+}
 
-    // weights: a tensor per row of WA_TENSORS (one for a fused tensor's rows), matrices in the
-    // compute type, the rest in f32, named as in the model file (a fused one as its first part)
+// The weights' tensors: a tensor per row of WA_TENSORS (one for a fused tensor's rows), the mel
+// bank where the backend makes the log-mel, and the projector's, each paired in proj with the
+// model's tensor it is uploaded from.
+static void encoder_make_weights(whisper_audio_encoder * enc, const whisper_audio_model * model,
+                                 std::vector<std::pair<vt_tensor *, const gguf_tensor_info *>> & proj) {
+    const whisper_audio_hparams & hp = enc->hparams;
+    // matrices in the compute type, the rest in f32, named as in the model file (a fused one as its first part)
     const vt_type mt = vt_backend_compute_type(enc->backend);
     const int n_proj_rows = (int)(sizeof(WA_PROJ_TENSORS) / sizeof(WA_PROJ_TENSORS[0]));
     vt_context * ctx = enc->wctx = vt_init(wa_n_made(false) + wa_n_made(true) * hp.n_layer + n_proj_rows + 1);
@@ -1662,11 +1269,10 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
         *dst = vt_new_tensor(ctx, t.matrix ? mt : VT_TYPE_F32, n_dims, ne);
         vt_set_weight(*dst);
         vt_set_name(*dst, "%s", name);
-        // --dtype fp8: the linear layers of every block but the first and the last in e4m3.
-        // On real base (tests/gpu/fp8-layers.py, relative L2 against float64) FP8 in the first
-        // block too doubles the error (8.5% -> 4.1% without it) and changed a transcript; the
-        // last in bf16 takes 11-12% more off (4.1-4.6% -> 3.6-4.1%), for a 31st of large-v3's
-        // gain. A model of two blocks keeps its second in FP8 (else the mode would be bf16's).
+        // --dtype fp8: the linear layers of every block but the first and the last in e4m3. The
+        // first and last blocks carry most of FP8's error into the output (docs/BENCHMARKS.md,
+        // tests/gpu/fp8-layers.py); a model of two blocks keeps its second in FP8, else the mode
+        // would be bf16's.
         const bool bf16_block = il == 0 || (il == hp.n_layer - 1 && hp.n_layer > 2);
         if (t.matrix && !bf16_block && n_dims == 2) vt_set_fp8(*dst);
         return true;
@@ -1674,14 +1280,12 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
     // the GPU makes the log-mel in the graph (vt_log_mel, PCM in); the CPU keeps the host path
     // (log_mel_frames: its FFT is faster there than vt's reference DFT, and is the reference's
     // bits, which the committed outputs hold)
-    enc->mel_in_graph = on_gpu;
     if (enc->mel_in_graph) {
         enc->mel_filters_t = vt_new_tensor_2d(ctx, VT_TYPE_F32, WHISPER_AUDIO_N_BINS, hp.n_mels);
         vt_set_weight(enc->mel_filters_t);
         vt_set_name(enc->mel_filters_t, "mel_filters");
     }
     // the projector's: the rows of its type that the model has (load checked which)
-    std::vector<std::pair<vt_tensor *, const gguf_tensor_info *>> proj;
     for (const wa_proj_desc & t : WA_PROJ_TENSORS) {
         const gguf_tensor_info * src = t.type == hp.projector ? model->find(t.name) : nullptr;
         if (!src) continue;
@@ -1691,7 +1295,24 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
         vt_set_name(dst, "%s", t.name);
         proj.emplace_back(dst, src);
     }
-    if (!vt_backend_alloc_weights(enc->backend, ctx)) {
+}
+
+static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, whisper_audio_encoder_params params) {
+    if (!model) { wa_set_error("whisper_audio_encoder_init: no model"); return nullptr; }
+    const whisper_audio_hparams & hp = model->hparams;
+    if (!encoder_check_params(hp, params)) return nullptr;
+
+    std::unique_ptr<whisper_audio_encoder, void (*)(whisper_audio_encoder *)> owner(new whisper_audio_encoder,
+                                                                                  whisper_audio_encoder_free);
+    whisper_audio_encoder * enc = owner.get();
+    enc->hparams = hp;
+    enc->mel_filters.assign(model->mel_filters, model->mel_filters + (size_t)hp.n_mels * WHISPER_AUDIO_N_BINS);
+    enc->params = params;
+    enc->params.n_threads = wa_n_threads(params.n_threads);
+    if (!encoder_backend_init(enc)) return nullptr;
+    std::vector<std::pair<vt_tensor *, const gguf_tensor_info *>> proj;
+    encoder_make_weights(enc, model, proj);
+    if (!vt_backend_alloc_weights(enc->backend, enc->wctx)) {
         wa_set_error("allocating weights on %s: %s", vt_backend_name(enc->backend), vt_last_error());
         return nullptr;
     }

@@ -94,7 +94,23 @@ enum whisper_audio_projector {
     WHISPER_AUDIO_PROJECTOR_MERALION,  // MERaLiON-2: its first 300 s in 30 s windows, each normalised (zero mean, unit
                                        // variance) and padded, not masked; ln_speech, 15 positions stacked, linear, SiLU,
                                        // silu(gate_proj) * pool_proj, out_proj
+
+    // The same values named for what they say: the audio tower the file holds (its projector is a
+    // part of it). Either name may be used; whisper_audio_tower is the enum's other name.
+    WHISPER_AUDIO_TOWER_NONE = WHISPER_AUDIO_PROJECTOR_NONE,
+    WHISPER_AUDIO_TOWER_QWEN2A = WHISPER_AUDIO_PROJECTOR_QWEN2A,
+    WHISPER_AUDIO_TOWER_VOXTRAL = WHISPER_AUDIO_PROJECTOR_VOXTRAL,
+    WHISPER_AUDIO_TOWER_ULTRAVOX = WHISPER_AUDIO_PROJECTOR_ULTRAVOX,
+    WHISPER_AUDIO_TOWER_MUSICFLAMINGO = WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO,
+    WHISPER_AUDIO_TOWER_GLMASR = WHISPER_AUDIO_PROJECTOR_GLMASR,
+    WHISPER_AUDIO_TOWER_QWEN25O = WHISPER_AUDIO_PROJECTOR_QWEN25O,
+    WHISPER_AUDIO_TOWER_MINICPMO = WHISPER_AUDIO_PROJECTOR_MINICPMO,
+    WHISPER_AUDIO_TOWER_KIMIAUDIO = WHISPER_AUDIO_PROJECTOR_KIMIAUDIO,
+    WHISPER_AUDIO_TOWER_QWEN3A = WHISPER_AUDIO_PROJECTOR_QWEN3A,
+    WHISPER_AUDIO_TOWER_STEPAUDIO2 = WHISPER_AUDIO_PROJECTOR_STEPAUDIO2,
+    WHISPER_AUDIO_TOWER_MERALION = WHISPER_AUDIO_PROJECTOR_MERALION,
 };
+typedef enum whisper_audio_projector whisper_audio_tower;
 
 typedef struct whisper_audio_hparams {
     int   n_mels;     // whisper.encoder.mels_count: 80, or 128 for large-v3
@@ -490,6 +506,8 @@ size_t whisper_audio_samples_used(const whisper_audio_model * model, bool tokens
 // "glmasr" (ours: GLM-ASR in transformers' layout), "qwen2.5o", "minicpmo", "kimiaudio", "stepaudio2" (ours), "qwen3a",
 // "meralion" (llama.cpp's), "none"; NULL outside the enum.
 const char * whisper_audio_projector_name(enum whisper_audio_projector type);
+// The same function named for what it names: the tower (a macro, so no second symbol).
+#define whisper_audio_tower_name whisper_audio_projector_name
 // The rows (tokens) of an input of n samples. 0 with the error set for a model without a projector.
 size_t whisper_audio_n_tokens(const whisper_audio_model * model, size_t n_samples, bool projector);
 // The width of a row: n_llm with the projector, n_state without.

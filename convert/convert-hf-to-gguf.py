@@ -44,6 +44,7 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import stat
 import struct
@@ -140,14 +141,36 @@ class HParams:
         self.n_attn_window = 0      # Qwen3-Omni: n_window_infer, the mel frames of an attention window
 
 
-# Audio LLMs whose audio tower is a Whisper encoder: config.json's model_type -> projector.
-# Their audio tower and projector are converted; the language model is left out.
+# Audio LLMs whose audio tower is a Whisper encoder: config.json's model_type -> projector, and our
+# encoder names -> the checkpoint's, from whisper-audio-arch.h's tables (WA_HF_TOWERS, WA_HF_RENAMES),
+# the rows the library's directory reader walks. Their audio tower and projector are converted; the
+# language model is left out.
 # Audio Flamingo 3's is "musicflamingo": llama.cpp's converter writes that type for it.
 # GLM-ASR's is "glmasr" (transformers' layout: RoPE, no positional embedding), not llama.cpp's "glma"
 # (the original checkpoint's layout: a positional embedding, a LayerNorm before the MLP, boi/eoi).
-TOWERS = {"qwen2_audio": "qwen2a", "voxtral": "voxtral", "ultravox": "ultravox", "audioflamingo3": "musicflamingo",
-          "glmasr": "glmasr", "qwen2_5_omni": "qwen2.5o", "minicpmo": "minicpmo", "kimi_audio": "kimiaudio",
-          "moonshot_kimia": "kimiaudio", "qwen3_omni_moe": "qwen3a", "step_audio_2": "stepaudio2", "meralion2": "meralion"}
+ARCH_H = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "whisper-audio-arch.h")
+
+
+def arch_rows(table, n):
+    """The rows of one of whisper-audio-arch.h's checkpoint tables (WA_HF_TOWERS, WA_HF_RENAMES): the
+    library's directory reader walks the same rows, so the two readers name the same tensors. Each row
+    is one line of string literals (and true/false) in braces; the first n fields are kept."""
+    try:
+        with open(ARCH_H) as f:
+            text = f.read()
+    except OSError as e:
+        raise SystemExit("convert-hf-to-gguf.py: %s: %s (the converter reads its tower tables; keep it beside "
+                         "convert/, as in the source tree)" % (ARCH_H, e))
+    body = re.search(r"static const \w+ %s\[\] = \{(.*?)\n\};" % table, text, re.S)
+    if not body:
+        raise SystemExit("convert-hf-to-gguf.py: %s: no table %s" % (ARCH_H, table))
+    rows = [re.findall(r'"([^"]*)"', m) for m in re.findall(r"^\s*\{([^{}]*)\},", body.group(1), re.M)]
+    return [tuple(r[:n]) for r in rows]
+
+
+TOWERS = dict(arch_rows("WA_HF_TOWERS", 2))
+# our encoder names -> the checkpoint's where they differ (below the encoder's prefix), per projector
+HF_RENAMES = arch_rows("WA_HF_RENAMES", 3)
 # MiniCPM-o 2.6 (OpenBMB's modeling_minicpmo.py, not in transformers): its apm (a WhisperEncoder) and
 # audio_projection_layer (linear1, ReLU, linear2) at the checkpoint's top level beside llm.*, vpm.*,
 # resampler.* and tts.*, which are left out; audio_avg_pooler has no weights (AvgPool1d(audio_pool_step)).
@@ -169,82 +192,60 @@ MINICPMO_POSITIONS_PER_S = 50       # get_audio_embedding: chunk_num_frame = int
 # positional embedding is a buffer the checkpoint does not hold (computed here as transformers does);
 # audio_bos_eos_token is left out: Qwen2_5OmniAudioEncoder.forward (the audio-feature path) never
 # uses it (the thinker marks audio with the text tokens audio_start/end_token_id).
-QWEN25O_NAMES = {"layer_norm.": "ln_post."}
 QWEN25O_UNUSED = ("audio_bos_eos_token.weight",)
 # Qwen3-Omni's audio tower (Qwen3OmniMoeAudioEncoder, thinker.audio_tower): Whisper's layer names
 # (k_proj with a bias), ln_post for layer_norm, a Conv2d stem (conv2d1-3, conv_out) for conv1/conv2,
 # the sinusoids computed (a buffer the checkpoint does not hold), proj1 / GELU / proj2 its projector.
-# GlmAsrEncoder's names of our (Whisper's) tensors, under its audio_tower.
-GLMASR_NAMES = {"self_attn.out_proj.": "self_attn.o_proj.", "self_attn_layer_norm.": "input_layernorm.",
-                "final_layer_norm.": "post_attention_layernorm.", "fc1.": "mlp.fc1.", "fc2.": "mlp.fc2.",
-                "layer_norm.": "norm."}
+# GLM-ASR (GlmAsrEncoder under its audio_tower: Llama's names, WA_HF_RENAMES).
 GLMASR_MERGE = 4                    # GlmAsrModel.get_audio_features: merge_factor
 ULTRAVOX_RMS_EPS = 1e-6             # ultravox_model.py's RMSNorm default
 # Step-Audio 2 (StepFun's StepAudio2ForCausalLM, its own modeling_step_audio_2.py): an OpenAI-Whisper
 # AudioEncoder (encoder.*: blocks.N.attn.query, ..., after_norm after its avg_pooler) and its Adaptor
 # (adapter.conv, linear1, ReLU, linear2) beside the LLM's model.* and lm_head, which are left out.
 # audio_encoder_config holds the sizes (n_audio_state, ...; the MLP is 4 n_audio_state), llm_dim the
-# adapter's output; our names -> its names below the encoder's prefix.
-STEPAUDIO2_TOP = {"embed_positions.": "positional_embedding.", "layer_norm.": "after_norm."}
-STEPAUDIO2_LAYER = {"self_attn.q_proj.": "attn.query.", "self_attn.k_proj.": "attn.key.", "self_attn.v_proj.": "attn.value.",
-                    "self_attn.out_proj.": "attn.out.", "self_attn_layer_norm.": "attn_ln.", "fc1.": "mlp.0.",
-                    "fc2.": "mlp.2.", "final_layer_norm.": "mlp_ln."}
+# adapter's output; its names of our encoder tensors in WA_HF_RENAMES.
 
 
-def stepaudio2_name(ours):
-    """Step-Audio 2's name of our encoder tensor below the prefix (layers.N.fc1.weight -> blocks.N.mlp.0.weight)."""
-    if not ours.startswith("layers."):
-        part = next(k for k in STEPAUDIO2_TOP if ours.startswith(k)) if ours.startswith(tuple(STEPAUDIO2_TOP)) else ""
-        return STEPAUDIO2_TOP[part] + ours[len(part):] if part else ours
-    _, i, rest = ours.split(".", 2)
-    part = next(k for k in STEPAUDIO2_LAYER if rest.startswith(k))
-    return "blocks.%s.%s%s" % (i, STEPAUDIO2_LAYER[part], rest[len(part):])
+def hf_name(projector, ours):
+    """The checkpoint's name of our encoder tensor below the encoder's prefix (WA_HF_RENAMES: Step-Audio 2's
+    layers.N.fc1.weight -> blocks.N.mlp.0.weight); a name no row of the projector matches is Whisper's."""
+    for proj, pattern, theirs in HF_RENAMES:
+        if proj != projector:
+            continue
+        m = re.match(re.escape(pattern).replace(re.escape("%d"), r"(\d+)"), ours)
+        if m:
+            return (theirs % int(m.group(1)) if m.groups() else theirs) + ours[m.end():]
+    return ours
 STEPAUDIO2_ADAPTER = (3, 2)         # Adaptor's kernel_size, adapter_stride: compute_token_num's (and the graph's)
 
 
+def arch_proj_tensors():
+    """whisper-audio-arch.h's WA_PROJ_TENSORS, the projectors' tensors as the library checks them:
+    (projector's GGUF name, tensor name, shape symbols, a matrix, one of an either pair) in file order."""
+    with open(ARCH_H) as f:
+        text = f.read()
+    gguf = dict(re.findall(r'\{WHISPER_AUDIO_PROJECTOR_(\w+),\s*"([^"]+)"', text))
+    body = re.search(r"WA_PROJ_TENSORS\[\] = \{(.*?)\n\};", text, re.S).group(1)
+    rows = re.findall(r'\{"([^"]+)",\s*WHISPER_AUDIO_PROJECTOR_(\w+),\s*\{([^}]*)\},\s*(WA_MATRIX|WA_F32),\s*'
+                      r'&wa_projector::\w+\s*(,\s*true)?\}', body)
+    return [(gguf[p], name, [x.strip() for x in shape.split(",")], kind == "WA_MATRIX", bool(either))
+            for name, p, shape, kind, either in rows]
+
+
+PROJ_TENSORS = arch_proj_tensors()
+
+
 def projector_tensors(hp):
-    """The projector's (name in the model file = the checkpoint's, PyTorch shape, takes --outtype)."""
+    """The projector's (name in the model file = the checkpoint's, PyTorch shape, takes --outtype), from
+    WA_PROJ_TENSORS; of Ultravox's either pair ln_mid (projector_ln_mid) or ln_post."""
     d, n, s, h = hp.n_state, hp.n_llm, hp.stack_factor, hp.n_proj_ff
-    p = "multi_modal_projector."
-    if hp.projector == "qwen2a":
-        return [(p + "linear.weight", (n, d), True), (p + "linear.bias", (n,), False)]
-    if hp.projector == "voxtral":
-        return [(p + "linear_1.weight", (n, s * d), True), (p + "linear_2.weight", (n, n), True)]
-    if hp.projector == "ultravox":
-        norm = (p + "ln_mid.weight", (h // 2,), False) if hp.ln_mid else (p + "ln_post.weight", (n,), False)
-        return [(p + "ln_pre.weight", (s * d,), False), (p + "linear_1.weight", (h, s * d), True),
-                (p + "linear_2.weight", (n, h // 2), True), norm]
-    if hp.projector == "glmasr":           # GlmAsrMultiModalProjector: linear_1, GELU, linear_2 (4 frames stacked)
-        return [(p + "linear_1.weight", (h, s * d), True), (p + "linear_1.bias", (h,), False),
-                (p + "linear_2.weight", (n, h), True), (p + "linear_2.bias", (n,), False)]
-    if hp.projector == "kimiaudio":        # Kimi-Audio's VQAdaptor: layers 0 (linear), 1 SiLU, 2 dropout, 3 (linear), 4 LayerNorm
-        p = "vq_adaptor.layers."          # (model.vq_adaptor in the checkpoint)
-        return [(p + "0.weight", (n, s * d), True), (p + "0.bias", (n,), False), (p + "3.weight", (n, n), True),
-                (p + "3.bias", (n,), False), (p + "4.weight", (n,), False), (p + "4.bias", (n,), False)]
-    if hp.projector == "minicpmo":         # MiniCPM-o's MultiModalProjector: linear1, ReLU, linear2
-        p = "audio_projection_layer."
-        return [(p + "linear1.weight", (n, d), True), (p + "linear1.bias", (n,), False),
-                (p + "linear2.weight", (n, n), True), (p + "linear2.bias", (n,), False)]
-    if hp.projector == "qwen2.5o":         # Qwen2_5OmniAudioEncoder.proj (after avg pooling and ln_post)
-        return [("audio_tower.proj.weight", (n, d), True), ("audio_tower.proj.bias", (n,), False)]
-    if hp.projector == "stepaudio2":       # Step-Audio 2's Adaptor: conv (kernel 3, stride 2) + GELU, linear1, ReLU, linear2
-        p = "adapter."
-        return [(p + "conv.weight", (d, d, 3), True), (p + "conv.bias", (d,), False), (p + "linear1.weight", (h, d), True),
-                (p + "linear1.bias", (h,), False), (p + "linear2.weight", (n, h), True), (p + "linear2.bias", (n,), False)]
-    if hp.projector == "qwen3a":           # Qwen3OmniMoeAudioEncoder's proj1, GELU, proj2 (after ln_post)
-        return [("audio_tower.proj1.weight", (d, d), True), ("audio_tower.proj1.bias", (d,), False),
-                ("audio_tower.proj2.weight", (n, d), True), ("audio_tower.proj2.bias", (n,), False)]
-    if hp.projector == "meralion":         # ln_speech; speech_audio_adapter: mlp_adapter.0 (+ SiLU), gate_proj, pool_proj, out_proj
-        p, f = "speech_audio_adapter.", 5 * d
-        return [("ln_speech.weight", (d,), False), ("ln_speech.bias", (d,), False),
-                (p + "mlp_adapter.0.weight", (f, s * d), True), (p + "mlp_adapter.0.bias", (f,), False),
-                (p + "gate_proj.weight", (f, f), True), (p + "gate_proj.bias", (f,), False),
-                (p + "pool_proj.weight", (f, f), True), (p + "pool_proj.bias", (f,), False),
-                (p + "out_proj.weight", (n, f), True), (p + "out_proj.bias", (n,), False)]
-    if hp.projector == "musicflamingo":    # AudioFlamingo3MultiModalProjector: linear_1, GELU, linear_2
-        return [(p + "linear_1.weight", (n, d), True), (p + "linear_1.bias", (n,), False),
-                (p + "linear_2.weight", (n, n), True), (p + "linear_2.bias", (n,), False)]
-    return []
+    dims = {"WA_D": d, "WA_LLM": n, "WA_STACKED": s * d, "WA_PFF": h, "WA_PFF_HALF": h // 2, "WA_D5": 5 * d}
+    out = []
+    for proj, name, shape, matrix, either in PROJ_TENSORS:
+        if proj != hp.projector or (either and name.endswith(".ln_mid.weight") != hp.ln_mid):
+            continue
+        out.append((name, tuple(dims[x] if x in dims else int(x) for x in shape), matrix))
+    return out
 
 
 def encoder_tensors(hp):
@@ -967,16 +968,7 @@ def convert_dir(d, out, outtype):
         if hp.projector in ("qwen2.5o", "qwen3a") and name == "encoder.embed_positions.weight":
             tensors.append((name, shape, GGML_TYPE_F32, lambda: f64_list_to_f32_bytes(sinusoids_f32(N_CTX, hp.n_state))))
             continue
-        src = prefix + name[len("encoder."):] if name.startswith("encoder.") else pprefix + name
-        if hp.projector in ("qwen2.5o", "qwen3a") and name.startswith("encoder.layer_norm."):
-            src = src.replace("layer_norm.", QWEN25O_NAMES["layer_norm."])
-        if hp.projector == "stepaudio2" and name.startswith("encoder."):
-            src = prefix + stepaudio2_name(name[len("encoder."):])
-        if hp.projector == "glmasr" and name.startswith("encoder."):
-            for ours, theirs in GLMASR_NAMES.items():
-                if ours in src:
-                    src = src.replace(ours, theirs)
-                    break
+        src = prefix + hf_name(hp.projector, name[len("encoder."):]) if name.startswith("encoder.") else pprefix + name
         wanted_src.add(src)
         st = where.get(src)
         if st is None:

@@ -696,7 +696,7 @@ TEST_CASE("cuda projector ops: avg_pool2, rms_norm, swiglu, relu, silu, silu_mul
     }
 }
 
-// The CUDA log-mel against the CPU op (vt.cpp, the reference): windows of their own (noise,
+// The CUDA log-mel against the CPU op (vt-cpu.h, the reference): windows of their own (noise,
 // clicks on the edge samples, loud then near silence for the clamp, silence, a short clip),
 // with and without params, the max alone, a frame count that is no multiple of the kernel's
 // 8 frames a block; an n_fft other than its 400 is refused. The mel bank is made here (this

@@ -129,6 +129,11 @@ class Base(unittest.TestCase):
 # the converter's GGUF, bit for bit
 # ---------------------------------------------------------------------------------------
 
+# tests/data/towers whose directories the library reads (whisper-audio-arch.h's WA_HF_TOWERS rows
+# with dir true); the converter takes them all
+TOWERS_TAKEN = ("qwen2a", "voxtral", "ultravox", "af3", "minicpmo", "meralion")
+
+
 class TestSameAsConverter(Base):
     def variants(self):
         """(directory, the converter's --outtype that keeps its stored types)"""
@@ -162,7 +167,7 @@ class TestSameAsConverter(Base):
         out.append((self.make("prefix-bare", cfg, {k[len("model.encoder."):]: v for k, v in st.items()
                                                    if k.startswith("model.encoder.")}), "f32"))
         # the towers (stored f16), one as transformers 5 names it, one with its language model
-        for name in ("qwen2a", "voxtral", "ultravox", "af3"):
+        for name in TOWERS_TAKEN:
             out.append((os.path.join(DATA, "towers", name), "f16"))
         tcfg, tst = json.load(open(os.path.join(DATA, "towers", "voxtral", "config.json"))), \
             st_read(os.path.join(DATA, "towers", "voxtral", "model.safetensors"))
@@ -179,6 +184,13 @@ class TestSameAsConverter(Base):
                 conv = self.convert(d, outtype)
                 self.assertEqual(self.save(d), read(conv))
                 self.assertEqual(self.embed(d), self.embed(conv))
+
+    def test_the_other_towers_are_the_converters(self):
+        # the towers whose directories the library does not read yet: refused, with the converter named
+        for name in sorted(set(os.listdir(os.path.join(DATA, "towers"))) - set(TOWERS_TAKEN)):
+            if os.path.isfile(os.path.join(DATA, "towers", name, "config.json")):
+                with self.subTest(tower=name):
+                    self.expect_error(os.path.join(DATA, "towers", name), "convert/convert-hf-to-gguf.py takes")
 
     def test_a_safetensors_file_is_its_directory(self):
         d = os.path.join(DATA, "micro-128")

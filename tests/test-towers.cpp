@@ -97,6 +97,14 @@ TEST_CASE("towers: the model file says the projector, llama.cpp's mmproj files l
     CHECK(std::string(whisper_audio_projector_name(WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO)) == "musicflamingo");
 }
 
+TEST_CASE("towers: the tower names are the projector names' values, and name the same types") {
+    const whisper_audio_tower t = WHISPER_AUDIO_TOWER_STEPAUDIO2;
+    CHECK(t == WHISPER_AUDIO_PROJECTOR_STEPAUDIO2);
+    CHECK(WHISPER_AUDIO_TOWER_NONE == WHISPER_AUDIO_PROJECTOR_NONE);
+    CHECK(WHISPER_AUDIO_TOWER_MERALION == WHISPER_AUDIO_PROJECTOR_MERALION);
+    CHECK(std::string(whisper_audio_tower_name(WHISPER_AUDIO_TOWER_QWEN25O)) == "qwen2.5o");
+}
+
 TEST_CASE("towers: Audio Flamingo 3's tokens per audio length: 30 s windows of Qwen2-Audio's rule, its first 600 s") {
     whisper_audio_model * f = whisper_audio_model_load("build/tower-af3-f32.gguf");
     REQUIRE_MESSAGE(f, whisper_audio_last_error());

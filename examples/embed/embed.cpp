@@ -1,7 +1,7 @@
 // embed: what another project writes to get Whisper embeddings with whisper-audio's two source
-// files (vt.cpp, whisper-audio.cpp, and the headers beside them: vt.h, whisper-audio.h,
-// whisper-audio-arch.h, whisper-audio-impl.h) dropped into its tree. Built by one plain
-// compiler command:
+// files (vt.cpp, whisper-audio.cpp, and the headers beside them: vt.h, vt-cpu.h,
+// vt-cpu-kernels.h, whisper-audio.h, whisper-audio-arch.h, whisper-audio-impl.h) dropped into its
+// tree. Built by one plain compiler command:
 //
 //   g++ -std=c++17 -O3 -I. examples/embed/embed.cpp vt.cpp whisper-audio.cpp -o embed -pthread
 //
