@@ -163,6 +163,9 @@ def make_folder(tmp):
     link("samples", os.path.join(tmp, "samples"))
     link("examples", os.path.join(tmp, "examples"))
     link("convert", os.path.join(tmp, "convert"))
+    for f in os.listdir(ROOT):          # the converter reads the library's tables beside convert/
+        if f.endswith(".h"):
+            link(f, os.path.join(tmp, f))
     os.makedirs(os.path.join(tmp, "LibriSpeech", "19"))
     for k in range(2):
         link(os.path.join(audio, "speech_16k.wav"), os.path.join(tmp, "LibriSpeech", "19", "%d.wav" % k))
