@@ -1790,8 +1790,10 @@ struct server {
         });
         http.set_logger([](const httplib::Request & req, const httplib::Response & res) {
             const std::string ms = res.get_header_value("X-Processing-Ms");
+            // a .npy answer streams from a content provider: its length, not the empty body's
+            const size_t bytes = res.body.empty() ? res.content_length_ : res.body.size();
             fprintf(stderr, "server: %s %s %d %zu bytes%s%s\n", req.method.c_str(), req.path.c_str(), res.status,
-                    res.body.size(), ms.empty() ? "" : " ", ms.empty() ? "" : (ms + " ms").c_str());
+                    bytes, ms.empty() ? "" : " ", ms.empty() ? "" : (ms + " ms").c_str());
         });
     }
 };
