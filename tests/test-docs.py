@@ -55,9 +55,6 @@ SKIP = {
     ("docs/cli.md", '{"version": "0.1.0", "status": 0 | 3, "error": null,'): "an output sample, not a command",
     ("docs/server.md", "make deps && make whisper-audio-server"): "starts the server in the foreground (the README's "
                                                                   "server block runs one in the background)",
-    ("docs/server.md", "curl -s --data-binary @speech.wav 'http://127.0.0.1:8080/v1/audio/embeddings?pool=mean'"):
-        "its JSON example puts the base64 of a 300 KB file in one argument, over Linux's 128 KB a "
-        "argument (the server section's own fix)",
     ("docs/python.md", "pip install wheelhouse/whisper_audio-*.whl"): "a wheel made by auditwheel (network: "
                                                                       "make test-wheel makes and installs it)",
     ("docs/python.md", "python3 -m venv venv && . venv/bin/activate"): "a fresh venv and pip from PyPI "
