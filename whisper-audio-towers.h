@@ -32,8 +32,11 @@ static int wa_window_frames(const whisper_audio_hparams & hp) {
     return hp.n_attn_window ? WHISPER_AUDIO_N_FRAMES / hp.n_attn_window * hp.n_attn_window : WHISPER_AUDIO_N_FRAMES;
 }
 // All of an input (30 s windows, no limit), a frame per started hop
+// n / d rounded up, without n + d - 1, which wraps near SIZE_MAX (an input's count comes from callers).
+static size_t wa_ceil_div(size_t n, size_t d) { return n / d + (n % d != 0); }
+
 static int64_t frames_all(size_t n) {
-    return (int64_t)((n + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
+    return (int64_t)wa_ceil_div(n, WHISPER_AUDIO_HOP);
 }
 // A window's positions through a stacking projector: whole windows (Voxtral's and MERaLiON-2's
 // projectors stack within a padded window: 1500 / 4, 1500 / 15), else the window's positions
@@ -45,7 +48,7 @@ static int rows_window_stacked(const whisper_audio_hparams & hp, int, bool proje
 static int rows_pooled(const whisper_audio_hparams &, int frames, bool) { return positions_of(frames) / 2; }
 // The first 30 s of an input, a frame per started hop (Qwen2-Audio's and Qwen2.5-Omni's processors)
 static int64_t frames_first_window(size_t n) {
-    return (int64_t)((std::min<size_t>(n, WHISPER_AUDIO_N_SAMPLES) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
+    return (int64_t)wa_ceil_div(std::min<size_t>(n, WHISPER_AUDIO_N_SAMPLES), WHISPER_AUDIO_HOP);
 }
 
 // ---- the towers: each a builder and its rules ---------------------------------------------
@@ -99,7 +102,7 @@ static int rows_ultravox(const whisper_audio_hparams & hp, int frames, bool proj
     return projector ? (pos + hp.stack_factor - 1) / hp.stack_factor : pos;
 }
 static int64_t frames_ultravox(size_t n) {     // at least 2 hops, padded to a hop
-    return (int64_t)((std::max<size_t>(n, 2 * WHISPER_AUDIO_HOP) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
+    return (int64_t)wa_ceil_div(std::max<size_t>(n, 2 * WHISPER_AUDIO_HOP), WHISPER_AUDIO_HOP);
 }
 
 // ---- Audio Flamingo 3 --------------------------------------------------------------------
@@ -114,7 +117,7 @@ static vt_tensor * build_af3(const whisper_audio_encoder * enc, vt_context * ctx
     return vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
 }
 static int64_t frames_af3(size_t n) {          // its first 600 s (max_audio_len), a frame per started hop
-    return (int64_t)((std::min<size_t>(n, 20 * WHISPER_AUDIO_N_SAMPLES) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
+    return (int64_t)wa_ceil_div(std::min<size_t>(n, 20 * WHISPER_AUDIO_N_SAMPLES), WHISPER_AUDIO_HOP);
 }
 
 // ---- GLM-ASR -----------------------------------------------------------------------------
@@ -132,7 +135,7 @@ static int rows_glmasr(const whisper_audio_hparams & hp, int frames, bool projec
     return projector ? positions_of(frames) / hp.stack_factor : positions_of(frames);
 }
 static int64_t frames_glmasr(size_t n) {       // its first 21 windows (max_audio_len 655 s), a frame per started hop
-    return (int64_t)((std::min<size_t>(n, 21 * WHISPER_AUDIO_N_SAMPLES) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
+    return (int64_t)wa_ceil_div(std::min<size_t>(n, 21 * WHISPER_AUDIO_N_SAMPLES), WHISPER_AUDIO_HOP);
 }
 
 // ---- Qwen2.5-Omni ------------------------------------------------------------------------
@@ -249,7 +252,7 @@ static vt_tensor * build_meralion(const whisper_audio_encoder * enc, vt_context 
 // MERaLiON-2 (MERaLiON2Processor): number_chunk_limit = time_duration_limit 300 // whisper_chunk_size 30
 static const size_t MERALION_MAX_SAMPLES = 10 * (size_t)WHISPER_AUDIO_N_SAMPLES;
 static int64_t frames_meralion(size_t n) {     // its first 10 chunks of 30 s, a frame per started hop
-    return (int64_t)((std::min(n, MERALION_MAX_SAMPLES) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
+    return (int64_t)wa_ceil_div(std::min(n, MERALION_MAX_SAMPLES), WHISPER_AUDIO_HOP);
 }
 
 // ---- the table ----------------------------------------------------------------------------

@@ -2556,13 +2556,15 @@ static bool wa_check_projector(const whisper_audio_hparams & hp, const char * fu
     return false;
 }
 
-// The rows an input of n samples gives a tower's model: its chunks' rows, summed.
+// The rows an input of n samples gives a tower's model: its chunks' rows, summed. Every chunk but
+// the last is a whole one of F frames, so the sum is closed: k whole chunks and the rest's rows.
 static size_t tower_rows(const whisper_audio_hparams & hp, size_t n_samples, bool projector) {
     const wa_tower & tw = *wa_tower_of(hp.projector);
     const int64_t frames = tw.frames(n_samples), F = tw.whole_signal ? wa_window_frames(hp)
                                                   : (int64_t)(wa_window_samples(&tw) / WHISPER_AUDIO_HOP);
-    size_t rows = 0;
-    for (int64_t c = 0; c * F < frames; c++) rows += (size_t)tw.rows(hp, (int)std::min(F, frames - c * F), projector);
+    const int64_t whole = frames / F, rest = frames % F;
+    size_t rows = whole > 0 ? (size_t)whole * (size_t)tw.rows(hp, (int)F, projector) : 0;
+    if (rest > 0) rows += (size_t)tw.rows(hp, (int)rest, projector);
     return rows;
 }
 

@@ -39,6 +39,7 @@ import contextlib
 import ctypes
 import enum
 import importlib.util
+import operator
 import os
 import sys
 import threading
@@ -866,8 +867,11 @@ class Model:
         """The rows an input of n_samples 16 kHz samples gives an audio LLM's tower (the library's rule)."""
         if self.projector is None:
             raise ValueError(f"{self.path}: a Whisper encoder without an audio-LLM projector has no tokens")
+        n = operator.index(n_samples)
+        if n < 0:
+            raise ValueError(f"n_samples is {n}: a count of samples is not negative")
         with self._use() as model:
-            return _lib.whisper_audio_n_tokens(model, int(n_samples), _check_flag(projector, "projector"))
+            return _lib.whisper_audio_n_tokens(model, n, _check_flag(projector, "projector"))
 
     def encode(self, audio: Union[Audio, Sequence[Audio]], *, sampling_rate: Optional[int] = None,
                layer: Optional[int] = None, final_ln: bool = True, pool: Union[None, str, Pool] = None,

@@ -93,3 +93,12 @@ def test_flags_are_bools(model, flag):
     model.encode(x, **{flag: np.bool_(flag in ("final_ln", "projector"))})    # numpy's bool is a bool
     with pytest.raises(TypeError, match="final_ln"):
         model.encode_mel(model.log_mel(x), final_ln="no")
+
+
+def test_n_tokens_refuses_negative_counts_and_takes_any_size():
+    with wa.Model(os.path.join(ROOT, "build", "tower-qwen2a-f32.gguf"), device="cpu") as m:
+        with pytest.raises(ValueError, match="not negative"):
+            m.n_tokens(-5)
+        with pytest.raises(TypeError):
+            m.n_tokens(1.5)
+        assert m.n_tokens(2**64 - 1) == m.n_tokens(480000) == 750     # its processor keeps the first 30 s
