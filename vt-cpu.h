@@ -3,10 +3,12 @@
 // backend interface (VT_BACKEND_IMPL) op by op with vt-cpu-kernels.h's kernels; vt_cpu_init,
 // vt_cpu_device_count and vt_cpu_device_memory are the row "cpu" of vt.cpp's table of backends.
 // An internal header, not a source file: an embedder compiles two files, vt.cpp and
-// whisper-audio.cpp, with the headers beside them (README, "Embedding"). vt.cpp includes it
-// once, after its backend entry points, whose align_up and map_pages it uses.
+// whisper-audio.cpp, with the headers beside them (README, "Embedding"). vt.cpp includes it.
 #pragma once
 
+#ifndef VT_BACKEND_IMPL
+#define VT_BACKEND_IMPL
+#endif
 #include "vt.h"
 #include "vt-cpu-kernels.h"
 
@@ -136,14 +138,14 @@ struct cpu_backend : vt_backend {
     vt_type gemm_type() const override { return amx ? VT_TYPE_BF16 : VT_TYPE_F32; }
 
     static void * alloc_aligned(size_t bytes) {
-        return aligned_alloc(VT_ARENA_ALIGN, align_up(std::max<size_t>(bytes, 1), VT_ARENA_ALIGN));
+        return aligned_alloc(VT_ARENA_ALIGN, vt_align_up(std::max<size_t>(bytes, 1), VT_ARENA_ALIGN));
     }
 
     bool alloc_weights(vt_context * ctx) override {
         size_t total = 0;
         for (int i = 0; i < vt_n_tensors(ctx); i++) {
             vt_tensor * t = vt_get_tensor_at(ctx, i);
-            if (t->flags & VT_FLAG_WEIGHT) total += align_up(vt_nbytes(t), VT_ARENA_ALIGN);
+            if (t->flags & VT_FLAG_WEIGHT) total += vt_align_up(vt_nbytes(t), VT_ARENA_ALIGN);
         }
         char * buf = (char *)alloc_aligned(total);
         if (!buf) { vt_set_error("out of memory: %zu bytes of weights", total); return false; }
@@ -154,7 +156,7 @@ struct cpu_backend : vt_backend {
             vt_tensor * t = vt_get_tensor_at(ctx, i);
             if (!(t->flags & VT_FLAG_WEIGHT)) continue;
             t->data = buf + off;
-            off += align_up(vt_nbytes(t), VT_ARENA_ALIGN);
+            off += vt_align_up(vt_nbytes(t), VT_ARENA_ALIGN);
         }
         return true;
     }
@@ -198,7 +200,7 @@ struct cpu_backend : vt_backend {
             vt_set_error("out of memory: %d x %zu + %zu bytes of scratch", pool.n_threads, need * sizeof(float), need_w * sizeof(float));
             return false;
         }
-        map_pages(arena, g->arena_size);
+        vt_map_pages(arena, g->arena_size);
         g->backend_state = new graph_state{arena, g->arena_size};
         graph_bytes += g->arena_size;
         for (vt_tensor * t : g->leaves) if (t->flags & VT_FLAG_INPUT) t->data = (char *)arena + t->arena_offset;

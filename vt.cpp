@@ -641,7 +641,6 @@ static vt_tensor * storage_owner(vt_tensor * t) {
     return t;
 }
 
-static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 static void visit(vt_graph * g, vt_tensor * t, std::vector<vt_tensor *> & seen) {
     if (std::find(seen.begin(), seen.end(), t) != seen.end()) return;
@@ -693,7 +692,7 @@ vt_graph * vt_graph_build(vt_context * ctx, vt_tensor ** outputs, int n_outputs)
     struct block { size_t offset, size; vt_tensor * t; };
     std::vector<block> live;   // sorted by offset
     auto place = [&](vt_tensor * t) {
-        const size_t size = align_up(vt_nbytes(t), VT_ARENA_ALIGN);
+        const size_t size = vt_align_up(vt_nbytes(t), VT_ARENA_ALIGN);
         size_t offset = 0;
         size_t pos = 0;
         for (; pos < live.size(); pos++) {
@@ -791,17 +790,10 @@ bool vt_backend::submit(vt_graph * g, int n_in, vt_tensor * const * in, const vo
     return true;
 }
 
-// Maps every page of p now, a store a page (memset after malloc may become calloc's no-op):
-// buffers allocated at init are touched at init, so the first batches take no page faults
-// (thousands of them for a window's arena, paid by the first window otherwise).
-static void map_pages(void * p, size_t bytes) {
-    for (size_t i = 0; i < bytes; i += 4096) ((volatile char *)p)[i] = 0;
-}
-
 void * vt_backend::host_alloc(size_t bytes) {
     void * p = malloc(std::max<size_t>(bytes, 1));
     if (!p) vt_set_error("out of memory: %zu bytes of host buffer", bytes);
-    else map_pages(p, bytes);
+    else vt_map_pages(p, bytes);
     return p;
 }
 

@@ -421,6 +421,16 @@ struct vt_backend {
 // Sets data of every view in g from its source (after the arena or weights are placed).
 void vt_graph_resolve_views(vt_graph * g);
 
+// x rounded up to a multiple of a.
+static inline size_t vt_align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+// Maps every page of p now, a store a page (memset after malloc may become calloc's no-op):
+// buffers allocated at init are touched at init, so the first batches take no page faults
+// (thousands of them for a window's arena, paid by the first window otherwise).
+static inline void vt_map_pages(void * p, size_t bytes) {
+    for (size_t i = 0; i < bytes; i += 4096) ((volatile char *)p)[i] = 0;
+}
+
 // The CUDA backend's entry points (vt-cuda.cu), a row of vt.cpp's table of backends.
 vt_backend * vt_cuda_init(int device, const vt_backend_params * params);
 int          vt_cuda_device_count(void);

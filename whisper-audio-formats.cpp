@@ -605,8 +605,16 @@ struct wa_json {
             case NUL:    return "null";
             case BOOL:   return b ? "true" : "false";
             case NUMBER: return str;
-            case STRING: return str.size() <= 48 && str.find_first_of(std::string("\"\\\0", 3)) == std::string::npos
-                                ? "\"" + str + "\"" : "a string";
+            case STRING: {   // escaped as JSON writes it (a NUL as \u0000), so that the message shows what is there
+                if (str.size() > 48) return "a string of " + std::to_string(str.size()) + " bytes";
+                std::string o = "\"";
+                for (const char c : str) {
+                    if (c == '"' || c == '\\') { o += '\\'; o += c; }
+                    else if ((unsigned char)c < 0x20) { char b[8]; snprintf(b, sizeof(b), "\\u%04x", (unsigned char)c); o += b; }
+                    else o += c;
+                }
+                return o + "\"";
+            }
             case ARRAY:  return "an array";
             case OBJECT: return "an object";
         }
@@ -877,88 +885,62 @@ static bool wa_st_bytes(const std::vector<uint64_t> & shape, int bits, uint64_t 
     return true;
 }
 
-// The header of a safetensors file, every entry checked, and its data's tiling.
-static bool wa_st_open(wa_st_file & f, const std::string & path, const std::string & root) {
-    f.path = path;
-    const char * p = path.c_str();
-    if ((f.fd = wa_hf_open(path, root, &f.size)) < 0) return false;
-    uint8_t len[8];
-    if (f.size < 8) { wa_set_error("%s: %llu bytes: too short for a safetensors file", p, (unsigned long long)f.size); return false; }
-    if (!read_at(path, f.size, f.fd, len, 8, 0)) return false;
-    uint64_t n = 0;
-    for (int i = 7; i >= 0; i--) n = n << 8 | len[i];
-    if (n > f.size - 8 || n > WA_ST_MAX_HEADER) {
-        wa_set_error("%s: a safetensors header of %llu bytes, in a file of %llu (at most %llu): not a safetensors file, or truncated",
-                     p, (unsigned long long)n, (unsigned long long)f.size, (unsigned long long)WA_ST_MAX_HEADER);
+// One tensor's entry of a safetensors header: its dtype, shape and data_offsets, each checked
+// against the others and the data_size bytes of data.
+static bool wa_st_entry(const char * p, const std::string & name, const wa_json & e, uint64_t data_size, wa_st_tensor & st) {
+    const char * t = name.c_str();
+    if (e.type != wa_json::OBJECT) { wa_set_error("%s: tensor '%s': its entry is %s, not an object", p, t, e.shown().c_str()); return false; }
+    int bits = 0;
+    bool has_offsets = false, has_shape = false;
+    for (const auto & fld : e.fields) {
+        const wa_json & v = fld.second;
+        if (fld.first == "dtype" && v.type == wa_json::STRING) {
+            for (const auto & d : WA_ST_DTYPES) if (v.str == d.name) bits = d.bits;
+            if (!bits) { wa_set_error("%s: tensor '%s': dtype %s is not one of safetensors'", p, t, v.shown().c_str()); return false; }
+            st.dtype = v.str;
+        } else if (fld.first == "shape" && v.type == wa_json::ARRAY) {
+            for (const wa_json & d : v.items) {
+                uint64_t x;
+                if (!d.u64(&x)) { wa_set_error("%s: tensor '%s': shape holds %s, not a size", p, t, d.shown().c_str()); return false; }
+                st.shape.push_back(x);
+            }
+            has_shape = true;
+        } else if (fld.first == "data_offsets" && v.type == wa_json::ARRAY && v.items.size() == 2 && v.items[0].u64(&st.begin) &&
+                   v.items[1].u64(&st.end)) {
+            has_offsets = true;
+        } else {
+            const bool known = fld.first == "dtype" || fld.first == "shape" || fld.first == "data_offsets";
+            wa_set_error("%s: tensor '%s': %s%s%s", p, t, known ? fld.first.c_str() : "an unknown field \"",
+                         known ? " is not what safetensors stores there" : fld.first.substr(0, 64).c_str(),
+                         known ? "" : "\" (its entry holds dtype, shape and data_offsets)");
+            return false;
+        }
+    }
+    if (!bits || !has_shape || !has_offsets) {
+        wa_set_error("%s: tensor '%s': no %s", p, t, !bits ? "dtype" : !has_shape ? "shape" : "data_offsets");
         return false;
     }
-    std::string text(n, '\0');
-    if (!read_at(path, f.size, f.fd, &text[0], n, 8)) return false;
-    wa_json h;
-    std::string error;
-    if (!wa_json_parse(text.data(), text.size(), h, error)) { wa_set_error("%s: bad safetensors header: %s", p, error.c_str()); return false; }
-    if (h.type != wa_json::OBJECT) { wa_set_error("%s: the safetensors header is %s, not an object", p, h.shown().c_str()); return false; }
-    f.data_start = 8 + n;
-    const uint64_t data_size = f.size - f.data_start;
-    for (const auto & kv : h.fields) {
-        const std::string & name = kv.first;
-        const wa_json & e = kv.second;
-        if (name == "__metadata__") {
-            bool strings = e.type == wa_json::OBJECT;
-            for (const auto & m : e.fields) strings = strings && m.second.type == wa_json::STRING;
-            if (!strings) { wa_set_error("%s: __metadata__ is not an object of strings", p); return false; }
-            continue;
-        }
-        const char * t = name.c_str();
-        if (e.type != wa_json::OBJECT) { wa_set_error("%s: tensor '%s': its entry is %s, not an object", p, t, e.shown().c_str()); return false; }
-        wa_st_tensor st;
-        int bits = 0;
-        bool has_offsets = false, has_shape = false;
-        for (const auto & fld : e.fields) {
-            const wa_json & v = fld.second;
-            if (fld.first == "dtype" && v.type == wa_json::STRING) {
-                for (const auto & d : WA_ST_DTYPES) if (v.str == d.name) bits = d.bits;
-                if (!bits) { wa_set_error("%s: tensor '%s': dtype %s is not one of safetensors'", p, t, v.shown().c_str()); return false; }
-                st.dtype = v.str;
-            } else if (fld.first == "shape" && v.type == wa_json::ARRAY) {
-                for (const wa_json & d : v.items) {
-                    uint64_t x;
-                    if (!d.u64(&x)) { wa_set_error("%s: tensor '%s': shape holds %s, not a size", p, t, d.shown().c_str()); return false; }
-                    st.shape.push_back(x);
-                }
-                has_shape = true;
-            } else if (fld.first == "data_offsets" && v.type == wa_json::ARRAY && v.items.size() == 2 && v.items[0].u64(&st.begin) &&
-                       v.items[1].u64(&st.end)) {
-                has_offsets = true;
-            } else {
-                const bool known = fld.first == "dtype" || fld.first == "shape" || fld.first == "data_offsets";
-                wa_set_error("%s: tensor '%s': %s%s%s", p, t, known ? fld.first.c_str() : "an unknown field \"",
-                             known ? " is not what safetensors stores there" : fld.first.substr(0, 64).c_str(),
-                             known ? "" : "\" (its entry holds dtype, shape and data_offsets)");
-                return false;
-            }
-        }
-        if (!bits || !has_shape || !has_offsets) {
-            wa_set_error("%s: tensor '%s': no %s", p, t, !bits ? "dtype" : !has_shape ? "shape" : "data_offsets");
-            return false;
-        }
-        if (st.begin > st.end || st.end > data_size) {
-            wa_set_error("%s: tensor '%s': data_offsets [%llu, %llu] %s the %llu bytes of data: truncated?", p, t,
-                         (unsigned long long)st.begin, (unsigned long long)st.end, st.begin > st.end ? "run backwards in" : "lie outside",
-                         (unsigned long long)data_size);
-            return false;
-        }
-        uint64_t bytes = 0;
-        if (!wa_st_bytes(st.shape, bits, data_size, &bytes) || bytes != st.end - st.begin) {
-            std::string shape;
-            for (const uint64_t d : st.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
-            wa_set_error("%s: tensor '%s': shape [%s] of %s does not fill its data_offsets [%llu, %llu] (%llu bytes)", p, t,
-                         shape.c_str(), st.dtype.c_str(), (unsigned long long)st.begin, (unsigned long long)st.end,
-                         (unsigned long long)(st.end - st.begin));
-            return false;
-        }
-        f.tensors.emplace(name, std::move(st));
+    if (st.begin > st.end || st.end > data_size) {
+        wa_set_error("%s: tensor '%s': data_offsets [%llu, %llu] %s the %llu bytes of data: truncated?", p, t,
+                     (unsigned long long)st.begin, (unsigned long long)st.end, st.begin > st.end ? "run backwards in" : "lie outside",
+                     (unsigned long long)data_size);
+        return false;
     }
+    uint64_t bytes = 0;
+    if (!wa_st_bytes(st.shape, bits, data_size, &bytes) || bytes != st.end - st.begin) {
+        std::string shape;
+        for (const uint64_t d : st.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+        wa_set_error("%s: tensor '%s': shape [%s] of %s does not fill its data_offsets [%llu, %llu] (%llu bytes)", p, t,
+                     shape.c_str(), st.dtype.c_str(), (unsigned long long)st.begin, (unsigned long long)st.end,
+                     (unsigned long long)(st.end - st.begin));
+        return false;
+    }
+    return true;
+}
+
+// The tensors' data must tile the data section: no overlap, no byte that belongs to no tensor
+// (the converter and the loader refuse the same files).
+static bool wa_st_check_tiling(const wa_st_file & f, const char * p, uint64_t data_size) {
     std::vector<std::pair<const std::string *, const wa_st_tensor *>> order;
     for (const auto & kv : f.tensors) order.push_back({&kv.first, &kv.second});
     std::sort(order.begin(), order.end(), [](const auto & a, const auto & b) {
@@ -985,6 +967,43 @@ static bool wa_st_open(wa_st_file & f, const std::string & path, const std::stri
         return false;
     }
     return true;
+}
+
+// The header of a safetensors file, every entry checked, and its data's tiling.
+static bool wa_st_open(wa_st_file & f, const std::string & path, const std::string & root) {
+    f.path = path;
+    const char * p = path.c_str();
+    if ((f.fd = wa_hf_open(path, root, &f.size)) < 0) return false;
+    uint8_t len[8];
+    if (f.size < 8) { wa_set_error("%s: %llu bytes: too short for a safetensors file", p, (unsigned long long)f.size); return false; }
+    if (!read_at(path, f.size, f.fd, len, 8, 0)) return false;
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = n << 8 | len[i];
+    if (n > f.size - 8 || n > WA_ST_MAX_HEADER) {
+        wa_set_error("%s: a safetensors header of %llu bytes, in a file of %llu (at most %llu): not a safetensors file, or truncated",
+                     p, (unsigned long long)n, (unsigned long long)f.size, (unsigned long long)WA_ST_MAX_HEADER);
+        return false;
+    }
+    std::string text(n, '\0');
+    if (!read_at(path, f.size, f.fd, &text[0], n, 8)) return false;
+    wa_json h;
+    std::string error;
+    if (!wa_json_parse(text.data(), text.size(), h, error)) { wa_set_error("%s: bad safetensors header: %s", p, error.c_str()); return false; }
+    if (h.type != wa_json::OBJECT) { wa_set_error("%s: the safetensors header is %s, not an object", p, h.shown().c_str()); return false; }
+    f.data_start = 8 + n;
+    const uint64_t data_size = f.size - f.data_start;
+    for (const auto & kv : h.fields) {
+        if (kv.first == "__metadata__") {
+            bool strings = kv.second.type == wa_json::OBJECT;
+            for (const auto & m : kv.second.fields) strings = strings && m.second.type == wa_json::STRING;
+            if (!strings) { wa_set_error("%s: __metadata__ is not an object of strings", p); return false; }
+            continue;
+        }
+        wa_st_tensor st;
+        if (!wa_st_entry(p, kv.first, kv.second, data_size, st)) return false;
+        f.tensors.emplace(kv.first, std::move(st));
+    }
+    return wa_st_check_tiling(f, p, data_size);
 }
 
 // A checkpoint's tensors: model.safetensors, else the shards model.safetensors.index.json names.
@@ -1083,11 +1102,42 @@ struct wa_hf_options {
     std::string audio_model_id;         // Ultravox: the model its audio tower comes from ("": none named)
 };
 
-// The hyperparameters from config.json, the projector's included, as the converter's read_config
-// takes them (and within the GGUF loader's bounds).
-static bool wa_hf_config(whisper_audio_model * m, const wa_json & top, wa_hf_options & opt) {
-    const char * path = m->path.c_str();
-    whisper_audio_hparams & hp = m->hparams;
+// config.json's values, each checked as the converter's read_config checks it; every failure
+// names the file and the key.
+struct wa_hf_cfg {
+    const char * path;
+
+    // an integer in [1, hi]: a JSON number without fraction or exponent, as Python's int
+    bool get(const wa_json & in, const char * where, const char * key, int hi, int * dst) const {
+        const wa_json * v = in.get(key);
+        uint64_t x = 0;
+        if (!v || !v->u64(&x) || x < 1 || x > (uint64_t)hi) {
+            wa_set_error("%s: config.json: %s%s is %s, expected an integer in [1, %d]", path, where, key,
+                         v ? v->shown().c_str() : "absent", hi);
+            return false;
+        }
+        *dst = (int)x;
+        return true;
+    }
+    // a string setting that must be `want` when present (whisper-audio runs that one alone)
+    bool must_be(const wa_json & in, const char * where, const char * key, const char * want) const {
+        const wa_json * v = in.get(key);
+        if (!v || (v->type == wa_json::STRING && v->str == want)) return true;
+        wa_set_error("%s: config.json: %s%s is %s; whisper-audio runs \"%s\"", path, where, key, v->shown().c_str(), want);
+        return false;
+    }
+    // a boolean setting that must be `want` when present
+    bool flag_must_be(const wa_json & in, const char * where, const char * key, bool want) const {
+        const wa_json * v = in.get(key);
+        if (!v || (v->type == wa_json::BOOL && v->b == want)) return true;
+        wa_set_error("%s: config.json: %s%s is %s; whisper-audio runs %s", path, where, key, v->shown().c_str(), want ? "true" : "false");
+        return false;
+    }
+};
+
+// The tower that config.json's model_type names (hp.projector; NONE for Whisper itself), or an
+// error naming the types this reader takes and those the converter takes.
+static bool wa_hf_model_type(const char * path, const wa_json & top, whisper_audio_hparams & hp) {
     const wa_json * mt = top.type == wa_json::OBJECT ? top.get("model_type") : nullptr;
     const bool named = mt && mt->type == wa_json::STRING;
     hp.projector = WHISPER_AUDIO_PROJECTOR_NONE;
@@ -1099,145 +1149,148 @@ static bool wa_hf_config(whisper_audio_model * m, const wa_json & top, wa_hf_opt
         for (const wa_projector_name & p : WA_PROJECTORS)
             if (!strcmp(p.gguf, t.projector)) hp.projector = p.type;
     }
-    const bool tower = hp.projector != WHISPER_AUDIO_PROJECTOR_NONE;
-    if (!tower && !(named && mt->str == "whisper")) {
-        wa_set_error("%s: config.json: model_type is %s, not \"whisper\" or an audio LLM's (%s)%s%s%s", path,
-                     top.type != wa_json::OBJECT ? "absent (not an object)" : mt ? mt->shown().c_str() : "absent",
-                     taken.c_str(), converted.empty() ? "" : "; convert/convert-hf-to-gguf.py takes ",
-                     converted.c_str(), converted.empty() ? "" : " to a GGUF this library loads");
+    if (hp.projector != WHISPER_AUDIO_PROJECTOR_NONE || (named && mt->str == "whisper")) return true;
+    wa_set_error("%s: config.json: model_type is %s, not \"whisper\" or an audio LLM's (%s)%s%s%s", path,
+                 top.type != wa_json::OBJECT ? "absent (not an object)" : mt ? mt->shown().c_str() : "absent",
+                 taken.c_str(), converted.empty() ? "" : "; convert/convert-hf-to-gguf.py takes ",
+                 converted.c_str(), converted.empty() ? "" : " to a GGUF this library loads");
+    return false;
+}
+
+// MiniCPMO: init_audio, audio_pool_step 2 (what the graph pools by), blocks of audio_chunk_length * 50 positions.
+static bool wa_hf_config_minicpmo(const wa_hf_cfg & r, const wa_json & top, const wa_json & cfg, const char * ac,
+                                  whisper_audio_hparams & hp) {
+    uint64_t pool = 2;
+    const wa_json * ps = top.get("audio_pool_step");
+    if (ps && !(ps->u64(&pool) && pool == 2)) {
+        wa_set_error("%s: config.json: audio_pool_step is %s; whisper-audio runs 2 (MiniCPM-o 2.6's)", r.path, ps->shown().c_str());
         return false;
     }
+    if (!r.flag_must_be(top, "", "init_audio", true) || !r.must_be(cfg, ac, "activation_function", "gelu")) return false;
+    const wa_json * ch = top.get("audio_chunk_length");
+    double chunk = 1.0;
+    if (ch && ch->type != wa_json::NUMBER) {
+        wa_set_error("%s: config.json: audio_chunk_length is %s, not a number", r.path, ch->shown().c_str());
+        return false;
+    }
+    if (ch) chunk = strtod(ch->str.c_str(), nullptr);
+    // get_audio_embedding's chunk_num_frame = int(chunk_length * 50); chunk_length <= 0: one block of the whole window
+    const double blocks = chunk > 0 ? std::trunc(chunk * 50) : hp.n_ctx;
+    if (!(blocks >= 1 && blocks <= hp.n_ctx)) {
+        wa_set_error("%s: config.json: audio_chunk_length %s gives blocks of %g positions; [1, %d] expected", r.path,
+                     ch ? ch->shown().c_str() : "1.0", blocks, hp.n_ctx);
+        return false;
+    }
+    hp.n_causal = (int)blocks;
+    return true;
+}
+
+// MERaLiON-2's speech_audio_adapter: reshape(B, T // f, C * f) of the 1500 positions; ln_speech nn.LayerNorm's eps.
+static bool wa_hf_config_meralion(const wa_hf_cfg & r, const wa_json & top, const wa_json & cfg, const char * ac,
+                                  whisper_audio_hparams & hp) {
+    uint64_t f = 15;
+    const wa_json * sf = top.get("speech_mlp_scale_factor");
+    if (sf && !(sf->u64(&f) && f >= 1 && f <= 64 && hp.n_ctx % f == 0)) {
+        wa_set_error("%s: config.json: speech_mlp_scale_factor is %s, not a divisor of %d in [1, 64]", r.path, sf->shown().c_str(), hp.n_ctx);
+        return false;
+    }
+    hp.stack_factor = (int)f;
+    if (!r.flag_must_be(top, "", "speech_mlp_use_projection", true) || !r.must_be(cfg, ac, "activation_function", "gelu") ||
+        !r.flag_must_be(cfg, ac, "scale_embedding", false))
+        return false;
+    hp.proj_eps = 1e-5f;
+    return true;
+}
+
+// Voxtral's get_audio_features: reshape(-1, intermediate_size), linear_1, GELU, linear_2.
+static bool wa_hf_config_voxtral(const wa_hf_cfg & r, const wa_json & top, whisper_audio_hparams & hp) {
+    const int stack = hp.n_ff / hp.n_state;
+    if (hp.n_ff % hp.n_state != 0 || hp.n_ctx % stack != 0 || stack > 64) {
+        wa_set_error("%s: config.json: audio_config.intermediate_size %d is not the d_model %d times a divisor of %d (at most 64)",
+                     r.path, hp.n_ff, hp.n_state, hp.n_ctx);
+        return false;
+    }
+    hp.stack_factor = stack;
+    return r.must_be(top, "", "projector_hidden_act", "gelu");
+}
+
+// Audio Flamingo 3's AudioFlamingo3MultiModalProjector: linear_1, GELU, linear_2.
+static bool wa_hf_config_af3(const wa_hf_cfg & r, const wa_json & top) {
+    if (!r.must_be(top, "", "projector_hidden_act", "gelu")) return false;
+    const wa_json * bias = top.get("projector_bias");
+    if (bias && !(bias->type == wa_json::BOOL && bias->b)) {
+        wa_set_error("%s: config.json: projector_bias is %s; whisper-audio runs true (linear_1 and linear_2 with biases)",
+                     r.path, bias->shown().c_str());
+        return false;
+    }
+    return true;
+}
+
+// Ultravox's projector: stacking, SwiGLU's width, the optional mid LayerNorm; the model its audio tower comes from.
+static bool wa_hf_config_ultravox(const wa_hf_cfg & r, const wa_json & top, whisper_audio_hparams & hp, wa_hf_options & opt) {
+    if (!r.get(top, "", "stack_factor", 64, &hp.stack_factor) || !r.get(top, "", "hidden_size", 65536, &hp.n_proj_ff) ||
+        !r.must_be(top, "", "projector_act", "swiglu"))
+        return false;
+    if (hp.n_proj_ff % 2 != 0) {
+        wa_set_error("%s: config.json: hidden_size %d is odd; Ultravox's SwiGLU halves it", r.path, hp.n_proj_ff);
+        return false;
+    }
+    const wa_json * ln_mid = top.get("projector_ln_mid");
+    if (ln_mid && ln_mid->type != wa_json::BOOL && ln_mid->type != wa_json::NUL) {
+        wa_set_error("%s: config.json: projector_ln_mid is %s, not true or false", r.path, ln_mid->shown().c_str());
+        return false;
+    }
+    opt.ln_mid = ln_mid && ln_mid->b;
+    const wa_json * id = top.get("audio_model_id");
+    if (id && id->type == wa_json::STRING) opt.audio_model_id = id->str;
+    return true;
+}
+
+// The hyperparameters from config.json, the projector's included, as the converter's read_config
+// takes them (and within the GGUF loader's bounds): the encoder's, the LLM's width, then the
+// tower's own settings.
+static bool wa_hf_config(whisper_audio_model * m, const wa_json & top, wa_hf_options & opt) {
+    const char * path = m->path.c_str();
+    const wa_hf_cfg r{path};
+    whisper_audio_hparams & hp = m->hparams;
+    if (!wa_hf_model_type(path, top, hp)) return false;
+    const bool tower = hp.projector != WHISPER_AUDIO_PROJECTOR_NONE;
+    const std::string type = tower ? top.get("model_type")->str : "whisper";
     // the encoder's config: MERaLiON2Config's speech_config, the others' audio_config
     const bool meralion = hp.projector == WHISPER_AUDIO_PROJECTOR_MERALION, minicpmo = hp.projector == WHISPER_AUDIO_PROJECTOR_MINICPMO;
     const wa_json * cfg = tower ? top.get(meralion ? "speech_config" : "audio_config") : &top;
     if (!cfg || cfg->type != wa_json::OBJECT) {
-        wa_set_error("%s: config.json: %s without %s", path, mt->str.c_str(), meralion ? "a speech_config" : "an audio_config");
+        wa_set_error("%s: config.json: %s without %s", path, type.c_str(), meralion ? "a speech_config" : "an audio_config");
         return false;
     }
-    // an integer in [1, hi]: a JSON number without fraction or exponent, as Python's int
-    auto get = [&](const wa_json & in, const char * where, const char * key, int hi, int * dst) {
-        const wa_json * v = in.get(key);
-        uint64_t x = 0;
-        if (!v || !v->u64(&x) || x < 1 || x > (uint64_t)hi) {
-            wa_set_error("%s: config.json: %s%s is %s, expected an integer in [1, %d]", path, where, key,
-                         v ? v->shown().c_str() : "absent", hi);
-            return false;
-        }
-        *dst = (int)x;
-        return true;
-    };
-    // a setting that must be `want` when present (whisper-audio runs that one alone)
-    auto must_be = [&](const char * key, const char * want) {
-        const wa_json * v = top.get(key);
-        if (!v || (v->type == wa_json::STRING && v->str == want)) return true;
-        wa_set_error("%s: config.json: %s is %s; whisper-audio runs \"%s\"", path, key, v->shown().c_str(), want);
-        return false;
-    };
     const char * ac = tower ? "audio_config." : "";
     // VoxtralEncoderConfig and AudioFlamingo3EncoderConfig name them as Llama does
     const bool llama_names = hp.projector == WHISPER_AUDIO_PROJECTOR_VOXTRAL || hp.projector == WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO;
-    if (!get(*cfg, ac, llama_names ? "hidden_size" : "d_model", 16384, &hp.n_state) ||
-        !get(*cfg, ac, llama_names ? "num_hidden_layers" : "encoder_layers", 256, &hp.n_layer) ||
-        !get(*cfg, ac, llama_names ? "num_attention_heads" : "encoder_attention_heads", 256, &hp.n_head) ||
-        !get(*cfg, ac, llama_names ? "intermediate_size" : "encoder_ffn_dim", 65536, &hp.n_ff) ||
-        !get(*cfg, ac, "num_mel_bins", 512, &hp.n_mels))
+    if (!r.get(*cfg, ac, llama_names ? "hidden_size" : "d_model", 16384, &hp.n_state) ||
+        !r.get(*cfg, ac, llama_names ? "num_hidden_layers" : "encoder_layers", 256, &hp.n_layer) ||
+        !r.get(*cfg, ac, llama_names ? "num_attention_heads" : "encoder_attention_heads", 256, &hp.n_head) ||
+        !r.get(*cfg, ac, llama_names ? "intermediate_size" : "encoder_ffn_dim", 65536, &hp.n_ff) ||
+        !r.get(*cfg, ac, "num_mel_bins", 512, &hp.n_mels))
         return false;
     hp.n_ctx = 1500;
     hp.eps = 1e-5f;                                         // Whisper's LayerNorm; the converter writes it
     hp.stack_factor = 1;
     if (tower) {
         const wa_json * text = minicpmo ? &top : top.get("text_config");   // MiniCPM-o's config is its LLM's
-        if (!text || text->type != wa_json::OBJECT) { wa_set_error("%s: config.json: %s without a text_config", path, mt->str.c_str()); return false; }
-        if (!get(*text, minicpmo ? "" : "text_config.", "hidden_size", 65536, &hp.n_llm)) return false;
+        if (!text || text->type != wa_json::OBJECT) { wa_set_error("%s: config.json: %s without a text_config", path, type.c_str()); return false; }
+        if (!r.get(*text, minicpmo ? "" : "text_config.", "hidden_size", 65536, &hp.n_llm)) return false;
         hp.proj_eps = 1e-6f;                                // Ultravox's RMSNorm default; the converter writes it
     }
-    // a setting of the encoder's config that must be `want` when present
-    auto audio_must_be = [&](const char * key, const char * want) {
-        const wa_json * v = cfg->get(key);
-        if (!v || (v->type == wa_json::STRING && v->str == want)) return true;
-        wa_set_error("%s: config.json: %s%s is %s; whisper-audio runs \"%s\"", path, ac, key, v->shown().c_str(), want);
-        return false;
-    };
-    // a boolean setting that must be `want` when present
-    auto flag_must_be = [&](const wa_json & in, const char * where, const char * key, bool want) {
-        const wa_json * v = in.get(key);
-        if (!v || (v->type == wa_json::BOOL && v->b == want)) return true;
-        wa_set_error("%s: config.json: %s%s is %s; whisper-audio runs %s", path, where, key, v->shown().c_str(), want ? "true" : "false");
-        return false;
-    };
-    if (minicpmo) {   // MiniCPMO: init_audio, audio_pool_step 2 (what the graph pools by), blocks of audio_chunk_length * 50 positions
-        uint64_t pool = 2;
-        const wa_json * ps = top.get("audio_pool_step");
-        if (ps && !(ps->u64(&pool) && pool == 2)) {
-            wa_set_error("%s: config.json: audio_pool_step is %s; whisper-audio runs 2 (MiniCPM-o 2.6's)", path, ps->shown().c_str());
-            return false;
-        }
-        if (!flag_must_be(top, "", "init_audio", true) || !audio_must_be("activation_function", "gelu")) return false;
-        const wa_json * ch = top.get("audio_chunk_length");
-        double chunk = 1.0;
-        if (ch && ch->type != wa_json::NUMBER) {
-            wa_set_error("%s: config.json: audio_chunk_length is %s, not a number", path, ch->shown().c_str());
-            return false;
-        }
-        if (ch) chunk = strtod(ch->str.c_str(), nullptr);
-        // get_audio_embedding's chunk_num_frame = int(chunk_length * 50); chunk_length <= 0: one block of the whole window
-        const double blocks = chunk > 0 ? std::trunc(chunk * 50) : hp.n_ctx;
-        if (!(blocks >= 1 && blocks <= hp.n_ctx)) {
-            wa_set_error("%s: config.json: audio_chunk_length %s gives blocks of %g positions; [1, %d] expected", path,
-                         ch ? ch->shown().c_str() : "1.0", blocks, hp.n_ctx);
-            return false;
-        }
-        hp.n_causal = (int)blocks;
+    bool ok = true;
+    switch (hp.projector) {
+        case WHISPER_AUDIO_PROJECTOR_MINICPMO:       ok = wa_hf_config_minicpmo(r, top, *cfg, ac, hp); break;
+        case WHISPER_AUDIO_PROJECTOR_MERALION:       ok = wa_hf_config_meralion(r, top, *cfg, ac, hp); break;
+        case WHISPER_AUDIO_PROJECTOR_VOXTRAL:        ok = wa_hf_config_voxtral(r, top, hp); break;
+        case WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO:  ok = wa_hf_config_af3(r, top); break;
+        case WHISPER_AUDIO_PROJECTOR_ULTRAVOX:       ok = wa_hf_config_ultravox(r, top, hp, opt); break;
+        default: break;
     }
-    if (meralion) {   // speech_audio_adapter: reshape(B, T // f, C * f) of the 1500 positions; ln_speech nn.LayerNorm's eps
-        uint64_t f = 15;
-        const wa_json * sf = top.get("speech_mlp_scale_factor");
-        if (sf && !(sf->u64(&f) && f >= 1 && f <= 64 && hp.n_ctx % f == 0)) {
-            wa_set_error("%s: config.json: speech_mlp_scale_factor is %s, not a divisor of %d in [1, 64]", path, sf->shown().c_str(), hp.n_ctx);
-            return false;
-        }
-        hp.stack_factor = (int)f;
-        if (!flag_must_be(top, "", "speech_mlp_use_projection", true) || !audio_must_be("activation_function", "gelu") ||
-            !flag_must_be(*cfg, ac, "scale_embedding", false))
-            return false;
-        hp.proj_eps = 1e-5f;
-    }
-    if (hp.projector == WHISPER_AUDIO_PROJECTOR_VOXTRAL) {  // get_audio_features: reshape(-1, intermediate_size), linear_1, GELU, linear_2
-        const int stack = hp.n_ff / hp.n_state;
-        if (hp.n_ff % hp.n_state != 0 || hp.n_ctx % stack != 0 || stack > 64) {
-            wa_set_error("%s: config.json: audio_config.intermediate_size %d is not the d_model %d times a divisor of %d (at most 64)",
-                         path, hp.n_ff, hp.n_state, hp.n_ctx);
-            return false;
-        }
-        hp.stack_factor = stack;
-        if (!must_be("projector_hidden_act", "gelu")) return false;
-    }
-    if (hp.projector == WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO) {      // AudioFlamingo3MultiModalProjector: linear_1, GELU, linear_2
-        if (!must_be("projector_hidden_act", "gelu")) return false;
-        const wa_json * bias = top.get("projector_bias");
-        if (bias && !(bias->type == wa_json::BOOL && bias->b)) {
-            wa_set_error("%s: config.json: projector_bias is %s; whisper-audio runs true (linear_1 and linear_2 with biases)",
-                         path, bias->shown().c_str());
-            return false;
-        }
-    }
-    if (hp.projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX) {
-        if (!get(top, "", "stack_factor", 64, &hp.stack_factor) || !get(top, "", "hidden_size", 65536, &hp.n_proj_ff) ||
-            !must_be("projector_act", "swiglu"))
-            return false;
-        if (hp.n_proj_ff % 2 != 0) {
-            wa_set_error("%s: config.json: hidden_size %d is odd; Ultravox's SwiGLU halves it", path, hp.n_proj_ff);
-            return false;
-        }
-        const wa_json * ln_mid = top.get("projector_ln_mid");
-        if (ln_mid && ln_mid->type != wa_json::BOOL && ln_mid->type != wa_json::NUL) {
-            wa_set_error("%s: config.json: projector_ln_mid is %s, not true or false", path, ln_mid->shown().c_str());
-            return false;
-        }
-        opt.ln_mid = ln_mid && ln_mid->b;
-        const wa_json * id = top.get("audio_model_id");
-        if (id && id->type == wa_json::STRING) opt.audio_model_id = id->str;
-    }
+    if (!ok) return false;
     if (hp.n_state % hp.n_head != 0) {
         wa_set_error("%s: config.json: %sd_model %d is not a multiple of the %d attention heads", path, ac, hp.n_state, hp.n_head);
         return false;
@@ -1301,9 +1354,16 @@ static bool wa_hf_cached(const std::string & id, std::string & dir, std::string 
     const bool regular = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
     const ssize_t n = regular ? pread(fd, buf, sizeof(buf) - 1, 0) : -1;
     if (fd >= 0) close(fd);
-    if (fd < 0 || !regular) {
+    if (fd < 0 && errno == ENOENT) {
         wa_set_error("%s: the Hugging Face cache's %s has no refs/main (downloaded at another revision?): `hf download %s` "
                      "fetches the main one", i, repo.c_str(), i);
+        return false;
+    }
+    if (fd < 0 || !regular) {   // there, but a FIFO, a folder or unreadable: say so rather than "missing"
+        const int e = errno;
+        wa_set_error("%s: %s is %s, not a file holding a commit hash: `hf download %s` writes it again", i, ref_path.c_str(),
+                     fd < 0 ? strerror(e) : S_ISDIR(st.st_mode) ? "a folder" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                     : "not a regular file", i);
         return false;
     }
     std::string sha(buf, n > 0 ? (size_t)n : 0);
@@ -1393,29 +1453,19 @@ static float wa_f64_to_f32(double v) {
     return (float)v;
 }
 
-// A Hugging Face directory: dir; root: its folder in the Hugging Face cache ("": a local one).
-static bool hf_model_read(whisper_audio_model * m, std::string dir, const std::string & root) {
-    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    m->kind = whisper_audio_model::HF;
-    m->path = dir;
-    const char * path = dir.c_str();
-    const std::string cfg_path = dir + "/config.json";
-    if (!wa_hf_exists(cfg_path)) { wa_set_error("%s: no config.json: not a Hugging Face checkpoint directory", path); return false; }
-    wa_json cfg;
-    wa_hf_options opt;
-    if (!wa_hf_json(cfg_path, root, cfg) || !wa_hf_config(m, cfg, opt)) return false;
+// Where the encoder's tensors are: under the first prefix whose conv1 is there (pre), in ck or,
+// for a published Ultravox checkpoint that holds its projector alone, in the checkpoint of the
+// model its config names (opened into tower_ck); enc is the one that holds them.
+static bool hf_find_encoder(whisper_audio_model * m, const wa_hf_checkpoint & ck, wa_hf_checkpoint & tower_ck,
+                            const wa_hf_options & opt, const wa_hf_prefix *& pre, const wa_hf_checkpoint *& enc,
+                            std::string & proj_prefix) {
+    const char * path = m->path.c_str();
     const whisper_audio_hparams & hp = m->hparams;
-    wa_hf_checkpoint ck, tower_ck;
-    if (!wa_hf_checkpoint_open(ck, dir, root)) return false;
-    m->sources.push_back(cfg_path);
-
-    // the encoder: under the first prefix whose conv1 is there; a published Ultravox checkpoint
-    // holds its projector alone, and its audio tower is the encoder of the model it names
-    const wa_hf_prefix * pre = nullptr;
+    pre = nullptr;
     for (const wa_hf_prefix & p : WA_HF_PREFIXES)
         if (!pre && ck.find(std::string(p.encoder) + "conv1.weight")) pre = &p;
-    const wa_hf_checkpoint * enc = &ck;
-    std::string proj_prefix = pre ? pre->projector : "";
+    enc = &ck;
+    proj_prefix = pre ? pre->projector : "";
     if (!pre && hp.projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX && !opt.audio_model_id.empty()) {
         const std::string & id = opt.audio_model_id;
         std::string tdir = id, troot;
@@ -1439,58 +1489,28 @@ static bool hf_model_read(whisper_audio_model * m, std::string dir, const std::s
                      "model.audio_tower.conv1.weight, apm.conv1.weight, speech_encoder.conv1.weight, conv1.weight is in the checkpoint", path);
         return false;
     }
-    for (const wa_hf_checkpoint * c : {&ck, &tower_ck}) {
-        if (!c->index.empty()) m->sources.push_back(c->index);
-        for (const auto & f : c->files) m->sources.push_back(f->path);
-    }
+    return true;
+}
 
-    std::vector<wa_hf_source> sources;
-    std::set<std::string> taken;
-    const bool found = wa_for_each_tensor(hp, [&](const wa_tensor_desc & t, int il, const char * name) {
-        const char * hf = WA_HF_NAMES[&t - WA_TENSORS].hf;
-        if (!hf) return true;                               // the mel bank: computed below
-        char buf[GGUF_MAX_NAME + 1];
-        snprintf(buf, sizeof(buf), hf, il);
-        int64_t ne[4];
-        const int n_dims = wa_shape(hp, t, ne);
-        taken.insert(pre->encoder + std::string(buf));
-        return wa_hf_take(m, *enc, pre->encoder + std::string(buf), name, n_dims, ne, t.matrix, "encoder", sources);
-    });
-    if (!found) return false;
-    for (const wa_proj_desc & t : WA_PROJ_TENSORS) {
-        if (t.type != hp.projector) continue;
-        if (t.either && (t.name == std::string("multi_modal_projector.ln_mid.weight")) != opt.ln_mid) continue;
-        int64_t ne[3];
-        const int n_dims = wa_proj_shape(hp, t, ne);
-        taken.insert(proj_prefix + t.name);
-        if (!wa_hf_take(m, ck, proj_prefix + t.name, t.name, n_dims, ne, t.matrix, "projector", sources)) return false;
-    }
-    // the encoder's and projector's tensors that config.json does not account for (a layer
-    // beyond its count): the checkpoint holds another model than the one it describes
-    auto untaken = [&](const wa_hf_checkpoint & c, const std::vector<std::string> & prefixes, const char * what) {
-        std::vector<std::string> extra;
-        for (const auto & kv : c.where)
-            for (const std::string & p : prefixes)
-                if (kv.first.compare(0, p.size(), p) == 0 && !taken.count(kv.first)) { extra.push_back(kv.first); break; }
-        if (extra.empty()) return false;
-        std::sort(extra.begin(), extra.end());
-        wa_set_error("%s: %zu %s tensor%s that config.json does not describe, e.g. %s", c.dir.c_str(), extra.size(),
-                     what, extra.size() == 1 ? "" : "s", extra[0].c_str());
-        return true;
-    };
-    const std::vector<std::string> enc_prefixes = *pre->encoder ? std::vector<std::string>{pre->encoder}
-                                                : std::vector<std::string>{"conv", "layers.", "layer_norm.", "embed_positions."};
-    if (untaken(*enc, enc_prefixes, "encoder")) return false;
-    // the projector's tensors sit under multi_modal_projector. but for MiniCPM-o's and MERaLiON-2's
-    const std::vector<std::string> proj_prefixes =
-        hp.projector == WHISPER_AUDIO_PROJECTOR_MINICPMO ? std::vector<std::string>{proj_prefix + "audio_projection_layer."}
-        : hp.projector == WHISPER_AUDIO_PROJECTOR_MERALION ? std::vector<std::string>{proj_prefix + "ln_speech.", proj_prefix + "speech_audio_adapter."}
-        : std::vector<std::string>{proj_prefix + "multi_modal_projector."};
-    if (hp.projector != WHISPER_AUDIO_PROJECTOR_NONE && untaken(ck, proj_prefixes, "projector")) return false;
-    if (enc != &ck && untaken(ck, {"audio_tower.", "model.audio_tower."}, "audio-tower")) return false;   // not the tower alone: LoRA, a part
+// The checkpoint's tensors that config.json does not account for (a layer beyond its count), under
+// the encoder's and the projector's prefixes: the checkpoint holds another model than the one it
+// describes. True with the error set when there are some.
+static bool hf_untaken(const wa_hf_checkpoint & c, const std::vector<std::string> & prefixes, const char * what,
+                       const std::set<std::string> & taken) {
+    std::vector<std::string> extra;
+    for (const auto & kv : c.where)
+        for (const std::string & p : prefixes)
+            if (kv.first.compare(0, p.size(), p) == 0 && !taken.count(kv.first)) { extra.push_back(kv.first); break; }
+    if (extra.empty()) return false;
+    std::sort(extra.begin(), extra.end());
+    wa_set_error("%s: %zu %s tensor%s that config.json does not describe, e.g. %s", c.dir.c_str(), extra.size(),
+                 what, extra.size() == 1 ? "" : "s", extra[0].c_str());
+    return true;
+}
 
-    // read on every core: a tensor stored as held goes straight to its place, the rest through a
-    // buffer, widened (F16, BF16: exact) or rounded (F64)
+// The tensors of sources into the model's memory, read on every core: a tensor stored as held goes
+// straight to its place, the rest through a buffer, widened (F16, BF16: exact) or rounded (F64).
+static bool hf_read_sources(whisper_audio_model * m, const std::vector<wa_hf_source> & sources) {
     std::vector<gguf_tensor_info *> used;
     std::vector<uint64_t> sizes;
     for (gguf_tensor_info & t : m->tensors) { used.push_back(&t); sizes.push_back(t.bytes); }
@@ -1519,7 +1539,67 @@ static bool hf_model_read(whisper_audio_model * m, std::string dir, const std::s
         }
         return wa_nonfinite(s.file->path, s.name, t, d);
     });
-    if (!read) return false;
+    return read;
+}
+
+// A Hugging Face directory: dir; root: its folder in the Hugging Face cache ("": a local one).
+static bool hf_model_read(whisper_audio_model * m, std::string dir, const std::string & root) {
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    m->kind = whisper_audio_model::HF;
+    m->path = dir;
+    const char * path = dir.c_str();
+    const std::string cfg_path = dir + "/config.json";
+    if (!wa_hf_exists(cfg_path)) { wa_set_error("%s: no config.json: not a Hugging Face checkpoint directory", path); return false; }
+    wa_json cfg;
+    wa_hf_options opt;
+    if (!wa_hf_json(cfg_path, root, cfg) || !wa_hf_config(m, cfg, opt)) return false;
+    const whisper_audio_hparams & hp = m->hparams;
+    wa_hf_checkpoint ck, tower_ck;
+    if (!wa_hf_checkpoint_open(ck, dir, root)) return false;
+    m->sources.push_back(cfg_path);
+
+    const wa_hf_prefix * pre = nullptr;
+    const wa_hf_checkpoint * enc = nullptr;
+    std::string proj_prefix;
+    if (!hf_find_encoder(m, ck, tower_ck, opt, pre, enc, proj_prefix)) return false;
+    for (const wa_hf_checkpoint * c : {&ck, &tower_ck}) {
+        if (!c->index.empty()) m->sources.push_back(c->index);
+        for (const auto & f : c->files) m->sources.push_back(f->path);
+    }
+
+    // the encoder's tensors and the projector's, each found, checked and recorded under our name
+    std::vector<wa_hf_source> sources;
+    std::set<std::string> taken;
+    const bool found = wa_for_each_tensor(hp, [&](const wa_tensor_desc & t, int il, const char * name) {
+        const char * hf = WA_HF_NAMES[&t - WA_TENSORS].hf;
+        if (!hf) return true;                               // the mel bank: computed below
+        char buf[GGUF_MAX_NAME + 1];
+        snprintf(buf, sizeof(buf), hf, il);
+        int64_t ne[4];
+        const int n_dims = wa_shape(hp, t, ne);
+        taken.insert(pre->encoder + std::string(buf));
+        return wa_hf_take(m, *enc, pre->encoder + std::string(buf), name, n_dims, ne, t.matrix, "encoder", sources);
+    });
+    if (!found) return false;
+    for (const wa_proj_desc & t : WA_PROJ_TENSORS) {
+        if (t.type != hp.projector) continue;
+        if (t.either && (t.name == std::string("multi_modal_projector.ln_mid.weight")) != opt.ln_mid) continue;
+        int64_t ne[3];
+        const int n_dims = wa_proj_shape(hp, t, ne);
+        taken.insert(proj_prefix + t.name);
+        if (!wa_hf_take(m, ck, proj_prefix + t.name, t.name, n_dims, ne, t.matrix, "projector", sources)) return false;
+    }
+    const std::vector<std::string> enc_prefixes = *pre->encoder ? std::vector<std::string>{pre->encoder}
+                                                : std::vector<std::string>{"conv", "layers.", "layer_norm.", "embed_positions."};
+    if (hf_untaken(*enc, enc_prefixes, "encoder", taken)) return false;
+    // the projector's tensors sit under multi_modal_projector. but for MiniCPM-o's and MERaLiON-2's
+    const std::vector<std::string> proj_prefixes =
+        hp.projector == WHISPER_AUDIO_PROJECTOR_MINICPMO ? std::vector<std::string>{proj_prefix + "audio_projection_layer."}
+        : hp.projector == WHISPER_AUDIO_PROJECTOR_MERALION ? std::vector<std::string>{proj_prefix + "ln_speech.", proj_prefix + "speech_audio_adapter."}
+        : std::vector<std::string>{proj_prefix + "multi_modal_projector."};
+    if (hp.projector != WHISPER_AUDIO_PROJECTOR_NONE && hf_untaken(ck, proj_prefixes, "projector", taken)) return false;
+    if (enc != &ck && hf_untaken(ck, {"audio_tower.", "model.audio_tower."}, "audio-tower", taken)) return false;   // not the tower alone: LoRA, a part
+    if (!hf_read_sources(m, sources)) return false;
     m->hparams.weight_type = wa_weight_type((vt_type)m->find("encoder.layers.0.fc1.weight")->type);
     m->mel_computed.resize((size_t)hp.n_mels * WHISPER_AUDIO_N_BINS);   // as the feature extractor computes it
     wa_mel_filters_slaney(hp.n_mels, m->mel_computed.data());
@@ -1589,29 +1669,40 @@ bool wa_formats_read_path(whisper_audio_model * m, const char * path, bool missi
     return false;
 }
 
-// An open model file, by content: CTranslate2's model.bin, a safetensors file (the Hugging Face
-// directory that holds it), whisper.cpp's ggml; *taken false for the GGUF reader (ours, an
-// mmproj, or a file it refuses with GGUF's own message).
-bool wa_formats_read_file(whisper_audio_model * m, int fd, bool * taken) {
-    *taken = true;
-    char magic[sizeof(CT2_MAGIC)];                        // a CTranslate2 model.bin, by content (any version)
-    if (m->file_size >= sizeof(magic) && read_at(m, fd, magic, sizeof(magic), 0) && memcmp(magic + 4, CT2_MAGIC + 4, sizeof(magic) - 4) == 0)
-        return ct2_model_read(m, fd) && ct2_read_config(m);
-    // a safetensors file (a header length that fits, then a JSON object): the Hugging Face
-    // directory that holds it
+// ---- the format table -----------------------------------------------------------------------
+// The model files this set reads, each recognised by its content. sniff says 1 (the file is of
+// the format), 0 (it is not: the next row looks) or -1 (it is, and cannot be read: the error is
+// set); a row without read only refuses. The rows are tried in order; a file none takes goes to
+// the GGUF reader (ours, an mmproj, or a file it refuses with GGUF's own message).
+
+// CTranslate2's model.bin of a Whisper model, any binary version.
+static int ct2_sniff(whisper_audio_model * m, int fd) {
+    char magic[sizeof(CT2_MAGIC)];
+    return m->file_size >= sizeof(magic) && read_at(m, fd, magic, sizeof(magic), 0) &&
+           memcmp(magic + 4, CT2_MAGIC + 4, sizeof(magic) - 4) == 0;
+}
+static bool ct2_read(whisper_audio_model * m, int fd) { return ct2_model_read(m, fd) && ct2_read_config(m); }
+
+// A safetensors file (a header length that fits, then a JSON object): the Hugging Face directory
+// that holds it is read.
+static int st_sniff(whisper_audio_model * m, int fd) {
     uint8_t st[9];
-    if (m->file_size >= 10 && read_at(m, fd, st, 9, 0) && st[8] == '{') {
-        uint64_t n = 0;
-        for (int i = 7; i >= 0; i--) n = n << 8 | st[i];
-        if (n <= m->file_size - 8) {
-            const size_t slash = m->path.rfind('/');
-            return hf_model_read(m, slash == std::string::npos ? "." : slash == 0 ? "/" : m->path.substr(0, slash), "");
-        }
-    }
-    // another CTranslate2 spec (a translation model, a cut header): said as such, not as a bad GGUF
+    if (m->file_size < 10 || !read_at(m, fd, st, 9, 0) || st[8] != '{') return 0;
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = n << 8 | st[i];
+    return n <= m->file_size - 8;
+}
+static bool st_read(whisper_audio_model * m, int) {
+    const size_t slash = m->path.rfind('/');
+    return hf_model_read(m, slash == std::string::npos ? "." : slash == 0 ? "/" : m->path.substr(0, slash), "");
+}
+
+// Another CTranslate2 spec (a translation model), or a model.bin too short for its header: said
+// as such, not as a bad GGUF.
+static int ct2_other_sniff(whisper_audio_model * m, int fd) {
     uint8_t h[6 + 64] = {};
     const size_t have = std::min(m->file_size, sizeof(h));
-    if (!read_at(m, fd, h, have, 0)) return false;
+    if (!read_at(m, fd, h, have, 0)) return -1;
     const size_t base = m->path.rfind('/') == std::string::npos ? 0 : m->path.rfind('/') + 1;
     const bool named_ct2 = m->path.compare(base, std::string::npos, "model.bin") == 0;
     const uint32_t version = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 24;
@@ -1623,17 +1714,45 @@ bool wa_formats_read_file(whisper_audio_model * m, int fd, bool * taken) {
         if (word) {
             wa_set_error("%s: a CTranslate2 model of spec %s (binary version %u), not a Whisper one (WhisperSpec)",
                          m->path.c_str(), spec.c_str(), version);
-            return false;
+            return -1;
         }
     }
     if (named_ct2 && m->file_size < sizeof(CT2_MAGIC)) {
         wa_set_error("%s: %zu bytes: too short for a CTranslate2 model.bin (its header alone is %zu bytes)", m->path.c_str(),
                      m->file_size, sizeof(CT2_MAGIC));
-        return false;
+        return -1;
     }
-    uint32_t file_magic = 0;
-    if (m->file_size >= 4 && !read_at(m, fd, &file_magic, 4, 0)) return false;
-    if (file_magic == GGML_FILE_MAGIC) return wa_read_prefix(m, fd, ggml_parse);
+    return 0;
+}
+
+// whisper.cpp's legacy ggml-*.bin, by its magic.
+static int ggml_sniff(whisper_audio_model * m, int fd) {
+    uint32_t magic = 0;
+    if (m->file_size >= 4 && !read_at(m, fd, &magic, 4, 0)) return -1;
+    return magic == GGML_FILE_MAGIC;
+}
+static bool ggml_read(whisper_audio_model * m, int fd) { return wa_read_prefix(m, fd, ggml_parse); }
+
+struct wa_file_format {
+    const char * name;
+    int (*sniff)(whisper_audio_model * m, int fd);
+    bool (*read)(whisper_audio_model * m, int fd);    // nullptr: a row that only refuses
+};
+static const wa_file_format WA_FILE_FORMATS[] = {
+    {"CTranslate2 model.bin",      ct2_sniff,       ct2_read},
+    {"safetensors",                st_sniff,        st_read},
+    {"CTranslate2, not Whisper",   ct2_other_sniff, nullptr},
+    {"whisper.cpp ggml",           ggml_sniff,      ggml_read},
+};
+
+// An open model file, by the table's rows; *taken false for the GGUF reader.
+bool wa_formats_read_file(whisper_audio_model * m, int fd, bool * taken) {
+    *taken = true;
+    for (const wa_file_format & f : WA_FILE_FORMATS) {
+        const int is = f.sniff(m, fd);
+        if (is < 0) return false;
+        if (is > 0 && f.read) return f.read(m, fd);
+    }
     *taken = false;
     return false;
 }

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -505,6 +506,45 @@ static inline bool wa_read_tensors(whisper_audio_model * m, const std::vector<gg
     }
     return true;
 }
+
+// ---- GGUF's keys ---------------------------------------------------------------------------
+
+// The two dialects of GGUF this reader takes: ours (whisper.*, the converter's) and llama.cpp's
+// mmproj (general.architecture "clip", its audio tower under clip.audio.*). One row of keys each.
+struct gguf_dialect {
+    const char * n_mels, * n_ctx, * n_state, * n_head, * n_layer, * n_ff, * eps;
+    const char * projector, * n_llm, * stack_factor;
+};
+static const gguf_dialect GGUF_OURS = {
+    "whisper.encoder.mels_count", "whisper.encoder.context_length", "whisper.encoder.embedding_length",
+    "whisper.encoder.attention.head_count", "whisper.encoder.block_count", "whisper.encoder.feed_forward_length",
+    "whisper.encoder.attention.layer_norm_epsilon",
+    "whisper.projector.type", "whisper.projector.embedding_length", "whisper.projector.stack_factor",
+};
+static const gguf_dialect GGUF_MMPROJ = {
+    "clip.audio.num_mel_bins", "clip.audio.context_length", "clip.audio.embedding_length",
+    "clip.audio.attention.head_count", "clip.audio.block_count", "clip.audio.feed_forward_length",
+    "clip.audio.attention.layer_norm_epsilon",
+    "clip.projector_type", "clip.audio.projection_dim", "clip.audio.projector.stack_factor",
+};
+
+// The header's key/values that this reader uses, type-checked; the rest are skipped.
+struct gguf_kv {
+    std::string arch, proj_type;
+    bool has_arch = false, has_proj_type = false, audio_proj_type = false;
+    uint32_t alignment = 32;
+    std::map<std::string, uint32_t> u32;
+    std::map<std::string, float> f32;
+    std::map<std::string, uint32_t> wrong_type;       // keys we read, stored with another GGUF type
+
+    // a key this reader needs that is absent, or there of another type (which says so)
+    bool missing(const char * path, const char * key, const char * want) const {
+        auto it = wrong_type.find(key);
+        if (it != wrong_type.end()) wa_set_error("%s: key %s has GGUF type %u, not %s", path, key, it->second, want);
+        else wa_set_error("%s: missing key %s (%s)", path, key, want);
+        return false;
+    }
+};
 
 // The rest of the model file's reading, defined in whisper-audio.cpp.
 void wa_mel_filters_slaney(int n_mels, float * out);                 // [n_mels, 201], the feature extractor's bank

@@ -892,6 +892,7 @@ struct whisper_audio_stream {
     int64_t     frames_total = -1;  // the length the header says (FLAC, MP3 with a Xing/LAME tag), or -1
     int64_t     frames_said = -1;   // a WAV's: its data chunk's size in frames (-1: to the end)
     bool        cut = false;        // the input ends inside a frame (a FLAC of unknown length)
+    bool        no_eos = false;     // an Ogg stream ends without its last page (the end-of-stream flag)
     std::string warning;            // at the end: the input was not the length its header says
     std::vector<float> dec;         // interleaved decoder output (MP3, Opus)
 
@@ -919,6 +920,13 @@ struct whisper_audio_stream {
 #endif
 #ifdef WHISPER_AUDIO_OPUS
     OggOpusFile * opus = nullptr;
+    // the Ogg pages the bytes given to opusfile hold, followed to see whether the input ends
+    // with a stream's last page (opusfile does not tell): the page header being read, its bytes
+    // so far, the body bytes still to come, and whether the last whole page had the EOS flag
+    uint8_t     og_head[27 + 255];
+    size_t      og_have = 0;
+    uint64_t    og_body = 0;
+    bool        og_eos = false;
 #endif
 
     int64_t     frames_in = 0;      // frames decoded so far
@@ -1194,10 +1202,9 @@ static int64_t ogg_stream_block(whisper_audio_stream * s) {
         got = ov_read_float(&s->vf, &pcm, WA_OGG_BLOCK, &link);
     }
     // Damage is an error, as a broken header is: the audio would go on with a gap (a hole:
-    // pages lost or failing their checksum), so that later windows shift in time, or stop
-    // early (no end-of-stream page: a writer flags the last page when it closes the stream).
-    // A WAV cannot tell: a data chunk shorter than its size field is read as it is, as
-    // streaming writers leave that field wrong.
+    // pages lost or failing their checksum), so that later windows shift in time. An input
+    // that stops early (no end-of-stream page: a writer flags the last page when it closes the
+    // stream) is cut short, as every codec's is: decoded, with a warning.
     const double at = (double) s->frames_in / s->sample_rate;
     if (got == OV_HOLE) {
         audio_fail(name, "corrupt Ogg Vorbis stream: pages are missing or damaged after %.3f s of audio; "
@@ -1209,11 +1216,9 @@ static int64_t ogg_stream_block(whisper_audio_stream * s) {
         return -1;
     }
     if (got == 0) {
-        if (!ogg_stream_eos(&s->vf.os)) {
-            audio_fail(name, "truncated Ogg Vorbis stream: the input ends after %.3f s of audio without the "
-                "stream's last page (the end-of-stream flag); to decode what is there, %s", at, AUDIO_FFMPEG_HINT);
-            return -1;
-        }
+        // the input ends without the stream's last page: cut short, as a WAV, FLAC or MP3 that
+        // ends early; what is there is decoded, and the stream's warning says so
+        if (!ogg_stream_eos(&s->vf.os)) s->no_eos = true;
         return 0;
     }
 
@@ -1585,11 +1590,46 @@ static int64_t mp3_stream_block(whisper_audio_stream * s) {
 
 #ifdef WHISPER_AUDIO_OPUS
 
+// Follows the Ogg pages in n bytes given to opusfile: og_eos is the last whole page's EOS flag
+// (header byte 5, bit 2), og_have > 0 or og_body > 0 an input that stops inside a page.
+static void opus_follow_pages(whisper_audio_stream * s, const uint8_t * p, size_t n) {
+    while (n > 0) {
+        if (s->og_body > 0) {                        // inside a page's body
+            const size_t k = (size_t) std::min<uint64_t>(s->og_body, n);
+            s->og_body -= k;
+            p += k;
+            n -= k;
+            continue;
+        }
+        // the header: 27 bytes, then as many lacing values as byte 26 says
+        const size_t want = s->og_have < 27 ? 27 : 27 + (size_t) s->og_head[26];
+        const size_t k = std::min(want - s->og_have, n);
+        memcpy(s->og_head + s->og_have, p, k);
+        s->og_have += k;
+        p += k;
+        n -= k;
+        if (s->og_have < 27 || s->og_have < 27 + (size_t) s->og_head[26]) continue;
+        if (memcmp(s->og_head, "OggS", 4) != 0) {    // not a page where one should start: damage, opusfile's to report
+            s->og_have = 0;
+            s->og_eos = true;                        // (nothing said about a cut)
+            return;
+        }
+        uint64_t body = 0;
+        for (size_t i = 0; i < s->og_head[26]; i++) body += s->og_head[27 + i];
+        s->og_eos = (s->og_head[5] & 4) != 0;
+        s->og_body = body;
+        s->og_have = 0;
+    }
+}
+
 // opusfile's read callback (no seek or tell: a stream, as Vorbis; so info->frames is -1).
 static int opus_cb_read(void * src, unsigned char * ptr, int n) {
-    wa_reader & r = *(wa_reader *) src;
+    whisper_audio_stream * s = (whisper_audio_stream *) src;
+    wa_reader & r = s->rd;
     const size_t got = rd_read(r, ptr, (size_t) n);
-    return got == 0 && r.err ? -1 : (int) got;
+    if (got == 0 && r.err) return -1;
+    opus_follow_pages(s, ptr, got);
+    return (int) got;
 }
 
 static const char * opus_error_name(int rc) {
@@ -1613,7 +1653,7 @@ static bool opus_stream_open(whisper_audio_stream * s) {
     wa_reader & r = s->rd;
     const OpusFileCallbacks cb = { opus_cb_read, nullptr, nullptr, nullptr };
     int rc = 0;
-    s->opus = op_open_callbacks(&r, &cb, nullptr, 0, &rc);
+    s->opus = op_open_callbacks(s, &cb, nullptr, 0, &rc);
     if (!s->opus) {
         if (rc != OP_EREAD && rd_fill(r, 1) == 0) {
             return audio_fail(name, "not a valid Ogg Opus stream: the input ends after %llu bytes, before its Opus "
@@ -1646,6 +1686,10 @@ static int64_t opus_stream_block(whisper_audio_stream * s) {
     if (got < 0) {
         audio_fail(name, "corrupt Ogg Opus stream (%s, opusfile %d) after %.3f s of audio", opus_error_name(got), got, at);
         return -1;
+    }
+    if (got == 0) {   // the end: without the last page (or inside a page), cut short, as Vorbis
+        if (!s->og_eos || s->og_have > 0 || s->og_body > 0) s->no_eos = true;
+        return 0;
     }
     // a chained stream may change the channels (mixed per block); the rate is always 48 kHz
     wa_append_mono(s, s->dec.data(), (size_t) got, op_channel_count(s->opus, link));
@@ -1850,6 +1894,20 @@ static whisper_audio_stream * wa_stream_open_memory(const void * data, size_t si
     return wa_stream_start(s, info);
 }
 
+whisper_audio_stream * whisper_audio_stream_open_memory(const void * data, size_t size, whisper_audio_info * info) {
+    if (!data || size == 0) {
+        if (!data && size > 0) wa_set_error("whisper_audio_stream_open_memory: invalid argument (data must not be NULL)");
+        else audio_fail("<memory>", "empty input (0 bytes)");
+        return nullptr;
+    }
+    try {
+        return wa_stream_open_memory(data, size, info);
+    } catch (const std::bad_alloc &) {
+        audio_fail("<memory>", "out of memory");
+        return nullptr;
+    }
+}
+
 // At the end of a stream: when it decoded another length than its header says (a cut file, a
 // FLAC whose STREAMINFO is wrong), or ended inside a frame, the one-line warning that says so.
 static void wa_stream_note_length(whisper_audio_stream * s) {
@@ -1865,6 +1923,9 @@ static void wa_stream_note_length(whisper_audio_stream * s) {
     } else if (s->cut) {
         snprintf(msg, sizeof(msg), "%s: the input ends inside a frame after %.3f s of audio (cut short?); decoded what is there",
                  s->name.c_str(), got);
+    } else if (s->no_eos) {
+        snprintf(msg, sizeof(msg), "%s: the input ends after %.3f s of audio without the stream's last page (the "
+                 "end-of-stream flag; cut short?); decoded what is there", s->name.c_str(), got);
     } else {
         return;
     }
@@ -1947,16 +2008,25 @@ void whisper_audio_stream_close(whisper_audio_stream * s) {
 
 // ---- whole inputs ---------------------------------------------------------------------
 
+// The warning of the last whole decode on this thread (whisper_audio_decode_warning).
+static thread_local std::string wa_decode_warning;
+
+// The most samples a header's length may reserve ahead (16 MiB of floats: 4.4 minutes); past
+// it the buffer grows as samples arrive, so that a header that lies (a 3 s FLAC that says
+// 2^36 samples) costs what the file holds, not what it claims.
+static const size_t WA_RESERVE_MAX = (size_t) 1 << 22;
+
 // Reads s to its end into one malloc'ed buffer, then closes it.
 static bool wa_stream_read_all(whisper_audio_stream * s, float ** pcm, size_t * n, whisper_audio_info * info) {
+    wa_decode_warning.clear();
     if (!s) return false;
-    // the expected length when the input says (one allocation), else grow by doubling
+    // the expected length when the input says (one allocation, up to WA_RESERVE_MAX), else
+    // grow by doubling
     size_t cap = (size_t) 1 << 16;
     uint64_t expect = 0;
     if (info && info->frames >= 0 &&
-        resample_out_len((uint64_t) info->frames, s->sample_rate, WHISPER_AUDIO_SAMPLE_RATE, &expect) &&
-        expect < SIZE_MAX / sizeof(float) - 1) {
-        cap = (size_t) expect + 1;   // + 1: the read that finds the end needs no growth
+        resample_out_len((uint64_t) info->frames, s->sample_rate, WHISPER_AUDIO_SAMPLE_RATE, &expect)) {
+        cap = expect < WA_RESERVE_MAX ? (size_t) expect + 1 : WA_RESERVE_MAX;   // + 1: the read that finds the end needs no growth
     }
     float * buf = (float *) malloc(cap * sizeof(float));
     size_t size = 0;
@@ -1983,6 +2053,7 @@ static bool wa_stream_read_all(whisper_audio_stream * s, float ** pcm, size_t * 
     if (ok && info) {
         info->frames = s->frames_in;   // what was decoded, whatever the header said
     }
+    if (ok && !s->warning.empty()) wa_decode_warning = s->warning;
     whisper_audio_stream_close(s);
     if (!ok) {
         free(buf);
@@ -1993,7 +2064,12 @@ static bool wa_stream_read_all(whisper_audio_stream * s, float ** pcm, size_t * 
     return true;
 }
 
+const char * whisper_audio_decode_warning(void) {
+    return wa_decode_warning.empty() ? nullptr : wa_decode_warning.c_str();
+}
+
 bool whisper_audio_decode_memory(const void * data, size_t size, float ** pcm, size_t * n, whisper_audio_info * info) {
+    wa_decode_warning.clear();
     if (pcm) *pcm = nullptr;
     if (n)   *n   = 0;
     if (!pcm || !n || (!data && size > 0)) {
@@ -2013,6 +2089,7 @@ bool whisper_audio_decode_memory(const void * data, size_t size, float ** pcm, s
 }
 
 bool whisper_audio_decode_file(const char * path, float ** pcm, size_t * n, whisper_audio_info * info) {
+    wa_decode_warning.clear();
     if (pcm) *pcm = nullptr;
     if (n)   *n   = 0;
     if (!path || !pcm || !n) {

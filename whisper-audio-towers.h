@@ -5,8 +5,8 @@
 // table (whisper-audio-arch.h's WA_HF_TOWERS), its value to the public enum, its test model to
 // tests/data/towers and its line to the docs.
 //
-// Internal: whisper-audio.cpp includes it once, after the encoder's structs (whisper_audio_encoder,
-// the GGUF reader's gguf_kv), whose names it uses; it travels with that file (README, "Embedding").
+// Internal: whisper-audio.cpp includes it once, after the encoder's structs (whisper_audio_encoder),
+// whose names it uses; it travels with that file (README, "Embedding").
 
 // ---- rules every tower uses --------------------------------------------------------------
 // The rows a chunk gives from its mel frames that hold audio (conv2's stride 2 makes
@@ -19,19 +19,24 @@ static int aut_positions(const whisper_audio_hparams & hp, int frames) {
     auto l3 = [](int x) { for (int i = 0; i < 3; i++) x = x < 1 ? 0 : (x - 1) / 2 + 1; return x; };
     return frames / hp.n_chunk * l3(hp.n_chunk) + l3(frames % hp.n_chunk);
 }
-// The positions holding audio of a window of `frames` such frames: the AuT's, or Whisper's.
+// How many positions of a window hold audio, given its `frames` mel frames of audio: by the AuT's
+// rule, or by Whisper's.
 static int wa_positions(const whisper_audio_hparams & hp, int frames) {
     return hp.n_conv ? aut_positions(hp, frames) : positions_of(frames);
 }
-// The mel frames a window of a whole-signal tower takes (and its next starts from): 3000, or for
-// the AuT the most whole attention windows in 3000 (2400 for n_attn_window 800), so that windows
-// cut where the model's attention windows do.
+// The mel frames one window of a whole-signal tower takes; the next window starts after them.
+// Whisper-style towers take 3000. The AuT takes the most whole attention windows that fit in 3000
+// (2400 when n_attn_window is 800), so that our windows are cut where the model's attention
+// windows are.
 static int wa_window_frames(const whisper_audio_hparams & hp) {
     return hp.n_attn_window ? WHISPER_AUDIO_N_FRAMES / hp.n_attn_window * hp.n_attn_window : WHISPER_AUDIO_N_FRAMES;
 }
 // All of an input (30 s windows, no limit), a frame per started hop
+// n / d rounded up, without n + d - 1, which wraps near SIZE_MAX (an input's count comes from callers).
+static size_t wa_ceil_div(size_t n, size_t d) { return n / d + (n % d != 0); }
+
 static int64_t frames_all(size_t n) {
-    return (int64_t)((n + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
+    return (int64_t)wa_ceil_div(n, WHISPER_AUDIO_HOP);
 }
 // A window's positions through a stacking projector: whole windows (Voxtral's and MERaLiON-2's
 // projectors stack within a padded window: 1500 / 4, 1500 / 15), else the window's positions
@@ -43,7 +48,7 @@ static int rows_window_stacked(const whisper_audio_hparams & hp, int, bool proje
 static int rows_pooled(const whisper_audio_hparams &, int frames, bool) { return positions_of(frames) / 2; }
 // The first 30 s of an input, a frame per started hop (Qwen2-Audio's and Qwen2.5-Omni's processors)
 static int64_t frames_first_window(size_t n) {
-    return (int64_t)((std::min<size_t>(n, WHISPER_AUDIO_N_SAMPLES) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
+    return (int64_t)wa_ceil_div(std::min<size_t>(n, WHISPER_AUDIO_N_SAMPLES), WHISPER_AUDIO_HOP);
 }
 
 // ---- the towers: each a builder and its rules ---------------------------------------------
@@ -97,7 +102,7 @@ static int rows_ultravox(const whisper_audio_hparams & hp, int frames, bool proj
     return projector ? (pos + hp.stack_factor - 1) / hp.stack_factor : pos;
 }
 static int64_t frames_ultravox(size_t n) {     // at least 2 hops, padded to a hop
-    return (int64_t)((std::max<size_t>(n, 2 * WHISPER_AUDIO_HOP) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
+    return (int64_t)wa_ceil_div(std::max<size_t>(n, 2 * WHISPER_AUDIO_HOP), WHISPER_AUDIO_HOP);
 }
 
 // ---- Audio Flamingo 3 --------------------------------------------------------------------
@@ -112,7 +117,7 @@ static vt_tensor * build_af3(const whisper_audio_encoder * enc, vt_context * ctx
     return vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
 }
 static int64_t frames_af3(size_t n) {          // its first 600 s (max_audio_len), a frame per started hop
-    return (int64_t)((std::min<size_t>(n, 20 * WHISPER_AUDIO_N_SAMPLES) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
+    return (int64_t)wa_ceil_div(std::min<size_t>(n, 20 * WHISPER_AUDIO_N_SAMPLES), WHISPER_AUDIO_HOP);
 }
 
 // ---- GLM-ASR -----------------------------------------------------------------------------
@@ -130,7 +135,7 @@ static int rows_glmasr(const whisper_audio_hparams & hp, int frames, bool projec
     return projector ? positions_of(frames) / hp.stack_factor : positions_of(frames);
 }
 static int64_t frames_glmasr(size_t n) {       // its first 21 windows (max_audio_len 655 s), a frame per started hop
-    return (int64_t)((std::min<size_t>(n, 21 * WHISPER_AUDIO_N_SAMPLES) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
+    return (int64_t)wa_ceil_div(std::min<size_t>(n, 21 * WHISPER_AUDIO_N_SAMPLES), WHISPER_AUDIO_HOP);
 }
 
 // ---- Qwen2.5-Omni ------------------------------------------------------------------------
@@ -176,8 +181,9 @@ static vt_tensor * build_kimiaudio(const whisper_audio_encoder * enc, vt_context
     cur = vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
     return vt_layer_norm(ctx, cur, p.norm_w, p.norm_b, enc->hparams.proj_eps);
 }
-// Kimi-Audio: token_len = (L - 1) // 1280 + 1 of a window of L samples (ceil(frames / 8) for its
-// ceil(L / 160) frames), each from 4 positions; the tower's rows those token_len * 4 positions
+// Kimi-Audio's token count. A window of L samples gives token_len = (L - 1) // 1280 + 1 tokens,
+// which is ceil(frames / 8) of its ceil(L / 160) mel frames. Each token stacks 4 positions, so
+// the tower's own rows are the first token_len * 4 positions.
 static int rows_kimiaudio(const whisper_audio_hparams & hp, int frames, bool projector) {
     const int tokens = frames < 1 ? 0 : (frames - 1) / (2 * hp.stack_factor) + 1;
     return projector ? tokens : tokens * hp.stack_factor;
@@ -212,15 +218,17 @@ static vt_tensor * build_stepaudio2(const whisper_audio_encoder * enc, vt_contex
     cur = vt_relu(ctx, cur);
     return vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
 }
-// Step-Audio 2: of L = wav_lens frames (ceil(w / 160) of a window of w samples; the graph's own frame
-// count gives its output's rows the same way) E = (L + 1) // 2 // 2 pooled positions, and the
-// adapter's (E - 1) // 2 + 1 tokens (forward's feat_lens; none for E = 0)
+// Step-Audio 2's token count. A window of w samples has L = ceil(w / 160) mel frames (wav_lens).
+// Pooling leaves E = (L + 1) // 2 // 2 positions, and the adapter's stride-2 conv makes
+// (E - 1) // 2 + 1 tokens of them, none when E is 0 (forward's feat_lens). The graph counts its
+// output rows from its own frame count by the same rule.
 static int rows_stepaudio2(const whisper_audio_hparams &, int frames, bool projector) {
     const int pooled = (frames + 1) / 2 / 2;
     return projector ? (pooled < 1 ? 0 : (pooled - 1) / 2 + 1) : pooled;
 }
-// Step-Audio 2's keys of a window of `frames` frames long run at n_frames: those of conv2's positions
-// whose frame mask[(n_frames + 1) % 2 :: 2] holds (make_non_pad_mask of its length)
+// Step-Audio 2 masks keys by its audio's length. A window holds `frames` mel frames of audio and
+// runs at n_frames. conv2 keeps every second frame, starting at (n_frames + 1) % 2, and a key is
+// kept when its frame holds audio (make_non_pad_mask of the length).
 static int wa_keys_of(int frames, int n_frames) { return std::max(0, (frames - (n_frames + 1) % 2 + 1) / 2); }
 
 // ---- MERaLiON-2 --------------------------------------------------------------------------
@@ -244,7 +252,7 @@ static vt_tensor * build_meralion(const whisper_audio_encoder * enc, vt_context 
 // MERaLiON-2 (MERaLiON2Processor): number_chunk_limit = time_duration_limit 300 // whisper_chunk_size 30
 static const size_t MERALION_MAX_SAMPLES = 10 * (size_t)WHISPER_AUDIO_N_SAMPLES;
 static int64_t frames_meralion(size_t n) {     // its first 10 chunks of 30 s, a frame per started hop
-    return (int64_t)((std::min(n, MERALION_MAX_SAMPLES) + WHISPER_AUDIO_HOP - 1) / WHISPER_AUDIO_HOP);
+    return (int64_t)wa_ceil_div(std::min(n, MERALION_MAX_SAMPLES), WHISPER_AUDIO_HOP);
 }
 
 // ---- the table ----------------------------------------------------------------------------
@@ -267,10 +275,11 @@ struct wa_tower {
                                  // mask compares positions with audio_feature_lens, the mel frames)
     bool normalized = false;     // each window's samples to zero mean and unit variance over its audio before the
                                  // log-mel, its padding zero (WhisperFeatureExtractor's do_normalize: MERaLiON-2)
-    // Step-Audio 2's windows: window_samples each (0: 30 s), each its own log-mel of its audio and
-    // mel_pad zero samples ((w + mel_pad) / 160 frames, its clamp over those), L = ceil(w / 160) frames
-    // its length (padding_mels' frames - 2) and its keys conv2's sampling of them (mask[(T + 1) % 2 :: 2]
-    // of T frames run); a later window runs at a whole one's frames (padding_mels pads to the longest)
+    // Step-Audio 2 cuts windows of window_samples (0 means 30 s). Each window gets its own log-mel
+    // over its audio plus mel_pad zero samples: (w + mel_pad) / 160 frames, clamped over those. Its
+    // length is L = ceil(w / 160) frames (padding_mels' frames minus 2), and its keys follow conv2's
+    // sampling of them (mask[(T + 1) % 2 :: 2] of the T frames it runs). Every window after the
+    // first runs at a whole window's frames, because padding_mels pads to the longest.
     size_t window_samples = 0;
     int mel_pad = 0;
 };

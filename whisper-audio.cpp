@@ -365,18 +365,23 @@ static void log_mel_window(const float * filters, int n_mels, const float * pcm,
     log_mel_from_row(filters, n_mels, row.data(), WA_MEL_N_FRAME, NAN, out);
 }
 
-bool whisper_audio_log_mel_filters(const float * filters, int n_mels, const float * pcm, size_t n, float * out) {
+// The checks and the window of log_mel and log_mel_filters, their messages named by func.
+static bool log_mel_checked(const char * func, const float * filters, int n_mels, const float * pcm, size_t n, float * out) {
     if (filters == nullptr || out == nullptr || (pcm == nullptr && n > 0)) {
-        wa_set_error("whisper_audio_log_mel_filters: NULL %s", filters == nullptr ? "filters" : out == nullptr ? "out" : "pcm");
+        wa_set_error("%s: NULL %s", func, filters == nullptr ? "filters" : out == nullptr ? "out" : "pcm");
         return false;
     }
     if (n_mels <= 0) {
-        wa_set_error("whisper_audio_log_mel_filters: n_mels is %d (expected > 0, e.g. 80 or 128)", n_mels);
+        wa_set_error("%s: n_mels is %d (expected > 0, e.g. 80 or 128)", func, n_mels);
         return false;
     }
-    if (!wa_mel_check_pcm(__func__, pcm, std::min(n, (size_t) WA_MEL_N_SAMP), 0)) return false;
+    if (!wa_mel_check_pcm(func, pcm, std::min(n, (size_t) WA_MEL_N_SAMP), 0)) return false;
     log_mel_window(filters, n_mels, pcm, n, out);
     return true;
+}
+
+bool whisper_audio_log_mel_filters(const float * filters, int n_mels, const float * pcm, size_t n, float * out) {
+    return log_mel_checked(__func__, filters, n_mels, pcm, n, out);
 }
 
 // The windows on up to n_threads threads; if the system refuses a thread, fewer do the work.
@@ -424,43 +429,6 @@ bool check_tensor(const whisper_audio_model * m, const char * name, int n_dims, 
     }
     return true;
 }
-
-// The two dialects of GGUF this reader takes: ours (whisper.*, the converter's) and llama.cpp's
-// mmproj (general.architecture "clip", its audio tower under clip.audio.*). One row of keys each.
-struct gguf_dialect {
-    const char * n_mels, * n_ctx, * n_state, * n_head, * n_layer, * n_ff, * eps;
-    const char * projector, * n_llm, * stack_factor;
-};
-static const gguf_dialect GGUF_OURS = {
-    "whisper.encoder.mels_count", "whisper.encoder.context_length", "whisper.encoder.embedding_length",
-    "whisper.encoder.attention.head_count", "whisper.encoder.block_count", "whisper.encoder.feed_forward_length",
-    "whisper.encoder.attention.layer_norm_epsilon",
-    "whisper.projector.type", "whisper.projector.embedding_length", "whisper.projector.stack_factor",
-};
-static const gguf_dialect GGUF_MMPROJ = {
-    "clip.audio.num_mel_bins", "clip.audio.context_length", "clip.audio.embedding_length",
-    "clip.audio.attention.head_count", "clip.audio.block_count", "clip.audio.feed_forward_length",
-    "clip.audio.attention.layer_norm_epsilon",
-    "clip.projector_type", "clip.audio.projection_dim", "clip.audio.projector.stack_factor",
-};
-
-// The header's key/values that this reader uses, type-checked; the rest are skipped.
-struct gguf_kv {
-    std::string arch, proj_type;
-    bool has_arch = false, has_proj_type = false, audio_proj_type = false;
-    uint32_t alignment = 32;
-    std::map<std::string, uint32_t> u32;
-    std::map<std::string, float> f32;
-    std::map<std::string, uint32_t> wrong_type;       // keys we read, stored with another GGUF type
-
-    // a key this reader needs that is absent, or there of another type (which says so)
-    bool missing(const char * path, const char * key, const char * want) const {
-        auto it = wrong_type.find(key);
-        if (it != wrong_type.end()) wa_set_error("%s: key %s has GGUF type %u, not %s", path, key, it->second, want);
-        else wa_set_error("%s: missing key %s (%s)", path, key, want);
-        return false;
-    }
-};
 
 static bool gguf_read_kv(whisper_audio_model * m, gguf_reader & r, uint64_t n_kv, gguf_kv & kv) {
     const char * path = m->path.c_str();
@@ -995,7 +963,7 @@ const float * whisper_audio_model_mel_filters(const whisper_audio_model * model)
 
 bool whisper_audio_log_mel(const whisper_audio_model * model, const float * pcm, size_t n, float * out) {
     if (!model) { wa_set_error("%s: NULL model", __func__); return false; }
-    return whisper_audio_log_mel_filters(model->mel_filters, model->hparams.n_mels, pcm, n, out);
+    return log_mel_checked(__func__, model->mel_filters, model->hparams.n_mels, pcm, n, out);
 }
 
 bool whisper_audio_log_mel_windows(const whisper_audio_model * model, const float * pcm, size_t n, int n_windows,
@@ -1230,9 +1198,8 @@ static bool upload_weights(whisper_audio_encoder * enc, const whisper_audio_mode
     });
 }
 
-static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, whisper_audio_encoder_params params) {
-    if (!model) { wa_set_error("whisper_audio_encoder_init: no model"); return nullptr; }
-    const whisper_audio_hparams & hp = model->hparams;
+// The encoder parameters a caller can get wrong, each refused with its allowed range.
+static bool encoder_check_params(const whisper_audio_hparams & hp, const whisper_audio_encoder_params & params) {
     // a C caller may store any int in the enum fields, which C++ may not load as the enum: read the bytes
     static_assert(sizeof(params.device) == sizeof(int) && sizeof(params.dtype) == sizeof(int), "enums as int");
     int device, dtype;
@@ -1240,29 +1207,27 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
     memcpy(&dtype, &params.dtype, sizeof(int));
     if (device != WHISPER_AUDIO_DEVICE_AUTO && device != WHISPER_AUDIO_DEVICE_CPU && device != WHISPER_AUDIO_DEVICE_CUDA) {
         wa_set_error("device %d is not WHISPER_AUDIO_DEVICE_AUTO, _CPU or _CUDA", device);
-        return nullptr;
+        return false;
     }
     if (dtype != WHISPER_AUDIO_DTYPE_F16 && dtype != WHISPER_AUDIO_DTYPE_BF16 && dtype != WHISPER_AUDIO_DTYPE_FP8) {
         wa_set_error("dtype %d is not WHISPER_AUDIO_DTYPE_F16, _BF16 or _FP8", dtype);
-        return nullptr;
+        return false;
     }
-    if (params.gpu_device < 0) { wa_set_error("gpu_device %d is negative", params.gpu_device); return nullptr; }
+    if (params.gpu_device < 0) { wa_set_error("gpu_device %d is negative", params.gpu_device); return false; }
     if (params.max_batch < 1 || params.max_batch > WHISPER_AUDIO_MAX_BATCH) {
         wa_set_error("batch size %d is outside [1, %d]", params.max_batch, WHISPER_AUDIO_MAX_BATCH);
-        return nullptr;
+        return false;
     }
     if (params.output_layer < WHISPER_AUDIO_POST_CONV || params.output_layer >= hp.n_layer) {
         wa_set_error("output layer %d is outside [0, %d] (-1: the last layer)", params.output_layer, hp.n_layer - 1);
-        return nullptr;
+        return false;
     }
+    return true;
+}
 
-    std::unique_ptr<whisper_audio_encoder, void (*)(whisper_audio_encoder *)> owner(new whisper_audio_encoder,
-                                                                                  whisper_audio_encoder_free);
-    whisper_audio_encoder * enc = owner.get();
-    enc->hparams = hp;
-    enc->mel_filters.assign(model->mel_filters, model->mel_filters + (size_t)hp.n_mels * WHISPER_AUDIO_N_BINS);
-    enc->params = params;
-    enc->params.n_threads = wa_n_threads(params.n_threads);
+// The encoder's backend: the GPU when asked for (or, for auto, when one is there), else the CPU.
+static bool encoder_backend_init(whisper_audio_encoder * enc) {
+    const whisper_audio_encoder_params & params = enc->params;
     const vt_type cuda_type = params.dtype == WHISPER_AUDIO_DTYPE_F16 ? VT_TYPE_F16 : VT_TYPE_BF16;
     // auto tries the GPU only where a device is there (so that a CPU machine does not open cuBLASLt)
     if (params.device == WHISPER_AUDIO_DEVICE_CUDA || (params.device == WHISPER_AUDIO_DEVICE_AUTO && vt_backend_device_count(WA_GPU_BACKEND) > 0)) {
@@ -1273,7 +1238,7 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
         const bool fp8_refused = params.dtype == WHISPER_AUDIO_DTYPE_FP8 && vt_backend_device_count(WA_GPU_BACKEND) > 0;
         if (!enc->backend && (params.device == WHISPER_AUDIO_DEVICE_CUDA || fp8_refused)) {
             wa_set_error("CUDA backend unavailable: %s", vt_last_error());
-            return nullptr;
+            return false;
         }
     }
     const bool on_gpu = enc->backend != nullptr;
@@ -1284,10 +1249,18 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
                                        enc->params.n_threads, false};
         enc->backend = vt_backend_init("cpu", 0, &cpu);
     }
-    if (!enc->backend) { wa_set_error("%s", vt_last_error()); return nullptr; }
+    if (!enc->backend) { wa_set_error("%s", vt_last_error()); return false; }
+    enc->mel_in_graph = on_gpu;
+    return true;
+}
 
-    // weights: a tensor per row of WA_TENSORS (one for a fused tensor's rows), matrices in the
-    // compute type, the rest in f32, named as in the model file (a fused one as its first part)
+// The weights' tensors: a tensor per row of WA_TENSORS (one for a fused tensor's rows), the mel
+// bank where the backend makes the log-mel, and the projector's, each paired in proj with the
+// model's tensor it is uploaded from.
+static void encoder_make_weights(whisper_audio_encoder * enc, const whisper_audio_model * model,
+                                 std::vector<std::pair<vt_tensor *, const gguf_tensor_info *>> & proj) {
+    const whisper_audio_hparams & hp = enc->hparams;
+    // matrices in the compute type, the rest in f32, named as in the model file (a fused one as its first part)
     const vt_type mt = vt_backend_compute_type(enc->backend);
     const int n_proj_rows = (int)(sizeof(WA_PROJ_TENSORS) / sizeof(WA_PROJ_TENSORS[0]));
     vt_context * ctx = enc->wctx = vt_init(wa_n_made(false) + wa_n_made(true) * hp.n_layer + n_proj_rows + 1);
@@ -1301,11 +1274,10 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
         *dst = vt_new_tensor(ctx, t.matrix ? mt : VT_TYPE_F32, n_dims, ne);
         vt_set_weight(*dst);
         vt_set_name(*dst, "%s", name);
-        // --dtype fp8: the linear layers of every block but the first and the last in e4m3.
-        // On real base (tests/gpu/fp8-layers.py, relative L2 against float64) FP8 in the first
-        // block too doubles the error (8.5% -> 4.1% without it) and changed a transcript; the
-        // last in bf16 takes 11-12% more off (4.1-4.6% -> 3.6-4.1%), for a 31st of large-v3's
-        // gain. A model of two blocks keeps its second in FP8 (else the mode would be bf16's).
+        // --dtype fp8: the linear layers of every block but the first and the last in e4m3. The
+        // first and last blocks carry most of FP8's error into the output (docs/BENCHMARKS.md,
+        // tests/gpu/fp8-layers.py); a model of two blocks keeps its second in FP8, else the mode
+        // would be bf16's.
         const bool bf16_block = il == 0 || (il == hp.n_layer - 1 && hp.n_layer > 2);
         if (t.matrix && !bf16_block && n_dims == 2) vt_set_fp8(*dst);
         return true;
@@ -1313,14 +1285,12 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
     // the GPU makes the log-mel in the graph (vt_log_mel, PCM in); the CPU keeps the host path
     // (log_mel_frames: its FFT is faster there than vt's reference DFT, and is the reference's
     // bits, which the committed outputs hold)
-    enc->mel_in_graph = on_gpu;
     if (enc->mel_in_graph) {
         enc->mel_filters_t = vt_new_tensor_2d(ctx, VT_TYPE_F32, WHISPER_AUDIO_N_BINS, hp.n_mels);
         vt_set_weight(enc->mel_filters_t);
         vt_set_name(enc->mel_filters_t, "mel_filters");
     }
     // the projector's: the rows of its type that the model has (load checked which)
-    std::vector<std::pair<vt_tensor *, const gguf_tensor_info *>> proj;
     for (const wa_proj_desc & t : WA_PROJ_TENSORS) {
         const gguf_tensor_info * src = t.type == hp.projector ? model->find(t.name) : nullptr;
         if (!src) continue;
@@ -1330,7 +1300,24 @@ static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, w
         vt_set_name(dst, "%s", t.name);
         proj.emplace_back(dst, src);
     }
-    if (!vt_backend_alloc_weights(enc->backend, ctx)) {
+}
+
+static whisper_audio_encoder * encoder_init(const whisper_audio_model * model, whisper_audio_encoder_params params) {
+    if (!model) { wa_set_error("whisper_audio_encoder_init: no model"); return nullptr; }
+    const whisper_audio_hparams & hp = model->hparams;
+    if (!encoder_check_params(hp, params)) return nullptr;
+
+    std::unique_ptr<whisper_audio_encoder, void (*)(whisper_audio_encoder *)> owner(new whisper_audio_encoder,
+                                                                                  whisper_audio_encoder_free);
+    whisper_audio_encoder * enc = owner.get();
+    enc->hparams = hp;
+    enc->mel_filters.assign(model->mel_filters, model->mel_filters + (size_t)hp.n_mels * WHISPER_AUDIO_N_BINS);
+    enc->params = params;
+    enc->params.n_threads = wa_n_threads(params.n_threads);
+    if (!encoder_backend_init(enc)) return nullptr;
+    std::vector<std::pair<vt_tensor *, const gguf_tensor_info *>> proj;
+    encoder_make_weights(enc, model, proj);
+    if (!vt_backend_alloc_weights(enc->backend, enc->wctx)) {
         wa_set_error("allocating weights on %s: %s", vt_backend_name(enc->backend), vt_last_error());
         return nullptr;
     }
@@ -1587,18 +1574,24 @@ static bool encode_mel_frames(whisper_audio_encoder * enc, const float * mel, in
     return true;
 }
 
-bool whisper_audio_encode_mel_frames(whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames, float * out) {
-    if (!enc || !mel || !out) { wa_set_error("%s: NULL %s", __func__, !enc ? "encoder" : !mel ? "mel" : "out"); return false; }
-    wa_encoder_lock lock(enc, __func__);
+// encode_mel and encode_mel_frames: the checks, the lock and the timing, named by func.
+static bool encode_mel_call(const char * func, whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames,
+                            float * out) {
+    if (!enc || !mel || !out) { wa_set_error("%s: NULL %s", func, !enc ? "encoder" : !mel ? "mel" : "out"); return false; }
+    wa_encoder_lock lock(enc, func);
     if (!lock.held) return false;
     const auto t0 = std::chrono::steady_clock::now();
-    const bool ok = wa_catch(__func__, false, [&] { return encode_mel_frames(enc, mel, n_windows, n_frames, out); });
+    const bool ok = wa_catch(func, false, [&] { return encode_mel_frames(enc, mel, n_windows, n_frames, out); });
     enc->timings.wall_ms += ms_since(t0);
     return ok;
 }
 
+bool whisper_audio_encode_mel_frames(whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames, float * out) {
+    return encode_mel_call(__func__, enc, mel, n_windows, n_frames, out);
+}
+
 bool whisper_audio_encode_mel(whisper_audio_encoder * enc, const float * mel, int n_windows, float * out) {
-    return whisper_audio_encode_mel_frames(enc, mel, n_windows, WHISPER_AUDIO_N_FRAMES, out);
+    return encode_mel_call(__func__, enc, mel, n_windows, WHISPER_AUDIO_N_FRAMES, out);
 }
 
 bool whisper_audio_encode_mel_hidden_states(whisper_audio_encoder * enc, const float * mel, int n_windows, int n_frames,
@@ -2325,13 +2318,16 @@ static int wa_even_batch(size_t n_windows, int max_batch) {
 }
 
 // windows: Whisper windows even from a tower's model (encode_pcm's contract).
+// func: the public function the caller called, for the messages (encode_pcm and encode_tokens run
+// one input through a pipeline of their encoder: a busy encoder is theirs to report).
 static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * encoders, int n_encoders,
-                                              whisper_audio_pipeline_params params, bool windows = false) {
-    if (!encoders || n_encoders < 1) { wa_set_error("whisper_audio_pipeline_init: no encoders"); return nullptr; }
+                                              whisper_audio_pipeline_params params, bool windows = false,
+                                              const char * func = "whisper_audio_pipeline_init") {
+    if (!encoders || n_encoders < 1) { wa_set_error("%s: no encoders", func); return nullptr; }
     int pool;
     memcpy(&pool, &params.pool, sizeof(int));
     if (pool != WHISPER_AUDIO_POOL_NONE && pool != WHISPER_AUDIO_POOL_MEAN) {
-        wa_set_error("whisper_audio_pipeline_init: pool %d is not WHISPER_AUDIO_POOL_NONE or _MEAN", pool);
+        wa_set_error("%s: pool %d is not WHISPER_AUDIO_POOL_NONE or _MEAN", func, pool);
         return nullptr;
     }
     std::unique_ptr<whisper_audio_pipeline, void (*)(whisper_audio_pipeline *)> owner(new whisper_audio_pipeline,
@@ -2340,18 +2336,22 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
     p->params = params;
     for (int i = 0; i < n_encoders; i++) {
         whisper_audio_encoder * e = encoders[i];
-        if (!e) { wa_set_error("whisper_audio_pipeline_init: encoder %d is NULL", i); return nullptr; }
+        if (!e) { wa_set_error("%s: encoder %d is NULL", func, i); return nullptr; }
         const whisper_audio_encoder * e0 = p->encs.empty() ? e : p->encs[0];
         if (e->hparams.n_state != e0->hparams.n_state || e->hparams.n_mels != e0->hparams.n_mels ||
             e->hparams.projector != e0->hparams.projector || e->params.output_layer != e0->params.output_layer ||
             e->params.final_ln != e0->params.final_ln || e->params.projector != e0->params.projector ||
             e->params.max_batch != e0->params.max_batch) {
-            wa_set_error("whisper_audio_pipeline_init: encoder %d differs from encoder 0 (model, output layer, "
-                         "projector or batch size)", i);
+            wa_set_error("%s: encoder %d differs from encoder 0 (model, output layer, "
+                         "projector or batch size)", func, i);
             return nullptr;
         }
         if (e->busy.exchange(true)) {
-            wa_set_error("whisper_audio_pipeline_init: encoder %d is busy (with another call or pipeline, or given twice)", i);
+            if (n_encoders == 1 && strcmp(func, "whisper_audio_pipeline_init") != 0)
+                wa_set_error("%s: the encoder is busy (with a call from another thread, or a pipeline holds it until "
+                             "whisper_audio_pipeline_free)", func);
+            else
+                wa_set_error("%s: encoder %d is busy (with another call or pipeline, or given twice)", func, i);
             return nullptr;
         }
         p->encs.push_back(e);
@@ -2361,9 +2361,9 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
     p->max_batch = p->batch = e0->params.max_batch;   // what pipeline_free gives the encoders back
     p->tower = windows ? nullptr : pipeline_tower(hp, e0->params, params);
     if (hp.n_conv && !p->tower) {         // the AuT's positions are not Whisper's: no Whisper windows of it
-        wa_set_error("whisper_audio_pipeline_init: %s's tower gives its tokens alone (or the tower's rows with the projector "
+        wa_set_error("%s: %s's tower gives its tokens alone (or the tower's rows with the projector "
                      "off): no other output layer, no pooling, no unpadded windows, no Whisper windows",
-                     wa_projector_gguf(hp.projector));
+                     func, wa_projector_gguf(hp.projector));
         return nullptr;
     }
     p->projector = e0->params.projector;
@@ -2407,7 +2407,7 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
             wa_graph * g = graph_for_batch(e, cap, WHISPER_AUDIO_N_FRAMES, true, k);
             if (!g) return nullptr;
             if (!vt_backend_prepare(e->backend, g->graph)) {
-                wa_set_error("whisper_audio_pipeline_init: %s", vt_last_error());
+                wa_set_error("%s: %s", func, vt_last_error());
                 return nullptr;
             }
         }
@@ -2508,7 +2508,8 @@ void whisper_audio_pipeline_free(whisper_audio_pipeline * p) {
 
 // One input of n samples through a pipeline of this encoder (Whisper windows, or with tokens
 // the tower's rows), every row copied to out one after another.
-static bool encode_one_input(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out, bool tokens) {
+static bool encode_one_input(whisper_audio_encoder * enc, const float * pcm, size_t n, float * out, bool tokens,
+                             const char * func) {
     float * dst = out;
     whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
     pp.user = &dst;
@@ -2522,7 +2523,7 @@ static bool encode_one_input(whisper_audio_encoder * enc, const float * pcm, siz
     };
     pp.n_windows = tokens ? 0 : whisper_audio_n_windows(n);
     std::unique_ptr<whisper_audio_pipeline, void (*)(whisper_audio_pipeline *)> p(
-        pipeline_init(&enc, 1, pp, !tokens), whisper_audio_pipeline_free);
+        pipeline_init(&enc, 1, pp, !tokens, func), whisper_audio_pipeline_free);
     if (!p) return false;
     if (n == 0) {      // no audio: one window of silence, as whisper_audio_n_windows counts it
         const float zero = 0.0f;
@@ -2540,7 +2541,8 @@ bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, si
         return false;
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const bool ok = wa_catch(__func__, false, [&] { return encode_one_input(enc, pcm, n, out, false); });
+    const char * func = __func__;   // (a lambda's own __func__ is "operator()")
+    const bool ok = wa_catch(func, false, [&] { return encode_one_input(enc, pcm, n, out, false, func); });
     enc->timings.wall_ms += ms_since(t0);
     return ok;
 }
@@ -2554,13 +2556,15 @@ static bool wa_check_projector(const whisper_audio_hparams & hp, const char * fu
     return false;
 }
 
-// The rows an input of n samples gives a tower's model: its chunks' rows, summed.
+// The rows an input of n samples gives a tower's model: its chunks' rows, summed. Every chunk but
+// the last is a whole one of F frames, so the sum is closed: k whole chunks and the rest's rows.
 static size_t tower_rows(const whisper_audio_hparams & hp, size_t n_samples, bool projector) {
     const wa_tower & tw = *wa_tower_of(hp.projector);
     const int64_t frames = tw.frames(n_samples), F = tw.whole_signal ? wa_window_frames(hp)
                                                   : (int64_t)(wa_window_samples(&tw) / WHISPER_AUDIO_HOP);
-    size_t rows = 0;
-    for (int64_t c = 0; c * F < frames; c++) rows += (size_t)tw.rows(hp, (int)std::min(F, frames - c * F), projector);
+    const int64_t whole = frames / F, rest = frames % F;
+    size_t rows = whole > 0 ? (size_t)whole * (size_t)tw.rows(hp, (int)F, projector) : 0;
+    if (rest > 0) rows += (size_t)tw.rows(hp, (int)rest, projector);
     return rows;
 }
 
@@ -2662,7 +2666,8 @@ bool whisper_audio_encode_tokens(whisper_audio_encoder * enc, const float * pcm,
         return false;
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const bool ok = wa_catch(__func__, false, [&] { return encode_one_input(enc, pcm, n, out, true); });
+    const char * func = __func__;   // (a lambda's own __func__ is "operator()")
+    const bool ok = wa_catch(func, false, [&] { return encode_one_input(enc, pcm, n, out, true, func); });
     enc->timings.wall_ms += ms_since(t0);
     return ok;
 }
@@ -2829,6 +2834,11 @@ whisper_audio_stream * whisper_audio_stream_open(const char *, whisper_audio_inf
     wa_set_error(WA_NO_INPUT, __func__);
     return nullptr;
 }
+whisper_audio_stream * whisper_audio_stream_open_memory(const void *, size_t, whisper_audio_info *) {
+    wa_set_error(WA_NO_INPUT, __func__);
+    return nullptr;
+}
+const char * whisper_audio_decode_warning(void) { return nullptr; }
 int64_t whisper_audio_stream_read(whisper_audio_stream *, float *, size_t) {
     wa_set_error(WA_NO_INPUT, __func__);
     return -1;

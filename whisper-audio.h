@@ -186,6 +186,11 @@ typedef struct whisper_audio_info {
 bool whisper_audio_decode_file(const char * path, float ** pcm, size_t * n, whisper_audio_info * info);
 bool whisper_audio_decode_memory(const void * data, size_t size, float ** pcm, size_t * n, whisper_audio_info * info);
 void whisper_audio_pcm_free(float * pcm);
+// After a decode_file or decode_memory on this thread that succeeded: NULL, or the one-line
+// warning that the input was not the length its header says (whisper_audio_stream_warning's:
+// cut short, an Ogg stream without its last page); the samples that are there were decoded.
+// Valid until the next decode on this thread.
+const char * whisper_audio_decode_warning(void);
 
 // Streaming decode, for long audio in bounded memory: the same decoding, resampling and
 // channel mixing as whisper_audio_decode_file, a block at a time. path "-" reads standard
@@ -194,13 +199,16 @@ void whisper_audio_pcm_free(float * pcm);
 // streaming WAV, Ogg Vorbis and Opus, an MP3 without a Xing/LAME tag).
 typedef struct whisper_audio_stream whisper_audio_stream;
 whisper_audio_stream * whisper_audio_stream_open(const char * path, whisper_audio_info * info);
+// The same over encoded audio in memory (not copied: it must outlive the stream).
+whisper_audio_stream * whisper_audio_stream_open_memory(const void * data, size_t size, whisper_audio_info * info);
 // Reads up to max samples of 16 kHz mono into out: the count, 0 at the end (or when max is
 // 0), -1 on error.
 int64_t whisper_audio_stream_read(whisper_audio_stream * s, float * out, size_t max);
 void    whisper_audio_stream_close(whisper_audio_stream * s);
 // Once a read has returned 0 (the end): NULL, or a one-line warning that the input was not
 // the length its header says (a WAV, FLAC or MP3 cut short, a FLAC whose STREAMINFO says
-// less): what the file holds was decoded all the same. Valid until the stream is closed.
+// less, an Ogg Vorbis or Opus stream without its last page): what the file holds was decoded
+// all the same. Valid until the stream is closed.
 const char * whisper_audio_stream_warning(const whisper_audio_stream * s);
 
 // Many inputs decoded ahead of the caller, for corpora: n_workers threads decode the files

@@ -108,6 +108,10 @@ class ConvertError(Exception):
     """A problem with the input that the user can fix: printed as one line, exit code 1."""
 
 
+# -v: a line per tensor as it is written (name, shape, type)
+VERBOSE = False
+
+
 def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
@@ -850,6 +854,8 @@ def write_gguf(path, kvs, tensors):
                                        dir=os.path.dirname(target) or ".")
             f = os.fdopen(fd, "wb")
             os.fchmod(fd, old_mode)     # the mode of the file it replaces, else the usual one
+        # a line per tensor only with -v; on a terminal a progress line redrawn in place
+        progress = not VERBOSE and sys.stderr.isatty()
         with f:
             f.write(header)
             for i, (name, shape, gtype, produce) in enumerate(tensors):
@@ -860,8 +866,14 @@ def write_gguf(path, kvs, tensors):
                 f.write(data)
                 f.write(b"\x00" * (pad_to(nbytes) - nbytes))
                 total += nbytes
-                log("[%3d/%3d] %-48s %-16s %s" % (i + 1, len(tensors), name,
-                    "x".join(str(s) for s in reversed(shape)), GGML_TYPE_NAME[gtype]))
+                if VERBOSE:
+                    log("[%3d/%3d] %-48s %-16s %s" % (i + 1, len(tensors), name,
+                        "x".join(str(s) for s in reversed(shape)), GGML_TYPE_NAME[gtype]))
+                elif progress:
+                    sys.stderr.write("\rwriting tensors: %d/%d" % (i + 1, len(tensors)))
+                    sys.stderr.flush()
+            if progress and tensors:
+                sys.stderr.write("\n")
         if tmp is not None:
             os.replace(tmp, target)
             tmp = None
@@ -1196,7 +1208,10 @@ def main(argv=None):
     ap.add_argument("--main", metavar="PATH",
                     help="whisper-audio's main, which converts ggml and CTranslate2 models (default: $WA_MAIN, "
                          "else build/main or main in the repository above this script)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="a line per tensor written: name, shape and type")
     args = ap.parse_args(argv)
+    global VERBOSE
+    VERBOSE = args.verbose
     if (args.dir is None) == (args.random is None):
         ap.error("give either a checkpoint directory or --random SIZE")
 

@@ -116,7 +116,23 @@ struct params {
 // More inputs than this: one line for all of them, not one each (-v lists each).
 static const int LIST_INPUTS = 16;
 
+// The audio LLMs the library knows, from its own list (whisper_audio_projector_name walks the
+// enum to its end), so that --help names every one without a second list here.
+static std::string projector_names() {
+    std::string s;
+    for (int t = WHISPER_AUDIO_PROJECTOR_NONE + 1;; t++) {
+        const char * name = whisper_audio_projector_name((enum whisper_audio_projector)t);
+        if (!name) break;
+        const std::string item = std::string(s.empty() ? "" : ", ") + name;
+        const size_t line = s.size() - (s.rfind('\n') == std::string::npos ? 0 : s.rfind('\n') + 1);
+        if (s.empty() || line + item.size() > 100) s += std::string(s.empty() ? "" : ",\n") + std::string(23, ' ') + name;
+        else s += item;
+    }
+    return s;
+}
+
 static void print_usage(const char * argv0) {
+    const std::string towers = projector_names();
     fprintf(stderr,
             "usage: %s -m MODEL [options] AUDIO [AUDIO ...]    (or -f AUDIO, --list FILE)\n"
             "       %s -m MODEL --save-gguf OUT\n"
@@ -152,9 +168,9 @@ static void print_usage(const char * argv0) {
             "  --pool mean          one vector per window: the mean over the positions that cover audio\n"
             "  --no-pad             encode the last window (or a clip under 30 s) without its zero padding; each\n"
             "                       input becomes one [n_positions, d_model] array\n"
-            "  --no-projector       an audio-LLM model (Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3: our GGUF or\n"
-            "                       llama.cpp's mmproj): the audio tower's own output instead of the tokens it feeds\n"
-            "                       the LLM\n"
+            "  --no-projector       an audio-LLM model (our GGUF, llama.cpp's mmproj or its directory): the audio\n"
+            "                       tower's own output instead of the tokens it feeds the LLM; the towers:\n"
+            "%s\n"
             "  --json               print a machine-readable summary on stdout (the human one goes to stderr)\n"
             "  --png FILE           draw the first window's log-mel and embedding as a PNG image\n"
             "  -t, --threads N      CPU threads for log-mel and the CPU backend, and the decoding workers\n"
@@ -181,7 +197,7 @@ static void print_usage(const char * argv0) {
             "\n"
             "exit status: 0 done; 1 an error stopped the run; 2 a bad command line or model option; 3 with\n"
             "--keep-going, some inputs failed (the others were written).\n",
-            argv0, argv0, LIST_INPUTS);
+            argv0, argv0, towers.c_str(), LIST_INPUTS);
 }
 
 static bool parse_int(const char * s, int lo, int hi, int * out) {
@@ -917,8 +933,9 @@ static void note_input(const input & in) {
 // Each input's header; with keep_going one that fails is marked failed (fail(): reported) and
 // the others are read, else the first failure stops the run. Standard input is read once, by
 // the reader: its header is read (and noted) when its turn comes.
-template <typename F> static bool check_inputs(std::vector<input> & inputs, bool keep_going, F && fail) {
+template <typename F> static bool check_inputs(std::vector<input> & inputs, bool keep_going, size_t & n_read, F && fail) {
     size_t stdin_uses = 0;
+    n_read = 0;
     const bool each = inputs.size() <= (size_t)LIST_INPUTS || g_verbosity >= 2;
     for (size_t k = 0; k < inputs.size(); k++) {
         input & in = inputs[k];
@@ -934,6 +951,7 @@ template <typename F> static bool check_inputs(std::vector<input> & inputs, bool
         if (!s && keep_going) { fail(k, whisper_audio_last_error()); continue; }
         if (!s) { print_error("%s\n", whisper_audio_last_error()); return false; }
         whisper_audio_stream_close(s);
+        n_read++;
         if (each) note_input(in);
     }
     return true;
@@ -974,6 +992,8 @@ struct job {
     bool show_progress = false, progress_tty = false;   // the line: redrawn on a terminal, else every 10 s
     bool lengths_known = true;                   // every input's length known ahead (expected_windows is exact)
     double last_progress_s = -1;
+    double first_window_s = -1;                  // when the first batch's windows came: the ETA's rate starts there
+    size_t first_windows = 0;                    // how many came with it
     std::chrono::steady_clock::time_point t_work;
     size_t n_failed = 0;                         // --keep-going: inputs skipped
     // the totals before the input being emitted (mark_input), so that a failure takes its rows back
@@ -1150,15 +1170,26 @@ bool job::fail_input(size_t k, const std::string & msg) {
 // The progress line: windows done (of those expected when every length is known), the rate,
 // and then the time left. On a terminal redrawn each window; elsewhere (--progress) a line
 // every 10 s and the last.
+// The first batch carries the start-up (the encoder's graph, the decoders filling it), so a rate
+// taken over it predicts far too long a run: the ETA's rate starts at the first window, and no
+// ETA is shown before this much work.
+static const double ETA_AFTER_S = 3.0;
+
 void job::progress(bool last) {
     const double s = ms_since(t_work) / 1000.0, rate = s > 0 ? n_windows / s : 0.0;
+    if (n_windows > 0 && first_window_s < 0) first_window_s = s;
+    if (first_window_s >= 0 && s - first_window_s < 0.05) first_windows = n_windows;   // the same batch
     if (!progress_tty && !last && last_progress_s >= 0 && s - last_progress_s < 10) return;
     last_progress_s = s;
     char done[64], eta[64] = "", failed[64] = "";
     if (lengths_known && expected_windows >= n_windows) {
         snprintf(done, sizeof(done), "%zu/%zu windows", n_windows, expected_windows);
-        if (rate > 0) {
-            const long left = lround((expected_windows - n_windows) / rate);
+        // the rate since the first window: the time before it (the model's graph, the first
+        // batch filling) is not repeated for the windows left
+        const double steady = n_windows > first_windows && s > first_window_s
+                            ? (n_windows - first_windows) / (s - first_window_s) : 0.0;
+        if (n_windows == expected_windows || (steady > 0 && s >= ETA_AFTER_S)) {
+            const long left = n_windows == expected_windows ? 0 : lround((expected_windows - n_windows) / steady);
             snprintf(eta, sizeof(eta), ", ETA %ld:%02ld:%02ld", left / 3600, left / 60 % 60, left % 60);
         }
     } else {
@@ -1342,6 +1373,8 @@ bool job::start() {
 // numbers stay main's.
 bool job::run() {
     t_work = std::chrono::steady_clock::now();
+    // on a terminal, a line at once: the first window may take seconds (a large model, a big batch)
+    if (show_progress && progress_tty) progress(false);
     const double png_before = png_ms;
     const size_t used = whisper_audio_samples_used(model, tokens);
     for (size_t k = 0; k < inputs.size(); k++) {
@@ -1465,7 +1498,7 @@ static void print_summary(const job & j, FILE * human, double load_ms, double in
     if (!quiet)
         fprintf(human, "output: %s[%s] %s: mean %.6f, std %.6f, min %.6f, max %.6f\n", j.per_file ? "per file, in all " : "",
                 shape.c_str(), p.outtype == "f16" ? "float16" : "float32", mean, sd, j.vmin, j.vmax);
-    const std::string where = p.output == "-" ? "standard output" : p.output.empty() ? "output" : p.output;
+    const std::string where = p.output == "-" ? "standard output" : p.output.empty() ? "nowhere (no -o)" : p.output;
     for (size_t i = 0; i < j.inputs.size() && !quiet && each; i++) {
         const input & in = j.inputs[i];
         if (in.failed) { fprintf(human, "  %s: failed, skipped\n", in.path.c_str()); continue; }
@@ -1484,6 +1517,9 @@ static void print_summary(const job & j, FILE * human, double load_ms, double in
         fprintf(human, "  %zu inputs -> %s (-v lists each)\n", j.inputs.size() - j.n_failed, where.c_str());
     if (!quiet && j.n_failed)
         fprintf(human, "main: %zu of %zu inputs failed and were skipped (exit status 3)\n", j.n_failed, j.inputs.size());
+    // a run without -o encodes (a check, or a timing) and writes nothing: say so, not only in the rows' lines
+    if (!quiet && p.output.empty())
+        fprintf(human, "main: no -o given: the embeddings were computed and not written\n");
     if (!quiet) fprintf(stderr, "\ntimings: load %.1f ms, init %.1f ms (of which the pipeline %.1f), decode %.1f ms (the run waited %.1f ms "
             "for it), mel %.1f ms, encode %.1f ms; run %.1f ms (%.2f ms per window, %.1f windows per second), total %.1f ms\n",
             load_ms, init_ms, j.pipeline_ms, j.decode_ms, j.wait_ms, mel_ms, encode_ms, j.run_ms, per_window, per_window > 0 ? 1000.0 / per_window : 0.0,
@@ -1594,8 +1630,9 @@ static int run_main(const params & p) {
                 : p.pool_mean || j.rows_are_positions ? std::vector<size_t>{j.d()} : std::vector<size_t>{(size_t)hp.n_ctx, j.d()};
     t0 = std::chrono::steady_clock::now();
     for (const std::string & f : p.files) { j.inputs.emplace_back(); j.inputs.back().path = f; }
+    size_t n_headers_read = 0;            // standard input's is read when its turn comes: not counted
     bool ok = j.plan_outputs() &&
-              check_inputs(j.inputs, p.keep_going, [&](size_t k, const char * msg) { j.fail_input(k, msg); });
+              check_inputs(j.inputs, p.keep_going, n_headers_read, [&](size_t k, const char * msg) { j.fail_input(k, msg); });
     j.decode_ms = ms_since(t0);
     bool & lengths_known = j.lengths_known;
     for (input & in : j.inputs) {
@@ -1605,7 +1642,7 @@ static int run_main(const params & p) {
         j.expected_windows += in.expected_windows;
     }
     if (j.inputs.size() > (size_t)LIST_INPUTS && g_verbosity < 2)
-        note("main: %zu inputs, %zu with their headers read%s (-v lists each)\n", j.inputs.size(), j.inputs.size() - j.n_failed,
+        note("main: %zu inputs, %zu with their headers read%s (-v lists each)\n", j.inputs.size(), n_headers_read,
              lengths_known ? "" : ", some of length not known ahead");
     ok = ok && j.open_outputs();
 

@@ -5,15 +5,16 @@
 //   curl --data-binary @speech.wav http://127.0.0.1:8080/v1/audio/embeddings
 //
 // A thin client of the C API, as main is: the library's pipeline decides the rows (windows,
-// positions, pooled vectors or a tower's tokens) and batches them. HTTP workers (cpp-httplib)
-// read and decode the request's audio, queue it and wait; one dispatcher thread owns the
+// positions, pooled vectors or a tower's tokens) and batches them. HTTP workers (cpp-httplib,
+// given a connection once its request head has come whole: the connection layer below) read
+// and decode the request's audio within the limits, queue it and wait; one dispatcher thread owns the
 // pipelines (their calls are for one thread) and keeps each running: it pushes and ends each
 // queued request's inputs into the pipeline of its options as they come (windows of different
 // requests share batches), flushes a short batch while the encoders have fewer than two in
 // flight, polls the rows and answers each request once its inputs are complete.
 //
-// Parts: command line -> JSON and base64 -> requests and options -> the dispatcher -> HTTP ->
-// main.
+// Parts: command line -> JSON and base64 -> requests and options -> the dispatcher -> HTTP (its
+// connections, read outside the worker pool, and the endpoints) -> main.
 #include "whisper-audio.h"
 #include "npy.h"
 
@@ -39,11 +40,12 @@
 #include <tuple>
 #include <vector>
 
-#include <dirent.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -64,11 +66,15 @@ struct server_params {
     int batch_wait_ms = 0;        // how long a lone request may wait for others to share its batch
     int http_threads = 64;
     int max_body_mb = 100;
-    int max_audio_s = 3600;
+    int max_audio_s = 3600;       // of one input, decoded
+    int max_request_audio_s = 3600;   // of one request, its inputs together
+    int max_audio_mb = 1024;      // decoded audio held by all requests at once (16 kHz floats)
     int max_queue = 256;          // requests waiting for the dispatcher
     int max_inputs = 64;          // inputs in one request (a JSON "input" list)
     int max_pipelines = 4;        // option sets with a pipeline at once
     int timeout_s = 30;           // a request's read (whole body) and write limits
+    int head_timeout_s = 10;      // a request's head (request line and headers), whole
+    int min_body_rate_kb = 16;    // KB/s a body must keep up after its first 5 s (0: no minimum)
     std::string api_key;
 };
 
@@ -96,11 +102,16 @@ static void print_usage(const char * argv0) {
             "                        (default: 0: it goes while the encoders have fewer than two in flight)\n"
             "  --http-threads N      HTTP worker threads: requests handled at once (default: 64)\n"
             "  --max-body-mb N       largest request body (default: 100)\n"
-            "  --max-audio-s N       longest audio in one input, decoded (default: 3600)\n"
+            "  --max-audio-s N       longest audio in one input, decoded (default: 3600); decoding stops there (413)\n"
+            "  --max-request-audio-s N  audio in one request, its inputs together (default: 3600; 413 past it)\n"
+            "  --max-audio-mb N      decoded audio held by all requests at once, in MB of 16 kHz float samples\n"
+            "                        (default: 1024, 4.6 hours); past it 503 with Retry-After\n"
             "  --max-queue N         requests waiting to be encoded; beyond it 503 (default: 256)\n"
             "  --max-inputs N        inputs in one request (default: 64)\n"
             "  --max-pipelines N     option sets served at once, each with its own encoder (default: 4)\n"
-            "  --timeout N           seconds a client has to send its request, and each write (default: 30)\n"
+            "  --timeout N           seconds a client has to send its request body, and each write (default: 30)\n"
+            "  --head-timeout N      seconds a client has to send a request's head, whole (default: 10; then 408)\n"
+            "  --min-body-rate N     KB/s a request body must keep up after its first 5 s (default: 16; 0: none)\n"
             "  --api-key KEY         require 'Authorization: Bearer KEY' (as llama-server; /health is open)\n",
             argv0);
 }
@@ -165,6 +176,10 @@ static int parse_args(int argc, char ** argv, server_params & p) {
         else if (arg == "--max-inputs") ok = number(1, 1 << 16, &p.max_inputs);
         else if (arg == "--max-pipelines") ok = number(1, 64, &p.max_pipelines);
         else if (arg == "--timeout") ok = number(1, 3600, &p.timeout_s);
+        else if (arg == "--head-timeout") ok = number(1, 3600, &p.head_timeout_s);
+        else if (arg == "--min-body-rate") ok = number(0, 1 << 20, &p.min_body_rate_kb);
+        else if (arg == "--max-request-audio-s") ok = number(1, 64 * 3600, &p.max_request_audio_s);
+        else if (arg == "--max-audio-mb") ok = number(1, 1 << 24, &p.max_audio_mb);
         else if (arg == "--device") {
             ok = value() && parse_device(v, p);
             if (!ok && v) fprintf(stderr, "error: bad value '%s' for --device (cpu, auto, cuda or cuda:0,1)\n", v);
@@ -346,13 +361,30 @@ struct json_parser {
     }
 };
 
-// A JSON string literal's contents (the text is ours or already UTF-8: control characters escaped).
+// A JSON string literal's contents: quotes, backslashes and control characters escaped, and
+// bytes that are not UTF-8 (a file name in Latin-1) as U+FFFD, so that the answer is valid JSON
+// whatever the name.
 static std::string json_escape(const std::string & s) {
     std::string o;
-    for (const char c : s) {
-        if (c == '"' || c == '\\') { o += '\\'; o += c; }
-        else if ((unsigned char)c < 0x20) { char b[8]; snprintf(b, sizeof(b), "\\u%04x", (unsigned char)c); o += b; }
-        else o += c;
+    o.reserve(s.size() + 2);
+    for (size_t i = 0; i < s.size();) {
+        const unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') { o += '\\'; o += (char)c; i++; continue; }
+        if (c < 0x20) { char b[8]; snprintf(b, sizeof(b), "\\u%04x", c); o += b; i++; continue; }
+        if (c < 0x80) { o += (char)c; i++; continue; }
+        // a UTF-8 sequence: its length from the lead byte, then continuation bytes, no overlong
+        // forms, no surrogates, nothing past U+10FFFF
+        const size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        bool good = len > 0 && i + len <= s.size();
+        uint32_t cp = len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+        for (size_t k = 1; good && k < len; k++) {
+            const unsigned char d = (unsigned char)s[i + k];
+            good = (d & 0xc0) == 0x80;
+            cp = cp << 6 | (d & 0x3f);
+        }
+        good = good && !(len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) && !(len == 4 && (cp < 0x10000 || cp > 0x10ffff));
+        if (good) { o.append(s, i, len); i += len; }
+        else { o += "\xef\xbf\xbd"; i++; }
     }
     return o;
 }
@@ -425,9 +457,58 @@ struct options {
     }
 };
 
+// A request's decoded audio, in blocks that never move once made (no reallocation, so that what
+// the budget charges is what is held): 64 Ki samples first, each next one twice the last, up to
+// 1 Mi (65 s), so that a short clip holds little and a long one few blocks.
+struct pcm_blocks {
+    static constexpr size_t FIRST = (size_t)1 << 16, LAST = (size_t)1 << 20;
+    std::vector<std::unique_ptr<float[]>> b;
+    std::vector<size_t> cap;              // each block's samples
+    size_t n = 0;                         // samples in all
+    size_t held = 0;                      // the blocks' samples in all
+
+    size_t size() const { return n; }
+    size_t next_block() const { return b.empty() ? FIRST : std::min(LAST, 2 * cap.back()); }
+    void add_block() {
+        const size_t k = next_block();
+        b.emplace_back(new float[k]);     // not touched: its pages come as samples are written
+        cap.push_back(k);
+        held += k;
+    }
+    // where the next samples go, and how many fit there (0: a block is needed)
+    float * tail(size_t * room) {
+        *room = held - n;
+        return *room ? b.back().get() + (cap.back() - *room) : nullptr;
+    }
+    // the contiguous samples from off on, at most max of them, in *len
+    const float * at(size_t off, size_t max, size_t * len) const {
+        size_t start = 0, k = 0;
+        while (off >= start + cap[k]) start += cap[k++];
+        *len = std::min({max, cap[k] - (off - start), n - off});
+        return b[k].get() + (off - start);
+    }
+    void clear() { b.clear(); cap.clear(); n = held = 0; }
+};
+
+// The decoded audio that all requests hold at once (--max-audio-mb), in samples: charged a block
+// at a time as a request decodes, given back when the request goes.
+struct audio_budget {
+    std::atomic<size_t> used{0};
+    size_t limit = 0;
+    bool take(size_t k) {
+        size_t cur = used.load();
+        do {
+            if (cur + k > limit) return false;
+        } while (!used.compare_exchange_weak(cur, cur + k));
+        return true;
+    }
+    void give(size_t k) { used -= k; }
+};
+
 // One input's audio and, once encoded, its rows.
 struct input {
-    std::vector<float> pcm;               // 16 kHz mono
+    pcm_blocks pcm;                       // 16 kHz mono
+    std::string warning;                  // the decoder's (cut short: decoded what is there)
     size_t samples = 0;                   // decoded (pcm may keep fewer: Qwen2-Audio's first 30 s)
     std::vector<uint8_t> data;            // the rows, f32 or f16, as main writes them (filled bytes of it)
     size_t filled = 0;
@@ -446,6 +527,14 @@ struct request {
     std::string error;                    // set when encoding failed
     size_t pending = 0;                   // inputs not yet complete (the dispatcher's)
     std::atomic<bool> cancelled{false};   // its client left: its windows are released
+    audio_budget * budget = nullptr;      // what its decoded audio is charged to, given back when it goes
+    size_t charged = 0;
+    bool charge(size_t k) {
+        if (!budget->take(k)) return false;
+        charged += k;
+        return true;
+    }
+    ~request() { if (budget) budget->give(charged); }
 };
 
 // =====================================================================================
@@ -454,7 +543,7 @@ struct request {
 
 struct metrics {
     std::atomic<long long> requests{0}, requests_failed{0}, inputs{0}, windows{0}, batches{0}, flushes{0};
-    std::atomic<long long> rejected_busy{0}, cancelled{0};
+    std::atomic<long long> rejected_busy{0}, rejected_budget{0}, cancelled{0};
     std::atomic<double> audio_s{0}, latency_s_sum{0};
     // the dispatcher thread's time: pushing audio (cutting windows, waiting for a free batch),
     // copying rows out (on_rows), and polling (waiting for rows included)
@@ -711,11 +800,15 @@ struct dispatcher {
                 if (e.next_input == e.flushed) e.unflushed_since = clock::now();
                 e.routes[e.next_input] = route{q.req, q.in};
             }
-            const size_t n = std::min(q.in->pcm.size() - q.off, budget);
-            if (!whisper_audio_pipeline_push(e.pipe, q.in->pcm.data() + q.off, n)) { fail_entry(e.opt, whisper_audio_last_error()); return false; }
+            size_t n = 0;
+            const float * piece = q.off < q.in->pcm.size() ? q.in->pcm.at(q.off, budget, &n) : nullptr;
+            if (!whisper_audio_pipeline_push(e.pipe, piece, n)) { fail_entry(e.opt, whisper_audio_last_error()); return false; }
             q.off += n;
             budget -= n;
-            if (q.off < q.in->pcm.size()) break;
+            if (q.off < q.in->pcm.size()) {          // the rest of a block, or of the next, while the budget lasts
+                if (budget == 0) break;
+                continue;
+            }
             if (!whisper_audio_pipeline_end_input(e.pipe)) { fail_entry(e.opt, whisper_audio_last_error()); return false; }
             e.next_input++;
             e.to_push.pop_front();
@@ -761,7 +854,7 @@ struct dispatcher {
         in.data.resize(in.filled);
         const size_t values = in.data.size() / (o.f16 ? 2 : 4);
         in.n_rows = rows_are_rows ? values / width : in.windows;
-        std::vector<float>().swap(in.pcm);
+        in.pcm.clear();
         if (--rt.req->pending == 0) {
             bool finite = true;
             for (const input & i : rt.req->inputs) finite &= i.finite;
@@ -935,6 +1028,307 @@ static std::string check_options(const options & o, const whisper_audio_hparams 
     return "";
 }
 
+// =====================================================================================
+// HTTP connections: request heads read outside the worker pool
+// =====================================================================================
+//
+// cpp-httplib 0.11 gives each accepted connection a worker of its pool at once, and the worker
+// waits for the request's head with a timeout per read: a client that sends a header line
+// every few seconds holds a worker for as long as it likes, and --http-threads such clients
+// hold them all (70 of them left /health unanswered for 43 s and more). What the library lets
+// us change: its listening thread hands each accepted socket to process_and_close_socket (a
+// virtual that a subclass overrides) through the task queue (new_task_queue), and
+// process_request (protected) serves one request from any Stream.
+//
+// The remedies weighed: a deadline for the whole head alone still lets --http-threads slow
+// clients hold every worker for the deadline, and again as they reconnect; more threads cost
+// the server more than the attacker; a connection cap per client address does nothing against
+// many addresses, and behind a proxy (or on loopback) every client is one address; a worker
+// kept for /health cannot know a request is /health before its head is read, which is the
+// problem. So the heads are read outside the pool: the listening thread gives each socket to
+// one thread (`heads`, epoll) that watches every connection until its whole head (request
+// line and headers, at most HEAD_MAX bytes) is in the kernel's buffer, as a MSG_PEEK shows;
+// only then does a worker take it, and it reads the head at once. A slow head costs a socket
+// and a few bytes, never a thread; its deadline (--head-timeout, the whole head) ends it with
+// a 408, and past MAX_PENDING waiting heads the oldest is closed, so that a new client gets in
+// while file descriptors last. A GET of /health, /metrics or the models goes to a worker of its
+// own (LIGHT_THREADS), so that it answers while every worker is busy encoding. A body is read
+// by its worker under a whole-body deadline (--timeout) and a minimum rate after its first
+// BODY_GRACE_S (--min-body-rate): a trickled body gives its worker back within seconds.
+
+struct connection {
+    int fd = -1;
+    std::chrono::steady_clock::time_point since;   // the start of the wait for its next head
+    bool any = false;                              // a byte of that head has come
+    int served = 0;                                // requests answered on it
+};
+
+// The socket as cpp-httplib's Stream: reads wait at most until the head's or the body's
+// deadline, writes at most the write timeout; a read past a deadline fails, and says why.
+struct connection_stream : httplib::Stream {
+    using clock = std::chrono::steady_clock;
+    static constexpr double BODY_GRACE_S = 5;   // a client that pauses before its body (a loaded machine) is not cut
+    int fd;
+    clock::time_point head_deadline, body_start;
+    bool in_body = false;
+    size_t body_bytes = 0;
+    double body_timeout_s = 30, min_rate = 0;      // bytes per second after BODY_GRACE_S (0: none)
+    int write_timeout_ms = 30000;
+    const char * too_slow = nullptr;               // the rule a read broke
+
+    connection_stream(int f, const server_params & sp) : fd(f) {
+        head_deadline = clock::now() + std::chrono::seconds(sp.head_timeout_s);
+        body_timeout_s = sp.timeout_s;
+        min_rate = sp.min_body_rate_kb * 1024.0;
+        write_timeout_ms = sp.timeout_s * 1000;
+    }
+    void start_body() { in_body = true; body_start = clock::now(); body_bytes = 0; }
+    // ms until the next byte must have come (<= 0: too late), and the rule that says so
+    int read_wait_ms(const char ** rule) const {
+        const auto now = clock::now();
+        auto ms = [&](clock::time_point t) { return (int)std::chrono::duration_cast<std::chrono::milliseconds>(t - now).count(); };
+        if (!in_body) { *rule = "head"; return ms(head_deadline); }
+        *rule = "timeout";
+        int wait = ms(body_start + std::chrono::milliseconds((long long)(body_timeout_s * 1000)));
+        if (min_rate > 0) {
+            const int rate_wait = ms(body_start + std::chrono::milliseconds((long long)((BODY_GRACE_S + body_bytes / min_rate) * 1000)));
+            if (rate_wait < wait) { wait = rate_wait; *rule = "rate"; }
+        }
+        return wait;
+    }
+    bool wait_for(short events, int ms) const {
+        pollfd p{fd, events, 0};
+        int rc;
+        while ((rc = ::poll(&p, 1, std::max(ms, 0))) < 0 && errno == EINTR) {}
+        return rc > 0;
+    }
+    bool is_readable() const override {
+        const char * rule = nullptr;
+        return wait_for(POLLIN, read_wait_ms(&rule));
+    }
+    bool is_writable() const override { return wait_for(POLLOUT, write_timeout_ms); }
+    ssize_t read(char * ptr, size_t size) override {
+        const char * rule = nullptr;
+        const int ms = read_wait_ms(&rule);
+        if (ms <= 0 || !wait_for(POLLIN, ms)) { too_slow = rule; return -1; }
+        ssize_t n;
+        while ((n = ::recv(fd, ptr, size, 0)) < 0 && errno == EINTR) {}
+        if (n > 0 && in_body) body_bytes += (size_t)n;
+        return n;
+    }
+    ssize_t write(const char * ptr, size_t size) override {
+        if (!wait_for(POLLOUT, write_timeout_ms)) return -1;
+        ssize_t n;
+        while ((n = ::send(fd, ptr, size, MSG_NOSIGNAL)) < 0 && errno == EINTR) {}
+        return n;
+    }
+    static void ip_and_port(const sockaddr_storage & a, std::string & ip, int & port) {
+        char host[INET6_ADDRSTRLEN] = "";
+        if (a.ss_family == AF_INET) {
+            const sockaddr_in & v4 = (const sockaddr_in &)a;
+            inet_ntop(AF_INET, &v4.sin_addr, host, sizeof(host));
+            port = ntohs(v4.sin_port);
+        } else if (a.ss_family == AF_INET6) {
+            const sockaddr_in6 & v6 = (const sockaddr_in6 &)a;
+            inet_ntop(AF_INET6, &v6.sin6_addr, host, sizeof(host));
+            port = ntohs(v6.sin6_port);
+        }
+        ip = host;
+    }
+    void get_remote_ip_and_port(std::string & ip, int & port) const override {
+        sockaddr_storage a{};
+        socklen_t len = sizeof(a);
+        if (getpeername(fd, (sockaddr *)&a, &len) == 0) ip_and_port(a, ip, port);
+    }
+    void get_local_ip_and_port(std::string & ip, int & port) const override {
+        sockaddr_storage a{};
+        socklen_t len = sizeof(a);
+        if (getsockname(fd, (sockaddr *)&a, &len) == 0) ip_and_port(a, ip, port);
+    }
+    socket_t socket() const override { return fd; }
+};
+
+// The stream of the request this thread serves (a handler sees its socket and its deadlines).
+static thread_local connection_stream * t_stream = nullptr;
+
+// cpp-httplib's listening thread runs each accepted socket's task on itself: it only hands the
+// socket to the heads thread.
+struct inline_queue : httplib::TaskQueue {
+    void enqueue(std::function<void()> fn) override { fn(); }
+    void shutdown() override {}
+};
+
+struct http_server : httplib::Server {
+    using clock = std::chrono::steady_clock;
+    static constexpr size_t HEAD_MAX = 64 << 10;   // a head's bytes (cpp-httplib reads lines of 8 KB)
+    static constexpr int LIGHT_THREADS = 2;
+    const server_params & sp;
+    size_t max_pending = 4096;
+    std::unique_ptr<httplib::ThreadPool> pool, light;
+
+    std::mutex mu;
+    std::map<int, connection *> pending;           // waiting for their heads, by socket
+    int ep = -1;                                   // epoll, edge-triggered: a wake-up for each arrival
+    bool stopped = false;
+    std::thread heads;
+
+    explicit http_server(const server_params & p) : sp(p) {
+        new_task_queue = [] { return new inline_queue(); };
+    }
+
+    void start() {
+        // as many waiting heads as file descriptors allow, leaving room for the rest of the server
+        rlimit rl{};
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+            if (rl.rlim_cur < rl.rlim_max) { rl.rlim_cur = rl.rlim_max; setrlimit(RLIMIT_NOFILE, &rl); getrlimit(RLIMIT_NOFILE, &rl); }
+            max_pending = (size_t)std::max<rlim_t>(64, std::min<rlim_t>(rl.rlim_cur, 1 << 17) - 256);
+        }
+        pool.reset(new httplib::ThreadPool((size_t)sp.http_threads));
+        light.reset(new httplib::ThreadPool(LIGHT_THREADS));
+        ep = epoll_create1(EPOLL_CLOEXEC);
+        heads = std::thread([this] { watch(); });
+    }
+
+    // After the listener has stopped: the waiting heads closed, the requests being served finished.
+    void finish() {
+        {
+            std::lock_guard<std::mutex> lock(mu);
+            stopped = true;
+        }
+        if (heads.joinable()) heads.join();
+        for (auto & kv : pending) drop(kv.second);
+        pending.clear();
+        if (pool) pool->shutdown();
+        if (light) light->shutdown();
+        if (ep >= 0) close(ep);
+    }
+
+    static void drop(connection * c) {
+        ::shutdown(c->fd, SHUT_RDWR);
+        ::close(c->fd);
+        delete c;
+    }
+
+    bool process_and_close_socket(socket_t sock) override {
+        connection * c = new connection();
+        c->fd = sock;
+        c->since = clock::now();
+        wait_head(c);
+        return true;
+    }
+
+    // The connection waits for its next head among the others.
+    void wait_head(connection * c) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (stopped) { drop(c); return; }
+        if (pending.size() >= max_pending) {       // the oldest waiting head makes room
+            auto oldest = pending.begin();
+            for (auto i = pending.begin(); i != pending.end(); ++i) if (i->second->since < oldest->second->since) oldest = i;
+            epoll_ctl(ep, EPOLL_CTL_DEL, oldest->first, nullptr);
+            drop(oldest->second);
+            pending.erase(oldest);
+        }
+        pending[c->fd] = c;
+        epoll_event ev{};
+        ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+        ev.data.fd = c->fd;
+        if (epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev) != 0) { pending.erase(c->fd); drop(c); }
+    }
+
+    // A bad or late head's answer, written without waiting (the client may read nothing), then closed.
+    static void refuse(connection * c, int status, const char * reason, const std::string & message) {
+        const std::string body = error_json(status, message);
+        const std::string msg = "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\nContent-Type: application/json\r\n"
+                                "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+        (void)!::send(c->fd, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        drop(c);
+    }
+
+    // The heads thread: a connection whose head has come whole goes to a worker; one past its
+    // deadline, closed or over HEAD_MAX goes.
+    void watch() {
+        std::vector<epoll_event> evs(256);
+        std::vector<char> peek(HEAD_MAX);
+        auto last_sweep = clock::now();
+        for (;;) {
+            const int n = epoll_wait(ep, evs.data(), (int)evs.size(), 100);
+            std::lock_guard<std::mutex> lock(mu);
+            if (stopped) return;
+            for (int i = 0; i < n; i++) {
+                auto it = pending.find(evs[i].data.fd);
+                if (it == pending.end()) continue;
+                connection * c = it->second;
+                const ssize_t got = ::recv(c->fd, peek.data(), peek.size(), MSG_PEEK | MSG_DONTWAIT);
+                if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+                    forget(it);
+                    drop(c);
+                    continue;
+                }
+                if (got < 0) continue;
+                if (!c->any && c->served > 0) c->since = clock::now();   // a kept-alive connection's next head begins
+                c->any = true;
+                const char * p = peek.data();
+                const char * end = p + got;
+                bool whole = false;                // an empty line ends the head ("\n\n" or "\n\r\n")
+                for (const char * q = p; (q = (const char *)memchr(q, '\n', (size_t)(end - q))) != nullptr; q++) {
+                    if ((q + 1 < end && q[1] == '\n') || (q + 2 < end && q[1] == '\r' && q[2] == '\n')) { whole = true; break; }
+                }
+                if (whole) {
+                    const bool is_light = got >= 4 && memcmp(p, "GET ", 4) == 0 &&
+                                          (starts(p, end, "GET /health") || starts(p, end, "GET /metrics") ||
+                                           starts(p, end, "GET /v1/models") || starts(p, end, "GET /models"));
+                    forget(it);
+                    (is_light ? light : pool)->enqueue([this, c] { serve(c); });
+                } else if ((size_t)got >= HEAD_MAX) {
+                    forget(it);
+                    refuse(c, 431, "Request Header Fields Too Large", "the request's head is larger than 64 KB");
+                } else if (evs[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+                    forget(it);                    // gone before its head was whole
+                    drop(c);
+                }
+            }
+            const auto now = clock::now();
+            if (now - last_sweep < std::chrono::milliseconds(100)) continue;
+            last_sweep = now;
+            for (auto it = pending.begin(); it != pending.end();) {
+                connection * c = it->second;
+                const bool idle = c->served > 0 && !c->any;   // kept alive, nothing sent yet
+                const auto limit = std::chrono::seconds(idle ? (long)keep_alive_timeout_sec_ : (long)sp.head_timeout_s);
+                if (now - c->since < limit) { ++it; continue; }
+                epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, nullptr);
+                it = pending.erase(it);
+                if (idle) drop(c);
+                else refuse(c, 408, "Request Timeout", "the request's head took longer than --head-timeout " +
+                                                       std::to_string(sp.head_timeout_s) + " s");
+            }
+        }
+    }
+    static bool starts(const char * p, const char * end, const char * what) {
+        const size_t n = strlen(what);
+        return (size_t)(end - p) > n && memcmp(p, what, n) == 0 && (p[n] == ' ' || p[n] == '?');
+    }
+    void forget(std::map<int, connection *>::iterator it) {
+        epoll_ctl(ep, EPOLL_CTL_DEL, it->first, nullptr);
+        pending.erase(it);
+    }
+
+    // On a worker: one request, its head already whole in the kernel's buffer; then the
+    // connection waits for its next head, or closes.
+    void serve(connection * c) {
+        connection_stream strm(c->fd, sp);
+        t_stream = &strm;
+        bool closed = false;
+        const bool last = c->served + 1 >= (int)keep_alive_max_count_;
+        const bool ok = process_request(strm, last, closed, [&](httplib::Request &) { strm.start_body(); });
+        t_stream = nullptr;
+        c->served++;
+        if (!ok || closed || last || strm.too_slow) { drop(c); return; }
+        c->since = clock::now();
+        c->any = false;
+        wait_head(c);
+    }
+};
+
 struct server {
     server_params sp;
     whisper_audio_model * model = nullptr;
@@ -943,7 +1337,8 @@ struct server {
     std::string model_name;
     std::atomic<bool> ready{false}, stopping{false};
     std::atomic<int> in_flight{0};
-    httplib::Server http;
+    audio_budget budget;                  // --max-audio-mb, in samples
+    http_server http{sp};
     int listen_fd = -1;                   // the listening socket (setup's hook)
     std::chrono::steady_clock::time_point t_start = std::chrono::steady_clock::now();
 
@@ -999,7 +1394,11 @@ struct server {
             });
         }
         if (too_big) throw http_error{413, "the request body is larger than --max-body-mb " + std::to_string(sp.max_body_mb) + " MB"};
-        if (too_slow) throw http_error{408, "the request body took longer than --timeout " + std::to_string(sp.timeout_s) + " s"};
+        const char * slow = t_stream ? t_stream->too_slow : nullptr;
+        if (too_slow || (slow && strcmp(slow, "timeout") == 0))
+            throw http_error{408, "the request body took longer than --timeout " + std::to_string(sp.timeout_s) + " s"};
+        if (slow && strcmp(slow, "rate") == 0)
+            throw http_error{408, "the request body came slower than --min-body-rate " + std::to_string(sp.min_body_rate_kb) + " KB/s"};
         if (!read_ok) throw http_error{400, "the request body could not be read (cut short?)"};
         if (req.is_multipart_form_data()) return;
         const std::string ct = req.get_header_value("Content-Type");
@@ -1032,6 +1431,61 @@ struct server {
 
     // ---- POST /v1/audio/embeddings --------------------------------------------------------
 
+    // Decodes an input's encoded bytes into in.pcm (its first `used` samples kept; the rest
+    // counted), stopping at a limit rather than after it: --max-audio-s of the input, what is
+    // left of --max-request-audio-s for the request, and the server's --max-audio-mb, charged a
+    // block at a time as samples come. A header's length is never trusted ahead (it may lie):
+    // the decoder's samples are. An input cut short decodes what is there, with main's warning.
+    void decode_input(const std::string & bytes, input & in, size_t used, size_t request_left, request & r,
+                      const std::string & where, httplib::Response & res) {
+        whisper_audio_info info;
+        std::unique_ptr<whisper_audio_stream, void (*)(whisper_audio_stream *)> st(
+            whisper_audio_stream_open_memory(bytes.data(), bytes.size(), &info), whisper_audio_stream_close);
+        if (!st) throw http_error{400, where + whisper_audio_last_error()};
+        const size_t input_max = (size_t)sp.max_audio_s * WHISPER_AUDIO_SAMPLE_RATE;
+        const size_t limit = std::min(input_max, request_left);
+        std::vector<float> past;                  // samples past `used`: counted, not kept
+        while (in.samples <= limit) {
+            size_t room = 0;
+            float * dst = nullptr;
+            if (in.samples < used) {
+                dst = in.pcm.tail(&room);
+                if (!dst) {
+                    if (r.charged + in.pcm.next_block() > budget.limit)   // more than the whole budget: no retry helps
+                        throw http_error{413, where + "the request's decoded audio is larger than --max-audio-mb " +
+                                              std::to_string(sp.max_audio_mb) + " MB (decoding stopped there)"};
+                    if (!r.charge(in.pcm.next_block())) {
+                        m.rejected_budget++;
+                        res.set_header("Retry-After", "2");
+                        throw http_error{503, "the server holds its --max-audio-mb " + std::to_string(sp.max_audio_mb) +
+                                              " MB of decoded audio for other requests; retry later"};
+                    }
+                    in.pcm.add_block();
+                    dst = in.pcm.tail(&room);
+                }
+                room = std::min(room, used - in.samples);
+            } else {
+                past.resize(1 << 16);
+                dst = past.data();
+                room = past.size();
+            }
+            const int64_t got = whisper_audio_stream_read(st.get(), dst, std::min(room, limit + 1 - in.samples));
+            if (got < 0) throw http_error{400, where + whisper_audio_last_error()};
+            if (got == 0) break;
+            if (in.samples < used) in.pcm.n += (size_t)got;
+            in.samples += (size_t)got;
+        }
+        if (in.samples == 0) throw http_error{400, where + "no audio samples"};
+        if (in.samples > input_max)
+            throw http_error{413, where + "the audio is longer than --max-audio-s " + std::to_string(sp.max_audio_s) +
+                                  " s (decoding stopped there)"};
+        if (in.samples > request_left)
+            throw http_error{413, where + "the request's audio is longer than --max-request-audio-s " +
+                                  std::to_string(sp.max_request_audio_s) + " s, its inputs together (decoding stopped there)"};
+        const char * w = whisper_audio_stream_warning(st.get());
+        if (w) in.warning = w;
+    }
+
     // The bytes of an input's rows where the rules say them ahead (Whisper's windows, positions
     // or pooled vectors; 0 for a tower's tokens, which grow as they come): the buffer is made
     // and its pages touched on the HTTP worker, so that the dispatcher only copies into it.
@@ -1045,12 +1499,11 @@ struct server {
     }
 
     // Waits for the request's answer; false when its client disconnects first. cpp-httplib 0.11
-    // hands a handler no socket (it shows a disconnect only to a streamed response, after the
-    // status is sent), so the connection is found among the process's sockets by its two ends,
-    // and polled for the peer's hang-up while the request waits. (A client that half-closes
-    // its side after sending counts as gone, as for nginx.)
-    static bool wait_or_client_gone(const httplib::Request & req, request & r) {
-        const int fd = connection_fd(req);
+    // shows a disconnect only to a streamed response, after the status is sent; the worker's
+    // stream knows the socket, polled for the peer's hang-up while the request waits. (A client
+    // that half-closes its side after sending counts as gone, as for nginx.)
+    static bool wait_or_client_gone(request & r) {
+        const int fd = t_stream ? t_stream->fd : -1;
         std::unique_lock<std::mutex> lock(r.mu);
         while (!r.cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return r.done; })) {
             if (fd < 0) continue;
@@ -1058,34 +1511,6 @@ struct server {
             if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) return false;
         }
         return true;
-    }
-
-    // The socket of the request's connection: the one whose local and peer ends are the
-    // request's; -1 when not found.
-    static int connection_fd(const httplib::Request & req) {
-        auto port_of = [](const sockaddr_storage & a) {
-            return a.ss_family == AF_INET ? ntohs(((const sockaddr_in &)a).sin_port) : ntohs(((const sockaddr_in6 &)a).sin6_port);
-        };
-        DIR * dir = opendir("/proc/self/fd");
-        if (!dir) return -1;
-        int found = -1;
-        while (dirent * d = readdir(dir)) {
-            int fd = 0;
-            if (!parse_int(d->d_name, 0, 1 << 30, &fd) || fd == dirfd(dir)) continue;
-            struct stat st;
-            if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-            sockaddr_storage self{}, peer{};
-            socklen_t ls = sizeof(self), lp = sizeof(peer);
-            if (getsockname(fd, (sockaddr *)&self, &ls) != 0 || getpeername(fd, (sockaddr *)&peer, &lp) != 0) continue;
-            if ((peer.ss_family != AF_INET && peer.ss_family != AF_INET6) || port_of(self) != req.local_port ||
-                port_of(peer) != req.remote_port) continue;
-            char host[INET6_ADDRSTRLEN] = "";
-            const void * addr = peer.ss_family == AF_INET ? (const void *)&((const sockaddr_in &)peer).sin_addr
-                                                          : (const void *)&((const sockaddr_in6 &)peer).sin6_addr;
-            if (inet_ntop(peer.ss_family, addr, host, sizeof(host)) && req.remote_addr == host) { found = fd; break; }
-        }
-        closedir(dir);
-        return found;
     }
 
     void embeddings(const httplib::Request & req, httplib::Response & res, const httplib::ContentReader & reader) {
@@ -1108,31 +1533,25 @@ struct server {
             if (!bad.empty()) throw http_error{400, bad};
             const bool tokens = disp->tokens(r->opt);
             const size_t used = whisper_audio_samples_used(model, tokens);
+            r->budget = &budget;
             r->inputs.resize(audio.size());
+            size_t request_left = (size_t)sp.max_request_audio_s * WHISPER_AUDIO_SAMPLE_RATE;
             for (size_t i = 0; i < audio.size(); i++) {
                 const std::string where = audio.size() > 1 ? "input " + std::to_string(i) + ": " : "";
-                float * pcm = nullptr;
-                size_t n = 0;
                 if (audio[i].empty()) throw http_error{400, where + "no audio: the body is empty"};
-                if (!whisper_audio_decode_memory(audio[i].data(), audio[i].size(), &pcm, &n, nullptr))
-                    throw http_error{400, where + whisper_audio_last_error()};
-                std::string().swap(audio[i]);
                 input & in = r->inputs[i];
-                in.samples = n;
-                in.pcm.assign(pcm, pcm + std::min(n, used));
-                whisper_audio_pcm_free(pcm);
-                in.data.resize(expected_bytes(r->opt, tokens, std::min(n, used)));
-                if (n == 0) throw http_error{400, where + "no audio samples"};
-                if (n > (size_t)sp.max_audio_s * WHISPER_AUDIO_SAMPLE_RATE)
-                    throw http_error{413, where + "the audio is " + std::to_string(n / WHISPER_AUDIO_SAMPLE_RATE) +
-                                          " s long: at most --max-audio-s " + std::to_string(sp.max_audio_s)};
+                decode_input(audio[i], in, used, request_left, *r, where, res);
+                std::string().swap(audio[i]);
+                request_left -= in.samples;
+                in.data.resize(expected_bytes(r->opt, tokens, std::min(in.samples, used)));
+                if (!in.warning.empty()) fprintf(stderr, "server: warning: %s%s\n", where.c_str(), in.warning.c_str());
             }
             if (!disp->submit(r)) {
                 m.rejected_busy++;
                 res.set_header("Retry-After", "1");
                 throw http_error{503, stopping ? "the server is shutting down" : "the queue is full (--max-queue " + std::to_string(sp.max_queue) + "); retry later"};
             }
-            if (!wait_or_client_gone(req, *r)) {
+            if (!wait_or_client_gone(*r)) {
                 disp->cancel(r);
                 throw http_error{499, "the client disconnected before the answer"};
             }
@@ -1163,6 +1582,15 @@ struct server {
         const whisper_audio_hparams & hp = *whisper_audio_model_hparams(model);
         const options & o = r.opt;
         const size_t d = tokens ? (size_t)whisper_audio_token_dim(model, o.projector) : (size_t)hp.n_state;
+        // an input cut short was decoded as main decodes it, and main's warning goes with the
+        // answer: in a header (a .npy has no room for it) and in its JSON entry
+        for (size_t i = 0; i < r.inputs.size(); i++) {
+            if (r.inputs[i].warning.empty()) continue;
+            std::string w = (r.inputs.size() > 1 ? "input " + std::to_string(i) + ": " : "") + r.inputs[i].warning;
+            for (char & c : w) if ((unsigned char)c < 0x20 || (unsigned char)c >= 0x7f) c = '?';
+            res.set_header("X-Audio-Warning", w);
+            break;
+        }
         auto shape_of = [&](const input & in) {
             std::vector<size_t> s{in.n_rows};
             if (!tokens && !o.pool_mean && !o.no_pad) s.push_back((size_t)hp.n_ctx);
@@ -1223,12 +1651,14 @@ struct server {
                 }
                 out += ']';
             }
+            if (!in.warning.empty()) out += ", \"warning\": \"" + json_escape(in.warning) + "\"";
             out += '}';
         }
-        char usage[256];
-        snprintf(usage, sizeof(usage), "], \"model\": \"%s\", \"usage\": {\"prompt_tokens\": 0, \"total_tokens\": 0, "
-                 "\"audio_seconds\": %.6f, \"windows\": %zu, \"rows\": %zu}}\n", json_escape(model_name).c_str(), seconds, windows, rows);
-        out += usage;
+        // the model's name has any length (a path or --alias): appended, never formatted into a fixed buffer
+        char usage[160];
+        snprintf(usage, sizeof(usage), "\", \"usage\": {\"prompt_tokens\": 0, \"total_tokens\": 0, "
+                 "\"audio_seconds\": %.6f, \"windows\": %zu, \"rows\": %zu}}\n", seconds, windows, rows);
+        out += "], \"model\": \"" + json_escape(model_name) + usage;
         res.set_content(std::move(out), "application/json");
     }
 
@@ -1245,16 +1675,18 @@ struct server {
         const bool cpu = disp->backend == "cpu";
         std::string device = sp.device;
         for (size_t i = 0; i < sp.gpus.size(); i++) device += (i ? "," : ":") + std::to_string(sp.gpus[i]);
-        char meta[1024];
-        snprintf(meta, sizeof(meta),
+        // the strings (a device list of any length, the backend's name) appended, the numbers formatted
+        char nums[512];
+        snprintf(nums, sizeof(nums),
                  "{\"n_mels\": %d, \"n_ctx\": %d, \"n_state\": %d, \"n_head\": %d, \"n_layer\": %d, \"n_ff\": %d, "
-                 "\"weights\": \"%s\", \"projector\": \"%s\", \"n_llm\": %d, \"token_dim\": %d, \"backend\": \"%s\", "
-                 "\"device\": \"%s\", \"dtype\": \"%s\", \"threads\": %d, \"batch\": %d, \"version\": \"%s\"}",
+                 "\"weights\": \"%s\", \"projector\": \"%s\", \"n_llm\": %d, \"token_dim\": %d, ",
                  hp.n_mels, hp.n_ctx, hp.n_state, hp.n_head, hp.n_layer, hp.n_ff, whisper_audio_weight_type_name(hp.weight_type),
                  whisper_audio_projector_name(hp.projector), hp.n_llm,
-                 hp.projector == WHISPER_AUDIO_PROJECTOR_NONE ? hp.n_state : whisper_audio_token_dim(model, true),
-                 json_escape(disp->backend).c_str(), json_escape(device).c_str(), cpu ? disp->dtype.c_str() : sp.dtype.c_str(),
-                 disp->n_threads_used, sp.batch, whisper_audio_version());
+                 hp.projector == WHISPER_AUDIO_PROJECTOR_NONE ? hp.n_state : whisper_audio_token_dim(model, true));
+        const std::string meta = nums + std::string("\"backend\": \"") + json_escape(disp->backend) + "\", \"device\": \"" +
+                                 json_escape(device) + "\", \"dtype\": \"" + json_escape(cpu ? disp->dtype : sp.dtype) +
+                                 "\", \"threads\": " + std::to_string(disp->n_threads_used) + ", \"batch\": " +
+                                 std::to_string(sp.batch) + ", \"version\": \"" + json_escape(whisper_audio_version()) + "\"}";
         res.set_content("{\"object\": \"list\", \"data\": [{\"id\": \"" + json_escape(model_name) +
                         "\", \"object\": \"model\", \"owned_by\": \"whisper-audio\", \"meta\": " + meta + "}]}\n",
                         "application/json");
@@ -1271,6 +1703,10 @@ struct server {
         line("whisper_audio_requests_total", "counter", "embedding requests received", (double)m.requests.load());
         line("whisper_audio_requests_failed_total", "counter", "embedding requests answered with an error", (double)m.requests_failed.load());
         line("whisper_audio_requests_rejected_total", "counter", "requests refused with 503 (queue full)", (double)m.rejected_busy.load());
+        line("whisper_audio_requests_over_budget_total", "counter", "requests refused with 503 (--max-audio-mb of decoded audio held)",
+             (double)m.rejected_budget.load());
+        line("whisper_audio_decoded_audio_bytes", "gauge", "decoded audio held by requests (bytes of 16 kHz floats)",
+             (double)budget.used.load() * sizeof(float));
         line("whisper_audio_requests_cancelled_total", "counter", "requests whose client left before the answer (windows released)", (double)m.cancelled.load());
         line("whisper_audio_inputs_total", "counter", "audio inputs encoded", (double)m.inputs.load());
         line("whisper_audio_audio_seconds_total", "counter", "seconds of audio encoded", m.audio_s.load());
@@ -1316,7 +1752,6 @@ struct server {
             httplib::default_socket_options(sock);
             listen_fd = sock;
         });
-        http.new_task_queue = [this] { return new httplib::ThreadPool((size_t)sp.http_threads); };
         http.set_payload_max_length(((size_t)sp.max_body_mb << 20) + (1 << 16));   // a multipart's framing too
         http.set_read_timeout(sp.timeout_s, 0);
         http.set_write_timeout(sp.timeout_s, 0);
@@ -1355,8 +1790,10 @@ struct server {
         });
         http.set_logger([](const httplib::Request & req, const httplib::Response & res) {
             const std::string ms = res.get_header_value("X-Processing-Ms");
+            // a .npy answer streams from a content provider: its length, not the empty body's
+            const size_t bytes = res.body.empty() ? res.content_length_ : res.body.size();
             fprintf(stderr, "server: %s %s %d %zu bytes%s%s\n", req.method.c_str(), req.path.c_str(), res.status,
-                    res.body.size(), ms.empty() ? "" : " ", ms.empty() ? "" : (ms + " ms").c_str());
+                    bytes, ms.empty() ? "" : " ", ms.empty() ? "" : (ms + " ms").c_str());
         });
     }
 };
@@ -1381,6 +1818,7 @@ int main(int argc, char ** argv) {
     signal(SIGPIPE, SIG_IGN);
 
     // listen first (/health says "loading" meanwhile), then the model
+    s.budget.limit = ((size_t)sp.max_audio_mb << 20) / sizeof(float);
     s.setup();
     const int port = sp.port == 0 ? s.http.bind_to_any_port(sp.host) : (s.http.bind_to_port(sp.host, sp.port) ? sp.port : -1);
     if (port <= 0) {
@@ -1389,6 +1827,7 @@ int main(int argc, char ** argv) {
     }
     if (s.listen_fd >= 0 && ::listen(s.listen_fd, 4096) != 0)
         fprintf(stderr, "server: warning: the listen backlog stays cpp-httplib's 5: %s\n", strerror(errno));
+    s.http.start();
     std::thread listener([&] { s.http.listen_after_bind(); });
     fprintf(stderr, "server: listening on http://%s:%d\n", sp.host.c_str(), port);
     fflush(stderr);
@@ -1434,6 +1873,7 @@ int main(int argc, char ** argv) {
     }
     s.http.stop();
     listener.join();
+    s.http.finish();
     if (s.disp) s.disp->stop();
     s.disp.reset();
     whisper_audio_model_free(s.model);

@@ -347,6 +347,7 @@ TEST_CASE("main: a progress line on a terminal only, and never with --no-progres
     INFO(tty);
     CHECK(tty.find("3/3 windows") != std::string::npos);
     CHECK(tty.find("windows/s") != std::string::npos);
+    CHECK(tty.find("0/3 windows") != std::string::npos);              // a line at once, before the first window
     CHECK(on_terminal(args + " --no-progress").find("windows/s") == std::string::npos);
     CHECK(run_main(args.substr(args.find(" -m "))).output.find("windows/s") == std::string::npos);   // a pipe
 }
@@ -899,6 +900,23 @@ void write_late_damaged_ogg(const std::string & path) {
 }
 
 } // namespace
+
+TEST_CASE("main without -o says that nothing was written; the headers-read count after a bad header") {
+    const scratch sd("first-hour");
+    const std::string & d = sd.dir;
+    run_result r = run_main("-m " + MODEL + " --device cpu --no-progress -f " + SPEECH);
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("-> nowhere (no -o) rows 0-0") != std::string::npos);
+    CHECK(r.output.find("main: no -o given: the embeddings were computed and not written") != std::string::npos);
+    // 20 inputs, the last a bad header, no --keep-going: 19 headers read, not 20
+    write_bytes(d + "/bad.wav", std::vector<uint8_t>{'R', 'I', 'F', 'F', 0, 0, 0, 0});
+    std::string files;
+    for (int i = 0; i < 19; i++) files += " " + SPEECH;
+    r = run_main("-m " + MODEL + " --device cpu --no-progress" + files + " " + d + "/bad.wav -o " + d + "/x.npy");
+    CHECK(r.status == 1);
+    CHECK(r.output.find("main: 20 inputs, 19 with their headers read") != std::string::npos);
+}
 
 TEST_CASE("main --keep-going: a file that fails is reported and skipped, the others written, exit 3; --json lists it") {
     const scratch sd("keepgoing");

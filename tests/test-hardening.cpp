@@ -493,7 +493,7 @@ TEST_CASE("C API: NULL and out-of-range arguments fail with a message") {
     CHECK(whisper_audio_weight_type_name(WHISPER_AUDIO_WEIGHT_COUNT) == nullptr);
     failed_with("whisper_audio_weight_type_name: 3 is not a weight type");
     CHECK(!whisper_audio_encode_mel(nullptr, buf, 1, buf));
-    failed_with("whisper_audio_encode_mel_frames: NULL encoder");
+    failed_with("whisper_audio_encode_mel: NULL encoder");
     CHECK(!whisper_audio_encode_pcm(nullptr, buf, 4, buf));
     failed_with("whisper_audio_encode_pcm: NULL encoder");
     CHECK(whisper_audio_encoder_profile(nullptr, buf, 1, times, 4) == -1);
@@ -538,7 +538,7 @@ TEST_CASE("C API: NULL and out-of-range arguments fail with a message") {
     failed_with("whisper_audio_encoder_profile: NULL times");
     CHECK(whisper_audio_encoder_profile(enc, mel.data(), 1, nullptr, 0) == 0);  // none asked, none filled
     CHECK(!whisper_audio_encode_mel(enc, nullptr, 1, out.data()));
-    failed_with("whisper_audio_encode_mel_frames: NULL mel");
+    failed_with("whisper_audio_encode_mel: NULL mel");
     CHECK(!whisper_audio_encode_pcm(enc, nullptr, 4, out.data()));
     failed_with("whisper_audio_encode_pcm: NULL pcm");
     whisper_audio_encoder_free(enc);
@@ -919,4 +919,168 @@ TEST_CASE("pipeline misuse is refused with a message and leaves the pipeline usa
     whisper_audio_pipeline_free(m.p);
     whisper_audio_encoder_free(enc);     // released with the pipeline: freed now
     whisper_audio_model_free(model);
+}
+
+// ---- lengths that lie, one rule for cut audio, messages that name the function called -----
+
+// A whole decode from memory and from a file: samples, warning (whisper_audio_decode_warning) and error.
+struct decoded_whole { bool ok = false; size_t n = 0; std::string warning, error; };
+static decoded_whole decode_whole(const std::vector<uint8_t> & bytes, bool from_file) {
+    decoded_whole d;
+    float * pcm = nullptr;
+    whisper_audio_info info{};
+    const std::string path = test_tmp("whole.audio");
+    if (from_file) write_bytes(path, bytes);
+    d.ok = from_file ? whisper_audio_decode_file(path.c_str(), &pcm, &d.n, &info)
+                     : whisper_audio_decode_memory(bytes.data(), bytes.size(), &pcm, &d.n, &info);
+    if (!d.ok) d.error = whisper_audio_last_error();
+    const char * w = whisper_audio_decode_warning();
+    if (w) d.warning = w;
+    whisper_audio_pcm_free(pcm);
+    if (from_file) remove(path.c_str());
+    return d;
+}
+
+// A FLAC whose STREAMINFO says total samples (36 bits at byte 18, after its rate, channels and bits).
+static std::vector<uint8_t> flac_saying(uint64_t said) {
+    std::vector<uint8_t> b = read_bytes(test_data("audio/speech_44k1_stereo_1s.flac"));
+    uint64_t bits = 0;
+    for (int i = 0; i < 8; i++) bits = bits << 8 | b[18 + i];
+    const uint64_t patched = (bits & ~((1ull << 36) - 1)) | said;
+    for (int i = 0; i < 8; i++) b[18 + i] = (uint8_t)(patched >> (56 - 8 * i));
+    return b;
+}
+
+TEST_CASE("hardening: a header that claims 2^36 samples reserves nothing of it: every entry point decodes what is there") {
+    const std::vector<uint8_t> lie = flac_saying((1ull << 36) - 1);
+    const std::string path = test_tmp("lie.flac");
+    write_bytes(path, lie);
+    auto [n_stream, w_stream] = stream_to_end(path);             // main's way (it warned before as well)
+    CHECK(n_stream == 16000);
+    CHECK(w_stream.find("the input ends after 1.000 s of audio, but its header says 1558264.779 s (cut short?)") != std::string::npos);
+    for (bool from_file : {false, true}) {
+        CAPTURE(from_file);
+        const decoded_whole d = decode_whole(lie, from_file);   // was "out of memory" (256 GB reserved)
+        CHECK_MESSAGE(d.ok, d.error);
+        CHECK(d.n == n_stream);
+        CHECK(d.warning.find("but its header says 1558264.779 s (cut short?); decoded what is there") != std::string::npos);
+    }
+    // a good file: no warning, and a later decode clears an earlier one's
+    const decoded_whole good = decode_whole(read_bytes(test_data("audio/speech_44k1_stereo_1s.flac")), false);
+    CHECK(good.ok);
+    CHECK(good.warning.empty());
+    remove(path.c_str());
+}
+
+#if defined(WHISPER_AUDIO_OGG) || defined(WHISPER_AUDIO_OPUS) || defined(WHISPER_AUDIO_MP3)
+// The same cut input through the stream, decode_memory and decode_file: its samples and warning.
+static void check_cut(const std::vector<uint8_t> & bytes, const char * name, const char * want) {
+    CAPTURE(name);
+    const std::string path = test_tmp(name);
+    write_bytes(path, bytes);
+    auto [n, w] = stream_to_end(path);
+    CHECK(n > 8000);
+    CHECK_MESSAGE(w.find(want) != std::string::npos, w);
+    for (bool from_file : {false, true}) {
+        CAPTURE(from_file);
+        const decoded_whole d = decode_whole(bytes, from_file);
+        CHECK_MESSAGE(d.ok, d.error);
+        CHECK(d.n == n);
+        CHECK_MESSAGE(d.warning.find(want) != std::string::npos, d.warning);
+    }
+    remove(path.c_str());
+}
+#endif
+
+TEST_CASE("hardening: every codec decodes a cut file's audio with a warning, from every entry point") {
+#ifdef WHISPER_AUDIO_OGG
+    {   // Ogg Vorbis cut in half: was an error ("convert it first")
+        const std::vector<uint8_t> ogg = read_bytes(test_data("audio/speech_16k.ogg"));
+        check_cut(std::vector<uint8_t>(ogg.begin(), ogg.begin() + ogg.size() / 2), "cut.ogg",
+                  "without the stream's last page (the end-of-stream flag; cut short?); decoded what is there");
+        CHECK(stream_to_end(test_data("audio/speech_16k.ogg")).second.empty());
+    }
+#endif
+#ifdef WHISPER_AUDIO_OPUS
+    {   // Ogg Opus cut in half: was decoded without a word
+        const std::vector<uint8_t> opus = read_bytes(test_data("audio/speech_16k.opus"));
+        check_cut(std::vector<uint8_t>(opus.begin(), opus.begin() + opus.size() / 2), "cut.opus",
+                  "without the stream's last page (the end-of-stream flag; cut short?); decoded what is there");
+        CHECK(stream_to_end(test_data("audio/speech_16k.opus")).second.empty());
+        CHECK(stream_to_end(test_data("audio/speech_44k1_stereo.opus")).second.empty());
+    }
+#endif
+#ifdef WHISPER_AUDIO_MP3
+    {   // an MP3 whose Xing "Info" tag says its frame count, cut at a frame boundary: speech_16k.mp3's
+        // 144-byte MPEG-2 layer III frames, an Info frame of the same header before them
+        const std::vector<uint8_t> mp3 = read_bytes(test_data("audio/speech_16k.mp3"));
+        const size_t fs = 144;
+        REQUIRE(mp3.size() % fs == 0);
+        const size_t n_frames = mp3.size() / fs;
+        std::vector<uint8_t> info(fs, 0);
+        std::copy(mp3.begin(), mp3.begin() + 4, info.begin());
+        info[2] &= 0xFD;                                          // no padding bit: 144 bytes
+        memcpy(info.data() + 4 + 9, "Info", 4);                   // after MPEG-2 mono's 9 bytes of side info
+        info[4 + 9 + 7] = 1;                                      // flags: the frame count follows
+        for (int i = 0; i < 4; i++) info[4 + 9 + 8 + i] = (uint8_t)(n_frames >> (24 - 8 * i));
+        std::vector<uint8_t> tagged = info;
+        tagged.insert(tagged.end(), mp3.begin(), mp3.end());
+        write_bytes(test_tmp("tagged.mp3"), tagged);
+        CHECK(stream_to_end(test_tmp("tagged.mp3")).second.empty());
+        remove(test_tmp("tagged.mp3").c_str());
+        std::vector<uint8_t> cut(tagged.begin(), tagged.begin() + (ptrdiff_t)(fs * (1 + n_frames / 2)));
+        check_cut(cut, "cut-tagged.mp3", "but its header says 7.059 s (cut short?); decoded what is there");
+    }
+#endif
+}
+
+TEST_CASE("hardening: messages name the function the caller called") {
+    whisper_audio_model * model = whisper_audio_model_load("build/micro-80-f32.gguf");
+    REQUIRE(model);
+    whisper_audio_encoder * enc = cpu_encoder(model, 1);
+    REQUIRE(enc);
+    std::vector<float> out(1500 * 128), pcm(16000, 0.0f), mel(80 * 3000, 0.0f);
+    auto error = [] { return std::string(whisper_audio_last_error()); };
+    // NULL arguments: encode_mel said encode_mel_frames, log_mel said log_mel_filters
+    CHECK_FALSE(whisper_audio_encode_mel(enc, nullptr, 1, out.data()));
+    CHECK(error() == "whisper_audio_encode_mel: NULL mel");
+    CHECK_FALSE(whisper_audio_log_mel(model, nullptr, 10, out.data()));
+    CHECK(error() == "whisper_audio_log_mel: NULL pcm");
+    CHECK_FALSE(whisper_audio_log_mel(model, pcm.data(), pcm.size(), nullptr));
+    CHECK(error() == "whisper_audio_log_mel: NULL out");
+    pcm[5] = NAN;
+    CHECK_FALSE(whisper_audio_log_mel(model, pcm.data(), pcm.size(), out.data()));
+    CHECK(error().rfind("whisper_audio_log_mel: ", 0) == 0);
+    pcm[5] = 0.0f;
+    // an encoder a pipeline holds: encode_pcm said "whisper_audio_pipeline_init: encoder 0 is busy"
+    whisper_audio_pipeline * p = whisper_audio_pipeline_init(&enc, 1, whisper_audio_pipeline_default_params());
+    REQUIRE(p);
+    CHECK_FALSE(whisper_audio_encode_pcm(enc, pcm.data(), pcm.size(), out.data()));
+    CHECK_MESSAGE(error().rfind("whisper_audio_encode_pcm: the encoder is busy", 0) == 0, error());
+    CHECK_FALSE(whisper_audio_encode_mel(enc, mel.data(), 1, out.data()));
+    CHECK(error().rfind("whisper_audio_encode_mel: the encoder is busy", 0) == 0);
+    whisper_audio_pipeline_free(p);
+    CHECK(whisper_audio_encode_pcm(enc, pcm.data(), pcm.size(), out.data()));
+    whisper_audio_encoder_free(enc);
+    whisper_audio_model_free(model);
+
+    const std::string dir = test_tmp("msg-hf");
+    REQUIRE(system(("rm -rf " + dir + " && mkdir -p " + dir + "/m " + dir + "/cache/models--org--name/refs").c_str()) == 0);
+    // a shard name with a NUL: "the shard a string"
+    write_bytes(dir + "/m/config.json", read_bytes(test_data("micro-80/config.json")));
+    const std::string index = "{\"weight_map\": {\"encoder.conv1.weight\": \"model\\u0000.safetensors\"}}";
+    write_bytes(dir + "/m/model.safetensors.index.json", std::vector<uint8_t>(index.begin(), index.end()));
+    whisper_audio_model * m = whisper_audio_model_load((dir + "/m").c_str());
+    CHECK(m == nullptr);
+    CHECK_MESSAGE(error().find("the shard \"model\\u0000.safetensors\": not a file name") != std::string::npos, error());
+    // a FIFO as refs/main: "has no refs/main"
+    REQUIRE(mkfifo((dir + "/cache/models--org--name/refs/main").c_str(), 0600) == 0);
+    const char * old = getenv("HF_HUB_CACHE");
+    const std::string saved = old ? old : "";
+    setenv("HF_HUB_CACHE", (dir + "/cache").c_str(), 1);
+    m = whisper_audio_model_load("org/name");
+    if (old) setenv("HF_HUB_CACHE", saved.c_str(), 1); else unsetenv("HF_HUB_CACHE");
+    CHECK(m == nullptr);
+    CHECK_MESSAGE(error().find("refs/main is a FIFO, not a file holding a commit hash") != std::string::npos, error());
+    REQUIRE(system(("rm -rf " + dir).c_str()) == 0);
 }

@@ -44,6 +44,8 @@ CLOSING = {
                 lambda g: f"skipped (no {g['what']})" if g["skip"] else f"{g['n']} passed ({g['isa']})"),
     "wheel": (r"^test-wheel: (?:(?P<n>\d+) checks passed|(?P<skip>skipped): .*)$",
               lambda g: "skipped (PyPI unreachable)" if g["skip"] else f"{g['n']} checks"),
+    "docs": (r"^test-docs: (?P<n>\d+) blocks passed, (?P<s>\d+) skipped, 0 failed$",
+             lambda g: f"{g['n']} blocks passed, {g['s']} skipped"),
     "python": (r"^=*\s*(?P<n>\d+) passed(?:, (?P<s>\d+) skipped)?(?:, \d+ \w+)* in [\d.]+s",
                lambda g: f"{g['n']} passed" + (f", {g['s']} skipped" if g["s"] else "")),
 }

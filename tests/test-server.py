@@ -481,6 +481,219 @@ check(rc == 0, f"the server exited {rc} after SIGTERM")
 check("finishing the requests in flight" in open(srv.log_path).read(), "no shutdown message in the log")
 ok("SIGTERM with 8 requests in flight: all answered with main's rows, then exit 0")
 
+# ---- hostile clients: slow heads, audio past the limits, lying lengths, long names ---------
+
+def _crc_table(poly, width):
+    top, mask, t = 1 << (width - 1), (1 << width) - 1, []
+    for i in range(256):
+        c = i << (width - 8)
+        for _ in range(8):
+            c = ((c << 1) ^ poly) & mask if c & top else (c << 1) & mask
+        t.append(c)
+    return t
+
+
+_CRC8, _CRC16 = _crc_table(0x07, 8), _crc_table(0x8005, 16)
+
+
+def silent_flac(seconds, total_said=0, rate=16000):
+    """A mono 16-bit FLAC of silence: CONSTANT subframes of 65535 samples, 16 bytes a frame, so
+    hours fit in a small body; STREAMINFO says total_said samples (0: not known, as a pipe writes)."""
+    block = 65535
+    si = block.to_bytes(2, "big") * 2 + b"\0" * 6
+    si += ((rate << 44) | (15 << 36) | total_said).to_bytes(8, "big") + b"\0" * 16
+    out = [b"fLaC", bytes([0x80, 0, 0, 34]), si]
+    head = bytes([0xff, 0xf8, 0x70 | {16000: 5, 44100: 9}[rate], 0x08])
+    for k in range(-(-int(seconds * rate) // block)):
+        num = bytes([k]) if k < 0x80 else bytes([0xc0 | k >> 6, 0x80 | k & 0x3f]) if k < 0x800 else \
+            bytes([0xe0 | k >> 12, 0x80 | k >> 6 & 0x3f, 0x80 | k & 0x3f])
+        h = head + num + (block - 1).to_bytes(2, "big")
+        c8 = 0
+        for x in h:
+            c8 = _CRC8[c8 ^ x]
+        f = h + bytes([c8]) + b"\0\0\0"
+        c16 = 0
+        for x in f:
+            c16 = ((c16 << 8) & 0xffff) ^ _CRC16[(c16 >> 8) ^ x]
+        out.append(f + c16.to_bytes(2, "big"))
+    return b"".join(out)
+
+
+def rss_mb(proc):
+    with open(f"/proc/{proc.pid}/status") as f:
+        return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1)) / 1024
+
+
+class PeakRss:
+    """The server's peak resident memory while the block runs, sampled from /proc every 10 ms."""
+    def __init__(self, proc):
+        self.proc, self.peak, self.done = proc, 0.0, False
+
+    def __enter__(self):
+        def watch():
+            while not self.done:
+                try:
+                    self.peak = max(self.peak, rss_mb(self.proc))
+                except (OSError, AttributeError):
+                    pass
+                time.sleep(0.01)
+        self.t = threading.Thread(target=watch, daemon=True)
+        self.t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done = True
+        self.t.join()
+
+
+def health_time(srv_, timeout=10):
+    t0 = time.monotonic()
+    st = request(srv_, "GET", "/health", timeout=timeout)[0]
+    return st, time.monotonic() - t0
+
+
+# slow heads: 70, then 500 connections that send a header line every 2 s hold no worker
+# (--http-threads 16): /health answers within 1 s meanwhile, a request is answered with main's
+# rows, and each slow head gets its 408 once --head-timeout has passed
+slow = Server(MICRO, "--http-threads", "16", "--head-timeout", "4")
+for n_slow in (70, 500):
+    socks = []
+    for i in range(n_slow):
+        c = socket.create_connection(("127.0.0.1", slow.port), timeout=10)
+        c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        socks.append(c)
+    stop_trickle = threading.Event()
+
+    def trickle():
+        k = 0
+        while not stop_trickle.wait(2 if k else 0):
+            for c in socks:
+                try:
+                    c.sendall(b"X-Slow-%d: y\r\n" % k)
+                except OSError:
+                    pass
+            k += 1
+    tr = threading.Thread(target=trickle, daemon=True)
+    tr.start()
+    worst = 0.0
+    for _ in range(6):
+        st, dt = health_time(slow)
+        check(st == 200, f"/health during {n_slow} slow heads: {st}")
+        worst = max(worst, dt)
+        time.sleep(0.3)
+    st, got = embed(slow, "a", {}, "npy")
+    check(st == 200 and same_as_main(MICRO, "a", {}, got[0], "npy"), f"a request during {n_slow} slow heads")
+    check(worst < 1.0, f"/health took {worst:.2f} s during {n_slow} slow heads (at most 1 s)")
+    # the slow heads end with a 408 within --head-timeout (4 s) and the sweep
+    t_end = time.monotonic() + 10
+    answered = 0
+    for c in socks:
+        c.settimeout(max(0.1, t_end - time.monotonic()))
+        try:
+            answered += c.recv(64).startswith(b"HTTP/1.1 408")
+        except OSError:
+            pass
+        c.close()
+    stop_trickle.set()
+    tr.join()
+    check(answered == n_slow, f"{answered} of {n_slow} slow heads got their 408 within --head-timeout")
+    ok(f"{n_slow} connections sending a header line every 2 s (--http-threads 16): /health within {worst:.3f} s, "
+       "a request answered with main's rows, each slow head a 408 after --head-timeout")
+# a trickled body is cut by --min-body-rate after its first 5 s (not --timeout's 30 s)
+c = socket.create_connection(("127.0.0.1", slow.port), timeout=10)
+c.sendall(b"POST /v1/audio/embeddings HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
+t0 = time.monotonic()
+answer = b""
+try:
+    while time.monotonic() - t0 < 10 and not answer:
+        c.sendall(b"R" * 100)
+        time.sleep(0.2)
+        c.setblocking(False)
+        try:
+            answer = c.recv(4096)
+        except BlockingIOError:
+            pass
+        c.setblocking(True)
+except (BrokenPipeError, ConnectionResetError):
+    pass
+c.close()
+check(b"slower than --min-body-rate" in answer and time.monotonic() - t0 < 9, f"a trickled body: {answer[:200]}")
+ok(f"a body trickled at 500 B/s: 408 after {time.monotonic() - t0:.1f} s (--min-body-rate 16 KB/s after 5 s)")
+slow.kill()
+
+# decoded audio past the limits: decoding stops there; a server-wide budget (--max-audio-mb)
+# bounds what concurrent requests hold (503 with Retry-After past it); resident memory stays
+# within the budget + 0.5 GB
+lim = Server(MICRO, "--max-audio-s", "60", "--max-audio-mb", "64", "--max-request-audio-s", "600", "--timeout", "30")
+base = rss_mb(lim.proc)
+eight_h = silent_flac(8 * 3600)                 # 8 h of silence in a small body, its length not said
+with PeakRss(lim.proc) as peak:
+    t0 = time.monotonic()
+    st, _, body = request(lim, "POST", "/v1/audio/embeddings", eight_h)
+    dt = time.monotonic() - t0
+check(st == 413 and b"--max-audio-s 60" in body and dt < 5, f"8 h of FLAC with --max-audio-s 60: {st} in {dt:.1f} s: {body[:200]}")
+check(peak.peak < base + 512, f"8 h of FLAC with --max-audio-s 60: peak RSS {peak.peak:.0f} MB (at rest {base:.0f} MB)")
+ok(f"{len(eight_h) // 1000} KB of FLAC holding 8 h, --max-audio-s 60: 413 after {dt:.2f} s, peak RSS {peak.peak:.0f} MB")
+eleven = json.dumps({"input": [base64.b64encode(silent_flac(55)).decode()] * 11}).encode()   # 57.3 s each
+st, _, body = request(lim, "POST", "/v1/audio/embeddings", eleven, {"Content-Type": "application/json"})
+check(st == 413 and b"input 10: the request's audio is longer than --max-request-audio-s 600" in body, f"11 x 57 s: {st} {body[:300]}")
+ok("11 inputs of 57 s in one JSON body (--max-request-audio-s 600): 413 at input 10")
+lim.kill()
+lim = Server(MICRO, "--max-audio-s", "14400", "--max-audio-mb", "64", "--max-request-audio-s", "14400", "-b", "1")
+base = rss_mb(lim.proc)
+with PeakRss(lim.proc) as peak:
+    with ThreadPoolExecutor(4) as ex:
+        res = list(ex.map(lambda _: request(lim, "POST", "/v1/audio/embeddings", eight_h), range(4)))
+check(all(r[0] in (413, 503) for r in res), f"4 x 8 h at once: {[r[0] for r in res]}")
+check(all("Retry-After" in r[1] for r in res if r[0] == 503), "a 503 past the budget without Retry-After")
+check(peak.peak < base + 64 + 512, f"4 x 8 h at once: peak RSS {peak.peak:.0f} MB, over the 64 MB budget + 0.5 GB")
+ok(f"4 x 8 h of FLAC at once, --max-audio-mb 64: {sorted(r[0] for r in res)}, peak RSS {peak.peak:.0f} MB "
+   f"(at rest {base:.0f} MB)")
+# a request in flight holds its audio: another one past what is left waits for it (503, Retry-After)
+long_flac = silent_flac(600)                    # 600 s: 20 windows at -b 1, 38 MB of the 64 decoded
+first = ThreadPoolExecutor(1).submit(request, lim, "POST", "/v1/audio/embeddings", long_flac)
+t_end = time.monotonic() + 20
+while time.monotonic() < t_end and metric(request(lim, "GET", "/metrics")[2].decode(), "whisper_audio_decoded_audio_bytes") < 30e6:
+    time.sleep(0.02)
+st, hdr, body = request(lim, "POST", "/v1/audio/embeddings", silent_flac(500))
+check(st == 503 and hdr.get("Retry-After") and b"--max-audio-mb 64" in body, f"a second request past the budget: {st} {body[:200]}")
+check(first.result()[0] == 200, "the request holding the budget")
+st, _, _ = request(lim, "POST", "/v1/audio/embeddings", silent_flac(500))
+check(st == 200, f"the second request once the first is answered: {st}")
+ok("a request over what the budget has left while another holds it: 503 with Retry-After; 200 once it is answered")
+lim.kill()
+
+# lengths that lie and cut files: the server answers what main answers, with main's warning
+lie = os.path.join(TMP, "lie.flac")
+with open(lie, "wb") as f:
+    f.write(silent_flac(3, (1 << 36) - 1))
+CLIPS["lie"] = lie
+cut_ogg = os.path.join(TMP, "cut.ogg")
+with open("tests/data/audio/speech_16k.ogg", "rb") as f:
+    ogg = f.read()
+with open(cut_ogg, "wb") as f:
+    f.write(ogg[:len(ogg) // 2])
+CLIPS["cut_ogg"] = cut_ogg
+srv = Server(MICRO, "--alias", os.fsdecode(b"m" * 250 + '"quote\\backslash\x01é'.encode() + b"\xff"))
+for clip in ("lie", "cut_ogg"):
+    AUDIO[clip] = open(CLIPS[clip], "rb").read()
+    st, hdr, body = request(srv, "POST", "/v1/audio/embeddings", AUDIO[clip], {"Accept": "application/x-npy"})
+    check(st == 200 and body == reference(MICRO, clip, {})[2], f"{clip}: {st} {body[:200]}")
+    warn = "header says" if clip == "lie" else "without the stream's last page"
+    check(warn in hdr.get("X-Audio-Warning", ""), f"{clip}: the warning header: {hdr}")
+    st, got = embed(srv, clip, {}, "float")
+    check(st == 200, f"{clip} as JSON: {st}")
+ok("a FLAC claiming 2^36 samples and an Ogg Vorbis cut in half: main's bytes, and main's warning in X-Audio-Warning")
+# a model name of 250+ characters, with quotes, a control character and bytes that are not UTF-8
+st, _, body = request(srv, "POST", "/v1/audio/embeddings", json.dumps({"input": base64.b64encode(AUDIO["a"]).decode()}).encode(),
+                      {"Content-Type": "application/json"})
+doc = json.loads(body)
+check(st == 200 and doc["model"] == "m" * 250 + '"quote\\backslash\x01é\ufffd' and "usage" in doc, f"a long alias: {body[-400:]}")
+doc = json.loads(request(srv, "GET", "/v1/models")[2])
+check(doc["data"][0]["id"] == "m" * 250 + '"quote\\backslash\x01é\ufffd', "a long alias in /v1/models")
+ok("an --alias of 270 characters with quotes, a control byte and a byte that is not UTF-8: valid JSON answers")
+srv.kill()
+
 # ---- an audio-LLM tower, behind --api-key -------------------------------------------------
 
 srv = Server(TOWER, "--api-key", "sesame")

@@ -8,6 +8,7 @@
 #include "whisper-audio.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -448,6 +449,28 @@ TEST_CASE("towers: tokens per audio length are the models' own") {
     whisper_audio_model_free(q);
     whisper_audio_model_free(v);
     whisper_audio_model_free(u);
+}
+
+TEST_CASE("towers: tokens for any length in bounded time: no wrap near SIZE_MAX, the same counts as window by window") {
+    for (const char * name : TOWERS) {
+        CAPTURE(name);
+        whisper_audio_model * m = whisper_audio_model_load(("build/tower-" + std::string(name) + "-f32.gguf").c_str());
+        REQUIRE(m);
+        const auto t0 = std::chrono::steady_clock::now();
+        const size_t huge = whisper_audio_n_tokens(m, SIZE_MAX, true), big = whisper_audio_n_tokens(m, (size_t)1 << 50, true);
+        CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 1.0);
+        // an input past the tower's limit gives the limit's tokens; without a limit, more audio never gives fewer
+        const size_t used = whisper_audio_samples_used(m, true);
+        if (used == SIZE_MAX) CHECK(huge >= big);
+        else CHECK(huge == whisper_audio_n_tokens(m, used, true));
+        CHECK(big > 0);
+        // 10 windows and a bit: the sum of what the inputs of each window's length give
+        const size_t w = 10 * (size_t)WHISPER_AUDIO_N_SAMPLES + 12345;
+        if (used == SIZE_MAX && name != std::string("qwen3a") && name != std::string("stepaudio2"))
+            CHECK(whisper_audio_n_tokens(m, w, true) == 10 * whisper_audio_n_tokens(m, WHISPER_AUDIO_N_SAMPLES, true) +
+                                                         whisper_audio_n_tokens(m, 12345, true));
+        whisper_audio_model_free(m);
+    }
 }
 
 TEST_CASE("towers: CPU f32 against the models' own code in float64, from features and from audio") {

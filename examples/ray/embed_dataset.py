@@ -39,7 +39,8 @@ WRITE_CPUS = 1              # CPUs kept free for Ray Data's write tasks (--forma
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("-m", "--model", required=True, help="model: .gguf, ggml-*.bin or a CTranslate2 directory")
+    p.add_argument("-m", "--model", required=True, help="model: any that main's -m takes (a .gguf, ggml-*.bin, a "
+                   "CTranslate2 or Hugging Face directory, a repo id from the Hugging Face cache)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("-i", "--input", help="a directory: every audio file below it (%s)" % " ".join(AUDIO_EXTENSIONS))
     src.add_argument("--list", help="a file with one audio path per line ('#' comments)")
@@ -99,24 +100,26 @@ def settings_of(args):
             "outtype": args.outtype, "dtype": args.dtype}
 
 
-def model_files(path):
-    """The files the library's loader reads for a model path: the file itself (GGUF, ggml-*.bin,
-    a CTranslate2 model.bin); for a directory, a CTranslate2 one, its model.bin alone (its
-    config.json and vocabulary are not read: whisper_audio_model_load in whisper-audio.cpp)."""
-    return [os.path.join(path, "model.bin")] if os.path.isdir(path) else [path]
-
-
-def model_identity(path, hparams):
-    """The model by content: the sha256 over the bytes of the files its loader reads, in name
-    order (one file: what sha256sum prints for it), computed once per run."""
-    h, files, total = hashlib.sha256(), sorted(model_files(os.path.abspath(path))), 0
-    for name in files:
-        with open(name, "rb") as f:
+def model_identity(whisper_audio, path, out_dir):
+    """The model by content, through the package's loader (so any -m that main takes: our GGUF,
+    ggml-*.bin, CTranslate2 and Hugging Face directories, a repo id from the Hugging Face cache):
+    the sha256 of the GGUF the library writes of it (main --save-gguf: the matrices as loaded),
+    written beside the manifest and removed. Its hyperparameters are the loader's."""
+    tmp = os.path.join(out_dir, f".model-{uuid.uuid4().hex[:8]}.gguf")
+    try:
+        with whisper_audio.Model(path, device="cpu", n_threads=1) as model:
+            hparams = model.hparams
+            model.save_gguf(tmp)
+        h, total = hashlib.sha256(), 0
+        with open(tmp, "rb") as f:
             while block := f.read(1 << 24):
                 h.update(block)
                 total += len(block)
-    return {"sha256": h.hexdigest(), "files": [os.path.basename(f) for f in files], "bytes": total,
-            "path": os.path.abspath(path), "hparams": hparams}
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return {"sha256": h.hexdigest(), "of": "its GGUF as the library writes it (main --save-gguf)", "bytes": total,
+            "path": path, "hparams": hparams}
 
 
 def write_atomic(path, write):
@@ -257,8 +260,14 @@ def check_manifest(out, header):
             sys.exit(f"error: {out} holds {', '.join(leftovers) or 'a manifest.jsonl'} but no manifest.json (an earlier "
                      "version of this example made it); give another --output")
         return
-    with open(path) as f:
-        old = json.load(f)
+    try:
+        with open(path) as f:
+            old = json.load(f)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise SystemExit(f"error: {path} is not a whole manifest ({e}: cut short?); "
+                         "move it away to start again, or give another --output")
+    if not isinstance(old, dict):
+        raise SystemExit(f"error: {path} is not this example's manifest; give another --output")
     for what, mine, theirs in (("model (sha256)", header["model"]["sha256"], old.get("model", {}).get("sha256")),
                                ("settings", header["settings"], old.get("settings")),
                                ("library version", header["library_version"], old.get("library_version")),
@@ -372,21 +381,23 @@ def gpu_actors(actors, n_gpus, n_cpus, reserve):
 
 def main(argv=None):
     args = parse_args(argv)
-    import ray
     import whisper_audio
 
     inputs = list_inputs(args)
     ids = dict(inputs)
     settings = settings_of(args)
+    # a path as given becomes absolute for the actors; a repo id (the Hugging Face cache) stays as it is
+    model_path = os.path.abspath(args.model) if os.path.exists(args.model) else args.model
+    os.makedirs(args.output, exist_ok=True)
     try:                                # the loader checks the model (the actors make its encoders)
-        hparams = whisper_audio.model_hparams(args.model)
+        identity = model_identity(whisper_audio, model_path, args.output)
     except whisper_audio.WhisperAudioError as e:
         sys.exit(f"error: {e}")
+    hparams = identity["hparams"]
     if args.layer is not None and not 0 <= args.layer < hparams["n_layer"]:
         sys.exit(f"error: --layer {args.layer}: the model has layers 0 to {hparams['n_layer'] - 1}")
-    header = {"model": model_identity(args.model, hparams), "settings": settings,
+    header = {"model": identity, "settings": settings,
               "library_version": whisper_audio.version(), "format": args.format}
-    os.makedirs(args.output, exist_ok=True)
     check_manifest(args.output, header)
     manifest = os.path.join(args.output, "manifest.json")
     data_dir = os.path.join(args.output, "parquet" if args.format == "parquet" else "shards")
@@ -403,6 +414,7 @@ def main(argv=None):
             os.makedirs(errors_dir, exist_ok=True)
             for name in os.listdir(errors_dir):
                 os.remove(os.path.join(errors_dir, name))
+        import ray                      # only once there is work: the checks above need no cluster
         if not ray.is_initialized():
             ray.init(address=args.address)
         reserve = WRITE_CPUS if args.format == "parquet" else 0
@@ -419,7 +431,7 @@ def main(argv=None):
         ds = ray.data.from_items([{"file": path, "id": name} for path, name in todo])
         ds = ds.map_batches(Embedder, batch_size=args.files_per_shard, batch_format="numpy",
                             compute=ray.data.ActorPoolStrategy(size=n_actors),
-                            fn_constructor_kwargs={"model_path": os.path.abspath(args.model), "device": device,
+                            fn_constructor_kwargs={"model_path": model_path, "device": device,
                                                    "n_threads": n_threads, "batch": args.batch, "settings": settings,
                                                    "out_dir": os.path.abspath(args.output), "fmt": args.format,
                                                    "sha256": header["model"]["sha256"]},
@@ -447,5 +459,30 @@ def main(argv=None):
     return {"files": len(inputs), "done": n_done, "encoded": len(todo) - len(errors), "errors": errors}
 
 
+def run(argv=None):
+    """main's exit status: 0 every input done, 1 an error stopped the run (one line, no
+    traceback: a model that does not load, an OUT that cannot be written, a cut manifest), 2 a
+    bad command line, 3 some inputs failed (the others are done)."""
+    try:
+        return 3 if main(argv)["errors"] else 0
+    except OSError as e:                # OUT read-only or full, a file gone: the path and the reason
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"error: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("error: interrupted (run the same command again to resume)", file=sys.stderr)
+        return 130
+    except Exception as e:              # Ray's wrapper of a failure in a task or an actor (a full OUT
+        if type(e).__module__.split(".")[0] != "ray":     # while write_parquet writes): its cause
+            raise
+        cause = getattr(e, "cause", None) or e
+        if isinstance(cause, OSError) and cause.strerror:
+            msg = f"{cause.filename}: {cause.strerror}" if cause.filename else cause.strerror
+        else:
+            msg = (str(cause).strip().splitlines() or [type(cause).__name__])[-1]
+        print(f"error: {msg}", file=sys.stderr)
+        return 1
+
+
 if __name__ == "__main__":
-    sys.exit(1 if main()["errors"] else 0)
+    sys.exit(run())

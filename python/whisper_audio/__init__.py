@@ -3,7 +3,9 @@
     import whisper_audio
     model = whisper_audio.Model("tiny.gguf")              # device="auto": CUDA when present
     emb = model.encode("speech.wav")                      # float32 [n_windows, 1500, d_model]
-    emb = model.encode(pcm, sampling_rate=44100)          # an array of another rate: resampled to 16 kHz
+    emb = model(pcm, sampling_rate=44100)                 # model(...) is model.encode(...); resampled to 16 kHz
+    embs = model(np.stack([pcm_a, pcm_b]))                # a 2-D array: a batch of rows, a list back
+    emb = model(stereo, channels=2)                       # [n, 2] as soundfile reads it: down-mixed as main does
     emb = model.encode(open("a.mp3", "rb"))               # bytes or a binary file: encoded audio, decoded
     vec = model.encode(pcm, pool="mean")                  # pcm: float32 16 kHz mono -> [n_windows, d_model]
     out = model.encode(pcm, output_hidden_states=True)    # out.hidden_states: every layer, from one forward
@@ -12,7 +14,8 @@ The API (help(whisper_audio.Model) and each name's own help say more):
 
     Model(path, device="auto", dtype="f16", *, n_threads=0, batch=8, gpu_device=0)
         .encode(audio, *, sampling_rate=None, layer=None, final_ln=True, pool=None, no_pad=False,
-                outtype="f32", projector=True, output_hidden_states=False)
+                outtype="f32", projector=True, output_hidden_states=False, return_windows=False,
+                channels=None)       Model(...)(audio, ...): encode
         .encode_mel(features, *, layer=None, final_ln=True, outtype="f32", output_hidden_states=False)
         .log_mel(audio, *, sampling_rate=None)      .n_tokens(n_samples, projector=True)
         .hparams .n_mels .n_ctx .n_state .n_layer .projector .token_dim .backend .n_threads .close()
@@ -20,8 +23,8 @@ The API (help(whisper_audio.Model) and each name's own help say more):
     WhisperAudioError   version() and __version__   SAMPLE_RATE
     Device, DType, Pool, WeightType, Projector: the C API's enums by name (a member == its name)
 
-An input of encode or log_mel is a float32 mono array (16 kHz unless sampling_rate says
-otherwise), a path (str or os.PathLike), encoded audio as bytes (bytearray, memoryview) or a
+An input of encode or log_mel is a mono array (float32, float64, float16, or int16 scaled by
+1/32768; 16 kHz unless sampling_rate says otherwise), a path (str or os.PathLike), encoded audio as bytes (bytearray, memoryview) or a
 binary file object (anything with .read(), read to its end), or a list of them.
 
 A thin layer over the C API (whisper-audio.h) through ctypes: every model rule (windows,
@@ -36,14 +39,17 @@ import contextlib
 import ctypes
 import enum
 import importlib.util
+import operator
 import os
+import sys
 import threading
+import warnings
 import weakref
 from typing import Any, BinaryIO, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-__all__ = ["Model", "EncoderOutput", "WhisperAudioError", "load_audio", "model_hparams", "version", "__version__",
+__all__ = ["Model", "EncoderOutput", "WhisperAudioError", "WhisperAudioWarning", "load_audio", "model_hparams", "version", "__version__",
            "SAMPLE_RATE", "Device", "DType", "Pool", "WeightType", "Projector"]
 
 SAMPLE_RATE = 16000
@@ -53,6 +59,11 @@ _N_FRAMES = 3000        # WHISPER_AUDIO_N_FRAMES: mel frames per window
 
 class WhisperAudioError(RuntimeError):
     """A failure inside the library; the message is whisper_audio_last_error()'s."""
+
+
+class WhisperAudioWarning(UserWarning):
+    """Audio decoded with a caveat (an input cut short of the length its header says: what is
+    there was decoded); the message is whisper_audio_decode_warning()'s, as main prints it."""
 
 
 # ---- the C API's enums, by name -----------------------------------------------------
@@ -213,10 +224,12 @@ def _load_library():
         "whisper_audio_model_load": (P, [S]),
         "whisper_audio_model_free": (None, [P]),
         "whisper_audio_model_hparams": (ctypes.POINTER(_Hparams), [P]),
+        "whisper_audio_model_save_gguf": (B, [P, S]),
         "whisper_audio_weight_type_name": (S, [I]),
         "whisper_audio_decode_file": (B, [S, ctypes.POINTER(P), ctypes.POINTER(Z), ctypes.POINTER(_Info)]),
         "whisper_audio_decode_memory": (B, [P, Z, ctypes.POINTER(P), ctypes.POINTER(Z), ctypes.POINTER(_Info)]),
         "whisper_audio_pcm_free": (None, [P]),
+        "whisper_audio_decode_warning": (S, []),
         "whisper_audio_stream_open": (P, [S, ctypes.POINTER(_Info)]),
         "whisper_audio_stream_read": (ctypes.c_int64, [P, P, Z]),
         "whisper_audio_stream_close": (None, [P]),
@@ -297,9 +310,19 @@ _MAX_RATE = 1000000     # WHISPER_AUDIO_MAX_RATE
 
 
 def _check_rate(rate, what):
+    # an integral float (16000.0, as soundfile and librosa hand rates around) is that int
+    if isinstance(rate, (float, np.floating)) and float(rate).is_integer():
+        rate = int(rate)
     if isinstance(rate, bool) or not isinstance(rate, (int, np.integer)) or not _MIN_RATE <= rate <= _MAX_RATE:
-        raise ValueError(f"{what} must be an int in [{_MIN_RATE}, {_MAX_RATE}] (Hz), got {rate!r}")
+        raise ValueError(f"{what} must be a whole number in [{_MIN_RATE}, {_MAX_RATE}] (Hz), got {rate!r}")
     return int(rate)
+
+
+def _check_flag(value, what):
+    """An option flag: a bool (numpy.bool_ too), never a truthy string or number."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{what} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def _resample(pcm, rate_in, rate_out):
@@ -316,6 +339,14 @@ def _resample(pcm, rate_in, rate_out):
 
 Audio = Union[np.ndarray, str, os.PathLike, bytes, bytearray, memoryview, BinaryIO]
 """One input: float32 mono samples, a path, or encoded audio (bytes, a binary file object)."""
+
+
+def _is_batch(audio, channels=None):
+    """A list or tuple of inputs, or a 2-D array of rows (transformers' batch); with channels a
+    2-D array is one multichannel input."""
+    if isinstance(audio, (list, tuple)):
+        return True
+    return isinstance(audio, np.ndarray) and audio.ndim == 2 and channels is None
 
 
 def _is_path(audio):
@@ -351,12 +382,30 @@ def _decode_memory(data, name):
         if name != "<memory>" and msg.startswith("<memory>"):     # the file object's name instead
             msg = name + msg[len("<memory>"):]
         raise WhisperAudioError(msg)
+    _warn_decoded(name)
     return _malloced_array(pcm.value, n.value)
+
+
+def _warn_decoded(name=None):
+    """The library's warning for the decode just done (an input cut short: decoded all the same,
+    as main says), as a Python warning."""
+    w = _lib.whisper_audio_decode_warning()
+    if w:
+        msg = w.decode(errors="replace")
+        if name and name != "<memory>" and msg.startswith("<memory>"):
+            msg = name + msg[len("<memory>"):]
+        # attributed to the caller's first line outside this package (load_audio, encode, ...),
+        # as a warning about its input, whatever path it took here
+        frame, level = sys._getframe(0), 1
+        while frame is not None and frame.f_code.co_filename == __file__:
+            frame, level = frame.f_back, level + 1
+        warnings.warn(msg, WhisperAudioWarning, stacklevel=level)
 
 
 def _decode_file(path):
     pcm, n = ctypes.c_void_p(), ctypes.c_size_t()
     _check(_lib.whisper_audio_decode_file(_c_path(path), ctypes.byref(pcm), ctypes.byref(n), None))
+    _warn_decoded()
     return _malloced_array(pcm.value, n.value)
 
 
@@ -391,6 +440,47 @@ def _float32_array(a, what, ndims):
     if not a.flags.c_contiguous:
         raise ValueError(f"{what} is not C-contiguous (a strided view?): pass np.ascontiguousarray(a)")
     return a
+
+
+# the sample types an audio array may have: float32 goes in without a copy; the others are
+# converted, int16 scaled by 1/32768 as the WAV decoder scales 16-bit PCM
+_AUDIO_DTYPES = (np.float32, np.float64, np.float16, np.int16)
+
+
+def _audio_array(a, channels=None):
+    """One input's float32 mono samples from a 1-D array, or from a multichannel one with channels
+    (interleaved 1-D, [n_samples, channels] as soundfile reads, or [channels, n_samples] as
+    librosa's mono=False), down-mixed as main does: the channels' sum in float64, times 1/channels."""
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"audio must be a numpy array, a file path, encoded audio (bytes, a binary file object) "
+                        f"or a list of them, got {type(a).__name__}")
+    if a.dtype not in _AUDIO_DTYPES:
+        raise TypeError(f"audio must be float32, float64, float16 or int16 samples, got {a.dtype}")
+    if channels is None:
+        if a.ndim != 1:
+            raise ValueError(f"audio must have 1 dimension, got shape {a.shape} (a multichannel array: give channels=)")
+        if a.dtype == np.float32:
+            return _float32_array(a, "audio", (1,))
+        return (a.astype(np.float64) / 32768.0).astype(np.float32) if a.dtype == np.int16 else a.astype(np.float32)
+    if isinstance(channels, bool) or not isinstance(channels, (int, np.integer)) or not 1 <= channels <= 65535:
+        raise ValueError(f"channels must be an int in [1, 65535], got {channels!r}")
+    if a.ndim == 1:
+        if a.size % channels:
+            raise ValueError(f"interleaved audio of {a.size} samples is not a whole number of {channels}-channel frames")
+        frames = a.reshape(-1, channels)
+    elif a.ndim == 2 and a.shape[1] == channels:
+        frames = a
+    elif a.ndim == 2 and a.shape[0] == channels:
+        frames = a.T
+    else:
+        raise ValueError(f"audio of shape {a.shape} has no axis of {channels} channels")
+    x = frames.astype(np.float64)
+    if a.dtype == np.int16:
+        x /= 32768.0
+    total = np.zeros(x.shape[0], np.float64)
+    for c in range(channels):                # channel by channel, as the decoder sums them
+        total += x[:, c]
+    return (total * (1.0 / channels)).astype(np.float32)
 
 
 class EncoderOutput(NamedTuple):
@@ -664,7 +754,7 @@ class Model:
             raise ValueError(f"layer {layer!r}: the model has layers 0 to {self.n_layer - 1} (None: the last)")
 
     @staticmethod
-    def _input(audio, sampling_rate, stream=True):
+    def _input(audio, sampling_rate, stream=True, channels=None):
         """(a float32 16 kHz array, or a path's C string with stream, a name for messages) of one input."""
         if _is_path(audio):
             if sampling_rate is not None:
@@ -682,7 +772,7 @@ class Model:
                                      "has its own, read from it")
                 pcm, name = _decode_memory(*encoded), encoded[1]
             else:
-                pcm, name = _float32_array(audio, "audio", (1,)), "audio array"
+                pcm, name = _audio_array(audio, channels), "audio array"
                 if sampling_rate is not None:
                     pcm = _resample(pcm, _check_rate(sampling_rate, "sampling_rate"), SAMPLE_RATE)
         if pcm.size == 0:
@@ -723,12 +813,13 @@ class Model:
     # -- the API ---------------------------------------------------------------------
 
     def log_mel(self, audio: Union[Audio, Sequence[Audio]], *,
-                sampling_rate: Optional[int] = None) -> Union[np.ndarray, List[np.ndarray]]:
+                sampling_rate: Optional[int] = None, channels: Optional[int] = None) -> Union[np.ndarray, List[np.ndarray]]:
         """Log-mel of each 30 s window, as WhisperFeatureExtractor: [n_windows, n_mels, 3000]
-        (a list of them for a list of inputs). audio and sampling_rate as for encode."""
-        if isinstance(audio, (list, tuple)):
-            return [self.log_mel(a, sampling_rate=sampling_rate) for a in audio]
-        pcm, _ = self._input(audio, sampling_rate, stream=False)
+        (a list of them for a list of inputs or a 2-D array). audio, sampling_rate and channels
+        as for encode."""
+        if _is_batch(audio, channels):
+            return [self.log_mel(a, sampling_rate=sampling_rate, channels=channels) for a in audio]
+        pcm, _ = self._input(audio, sampling_rate, stream=False, channels=channels)
         return self._log_mel_windows(pcm)
 
     def encode_mel(self, features: np.ndarray, *, layer: Optional[int] = None, final_ln: bool = True,
@@ -743,6 +834,8 @@ class Model:
         final_ln=False), each of the output's shape.
         """
         mel = _float32_array(features, "features", (2, 3))
+        final_ln = _check_flag(final_ln, "final_ln")
+        output_hidden_states = _check_flag(output_hidden_states, "output_hidden_states")
         self._check_layer(layer)
         self._check_outtype(outtype)
         if output_hidden_states and (layer is not None or not final_ln):
@@ -774,22 +867,35 @@ class Model:
         """The rows an input of n_samples 16 kHz samples gives an audio LLM's tower (the library's rule)."""
         if self.projector is None:
             raise ValueError(f"{self.path}: a Whisper encoder without an audio-LLM projector has no tokens")
+        n = operator.index(n_samples)
+        if n < 0:
+            raise ValueError(f"n_samples is {n}: a count of samples is not negative")
         with self._use() as model:
-            return _lib.whisper_audio_n_tokens(model, int(n_samples), bool(projector))
+            return _lib.whisper_audio_n_tokens(model, n, _check_flag(projector, "projector"))
 
     def encode(self, audio: Union[Audio, Sequence[Audio]], *, sampling_rate: Optional[int] = None,
                layer: Optional[int] = None, final_ln: bool = True, pool: Union[None, str, Pool] = None,
                no_pad: bool = False, outtype: str = "f32", projector: bool = True,
-               output_hidden_states: bool = False, return_windows: bool = False) -> Union[np.ndarray, EncoderOutput, tuple, list]:
-        """Encoder embeddings of audio, or a list of inputs (a list of results).
+               output_hidden_states: bool = False, return_windows: bool = False,
+               channels: Optional[int] = None) -> Union[np.ndarray, EncoderOutput, tuple, list]:
+        """Encoder embeddings of audio, or a list of inputs (a list of results). model(audio, ...)
+        is model.encode(audio, ...).
 
-        audio: a float32 mono array, a path (str or os.PathLike), encoded audio as bytes
+        audio: a mono array of samples, a path (str or os.PathLike), encoded audio as bytes
         (bytearray, memoryview) or a binary file object (anything with .read(), read to its
-        end; WAV, FLAC, MP3, Ogg Vorbis or Opus, found by content), or a list of them.
-        sampling_rate: the arrays' sample rate in Hz (an int, 1000 to 1000000); other than
-        16000 they are resampled to 16 kHz by the library's resampler. An array given without
-        it is taken as 16 kHz. Files and encoded audio carry their own rate: sampling_rate with
-        one of them is a ValueError.
+        end; WAV, FLAC, MP3, Ogg Vorbis or Opus, found by content), or a list of them. A 2-D
+        array is a batch of rows, one input each, as transformers' feature extractor takes it
+        (a list back). Samples may be float32 (taken without a copy), float64, float16 or int16;
+        int16 is scaled by 1/32768, the rule main applies to 16-bit PCM (transformers does not
+        scale: give it int16 / 32768 to compare). channels=N: the array is one input of N
+        channels (interleaved, [n_samples, N] as soundfile reads it, or [N, n_samples]),
+        down-mixed as main down-mixes a file (the channels' mean); a shape alone is never read
+        as channels.
+        sampling_rate: the arrays' sample rate in Hz (a whole number, 1000 to 1000000: 16000.0
+        is 16000); other than 16000 they are resampled to 16 kHz by the library's resampler. An
+        array given without it is taken as 16 kHz. Files and encoded audio carry their own
+        rate: sampling_rate with one of them is a ValueError. The flags (final_ln, no_pad,
+        projector, output_hidden_states, return_windows) are bools: anything else is a TypeError.
 
         As main's options: each input is cut into 30 s windows, the last zero-padded, and gives
         [n_windows, 1500, d_model]; pool="mean": [n_windows, d_model], the mean over the
@@ -820,24 +926,35 @@ class Model:
         window's positions, a chunk's tokens); the rows are the windows' one after another. Not with
         output_hidden_states.
         """
+        return_windows = _check_flag(return_windows, "return_windows")
         key = self._options(layer, final_ln, pool, no_pad, outtype, projector, output_hidden_states)
         if output_hidden_states and return_windows:
             raise ValueError("return_windows describes the pipeline's windows; output_hidden_states encodes apart: choose one")
         if sampling_rate is not None:
             _check_rate(sampling_rate, "sampling_rate")
-        single = not isinstance(audio, (list, tuple))
-        items = [audio] if single else audio
+        single = not _is_batch(audio, channels)
+        items = [audio] if single else list(audio)
         if output_hidden_states:
-            outs = [self._encode_states(*self._input(a, sampling_rate, stream=False), key[0], key[1], outtype)
+            outs = [self._encode_states(*self._input(a, sampling_rate, stream=False, channels=channels), key[0], key[1], outtype)
                     for a in items]
             return outs[0] if single else outs
-        inputs = [self._input(a, sampling_rate) for a in items]
+        inputs = [self._input(a, sampling_rate, channels=channels) for a in items]
         with self._encoder(layer, final_ln, key, projector) as enc:
             outs = self._run_pipeline(enc, inputs, key)
         outs = [(self._check_finite(out, name), windows) for (out, windows), (_, name) in zip(outs, inputs)]
         if not return_windows:
             outs = [out for out, _ in outs]
         return outs[0] if single else outs
+
+    def save_gguf(self, path: Union[str, os.PathLike]) -> None:
+        """Writes the model as our GGUF (main --save-gguf): its matrices as loaded, so the file
+        gives the same output, bit for bit, whatever format it was loaded from."""
+        with self._use() as model:
+            _check(_lib.whisper_audio_model_save_gguf(model, _c_path(path)))
+
+    # model(audio, ...) as transformers' modules are called: encode
+    def __call__(self, audio: Union[Audio, Sequence[Audio]], **options):
+        return self.encode(audio, **options)
 
     def row_width(self, *, layer: Optional[int] = None, final_ln: bool = True, pool: Union[None, str, Pool] = None,
                   no_pad: bool = False, outtype: str = "f32", projector: bool = True) -> int:
@@ -850,6 +967,9 @@ class Model:
 
     def _options(self, layer, final_ln, pool, no_pad, outtype, projector, output_hidden_states=False):
         """Checks encode's options; the pipeline's key (pool, no_pad, f16) for them."""
+        final_ln, no_pad = _check_flag(final_ln, "final_ln"), _check_flag(no_pad, "no_pad")
+        projector = _check_flag(projector, "projector")
+        output_hidden_states = _check_flag(output_hidden_states, "output_hidden_states")
         self._check_layer(layer)
         pool = Pool.NONE if pool is None else Pool._of(pool, "pool")
         if not projector and self.projector is None:

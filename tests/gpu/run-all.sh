@@ -76,7 +76,7 @@ fi
 
 # the programs: built here, or built on the development machine and carried (tests/gpu/bin-carry.sh,
 # build/carry/bin.tar.xz: the device time goes to the tests; a before tree travels in it too)
-PROGRAMS=all
+PROGRAMS="all build/test-all"     # (make all builds the programs, not the test binary)
 if [ -f build/carry/bin.tar.xz ]; then
     tests/gpu/bin-carry.sh install | tee -a "$OUT/gpu.txt"
     export LD_LIBRARY_PATH=$PWD/build/carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

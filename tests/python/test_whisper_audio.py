@@ -319,6 +319,29 @@ def test_load_audio():
     assert wa.load_audio(os.path.join(AUDIO, "speech_16k.ogg")).size > 100000   # Ogg Vorbis, if built in
 
 
+def test_load_audio_lengths_that_lie_and_cut_files(tmp_path):
+    # a FLAC whose STREAMINFO claims 2**36 - 1 samples and holds 1 s: load_audio reserved 256 GB
+    # and failed ("out of memory"); main decoded it with a warning: now the same answer here
+    flac = bytearray(open(os.path.join(AUDIO, "speech_44k1_stereo_1s.flac"), "rb").read())
+    bits = int.from_bytes(flac[18:26], "big")
+    flac[18:26] = ((bits & ~((1 << 36) - 1)) | ((1 << 36) - 1)).to_bytes(8, "big")
+    ogg = open(os.path.join(AUDIO, "speech_16k.ogg"), "rb").read()
+    cut_ogg = ogg[:len(ogg) // 2]               # an Ogg Vorbis cut short: was an error, now a warning
+    path = tmp_path / "lie.flac"
+    path.write_bytes(bytes(flac))
+    for audio, said in ((bytes(flac), "but its header says 1558264.779 s"), (str(path), "but its header says"),
+                        (cut_ogg, "without the stream's last page")):
+        with pytest.warns(wa.WhisperAudioWarning, match=re.escape(said)):
+            pcm = wa.load_audio(audio)
+        assert pcm.size > 8000
+    with pytest.warns(wa.WhisperAudioWarning, match=r"^<file object>|cut\.ogg"):
+        wa.load_audio(io.BytesIO(cut_ogg))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # a whole file: no warning
+        wa.load_audio(os.path.join(AUDIO, "speech_16k.ogg"))
+
+
 def test_version():
     with open(os.path.join(ROOT, "whisper-audio.h")) as f:
         assert f'#define WHISPER_AUDIO_VERSION "{wa.version()}"' in f.read()
@@ -370,10 +393,11 @@ def test_sampling_rate_16k_and_none_are_the_array_as_it_is(model):
 
 def test_sampling_rate_is_checked(model):
     pcm = wa.load_audio(SPEECH)
-    for rate in (0, 999, 1000001, 2 ** 40, -16000, 44100.0, True, "44100"):
-        with pytest.raises(ValueError, match=r"sampling_rate must be an int in \[1000, 1000000\]"):
+    # (an integral float is that rate: tests/python/test_transformers_inputs.py)
+    for rate in (0, 999, 1000001, 2 ** 40, -16000, 44100.5, float("nan"), True, "44100"):
+        with pytest.raises(ValueError, match=r"sampling_rate must be a whole number in \[1000, 1000000\]"):
             model.encode(pcm, sampling_rate=rate)
-        with pytest.raises(ValueError, match=r"sampling_rate must be an int"):
+        with pytest.raises(ValueError, match=r"sampling_rate must be a whole number"):
             model.log_mel(pcm, sampling_rate=rate)
     # a file and encoded audio carry their own rate
     for audio in (SPEECH, _Path(SPEECH), open(SPEECH, "rb").read(), [pcm, SPEECH]):
@@ -579,12 +603,13 @@ def test_console_script_of_an_installed_package_runs_its_main(tmp_path):
 
 def test_bad_audio_arrays(model):
     pcm = wa.load_audio(SPEECH)
-    with pytest.raises(TypeError, match="float32"):
-        model.encode(pcm.astype(np.float64))
+    # (float64, float16 and int16 are converted, a 2-D array is a batch: test_transformers_inputs.py)
     with pytest.raises(TypeError, match="float32"):
         model.encode(pcm.astype(">f4"))
-    with pytest.raises(ValueError, match="dimensions, got shape"):
-        model.encode(pcm[:100000].reshape(2, -1))
+    with pytest.raises(TypeError, match="float32"):
+        model.encode(pcm.astype(np.complex64))
+    with pytest.raises(ValueError, match="dimension, got shape"):
+        model.encode(pcm[:100000].reshape(2, 2, -1))
     with pytest.raises(ValueError, match="not C-contiguous"):
         model.encode(pcm[::2])
     with pytest.raises(ValueError, match="no audio samples"):
@@ -643,7 +668,7 @@ def test_paths_with_a_nul_are_refused(model, tmp_path):
 def test_load_audio_rates_outside_the_resampler_range():
     # sr=2**40 reached the library as 0 Hz ("16000 -> 0 Hz"); 2**31 - 1 ran minutes into GBs
     for sr in (2 ** 40, 2 ** 31 - 1, 1000001, 999, 0, -16000):
-        with pytest.raises(ValueError, match=r"sr must be an int in \[1000, 1000000\]"):
+        with pytest.raises(ValueError, match=r"sr must be a whole number in \[1000, 1000000\]"):
             wa.load_audio(SPEECH, sr=sr)
     assert abs(wa.load_audio(SPEECH, sr=1000).size - 112259 / 16) <= 1
 
