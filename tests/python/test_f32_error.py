@@ -1,8 +1,9 @@
 # test_f32_error.py - the CPU backend in f32 against float64, as a ratio to transformers' own f32
 # error on the same input (DESIGN.md, "What correct means"), on every kernel set this CPU runs
 # (VT_CPU_ISA): random Whisper base and large-v3 shapes (tests/data/f32_reference.py) on a
-# 1,500-position window and 25-position unpadded ones, and the Voxtral tower of tests/data/towers. The float64 reference is computed here in
-# numpy; transformers' f32 error is the committed tests/data/f32-error.json
+# 1,500-position window and 25-position unpadded ones, and the Voxtral tower of tests/data/towers.
+# The float64 reference is computed here in numpy (the tower's is committed); transformers' f32
+# error is the committed tests/data/f32-error.json
 # (tests/data/make-f32-error-references.py). Bounds: at most 1.05x on every case, at most 1.0x as
 # the geometric mean of a kernel set's cases, and the 1,500-position ratio at most 1.1x the
 # 25-position one of the same shape (an error that grows with the keys attended).
@@ -14,7 +15,6 @@ import os
 import sys
 import tempfile
 
-import numpy as np
 import pytest
 
 import whisper_audio as wa
