@@ -208,7 +208,11 @@ def shell_script(text, port):
                 if m and m.group(1).strip() == "demo":
                     conv.append(f"make -C {ROOT} --no-print-directory {' '.join(MAKEVARS)} demo")
                 elif m:
-                    conv.append(f"make -C {ROOT} --no-print-directory -n {' '.join(MAKEVARS)}{m.group(1)} >/dev/null")
+                    # a dry run: make -n still runs the lines that call $(MAKE) (make test's parts,
+                    # which would write over build/test-parts), so MAKE is true there and PARTS a
+                    # folder of the block's own
+                    conv.append(f"make -C {ROOT} --no-print-directory -n {' '.join(MAKEVARS)} MAKE=true "
+                                f"PARTS=$PWD/make-n-parts{m.group(1)} >/dev/null")
                 else:
                     conv.append(c)
             code = " && ".join(conv)
