@@ -1160,7 +1160,7 @@ static bool ogg_stream_open(whisper_audio_stream * s) {
 
     // always opened as a stream (no seek callback), files as pipes: vorbisfile's seekable open
     // scans the whole file for its length, which is more code exposed to hostile input, and
-    // it leaks on some malformed chained files (xiph/vorbis issue 125). So info->frames is -1.
+    // it leaks on some malformed chained files (a bug reported to xiph/vorbis). So info->frames is -1.
     const ov_callbacks cb = { ogg_cb_read, nullptr, nullptr, nullptr };
     const int rc = ov_open_callbacks(&r, &s->vf, nullptr, 0, cb);
     if (rc < 0) {   // vorbisfile has already released what it allocated
