@@ -323,10 +323,11 @@ static const wa_tower * wa_tower_of(whisper_audio_projector type) {
     return nullptr;
 }
 
-// A window's samples (30 s, or the tower's), and the mel frames a whole one runs at
+// A window's samples (30 s, or the tower's), and the mel frames a whole one runs at (Step-Audio 2's
+// window and its padding; the AuT's whole attention windows; else 30 s)
 static size_t wa_window_samples(const wa_tower * t) { return t && t->window_samples ? t->window_samples : WHISPER_AUDIO_N_SAMPLES; }
-static int wa_full_frames(const wa_tower * t) {
-    return t && t->window_samples ? (int)((t->window_samples + t->mel_pad) / WHISPER_AUDIO_HOP) : WHISPER_AUDIO_N_FRAMES;
+static int wa_full_frames(const wa_tower * t, const whisper_audio_hparams & hp) {
+    return t && t->window_samples ? (int)((t->window_samples + t->mel_pad) / WHISPER_AUDIO_HOP) : wa_window_frames(hp);
 }
 // The mel frames of a mel_pad tower's window of n samples: its audio and the zeros after it
 static int wa_padded_frames(const wa_tower & t, size_t n) {

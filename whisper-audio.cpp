@@ -1454,7 +1454,7 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_fram
     const std::tuple<int, int, bool, int> key(n, n_frames, from_pcm, kind);
     auto it = enc->graphs.find(key);
     if (it != enc->graphs.end()) return &it->second;
-    const int full = wa_full_frames(wa_tower_of(enc->hparams.projector));   // a whole window's (Step-Audio 2: 2502)
+    const int full = wa_full_frames(wa_tower_of(enc->hparams.projector), enc->hparams);   // a whole window's (Step-Audio 2: 2502)
     for (auto i = enc->graphs.begin(); i != enc->graphs.end();) {
         const int gn = std::get<0>(i->first), gf = std::get<1>(i->first);
         const bool ladder = std::get<2>(i->first) && (gn & (gn - 1)) == 0;
@@ -1760,7 +1760,7 @@ static bool pipeline_submit(whisper_audio_pipeline * p, whisper_audio_encoder * 
     // on CUDA a short batch of padded windows runs as the smallest captured graph that holds it
     // (zero windows after it: wa_graph_batch); the CPU's time follows the windows
     const bool from_pcm = enc->mel_in_graph;
-    const bool whole = b->n_frames == WHISPER_AUDIO_N_FRAMES || b->n_frames == wa_full_frames(p->tower);
+    const bool whole = b->n_frames == WHISPER_AUDIO_N_FRAMES || b->n_frames == wa_full_frames(p->tower, enc->hparams);
     const int n_run = from_pcm && whole ? wa_graph_batch(b->n, b->cap) : b->n;
     for (int i = b->n; i < n_run; i++) {
         std::fill(b->pcm + (size_t)i * WA_MEL_ROW, b->pcm + (size_t)(i + 1) * WA_MEL_ROW, 0.0f);
@@ -2098,7 +2098,7 @@ static bool pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t 
     }
     const size_t W = wa_window_samples(p->tower);
     while (n > 0) {
-        if (p->in_window == 0 && !pipeline_make_room(p, wa_full_frames(p->tower))) return false;
+        if (p->in_window == 0 && !pipeline_make_room(p, wa_full_frames(p->tower, p->encs[0]->hparams))) return false;
         const size_t k = std::min(n, W - p->in_window);
         memcpy(p->cur->pcm + (size_t)p->cur->n * WA_MEL_ROW + WA_MEL_CONTEXT + p->in_window, pcm, k * sizeof(float));
         p->in_window += k;
@@ -2141,8 +2141,15 @@ static bool pipeline_cut_held(whisper_audio_pipeline * p) {
     }
     for (int64_t c = 0; c < n_windows; c++) {
         const int valid = (int)std::min<int64_t>(W, frames - c * W);
-        const bool own_length = (tw.unpadded && n_windows == 1) || (hp.n_conv && valid < hp.n_chunk);   // (the AuT's: one chunk)
-        const int n_frames = own_length ? valid : (int)W;
+        // The AuT's window shorter than W runs at its own chunks: one chunk at its frames, more
+        // rounded up to whole chunks (its last chunk zero-padded, as the model pads it), or at the
+        // open batch's longer frames (zero frames past the audio change none of its rows).
+        const bool own_length = (tw.unpadded && n_windows == 1) || (hp.n_conv && valid < hp.n_chunk);
+        int n_frames = own_length ? valid : (int)W;
+        if (hp.n_conv && !own_length) {
+            n_frames = (int)std::min<int64_t>(W, (valid + hp.n_chunk - 1) / hp.n_chunk * hp.n_chunk);
+            if (p->cur && p->cur->n > 0 && p->cur->n_frames > n_frames) n_frames = p->cur->n_frames;
+        }
         if (!pipeline_make_room(p, n_frames)) return false;
         const size_t first = (size_t)(c * W * WHISPER_AUDIO_HOP), win_samples = (size_t)W * WHISPER_AUDIO_HOP;
         log_mel_row(x, n, sig_len, (int64_t)first, p->cur->pcm + (size_t)p->cur->n * WA_MEL_ROW);
@@ -2399,12 +2406,14 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
     const wa_graph_kind kind = p->tower ? WA_GRAPH_TOKENS : WA_GRAPH_ROWS;
     for (whisper_audio_encoder * e : p->encs) {      // the whole batch's graphs, built (CUDA: captured) now
         if (!e->mel_in_graph) {                      // the CPU: its arena mapped now, not in the first batch
-            if (!graph_for_batch(e, cap, wa_full_frames(p->tower), false, kind)) return nullptr;
+            if (!graph_for_batch(e, cap, wa_full_frames(p->tower, e->hparams), false, kind)) return nullptr;
             continue;
         }
         for (wa_graph_kind k : {kind, WA_GRAPH_MEL_MAX}) {
             if (k == WA_GRAPH_MEL_MAX && !(p->tower && p->tower->whole_signal)) continue;
-            wa_graph * g = graph_for_batch(e, cap, WHISPER_AUDIO_N_FRAMES, true, k);
+            // a whole window's frames; the clamp's pass reads chunks of 30 s
+            const int n_frames = k == WA_GRAPH_MEL_MAX ? WHISPER_AUDIO_N_FRAMES : wa_full_frames(p->tower, e->hparams);
+            wa_graph * g = graph_for_batch(e, cap, n_frames, true, k);
             if (!g) return nullptr;
             if (!vt_backend_prepare(e->backend, g->graph)) {
                 wa_set_error("%s: %s", func, vt_last_error());

@@ -545,12 +545,12 @@ class PeakRss:
         return self.kib / 1024.0
 
 
-def run_main(args, gguf, files, dtype, out_dir):
+def run_main(args, gguf, files, dtype, out_dir, main=None):
     os.makedirs(out_dir, exist_ok=True)
     lst = os.path.join(out_dir, "list.txt")
     with open(lst, "w") as f:
         f.write("".join(p + "\n" for p in files))
-    cmd = [os.path.join(ROOT, "main"), "-m", gguf, "--device", args.device, "-b", str(args.batch), "--list", lst,
+    cmd = [main or os.path.join(ROOT, "main"), "-m", gguf, "--device", args.device, "-b", str(args.batch), "--list", lst,
            "-o", out_dir + "/", "--json", "--no-progress"]
     if dtype != "f32":
         cmd += ["--dtype", dtype]
@@ -724,6 +724,11 @@ def bench_model(name, args, shape, dtypes, sets, clips, n_hour, lib, results):
         ours = {}
         for label, files in sets:
             ours[label] = run_main(args, t.gguf, files, dtype, os.path.join(args.work, "out", name, dtype, label.replace(" ", "")))
+        # another tree's main on the same inputs (--before-main), its outputs against ours
+        before = {}
+        for label, files in sets if args.before_main else []:
+            before[label] = run_main(args, t.gguf, files, dtype, os.path.join(args.work, "before", name, dtype, label.replace(" ", "")),
+                                     main=args.before_main)
         # the forward alone, for the windows each set needs
         fwd = {}
         for label, files in sets:
@@ -752,6 +757,16 @@ def bench_model(name, args, shape, dtypes, sets, clips, n_hour, lib, results):
                    "transformers_peak_alloc_mib": peak, "ours": {k: v for k, v in o.items() if k != "outputs"},
                    "forward": fwd[label], "tokens": int(sum(a.shape[0] for a in mine)), "token_counts_equal": counts_ok,
                    "ours_vs_transformers": e_pair}
+            if label in before:
+                b = before[label]
+                theirs = [np.load(p) for p in b["outputs"]]
+                row["before"] = {k: v for k, v in b.items() if k != "outputs"}
+                row["before"]["vs_ours"] = rel_l2(cat(mine), cat(theirs)) if [a.shape for a in theirs] == [a.shape for a in mine] else float("nan")
+                log("%s %s %s: before (%s) run %.3f s (wall %.3f), +%.0f MiB; after/before run x%.3f, outputs' rel L2 %.3g" % (
+                    name, dtype, label, args.before_main, b["run_s"], b["wall_s"], b["dev_mem_mib"], b["run_s"] / o["run_s"],
+                    row["before"]["vs_ours"]))
+                for p in b["outputs"]:
+                    os.remove(p)
             if files is clips and counts_ok:
                 r = cat(ref)
                 e_ours, e_peer = rel_l2(cat(mine), r), rel_l2(cat(toks), r)
@@ -792,6 +807,7 @@ def main():
     ap.add_argument("--ultravox-code", default=os.path.join(ROOT, "tests", "gpu", ".ultravox"))
     ap.add_argument("--out", default=os.environ.get("OUT"))
     ap.add_argument("--build-only", action="store_true", help="make the audio, checkpoints and GGUFs, then stop")
+    ap.add_argument("--before-main", default=None, help="another tree's main, run on the same inputs after ours (before/after)")
     args = ap.parse_args()
     dtypes = (args.dtypes or ("f32" if args.device == "cpu" else "bf16,f16")).split(",")
     hour_s = args.hour_s if args.hour_s is not None else (95.0 if args.tiny else 3595.0)
