@@ -100,11 +100,64 @@ def settings_of(args):
             "outtype": args.outtype, "dtype": args.dtype}
 
 
-def model_identity(whisper_audio, path, out_dir):
+def identity_cache():
+    """Where model identities are kept between runs: $XDG_CACHE_HOME (~/.cache)/whisper-audio/, never
+    beside a model (a model's folder may be read-only or shared)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "whisper-audio", "model-identity.json")
+
+
+def identity_key(whisper_audio, path):
+    """What a model's identity depends on: every file under the path (links followed, as the loader
+    reads the Hugging Face cache's snapshots) by name, size, mtime, inode and device, and the
+    library that writes the GGUF. A file that changes in any of these gives a new key, so a kept
+    identity is never stale. None for a repo id (the library finds its folder)."""
+    if not os.path.exists(path):
+        return None
+    files = [path] if not os.path.isdir(path) else sorted(
+        os.path.join(d, f) for d, _, names in os.walk(path, followlinks=True) for f in names)
+    lib = os.environ.get("WHISPER_AUDIO_LIBRARY") or os.path.join(os.path.dirname(whisper_audio.__file__), "libwhisper-audio.so")
+    stats = []
+    for f in files + [lib]:
+        st = os.stat(f)
+        stats.append([os.path.realpath(f), st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev])
+    blob = json.dumps([whisper_audio.version(), stats]).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def model_identity(whisper_audio, path, out_dir, cache=None):
     """The model by content, through the package's loader (so any -m that main takes: our GGUF,
     ggml-*.bin, CTranslate2 and Hugging Face directories, a repo id from the Hugging Face cache):
     the sha256 of the GGUF the library writes of it (main --save-gguf: the matrices as loaded),
-    written beside the manifest and removed. Its hyperparameters are the loader's."""
+    written beside the manifest and removed. Its hyperparameters are the loader's. Kept in the
+    cache file under identity_key, so that a second run of the same files skips the load, the
+    write and the hash (seconds for large-v3)."""
+    cache = cache or identity_cache()
+    key = identity_key(whisper_audio, path)
+    kept = {}
+    try:
+        with open(cache) as f:
+            kept = json.load(f)
+        if key and isinstance(kept.get(key), dict) and kept[key].get("path") == path:
+            return kept[key]
+    except (OSError, ValueError):
+        kept = {}
+    identity = hash_model(whisper_audio, path, out_dir)
+    if key:
+        try:                            # a cache that cannot be written costs the next run the hash, nothing else
+            os.makedirs(os.path.dirname(cache), exist_ok=True)
+            kept = {k: v for k, v in kept.items() if isinstance(v, dict)}
+            kept[key] = identity
+            while len(kept) > 64:       # the oldest first out
+                kept.pop(next(iter(kept)))
+            write_atomic(cache, lambda f: json.dump(kept, f))
+        except OSError:
+            pass
+    return identity
+
+
+def hash_model(whisper_audio, path, out_dir):
+    """model_identity's work: load, write the GGUF, hash it."""
     tmp = os.path.join(out_dir, f".model-{uuid.uuid4().hex[:8]}.gguf")
     try:
         with whisper_audio.Model(path, device="cpu", n_threads=1) as model:

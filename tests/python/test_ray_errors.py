@@ -14,6 +14,21 @@ MODEL = os.path.join(ROOT, "build", "micro-80-f32.gguf")
 WAV = os.path.join(ROOT, "samples", "speech_16k.wav")
 
 
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path_factory, monkeypatch):
+    """The example keeps model identities in $XDG_CACHE_HOME: a folder of the test's, not the user's."""
+    cache = tmp_path_factory.mktemp("xdg-cache")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    return cache
+
+
+def load_example():
+    spec = importlib.util.spec_from_file_location("embed_dataset", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def run(*args):
     return subprocess.run([sys.executable, SCRIPT] + list(args), capture_output=True, text=True)
 
@@ -62,9 +77,7 @@ def test_a_full_out_is_one_line(tmp_path):
     # OUT whose manifest is /dev/full: the first write fails with ENOSPC, as on a full disk
     out = tmp_path / "out"
     out.mkdir()
-    spec = importlib.util.spec_from_file_location("embed_dataset", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_example()
     real_open = open
 
     def full_open(path, mode="r", *a, **k):
@@ -78,9 +91,7 @@ def test_a_full_out_is_one_line(tmp_path):
 
 def test_a_hugging_face_directory_is_a_model(tmp_path):
     # any -m that main takes: the micro model's Hugging Face directory, through the package's loader
-    spec = importlib.util.spec_from_file_location("embed_dataset", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_example()
     import whisper_audio
     ident = mod.model_identity(whisper_audio, os.path.join(ROOT, "tests", "data", "micro-80"), str(tmp_path))
     assert ident["hparams"]["n_state"] == 128 and len(ident["sha256"]) == 64
@@ -92,3 +103,25 @@ def test_a_bad_model_is_one_line(tmp_path):
     bad.write_bytes(b"not a model")
     r = run("-m", str(bad), "--list", listing(tmp_path), "-o", str(tmp_path / "out"))
     assert r.returncode == 1 and "bad.gguf" in one_line(r)
+
+
+def test_the_model_identity_is_kept_and_never_stale(tmp_path, own_cache):
+    import shutil
+    import whisper_audio
+    mod = load_example()
+    model = tmp_path / "model.gguf"
+    shutil.copy(MODEL, model)
+    hashed = []
+    real_hash = mod.hash_model
+    mod.hash_model = lambda *a: hashed.append(1) or real_hash(*a)
+    first = mod.model_identity(whisper_audio, str(model), str(tmp_path))
+    assert mod.model_identity(whisper_audio, str(model), str(tmp_path)) == first and len(hashed) == 1   # kept
+    assert os.path.isfile(own_cache / "whisper-audio" / "model-identity.json")
+    assert sorted(os.listdir(tmp_path)) == ["model.gguf"]           # nothing beside the model
+    data = bytearray(model.read_bytes())                            # the same size, other weights
+    data[-4:] = b"\x00\x00\x80\x3f"
+    model.write_bytes(bytes(data))
+    changed = mod.model_identity(whisper_audio, str(model), str(tmp_path))
+    assert len(hashed) == 2 and changed["sha256"] != first["sha256"]
+    (own_cache / "whisper-audio" / "model-identity.json").write_text("{cut")   # a cut cache: hashed again
+    assert mod.model_identity(whisper_audio, str(model), str(tmp_path)) == changed and len(hashed) == 3

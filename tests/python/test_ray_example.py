@@ -97,6 +97,12 @@ def gguf_sha256(model, tmp_path):
     return sha256(out)
 
 
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path_factory, monkeypatch):
+    """The example keeps model identities in $XDG_CACHE_HOME: a folder of the test's, not the user's."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+
+
 def test_parquet_equals_main_resumes_and_repairs(tmp_path, local_ray):
     data = tmp_path / "data"
     (data / "sub").mkdir(parents=True)
