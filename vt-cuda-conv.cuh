@@ -47,55 +47,92 @@ struct conv2d_geom {
     int64_t T_in, F_in, C_in, T_out, F_out, chunk, chunk_out;
 };
 
-// The input x[b, ti, fi, i] of a conv2d_k3s2 tap, 0 outside the row's chunk [c0, min(c0 + chunk,
-// T_in, x_len[b])) or the frequencies [0, F_in). CPU twin: the im2col in vt.cpp's cpu_backend::conv2d_k3s2.
+// Where one output position r (over [B, T_out, F_out], frequency fastest) of a conv2d_k3s2 reads:
+// its window's offset in x, its taps' first input frame and frequency, and the input frames
+// [lo, hi) its taps may read (its chunk's, cut at the input's end and at x_len[b]). Computed once
+// a position: the divisions are what a tap would otherwise pay nine times.
+struct conv2d_at {
+    int64_t xb;
+    int64_t ti0, fi0, lo, hi;
+};
+
+__device__ __forceinline__ conv2d_at conv2d_at_of(const conv2d_geom & g, int64_t r, const float * __restrict__ x_len) {
+    const int64_t fo = r % g.F_out, rt = r / g.F_out, to = rt % g.T_out, b = rt / g.T_out;
+    const int64_t c0 = to / g.chunk_out * g.chunk, lt = to - to / g.chunk_out * g.chunk_out;
+    conv2d_at a;
+    a.xb = b * g.sb;
+    a.ti0 = c0 + 2 * lt - 1;
+    a.fi0 = 2 * fo - 1;
+    a.lo = c0;
+    a.hi = min(min(c0 + g.chunk, g.T_in), x_len ? (int64_t)x_len[b] : g.T_in);
+    return a;
+}
+
+// The input x[b, ti, fi, i] of tap (kf, kt) of position a, 0 outside its frames [lo, hi) or the
+// frequencies [0, F_in). CPU twin: the im2col in vt-cpu.h's cpu_backend::conv2d_k3s2.
 template <typename Tin>
-__device__ __forceinline__ float conv2d_tap(const Tin * __restrict__ x, const conv2d_geom & g, int64_t b, int64_t to,
-                                            int64_t fo, int64_t i, int kf, int kt, const float * __restrict__ x_len) {
-    const int64_t c0 = to / g.chunk_out * g.chunk, lt = to % g.chunk_out;
-    const int64_t end = min(min(c0 + g.chunk, g.T_in), x_len ? (int64_t)x_len[b] : g.T_in);
-    const int64_t ti = c0 + 2 * lt + kt - 1, fi = 2 * fo + kf - 1;
-    return ti >= c0 && ti < end && fi >= 0 && fi < g.F_in ? to_f32(x[b * g.sb + ti * g.st + fi * g.sf + i * g.si]) : 0.0f;
+__device__ __forceinline__ float conv2d_tap(const Tin * __restrict__ x, const conv2d_geom & g, const conv2d_at & a,
+                                            int64_t i, int kf, int kt) {
+    const int64_t ti = a.ti0 + kt, fi = a.fi0 + kf;
+    return ti >= a.lo && ti < a.hi && fi >= 0 && fi < g.F_in ? to_f32(x[a.xb + ti * g.st + fi * g.sf + i * g.si]) : 0.0f;
 }
 
 // im2col_conv2d_kernel: the GEMM operand of conv2d_k3s2 for windows [b0, b0 + n_rows / (T_out F_out)).
-//   cols[r, i*9 + kf*3 + kt] = conv2d_tap(b, to, fo, i, kf, kt), r = ((b - b0) T_out + to) F_out + fo
-//   (the column order of PyTorch's [C_out, C_in, 3, 3] weight). One thread per (r, i) in [0, n_rows)
-//   x [0, C_in), grid-stride: it writes its nine neighbouring columns.
+//   cols[r, i*9 + kf*3 + kt] = tap (kf, kt) of channel i at position r (the column order of
+//   PyTorch's [C_out, C_in, 3, 3] weight). One thread per (r, i) in [0, n_rows) x [0, C_in),
+//   grid-stride: it writes its nine neighbouring columns.
 template <typename Tin, typename T>
 __global__ void im2col_conv2d_kernel(T * __restrict__ cols, const Tin * __restrict__ x, conv2d_geom g, int64_t b0,
                                      int64_t n_rows, const float * __restrict__ x_len) {
-    const int64_t n = n_rows * g.C_in;
+    const int64_t n = n_rows * g.C_in, r0 = b0 * g.T_out * g.F_out;
     for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = idx / g.C_in, i = idx % g.C_in;
-        const int64_t fo = r % g.F_out, to = r / g.F_out % g.T_out, b = b0 + r / g.F_out / g.T_out;
+        const int64_t r = idx / g.C_in, i = idx - r * g.C_in;
+        const conv2d_at a = conv2d_at_of(g, r0 + r, x_len);
         T * dst = cols + r * 9 * g.C_in + i * 9;
 #pragma unroll
         for (int kf = 0; kf < 3; kf++)
 #pragma unroll
-            for (int kt = 0; kt < 3; kt++) dst[kf * 3 + kt] = from_f32<T>(conv2d_tap(x, g, b, to, fo, i, kf, kt, x_len));
+            for (int kt = 0; kt < 3; kt++) dst[kf * 3 + kt] = from_f32<T>(conv2d_tap(x, g, a, i, kf, kt));
     }
 }
 
 // conv2d_direct_kernel: conv2d_k3s2 without a GEMM, for a stage whose K = 9 C_in is too narrow for
-//   one (the stem's first, C_in 1: K 9). y[((b T_out + to) F_out + fo) N + o] = act(bias[o] + sum
-//   w[o, i, kf, kt] tap); one thread per output element, grid-stride over B T_out F_out N.
+//   one (the stem's first, C_in 1: K 9). y[r N + o] = act(bias[o] + sum over k of w[o, k] tap k of
+//   position r), k = i*9 + kf*3 + kt in that order. Each block holds the weight in shared memory,
+//   transposed so that neighbouring threads (neighbouring o) read neighbouring words, then takes
+//   CONV2D_DIRECT_P positions at a time (grid-stride): their K taps into shared memory once, then
+//   every (position, o) output, written in order.
+constexpr int CONV2D_DIRECT_P = 32;
+
+static size_t conv2d_direct_smem(int64_t K, int64_t N) { return (size_t)(K * N + CONV2D_DIRECT_P * K) * sizeof(float); }
+
 template <typename Tin, typename T>
 __global__ void conv2d_direct_kernel(T * __restrict__ y, const Tin * __restrict__ x, const T * __restrict__ w,
-                                     const float * __restrict__ bias, conv2d_geom g, int64_t N, int64_t n,
+                                     const float * __restrict__ bias, conv2d_geom g, int64_t N, int64_t n_pos,
                                      const float * __restrict__ x_len, int act) {
-    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t o = idx % N, r = idx / N;
-        const int64_t fo = r % g.F_out, to = r / g.F_out % g.T_out, b = r / g.F_out / g.T_out;
-        float acc = bias[o];
-        for (int64_t i = 0; i < g.C_in; i++) {
-            const T * wo = w + (o * g.C_in + i) * 9;
-#pragma unroll
-            for (int kf = 0; kf < 3; kf++)
-#pragma unroll
-                for (int kt = 0; kt < 3; kt++) acc += to_f32(wo[kf * 3 + kt]) * conv2d_tap(x, g, b, to, fo, i, kf, kt, x_len);
+    extern __shared__ float conv_smem[];
+    const int64_t K = 9 * g.C_in;
+    float * ws = conv_smem;                 // [K][N]
+    float * taps = conv_smem + K * N;       // [P][K]
+    for (int64_t k = threadIdx.x; k < K * N; k += blockDim.x) {
+        const int64_t o = k / K, j = k - o * K;
+        ws[j * N + o] = to_f32(w[k]);
+    }
+    for (int64_t p0 = blockIdx.x * (int64_t)CONV2D_DIRECT_P; p0 < n_pos; p0 += (int64_t)gridDim.x * CONV2D_DIRECT_P) {
+        const int64_t n_p = min((int64_t)CONV2D_DIRECT_P, n_pos - p0);
+        __syncthreads();                    // the weight stored, or the last positions' taps read
+        for (int64_t k = threadIdx.x; k < n_p * K; k += blockDim.x) {
+            const int64_t p = k / K, j = k - p * K, i = j / 9, kf = j % 9 / 3, kt = j % 3;
+            taps[k] = conv2d_tap(x, g, conv2d_at_of(g, p0 + p, x_len), i, (int)kf, (int)kt);
         }
-        y[idx] = from_f32<T>(act == VT_ACT_GELU ? gelu_erf(acc) : acc);
+        __syncthreads();
+        for (int64_t k = threadIdx.x; k < n_p * N; k += blockDim.x) {
+            const int64_t p = k / N, o = k - p * N;
+            const float * tp = taps + p * K;
+            float acc = bias[o];
+            for (int64_t j = 0; j < K; j++) acc += ws[j * N + o] * tp[j];
+            y[(p0 + p) * N + o] = from_f32<T>(act == VT_ACT_GELU ? gelu_erf(acc) : acc);
+        }
     }
 }
 
@@ -162,10 +199,11 @@ static bool launch_conv2d_t(const launch_ctx & lc, const vt_tensor * t, void * c
     const conv2d_geom g = conv2d_geom_of(t);
     const float * x_len = t->src[4] ? (const float *)t->src[4]->data : nullptr;
     const int threads = 256;
-    if (!cols) {                                       // direct: every output element of the node
-        const int64_t N = w->ne[3], n = vt_nelements(t);
-        conv2d_direct_kernel<Tin, T><<<grid_for(lc, n, threads), threads, 0, lc.stream>>>(
-            (T *)t->data, (const Tin *)x->data, (const T *)w->data, (const float *)t->src[2]->data, g, N, n, x_len, t->iparams[1]);
+    if (!cols) {                                       // direct: every output position of the node
+        const int64_t N = w->ne[3], n_pos = vt_nelements(t) / N;
+        const int blocks = (int)std::max<int64_t>(1, std::min<int64_t>(ceil_div(n_pos, CONV2D_DIRECT_P), (int64_t)lc.n_sm * 8));
+        conv2d_direct_kernel<Tin, T><<<blocks, threads, conv2d_direct_smem(9 * g.C_in, N), lc.stream>>>(
+            (T *)t->data, (const Tin *)x->data, (const T *)w->data, (const float *)t->src[2]->data, g, N, n_pos, x_len, t->iparams[1]);
         LAUNCH_CHECK("conv2d_direct_kernel");
         return true;
     }

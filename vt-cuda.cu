@@ -711,7 +711,14 @@ bool cuda_backend::plan_conv2d(vt_tensor * t, node_plan & p, size_t & im2col_nee
     }
     const int64_t K = 9 * w->ne[2], N = w->ne[3], rows_w = t->ne[1] * t->ne[2], B = t->ne[3];
     p.chunk_windows = 0;
-    if (K % 8 != 0) return true;                       // direct: bias and GELU in the kernel
+    if (K % 8 != 0) {                                  // direct: bias and GELU in the kernel
+        if (conv2d_direct_smem(K, N) > 48 * 1024) {    // (its weight held in shared memory)
+            vt_set_error("cuda: conv2d_k3s2 '%s': %lld input channels (not a multiple of 8) x %lld outputs: too wide "
+                         "for the direct kernel", t->name, (long long)w->ne[2], (long long)N);
+            return false;
+        }
+        return true;
+    }
     const size_t es = vt_type_size(t->type);
     const size_t per_window = (size_t)rows_w * K * es;
     int64_t cw = 1;                                    // the largest divisor of B that fits the cap
