@@ -248,6 +248,16 @@ meta = json.loads(body)["data"][0]["meta"]
 check(st == 200 and meta["n_state"] == 128 and meta["n_mels"] == 80 and meta["backend"] == "cpu", f"/v1/models: {body}")
 ok("/health is ok once loaded; /v1/models gives the hyperparameters, backend and dtype")
 
+# the batch: the library's rule (whisper_audio_pipeline_batch), as main's for audio of no length
+# known ahead (a pipe: the server's pipeline serves requests as they come, so none is known)
+logged = re.search(r"pipeline for \S+ ready \(cpu, batch (\d+)\)", open(srv.log_path).read())
+r = subprocess.run([MAIN, "-m", MICRO, "-f", "-", "-o", os.devnull, "--device", "cpu", "-b", "8", "--no-progress"],
+                   input=AUDIO["d"], capture_output=True, timeout=120)
+main_batch = re.search(rb"backend cpu, \d+ threads?, batch (\d+)", r.stderr)
+check(r.returncode == 0 and logged and main_batch and int(logged.group(1)) == int(main_batch.group(1)) == 8,
+      f"the server's batch (its log: {logged and logged.group(0)}) and main's for a pipe at -b 8 ({r.stderr[-300:]})")
+ok("the server's pipeline batch is the library's, main's for inputs of no length known ahead (-b 8)")
+
 for clip, opts, form in (("d", {}, "npy"), ("a", {}, "float"), ("b", {"pool": "mean"}, "base64"), ("s", {}, "npy"),
                          ("d", {"no_pad": True}, "float"), ("b", {"layer": 0}, "multipart"),
                          ("a", {"outtype": "f16"}, "base64"), ("d", {"outtype": "f16"}, "float"),
