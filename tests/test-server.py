@@ -714,7 +714,6 @@ srv.kill()
 soak = Server(MICRO, "-b", "4", "--http-threads", "16", "--max-body-mb", "4", "--max-audio-s", "60",
               "--timeout", "10", "--head-timeout", "3", "--min-body-rate", "16")
 SOAK_S = 30
-rng = random.Random(53)
 for clip in "abds":
     for o in OPTIONS.values():
         reference(MICRO, clip, o)
@@ -779,11 +778,11 @@ def soak_slow_head():
     return "cut" if answer == b"" or answer.startswith(b"HTTP/1.1 408") else answer[:60]
 
 
-def soak_job(kind):
+def soak_job(kind, local):
     wav = AUDIO["d"]
     post = b"POST /v1/audio/embeddings HTTP/1.1\r\nHost: x\r\nAccept: application/x-npy\r\n"
     if kind == "good":
-        clip, o, form = rng.choice("abds"), rng.choice(list(OPTIONS)), rng.choice(["npy", "float", "base64", "multipart"])
+        clip, o, form = local.choice("abds"), local.choice(list(OPTIONS)), local.choice(["npy", "float", "base64", "multipart"])
         st, got = embed(soak, clip, OPTIONS[o], form)
         return st == 200 and all(same_as_main(MICRO, clip, OPTIONS[o], g, form) for g in got), (clip, o, form, st)
     if kind == "slow-head":
@@ -818,10 +817,10 @@ t_soak = time.monotonic()
 
 
 def soak_client(seed):
-    local = random.Random(seed)
+    local = random.Random(53 + seed)
     while time.monotonic() - t_soak < SOAK_S:
         kind = local.choice(KINDS)
-        ok_, what = soak_job(kind)
+        ok_, what = soak_job(kind, local)
         with soak_lock:
             soak_results.append((kind, ok_, what))
 
