@@ -745,7 +745,8 @@ bool whisper_audio_resample(const float * in, size_t n_in, int rate_in, int rate
 // The format is found from the content, never from the file name: "RIFF"/"RF64"/"BW64" +
 // "WAVE" is WAV; "OggS" is Ogg, and the first packet says Vorbis, Opus or FLAC; "fLaC" is
 // FLAC; an MPEG audio frame header is MP3 (or MP2); an ID3v2 tag is skipped and what follows
-// decides. Each compressed format goes through its reference decoder, built in when its
+// decides (WA_CODECS, a row per codec: its signature, its decoder, what a build without it
+// lacks). Each compressed format goes through its reference decoder, built in when its
 // library is found (WHISPER_AUDIO_OGG: Xiph's libvorbisfile, docs/FUZZING.md says why not
 // stb_vorbis; WHISPER_AUDIO_FLAC: libFLAC; WHISPER_AUDIO_MP3: libmpg123; WHISPER_AUDIO_OPUS:
 // Xiph's opusfile). Each one reads through a callback that only reads, never seeks, so files,
@@ -879,12 +880,29 @@ static size_t rd_read(wa_reader & r, void * dst, size_t n) {
 }
 #endif
 
+// What the rest of the stream asks of the codec it holds (a WAV's data chunk, a FLAC's
+// segments: the reader's parallel decoding); a row of WA_CODECS names it.
 enum wa_codec { WA_CODEC_WAV, WA_CODEC_VORBIS, WA_CODEC_FLAC, WA_CODEC_MP3, WA_CODEC_OPUS };
+
+struct whisper_audio_stream;
+
+// A codec's decoder: open reads its headers from s->rd (at the codec's signature) and fills
+// s's rate, channels, format and length; block decodes the next frames to mono at the end of
+// s->hist and returns their count (0 at the end, -1 on an error, its message set); close
+// releases what open made, also after a failed open.
+struct wa_decoder {
+    bool    (*open)(whisper_audio_stream * s);
+    int64_t (*block)(whisper_audio_stream * s);
+    void    (*close)(whisper_audio_stream * s);
+};
+
+struct wa_codec_row;
 
 struct whisper_audio_stream {
     std::string name;               // prefixes every message: the path, "<stdin>" or "<memory>"
     wa_reader   rd;
     wa_codec    codec = WA_CODEC_WAV;
+    const wa_codec_row * row = nullptr;   // the codec decoding it (WA_CODECS), once found
     const char * format = "";       // info->format of a compressed format ("flac", "mp3", ...)
     int         sample_rate = 0;
     int         channels = 0;
@@ -1106,24 +1124,32 @@ static int64_t wav_stream_block(whisper_audio_stream * s) {
     return (int64_t) n_frames;
 }
 
+static const wa_decoder WAV_DECODER_ = {wav_stream_open, wav_stream_block, nullptr};
+static const wa_decoder * const WAV_DECODER = &WAV_DECODER_;
+
 // ---- Ogg ----------------------------------------------------------------------------
 
-// The codec of an Ogg stream, from the first packet of its first page; NULL when unknown,
-// "" when the input ends before a byte of that packet. An input cut inside the packet's
-// signature is taken for the codec whose signature it begins (a cut Opus file is a cut Opus
-// file, not "not Vorbis").
-static const char * ogg_sniff_codec(const uint8_t * p, size_t size) {
-    if (size < 4 || !wav_id(p, "OggS")) return nullptr;
-    if (size < 27 || size <= 27 + (size_t) p[26]) return "";
-    const size_t body = 27 + (size_t) p[26];   // after the segment table
-    const uint8_t * q = p + body;
-    const size_t have = size - body;
-    static const struct { const char * sig; size_t len; const char * codec; } SIGS[] = {
-        {"\x01vorbis", 7, "Vorbis"}, {"OpusHead", 8, "Opus"}, {"\x7f" "FLAC", 5, "FLAC"}, {"Speex   ", 8, "Speex"},
-        {"\x80theora", 7, "Theora (video)"},
-    };
-    for (const auto & k : SIGS)
-        if (memcmp(q, k.sig, std::min(have, k.len)) == 0) return k.codec;
+// The first packet of an Ogg stream's first page: its offset in p, or 0 when the input
+// (size bytes at p, "OggS" first) ends before a byte of that packet.
+static size_t ogg_first_packet(const uint8_t * p, size_t size) {
+    if (size < 27 || size <= 27 + (size_t) p[26]) return 0;
+    return 27 + (size_t) p[26];   // after the segment table
+}
+
+// Whether the first packet (have bytes at q) begins with a codec's signature. An input cut
+// inside the signature is taken for the codec whose signature it begins (a cut Opus file is a
+// cut Opus file, not "not Vorbis").
+static bool ogg_signature(const uint8_t * q, size_t have, const char * sig, size_t len) {
+    return memcmp(q, sig, std::min(have, len)) == 0;
+}
+static bool ogg_is_vorbis(const uint8_t * q, size_t have) { return ogg_signature(q, have, "\x01vorbis", 7); }
+static bool ogg_is_opus(const uint8_t * q, size_t have) { return ogg_signature(q, have, "OpusHead", 8); }
+static bool ogg_is_flac(const uint8_t * q, size_t have) { return ogg_signature(q, have, "\x7f" "FLAC", 5); }
+
+// Ogg codecs that whisper-audio does not decode, named in the message.
+static const char * ogg_other_codec(const uint8_t * q, size_t have) {
+    if (ogg_signature(q, have, "Speex   ", 8)) return "Speex";
+    if (ogg_signature(q, have, "\x80theora", 7)) return "Theora (video)";
     return nullptr;
 }
 
@@ -1184,7 +1210,6 @@ static bool ogg_stream_open(whisper_audio_stream * s) {
     }
     s->sample_rate = (int) vi->rate;
     s->channels    = vi->channels;
-    s->codec       = WA_CODEC_VORBIS;
     s->format      = "ogg vorbis";
     return true;
 }
@@ -1247,6 +1272,15 @@ static int64_t ogg_stream_block(whisper_audio_stream * s) {
     return got;
 }
 
+static void ogg_stream_close(whisper_audio_stream * s) {
+    if (s->vf_open) ov_clear(&s->vf);  // its close callback is NULL: the FILE is ours
+    s->vf_open = false;
+}
+
+static const wa_decoder VORBIS_DECODER_ = {ogg_stream_open, ogg_stream_block, ogg_stream_close};
+static const wa_decoder * const VORBIS_DECODER = &VORBIS_DECODER_;
+#else
+static const wa_decoder * const VORBIS_DECODER = nullptr;   // not in this build
 #endif // WHISPER_AUDIO_OGG
 
 // Appends n interleaved frames of x to s->hist as mono (the average of the channels, as WAV).
@@ -1267,7 +1301,7 @@ static int64_t ogg_stream_block(whisper_audio_stream * s) {
 }
 
 // The error for a format that this build has no decoder for: what to install, or ffmpeg.
-[[maybe_unused]] static bool wa_fail_unbuilt(const char * name, const char * what, const char * support, const char * macro,
+static bool wa_fail_unbuilt(const char * name, const char * what, const char * support, const char * macro,
                             const char * lib, const char * package) {
     return audio_fail(name, "%s file, and this build of whisper-audio has no %s support (build it with -D%s and -l%s: "
         "apt-get install %s, and make finds it); or %s", what, support, macro, lib, package, AUDIO_FFMPEG_HINT);
@@ -1378,7 +1412,6 @@ static bool flac_stream_open(whisper_audio_stream * s, bool ogg) {
         return audio_fail(name, "%s sample rate %d Hz is not supported (expected %u to %u Hz)", what,
             s->sample_rate, AUDIO_MIN_SAMPLE_RATE, AUDIO_MAX_SAMPLE_RATE);
     }
-    s->codec  = WA_CODEC_FLAC;
     s->format = ogg ? "ogg flac" : "flac";
     return true;
 }
@@ -1449,6 +1482,20 @@ static bool flac_stream_seek(whisper_audio_stream * s, int64_t first) {
     return true;
 }
 
+static bool flac_native_open(whisper_audio_stream * s) { return flac_stream_open(s, false); }
+static bool flac_ogg_open(whisper_audio_stream * s) { return flac_stream_open(s, true); }
+static void flac_stream_close(whisper_audio_stream * s) {
+    if (s->flac) FLAC__stream_decoder_delete(s->flac);
+    s->flac = nullptr;
+}
+
+static const wa_decoder FLAC_DECODER_ = {flac_native_open, flac_stream_block, flac_stream_close};
+static const wa_decoder OGG_FLAC_DECODER_ = {flac_ogg_open, flac_stream_block, flac_stream_close};
+static const wa_decoder * const FLAC_DECODER = &FLAC_DECODER_;
+static const wa_decoder * const OGG_FLAC_DECODER = &OGG_FLAC_DECODER_;
+#else
+static const wa_decoder * const FLAC_DECODER = nullptr;       // not in this build
+static const wa_decoder * const OGG_FLAC_DECODER = nullptr;
 #endif // WHISPER_AUDIO_FLAC
 
 // ---- MP3 ----------------------------------------------------------------------------
@@ -1532,7 +1579,6 @@ static bool mp3_stream_open(whisper_audio_stream * s) {
     const off_t len = mpg123_length(s->mp3);   // from a Xing/LAME tag; unknown without one (no seeking)
     s->channels     = s->mp3_channels;
     s->frames_total = len > 0 ? (int64_t) len : -1;
-    s->codec        = WA_CODEC_MP3;
     s->format       = !have_fi || fi.layer == 3 ? "mp3" : fi.layer == 2 ? "mp2" : "mp1";
     return true;
 }
@@ -1584,6 +1630,15 @@ static int64_t mp3_stream_block(whisper_audio_stream * s) {
     }
 }
 
+static void mp3_stream_close(whisper_audio_stream * s) {
+    if (s->mp3) mpg123_delete(s->mp3);
+    s->mp3 = nullptr;
+}
+
+static const wa_decoder MP3_DECODER_ = {mp3_stream_open, mp3_stream_block, mp3_stream_close};
+static const wa_decoder * const MP3_DECODER = &MP3_DECODER_;
+#else
+static const wa_decoder * const MP3_DECODER = nullptr;   // not in this build
 #endif // WHISPER_AUDIO_MP3
 
 // ---- Opus ---------------------------------------------------------------------------
@@ -1665,7 +1720,6 @@ static bool opus_stream_open(whisper_audio_stream * s) {
     }
     s->sample_rate = 48000;   // Opus always decodes at 48 kHz (the header's input rate is a note)
     s->channels    = op_channel_count(s->opus, -1);
-    s->codec       = WA_CODEC_OPUS;
     s->format      = "ogg opus";
     s->dec.resize(WA_DEC_BLOCK);   // >= 255 channels x 64 frames
     return true;
@@ -1696,24 +1750,72 @@ static int64_t opus_stream_block(whisper_audio_stream * s) {
     return got;
 }
 
+static void opus_stream_close(whisper_audio_stream * s) {
+    if (s->opus) op_free(s->opus);
+    s->opus = nullptr;
+}
+
+static const wa_decoder OPUS_DECODER_ = {opus_stream_open, opus_stream_block, opus_stream_close};
+static const wa_decoder * const OPUS_DECODER = &OPUS_DECODER_;
+#else
+static const wa_decoder * const OPUS_DECODER = nullptr;   // not in this build
 #endif // WHISPER_AUDIO_OPUS
+
+// ---- the codecs -------------------------------------------------------------------------
+
+// Where a codec's signature sits: at the input's start, after any ID3v2 tags there (MP3's
+// metadata, also found in front of FLAC), or in the first packet of an Ogg stream.
+enum wa_codec_layer { WA_AT_START, WA_AFTER_ID3, WA_IN_OGG };
+
+// "RIFF"/"RF64"/"BW64" + "WAVE"; "fLaC".
+static bool wav_sniff(const uint8_t * p, size_t have) {
+    return have >= 12 && (wav_id(p, "RIFF") || wav_id(p, "RF64") || wav_id(p, "BW64")) && wav_id(p + 8, "WAVE");
+}
+static bool flac_sniff(const uint8_t * p, size_t have) { return have >= 4 && wav_id(p, "fLaC"); }
+
+// The codecs whisper-audio decodes, one row each: the format found by the first row whose
+// signature matches, in its layer. A codec this build lacks keeps its row with no decoder, so
+// that its files get a message that says what to install. A new codec: its row, its decoder
+// (open, block, close) and, if the stream must know it, a wa_codec.
+struct wa_codec_row {
+    wa_codec         codec;
+    wa_codec_layer   layer;
+    bool (*sniff)(const uint8_t * p, size_t have);   // its signature at p (have bytes there)
+    const wa_decoder * decoder;                      // NULL: not in this build
+    const char *     what;                           // the file, as messages name it
+    // what a build without it lacks: the support, the -D flag, the library and Debian's package
+    const char * support, * macro, * lib, * package;
+};
+static const wa_codec_row WA_CODECS[] = {
+    {WA_CODEC_WAV,    WA_AT_START,  wav_sniff,        WAV_DECODER,      "a WAV",         "", "", "", ""},
+    {WA_CODEC_VORBIS, WA_IN_OGG,    ogg_is_vorbis,    VORBIS_DECODER,   "an Ogg Vorbis", "Ogg",  "WHISPER_AUDIO_OGG",  "vorbisfile", "libvorbis-dev"},
+    {WA_CODEC_OPUS,   WA_IN_OGG,    ogg_is_opus,      OPUS_DECODER,     "an Ogg Opus",   "Opus", "WHISPER_AUDIO_OPUS", "opusfile",   "libopusfile-dev"},
+    {WA_CODEC_FLAC,   WA_IN_OGG,    ogg_is_flac,      OGG_FLAC_DECODER, "an Ogg FLAC",   "FLAC", "WHISPER_AUDIO_FLAC", "FLAC",       "libflac-dev"},
+    {WA_CODEC_FLAC,   WA_AFTER_ID3, flac_sniff,       FLAC_DECODER,     "a FLAC",        "FLAC", "WHISPER_AUDIO_FLAC", "FLAC",       "libflac-dev"},
+    {WA_CODEC_MP3,    WA_AFTER_ID3, mp3_frame_header, MP3_DECODER,      "an MP3",        "MP3",  "WHISPER_AUDIO_MP3",  "mpg123",     "libmpg123-dev"},
+};
+
+// The first row of this layer whose signature is at p; NULL for none.
+static const wa_codec_row * wa_codec_sniff(wa_codec_layer layer, const uint8_t * p, size_t have) {
+    for (const wa_codec_row & c : WA_CODECS)
+        if (c.layer == layer && c.sniff(p, have)) return &c;
+    return nullptr;
+}
+
+// Opens s with the codec of row c; a codec this build lacks is an error that says what to add
+// (what: the file as the message names it, c->what by default).
+static bool wa_codec_open(whisper_audio_stream * s, const wa_codec_row * c, const char * what = nullptr) {
+    if (!c->decoder) return wa_fail_unbuilt(s->name.c_str(), what ? what : c->what, c->support, c->macro, c->lib, c->package);
+    s->row   = c;
+    s->codec = c->codec;
+    return c->decoder->open(s);
+}
 
 // ---- the stream -------------------------------------------------------------------------
 
 static void wa_stream_free(whisper_audio_stream * s) {
     if (!s) return;
-#ifdef WHISPER_AUDIO_OGG
-    if (s->vf_open) ov_clear(&s->vf);  // its close callback is NULL: the FILE is ours
-#endif
-#ifdef WHISPER_AUDIO_FLAC
-    if (s->flac) FLAC__stream_decoder_delete(s->flac);
-#endif
-#ifdef WHISPER_AUDIO_MP3
-    if (s->mp3) mpg123_delete(s->mp3);
-#endif
-#ifdef WHISPER_AUDIO_OPUS
-    if (s->opus) op_free(s->opus);
-#endif
+    if (s->row && s->row->decoder->close) s->row->decoder->close(s);
     if (s->rd.own_f && s->rd.f) fclose(s->rd.f);
     delete s;
 }
@@ -1723,36 +1825,22 @@ static bool ogg_open(whisper_audio_stream * s) {
     const char * name = s->name.c_str();
     wa_reader & r = s->rd;
     const size_t have = rd_fill(r, 27 + 255 + 8);
-    const char * codec = ogg_sniff_codec(r.p + r.pos, have);
-    if (codec && !*codec) {
+    const size_t body = ogg_first_packet(r.p + r.pos, have);
+    if (body == 0) {
         return audio_fail(name, "truncated Ogg file: the input ends after %zu bytes, inside its first page; if it is audio, %s",
             have, AUDIO_FFMPEG_HINT);
     }
-    if (codec && strcmp(codec, "Opus") == 0) {
-#ifdef WHISPER_AUDIO_OPUS
-        return opus_stream_open(s);
-#else
-        return wa_fail_unbuilt(name, "an Ogg Opus", "Opus", "WHISPER_AUDIO_OPUS", "opusfile", "libopusfile-dev");
-#endif
-    }
-    if (codec && strcmp(codec, "FLAC") == 0) {
-#ifdef WHISPER_AUDIO_FLAC
-        return flac_stream_open(s, true);
-#else
-        return wa_fail_unbuilt(name, "an Ogg FLAC", "FLAC", "WHISPER_AUDIO_FLAC", "FLAC", "libflac-dev");
-#endif
-    }
-    if (codec && strcmp(codec, "Vorbis") != 0) {
-        return audio_fail(name, "an Ogg %s stream; whisper-audio decodes Ogg Vorbis, Opus and FLAC; %s", codec,
+    const uint8_t * q = r.p + r.pos + body;
+    const wa_codec_row * c = wa_codec_sniff(WA_IN_OGG, q, have - body);
+    if (c) return wa_codec_open(s, c);
+    if (const char * other = ogg_other_codec(q, have - body)) {
+        return audio_fail(name, "an Ogg %s stream; whisper-audio decodes Ogg Vorbis, Opus and FLAC; %s", other,
             AUDIO_FFMPEG_HINT);
     }
-    // Vorbis, or nothing recognisable: vorbisfile says what is wrong
-#ifdef WHISPER_AUDIO_OGG
-    return ogg_stream_open(s);
-#else
-    return wa_fail_unbuilt(name, codec ? "an Ogg Vorbis" : "an Ogg (Vorbis/Opus)", "Ogg", "WHISPER_AUDIO_OGG",
-        "vorbisfile", "libvorbis-dev");
-#endif
+    // nothing recognisable: vorbisfile says what is wrong
+    for (const wa_codec_row & v : WA_CODECS)
+        if (v.codec == WA_CODEC_VORBIS) return wa_codec_open(s, &v, "an Ogg (Vorbis/Opus)");
+    return false;
 }
 
 // Skips ID3v2 tags: MP3's metadata, also found in front of FLAC. A tag is "ID3", version (2
@@ -1777,28 +1865,15 @@ static bool id3_skip(whisper_audio_stream * s) {
     return true;
 }
 
-// FLAC or MP3, after any ID3v2 tag.
-static bool flac_mp3_open(whisper_audio_stream * s) {
-    const char * name = s->name.c_str();
+// A codec that may follow ID3v2 tags (FLAC, MP3), after them.
+static bool id3_open(whisper_audio_stream * s) {
     if (!id3_skip(s)) return false;
     wa_reader & r = s->rd;
     const size_t head = rd_fill(r, 4);
-    const uint8_t * p = r.p + r.pos;
-    if (head >= 4 && wav_id(p, "fLaC")) {
-#ifdef WHISPER_AUDIO_FLAC
-        return flac_stream_open(s, false);
-#else
-        return wa_fail_unbuilt(name, "a FLAC", "FLAC", "WHISPER_AUDIO_FLAC", "FLAC", "libflac-dev");
-#endif
-    }
-    if (mp3_frame_header(p, head)) {
-#ifdef WHISPER_AUDIO_MP3
-        return mp3_stream_open(s);
-#else
-        return wa_fail_unbuilt(name, "an MP3", "MP3", "WHISPER_AUDIO_MP3", "mpg123", "libmpg123-dev");
-#endif
-    }
-    return audio_fail(name, "an ID3 tag, but neither MP3 nor FLAC audio after it; if it is audio, %s", AUDIO_FFMPEG_HINT);
+    const wa_codec_row * c = wa_codec_sniff(WA_AFTER_ID3, r.p + r.pos, head);
+    if (c) return wa_codec_open(s, c);
+    return audio_fail(s->name.c_str(), "an ID3 tag, but neither MP3 nor FLAC audio after it; if it is audio, %s",
+        AUDIO_FFMPEG_HINT);
 }
 
 // Finds the format, reads the headers and fills info. Takes s; NULL on error.
@@ -1814,10 +1889,10 @@ static whisper_audio_stream * wa_stream_start(whisper_audio_stream * s, whisper_
         ok = audio_fail(name, "%s is empty (0 bytes)", s->rd.f == stdin ? "standard input" : r.f ? "file" : "input");
     } else if (head >= 4 && wav_id(p, "OggS")) {
         ok = ogg_open(s);
-    } else if (head >= 12 && (wav_id(p, "RIFF") || wav_id(p, "RF64") || wav_id(p, "BW64")) && wav_id(p + 8, "WAVE")) {
-        ok = wav_stream_open(s);
-    } else if ((head >= 3 && memcmp(p, "ID3", 3) == 0) || (head >= 4 && wav_id(p, "fLaC")) || mp3_frame_header(p, head)) {
-        ok = flac_mp3_open(s);
+    } else if (const wa_codec_row * c = wa_codec_sniff(WA_AT_START, p, head)) {
+        ok = wa_codec_open(s, c);
+    } else if ((head >= 3 && memcmp(p, "ID3", 3) == 0) || wa_codec_sniff(WA_AFTER_ID3, p, head)) {
+        ok = id3_open(s);
     } else {
         ok = wav_not_audio(name, p, head);
     }
@@ -1958,23 +2033,7 @@ int64_t whisper_audio_stream_read(whisper_audio_stream * s, float * out, size_t 
                 s->hist.erase(s->hist.begin(), s->hist.begin() + (keep - s->hist_base));
                 s->hist_base = keep;
             }
-            int64_t got = -1;
-            switch (s->codec) {
-                case WA_CODEC_WAV:    got = wav_stream_block(s);  break;
-#ifdef WHISPER_AUDIO_OGG
-                case WA_CODEC_VORBIS: got = ogg_stream_block(s);  break;
-#endif
-#ifdef WHISPER_AUDIO_FLAC
-                case WA_CODEC_FLAC:   got = flac_stream_block(s); break;
-#endif
-#ifdef WHISPER_AUDIO_MP3
-                case WA_CODEC_MP3:    got = mp3_stream_block(s);  break;
-#endif
-#ifdef WHISPER_AUDIO_OPUS
-                case WA_CODEC_OPUS:   got = opus_stream_block(s); break;
-#endif
-                default: VT_ASSERT(!"a codec that this build does not have");
-            }
+            const int64_t got = s->row->decoder->block(s);
             if (got < 0) {
                 // the samples made before the error are returned first (a cut file's audio
                 // reaches the caller); the next read gives the error

@@ -1616,7 +1616,7 @@ bool whisper_audio_encode_mel_hidden_states(whisper_audio_encoder * enc, const f
 // =====================================================================================
 //
 // The caller's thread cuts the audio into windows and the windows into batches of max_batch
-// (or of the evened batch when the caller knows the windows ahead: wa_even_batch), each window a row of WA_MEL_ROW samples (its 30 s and the 200 samples the log-mel's edge
+// (or of the evened batch when the caller knows the windows ahead: whisper_audio_batch_for_windows), each window a row of WA_MEL_ROW samples (its 30 s and the 200 samples the log-mel's edge
 // frames read on each side). A Whisper model's windows (and Qwen2-Audio's one) are 30 s each,
 // filled as the audio comes; a tower that takes one log-mel over its whole input (Voxtral,
 // Ultravox) holds the input until it ends, then cuts its chunks; when there are several, a
@@ -1683,7 +1683,7 @@ struct whisper_audio_pipeline {
     const wa_tower * tower = nullptr;    // the rows are this tower's tokens (else Whisper windows)
     bool projector = true;               // ... through its projector
     int max_batch = 1, width = 0, max_rows = 0;   // a row's floats; rows a window gives, at most
-    int batch = 1;                       // windows a batch holds: max_batch, or wa_even_batch's
+    int batch = 1;                       // windows a batch holds: max_batch, or whisper_audio_batch_for_windows's
     bool out_f16 = false;                // the download's type (f16 rows, not pooled)
     vt_backend * host = nullptr;         // allocates the batches' host buffers (pinned on CUDA)
     std::vector<std::unique_ptr<wa_batch>> batches;   // two per encoder (in flight) and one being filled
@@ -2318,7 +2318,8 @@ static const wa_tower * pipeline_tower(const whisper_audio_hparams & hp, const w
 // 4 x 30; 12 at 8: 2 x 6; 5 at 8: 1 x 5). A short last batch costs a whole one where a captured
 // graph runs it (on the GPU: wa_graph_batch), and a batch no larger than the work keeps the host
 // buffers and the graph's memory to it. Not known (0): max_batch.
-static int wa_even_batch(size_t n_windows, int max_batch) {
+int whisper_audio_batch_for_windows(int max_batch, size_t n_windows) {
+    if (max_batch < 1) return 0;
     if (n_windows == 0) return max_batch;
     const size_t n_batches = (n_windows + max_batch - 1) / max_batch;
     return (int)((n_windows + n_batches - 1) / n_batches);
@@ -2374,7 +2375,7 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
         return nullptr;
     }
     p->projector = e0->params.projector;
-    p->batch = wa_even_batch(params.n_windows, p->max_batch);
+    p->batch = whisper_audio_batch_for_windows(p->max_batch, params.n_windows);
     // the encoders' whole batch is the pipeline's while it holds them: the graphs kept (and, on
     // the GPU, tuned) are of the batches it runs (pipeline_free gives them max_batch back)
     for (whisper_audio_encoder * e : p->encs) e->params.max_batch = p->batch;

@@ -451,6 +451,11 @@ int  whisper_audio_pipeline_row_width(const whisper_audio_pipeline * p);
 // ceil(n_windows / n_batches) for n_batches = ceil(n_windows / max_batch) (12 windows at
 // max_batch 8: 6). 0 for a NULL pipeline.
 int  whisper_audio_pipeline_batch(const whisper_audio_pipeline * p);
+// The same rule before any pipeline exists: the batch a pipeline of encoders of max_batch runs
+// with params.n_windows = n_windows (0: max_batch). For a caller that keeps a pipeline between
+// runs (Python's encode calls) and makes a new one only when a run's batch differs; 0 for
+// max_batch < 1.
+int  whisper_audio_batch_for_windows(int max_batch, size_t n_windows);
 
 // The earlier name of whisper_audio_device_count(WHISPER_AUDIO_DEVICE_GPU), kept.
 int whisper_audio_cuda_device_count(void);

@@ -477,11 +477,87 @@ def f64_list_to_f32_bytes(vals):
 
 
 # ---------------------------------------------------------------------------------------
-# safetensors (8-byte LE header length, JSON header, raw data)
+# JSON and safetensors, checked as the library's loader checks them (whisper-audio-formats.cpp:
+# wa_json_parse, wa_hf_json, wa_st_open, wa_hf_checkpoint_open), with its messages, so that
+# the converter and `main -m DIR` take and refuse the same directories
 # ---------------------------------------------------------------------------------------
 
-def _uint(x):
-    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+JSON_DEPTH = 64             # WA_JSON_DEPTH: values nested deeper are refused
+MAX_JSON = 100 << 20        # WA_HF_MAX_JSON: config.json, the shard index
+MAX_ST_HEADER = 100 << 20   # WA_ST_MAX_HEADER: the safetensors library's bound on the header
+
+# a JSON token outside a string: a string, a bracket, or the run of a number or a literal
+_JSON_TOKENS = {bytes: re.compile(rb'"(?:[^"\\]|\\.)*"?|[\[{]|[\]}]|[^\s\[\]{}",:]+', re.S),
+                str: re.compile(r'"(?:[^"\\]|\\.)*"?|[\[{]|[\]}]|[^\s\[\]{}",:]+', re.S)}
+
+
+def _json_object(pairs):
+    seen = set()
+    for k, _ in pairs:
+        if k in seen:
+            raise ValueError('the key "%s" twice in one object' % k[:64])
+        seen.add(k)
+    return dict(pairs)
+
+
+def _json_not_a_number(word):
+    raise ValueError("%s is not JSON" % word)
+
+
+def load_json(text):
+    """text (str or bytes) as the library's JSON reader takes it: values nested at most
+    JSON_DEPTH deep (found by a scan first, so that no input reaches Python's recursion limit)
+    and each key once in an object (Python's json would keep the last), no NaN or Infinity
+    (not JSON); ValueError otherwise."""
+    depth = 0
+    for m in _JSON_TOKENS[type(text)].finditer(text):
+        c = m.group()[:1]
+        if c in ("]", b"]", "}", b"}"):
+            depth -= 1
+            continue
+        if depth > JSON_DEPTH:
+            raise ValueError("nesting deeper than %d at byte %d" % (JSON_DEPTH, m.start()))
+        if c in ("[", b"[", "{", b"{"):
+            depth += 1
+    return json.loads(text, object_pairs_hook=_json_object, parse_constant=_json_not_a_number)
+
+
+def read_json_file(path):
+    """A JSON file of the checkpoint (the shard index), read as the library reads it."""
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_JSON:
+            raise ConvertError("%s: %d bytes: more than the %d of a JSON file this reader takes" % (path, size, MAX_JSON))
+        with open(path, "rb") as f:
+            text = f.read()
+    except OSError as e:
+        raise ConvertError("%s: cannot read: %s" % (path, e.strerror or e))
+    try:
+        return load_json(text)
+    except ValueError as e:
+        raise ConvertError("%s: not valid JSON: %s" % (path, e))
+
+
+def json_shown(v):
+    """A JSON value as the library's messages show it (wa_json::shown)."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, str):
+        n = len(v.encode("utf-8", "surrogatepass"))
+        if n > 48:
+            return "a string of %d bytes" % n
+        return '"' + "".join("\\" + c if c in '"\\' else "\\u%04x" % ord(c) if ord(c) < 0x20 else c for c in v) + '"'
+    return "an array" if isinstance(v, list) else "an object"
+
+
+def _u64(x):
+    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 1 << 64
 
 
 def regular_file(path):
@@ -498,43 +574,106 @@ def regular_file(path):
     raise ConvertError("%s: not a regular file or a directory" % path)
 
 
+# safetensors' dtypes and their widths in bits (F4 and F6 pack their elements): WA_ST_DTYPES
+ST_DTYPE_BITS = {"BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8,
+                 "F8_E5M2FNUZ": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
+                 "I32": 32, "U32": 32, "F32": 32, "F64": 64, "I64": 64, "U64": 64, "C64": 64}
+
+
+def _st_bytes(shape, bits, limit):
+    """shape's elements of bits each in bytes; None when they pass limit or are not whole bytes."""
+    n = 1
+    for d in shape:
+        if d == 0:
+            return 0
+        if n > limit * 8 // d:
+            return None
+        n *= d
+    if n > limit * 8 // bits or n * bits % 8:
+        return None
+    return n * bits // 8
+
+
+def _st_entry(path, name, e, data_size):
+    """One tensor's entry of a safetensors header, checked: (dtype, shape, begin, end)."""
+    where = "%s: tensor '%s'" % (path, name)
+    if not isinstance(e, dict):
+        raise ConvertError("%s: its entry is %s, not an object" % (where, json_shown(e)))
+    bits, dtype, shape, offsets = 0, None, None, None
+    for k, v in e.items():
+        if k == "dtype" and isinstance(v, str):
+            bits = ST_DTYPE_BITS.get(v, 0)
+            if not bits:
+                raise ConvertError("%s: dtype %s is not one of safetensors'" % (where, json_shown(v)))
+            dtype = v
+        elif k == "shape" and isinstance(v, list):
+            for d in v:
+                if not _u64(d):
+                    raise ConvertError("%s: shape holds %s, not a size" % (where, json_shown(d)))
+            shape = tuple(v)
+        elif k == "data_offsets" and isinstance(v, list) and len(v) == 2 and all(_u64(x) for x in v):
+            offsets = v
+        elif k in ("dtype", "shape", "data_offsets"):
+            raise ConvertError("%s: %s is not what safetensors stores there" % (where, k))
+        else:
+            raise ConvertError('%s: an unknown field "%s" (its entry holds dtype, shape and data_offsets)'
+                               % (where, k[:64]))
+    if not bits or shape is None or offsets is None:
+        raise ConvertError("%s: no %s" % (where, "dtype" if not bits else "shape" if shape is None else "data_offsets"))
+    b, e_ = offsets
+    if b > e_ or e_ > data_size:
+        raise ConvertError("%s: data_offsets [%d, %d] %s the %d bytes of data: truncated?"
+                           % (where, b, e_, "run backwards in" if b > e_ else "lie outside", data_size))
+    if _st_bytes(shape, bits, data_size) != e_ - b:
+        raise ConvertError("%s: shape [%s] of %s does not fill its data_offsets [%d, %d] (%d bytes)"
+                           % (where, ", ".join(str(d) for d in shape), dtype, b, e_, e_ - b))
+    return dtype, shape, b, e_
+
+
+def _st_check_tiling(path, tensors, data_size):
+    """The tensors' data must tile the data section: no overlap, no byte that belongs to no tensor."""
+    order = sorted(tensors.items(), key=lambda kv: (kv[1][2], kv[1][3]))
+    pos, prev = 0, None
+    for name, (_, _, b, e) in order:
+        if b < pos:
+            raise ConvertError("%s: tensors '%s' and '%s' overlap (data bytes [%d, %d) and [%d, %d))"
+                               % (path, prev[0], name, prev[1][2], pos, b, e))
+        if b > pos:
+            raise ConvertError("%s: data bytes [%d, %d) before tensor '%s' belong to no tensor" % (path, pos, b, name))
+        pos, prev = e, (name, tensors[name])
+    if pos != data_size:
+        raise ConvertError("%s: %d bytes after the last tensor's data belong to no tensor" % (path, data_size - pos))
+
+
 class SafetensorsFile:
+    """A safetensors file: its header, every entry checked, and its data's tiling (wa_st_open)."""
     def __init__(self, path):
         self.path = path
         self.size = os.path.getsize(path)
+        if self.size < 8:
+            raise ConvertError("%s: %d bytes: too short for a safetensors file" % (path, self.size))
         with open(path, "rb") as f:
-            head = f.read(8)
-            if len(head) != 8:
-                raise ConvertError("%s: too short for a safetensors file" % path)
-            (n,) = struct.unpack("<Q", head)
-            if n > self.size - 8 or n > 100 << 20:
-                raise ConvertError("%s: bad safetensors header length %d" % (path, n))
-            try:
-                header = json.loads(f.read(n).decode("utf-8"))
-            except (UnicodeDecodeError, ValueError) as e:
-                raise ConvertError("%s: bad safetensors header: %s" % (path, e))
-            except RecursionError:
-                raise ConvertError("%s: bad safetensors header: nested too deeply" % path)
+            (n,) = struct.unpack("<Q", f.read(8))
+            if n > self.size - 8 or n > MAX_ST_HEADER:
+                raise ConvertError("%s: a safetensors header of %d bytes, in a file of %d (at most %d): not a "
+                                   "safetensors file, or truncated" % (path, n, self.size, MAX_ST_HEADER))
+            text = f.read(n)
+        try:
+            header = load_json(text.decode("utf-8"))
+        except ValueError as e:
+            raise ConvertError("%s: bad safetensors header: %s" % (path, e))
         if not isinstance(header, dict):
-            raise ConvertError("%s: bad safetensors header" % path)
+            raise ConvertError("%s: the safetensors header is %s, not an object" % (path, json_shown(header)))
         self.data_start = 8 + n
+        data_size = self.size - self.data_start
         self.tensors = {}
         for name, info in header.items():
             if name == "__metadata__":
+                if not isinstance(info, dict) or not all(isinstance(v, str) for v in info.values()):
+                    raise ConvertError("%s: __metadata__ is not an object of strings" % path)
                 continue
-            try:
-                dtype, shape, (b, e) = info["dtype"], tuple(info["shape"]), info["data_offsets"]
-            except (KeyError, TypeError, ValueError):
-                raise ConvertError("%s: bad safetensors entry for %s" % (path, name))
-            if not isinstance(dtype, str) or not all(_uint(x) for x in shape):
-                raise ConvertError("%s: bad safetensors entry for %s: dtype %r, shape %r"
-                                   % (path, name, dtype, list(shape)))
-            if not _uint(b) or not _uint(e):
-                raise ConvertError("%s: tensor %s: data_offsets %r are not non-negative integers"
-                                   % (path, name, info["data_offsets"]))
-            if e < b or self.data_start + e > self.size:
-                raise ConvertError("%s: tensor %s lies outside the file" % (path, name))
-            self.tensors[name] = (dtype, shape, b, e)
+            self.tensors[name] = _st_entry(path, name, info, data_size)
+        _st_check_tiling(path, self.tensors, data_size)
 
     def read(self, name):
         dtype, shape, b, e = self.tensors[name]
@@ -547,42 +686,42 @@ class SafetensorsFile:
 
 
 def open_checkpoint(d):
-    """{tensor name: SafetensorsFile} for model.safetensors or a sharded index."""
+    """{tensor name: SafetensorsFile} for model.safetensors or a sharded index: each shard a file
+    of the directory, each tensor in the shard the index names and in no other."""
     single = os.path.join(d, "model.safetensors")
     index = os.path.join(d, "model.safetensors.index.json")
     if regular_file(single):
         st = SafetensorsFile(single)
         return {k: st for k in st.tensors}
     if regular_file(index):
-        try:
-            with open(index) as f:
-                weight_map = json.load(f)["weight_map"]
-        except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
-            raise ConvertError("%s: unreadable index: %s" % (index, e))
+        doc = read_json_file(index)
+        weight_map = doc.get("weight_map") if isinstance(doc, dict) else None
         if not isinstance(weight_map, dict):
-            raise ConvertError("%s: weight_map is a %s, not an object of tensor name -> shard file"
-                               % (index, type(weight_map).__name__))
+            raise ConvertError('%s: no "weight_map" object of tensor name -> shard file' % index)
         files, where = {}, {}
         for name, fn in weight_map.items():
-            if not isinstance(fn, str) or not fn:
-                raise ConvertError("%s: weight_map[%r] is %r, not a shard file name" % (index, name, fn))
-            norm = os.path.normpath(fn)
-            if os.path.isabs(fn) or norm == ".." or norm.startswith(".." + os.sep) or "\0" in fn:
-                raise ConvertError("%s: shard %r of %s lies outside the checkpoint directory"
-                                   % (index, fn, name))
+            if not isinstance(fn, str) or fn in ("", ".", "..") or "/" in fn or "\0" in fn:
+                raise ConvertError("%s: weight_map gives tensor '%s' the shard %s: not a file name in the directory"
+                                   % (index, name, json_shown(fn)))
             if fn not in files:
                 p = os.path.join(d, fn)
-                regular_file(p)
-                if not os.path.isfile(p):
-                    raise ConvertError("%s: shard %s named by the index is missing" % (d, fn))
+                if not os.path.lexists(p):
+                    raise ConvertError("%s: shard %s, which the index names, is missing" % (d, fn))
+                if not regular_file(p):
+                    raise ConvertError("%s: not a regular file" % p)
                 files[fn] = SafetensorsFile(p)
             if name not in files[fn].tensors:
-                raise ConvertError("%s: tensor %s is not in shard %s" % (d, name, fn))
+                raise ConvertError("%s: tensor '%s' is not in shard %s, as the index says" % (d, name, fn))
             where[name] = files[fn]
+        for fn, st in files.items():       # and each shard holds what the index says it does
+            for name in st.tensors:
+                if where.get(name) is not st:
+                    raise ConvertError("%s: shard %s holds tensor '%s', which the index %s"
+                                       % (d, fn, name, "does not name" if name not in where else "puts in another shard"))
         return where
     if any(fn.endswith((".bin", ".pt", ".pth", ".ckpt")) for fn in os.listdir(d)):
-        raise ConvertError("%s: no model.safetensors (PyTorch pickles are not read: re-save "
-                           "with save_pretrained(..., safe_serialization=True))" % d)
+        raise ConvertError("%s: no model.safetensors (PyTorch pickles are not read: save it again with "
+                           "save_pretrained(..., safe_serialization=True))" % d)
     raise ConvertError("%s: no model.safetensors or model.safetensors.index.json" % d)
 
 
@@ -594,7 +733,7 @@ def read_config(d):
         raise ConvertError("%s: no config.json: not a Hugging Face checkpoint directory" % d)
     try:
         with open(p) as f:
-            cfg = json.load(f)
+            cfg = load_json(f.read())
     except (OSError, ValueError) as e:
         raise ConvertError("%s: unreadable config.json: %s" % (d, e))
     mt = cfg.get("model_type") if isinstance(cfg, dict) else None
@@ -612,7 +751,7 @@ def read_config(d):
             raise ConvertError("%s: %s: no %s/config.json (its Whisper encoder's directory)" % (d, mt, KIMI_WHISPER))
         try:
             with open(wp) as f:
-                top = dict(top, audio_config=json.load(f))
+                top = dict(top, audio_config=load_json(f.read()))
         except (OSError, ValueError) as e:
             raise ConvertError("%s: unreadable %s/config.json: %s" % (d, KIMI_WHISPER, e))
     if mt in TOWERS:

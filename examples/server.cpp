@@ -603,6 +603,7 @@ struct dispatcher {
         long long batches_seen = 0, windows_seen = 0;   // the encoders' counts already in the metrics
         uint64_t last_used = 0;
         bool tokens = false;
+        int batch = 0;                               // windows a batch holds (whisper_audio_pipeline_batch)
     };
     std::map<options, pipe_entry> pipes;
     uint64_t tick = 0;
@@ -639,6 +640,11 @@ struct dispatcher {
         pp.pool = o.pool_mean ? WHISPER_AUDIO_POOL_MEAN : WHISPER_AUDIO_POOL_NONE;
         pp.no_pad = o.no_pad;
         pp.f16 = o.f16;
+        // the library's batch rule (whisper_audio_batch_for_windows): one pipeline serves the
+        // requests as they come, so no count of windows is known when it is made: n_windows 0,
+        // --batch as given, as main for inputs of no length known ahead. A lone request's short
+        // batch is flushed and runs as the library's smallest graph that holds it.
+        pp.n_windows = 0;
         return pp;
     }
     bool tokens(const options & o) const {
@@ -722,8 +728,9 @@ struct dispatcher {
         e.pipe = whisper_audio_pipeline_init(e.encs.data(), (int)e.encs.size(), pp);
         if (!e.pipe) { err = whisper_audio_last_error(); free_entry(e); pipes.erase(o); return nullptr; }
         e.tokens = whisper_audio_pipeline_tokens(e.pipe);
+        e.batch = whisper_audio_pipeline_batch(e.pipe);
         e.last_used = ++tick;
-        fprintf(stderr, "server: pipeline for %s ready (%s, batch %d)\n", o.name().c_str(), backend.c_str(), sp.batch);
+        fprintf(stderr, "server: pipeline for %s ready (%s, batch %d)\n", o.name().c_str(), backend.c_str(), e.batch);
         return &e;
     }
 

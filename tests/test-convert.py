@@ -788,7 +788,7 @@ class TestHardening(Base):
         d = self.make("negative", cfg, st)
         self.rewrite_header(os.path.join(d, "model.safetensors"),
                             lambda h: h["model.encoder.conv1.bias"].update(data_offsets=[-64, 448]))
-        self.expect_error(d, "model.encoder.conv1.bias: data_offsets [-64, 448] are not non-negative integers")
+        self.expect_error(d, "tensor 'model.encoder.conv1.bias': data_offsets is not what safetensors stores there")
 
     def rewrite_header(self, path, edit):
         with open(path, "rb") as f:
@@ -807,12 +807,12 @@ class TestHardening(Base):
         d = self.make("strings", cfg, st)
         self.rewrite_header(os.path.join(d, "model.safetensors"),
                             lambda h: h["model.encoder.conv1.bias"].update(data_offsets=["0", "512"]))
-        self.expect_error(d, "are not non-negative integers")
+        self.expect_error(d, "data_offsets is not what safetensors stores there")
         d = self.make("deep", cfg)
         h = b"[" * 100000 + b"]" * 100000
         with open(os.path.join(d, "model.safetensors"), "wb") as f:
             f.write(struct.pack("<Q", len(h)) + h)
-        self.expect_error(d, "nested too deeply")
+        self.expect_error(d, "bad safetensors header: nesting deeper than 64")
         for label, weight_map in (("int", 7), ("list", ["model.safetensors"]), ("absolute", "/etc/passwd"),
                                   ("dotdot", "../outside.safetensors"), ("number", 3)):
             with self.subTest(weight_map=label):
@@ -823,10 +823,74 @@ class TestHardening(Base):
                     weight_map = {k: weight_map for k in st}
                 with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
                     json.dump({"weight_map": weight_map}, f)
-                needle = {"int": "weight_map is a int", "list": "weight_map is a list", "number": "not a shard file name",
-                          "absolute": "lies outside the checkpoint directory",
-                          "dotdot": "lies outside the checkpoint directory"}[label]
+                needle = {"int": 'no "weight_map" object', "list": 'no "weight_map" object',
+                          "number": "not a file name in the directory", "absolute": "not a file name in the directory",
+                          "dotdot": "not a file name in the directory"}[label]
                 self.expect_error(d, needle)
+
+    def test_loader_checks(self):
+        # what the loader (main -m DIR) refuses, the converter refuses with the same message:
+        # each of these converted (exit 0) before, or ended in a traceback
+        cfg, st = self.micro()
+        main = os.path.abspath(os.environ.get("WA_MAIN", os.path.join(ROOT, "build", "main")))
+        names = list(st)
+        first, second = names[0], names[1]
+        cases = []
+
+        def case(label, needle, edit=None, tail=b"", shards=None, config=None):
+            d = self.make("loader-" + label, cfg if config is None else None, None if shards else st)
+            if config is not None:
+                with open(os.path.join(d, "config.json"), "w") as f:
+                    f.write(config)
+            path = os.path.join(d, "model.safetensors")
+            if shards:
+                for fn, part in shards.items():
+                    st_write(os.path.join(d, fn), part)
+                with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:   # the first shard's name wins
+                    json.dump({"weight_map": {k: next(fn for fn, part in shards.items() if k in part) for k in st}}, f)
+            if edit:
+                self.rewrite_header(path, edit)
+            if tail:
+                with open(path, "ab") as f:
+                    f.write(tail)
+            cases.append((label, d, needle))
+
+        def overlap(h):                    # the second tensor's bytes start inside the first's
+            b, e = h[first]["data_offsets"]
+            h[second]["data_offsets"] = [b, b + h[second]["data_offsets"][1] - h[second]["data_offsets"][0]]
+
+        def gap(h):                        # every tensor after the first moved 64 bytes on: a gap, and the
+            for k in names[1:]:            # last one past the data
+                h[k]["data_offsets"] = [x + 64 for x in h[k]["data_offsets"]]
+
+        case("overlap", "tensors '%s' and '%s' overlap" % (first, second), edit=overlap)
+        case("gap", "data_offsets [", edit=gap)
+        case("gap-inside", "belong to no tensor", edit=gap, tail=b"\0" * 64)
+        case("trailing", "1048576 bytes after the last tensor's data belong to no tensor", tail=b"\xa5" * (1 << 20))
+        case("metadata", "__metadata__ is not an object of strings", edit=lambda h: h.update(__metadata__={"format": 1}))
+        case("metadata-list", "__metadata__ is not an object of strings", edit=lambda h: h.update(__metadata__=["pt"]))
+        half = len(names) // 2
+        a = {k: st[k] for k in names[:half]}
+        b = {k: st[k] for k in names[half:]}
+        b[names[0]] = st[names[0]]         # a tensor in both shards: the index names one
+        case("split", "shard b holds tensor '%s', which the index puts in another shard" % names[0],
+             shards={"a": a, "b": b})
+        case("deep-config", "config.json: nesting deeper than 64", config="[" * 100000 + "]" * 100000)
+        case("dup-key", 'the key "model_type" twice in one object',
+             config=json.dumps(cfg)[:-1] + ', "model_type": "whisper"}')
+        for label, d, needle in cases:
+            with self.subTest(label):
+                self.expect_error(d, needle)
+                out = os.path.join(self.tmp, "bad.gguf")
+                conv = run_convert([d, "-o", out])[1].strip()
+                if os.access(main, os.X_OK) and not label.endswith("config") and label != "dup-key":
+                    # main's line is the converter's: the same check and the same words
+                    p = subprocess.run([main, "-m", d, "-f", os.path.join(ROOT, "samples", "speech_16k.wav"), "-o",
+                                        os.path.join(self.tmp, "loader.npy"), "--device", "cpu"],
+                                       capture_output=True, text=True, timeout=120)
+                    self.assertNotEqual(p.returncode, 0, p.stderr)
+                    said = conv[len("error: "):]
+                    self.assertIn(said, p.stderr, "main: %s\nconverter: %s" % (p.stderr, conv))
 
     def test_devices_written_through_errors_name_the_output(self):
         # device nodes made here, never the machine's own /dev files (a converter that replaced

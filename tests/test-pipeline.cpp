@@ -322,10 +322,12 @@ TEST_CASE("pipeline: with the windows known ahead (n_windows) the batches are ev
         whisper_audio_pipeline * p = whisper_audio_pipeline_init(&enc, 1, pp);
         REQUIRE_MESSAGE(p, whisper_audio_last_error());
         CHECK(whisper_audio_pipeline_batch(p) == c.batch);
+        CHECK(whisper_audio_batch_for_windows(c.max_batch, c.n) == c.batch);   // the rule before a pipeline
         whisper_audio_pipeline_free(p);
         whisper_audio_encoder_free(enc);
     }
     CHECK(whisper_audio_pipeline_batch(nullptr) == 0);
+    CHECK(whisper_audio_batch_for_windows(0, 5) == 0);
 
     // 5 windows at max_batch 4 run as 3 + 2, not 4 + 1: the encoder's memory is that of a batch
     // of 3 (its graph and arena made for the pipeline's batch), and the rows are those of the

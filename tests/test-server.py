@@ -248,6 +248,16 @@ meta = json.loads(body)["data"][0]["meta"]
 check(st == 200 and meta["n_state"] == 128 and meta["n_mels"] == 80 and meta["backend"] == "cpu", f"/v1/models: {body}")
 ok("/health is ok once loaded; /v1/models gives the hyperparameters, backend and dtype")
 
+# the batch: the library's rule (whisper_audio_pipeline_batch), as main's for audio of no length
+# known ahead (a pipe: the server's pipeline serves requests as they come, so none is known)
+logged = re.search(r"pipeline for \S+ ready \(cpu, batch (\d+)\)", open(srv.log_path).read())
+r = subprocess.run([MAIN, "-m", MICRO, "-f", "-", "-o", os.devnull, "--device", "cpu", "-b", "8", "--no-progress"],
+                   input=AUDIO["d"], capture_output=True, timeout=120)
+main_batch = re.search(rb"backend cpu, \d+ threads?, batch (\d+)", r.stderr)
+check(r.returncode == 0 and logged and main_batch and int(logged.group(1)) == int(main_batch.group(1)) == 8,
+      f"the server's batch (its log: {logged and logged.group(0)}) and main's for a pipe at -b 8 ({r.stderr[-300:]})")
+ok("the server's pipeline batch is the library's, main's for inputs of no length known ahead (-b 8)")
+
 for clip, opts, form in (("d", {}, "npy"), ("a", {}, "float"), ("b", {"pool": "mean"}, "base64"), ("s", {}, "npy"),
                          ("d", {"no_pad": True}, "float"), ("b", {"layer": 0}, "multipart"),
                          ("a", {"outtype": "f16"}, "base64"), ("d", {"outtype": "f16"}, "float"),
@@ -693,6 +703,148 @@ doc = json.loads(request(srv, "GET", "/v1/models")[2])
 check(doc["data"][0]["id"] == "m" * 250 + '"quote\\backslash\x01é\ufffd', "a long alias in /v1/models")
 ok("an --alias of 270 characters with quotes, a control byte and a byte that is not UTF-8: valid JSON answers")
 srv.kill()
+
+# ---- a soak: slow, dropping and oversized clients mixed among good ones ------------------
+# About 30 s of traffic from 24 clients at once, each taking the next job of a seeded mix: good
+# requests (every clip, option and form; each answer must be main's bytes), slow heads and
+# trickled bodies (a 408 or a closed connection, never a worker held), clients that leave
+# mid-body, after their body or at once, and bodies or audio past the limits (413). The server
+# must answer every good request correctly, stay up, and end with nothing in flight.
+
+soak = Server(MICRO, "-b", "4", "--http-threads", "16", "--max-body-mb", "4", "--max-audio-s", "60",
+              "--timeout", "10", "--head-timeout", "3", "--min-body-rate", "16")
+SOAK_S = 30
+for clip in "abds":
+    for o in OPTIONS.values():
+        reference(MICRO, clip, o)
+too_long = silent_flac(90)                  # 90 s of audio in a small body: past --max-audio-s 60
+
+
+def soak_send(head, body=b"", pace=None, leave_after=None):
+    """Sends head and body (pace: (bytes, seconds) a step), reading no answer before the end;
+    leave_after: close after that many bytes of the body. The answer's first bytes, b"" if none."""
+    c = socket.create_connection(("127.0.0.1", soak.port), timeout=20)
+    answer = b""
+    try:
+        c.sendall(head)
+        sent = 0
+        while sent < len(body):
+            if leave_after is not None and sent >= leave_after:
+                return None
+            step = pace[0] if pace else len(body)
+            c.sendall(body[sent:sent + step])
+            sent += step
+            if pace:
+                c.setblocking(False)
+                try:
+                    answer = c.recv(4096)
+                except BlockingIOError:
+                    pass
+                c.setblocking(True)
+                if answer:
+                    return answer
+                time.sleep(pace[1])
+        if leave_after is not None:
+            return None
+        c.settimeout(20)
+        while len(answer) < 12:
+            more = c.recv(4096)
+            if not more:
+                break
+            answer += more
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    finally:
+        c.close()
+    return answer
+
+
+def soak_slow_head():
+    c = socket.create_connection(("127.0.0.1", soak.port), timeout=20)
+    try:
+        c.sendall(b"POST /v1/audio/embeddings HTTP/1.1\r\nHost: x\r\n")
+        for k in range(10):                 # a header line a second: --head-timeout 3 cuts it
+            time.sleep(1)
+            c.sendall(b"X-Slow-%d: y\r\n" % k)
+    except (BrokenPipeError, ConnectionResetError):
+        return "cut"
+    try:
+        c.settimeout(10)
+        answer = c.recv(64)
+    except OSError:
+        answer = b""
+    finally:
+        c.close()
+    return "cut" if answer == b"" or answer.startswith(b"HTTP/1.1 408") else answer[:60]
+
+
+def soak_job(kind, local):
+    wav = AUDIO["d"]
+    post = b"POST /v1/audio/embeddings HTTP/1.1\r\nHost: x\r\nAccept: application/x-npy\r\n"
+    if kind == "good":
+        clip, o, form = local.choice("abds"), local.choice(list(OPTIONS)), local.choice(["npy", "float", "base64", "multipart"])
+        st, got = embed(soak, clip, OPTIONS[o], form)
+        return st == 200 and all(same_as_main(MICRO, clip, OPTIONS[o], g, form) for g in got), (clip, o, form, st)
+    if kind == "slow-head":
+        r = soak_slow_head()
+        return r == "cut", r
+    if kind == "slow-body":                 # 500 B/s: under --min-body-rate after 5 s
+        r = soak_send(post + b"Content-Length: %d\r\n\r\n" % len(wav), wav[:8000], pace=(100, 0.2))
+        return r == b"" or r.startswith(b"HTTP/1.1 408"), r[:60]
+    if kind == "leave-mid-body":
+        soak_send(post + b"Content-Length: %d\r\n\r\n" % len(wav), wav, leave_after=len(wav) // 2)
+        return True, None
+    if kind == "leave-after-body":          # its windows are cancelled
+        soak_send(post + b"Content-Length: %d\r\n\r\n" % len(wav), wav, leave_after=len(wav))
+        return True, None
+    if kind == "leave-at-once":
+        socket.create_connection(("127.0.0.1", soak.port), timeout=5).close()
+        return True, None
+    if kind == "big-body":                  # a declared length past --max-body-mb
+        r = soak_send(post + b"Content-Length: %d\r\n\r\n" % ((4 << 20) + 1), b"R" * 65536)
+        return r.startswith(b"HTTP/1.1 413"), r[:60]
+    if kind == "long-audio":                # 90 s decoded past --max-audio-s 60
+        st, _, body = request(soak, "POST", "/v1/audio/embeddings", too_long)
+        return st == 413 and b"--max-audio-s 60" in body, (st, body[:100])
+    raise AssertionError(kind)
+
+
+KINDS = ["good"] * 12 + ["slow-head", "slow-body", "leave-mid-body", "leave-after-body", "leave-at-once", "big-body",
+                         "long-audio"]
+soak_lock = threading.Lock()
+soak_results = []
+t_soak = time.monotonic()
+
+
+def soak_client(seed):
+    local = random.Random(53 + seed)
+    while time.monotonic() - t_soak < SOAK_S:
+        kind = local.choice(KINDS)
+        ok_, what = soak_job(kind, local)
+        with soak_lock:
+            soak_results.append((kind, ok_, what))
+
+
+with ThreadPoolExecutor(24) as ex:
+    list(ex.map(soak_client, range(24)))
+soak_s = time.monotonic() - t_soak
+bad_soak = [r for r in soak_results if not r[1]]
+good = [r for r in soak_results if r[0] == "good"]
+counts = {k: sum(1 for r in soak_results if r[0] == k) for k in sorted(set(KINDS))}
+check(not bad_soak, f"soak: {len(bad_soak)} of {len(soak_results)} jobs went wrong: {bad_soak[:5]}")
+check(len(good) >= 20 and all(counts[k] > 0 for k in counts), f"soak: too few jobs of a kind ran: {counts}")
+t_end = time.monotonic() + 15
+while time.monotonic() < t_end:             # what the leavers left in flight drains
+    text = request(soak, "GET", "/metrics")[2].decode()
+    if metric(text, "whisper_audio_requests_in_flight") == 0:
+        break
+    time.sleep(0.2)
+check(metric(text, "whisper_audio_requests_in_flight") == 0, "soak: requests still in flight after it ended")
+st, got = embed(soak, "d", {}, "npy")
+check(st == 200 and same_as_main(MICRO, "d", {}, got[0], "npy") and soak.proc.poll() is None, "soak: the server after it")
+ok(f"soak of {soak_s:.0f} s, 24 clients: {len(good)} good requests each answered with main's bytes among "
+   f"{len(soak_results) - len(good)} hostile ones ({', '.join(f'{k} {n}' for k, n in counts.items() if k != 'good')})")
+soak.kill()
 
 # ---- an audio-LLM tower, behind --api-key -------------------------------------------------
 

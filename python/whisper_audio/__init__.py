@@ -38,6 +38,7 @@ command (and `python -m whisper_audio`) runs main's command line.
 import contextlib
 import ctypes
 import enum
+import math
 import importlib.util
 import operator
 import os
@@ -236,6 +237,7 @@ def _load_library():
         "whisper_audio_reader_default_params": (_ReaderParams, []),
         "whisper_audio_reader_init": (P, [ctypes.POINTER(S), Z, _ReaderParams]),
         "whisper_audio_reader_read": (ctypes.c_int64, [P, Z, P, Z]),
+        "whisper_audio_reader_info": (B, [P, Z, ctypes.POINTER(_Info)]),
         "whisper_audio_reader_free": (None, [P]),
         "whisper_audio_resample": (B, [P, Z, I, I, ctypes.POINTER(P), ctypes.POINTER(Z)]),
         "whisper_audio_log_mel_windows": (B, [P, P, Z, I, P, I]),
@@ -258,6 +260,9 @@ def _load_library():
         "whisper_audio_pipeline_free": (None, [P]),
         "whisper_audio_pipeline_tokens": (B, [P]),
         "whisper_audio_pipeline_row_width": (I, [P]),
+        "whisper_audio_pipeline_batch": (I, [P]),
+        "whisper_audio_batch_for_windows": (I, [I, Z]),
+        "whisper_audio_rows_are_tokens": (B, [P, _EncoderParams, _PipelineParams]),
         "whisper_audio_n_tokens": (Z, [P, Z, B]),
         "whisper_audio_token_dim": (I, [P, B]),
         "whisper_audio_projector_name": (S, [I]),
@@ -521,11 +526,13 @@ class _Encoder:
     with the same options (a pipeline holds its encoder busy: freed before the encoder's own
     calls). Used by one call at a time."""
 
-    def __init__(self, ptr, projector=True):
+    def __init__(self, ptr, params):
         self.ptr = ptr
-        self.projector = projector          # its tokens' rows: through the projector, or the tower's
+        self.params = params                # the _EncoderParams it was made with
+        self.projector = params.projector   # its tokens' rows: through the projector, or the tower's
         self.pipe = None                    # whisper_audio_pipeline *, or None
         self.pipe_key = None                # its (pool, no_pad, f16)
+        self.pipe_batch = 0                 # its batch (whisper_audio_pipeline_batch)
         self.inputs = 0                     # inputs it has ended: rows' input numbers go on across calls
         self.handler = None                 # this call's handler(rows) for on_rows
         self.error = None                   # what handler raised (the pipeline stopped there)
@@ -549,18 +556,26 @@ class _Encoder:
         msg = _lib.whisper_audio_last_error().decode(errors="replace")
         raise WhisperAudioError(f"{what}: {msg}" if what else msg)
 
-    def pipeline(self, key):
-        """The pipeline over this encoder for key (pool, no_pad, f16): the kept one, or a new one."""
-        if self.pipe is not None and self.pipe_key == key:
-            return self.pipe
-        self.free_pipeline()
+    @staticmethod
+    def pipeline_params(key, n_windows=0):
         pool, no_pad, f16 = key
         params = _lib.whisper_audio_pipeline_default_params()
-        params.pool, params.no_pad, params.f16 = int(pool), no_pad, f16
+        params.pool, params.no_pad, params.f16, params.n_windows = int(pool), no_pad, f16, n_windows
+        return params
+
+    def pipeline(self, key, n_windows=0):
+        """The pipeline over this encoder for key (pool, no_pad, f16) and n_windows known ahead
+        (0: not known): the kept one where the library's batch for them is its batch, or a new one."""
+        batch = _lib.whisper_audio_batch_for_windows(self.params.max_batch, n_windows)
+        if self.pipe is not None and self.pipe_key == key and self.pipe_batch == batch:
+            return self.pipe
+        self.free_pipeline()
+        params = self.pipeline_params(key, n_windows)
         params.on_rows = self._on_rows
         pipe = _lib.whisper_audio_pipeline_init((ctypes.c_void_p * 1)(self.ptr), 1, params)
         _check(pipe)
         self.pipe, self.pipe_key, self.inputs = pipe, key, 0
+        self.pipe_batch = _lib.whisper_audio_pipeline_batch(pipe)
         return pipe
 
     def free_pipeline(self):
@@ -732,7 +747,7 @@ class Model:
                 params.output_layer, params.final_ln, params.projector = key
                 ptr = _lib.whisper_audio_encoder_init(model, params)
                 _check(ptr)
-                enc = _Encoder(ptr, key[2])
+                enc = _Encoder(ptr, params)
             if pipe_key is None:
                 enc.free_pipeline()
             ok = False
@@ -1014,40 +1029,43 @@ class Model:
         return self._states_output(self._check_finite(states, name), outtype)
 
     def _run_pipeline(self, enc, inputs, key):
-        """The inputs through enc's pipeline, as main: each input's samples pushed (a file
-        decoded a block at a time), the input ended, then finish; (rows, windows) of each input."""
+        """The inputs through enc's pipeline, as main: the windows counted ahead (arrays by their
+        size, files by their headers) so that the library evens the batches out as main's, each
+        input's samples pushed (a file decoded a block at a time), the input ended, then finish;
+        (rows, windows) of each input."""
         pool, no_pad, f16 = key
-        pipe = enc.pipeline(key)
-        tokens = _lib.whisper_audio_pipeline_tokens(pipe)      # the library's rule
-        d, dtype = _lib.whisper_audio_pipeline_row_width(pipe), (np.float16 if f16 else np.float32)
         projector = enc.projector
-        with self._use() as model:
-            used = _lib.whisper_audio_samples_used(model, tokens)
-            collectors = []
-            for src, _ in inputs:                # rows known ahead for an array: copied into place
-                rows = None
-                if isinstance(src, np.ndarray):
-                    n = src.size
-                    rows = (_lib.whisper_audio_n_tokens(model, n, projector) if tokens else
-                            _lib.whisper_audio_n_windows(n) if pool is Pool.MEAN else
-                            _lib.whisper_audio_n_positions_total(n) if no_pad else _lib.whisper_audio_n_windows(n) * self.n_ctx)
-                collectors.append(_Collector(d, dtype, rows))
-        first = enc.inputs
-
-        def on_rows(r):
-            collectors[r.input - first].add(r)
-
-        enc.handler = on_rows
         # the files decoded ahead by the library's reader (a worker per core), as main's
         paths = [src for src, _ in inputs if not isinstance(src, np.ndarray)]
         reader = None
-        if paths:
-            rp = _lib.whisper_audio_reader_default_params()
-            rp.n_workers = self.n_threads
-            rp.max_samples = 0 if used >= 2 ** 63 else used
-            reader = _lib.whisper_audio_reader_init((ctypes.c_char_p * len(paths))(*paths), len(paths), rp)
-            _check(reader)
         try:
+            with self._use() as model:
+                tokens = _lib.whisper_audio_rows_are_tokens(model, enc.params, enc.pipeline_params(key))
+                used = _lib.whisper_audio_samples_used(model, tokens)
+                if paths:
+                    rp = _lib.whisper_audio_reader_default_params()
+                    rp.n_workers = self.n_threads
+                    rp.max_samples = 0 if used >= 2 ** 63 else used
+                    reader = _lib.whisper_audio_reader_init((ctypes.c_char_p * len(paths))(*paths), len(paths), rp)
+                    _check(reader)
+                pipe = enc.pipeline(key, self._windows_ahead(inputs, reader, used))
+                assert _lib.whisper_audio_pipeline_tokens(pipe) == tokens
+                d, dtype = _lib.whisper_audio_pipeline_row_width(pipe), (np.float16 if f16 else np.float32)
+                collectors = []
+                for src, _ in inputs:                # rows known ahead for an array: copied into place
+                    rows = None
+                    if isinstance(src, np.ndarray):
+                        n = src.size
+                        rows = (_lib.whisper_audio_n_tokens(model, n, projector) if tokens else
+                                _lib.whisper_audio_n_windows(n) if pool is Pool.MEAN else
+                                _lib.whisper_audio_n_positions_total(n) if no_pad else _lib.whisper_audio_n_windows(n) * self.n_ctx)
+                    collectors.append(_Collector(d, dtype, rows))
+            first = enc.inputs
+
+            def on_rows(r):
+                collectors[r.input - first].add(r)
+
+            enc.handler = on_rows
             block, k = None, 0
             for src, name in inputs:
                 if isinstance(src, np.ndarray):
@@ -1069,6 +1087,26 @@ class Model:
         if pool is Pool.NONE and not no_pad and not tokens:   # a window of n_ctx rows each
             outs = [out.reshape(-1, self.n_ctx, d) for out in outs]
         return [(out, c.window_info()) for out, c in zip(outs, collectors)]
+
+    @staticmethod
+    def _windows_ahead(inputs, reader, used):
+        """The 30 s windows the inputs will give, as main counts them for the pipeline's
+        n_windows: each input's 16 kHz samples (an array's size, a file's from its header's
+        frames and rate) up to what the model uses; 0 (not known) where a file's header gives
+        no length or it did not open (its error comes when it is read)."""
+        total, k = 0, 0
+        for src, _ in inputs:
+            if isinstance(src, np.ndarray):
+                n = src.size
+            else:
+                info = _Info()
+                ok = _lib.whisper_audio_reader_info(reader, k, ctypes.byref(info))
+                k += 1
+                if not ok or info.frames < 0 or info.sample_rate <= 0:
+                    return 0
+                n = int(math.floor(info.frames * SAMPLE_RATE / info.sample_rate + 0.5))   # main's llround
+            total += _lib.whisper_audio_n_windows(min(n, used))
+        return max(total, 1)
 
     @staticmethod
     def _push_file(enc, pipe, reader, k, name, block):

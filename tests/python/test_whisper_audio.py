@@ -239,6 +239,44 @@ def test_batch_and_threads_do_not_change_results(model):
         assert np.array_equal(m.encode(LONG), ref)
 
 
+def main_batch(files, batch):
+    """The batch main reports it runs for these files at -b batch (its "batch N" line)."""
+    cmd = [MAIN, "-m", MICRO, "--device", "cpu", "--no-progress", "-b", str(batch), "-o", os.devnull]
+    for f in files:
+        cmd += ["-f", f]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return int(re.search(r"backend cpu, \d+ threads?, batch (\d+)", r.stderr).group(1))
+
+
+def pipeline_batch(m):
+    """The batch of the pipeline the last encode call ran (the library's count), from the one
+    encoder the model keeps."""
+    (encs,) = [e for e in m._idle.values() if e]
+    (enc,) = encs
+    return wa._lib.whisper_audio_pipeline_batch(enc.pipe)
+
+
+def test_batches_evened_as_main(tmp_path):
+    # encode's inputs are known ahead, as main's files: the library evens the batches out by
+    # their windows (9 windows at batch 4: 3 x 3, not 4 + 4 + 1) and the rows stay main's.
+    # A file of no length known ahead (Ogg Vorbis) leaves the batch as asked, as in main.
+    OGG = os.path.join(AUDIO, "speech_16k.ogg")
+    cases = [[LONG] * 3, [LONG, SPEECH], [SPEECH], [LONG, OGG], [LONG] * 2]
+    with wa.Model(MICRO, device="cpu", batch=4) as m:
+        for files in cases:
+            want = main_batch(files, 4)
+            got = m.encode(files)
+            assert pipeline_batch(m) == want, files
+            ref = run_main(tmp_path, MICRO, files, "-b", "4")
+            assert np.array_equal(np.concatenate(got), ref)
+            # arrays count by their size, as files by their headers
+            m.encode([wa.load_audio(f) for f in files])
+            if OGG not in files:
+                assert pipeline_batch(m) == want, files
+        assert [main_batch(f, 4) for f in cases] == [3, 4, 1, 4, 3]
+
+
 def test_pipeline_kept_across_calls(tmp_path, model):
     # an encoder keeps the pipeline of its last encode call for the next one with the same
     # options; other options, and the encoder's own calls (encode_mel), replace or free it
