@@ -585,15 +585,20 @@ def open_checkpoint(d):
     raise ConvertError("%s: no model.safetensors or model.safetensors.index.json" % d)
 
 
-def json_at(obj, path):
-    """The value at a dotted path of objects in obj ("": obj itself), None where a step is missing."""
+ABSENT = object()                   # a key config.json does not have (null is a value it has)
+
+
+def json_at(obj, path, missing=None):
+    """The value at a dotted path of objects in obj ("": obj itself), `missing` where a step is missing."""
     for step in path.split(".") if path else ():
-        obj = obj.get(step) if isinstance(obj, dict) else None
+        if not isinstance(obj, dict) or step not in obj:
+            return missing
+        obj = obj[step]
     return obj
 
 
 def shown(v):
-    return "absent" if v is None else json.dumps(v)
+    return "absent" if v is ABSENT else json.dumps(v)
 
 
 def runs_as(v, want):
@@ -631,7 +636,7 @@ def read_config(d):
     if not regular_file(p):
         raise ConvertError("%s: no config.json: not a Hugging Face checkpoint directory" % d)
     top = load_json(d, p, "config.json")
-    mt = top.get("model_type") if isinstance(top, dict) else None
+    mt = top.get("model_type", ABSENT) if isinstance(top, dict) else None
     if not isinstance(mt, str) or mt not in TOWERS:
         raise ConvertError("%s: config.json: model_type is %s, not \"whisper\" or an audio LLM's (%s)"
                            % (d, "absent (not an object)" if not isinstance(top, dict) else shown(mt),
@@ -656,22 +661,22 @@ def read_config(d):
 
     def get(key, obj=None, at=None, hi=1 << 20, file=None):
         obj, at = (cfg, where) if obj is None else (obj, at)
-        v = json_at(obj, key)
+        v = json_at(obj, key, ABSENT)
         if not isinstance(v, int) or isinstance(v, bool) or not 0 < v <= hi:
             raise ConvertError("%s: %s: %s%s is %s, expected an integer in [1, %d]" % (d, file or fname, at, key, shown(v), hi))
         return v
 
     def number(obj, at, key, default):
-        v = json_at(obj, key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
-            raise ConvertError("%s: %s: %s%s is %s, not a number" % (d, fname, at, key, shown(v)))
-        return default if v is None else v
+        v = json_at(obj, key, ABSENT)
+        if v is not ABSENT and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise ConvertError("%s: %s: %s%s is %s, not a number" % (d, fname, at, key, json.dumps(v)))
+        return default if v is ABSENT else v
 
     def runs(obj, at, key, want, file):
-        v = json_at(obj, key)
-        if v is not None and not runs_as(v, want):
+        v = json_at(obj, key, ABSENT)
+        if v is not ABSENT and not runs_as(v, want):
             raise ConvertError("%s: %s: %s%s is %s; whisper-audio runs %s"
-                               % (d, file, at, key, shown(v), want if re.match(r"-?\d|true$|false$", want) else '"%s"' % want))
+                               % (d, file, at, key, json.dumps(v), want if re.match(r"-?\d|true$|false$", want) else '"%s"' % want))
 
     n_state = get(t["d_model"], hi=HPARAM_MAX["d_model"])
     hp = HParams(n_state, get(t["layers"], hi=HPARAM_MAX["layers"]), get(t["heads"], hi=HPARAM_MAX["heads"]),
@@ -680,10 +685,10 @@ def read_config(d):
     if t["projector"]:
         hp.projector = t["projector"]
         hp.n_llm = get(t["llm"], top, "", HPARAM_MAX["llm"], "config.json")
-    n_pos = cfg.get(t["positions"]) if t["positions"] else None
-    if n_pos is not None and not (isinstance(n_pos, int) and not isinstance(n_pos, bool) and n_pos == N_CTX):
+    n_pos = cfg.get(t["positions"], ABSENT) if t["positions"] else ABSENT
+    if n_pos is not ABSENT and not (isinstance(n_pos, int) and not isinstance(n_pos, bool) and n_pos == N_CTX):
         raise ConvertError("%s: %s: %s%s is %s; whisper-audio needs %d (30 s windows)" % (d, fname, where, t["positions"],
-                                                                                         shown(n_pos), N_CTX))
+                                                                                         json.dumps(n_pos), N_CTX))
     if t["activation"]:
         runs(cfg, where, t["activation"], "gelu", fname)
     for smt, inside, key, want in SETTINGS:
@@ -749,7 +754,7 @@ def read_config(d):
                                % (d, shown(top.get("audio_chunk_length", 1.0)), blocks, N_CTX))
         hp.n_causal = int(blocks)
     if t["projector"] == "kimiaudio":   # 4 positions stacked into kimia_adaptor_input_dim; Whisper-large-v3's 128 mels
-        ad = top.get("kimia_adaptor_input_dim")
+        ad = top.get("kimia_adaptor_input_dim", ABSENT)
         if not (isinstance(ad, int) and not isinstance(ad, bool) and ad == KIMI_STACK * hp.n_state) or hp.n_mels != 128:
             raise ConvertError("%s: config.json: kimia_adaptor_input_dim %s, %s's num_mel_bins %d; whisper-audio runs "
                                "4 x d_model %d, 128 (its encoder's fixed mel count)" % (d, shown(ad), fname, hp.n_mels, hp.n_state))

@@ -609,6 +609,32 @@ class TestErrors(Base):
             st_write(os.path.join(d, "model.safetensors"), tensors)
         return d
 
+    def test_settings_that_change_the_forward(self):
+        # refused, naming the setting: what whisper-audio would compute is not what the model computes
+        src = os.path.join(DATA, "micro-80")
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        st = st_read(os.path.join(src, "model.safetensors"))
+        for act in ("relu", "gelu_new", None):
+            self.expect_error(self.make("act-%s" % act, dict(cfg, activation_function=act), st),
+                              'activation_function is %s; whisper-audio runs "gelu"' % json.dumps(act))
+        with open(os.path.join(DATA, "towers", "glmasr", "config.json")) as f:
+            gcfg = json.load(f)
+        gst = st_read(os.path.join(DATA, "towers", "glmasr", "model.safetensors"))
+        self.expect_error(self.make("glm-act", dict(gcfg, audio_config=dict(gcfg["audio_config"], hidden_act="silu")), gst),
+                          'audio_config.hidden_act is "silu"; whisper-audio runs "gelu"')
+        # those that do not (training-only ones; scale_embedding, which the encoders never apply) load, the same file
+        want = self.convert(src, "f32", "settings-plain.gguf")
+        quiet = dict(cfg, dropout=0.3, attention_dropout=0.1, activation_dropout=0.2, encoder_layerdrop=0.5,
+                     apply_spec_augment=True, mask_time_prob=0.5, scale_embedding=True)
+        d = os.path.join(self.make("quiet"), os.path.basename(src))
+        os.makedirs(d)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(quiet, f)
+        st_write(os.path.join(d, "model.safetensors"), st)
+        with open(want, "rb") as f, open(self.convert(d, "f32", "settings-quiet.gguf"), "rb") as g:
+            self.assertEqual(f.read(), g.read())
+
     def test_errors(self):
         src = os.path.join(DATA, "micro-80")
         with open(os.path.join(src, "config.json")) as f:
