@@ -598,7 +598,15 @@ def json_at(obj, path, missing=None):
 
 
 def shown(v):
-    return "absent" if v is ABSENT else json.dumps(v)
+    """A config value as a message shows it, as the library's shows it: JSON's text of a number, true, false,
+    null or a short string; what an array, an object or a long string is."""
+    if v is ABSENT:
+        return "absent"
+    if isinstance(v, (list, dict)):
+        return "an array" if isinstance(v, list) else "an object"
+    if isinstance(v, str) and len(v.encode("utf-8", "surrogatepass")) > 48:
+        return "a string of %d bytes" % len(v.encode("utf-8", "surrogatepass"))
+    return json.dumps(v, ensure_ascii=False)
 
 
 def runs_as(v, want):
@@ -669,14 +677,14 @@ def read_config(d):
     def number(obj, at, key, default):
         v = json_at(obj, key, ABSENT)
         if v is not ABSENT and (isinstance(v, bool) or not isinstance(v, (int, float))):
-            raise ConvertError("%s: %s: %s%s is %s, not a number" % (d, fname, at, key, json.dumps(v)))
+            raise ConvertError("%s: %s: %s%s is %s, not a number" % (d, fname, at, key, shown(v)))
         return default if v is ABSENT else v
 
     def runs(obj, at, key, want, file):
         v = json_at(obj, key, ABSENT)
         if v is not ABSENT and not runs_as(v, want):
             raise ConvertError("%s: %s: %s%s is %s; whisper-audio runs %s"
-                               % (d, file, at, key, json.dumps(v), want if re.match(r"-?\d|true$|false$", want) else '"%s"' % want))
+                               % (d, file, at, key, shown(v), want if re.match(r"-?\d|true$|false$", want) else '"%s"' % want))
 
     n_state = get(t["d_model"], hi=HPARAM_MAX["d_model"])
     hp = HParams(n_state, get(t["layers"], hi=HPARAM_MAX["layers"]), get(t["heads"], hi=HPARAM_MAX["heads"]),
@@ -688,7 +696,7 @@ def read_config(d):
     n_pos = cfg.get(t["positions"], ABSENT) if t["positions"] else ABSENT
     if n_pos is not ABSENT and not (isinstance(n_pos, int) and not isinstance(n_pos, bool) and n_pos == N_CTX):
         raise ConvertError("%s: %s: %s%s is %s; whisper-audio needs %d (30 s windows)" % (d, fname, where, t["positions"],
-                                                                                         json.dumps(n_pos), N_CTX))
+                                                                                         shown(n_pos), N_CTX))
     if t["activation"]:
         runs(cfg, where, t["activation"], "gelu", fname)
     for smt, inside, key, want in SETTINGS:

@@ -472,6 +472,33 @@ class TestSettings(Base):
                 self.assertEqual(rc, 0, err)
                 shutil.rmtree(os.path.dirname(d))
 
+    def test_both_readers_say_the_same(self):
+        # one table, one reading: the library's line and the converter's for the same bad config.json
+        cases = [
+            ("micro-80", {"encoder_attention_heads": 3}, {}),
+            ("micro-80", {"max_source_positions": None}, {}),
+            ("towers/qwen2a", {"d_model": "x"}, {}),
+            ("towers/qwen2a", {}, {"text_config": None}),
+            ("towers/qwen25o", {"n_window": 7}, {}),
+            ("towers/qwen3a", {"n_window_infer": 750}, {}),
+            ("towers/glmasr", {"intermediate_size": 192}, {}),
+            ("towers/glmasr", {"rope_parameters": [1]}, {}),
+            ("towers/glmasr", {"rope_parameters.rope_theta": "x"}, {}),
+            ("towers/stepaudio2", {"n_audio_ctx": 3000}, {}),
+            ("towers/kimiaudio", {"num_mel_bins": 80}, {}),
+            ("towers/kimiaudio", {}, {"rms_norm_eps": 2}),
+            ("towers/minicpmo", {}, {"audio_chunk_length": 31.0}),
+            ("towers/meralion", {}, {"speech_mlp_scale_factor": 7}),
+            ("towers/ultravox", {}, {"projector_ln_mid": "yes"}),
+            ("towers/voxtral", {"intermediate_size": 200}, {}),
+        ]
+        for i, (src, encoder, model) in enumerate(cases):
+            with self.subTest(model=src, encoder=encoder, top=model):
+                d = self.edited("same-%d" % i, os.path.join(DATA, src), encoder, model)
+                line = self.expect_error(d, "", names=d)
+                rc, err = tc.run_convert([d, "-o", os.path.join(self.tmp, "never.gguf")])
+                self.assertEqual((rc, [ln for ln in err.splitlines() if ln.strip()]), (1, [line]))
+
     def test_kimi_audio_encoder_config_named(self):
         src = os.path.join(DATA, "towers", "kimiaudio")
         d = os.path.join(self.tmp, "kimi-cfg", "kimiaudio")
