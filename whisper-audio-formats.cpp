@@ -1410,6 +1410,11 @@ static bool wa_hf_config(whisper_audio_model * m, const std::string & root, cons
                      hp.n_state, hp.n_head);
         return false;
     }
+    if (!strcmp(t->embed_positions, "sinusoids") && (hp.n_state % 2 != 0 || hp.n_state < 4)) {   // sin | cos over (d/2 - 1) steps
+        wa_set_error("%s: %s: %s%s %d: the sinusoidal positions its model computes need an even width of at least 4", path,
+                     r.file.c_str(), ac.c_str(), t->d_model, hp.n_state);
+        return false;
+    }
     return true;
 }
 

@@ -783,6 +783,9 @@ def read_config(d):
     if hp.n_state % hp.n_head != 0:
         raise ConvertError("%s: %s: %s%s %d is not a multiple of the %d attention heads"
                            % (d, fname, where, t["d_model"], hp.n_state, hp.n_head))
+    if t["embed_positions"] == "sinusoids" and (hp.n_state % 2 or hp.n_state < 4):   # sin | cos over (d/2 - 1) steps
+        raise ConvertError("%s: %s: %s%s %d: the sinusoidal positions its model computes need an even width of at least 4"
+                           % (d, fname, where, t["d_model"], hp.n_state))
     hp.model_type = mt
     return hp
 

@@ -481,6 +481,7 @@ class TestSettings(Base):
             ("towers/qwen2a", {}, {"text_config": None}),
             ("towers/qwen25o", {"n_window": 7}, {}),
             ("towers/qwen3a", {"n_window_infer": 750}, {}),
+            ("towers/qwen25o", {"d_model": 2, "encoder_attention_heads": 1}, {}),
             ("towers/glmasr", {"intermediate_size": 192}, {}),
             ("towers/glmasr", {"rope_parameters": [1]}, {}),
             ("towers/glmasr", {"rope_parameters.rope_theta": "x"}, {}),
