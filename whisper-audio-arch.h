@@ -196,7 +196,7 @@ static const wa_hf_tower WA_HF_TOWERS[] = {
 };
 
 // Settings that change the forward and that whisper-audio runs one way: a model's key that, when
-// present, must hold `runs` (a string, or true/false, or a number). in: "encoder" (the encoder's
+// present, must hold `runs` (a string, or true/false/null, or a number). in: "encoder" (the encoder's
 // config that WA_HF_TOWERS names) or "model" (config.json's top); a dotted key reaches into an
 // object. The encoders' MLP activation is WA_HF_TOWERS' activation column. Left out on purpose:
 // dropout, layerdrop and SpecAugment's masks (training alone), scale_embedding (the encoders set
@@ -210,6 +210,7 @@ static const wa_hf_setting WA_HF_SETTINGS[] = {
     {"glmasr",         "model",   "projector_hidden_act",      "gelu"},
     {"glmasr",         "encoder", "rope_parameters.rope_type", "default"},
     {"ultravox",       "model",   "projector_act",             "swiglu"},
+    {"ultravox",       "model",   "audio_latency_block_size",  "null"},    // set: its encoder's block-causal streaming mask
     {"minicpmo",       "model",   "init_audio",                "true"},
     {"minicpmo",       "model",   "audio_pool_step",           "2"},       // what the graph pools by (MiniCPM-o 2.6's)
     {"meralion2",      "model",   "speech_mlp_use_projection", "true"},    // its gated adapter

@@ -1149,9 +1149,9 @@ struct wa_hf_cfg {
     bool runs(const wa_json & in, const std::string & where, const char * key, const char * want) const {
         const wa_json * v = wa_json_at(in, key);
         if (!v) return true;
-        const bool flag = !strcmp(want, "true") || !strcmp(want, "false");
+        const bool flag = !strcmp(want, "true") || !strcmp(want, "false") || !strcmp(want, "null");
         const bool num = !flag && (isdigit((unsigned char)want[0]) || want[0] == '-');
-        const bool same = flag ? v->type == wa_json::BOOL && v->b == !strcmp(want, "true")
+        const bool same = flag ? (!strcmp(want, "null") ? v->type == wa_json::NUL : v->type == wa_json::BOOL && v->b == !strcmp(want, "true"))
                         : num  ? v->type == wa_json::NUMBER && strtod(v->str.c_str(), nullptr) == strtod(want, nullptr)
                                : v->type == wa_json::STRING && v->str == want;
         if (same) return true;
@@ -1232,6 +1232,13 @@ static bool wa_hf_config_glmasr(const wa_hf_cfg & r, const wa_json & cfg, const 
         // grouped-query attention: the library's attention kernels take one key/value head per query head
         wa_set_error("%s: config.json: %snum_key_value_heads is %s; whisper-audio runs one per attention head (%d)", r.path,
                      ac.c_str(), kv->shown().c_str(), hp.n_head);
+        return false;
+    }
+    const wa_json * hd = cfg.get("head_dim");            // GlmAsrAttention's getattr(config, "head_dim", d / heads)
+    uint64_t hd_value = 0;
+    if (hd && !(hd->u64(&hd_value) && hd_value == (uint64_t)(hp.n_state / hp.n_head))) {
+        wa_set_error("%s: config.json: %shead_dim is %s; whisper-audio runs hidden_size / num_attention_heads (%d)", r.path,
+                     ac.c_str(), hd->shown().c_str(), hp.n_state / hp.n_head);
         return false;
     }
     const wa_json * rp = cfg.get("rope_parameters");

@@ -611,8 +611,8 @@ def shown(v):
 
 def runs_as(v, want):
     """Whether a setting's value is WA_HF_SETTINGS' `runs` (the text of a string, true/false or a number)."""
-    if want in ("true", "false"):
-        return v is (want == "true")
+    if want in ("true", "false", "null"):
+        return v is {"true": True, "false": False, "null": None}[want]
     if re.match(r"-?\d", want):
         return isinstance(v, (int, float)) and not isinstance(v, bool) and v == float(want)
     return v == want
@@ -684,7 +684,7 @@ def read_config(d):
         v = json_at(obj, key, ABSENT)
         if v is not ABSENT and not runs_as(v, want):
             raise ConvertError("%s: %s: %s%s is %s; whisper-audio runs %s"
-                               % (d, file, at, key, shown(v), want if re.match(r"-?\d|true$|false$", want) else '"%s"' % want))
+                               % (d, file, at, key, shown(v), want if re.match(r"-?\d|true$|false$|null$", want) else '"%s"' % want))
 
     n_state = get(t["d_model"], hi=HPARAM_MAX["d_model"])
     hp = HParams(n_state, get(t["layers"], hi=HPARAM_MAX["layers"]), get(t["heads"], hi=HPARAM_MAX["heads"]),
@@ -740,6 +740,10 @@ def read_config(d):
             # grouped-query attention: the library's attention kernels take one key/value head per query head
             raise ConvertError("%s: config.json: %snum_key_value_heads is %s; whisper-audio runs one per attention head (%d)"
                                % (d, where, shown(kv), hp.n_head))
+        hd = cfg.get("head_dim", ABSENT)    # GlmAsrAttention's getattr(config, "head_dim", d / heads)
+        if hd is not ABSENT and not (isinstance(hd, int) and not isinstance(hd, bool) and hd == hp.n_state // hp.n_head):
+            raise ConvertError("%s: config.json: %shead_dim is %s; whisper-audio runs hidden_size / num_attention_heads (%d)"
+                               % (d, where, shown(hd), hp.n_state // hp.n_head))
         rp = cfg.get("rope_parameters")
         if rp is not None and not isinstance(rp, dict):
             raise ConvertError("%s: config.json: %srope_parameters is %s, not an object" % (d, where, shown(rp)))

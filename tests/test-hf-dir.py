@@ -441,7 +441,7 @@ class TestSettings(Base):
                 cases += [(src, "encoder", t["activation"], "relu"), (src, "encoder", t["activation"], "gelu_new")]
             for smt, inside, key, runs in conv.SETTINGS:
                 if smt == mt:
-                    wrong = (runs != "true") if runs in ("true", "false") else \
+                    wrong = (runs != "true") if runs in ("true", "false") else 16 if runs == "null" else \
                         int(runs) + 1 if runs.isdigit() else runs + "_other"
                     cases.append((src, inside, key, wrong))
         self.assertGreater(len(cases), 20)
@@ -485,6 +485,7 @@ class TestSettings(Base):
             ("towers/glmasr", {"intermediate_size": 192}, {}),
             ("towers/glmasr", {"rope_parameters": [1]}, {}),
             ("towers/glmasr", {"rope_parameters.rope_theta": "x"}, {}),
+            ("towers/glmasr", {"head_dim": 32}, {}),
             ("towers/stepaudio2", {"n_audio_ctx": 3000}, {}),
             ("towers/kimiaudio", {"num_mel_bins": 80}, {}),
             ("towers/kimiaudio", {}, {"rms_norm_eps": 2}),
