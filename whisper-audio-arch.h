@@ -160,27 +160,64 @@ static const wa_projector_name WA_PROJECTORS[] = {
 };
 
 // ---- the towers' Hugging Face checkpoints: written once for both readers -------------------
-// whisper-audio-formats.cpp's directory reader walks these tables, and
-// convert/convert-hf-to-gguf.py parses them from this file when it runs (a regular expression
-// over the rows: keep each row on one line, of string literals and true/false alone).
+// whisper-audio-formats.cpp's directory reader walks these tables (and WA_HF_PREFIXES,
+// WA_PROJ_TENSORS below), and convert/convert-hf-to-gguf.py parses them from this file when it
+// runs (a regular expression over the rows: keep each row on one line, of string literals alone).
 
-// config.json's model_type of an audio LLM whose audio tower is a Whisper encoder -> its
-// projector's GGUF name; dir: the library loads such a directory itself (else the converter
-// alone takes it, and the library names it in its refusal).
-struct wa_hf_tower { const char * model_type, * projector; bool dir; };
+// config.json of each model type: where the encoder's settings sit and which key gives which
+// hyperparameter, the projector's GGUF name ("": Whisper itself) and the LLM width it outputs.
+// encoder: a path of objects in config.json ("": its top), or a config.json of its own (Kimi-Audio's
+// whisper-large-v3/: its checkpoint beside it). ffn "": 4 d_model (OpenAI Whisper's MLP). positions:
+// the key that must say 1500 when present ("": none). activation: the MLP's activation key, which must
+// say gelu when present. llm: the projector's output width, a path in config.json. embed_positions:
+// "stored" in the checkpoint, "sinusoids" computed (a buffer the checkpoint does not hold), "rope" none
+// (zeros in the file; the graph turns q and k instead). unused: a tensor under the encoder's prefix
+// that the forward never reads.
+struct wa_hf_tower {
+    const char * model_type, * projector, * encoder;
+    const char * d_model, * layers, * heads, * ffn, * mels, * positions, * activation;
+    const char * llm, * embed_positions, * unused;
+};
 static const wa_hf_tower WA_HF_TOWERS[] = {
-    {"qwen2_audio",    "qwen2a",        true},
-    {"voxtral",        "voxtral",       true},
-    {"ultravox",       "ultravox",      true},
-    {"audioflamingo3", "musicflamingo", true},
-    {"glmasr",         "glmasr",        false},
-    {"qwen2_5_omni",   "qwen2.5o",      false},
-    {"minicpmo",       "minicpmo",      true},
-    {"kimi_audio",     "kimiaudio",     false},
-    {"moonshot_kimia", "kimiaudio",     false},
-    {"qwen3_omni_moe", "qwen3a",        false},
-    {"step_audio_2",   "stepaudio2",    false},
-    {"meralion2",      "meralion",      true},
+    // model_type      projector        encoder                         d_model          layers               heads                      ffn                  mels            positions               activation             llm                                       embed_positions  unused
+    {"whisper",        "",              "",                             "d_model",       "encoder_layers",    "encoder_attention_heads", "encoder_ffn_dim",   "num_mel_bins", "max_source_positions", "activation_function", "",                                       "stored",    ""},
+    {"qwen2_audio",    "qwen2a",        "audio_config",                 "d_model",       "encoder_layers",    "encoder_attention_heads", "encoder_ffn_dim",   "num_mel_bins", "max_source_positions", "activation_function", "text_config.hidden_size",                "stored",    ""},
+    {"voxtral",        "voxtral",       "audio_config",                 "hidden_size",   "num_hidden_layers", "num_attention_heads",     "intermediate_size", "num_mel_bins", "max_source_positions", "activation_function", "text_config.hidden_size",                "stored",    ""},
+    {"ultravox",       "ultravox",      "audio_config",                 "d_model",       "encoder_layers",    "encoder_attention_heads", "encoder_ffn_dim",   "num_mel_bins", "max_source_positions", "activation_function", "text_config.hidden_size",                "stored",    ""},
+    {"audioflamingo3", "musicflamingo", "audio_config",                 "hidden_size",   "num_hidden_layers", "num_attention_heads",     "intermediate_size", "num_mel_bins", "max_source_positions", "activation_function", "text_config.hidden_size",                "stored",    ""},
+    {"glmasr",         "glmasr",        "audio_config",                 "hidden_size",   "num_hidden_layers", "num_attention_heads",     "intermediate_size", "num_mel_bins", "",                     "hidden_act",          "text_config.hidden_size",                "rope",      ""},
+    {"qwen2_5_omni",   "qwen2.5o",      "thinker_config.audio_config",  "d_model",       "encoder_layers",    "encoder_attention_heads", "encoder_ffn_dim",   "num_mel_bins", "max_source_positions", "activation_function", "thinker_config.audio_config.output_dim", "sinusoids", "audio_bos_eos_token.weight"},
+    {"minicpmo",       "minicpmo",      "audio_config",                 "d_model",       "encoder_layers",    "encoder_attention_heads", "encoder_ffn_dim",   "num_mel_bins", "max_source_positions", "activation_function", "hidden_size",                            "stored",    ""},
+    {"kimi_audio",     "kimiaudio",     "whisper-large-v3/config.json", "d_model",       "encoder_layers",    "encoder_attention_heads", "encoder_ffn_dim",   "num_mel_bins", "max_source_positions", "activation_function", "hidden_size",                            "stored",    ""},
+    {"moonshot_kimia", "kimiaudio",     "whisper-large-v3/config.json", "d_model",       "encoder_layers",    "encoder_attention_heads", "encoder_ffn_dim",   "num_mel_bins", "max_source_positions", "activation_function", "hidden_size",                            "stored",    ""},
+    {"qwen3_omni_moe", "qwen3a",        "thinker_config.audio_config",  "d_model",       "encoder_layers",    "encoder_attention_heads", "encoder_ffn_dim",   "num_mel_bins", "max_source_positions", "activation_function", "thinker_config.audio_config.output_dim", "sinusoids", ""},
+    {"step_audio_2",   "stepaudio2",    "audio_encoder_config",         "n_audio_state", "n_audio_layer",     "n_audio_head",            "",                  "n_mels",       "n_audio_ctx",          "",                    "audio_encoder_config.llm_dim",           "stored",    ""},
+    {"meralion2",      "meralion",      "speech_config",                "d_model",       "encoder_layers",    "encoder_attention_heads", "encoder_ffn_dim",   "num_mel_bins", "max_source_positions", "activation_function", "text_config.hidden_size",                "stored",    ""},
+};
+
+// Settings that change the forward and that whisper-audio runs one way: a model's key that, when
+// present, must hold `runs` (a string, or true/false/null, or a number). in: "encoder" (the encoder's
+// config that WA_HF_TOWERS names) or "model" (config.json's top); a dotted key reaches into an
+// object. The encoders' MLP activation is WA_HF_TOWERS' activation column. Left out on purpose:
+// dropout, layerdrop and SpecAugment's masks (training alone), scale_embedding (the encoders set
+// embed_scale and never apply it), conv_chunksize (how Qwen3-Omni's stem splits its batch, not
+// what it computes), GLM-ASR's max_position_embeddings (the length of its RoPE cache).
+struct wa_hf_setting { const char * model_type, * in, * key, * runs; };
+static const wa_hf_setting WA_HF_SETTINGS[] = {
+    {"voxtral",        "model",   "projector_hidden_act",      "gelu"},
+    {"audioflamingo3", "model",   "projector_hidden_act",      "gelu"},
+    {"audioflamingo3", "model",   "projector_bias",            "true"},
+    {"glmasr",         "model",   "projector_hidden_act",      "gelu"},
+    {"glmasr",         "encoder", "rope_parameters.rope_type", "default"},
+    {"ultravox",       "model",   "projector_act",             "swiglu"},
+    {"ultravox",       "model",   "audio_latency_block_size",  "null"},    // set: its encoder's block-causal streaming mask
+    {"minicpmo",       "model",   "init_audio",                "true"},
+    {"minicpmo",       "model",   "audio_pool_step",           "2"},       // what the graph pools by (MiniCPM-o 2.6's)
+    {"meralion2",      "model",   "speech_mlp_use_projection", "true"},    // its gated adapter
+    {"kimi_audio",     "model",   "use_whisper_feature",       "true"},
+    {"moonshot_kimia", "model",   "use_whisper_feature",       "true"},
+    {"step_audio_2",   "encoder", "kernel_size",               "3"},       // its Adaptor's conv
+    {"step_audio_2",   "encoder", "adapter_stride",            "2"},
 };
 
 // The checkpoint's names of our encoder tensors where they differ from Whisper's, below the
@@ -394,7 +431,7 @@ static constexpr wa_hf_name WA_HF_NAMES[] = {
     {"encoder.layers.%d.self_attn.k_proj.weight",     "layers.%d.self_attn.k_proj.weight"},
     {"encoder.layers.%d.self_attn.v_proj.weight",     "layers.%d.self_attn.v_proj.weight"},
     {"encoder.layers.%d.self_attn.q_proj.bias",       "layers.%d.self_attn.q_proj.bias"},
-    {"encoder.layers.%d.self_attn.k_proj.bias",       nullptr},   // the AuT's alone: not in this format
+    {"encoder.layers.%d.self_attn.k_proj.bias",       "layers.%d.self_attn.k_proj.bias"},   // the AuT's alone
     {"encoder.layers.%d.self_attn.v_proj.bias",       "layers.%d.self_attn.v_proj.bias"},
     {"encoder.layers.%d.self_attn.out_proj.weight",   "layers.%d.self_attn.out_proj.weight"},
     {"encoder.layers.%d.self_attn.out_proj.bias",     "layers.%d.self_attn.out_proj.bias"},
@@ -404,26 +441,29 @@ static constexpr wa_hf_name WA_HF_NAMES[] = {
     {"encoder.layers.%d.fc1.bias",                    "layers.%d.fc1.bias"},
     {"encoder.layers.%d.fc2.weight",                  "layers.%d.fc2.weight"},
     {"encoder.layers.%d.fc2.bias",                    "layers.%d.fc2.bias"},
-    {"encoder.conv2d1.weight",                        nullptr},   // Qwen3-Omni's AuT rows: not in this format
-    {"encoder.conv2d1.bias",                          nullptr},
-    {"encoder.conv2d2.weight",                        nullptr},
-    {"encoder.conv2d2.bias",                          nullptr},
-    {"encoder.conv2d3.weight",                        nullptr},
-    {"encoder.conv2d3.bias",                          nullptr},
-    {"encoder.conv_out.weight",                       nullptr},
+    {"encoder.conv2d1.weight",                        "conv2d1.weight"},   // Qwen3-Omni's AuT stem
+    {"encoder.conv2d1.bias",                          "conv2d1.bias"},
+    {"encoder.conv2d2.weight",                        "conv2d2.weight"},
+    {"encoder.conv2d2.bias",                          "conv2d2.bias"},
+    {"encoder.conv2d3.weight",                        "conv2d3.weight"},
+    {"encoder.conv2d3.bias",                          "conv2d3.bias"},
+    {"encoder.conv_out.weight",                       "conv_out.weight"},
 };
 static_assert(wa_names_follow_table(WA_HF_NAMES), "WA_HF_NAMES must name the rows of WA_TENSORS in order");
 
-// Where the encoder is, by the class that saved it: the first prefix whose conv1.weight the
-// checkpoint holds. A tower's projector (WA_PROJ_TENSORS' names) sits beside it, under `projector`.
-static const struct wa_hf_prefix { const char * encoder, * projector; } WA_HF_PREFIXES[] = {
-    {"model.encoder.",     ""},         // WhisperForConditionalGeneration
-    {"encoder.",           ""},         // WhisperModel, WhisperForAudioClassification
-    {"audio_tower.",       ""},         // Qwen2AudioForConditionalGeneration, VoxtralForConditionalGeneration, UltravoxModel
-    {"model.audio_tower.", "model."},   // the same, as transformers 5 saves them
-    {"apm.",               ""},         // MiniCPM-o's WhisperEncoder
-    {"speech_encoder.",    ""},         // MERaLiON-2's
-    {"",                   ""},         // a WhisperEncoder saved alone
+// Where the encoder is, by the class that saved it: the first prefix whose conv1.weight (or the
+// AuT's conv2d1.weight) the checkpoint holds. A tower's projector (WA_PROJ_TENSORS' names) sits
+// beside it, under `projector`. Read by the converter too.
+struct wa_hf_prefix { const char * encoder, * projector; };
+static const wa_hf_prefix WA_HF_PREFIXES[] = {
+    {"model.encoder.",        ""},           // WhisperForConditionalGeneration
+    {"encoder.",              ""},           // WhisperModel, WhisperForAudioClassification, Step-Audio 2's
+    {"audio_tower.",          ""},           // Qwen2AudioForConditionalGeneration, VoxtralForConditionalGeneration, UltravoxModel, GLM-ASR
+    {"model.audio_tower.",    "model."},     // the same, as transformers 5 saves them
+    {"thinker.audio_tower.",  "thinker."},   // Qwen2.5-Omni's and Qwen3-Omni's thinker
+    {"apm.",                  ""},           // MiniCPM-o's WhisperEncoder
+    {"speech_encoder.",       ""},           // MERaLiON-2's
+    {"",                      ""},           // a WhisperEncoder saved alone
 };
 
 // ---- llama.cpp's mmproj files: their audio tensors' names, row by row ours ----------------

@@ -1098,85 +1098,179 @@ static bool wa_hf_checkpoint_open(wa_hf_checkpoint & c, const std::string & dir,
 
 // What config.json says beyond the hyperparameters.
 struct wa_hf_options {
+    const wa_hf_tower * tower = nullptr;   // model_type's row of WA_HF_TOWERS
+    std::string encoder_dir;            // the encoder's own checkpoint (Kimi-Audio's whisper-large-v3/); "": the directory's
+    std::string encoder_config;         // the file that holds the encoder's config
     bool ln_mid = false;                // Ultravox's projector_ln_mid (v0.5+): ln_mid.weight, else ln_post.weight
     std::string audio_model_id;         // Ultravox: the model its audio tower comes from ("": none named)
 };
 
+// The value at a dotted path of objects ("a.b.c"; "": j itself), or null when a step is missing.
+static const wa_json * wa_json_at(const wa_json & j, const std::string & path) {
+    const wa_json * v = &j;
+    for (size_t s = 0; v && !path.empty();) {
+        const size_t e = path.find('.', s);
+        v = v->type == wa_json::OBJECT ? v->get(path.substr(s, e - s).c_str()) : nullptr;
+        if (e == std::string::npos) break;
+        s = e + 1;
+    }
+    return v;
+}
+
 // config.json's values, each checked as the converter's read_config checks it; every failure
 // names the file and the key.
 struct wa_hf_cfg {
-    const char * path;
+    const char * path;                  // the directory
+    std::string file;                   // the JSON file read, below it
 
     // an integer in [1, hi]: a JSON number without fraction or exponent, as Python's int
-    bool get(const wa_json & in, const char * where, const char * key, int hi, int * dst) const {
-        const wa_json * v = in.get(key);
+    bool get(const wa_json & in, const std::string & where, const char * key, int hi, int * dst) const {
+        const wa_json * v = wa_json_at(in, key);
         uint64_t x = 0;
         if (!v || !v->u64(&x) || x < 1 || x > (uint64_t)hi) {
-            wa_set_error("%s: config.json: %s%s is %s, expected an integer in [1, %d]", path, where, key,
+            wa_set_error("%s: %s: %s%s is %s, expected an integer in [1, %d]", path, file.c_str(), where.c_str(), key,
                          v ? v->shown().c_str() : "absent", hi);
             return false;
         }
         *dst = (int)x;
         return true;
     }
-    // a string setting that must be `want` when present (whisper-audio runs that one alone)
-    bool must_be(const wa_json & in, const char * where, const char * key, const char * want) const {
-        const wa_json * v = in.get(key);
-        if (!v || (v->type == wa_json::STRING && v->str == want)) return true;
-        wa_set_error("%s: config.json: %s%s is %s; whisper-audio runs \"%s\"", path, where, key, v->shown().c_str(), want);
-        return false;
+    // a number (a default where absent)
+    bool number(const wa_json & in, const std::string & where, const char * key, double dflt, double * dst) const {
+        const wa_json * v = wa_json_at(in, key);
+        if (v && v->type != wa_json::NUMBER) {
+            wa_set_error("%s: %s: %s%s is %s, not a number", path, file.c_str(), where.c_str(), key, v->shown().c_str());
+            return false;
+        }
+        *dst = v ? strtod(v->str.c_str(), nullptr) : dflt;
+        return true;
     }
-    // a boolean setting that must be `want` when present
-    bool flag_must_be(const wa_json & in, const char * where, const char * key, bool want) const {
-        const wa_json * v = in.get(key);
-        if (!v || (v->type == wa_json::BOOL && v->b == want)) return true;
-        wa_set_error("%s: config.json: %s%s is %s; whisper-audio runs %s", path, where, key, v->shown().c_str(), want ? "true" : "false");
+    // a setting that whisper-audio runs one way (WA_HF_SETTINGS' `runs`): when present, it holds that
+    bool runs(const wa_json & in, const std::string & where, const char * key, const char * want) const {
+        const wa_json * v = wa_json_at(in, key);
+        if (!v) return true;
+        const bool flag = !strcmp(want, "true") || !strcmp(want, "false") || !strcmp(want, "null");
+        const bool num = !flag && (isdigit((unsigned char)want[0]) || want[0] == '-');
+        const bool same = flag ? (!strcmp(want, "null") ? v->type == wa_json::NUL : v->type == wa_json::BOOL && v->b == !strcmp(want, "true"))
+                        : num  ? v->type == wa_json::NUMBER && strtod(v->str.c_str(), nullptr) == strtod(want, nullptr)
+                               : v->type == wa_json::STRING && v->str == want;
+        if (same) return true;
+        wa_set_error("%s: %s: %s%s is %s; whisper-audio runs %s%s%s", path, file.c_str(), where.c_str(), key, v->shown().c_str(),
+                     flag || num ? "" : "\"", want, flag || num ? "" : "\"");
         return false;
     }
 };
 
-// The tower that config.json's model_type names (hp.projector; NONE for Whisper itself), or an
-// error naming the types this reader takes and those the converter takes.
-static bool wa_hf_model_type(const char * path, const wa_json & top, whisper_audio_hparams & hp) {
+// config.json's model_type's row of WA_HF_TOWERS (its projector in hp.projector; NONE for Whisper
+// itself), or an error naming the types it takes.
+static const wa_hf_tower * wa_hf_model_type(const char * path, const wa_json & top, whisper_audio_hparams & hp) {
     const wa_json * mt = top.type == wa_json::OBJECT ? top.get("model_type") : nullptr;
-    const bool named = mt && mt->type == wa_json::STRING;
-    hp.projector = WHISPER_AUDIO_PROJECTOR_NONE;
-    std::string taken, converted;                           // the model types of WA_HF_TOWERS, for the message
+    std::string types;
     for (const wa_hf_tower & t : WA_HF_TOWERS) {
-        std::string & list = t.dir ? taken : converted;
-        list += (list.empty() ? "" : ", ") + std::string(t.model_type);
-        if (!named || !t.dir || mt->str != t.model_type) continue;
-        for (const wa_projector_name & p : WA_PROJECTORS)
-            if (!strcmp(p.gguf, t.projector)) hp.projector = p.type;
+        if (mt && mt->type == wa_json::STRING && mt->str == t.model_type) {
+            hp.projector = WHISPER_AUDIO_PROJECTOR_NONE;
+            for (const wa_projector_name & p : WA_PROJECTORS)
+                if (!strcmp(p.gguf, t.projector)) hp.projector = p.type;
+            return &t;
+        }
+        if (*t.projector) types += (types.empty() ? "" : ", ") + std::string(t.model_type);
     }
-    if (hp.projector != WHISPER_AUDIO_PROJECTOR_NONE || (named && mt->str == "whisper")) return true;
-    wa_set_error("%s: config.json: model_type is %s, not \"whisper\" or an audio LLM's (%s)%s%s%s", path,
-                 top.type != wa_json::OBJECT ? "absent (not an object)" : mt ? mt->shown().c_str() : "absent",
-                 taken.c_str(), converted.empty() ? "" : "; convert/convert-hf-to-gguf.py takes ",
-                 converted.c_str(), converted.empty() ? "" : " to a GGUF this library loads");
-    return false;
+    wa_set_error("%s: config.json: model_type is %s, not \"whisper\" or an audio LLM's (%s)", path,
+                 top.type != wa_json::OBJECT ? "absent (not an object)" : mt ? mt->shown().c_str() : "absent", types.c_str());
+    return nullptr;
 }
 
-// MiniCPMO: init_audio, audio_pool_step 2 (what the graph pools by), blocks of audio_chunk_length * 50 positions.
-static bool wa_hf_config_minicpmo(const wa_hf_cfg & r, const wa_json & top, const wa_json & cfg, const char * ac,
-                                  whisper_audio_hparams & hp) {
-    uint64_t pool = 2;
-    const wa_json * ps = top.get("audio_pool_step");
-    if (ps && !(ps->u64(&pool) && pool == 2)) {
-        wa_set_error("%s: config.json: audio_pool_step is %s; whisper-audio runs 2 (MiniCPM-o 2.6's)", r.path, ps->shown().c_str());
+// The object that holds the encoder's config (WA_HF_TOWERS' encoder): a path in config.json, or a
+// config.json of its own beside its checkpoint (read into own). where: its path for messages.
+static const wa_json * wa_hf_encoder_config(const char * dir, const std::string & root, const wa_json & top, const wa_hf_tower & t,
+                                            wa_json & own, wa_hf_cfg & r, std::string & where, wa_hf_options & opt) {
+    const std::string enc = t.encoder;
+    const size_t slash = enc.rfind('/');
+    if (slash != std::string::npos) {
+        const std::string file = std::string(dir) + "/" + enc;
+        if (!wa_hf_exists(file)) {
+            wa_set_error("%s: %s: no %s (its Whisper encoder's directory)", dir, t.model_type, enc.c_str());
+            return nullptr;
+        }
+        if (!wa_hf_json(file, root, own)) return nullptr;
+        r.file = enc;
+        opt.encoder_dir = std::string(dir) + "/" + enc.substr(0, slash);
+        opt.encoder_config = file;
+        if (own.type != wa_json::OBJECT) { wa_set_error("%s: %s is %s, not an object", dir, enc.c_str(), own.shown().c_str()); return nullptr; }
+        return &own;
+    }
+    where = enc.empty() ? "" : enc + ".";
+    const wa_json * cfg = &top;
+    for (size_t s = 0; !enc.empty();) {                     // each step, so that the message names the missing one
+        const size_t e = enc.find('.', s);
+        const std::string step = enc.substr(s, e - s);
+        const wa_json * next = cfg->get(step.c_str());
+        if (!next || next->type != wa_json::OBJECT) {
+            wa_set_error("%s: config.json: %s without %s %s", dir, t.model_type, strchr("aeiou", step[0]) ? "an" : "a", step.c_str());
+            return nullptr;
+        }
+        cfg = next;
+        if (e == std::string::npos) break;
+        s = e + 1;
+    }
+    return cfg;
+}
+
+// GLM-ASR's GlmAsrEncoder: fc1 4 d wide (get_audio_features stacks 4 frames into intermediate_size),
+// as many key/value heads as query heads, RoPE on partial_rotary_factor of each head.
+static bool wa_hf_config_glmasr(const wa_hf_cfg & r, const wa_json & cfg, const std::string & ac, whisper_audio_hparams & hp) {
+    if (hp.n_ff != 4 * hp.n_state) {
+        wa_set_error("%s: config.json: %sintermediate_size %d is not 4 x hidden_size %d (get_audio_features stacks 4 frames "
+                     "into intermediate_size)", r.path, ac.c_str(), hp.n_ff, hp.n_state);
         return false;
     }
-    if (!r.flag_must_be(top, "", "init_audio", true) || !r.must_be(cfg, ac, "activation_function", "gelu")) return false;
-    const wa_json * ch = top.get("audio_chunk_length");
+    hp.stack_factor = 4;
+    hp.n_proj_ff = 2 * hp.n_llm;
+    const wa_json * kv = cfg.get("num_key_value_heads");
+    uint64_t n_kv = 0;
+    if (kv && kv->type != wa_json::NUL && !(kv->u64(&n_kv) && n_kv == (uint64_t)hp.n_head)) {
+        // grouped-query attention: the library's attention kernels take one key/value head per query head
+        wa_set_error("%s: config.json: %snum_key_value_heads is %s; whisper-audio runs one per attention head (%d)", r.path,
+                     ac.c_str(), kv->shown().c_str(), hp.n_head);
+        return false;
+    }
+    const wa_json * hd = cfg.get("head_dim");            // GlmAsrAttention's getattr(config, "head_dim", d / heads)
+    uint64_t hd_value = 0;
+    if (hd && !(hd->u64(&hd_value) && hd_value == (uint64_t)(hp.n_state / hp.n_head))) {
+        wa_set_error("%s: config.json: %shead_dim is %s; whisper-audio runs hidden_size / num_attention_heads (%d)", r.path,
+                     ac.c_str(), hd->shown().c_str(), hp.n_state / hp.n_head);
+        return false;
+    }
+    const wa_json * rp = cfg.get("rope_parameters");
+    const wa_json none;
+    if (rp && rp->type != wa_json::OBJECT && rp->type != wa_json::NUL) {
+        wa_set_error("%s: config.json: %srope_parameters is %s, not an object", r.path, ac.c_str(), rp->shown().c_str());
+        return false;
+    }
+    const wa_json & rope = rp && rp->type == wa_json::OBJECT ? *rp : none;
+    double factor = 1.0, theta = 10000.0;
+    const std::string rw = ac + "rope_parameters.";
+    if (!r.number(rope, rw, "partial_rotary_factor", 1.0, &factor) || !r.number(rope, rw, "rope_theta", 10000.0, &theta)) return false;
+    const int head_dim = hp.n_state / hp.n_head;
+    const double rot = head_dim * factor;
+    hp.n_rot = rot > 0 && rot < 1e9 ? (int)rot : 0;         // Python's int(): toward zero
+    hp.rope_theta = (float)theta;
+    if (hp.n_rot < 2 || hp.n_rot % 2 || hp.n_rot > head_dim || !(theta > 0) || !std::isfinite(hp.rope_theta)) {
+        wa_set_error("%s: config.json: %srope_parameters give %d rotary dims of %d, theta %g", r.path, ac.c_str(), hp.n_rot,
+                     head_dim, theta);
+        return false;
+    }
+    return true;
+}
+
+// MiniCPM-o's get_audio_embedding: blocks of chunk_num_frame = int(audio_chunk_length * 50) positions.
+static bool wa_hf_config_minicpmo(const wa_hf_cfg & r, const wa_json & top, whisper_audio_hparams & hp) {
     double chunk = 1.0;
-    if (ch && ch->type != wa_json::NUMBER) {
-        wa_set_error("%s: config.json: audio_chunk_length is %s, not a number", r.path, ch->shown().c_str());
-        return false;
-    }
-    if (ch) chunk = strtod(ch->str.c_str(), nullptr);
-    // get_audio_embedding's chunk_num_frame = int(chunk_length * 50); chunk_length <= 0: one block of the whole window
+    if (!r.number(top, "", "audio_chunk_length", 1.0, &chunk)) return false;
+    // chunk_length <= 0: one block of the whole window
     const double blocks = chunk > 0 ? std::trunc(chunk * 50) : hp.n_ctx;
     if (!(blocks >= 1 && blocks <= hp.n_ctx)) {
+        const wa_json * ch = top.get("audio_chunk_length");
         wa_set_error("%s: config.json: audio_chunk_length %s gives blocks of %g positions; [1, %d] expected", r.path,
                      ch ? ch->shown().c_str() : "1.0", blocks, hp.n_ctx);
         return false;
@@ -1185,52 +1279,30 @@ static bool wa_hf_config_minicpmo(const wa_hf_cfg & r, const wa_json & top, cons
     return true;
 }
 
-// MERaLiON-2's speech_audio_adapter: reshape(B, T // f, C * f) of the 1500 positions; ln_speech nn.LayerNorm's eps.
-static bool wa_hf_config_meralion(const wa_hf_cfg & r, const wa_json & top, const wa_json & cfg, const char * ac,
-                                  whisper_audio_hparams & hp) {
-    uint64_t f = 15;
-    const wa_json * sf = top.get("speech_mlp_scale_factor");
-    if (sf && !(sf->u64(&f) && f >= 1 && f <= 64 && hp.n_ctx % f == 0)) {
-        wa_set_error("%s: config.json: speech_mlp_scale_factor is %s, not a divisor of %d in [1, 64]", r.path, sf->shown().c_str(), hp.n_ctx);
+// Kimi-Audio: tokenize_waveform's 4 positions stacked into kimia_adaptor_input_dim; its encoder
+// is Whisper-large-v3's (128 mel bins); the VQ adaptor's LayerNorm takes rms_norm_eps.
+static bool wa_hf_config_kimiaudio(const wa_hf_cfg & r, const wa_json & top, whisper_audio_hparams & hp) {
+    const wa_json * ad = top.get("kimia_adaptor_input_dim");
+    uint64_t dim = 0;
+    if (!(ad && ad->u64(&dim) && dim == 4 * (uint64_t)hp.n_state) || hp.n_mels != 128) {
+        wa_set_error("%s: config.json: kimia_adaptor_input_dim %s, %s's num_mel_bins %d; whisper-audio runs 4 x d_model %d, "
+                     "128 (its encoder's fixed mel count)", r.path, ad ? ad->shown().c_str() : "absent", r.file.c_str(), hp.n_mels, hp.n_state);
         return false;
     }
-    hp.stack_factor = (int)f;
-    if (!r.flag_must_be(top, "", "speech_mlp_use_projection", true) || !r.must_be(cfg, ac, "activation_function", "gelu") ||
-        !r.flag_must_be(cfg, ac, "scale_embedding", false))
-        return false;
-    hp.proj_eps = 1e-5f;
-    return true;
-}
-
-// Voxtral's get_audio_features: reshape(-1, intermediate_size), linear_1, GELU, linear_2.
-static bool wa_hf_config_voxtral(const wa_hf_cfg & r, const wa_json & top, whisper_audio_hparams & hp) {
-    const int stack = hp.n_ff / hp.n_state;
-    if (hp.n_ff % hp.n_state != 0 || hp.n_ctx % stack != 0 || stack > 64) {
-        wa_set_error("%s: config.json: audio_config.intermediate_size %d is not the d_model %d times a divisor of %d (at most 64)",
-                     r.path, hp.n_ff, hp.n_state, hp.n_ctx);
+    hp.stack_factor = 4;
+    double eps = 1e-6;
+    if (!r.number(top, "", "rms_norm_eps", 1e-6, &eps)) return false;
+    if (!(eps > 0 && eps < 1)) {
+        wa_set_error("%s: config.json: rms_norm_eps is %s, not a number in (0, 1)", r.path, top.get("rms_norm_eps")->shown().c_str());
         return false;
     }
-    hp.stack_factor = stack;
-    return r.must_be(top, "", "projector_hidden_act", "gelu");
-}
-
-// Audio Flamingo 3's AudioFlamingo3MultiModalProjector: linear_1, GELU, linear_2.
-static bool wa_hf_config_af3(const wa_hf_cfg & r, const wa_json & top) {
-    if (!r.must_be(top, "", "projector_hidden_act", "gelu")) return false;
-    const wa_json * bias = top.get("projector_bias");
-    if (bias && !(bias->type == wa_json::BOOL && bias->b)) {
-        wa_set_error("%s: config.json: projector_bias is %s; whisper-audio runs true (linear_1 and linear_2 with biases)",
-                     r.path, bias->shown().c_str());
-        return false;
-    }
+    hp.proj_eps = (float)eps;
     return true;
 }
 
 // Ultravox's projector: stacking, SwiGLU's width, the optional mid LayerNorm; the model its audio tower comes from.
 static bool wa_hf_config_ultravox(const wa_hf_cfg & r, const wa_json & top, whisper_audio_hparams & hp, wa_hf_options & opt) {
-    if (!r.get(top, "", "stack_factor", 64, &hp.stack_factor) || !r.get(top, "", "hidden_size", 65536, &hp.n_proj_ff) ||
-        !r.must_be(top, "", "projector_act", "swiglu"))
-        return false;
+    if (!r.get(top, "", "stack_factor", 64, &hp.stack_factor) || !r.get(top, "", "hidden_size", 65536, &hp.n_proj_ff)) return false;
     if (hp.n_proj_ff % 2 != 0) {
         wa_set_error("%s: config.json: hidden_size %d is odd; Ultravox's SwiGLU halves it", r.path, hp.n_proj_ff);
         return false;
@@ -1247,59 +1319,107 @@ static bool wa_hf_config_ultravox(const wa_hf_cfg & r, const wa_json & top, whis
 }
 
 // The hyperparameters from config.json, the projector's included, as the converter's read_config
-// takes them (and within the GGUF loader's bounds): the encoder's, the LLM's width, then the
-// tower's own settings.
-static bool wa_hf_config(whisper_audio_model * m, const wa_json & top, wa_hf_options & opt) {
+// takes them (and within the GGUF loader's bounds): the encoder's by WA_HF_TOWERS' keys, the
+// settings of WA_HF_SETTINGS, then what a tower reads its own way.
+static bool wa_hf_config(whisper_audio_model * m, const std::string & root, const wa_json & top, wa_hf_options & opt) {
     const char * path = m->path.c_str();
-    const wa_hf_cfg r{path};
     whisper_audio_hparams & hp = m->hparams;
-    if (!wa_hf_model_type(path, top, hp)) return false;
-    const bool tower = hp.projector != WHISPER_AUDIO_PROJECTOR_NONE;
-    const std::string type = tower ? top.get("model_type")->str : "whisper";
-    // the encoder's config: MERaLiON2Config's speech_config, the others' audio_config
-    const bool meralion = hp.projector == WHISPER_AUDIO_PROJECTOR_MERALION, minicpmo = hp.projector == WHISPER_AUDIO_PROJECTOR_MINICPMO;
-    const wa_json * cfg = tower ? top.get(meralion ? "speech_config" : "audio_config") : &top;
-    if (!cfg || cfg->type != wa_json::OBJECT) {
-        wa_set_error("%s: config.json: %s without %s", path, type.c_str(), meralion ? "a speech_config" : "an audio_config");
+    const wa_hf_tower * t = wa_hf_model_type(path, top, hp);
+    if (!t) return false;
+    opt.tower = t;
+    opt.encoder_config = m->path + "/config.json";
+    wa_hf_cfg r{path, "config.json"}, top_r{path, "config.json"};
+    wa_json own;
+    std::string ac;                                         // the encoder config's path, for messages
+    const wa_json * cfg = wa_hf_encoder_config(path, root, top, *t, own, r, ac, opt);
+    if (!cfg) return false;
+    if (!r.get(*cfg, ac, t->d_model, 16384, &hp.n_state) || !r.get(*cfg, ac, t->layers, 256, &hp.n_layer) ||
+        !r.get(*cfg, ac, t->heads, 256, &hp.n_head) || !r.get(*cfg, ac, t->mels, 512, &hp.n_mels))
         return false;
-    }
-    const char * ac = tower ? "audio_config." : "";
-    // VoxtralEncoderConfig and AudioFlamingo3EncoderConfig name them as Llama does
-    const bool llama_names = hp.projector == WHISPER_AUDIO_PROJECTOR_VOXTRAL || hp.projector == WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO;
-    if (!r.get(*cfg, ac, llama_names ? "hidden_size" : "d_model", 16384, &hp.n_state) ||
-        !r.get(*cfg, ac, llama_names ? "num_hidden_layers" : "encoder_layers", 256, &hp.n_layer) ||
-        !r.get(*cfg, ac, llama_names ? "num_attention_heads" : "encoder_attention_heads", 256, &hp.n_head) ||
-        !r.get(*cfg, ac, llama_names ? "intermediate_size" : "encoder_ffn_dim", 65536, &hp.n_ff) ||
-        !r.get(*cfg, ac, "num_mel_bins", 512, &hp.n_mels))
-        return false;
+    if (*t->ffn) { if (!r.get(*cfg, ac, t->ffn, 65536, &hp.n_ff)) return false; }
+    else hp.n_ff = 4 * hp.n_state;                          // OpenAI Whisper's MLP
     hp.n_ctx = 1500;
     hp.eps = 1e-5f;                                         // Whisper's LayerNorm; the converter writes it
     hp.stack_factor = 1;
-    if (tower) {
-        const wa_json * text = minicpmo ? &top : top.get("text_config");   // MiniCPM-o's config is its LLM's
-        if (!text || text->type != wa_json::OBJECT) { wa_set_error("%s: config.json: %s without a text_config", path, type.c_str()); return false; }
-        if (!r.get(*text, minicpmo ? "" : "text_config.", "hidden_size", 65536, &hp.n_llm)) return false;
+    if (*t->projector) {
+        if (!top_r.get(top, "", t->llm, 65536, &hp.n_llm)) return false;
         hp.proj_eps = 1e-6f;                                // Ultravox's RMSNorm default; the converter writes it
+    }
+    const wa_json * n_pos = *t->positions ? cfg->get(t->positions) : nullptr;
+    uint64_t pos = 0;
+    if (n_pos && !(n_pos->u64(&pos) && pos == (uint64_t)hp.n_ctx)) {
+        wa_set_error("%s: %s: %s%s is %s; whisper-audio needs %d (30 s windows)", path, r.file.c_str(), ac.c_str(), t->positions,
+                     n_pos->shown().c_str(), hp.n_ctx);
+        return false;
+    }
+    if (*t->activation && !r.runs(*cfg, ac, t->activation, "gelu")) return false;
+    for (const wa_hf_setting & s : WA_HF_SETTINGS) {
+        const bool enc = !strcmp(s.in, "encoder");
+        if (!strcmp(s.model_type, t->model_type) && !(enc ? r : top_r).runs(enc ? *cfg : top, enc ? ac : "", s.key, s.runs)) return false;
     }
     bool ok = true;
     switch (hp.projector) {
-        case WHISPER_AUDIO_PROJECTOR_MINICPMO:       ok = wa_hf_config_minicpmo(r, top, *cfg, ac, hp); break;
-        case WHISPER_AUDIO_PROJECTOR_MERALION:       ok = wa_hf_config_meralion(r, top, *cfg, ac, hp); break;
-        case WHISPER_AUDIO_PROJECTOR_VOXTRAL:        ok = wa_hf_config_voxtral(r, top, hp); break;
-        case WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO:  ok = wa_hf_config_af3(r, top); break;
-        case WHISPER_AUDIO_PROJECTOR_ULTRAVOX:       ok = wa_hf_config_ultravox(r, top, hp, opt); break;
+        case WHISPER_AUDIO_PROJECTOR_VOXTRAL: {     // get_audio_features: reshape(-1, intermediate_size)
+            const int stack = hp.n_ff / hp.n_state;
+            if (hp.n_ff % hp.n_state != 0 || hp.n_ctx % stack != 0 || stack > 64) {
+                wa_set_error("%s: config.json: %sintermediate_size %d is not the d_model %d times a divisor of %d (at most 64)",
+                             path, ac.c_str(), hp.n_ff, hp.n_state, hp.n_ctx);
+                return false;
+            }
+            hp.stack_factor = stack;
+            break;
+        }
+        case WHISPER_AUDIO_PROJECTOR_MERALION: {    // speech_audio_adapter: reshape(B, T // f, C * f); ln_speech's nn.LayerNorm eps
+            uint64_t f = 15;
+            const wa_json * sf = top.get("speech_mlp_scale_factor");
+            if (sf && !(sf->u64(&f) && f >= 1 && f <= 64 && hp.n_ctx % f == 0)) {
+                wa_set_error("%s: config.json: speech_mlp_scale_factor is %s, not a divisor of %d in [1, 64]", path,
+                             sf->shown().c_str(), hp.n_ctx);
+                return false;
+            }
+            hp.stack_factor = (int)f;
+            hp.proj_eps = 1e-5f;
+            break;
+        }
+        case WHISPER_AUDIO_PROJECTOR_QWEN25O: {     // attention and the conv stem keep to chunks of n_window * 2 frames
+            int n_window = 0;
+            if (!r.get(*cfg, ac, "n_window", 1 << 20, &n_window)) return false;
+            hp.n_chunk = 2 * n_window;
+            if (2 * hp.n_ctx % hp.n_chunk != 0) {
+                wa_set_error("%s: config.json: %sn_window %d: chunks of %d frames do not divide a window's %d", path, ac.c_str(),
+                             n_window, hp.n_chunk, 2 * hp.n_ctx);
+                return false;
+            }
+            break;
+        }
+        case WHISPER_AUDIO_PROJECTOR_QWEN3A: {      // the AuT: chunks of n_window * 2 frames, attention windows of n_window_infer
+            int n_window = 0;
+            if (!r.get(*cfg, ac, "n_window", 1 << 20, &n_window) || !r.get(*cfg, ac, "n_window_infer", 1 << 20, &hp.n_attn_window) ||
+                !r.get(*cfg, ac, "downsample_hidden_size", 1 << 20, &hp.n_conv))
+                return false;
+            hp.n_chunk = 2 * n_window;
+            if (hp.n_attn_window % hp.n_chunk != 0 || hp.n_attn_window > 2 * hp.n_ctx) {
+                wa_set_error("%s: config.json: %sn_window_infer %d is not a multiple of 2 x n_window %d of at most %d frames", path,
+                             ac.c_str(), hp.n_attn_window, hp.n_chunk, 2 * hp.n_ctx);
+                return false;
+            }
+            break;
+        }
+        case WHISPER_AUDIO_PROJECTOR_GLMASR:     ok = wa_hf_config_glmasr(r, *cfg, ac, hp); break;
+        case WHISPER_AUDIO_PROJECTOR_MINICPMO:   ok = wa_hf_config_minicpmo(top_r, top, hp); break;
+        case WHISPER_AUDIO_PROJECTOR_KIMIAUDIO:  ok = wa_hf_config_kimiaudio(r, top, hp); break;
+        case WHISPER_AUDIO_PROJECTOR_ULTRAVOX:   ok = wa_hf_config_ultravox(top_r, top, hp, opt); break;
         default: break;
     }
     if (!ok) return false;
     if (hp.n_state % hp.n_head != 0) {
-        wa_set_error("%s: config.json: %sd_model %d is not a multiple of the %d attention heads", path, ac, hp.n_state, hp.n_head);
+        wa_set_error("%s: %s: %s%s %d is not a multiple of the %d attention heads", path, r.file.c_str(), ac.c_str(), t->d_model,
+                     hp.n_state, hp.n_head);
         return false;
     }
-    const wa_json * n_pos = cfg->get("max_source_positions");
-    uint64_t pos = 0;
-    if (n_pos && !(n_pos->u64(&pos) && pos == (uint64_t)hp.n_ctx)) {
-        wa_set_error("%s: config.json: %smax_source_positions is %s; whisper-audio needs %d (30 s windows)", path, ac,
-                     n_pos->shown().c_str(), hp.n_ctx);
+    if (!strcmp(t->embed_positions, "sinusoids") && (hp.n_state % 2 != 0 || hp.n_state < 4)) {   // sin | cos over (d/2 - 1) steps
+        wa_set_error("%s: %s: %s%s %d: the sinusoidal positions its model computes need an even width of at least 4", path,
+                     r.file.c_str(), ac.c_str(), t->d_model, hp.n_state);
         return false;
     }
     return true;
@@ -1411,8 +1531,24 @@ static std::string wa_dir_name(std::string dir) {
 
 // The checkpoint's tensor `hf` as our tensor `ours` (shape ne, innermost first): its dtype one
 // the model can hold, its shape the hyperparameters'. A matrix keeps F32, F16 or BF16 (F64
-// becomes F32); the rest become F32.
-struct wa_hf_source { const wa_st_file * file; const wa_st_tensor * t; std::string name; };
+// becomes F32); the rest become F32. A tensor the checkpoint does not hold (computed: the
+// positional embedding of some towers) has its values instead of a file.
+struct wa_hf_source { const wa_st_file * file; const wa_st_tensor * t; std::string name; std::vector<float> values; };
+
+static bool wa_hf_record(whisper_audio_model * m, const std::string & dir, const char * ours, int n_dims, const int64_t * ne,
+                         int type, std::vector<wa_hf_source> & sources, wa_hf_source && src) {
+    gguf_tensor_info g;
+    g.name = ours;
+    g.n_dims = n_dims;
+    std::copy(ne, ne + n_dims, g.ne);
+    g.type = type;
+    g.bytes = vt_type_size((vt_type)g.type);
+    for (int i = 0; i < n_dims; i++) g.bytes *= (uint64_t)ne[i];
+    if (!m->index.emplace(ours, m->tensors.size()).second) { wa_set_error("%s: tensor '%s' twice", dir.c_str(), ours); return false; }
+    m->tensors.push_back(g);
+    sources.push_back(std::move(src));
+    return true;
+}
 
 static bool wa_hf_take(whisper_audio_model * m, const wa_hf_checkpoint & c, const std::string & hf, const char * ours, int n_dims,
                        const int64_t * ne, bool matrix, const char * what, std::vector<wa_hf_source> & sources) {
@@ -1433,17 +1569,49 @@ static bool wa_hf_take(whisper_audio_model * m, const wa_hf_checkpoint & c, cons
         wa_set_error("%s: tensor '%s' has shape [%s], config.json implies [%s]", f->path.c_str(), hf.c_str(), got.c_str(), want.c_str());
         return false;
     }
-    gguf_tensor_info g;
-    g.name = ours;
-    g.n_dims = n_dims;
-    std::copy(ne, ne + n_dims, g.ne);
-    g.type = !matrix || dt == "F32" || dt == "F64" ? VT_TYPE_F32 : dt == "F16" ? VT_TYPE_F16 : VT_TYPE_BF16;
-    g.bytes = vt_type_size((vt_type)g.type);
-    for (int i = 0; i < n_dims; i++) g.bytes *= (uint64_t)ne[i];
-    if (!m->index.emplace(ours, m->tensors.size()).second) { wa_set_error("%s: tensor '%s' twice", c.dir.c_str(), ours); return false; }
-    m->tensors.push_back(g);
-    sources.push_back({f, t, hf});
-    return true;
+    const int type = !matrix || dt == "F32" || dt == "F64" ? VT_TYPE_F32 : dt == "F16" ? VT_TYPE_F16 : VT_TYPE_BF16;
+    return wa_hf_record(m, c.dir, ours, n_dims, ne, type, sources, {f, t, hf, {}});
+}
+
+// Qwen2.5-Omni's and Qwen3-Omni's SinusoidsPositionEmbedding [length, channels] as transformers
+// computes it in float32: inv = exp(f32(-ln(10000) / (channels/2 - 1)) * i), t * inv rounded to
+// float32, then sin | cos; each float32 step done in double and rounded, as the converter does.
+static std::vector<float> wa_sinusoids_f32(int length, int channels) {
+    auto f32 = [](double x) { return (double)(float)x; };
+    const int half = channels / 2;
+    const double inc = f32(-std::log(10000.0) / (half - 1));
+    std::vector<double> inv(half);
+    for (int i = 0; i < half; i++) inv[i] = f32(std::exp(f32(inc * i)));
+    std::vector<float> out((size_t)length * channels);
+    for (int t = 0; t < length; t++)
+        for (int i = 0; i < half; i++) {
+            const double x = f32(t * inv[i]);
+            out[(size_t)t * channels + i] = (float)std::sin(x);
+            out[(size_t)t * channels + half + i] = (float)std::cos(x);
+        }
+    return out;
+}
+
+// The checkpoint's name of our encoder tensor below the encoder's prefix: WA_HF_RENAMES' first row
+// of the projector whose `ours` (%d: the layer's digits) begins the name, else the name itself.
+static std::string wa_hf_theirs(const char * projector, const std::string & ours) {
+    for (const wa_hf_rename & r : WA_HF_RENAMES) {
+        if (strcmp(r.projector, projector) != 0) continue;
+        const std::string pat = r.ours, theirs = r.hf;
+        const size_t d = pat.find("%d");
+        if (d == std::string::npos) {
+            if (ours.compare(0, pat.size(), pat) == 0) return theirs + ours.substr(pat.size());
+            continue;
+        }
+        if (ours.compare(0, d, pat, 0, d) != 0) continue;
+        size_t e = d;
+        while (e < ours.size() && isdigit((unsigned char)ours[e])) e++;
+        const std::string tail = pat.substr(d + 2);
+        if (e == d || ours.compare(e, tail.size(), tail) != 0) continue;
+        const size_t td = theirs.find("%d");
+        return theirs.substr(0, td) + ours.substr(d, e - d) + theirs.substr(td + 2) + ours.substr(e + tail.size());
+    }
+    return ours;
 }
 
 // float64 to float32, rounded to nearest even; beyond the range (by more than half an ulp) an
@@ -1453,19 +1621,33 @@ static float wa_f64_to_f32(double v) {
     return (float)v;
 }
 
-// Where the encoder's tensors are: under the first prefix whose conv1 is there (pre), in ck or,
-// for a published Ultravox checkpoint that holds its projector alone, in the checkpoint of the
-// model its config names (opened into tower_ck); enc is the one that holds them.
+// The first of WA_HF_PREFIXES under which c holds an encoder (Whisper's conv1 or the AuT's conv2d1);
+// top_only: those of a model saved alone (no projector beside it).
+static const wa_hf_prefix * hf_prefix(const wa_hf_checkpoint & c, bool top_only) {
+    for (const wa_hf_prefix & p : WA_HF_PREFIXES)
+        if ((!top_only || !*p.projector) && (c.find(std::string(p.encoder) + "conv1.weight") || c.find(std::string(p.encoder) + "conv2d1.weight")))
+            return &p;
+    return nullptr;
+}
+
+// Where the encoder's tensors are: under the first prefix whose stem is there (pre), in ck, in the
+// encoder's own checkpoint that config.json names (Kimi-Audio's whisper-large-v3/) or, for a
+// published Ultravox checkpoint that holds its projector alone, in the checkpoint of the model its
+// config names (opened into tower_ck); enc is the one that holds them. A projector beside an
+// encoder of its own sits at ck's top or under model.: where its first tensor is.
 static bool hf_find_encoder(whisper_audio_model * m, const wa_hf_checkpoint & ck, wa_hf_checkpoint & tower_ck,
-                            const wa_hf_options & opt, const wa_hf_prefix *& pre, const wa_hf_checkpoint *& enc,
-                            std::string & proj_prefix) {
+                            const std::string & root, const wa_hf_options & opt, const wa_hf_prefix *& pre,
+                            const wa_hf_checkpoint *& enc, std::string & proj_prefix) {
     const char * path = m->path.c_str();
     const whisper_audio_hparams & hp = m->hparams;
-    pre = nullptr;
-    for (const wa_hf_prefix & p : WA_HF_PREFIXES)
-        if (!pre && ck.find(std::string(p.encoder) + "conv1.weight")) pre = &p;
     enc = &ck;
-    proj_prefix = pre ? pre->projector : "";
+    if (!opt.encoder_dir.empty()) {
+        if (!wa_hf_checkpoint_open(tower_ck, opt.encoder_dir, root)) return false;
+        enc = &tower_ck;
+        pre = hf_prefix(tower_ck, true);
+    } else {
+        pre = hf_prefix(ck, false);
+    }
     if (!pre && hp.projector == WHISPER_AUDIO_PROJECTOR_ULTRAVOX && !opt.audio_model_id.empty()) {
         const std::string & id = opt.audio_model_id;
         std::string tdir = id, troot;
@@ -1478,16 +1660,25 @@ static bool hf_find_encoder(whisper_audio_model * m, const wa_hf_checkpoint & ck
             return false;
         }
         if (!wa_hf_checkpoint_open(tower_ck, tdir, troot)) return false;
-        for (const wa_hf_prefix & p : WA_HF_PREFIXES)
-            if (!pre && !*p.projector && tower_ck.find(std::string(p.encoder) + "conv1.weight")) pre = &p;
+        pre = hf_prefix(tower_ck, true);
         if (!pre) { wa_set_error("%s (audio_model_id of %s): no Whisper encoder tensors", tdir.c_str(), path); return false; }
         enc = &tower_ck;
-        proj_prefix = ck.find("model.multi_modal_projector.ln_pre.weight") ? "model." : "";
     }
     if (!pre) {
-        wa_set_error("%s: no encoder tensors: none of model.encoder.conv1.weight, encoder.conv1.weight, audio_tower.conv1.weight, "
-                     "model.audio_tower.conv1.weight, apm.conv1.weight, speech_encoder.conv1.weight, conv1.weight is in the checkpoint", path);
+        std::string names;
+        for (const wa_hf_prefix & p : WA_HF_PREFIXES) names += (names.empty() ? "" : ", ") + std::string(p.encoder) + "conv1.weight";
+        wa_set_error("%s: no encoder tensors: none of %s (nor conv2d1.weight under those prefixes) is in the checkpoint",
+                     enc->dir.c_str(), names.c_str());
         return false;
+    }
+    proj_prefix = pre->projector;
+    if (enc != &ck) {
+        proj_prefix = "";
+        for (const wa_proj_desc & t : WA_PROJ_TENSORS)
+            if (t.type == hp.projector) {
+                if (ck.find(std::string("model.") + t.name)) proj_prefix = "model.";
+                break;
+            }
     }
     return true;
 }
@@ -1517,6 +1708,10 @@ static bool hf_read_sources(whisper_audio_model * m, const std::vector<wa_hf_sou
     const bool read = wa_read_tensors(m, used, sizes, [&](size_t i, uint8_t * d) {
         const wa_hf_source & s = sources[i];
         const gguf_tensor_info & t = *used[i];
+        if (!s.t) {                                         // computed, F32
+            memcpy(d, s.values.data(), t.bytes);
+            return std::string();
+        }
         const uint64_t stored = s.t->end - s.t->begin, at = s.file->data_start + s.t->begin;
         const std::string & dt = s.t->dtype;
         const vt_type from = dt == "F16" ? VT_TYPE_F16 : dt == "BF16" ? VT_TYPE_BF16 : VT_TYPE_F32;
@@ -1552,37 +1747,59 @@ static bool hf_model_read(whisper_audio_model * m, std::string dir, const std::s
     if (!wa_hf_exists(cfg_path)) { wa_set_error("%s: no config.json: not a Hugging Face checkpoint directory", path); return false; }
     wa_json cfg;
     wa_hf_options opt;
-    if (!wa_hf_json(cfg_path, root, cfg) || !wa_hf_config(m, cfg, opt)) return false;
-    const whisper_audio_hparams & hp = m->hparams;
+    if (!wa_hf_json(cfg_path, root, cfg) || !wa_hf_config(m, root, cfg, opt)) return false;
+    whisper_audio_hparams & hp = m->hparams;
+    const wa_hf_tower & tower = *opt.tower;
     wa_hf_checkpoint ck, tower_ck;
     if (!wa_hf_checkpoint_open(ck, dir, root)) return false;
     m->sources.push_back(cfg_path);
+    if (opt.encoder_config != cfg_path) m->sources.push_back(opt.encoder_config);
 
     const wa_hf_prefix * pre = nullptr;
     const wa_hf_checkpoint * enc = nullptr;
     std::string proj_prefix;
-    if (!hf_find_encoder(m, ck, tower_ck, opt, pre, enc, proj_prefix)) return false;
+    if (!hf_find_encoder(m, ck, tower_ck, root, opt, pre, enc, proj_prefix)) return false;
     for (const wa_hf_checkpoint * c : {&ck, &tower_ck}) {
         if (!c->index.empty()) m->sources.push_back(c->index);
         for (const auto & f : c->files) m->sources.push_back(f->path);
     }
+    if (hp.projector == WHISPER_AUDIO_PROJECTOR_STEPAUDIO2) {   // its Adaptor's width is not in its config: linear1's rows
+        const std::string l1 = proj_prefix + "adapter.linear1.weight";
+        const wa_st_tensor * t = ck.find(l1);
+        if (!t || t->shape.size() != 2 || t->shape[0] < 1 || t->shape[0] > 65536) {
+            wa_set_error("%s: the checkpoint has no projector tensor '%s' of [1, 65536] rows", path, l1.c_str());
+            return false;
+        }
+        hp.n_proj_ff = (int)t->shape[0];
+    }
 
-    // the encoder's tensors and the projector's, each found, checked and recorded under our name
+    // the encoder's tensors and the projector's, each found (or computed), checked and recorded under our name
     std::vector<wa_hf_source> sources;
     std::set<std::string> taken;
+    if (*tower.unused) taken.insert(pre->encoder + std::string(tower.unused));
     const bool found = wa_for_each_tensor(hp, [&](const wa_tensor_desc & t, int il, const char * name) {
         const char * hf = WA_HF_NAMES[&t - WA_TENSORS].hf;
         if (!hf) return true;                               // the mel bank: computed below
-        char buf[GGUF_MAX_NAME + 1];
-        snprintf(buf, sizeof(buf), hf, il);
         int64_t ne[4];
         const int n_dims = wa_shape(hp, t, ne);
-        taken.insert(pre->encoder + std::string(buf));
-        return wa_hf_take(m, *enc, pre->encoder + std::string(buf), name, n_dims, ne, t.matrix, "encoder", sources);
+        if (t.top == &wa_weights::pos && strcmp(tower.embed_positions, "stored") != 0) {
+            // not in the checkpoint: the sinusoids its model computes, or zeros where RoPE turns q and k instead
+            std::vector<float> v = !strcmp(tower.embed_positions, "sinusoids") ? wa_sinusoids_f32(hp.n_ctx, hp.n_state)
+                                                                                : std::vector<float>((size_t)hp.n_ctx * hp.n_state);
+            return wa_hf_record(m, dir, name, n_dims, ne, VT_TYPE_F32, sources, {nullptr, nullptr, name, std::move(v)});
+        }
+        char buf[GGUF_MAX_NAME + 1];
+        snprintf(buf, sizeof(buf), hf, il);
+        const std::string theirs = pre->encoder + wa_hf_theirs(tower.projector, buf);
+        taken.insert(theirs);
+        return wa_hf_take(m, *enc, theirs, name, n_dims, ne, t.matrix, "encoder", sources);
     });
     if (!found) return false;
+    std::vector<std::string> proj_prefixes;                 // the first part of each projector tensor's name
     for (const wa_proj_desc & t : WA_PROJ_TENSORS) {
         if (t.type != hp.projector) continue;
+        const std::string head = proj_prefix + std::string(t.name, strchr(t.name, '.') + 1);
+        if (std::find(proj_prefixes.begin(), proj_prefixes.end(), head) == proj_prefixes.end()) proj_prefixes.push_back(head);
         if (t.either && (t.name == std::string("multi_modal_projector.ln_mid.weight")) != opt.ln_mid) continue;
         int64_t ne[3];
         const int n_dims = wa_proj_shape(hp, t, ne);
@@ -1592,12 +1809,7 @@ static bool hf_model_read(whisper_audio_model * m, std::string dir, const std::s
     const std::vector<std::string> enc_prefixes = *pre->encoder ? std::vector<std::string>{pre->encoder}
                                                 : std::vector<std::string>{"conv", "layers.", "layer_norm.", "embed_positions."};
     if (hf_untaken(*enc, enc_prefixes, "encoder", taken)) return false;
-    // the projector's tensors sit under multi_modal_projector. but for MiniCPM-o's and MERaLiON-2's
-    const std::vector<std::string> proj_prefixes =
-        hp.projector == WHISPER_AUDIO_PROJECTOR_MINICPMO ? std::vector<std::string>{proj_prefix + "audio_projection_layer."}
-        : hp.projector == WHISPER_AUDIO_PROJECTOR_MERALION ? std::vector<std::string>{proj_prefix + "ln_speech.", proj_prefix + "speech_audio_adapter."}
-        : std::vector<std::string>{proj_prefix + "multi_modal_projector."};
-    if (hp.projector != WHISPER_AUDIO_PROJECTOR_NONE && hf_untaken(ck, proj_prefixes, "projector", taken)) return false;
+    if (hf_untaken(ck, proj_prefixes, "projector", taken)) return false;
     if (enc != &ck && hf_untaken(ck, {"audio_tower.", "model.audio_tower."}, "audio-tower", taken)) return false;   // not the tower alone: LoRA, a part
     if (!hf_read_sources(m, sources)) return false;
     m->hparams.weight_type = wa_weight_type((vt_type)m->find("encoder.layers.0.fc1.weight")->type);

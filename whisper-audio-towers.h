@@ -1,9 +1,11 @@
 // whisper-audio-towers.h - the audio LLMs' towers, each in one place: its graph builder (what
 // follows the encoder's last layer), its rules (the mel frames an input gives, the rows a window
 // gives), its row of WA_TOWERS (what its processor does with an input) and the checks of its
-// hyperparameters. A new tower adds its section and its row here, its names to the checkpoint
-// table (whisper-audio-arch.h's WA_HF_TOWERS), its value to the public enum, its test model to
-// tests/data/towers and its line to the docs.
+// hyperparameters. A new tower adds its section and its row here; its rows of the checkpoint
+// tables that the directory reader and the converter both read (whisper-audio-arch.h: WA_PROJECTORS,
+// WA_PROJ_TENSORS, WA_HF_TOWERS with its config keys, WA_HF_SETTINGS, WA_HF_RENAMES), and a short
+// case in each reader where its config says more than those hold; its value to the public enum, its
+// test model to tests/data/towers and its line to the docs.
 //
 // Internal: whisper-audio.cpp includes it once, after the encoder's structs (whisper_audio_encoder),
 // whose names it uses; it travels with that file (README, "Embedding").

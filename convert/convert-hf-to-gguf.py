@@ -98,11 +98,6 @@ ST_DTYPES = {"F32": (4, "f"), "F16": (2, "H"), "BF16": (2, "H"), "F64": (8, "d")
 
 CHUNK = 1 << 20             # elements converted at a time on the pure-Python path
 
-# the largest hyperparameters the loader takes (whisper-audio.cpp's GGUF key bounds)
-HPARAM_MAX = {"d_model": 16384, "hidden_size": 65536, "encoder_layers": 256, "num_hidden_layers": 256,
-              "encoder_attention_heads": 256, "num_attention_heads": 256, "encoder_ffn_dim": 65536,
-              "intermediate_size": 65536, "num_mel_bins": 512, "stack_factor": 64}
-
 
 class ConvertError(Exception):
     """A problem with the input that the user can fix: printed as one line, exit code 1."""
@@ -139,12 +134,15 @@ class HParams:
         self.proj_eps = ULTRAVOX_RMS_EPS   # the projector's norm eps (Kimi-Audio: its LayerNorm's rms_norm_eps)
         self.n_conv = 0             # Qwen3-Omni: downsample_hidden_size, the channels of its Conv2d stem
         self.n_attn_window = 0      # Qwen3-Omni: n_window_infer, the mel frames of an attention window
+        self.model_type = "whisper" # config.json's: its row of WA_HF_TOWERS
 
 
-# Audio LLMs whose audio tower is a Whisper encoder: config.json's model_type -> projector, and our
-# encoder names -> the checkpoint's, from whisper-audio-arch.h's tables (WA_HF_TOWERS, WA_HF_RENAMES),
-# the rows the library's directory reader walks. Their audio tower and projector are converted; the
-# language model is left out.
+# Audio LLMs whose audio tower is a Whisper encoder, and Whisper itself: whisper-audio-arch.h's tables,
+# the rows the library's directory reader walks. WA_HF_TOWERS: config.json's model_type -> projector,
+# where the encoder's config sits and which key gives which hyperparameter; WA_HF_SETTINGS: the settings
+# whisper-audio runs one way; WA_HF_RENAMES: our encoder names -> the checkpoint's; WA_HF_PREFIXES:
+# where the encoder's tensors are. Their audio tower and projector are converted; the language model
+# is left out.
 # Audio Flamingo 3's is "musicflamingo": llama.cpp's converter writes that type for it.
 # GLM-ASR's is "glmasr" (transformers' layout: RoPE, no positional embedding), not llama.cpp's "glma"
 # (the original checkpoint's layout: a positional embedding, a LayerNorm before the MLP, boi/eoi).
@@ -152,9 +150,10 @@ ARCH_H = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 
 
 def arch_rows(table, n):
-    """The rows of one of whisper-audio-arch.h's checkpoint tables (WA_HF_TOWERS, WA_HF_RENAMES): the
-    library's directory reader walks the same rows, so the two readers name the same tensors. Each row
-    is one line of string literals (and true/false) in braces; the first n fields are kept."""
+    """The rows of one of whisper-audio-arch.h's checkpoint tables (WA_HF_TOWERS, WA_HF_SETTINGS,
+    WA_HF_RENAMES, WA_HF_PREFIXES): the library's directory reader walks the same rows, so the two readers
+    take the same settings and name the same tensors. Each row is one line of string literals in braces;
+    the first n fields are kept."""
     try:
         with open(ARCH_H) as f:
             text = f.read()
@@ -168,31 +167,32 @@ def arch_rows(table, n):
     return [tuple(r[:n]) for r in rows]
 
 
-TOWERS = dict(arch_rows("WA_HF_TOWERS", 2))
+TOWER_FIELDS = ("model_type", "projector", "encoder", "d_model", "layers", "heads", "ffn", "mels", "positions",
+                "activation", "llm", "embed_positions", "unused")
+TOWERS = {r[0]: dict(zip(TOWER_FIELDS, r)) for r in arch_rows("WA_HF_TOWERS", len(TOWER_FIELDS))}
+SETTINGS = arch_rows("WA_HF_SETTINGS", 4)
 # our encoder names -> the checkpoint's where they differ (below the encoder's prefix), per projector
 HF_RENAMES = arch_rows("WA_HF_RENAMES", 3)
+PREFIXES = arch_rows("WA_HF_PREFIXES", 2)
+# the largest hyperparameters the loader takes (whisper-audio.cpp's GGUF key bounds); others 2^20
+HPARAM_MAX = {"d_model": 16384, "layers": 256, "heads": 256, "ffn": 65536, "mels": 512, "llm": 65536}
 # MiniCPM-o 2.6 (OpenBMB's modeling_minicpmo.py, not in transformers): its apm (a WhisperEncoder) and
 # audio_projection_layer (linear1, ReLU, linear2) at the checkpoint's top level beside llm.*, vpm.*,
 # resampler.* and tts.*, which are left out; audio_avg_pooler has no weights (AvgPool1d(audio_pool_step)).
-# Kimi-Audio (MoonshotAI's MoonshotKimiaForCausalLM; its config.json's model_type is one of these two):
-# the Whisper-large-v3 encoder in its whisper-large-v3/ subdirectory (a WhisperModel checkpoint of its
-# own), 4 positions stacked (kimia_adaptor_input_dim = 4 d_model), the LLM's model.vq_adaptor.
-KIMI_TYPES = ("kimi_audio", "moonshot_kimia")
-KIMI_WHISPER = "whisper-large-v3"
+# Kimi-Audio (MoonshotAI's MoonshotKimiaForCausalLM): the Whisper-large-v3 encoder in its
+# whisper-large-v3/ subdirectory (a WhisperModel checkpoint of its own), 4 positions stacked
+# (kimia_adaptor_input_dim = 4 d_model), the LLM's model.vq_adaptor.
 KIMI_STACK = 4                      # tokenize_waveform's token_len * 4 positions; extract_whisper_feat's reshape
 # MERaLiON-2 (MERaLiON2ForConditionalGeneration, from the hub's own code): its Whisper encoder as
 # speech_encoder.* (config.json's speech_config), ln_speech and speech_audio_adapter (mlp_adapter.0,
 # gate_proj, pool_proj, out_proj: MERaLiON2SpeechAudioAdaperLarge) beside text_decoder.*, left out;
 # speech_mlp_scale_factor positions stacked; ln_speech an nn.LayerNorm of its default eps.
-MERALION_PREFIXES = ("ln_speech.", "speech_audio_adapter.")
 MERALION_LN_EPS = 1e-5
-MINICPMO_POOL = 2                   # audio_pool_step: what the graph pools by (MiniCPM-o 2.6's)
 MINICPMO_POSITIONS_PER_S = 50       # get_audio_embedding: chunk_num_frame = int(chunk_length * 50)
 # Qwen2.5-Omni's audio tower (thinker.audio_tower): Whisper's names but ln_post for layer_norm; its
 # positional embedding is a buffer the checkpoint does not hold (computed here as transformers does);
 # audio_bos_eos_token is left out: Qwen2_5OmniAudioEncoder.forward (the audio-feature path) never
 # uses it (the thinker marks audio with the text tokens audio_start/end_token_id).
-QWEN25O_UNUSED = ("audio_bos_eos_token.weight",)
 # Qwen3-Omni's audio tower (Qwen3OmniMoeAudioEncoder, thinker.audio_tower): Whisper's layer names
 # (k_proj with a bias), ln_post for layer_norm, a Conv2d stem (conv2d1-3, conv_out) for conv1/conv2,
 # the sinusoids computed (a buffer the checkpoint does not hold), proj1 / GELU / proj2 its projector.
@@ -216,7 +216,6 @@ def hf_name(projector, ours):
         if m:
             return (theirs % int(m.group(1)) if m.groups() else theirs) + ours[m.end():]
     return ours
-STEPAUDIO2_ADAPTER = (3, 2)         # Adaptor's kernel_size, adapter_stride: compute_token_num's (and the graph's)
 
 
 def arch_proj_tensors():
@@ -725,185 +724,224 @@ def open_checkpoint(d):
     raise ConvertError("%s: no model.safetensors or model.safetensors.index.json" % d)
 
 
+ABSENT = object()                   # a key config.json does not have (null is a value it has)
+
+
+def json_at(obj, path, missing=None):
+    """The value at a dotted path of objects in obj ("": obj itself), `missing` where a step is missing."""
+    for step in path.split(".") if path else ():
+        if not isinstance(obj, dict) or step not in obj:
+            return missing
+        obj = obj[step]
+    return obj
+
+
+def shown(v):
+    """A config value as a message shows it, as the library's shows it: JSON's text of a number, true, false,
+    null or a short string; what an array, an object or a long string is."""
+    if v is ABSENT:
+        return "absent"
+    if isinstance(v, (list, dict)):
+        return "an array" if isinstance(v, list) else "an object"
+    if isinstance(v, str) and len(v.encode("utf-8", "surrogatepass")) > 48:
+        return "a string of %d bytes" % len(v.encode("utf-8", "surrogatepass"))
+    return json.dumps(v, ensure_ascii=False)
+
+
+def runs_as(v, want):
+    """Whether a setting's value is WA_HF_SETTINGS' `runs` (the text of a string, true/false or a number)."""
+    if want in ("true", "false", "null"):
+        return v is {"true": True, "false": False, "null": None}[want]
+    if re.match(r"-?\d", want):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and v == float(want)
+    return v == want
+
+
+def read_config_json(d, p, what):
+    """A config.json of checkpoint d, read as the library reads it (load_json's checks)."""
+    try:
+        with open(p, "rb") as f:
+            return load_json(f.read())
+    except (OSError, ValueError) as e:
+        raise ConvertError("%s: unreadable %s: %s" % (d, what, e))
+
+
+def f32_finite(x):
+    """Whether x stays finite as the float32 a GGUF key holds."""
+    try:
+        struct.pack("<f", x)
+        return True
+    except OverflowError:
+        return False
+
+
 def read_config(d):
+    """The hyperparameters from config.json, as the library's directory reader takes them: the encoder's by
+    WA_HF_TOWERS' keys, the settings of WA_HF_SETTINGS, then what a tower reads its own way."""
     if not os.path.isdir(d):
         raise ConvertError("%s: not a directory" % d)
     p = os.path.join(d, "config.json")
     if not regular_file(p):
         raise ConvertError("%s: no config.json: not a Hugging Face checkpoint directory" % d)
-    try:
-        with open(p) as f:
-            cfg = load_json(f.read())
-    except (OSError, ValueError) as e:
-        raise ConvertError("%s: unreadable config.json: %s" % (d, e))
-    mt = cfg.get("model_type") if isinstance(cfg, dict) else None
-    if mt != "whisper" and mt not in TOWERS:
-        raise ConvertError("%s: model_type is %r, not 'whisper' or an audio LLM (%s)"
-                           % (d, mt, ", ".join(sorted(TOWERS))))
-    top = cfg
-    if mt in ("qwen2_5_omni", "qwen3_omni_moe"):   # the tower and its text model sit in the thinker's config
-        top = cfg.get("thinker_config")
-        if not isinstance(top, dict):
-            raise ConvertError("%s: config.json: %s without a thinker_config" % (d, mt))
-    if mt in KIMI_TYPES:                   # the encoder's config is its whisper-large-v3 directory's
-        wp = os.path.join(d, KIMI_WHISPER, "config.json")
+    top = read_config_json(d, p, "config.json")
+    mt = top.get("model_type", ABSENT) if isinstance(top, dict) else None
+    if not isinstance(mt, str) or mt not in TOWERS:
+        raise ConvertError("%s: config.json: model_type is %s, not \"whisper\" or an audio LLM's (%s)"
+                           % (d, "absent (not an object)" if not isinstance(top, dict) else shown(mt),
+                              ", ".join(t for t in TOWERS if TOWERS[t]["projector"])))
+    t = TOWERS[mt]
+    # the encoder's config: a path of objects in config.json, or a config.json of its own
+    where, fname = "", "config.json"
+    if "/" in t["encoder"]:
+        wp = os.path.join(d, t["encoder"])
         if not regular_file(wp):
-            raise ConvertError("%s: %s: no %s/config.json (its Whisper encoder's directory)" % (d, mt, KIMI_WHISPER))
-        try:
-            with open(wp) as f:
-                top = dict(top, audio_config=load_json(f.read()))
-        except (OSError, ValueError) as e:
-            raise ConvertError("%s: unreadable %s/config.json: %s" % (d, KIMI_WHISPER, e))
-    if mt in TOWERS:
-        # the audio encoder's config: MERaLiON2Config's speech_config, Step-Audio 2's audio_encoder_config
-        audio_key = {"meralion2": "a speech_config", "step_audio_2": "an audio_encoder_config"}.get(mt, "an audio_config")
-        cfg = top.get(audio_key.split()[1])
+            raise ConvertError("%s: %s: no %s (its Whisper encoder's directory)" % (d, mt, t["encoder"]))
+        cfg, fname = read_config_json(d, wp, t["encoder"]), t["encoder"]
         if not isinstance(cfg, dict):
-            raise ConvertError("%s: config.json: %s without %s" % (d, mt, audio_key))
+            raise ConvertError("%s: %s is %s, not an object" % (d, t["encoder"], shown(cfg)))
+    else:
+        cfg = top
+        for step in t["encoder"].split(".") if t["encoder"] else ():
+            cfg = cfg.get(step)
+            if not isinstance(cfg, dict):
+                raise ConvertError("%s: config.json: %s without %s %s" % (d, mt, "an" if step[0] in "aeiou" else "a", step))
+        where = t["encoder"] + "." if t["encoder"] else ""
 
-    def get(key, where=None, what="audio_config."):
-        where = cfg if where is None else where
-        v = where.get(key)
-        hi = HPARAM_MAX.get(key, 1 << 20)
+    def get(key, obj=None, at=None, hi=1 << 20, file=None):
+        obj, at = (cfg, where) if obj is None else (obj, at)
+        v = json_at(obj, key, ABSENT)
         if not isinstance(v, int) or isinstance(v, bool) or not 0 < v <= hi:
-            raise ConvertError("%s: config.json: %s%s is %r, expected an integer in [1, %d]"
-                               % (d, what if mt in TOWERS else "", key, v, hi))
+            raise ConvertError("%s: %s: %s%s is %s, expected an integer in [1, %d]" % (d, file or fname, at, key, shown(v), hi))
         return v
 
-    if mt in ("voxtral", "audioflamingo3", "glmasr"):    # their encoder configs name them as Llama does
-        hp = HParams(get("hidden_size"), get("num_hidden_layers"), get("num_attention_heads"),
-                     get("intermediate_size"), get("num_mel_bins"))
-    elif mt == "step_audio_2":            # OpenAI Whisper's names; its MLP is 4 n_audio_state wide
-        hp = HParams(get("n_audio_state"), get("n_audio_layer"), get("n_audio_head"), 4 * get("n_audio_state"),
-                     get("n_mels"))
-    else:
-        hp = HParams(get("d_model"), get("encoder_layers"), get("encoder_attention_heads"),
-                     get("encoder_ffn_dim"), get("num_mel_bins"))
-    if mt in TOWERS:
-        hp.projector = TOWERS[mt]
-        own = mt == "minicpmo" or mt in KIMI_TYPES   # their configs are their LLM's (Qwen2Config)
-        text = top if own else top.get("text_config")
-        if not isinstance(text, dict):
-            raise ConvertError("%s: config.json: %s without a text_config" % (d, mt))
-        hp.n_llm = get("hidden_size", text, "" if own else "text_config.")
-        if mt in KIMI_TYPES:
-            ad, eps = top.get("kimia_adaptor_input_dim"), top.get("rms_norm_eps", 1e-6)
-            if top.get("use_whisper_feature", True) is not True or ad != KIMI_STACK * hp.n_state or hp.n_mels != 128:
-                raise ConvertError("%s: config.json: use_whisper_feature %r, kimia_adaptor_input_dim %r, %s num_mel_bins %r; "
-                                   "whisper-audio runs true, %d x d_model %d, 128 (its encoder's fixed mel count)"
-                                   % (d, top.get("use_whisper_feature"), ad, KIMI_WHISPER, hp.n_mels, KIMI_STACK, hp.n_state))
-            if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
-                raise ConvertError("%s: config.json: rms_norm_eps is %r, not a number in (0, 1)" % (d, eps))
-            hp.stack_factor, hp.proj_eps = KIMI_STACK, float(eps)
-        if mt == "meralion2":    # speech_audio_adapter: reshape(B, T // f, C * f) of the 1500 positions
-            hp.stack_factor = top.get("speech_mlp_scale_factor", 15)
-            if isinstance(hp.stack_factor, bool) or not isinstance(hp.stack_factor, int) or not 0 < hp.stack_factor <= 64 \
-                    or N_CTX % hp.stack_factor:
-                raise ConvertError("%s: config.json: speech_mlp_scale_factor is %r, not a divisor of %d in [1, 64]"
-                                   % (d, hp.stack_factor, N_CTX))
-            if top.get("speech_mlp_use_projection", True) is not True or cfg.get("activation_function", "gelu") != "gelu" \
-                    or cfg.get("scale_embedding", False):
-                raise ConvertError("%s: config.json: speech_mlp_use_projection %r, speech_config.activation_function %r, "
-                                   "scale_embedding %r; whisper-audio runs true (its gated adapter), 'gelu', false"
-                                   % (d, top.get("speech_mlp_use_projection"), cfg.get("activation_function"),
-                                      cfg.get("scale_embedding")))
-            hp.proj_eps = MERALION_LN_EPS
-        if mt == "minicpmo":
-            pool, chunk = top.get("audio_pool_step", 2), top.get("audio_chunk_length", 1.0)
-            if top.get("init_audio", True) is not True or pool != MINICPMO_POOL or cfg.get("activation_function", "gelu") != "gelu":
-                raise ConvertError("%s: config.json: init_audio %r, audio_pool_step %r, audio_config.activation_function %r; "
-                                   "whisper-audio runs true, %d (MiniCPM-o 2.6's), 'gelu'"
-                                   % (d, top.get("init_audio"), pool, cfg.get("activation_function"), MINICPMO_POOL))
-            if isinstance(chunk, bool) or not isinstance(chunk, (int, float)):
-                raise ConvertError("%s: config.json: audio_chunk_length is %r, not a number" % (d, chunk))
-            # chunk_length <= 0: full attention, one block of the whole window
-            hp.n_causal = int(chunk * MINICPMO_POSITIONS_PER_S) if chunk > 0 else N_CTX
-            if not 1 <= hp.n_causal <= N_CTX:
-                raise ConvertError("%s: config.json: audio_chunk_length %r gives blocks of %d positions; [1, %d] expected"
-                                   % (d, chunk, hp.n_causal, N_CTX))
-        if mt == "step_audio_2":   # the adapter's llm_dim is what its LLM takes; its width comes from the checkpoint
-            hp.n_llm = get("llm_dim")
-            ka = (cfg.get("kernel_size", 3), cfg.get("adapter_stride", 2))
-            if ka != STEPAUDIO2_ADAPTER or cfg.get("n_audio_ctx", N_CTX) != N_CTX:
-                raise ConvertError("%s: config.json: audio_encoder_config kernel_size %r, adapter_stride %r, n_audio_ctx %r; "
-                                   "whisper-audio runs %d, %d, %d (Step-Audio 2's)" % (d, ka[0], ka[1], cfg.get("n_audio_ctx"),
-                                                                                      *STEPAUDIO2_ADAPTER, N_CTX))
-        if mt == "qwen2_5_omni":   # proj's output_dim is what the thinker's language model takes
-            hp.n_llm = get("output_dim")
-            n_window = get("n_window")
-            hp.n_chunk = 2 * n_window
-            if 2 * N_CTX % hp.n_chunk:
-                raise ConvertError("%s: config.json: audio_config.n_window %d: chunks of %d frames do not divide a "
-                                   "window's %d" % (d, n_window, hp.n_chunk, 2 * N_CTX))
-            if cfg.get("activation_function", "gelu") != "gelu" or cfg.get("scale_embedding", False):
-                raise ConvertError("%s: config.json: activation_function %r, scale_embedding %r; whisper-audio runs "
-                                   "'gelu', false" % (d, cfg.get("activation_function"), cfg.get("scale_embedding")))
-        if mt == "qwen3_omni_moe":   # proj2's output_dim is what the thinker's language model takes
-            hp.n_llm = get("output_dim")
-            n_window, n_infer = get("n_window"), get("n_window_infer")
-            hp.n_chunk, hp.n_attn_window, hp.n_conv = 2 * n_window, n_infer, get("downsample_hidden_size")
-            if n_infer % hp.n_chunk or n_infer > 2 * N_CTX:
-                raise ConvertError("%s: config.json: audio_config.n_window_infer %d is not a multiple of 2 x n_window "
-                                   "%d of at most %d frames" % (d, n_infer, hp.n_chunk, 2 * N_CTX))
-            if cfg.get("activation_function", "gelu") != "gelu" or cfg.get("scale_embedding", False):
-                raise ConvertError("%s: config.json: activation_function %r, scale_embedding %r; whisper-audio runs "
-                                   "'gelu', false" % (d, cfg.get("activation_function"), cfg.get("scale_embedding")))
-        if mt == "voxtral":    # get_audio_features: reshape(-1, intermediate_size), then linear_1, act, linear_2
-            if hp.n_ff % hp.n_state or N_CTX % (hp.n_ff // hp.n_state):
-                raise ConvertError("%s: config.json: audio_config.intermediate_size %d is not the d_model %d times "
-                                   "a divisor of %d" % (d, hp.n_ff, hp.n_state, N_CTX))
-            hp.stack_factor = hp.n_ff // hp.n_state
-            if top.get("projector_hidden_act", "gelu") != "gelu":
-                raise ConvertError("%s: config.json: projector_hidden_act is %r; whisper-audio runs 'gelu'"
-                                   % (d, top.get("projector_hidden_act")))
-        if mt == "glmasr":     # GlmAsrEncoder (RoPE on part of each head) + GlmAsrMultiModalProjector
-            if hp.n_ff != GLMASR_MERGE * hp.n_state:
-                raise ConvertError("%s: config.json: audio_config.intermediate_size %d is not %d x hidden_size %d "
-                                   "(get_audio_features stacks %d frames into intermediate_size)"
-                                   % (d, hp.n_ff, GLMASR_MERGE, hp.n_state, GLMASR_MERGE))
-            hp.stack_factor = GLMASR_MERGE
-            hp.n_proj_ff = 2 * hp.n_llm
-            rp = cfg.get("rope_parameters") or {}
-            kv = cfg.get("num_key_value_heads", hp.n_head)
-            if (cfg.get("hidden_act", "gelu") != "gelu" or top.get("projector_hidden_act", "gelu") != "gelu"
-                    or kv != hp.n_head or rp.get("rope_type", "default") != "default"):
-                raise ConvertError("%s: config.json: hidden_act %r, projector_hidden_act %r, num_key_value_heads %r, "
-                                   "rope_type %r; whisper-audio runs 'gelu', 'gelu', the head count, 'default'"
-                                   % (d, cfg.get("hidden_act"), top.get("projector_hidden_act"), kv, rp.get("rope_type")))
-            head_dim = hp.n_state // hp.n_head
-            hp.n_rot = int(head_dim * rp.get("partial_rotary_factor", 1.0))
-            hp.rope_theta = float(rp.get("rope_theta", 10000.0))
-            if hp.n_rot < 2 or hp.n_rot % 2 or hp.n_rot > head_dim or not hp.rope_theta > 0:
-                raise ConvertError("%s: config.json: rope_parameters %r give %d rotary dims of %d, theta %r"
-                                   % (d, rp, hp.n_rot, head_dim, hp.rope_theta))
-        if mt == "audioflamingo3":
-            if top.get("projector_hidden_act", "gelu") != "gelu" or top.get("projector_bias", True) is not True:
-                raise ConvertError("%s: config.json: projector_hidden_act %r, projector_bias %r; whisper-audio runs "
-                                   "'gelu' with biases (true)" % (d, top.get("projector_hidden_act"), top.get("projector_bias")))
-        if mt == "ultravox":
-            hp.stack_factor = get("stack_factor", top, "")
-            hp.n_proj_ff = get("hidden_size", top, "")
-            hp.ln_mid = bool(top.get("projector_ln_mid", False))
-            if top.get("projector_act", "swiglu") != "swiglu" or hp.n_proj_ff % 2:
-                raise ConvertError("%s: config.json: projector_act %r with hidden_size %d; whisper-audio runs "
-                                   "'swiglu' (an even hidden_size)" % (d, top.get("projector_act"), hp.n_proj_ff))
+    def number(obj, at, key, default):
+        v = json_at(obj, key, ABSENT)
+        if v is not ABSENT and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise ConvertError("%s: %s: %s%s is %s, not a number" % (d, fname, at, key, shown(v)))
+        return default if v is ABSENT else v
+
+    def runs(obj, at, key, want, file):
+        v = json_at(obj, key, ABSENT)
+        if v is not ABSENT and not runs_as(v, want):
+            raise ConvertError("%s: %s: %s%s is %s; whisper-audio runs %s"
+                               % (d, file, at, key, shown(v), want if re.match(r"-?\d|true$|false$|null$", want) else '"%s"' % want))
+
+    n_state = get(t["d_model"], hi=HPARAM_MAX["d_model"])
+    hp = HParams(n_state, get(t["layers"], hi=HPARAM_MAX["layers"]), get(t["heads"], hi=HPARAM_MAX["heads"]),
+                 get(t["ffn"], hi=HPARAM_MAX["ffn"]) if t["ffn"] else 4 * n_state,   # "": OpenAI Whisper's MLP
+                 get(t["mels"], hi=HPARAM_MAX["mels"]))
+    if t["projector"]:
+        hp.projector = t["projector"]
+        hp.n_llm = get(t["llm"], top, "", HPARAM_MAX["llm"], "config.json")
+    n_pos = cfg.get(t["positions"], ABSENT) if t["positions"] else ABSENT
+    if n_pos is not ABSENT and not (isinstance(n_pos, int) and not isinstance(n_pos, bool) and n_pos == N_CTX):
+        raise ConvertError("%s: %s: %s%s is %s; whisper-audio needs %d (30 s windows)" % (d, fname, where, t["positions"],
+                                                                                         shown(n_pos), N_CTX))
+    if t["activation"]:
+        runs(cfg, where, t["activation"], "gelu", fname)
+    for smt, inside, key, want in SETTINGS:
+        if smt == mt:
+            runs(*((cfg, where, key, want, fname) if inside == "encoder" else (top, "", key, want, "config.json")))
+
+    if mt == "voxtral":    # get_audio_features: reshape(-1, intermediate_size), then linear_1, act, linear_2
+        stack = hp.n_ff // hp.n_state
+        if hp.n_ff % hp.n_state or N_CTX % stack or stack > 64:
+            raise ConvertError("%s: config.json: %sintermediate_size %d is not the d_model %d times a divisor of %d "
+                               "(at most 64)" % (d, where, hp.n_ff, hp.n_state, N_CTX))
+        hp.stack_factor = stack
+    if mt == "meralion2":    # speech_audio_adapter: reshape(B, T // f, C * f) of the 1500 positions
+        hp.stack_factor = top.get("speech_mlp_scale_factor", 15)
+        if isinstance(hp.stack_factor, bool) or not isinstance(hp.stack_factor, int) or not 0 < hp.stack_factor <= 64 \
+                or N_CTX % hp.stack_factor:
+            raise ConvertError("%s: config.json: speech_mlp_scale_factor is %s, not a divisor of %d in [1, 64]"
+                               % (d, shown(hp.stack_factor), N_CTX))
+        hp.proj_eps = MERALION_LN_EPS
+    if mt == "qwen2_5_omni":   # attention and the conv stem keep to chunks of n_window * 2 frames
+        n_window = get("n_window")
+        hp.n_chunk = 2 * n_window
+        if 2 * N_CTX % hp.n_chunk:
+            raise ConvertError("%s: config.json: %sn_window %d: chunks of %d frames do not divide a window's %d"
+                               % (d, where, n_window, hp.n_chunk, 2 * N_CTX))
+    if mt == "qwen3_omni_moe":   # the AuT: chunks of n_window * 2 frames, attention windows of n_window_infer
+        n_window, n_infer = get("n_window"), get("n_window_infer")
+        hp.n_chunk, hp.n_attn_window, hp.n_conv = 2 * n_window, n_infer, get("downsample_hidden_size")
+        if n_infer % hp.n_chunk or n_infer > 2 * N_CTX:
+            raise ConvertError("%s: config.json: %sn_window_infer %d is not a multiple of 2 x n_window %d of at most %d "
+                               "frames" % (d, where, n_infer, hp.n_chunk, 2 * N_CTX))
+    if mt == "glmasr":     # GlmAsrEncoder (RoPE on part of each head) + GlmAsrMultiModalProjector
+        if hp.n_ff != GLMASR_MERGE * hp.n_state:
+            raise ConvertError("%s: config.json: %sintermediate_size %d is not %d x hidden_size %d "
+                               "(get_audio_features stacks %d frames into intermediate_size)"
+                               % (d, where, hp.n_ff, GLMASR_MERGE, hp.n_state, GLMASR_MERGE))
+        hp.stack_factor = GLMASR_MERGE
+        hp.n_proj_ff = 2 * hp.n_llm
+        kv = cfg.get("num_key_value_heads")
+        if kv is not None and not (isinstance(kv, int) and not isinstance(kv, bool) and kv == hp.n_head):
+            # grouped-query attention: the library's attention kernels take one key/value head per query head
+            raise ConvertError("%s: config.json: %snum_key_value_heads is %s; whisper-audio runs one per attention head (%d)"
+                               % (d, where, shown(kv), hp.n_head))
+        hd = cfg.get("head_dim", ABSENT)    # GlmAsrAttention's getattr(config, "head_dim", d / heads)
+        if hd is not ABSENT and not (isinstance(hd, int) and not isinstance(hd, bool) and hd == hp.n_state // hp.n_head):
+            raise ConvertError("%s: config.json: %shead_dim is %s; whisper-audio runs hidden_size / num_attention_heads (%d)"
+                               % (d, where, shown(hd), hp.n_state // hp.n_head))
+        rp = cfg.get("rope_parameters")
+        if rp is not None and not isinstance(rp, dict):
+            raise ConvertError("%s: config.json: %srope_parameters is %s, not an object" % (d, where, shown(rp)))
+        rp = rp or {}
+        factor = number(rp, where + "rope_parameters.", "partial_rotary_factor", 1.0)
+        theta = number(rp, where + "rope_parameters.", "rope_theta", 10000.0)
+        head_dim = hp.n_state // hp.n_head
+        rot = head_dim * factor
+        hp.n_rot = int(rot) if 0 < rot < 1e9 else 0
+        hp.rope_theta = float(theta)
+        if hp.n_rot < 2 or hp.n_rot % 2 or hp.n_rot > head_dim or not hp.rope_theta > 0 or not f32_finite(hp.rope_theta):
+            raise ConvertError("%s: config.json: %srope_parameters give %d rotary dims of %d, theta %g"
+                               % (d, where, hp.n_rot, head_dim, theta))
+    if mt == "minicpmo":   # get_audio_embedding: blocks of int(audio_chunk_length * 50) positions
+        chunk = number(top, "", "audio_chunk_length", 1.0)
+        # chunk_length <= 0: full attention, one block of the whole window
+        blocks = math.trunc(chunk * MINICPMO_POSITIONS_PER_S) if chunk > 0 else N_CTX
+        if not 1 <= blocks <= N_CTX:
+            raise ConvertError("%s: config.json: audio_chunk_length %s gives blocks of %g positions; [1, %d] expected"
+                               % (d, shown(top.get("audio_chunk_length", 1.0)), blocks, N_CTX))
+        hp.n_causal = int(blocks)
+    if t["projector"] == "kimiaudio":   # 4 positions stacked into kimia_adaptor_input_dim; Whisper-large-v3's 128 mels
+        ad = top.get("kimia_adaptor_input_dim", ABSENT)
+        if not (isinstance(ad, int) and not isinstance(ad, bool) and ad == KIMI_STACK * hp.n_state) or hp.n_mels != 128:
+            raise ConvertError("%s: config.json: kimia_adaptor_input_dim %s, %s's num_mel_bins %d; whisper-audio runs "
+                               "4 x d_model %d, 128 (its encoder's fixed mel count)" % (d, shown(ad), fname, hp.n_mels, hp.n_state))
+        hp.stack_factor = KIMI_STACK
+        eps = number(top, "", "rms_norm_eps", 1e-6)
+        if not 0 < eps < 1:
+            raise ConvertError("%s: config.json: rms_norm_eps is %s, not a number in (0, 1)" % (d, shown(eps)))
+        hp.proj_eps = float(eps)
+    if mt == "ultravox":   # stacking, SwiGLU's width, the optional mid LayerNorm
+        hp.stack_factor = get("stack_factor", top, "", 64, "config.json")
+        hp.n_proj_ff = get("hidden_size", top, "", 65536, "config.json")
+        if hp.n_proj_ff % 2:
+            raise ConvertError("%s: config.json: hidden_size %d is odd; Ultravox's SwiGLU halves it" % (d, hp.n_proj_ff))
+        ln_mid = top.get("projector_ln_mid")
+        if ln_mid is not None and not isinstance(ln_mid, bool):
+            raise ConvertError("%s: config.json: projector_ln_mid is %s, not true or false" % (d, shown(ln_mid)))
+        hp.ln_mid = bool(ln_mid)
     if hp.n_state % hp.n_head != 0:
-        raise ConvertError("%s: config.json: d_model %d is not a multiple of encoder_attention_heads %d"
-                           % (d, hp.n_state, hp.n_head))
-    n_pos = cfg.get("n_audio_ctx" if mt == "step_audio_2" else "max_source_positions", N_CTX)
-    if n_pos != N_CTX:
-        raise ConvertError("%s: config.json: max_source_positions is %r; whisper-audio needs %d "
-                           "(30 s windows)" % (d, n_pos, N_CTX))
+        raise ConvertError("%s: %s: %s%s %d is not a multiple of the %d attention heads"
+                           % (d, fname, where, t["d_model"], hp.n_state, hp.n_head))
+    if t["embed_positions"] == "sinusoids" and (hp.n_state % 2 or hp.n_state < 4):   # sin | cos over (d/2 - 1) steps
+        raise ConvertError("%s: %s: %s%s %d: the sinusoidal positions its model computes need an even width of at least 4"
+                           % (d, fname, where, t["d_model"], hp.n_state))
+    hp.model_type = mt
     return hp
 
 
-def find_prefix(names):
-    for prefix in ("model.encoder.", "encoder.", "audio_tower.", "model.audio_tower.", "thinker.audio_tower.", "apm.",
-                   "speech_encoder.", ""):
-        if prefix + "conv1.weight" in names or prefix + "conv2d1.weight" in names:   # Whisper's stem, or the AuT's
-            return prefix
-    raise ConvertError("no encoder tensors: none of model.encoder.conv1.weight, "
-                       "encoder.conv1.weight, conv1.weight is in the checkpoint")
+def find_prefix(names, top_only=False):
+    """The first of WA_HF_PREFIXES (encoder's, projector's) under which names hold an encoder (Whisper's
+    conv1 or the AuT's conv2d1); top_only: those of a model saved alone."""
+    for prefix, pprefix in PREFIXES:
+        if (not top_only or not pprefix) and (prefix + "conv1.weight" in names or prefix + "conv2d1.weight" in names):
+            return prefix, pprefix
+    raise ConvertError("no encoder tensors: none of %s (nor conv2d1.weight under those prefixes) is in the checkpoint"
+                       % ", ".join(p + "conv1.weight" for p, _ in PREFIXES))
 
 
 # ---------------------------------------------------------------------------------------
@@ -1074,38 +1112,35 @@ def mel_tensor(hp):
 
 def convert_dir(d, out, outtype):
     hp = read_config(d)
-    if hp.projector == "kimiaudio":        # the encoder's checkpoint apart, the adaptor in the LLM's
-        where = open_checkpoint(os.path.join(d, KIMI_WHISPER))
-        prefix = find_prefix(where)
+    t = TOWERS[hp.model_type]
+    # the projector's tensors: under the first part of each of their names (multi_modal_projector., adapter., ...)
+    heads = sorted({name.split(".")[0] + "." for proj, name, _, _, _ in PROJ_TENSORS if proj == hp.projector})
+    if "/" in t["encoder"]:                # the encoder's checkpoint apart (Kimi-Audio's), the projector in the LLM's
+        where = open_checkpoint(os.path.dirname(os.path.join(d, t["encoder"])))
+        prefix, _ = find_prefix(where, top_only=True)
         llm = open_checkpoint(d)
-        where.update({k: v for k, v in llm.items() if k.startswith("model.vq_adaptor.")})
+        first = next(name for proj, name, _, _, _ in PROJ_TENSORS if proj == hp.projector)
+        pprefix = "model." if "model." + first in llm else ""
+        where.update({k: v for k, v in llm.items() if k.startswith(tuple(pprefix + h for h in heads))})
     else:
         where = open_checkpoint(d)
-        prefix = find_prefix(where)
+        prefix, pprefix = find_prefix(where)
 
-    if hp.projector == "stepaudio2":       # its adapter's width: linear1's rows (2048 in Step-Audio 2 mini)
-        l1 = where.get("adapter.linear1.weight")
-        if l1 is None or len(l1.tensors["adapter.linear1.weight"][1]) != 2:
-            raise ConvertError("%s: missing projector tensor adapter.linear1.weight" % d)
-        hp.n_proj_ff = l1.tensors["adapter.linear1.weight"][1][0]
+    if hp.projector == "stepaudio2":       # its Adaptor's width is not in its config: linear1's rows (2048 in Step-Audio 2 mini)
+        l1 = where.get(pprefix + "adapter.linear1.weight")
+        shape = l1.tensors[pprefix + "adapter.linear1.weight"][1] if l1 else None
+        if not shape or len(shape) != 2 or not 1 <= shape[0] <= 65536:
+            raise ConvertError("%s: missing projector tensor %sadapter.linear1.weight of [1, 65536] rows" % (d, pprefix))
+        hp.n_proj_ff = shape[0]
     wanted = encoder_tensors(hp) + projector_tensors(hp)
-    if hp.projector and prefix == "model.audio_tower.":
-        pprefix = "model."
-    elif hp.projector == "kimiaudio":
-        pprefix = "model."
-    elif hp.projector in ("qwen2.5o", "qwen3a"):
-        pprefix = prefix[:-len("audio_tower.")]            # thinker.audio_tower.proj.*, proj1.*, proj2.*
-    else:
-        pprefix = ""
     wanted_src = set()
     tensors = []
     for name, shape, big in wanted:
-        if hp.n_rot and name == "encoder.embed_positions.weight":
-            # GLM-ASR has none (RoPE instead): zeros keep the file's layout, and the graph skips them
-            tensors.append((name, shape, GGML_TYPE_F32, lambda n=numel(shape): bytes(4 * n)))
-            continue
-        if hp.projector in ("qwen2.5o", "qwen3a") and name == "encoder.embed_positions.weight":
-            tensors.append((name, shape, GGML_TYPE_F32, lambda: f64_list_to_f32_bytes(sinusoids_f32(N_CTX, hp.n_state))))
+        if name == "encoder.embed_positions.weight" and t["embed_positions"] != "stored":
+            # not in the checkpoint: the sinusoids its model computes, or zeros where RoPE turns q and k instead
+            # (GLM-ASR: they keep the file's layout, and the graph skips them)
+            tensors.append((name, shape, GGML_TYPE_F32, (lambda: f64_list_to_f32_bytes(sinusoids_f32(N_CTX, hp.n_state)))
+                            if t["embed_positions"] == "sinusoids" else (lambda n=numel(shape): bytes(4 * n))))
             continue
         src = prefix + hf_name(hp.projector, name[len("encoder."):]) if name.startswith("encoder.") else pprefix + name
         wanted_src.add(src)
@@ -1128,16 +1163,11 @@ def convert_dir(d, out, outtype):
             return convert_elements(st.read(src), dtype, gtype)
         tensors.append((name, shape, gtype, produce))
 
-    # encoder tensors that config.json does not account for (a layer beyond encoder_layers)
-    if prefix:
-        proj_prefix = {"minicpmo": "audio_projection_layer.", "kimiaudio": "model.vq_adaptor.", "stepaudio2": "adapter.",
-                       "meralion": MERALION_PREFIXES}.get(hp.projector, pprefix + "multi_modal_projector.")
-        proj_prefix = proj_prefix if isinstance(proj_prefix, tuple) else (proj_prefix,)
-        extra = [k for k in where if k.startswith((prefix, *proj_prefix) if hp.projector else prefix)
-                 and k not in wanted_src and not (hp.projector == "qwen2.5o" and k[len(prefix):] in QWEN25O_UNUSED)]
-    else:
-        extra = [k for k in where if k.startswith(("conv", "layers.", "layer_norm.",
-                                                   "embed_positions.")) and k not in wanted_src]
+    # the encoder's and projector's tensors that config.json does not account for (a layer beyond its count)
+    enc_heads = (prefix,) if prefix else ("conv", "layers.", "layer_norm.", "embed_positions.")
+    unused = prefix + t["unused"] if t["unused"] else None      # read by no forward (Qwen2.5-Omni's audio_bos_eos_token)
+    extra = [k for k in where if k.startswith(enc_heads + tuple(pprefix + h for h in heads))
+             and k not in wanted_src and k != unused]
     if extra:
         raise ConvertError("%s: %d encoder tensor(s) that config.json does not describe, e.g. %s"
                            % (d, len(extra), sorted(extra)[0]))

@@ -609,6 +609,32 @@ class TestErrors(Base):
             st_write(os.path.join(d, "model.safetensors"), tensors)
         return d
 
+    def test_settings_that_change_the_forward(self):
+        # refused, naming the setting: what whisper-audio would compute is not what the model computes
+        src = os.path.join(DATA, "micro-80")
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        st = st_read(os.path.join(src, "model.safetensors"))
+        for act in ("relu", "gelu_new", None):
+            self.expect_error(self.make("act-%s" % act, dict(cfg, activation_function=act), st),
+                              'activation_function is %s; whisper-audio runs "gelu"' % json.dumps(act))
+        with open(os.path.join(DATA, "towers", "glmasr", "config.json")) as f:
+            gcfg = json.load(f)
+        gst = st_read(os.path.join(DATA, "towers", "glmasr", "model.safetensors"))
+        self.expect_error(self.make("glm-act", dict(gcfg, audio_config=dict(gcfg["audio_config"], hidden_act="silu")), gst),
+                          'audio_config.hidden_act is "silu"; whisper-audio runs "gelu"')
+        # those that do not (training-only ones; scale_embedding, which the encoders never apply) load, the same file
+        want = self.convert(src, "f32", "settings-plain.gguf")
+        quiet = dict(cfg, dropout=0.3, attention_dropout=0.1, activation_dropout=0.2, encoder_layerdrop=0.5,
+                     apply_spec_augment=True, mask_time_prob=0.5, scale_embedding=True)
+        d = os.path.join(self.make("quiet"), os.path.basename(src))
+        os.makedirs(d)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(quiet, f)
+        st_write(os.path.join(d, "model.safetensors"), st)
+        with open(want, "rb") as f, open(self.convert(d, "f32", "settings-quiet.gguf"), "rb") as g:
+            self.assertEqual(f.read(), g.read())
+
     def test_errors(self):
         src = os.path.join(DATA, "micro-80")
         with open(os.path.join(src, "config.json")) as f:
@@ -616,7 +642,7 @@ class TestErrors(Base):
         st = st_read(os.path.join(src, "model.safetensors"))
         self.expect_error(os.path.join(self.tmp, "does-not-exist"), "not a directory")
         self.expect_error(self.make("empty"), "no config.json")
-        self.expect_error(self.make("bert", {"model_type": "bert"}), "not 'whisper'")
+        self.expect_error(self.make("bert", {"model_type": "bert"}), 'not "whisper"')
         self.expect_error(self.make("nost", cfg), "no model.safetensors")
         no_enc = {k: v for k, v in st.items() if not k.startswith("model.encoder.")}
         self.expect_error(self.make("decoder-only", cfg, no_enc), "no encoder tensors")
@@ -991,7 +1017,7 @@ class TestTowers(Base):
             cfg = json.load(f)
         ac = cfg["audio_config"]
         t.expect_error(t.make("g-ff", dict(cfg, audio_config=dict(ac, intermediate_size=192)), st), "is not 4 x hidden_size 64")
-        t.expect_error(t.make("g-kv", dict(cfg, audio_config=dict(ac, num_key_value_heads=2)), st), "num_key_value_heads 2")
+        t.expect_error(t.make("g-kv", dict(cfg, audio_config=dict(ac, num_key_value_heads=2)), st), "num_key_value_heads is 2; whisper-audio runs one per attention head (1)")
         t.expect_error(t.make("g-rope", dict(cfg, audio_config=dict(ac, rope_parameters=dict(ac["rope_parameters"], partial_rotary_factor=0.01))), st),
                        "give 0 rotary dims of 64")
         missing = {k: v for k, v in st.items() if k != "audio_tower.layers.1.self_attn.o_proj.bias"}
@@ -1057,9 +1083,9 @@ class TestTowers(Base):
         # audio_chunk_length -1: full attention, one block of the whole window
         c = GGUF(self.convert(t.make("m-full", dict(cfg, audio_chunk_length=-1), st), "f32", "minicpmo-full.gguf"))
         self.assertEqual(c.kv["whisper.encoder.attention.causal_chunk"], (4, 1500))
-        t.expect_error(t.make("m-pool", dict(cfg, audio_pool_step=5), st), "audio_pool_step 5")
-        t.expect_error(t.make("m-noaudio", dict(cfg, init_audio=False), st), "init_audio False")
-        t.expect_error(t.make("m-chunk", dict(cfg, audio_chunk_length="1s"), st), "audio_chunk_length is '1s', not a number")
+        t.expect_error(t.make("m-pool", dict(cfg, audio_pool_step=5), st), "audio_pool_step is 5; whisper-audio runs 2")
+        t.expect_error(t.make("m-noaudio", dict(cfg, init_audio=False), st), "init_audio is false; whisper-audio runs true")
+        t.expect_error(t.make("m-chunk", dict(cfg, audio_chunk_length="1s"), st), 'audio_chunk_length is "1s", not a number')
         t.expect_error(t.make("m-long", dict(cfg, audio_chunk_length=31.0), st), "blocks of 1550 positions")
         missing = {k: v for k, v in st.items() if k != "audio_projection_layer.linear2.bias"}
         t.expect_error(t.make("m-missing", cfg, missing), "missing projector tensor audio_projection_layer.linear2.bias")
@@ -1107,8 +1133,8 @@ class TestTowers(Base):
         self.assertEqual(a.raw[a.data_start:], b.raw[b.data_start:])
         t.expect_error(t.make("k-nowhisper", cfg, st), "no whisper-large-v3/config.json")
         t.expect_error(kimi("k-dim", dict(cfg, kimia_adaptor_input_dim=128), st), "kimia_adaptor_input_dim 128")
-        t.expect_error(kimi("k-feat", dict(cfg, use_whisper_feature=False), st), "use_whisper_feature False")
-        t.expect_error(kimi("k-eps", dict(cfg, rms_norm_eps="x"), st), "rms_norm_eps is 'x'")
+        t.expect_error(kimi("k-feat", dict(cfg, use_whisper_feature=False), st), "use_whisper_feature is false; whisper-audio runs true")
+        t.expect_error(kimi("k-eps", dict(cfg, rms_norm_eps="x"), st), 'rms_norm_eps is "x", not a number')
         missing = {k: v for k, v in st.items() if k != "model.vq_adaptor.layers.4.bias"}
         t.expect_error(kimi("k-missing", cfg, missing), "missing projector tensor model.vq_adaptor.layers.4.bias")
         wmissing = {k: v for k, v in wst.items() if k != "encoder.layers.2.fc2.bias"}
@@ -1196,8 +1222,8 @@ class TestTowers(Base):
         self.assertEqual(a.raw[a.data_start:], b.raw[b.data_start:])
         t.expect_error(t.make("s-noaudio", {k: v for k, v in cfg.items() if k != "audio_encoder_config"}, st),
                        "without an audio_encoder_config")
-        t.expect_error(t.make("s-kernel", dict(cfg, audio_encoder_config=dict(ac, kernel_size=7)), st), "kernel_size 7")
-        t.expect_error(t.make("s-stride", dict(cfg, audio_encoder_config=dict(ac, adapter_stride=4)), st), "adapter_stride 4")
+        t.expect_error(t.make("s-kernel", dict(cfg, audio_encoder_config=dict(ac, kernel_size=7)), st), "audio_encoder_config.kernel_size is 7; whisper-audio runs 3")
+        t.expect_error(t.make("s-stride", dict(cfg, audio_encoder_config=dict(ac, adapter_stride=4)), st), "audio_encoder_config.adapter_stride is 4; whisper-audio runs 2")
         t.expect_error(t.make("s-llm", dict(cfg, audio_encoder_config=dict(ac, llm_dim=16)), st), "adapter.linear2.weight has shape")
         t.expect_error(t.make("s-nol1", cfg, {k: v for k, v in st.items() if not k.startswith("adapter.linear1.weight")}),
                        "missing projector tensor adapter.linear1.weight")
@@ -1238,7 +1264,7 @@ class TestTowers(Base):
         t.expect_error(t.make("mer-nospeech", {k: v for k, v in cfg.items() if k != "speech_config"}, st),
                        "meralion2 without a speech_config")
         t.expect_error(t.make("mer-sf", dict(cfg, speech_mlp_scale_factor=7), st), "speech_mlp_scale_factor is 7")
-        t.expect_error(t.make("mer-proj", dict(cfg, speech_mlp_use_projection=False), st), "speech_mlp_use_projection False")
+        t.expect_error(t.make("mer-proj", dict(cfg, speech_mlp_use_projection=False), st), "speech_mlp_use_projection is false; whisper-audio runs true")
         missing = {k: v for k, v in st.items() if k != p + "pool_proj.bias"}
         t.expect_error(t.make("mer-missing", cfg, missing), "missing projector tensor speech_audio_adapter.pool_proj.bias")
         extra = dict(st, **{"speech_audio_adapter.speech_llm_proj.0.weight": ("F16", [4, 2], b"\0" * 16)})
@@ -1273,16 +1299,16 @@ class TestTowers(Base):
                 t.expect_error(t.make("q-noaudio", {k: v for k, v in cfg.items() if k != "audio_config"}, st),
                                "qwen2_audio without an audio_config")
             if name == "voxtral":
-                t.expect_error(t.make("v-act", dict(cfg, projector_hidden_act="silu"), st), "projector_hidden_act is 'silu'")
+                t.expect_error(t.make("v-act", dict(cfg, projector_hidden_act="silu"), st), 'projector_hidden_act is "silu"; whisper-audio runs "gelu"')
                 t.expect_error(t.make("v-ff", dict(cfg, audio_config=dict(cfg["audio_config"], intermediate_size=200)), st),
                                "intermediate_size 200 is not the d_model 64 times a divisor of 1500")
             if name == "ultravox":
-                t.expect_error(t.make("u-act", dict(cfg, projector_act="gelu"), st), "projector_act 'gelu'")
+                t.expect_error(t.make("u-act", dict(cfg, projector_act="gelu"), st), 'projector_act is "gelu"; whisper-audio runs "swiglu"')
                 t.expect_error(t.make("u-post", dict(cfg, projector_ln_mid=False), st),
                                "missing projector tensor multi_modal_projector.ln_post.weight")
             if name == "af3":
-                t.expect_error(t.make("f-act", dict(cfg, projector_hidden_act="relu"), st), "projector_hidden_act 'relu'")
-                t.expect_error(t.make("f-bias", dict(cfg, projector_bias=False), st), "projector_bias False")
+                t.expect_error(t.make("f-act", dict(cfg, projector_hidden_act="relu"), st), 'projector_hidden_act is "relu"; whisper-audio runs "gelu"')
+                t.expect_error(t.make("f-bias", dict(cfg, projector_bias=False), st), "projector_bias is false; whisper-audio runs true")
                 missing = {k: v for k, v in st.items() if k != "multi_modal_projector.linear_2.bias"}
                 t.expect_error(t.make("f-missing", cfg, missing), "missing projector tensor multi_modal_projector.linear_2.bias")
 

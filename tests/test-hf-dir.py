@@ -38,6 +38,12 @@ st_read, st_write, f16_rne, bf16_rne = tc.st_read, tc.st_write, tc.f16_rne, tc.b
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
+# the converter's reading of whisper-audio-arch.h's config tables (WA_HF_TOWERS, WA_HF_SETTINGS), which the
+# library walks too
+_cspec = importlib.util.spec_from_file_location("converter", os.path.join(ROOT, "convert", "convert-hf-to-gguf.py"))
+conv = importlib.util.module_from_spec(_cspec)
+_cspec.loader.exec_module(conv)
+
 
 def run_main(*args, env=None, cwd=None):
     p = subprocess.run([MAIN, *args], capture_output=True, text=True, env=env, cwd=cwd)
@@ -129,9 +135,10 @@ class Base(unittest.TestCase):
 # the converter's GGUF, bit for bit
 # ---------------------------------------------------------------------------------------
 
-# tests/data/towers whose directories the library reads (whisper-audio-arch.h's WA_HF_TOWERS rows
-# with dir true); the converter takes them all
-TOWERS_TAKEN = ("qwen2a", "voxtral", "ultravox", "af3", "minicpmo", "meralion")
+# tests/data/towers: every tower of whisper-audio-arch.h's WA_HF_TOWERS, which both the library and the
+# converter read
+TOWERS = ("qwen2a", "voxtral", "ultravox", "af3", "glmasr", "qwen25o", "minicpmo", "kimiaudio", "qwen3a", "stepaudio2",
+          "meralion")
 
 
 class TestSameAsConverter(Base):
@@ -167,7 +174,7 @@ class TestSameAsConverter(Base):
         out.append((self.make("prefix-bare", cfg, {k[len("model.encoder."):]: v for k, v in st.items()
                                                    if k.startswith("model.encoder.")}), "f32"))
         # the towers (stored f16), one as transformers 5 names it, one with its language model
-        for name in TOWERS_TAKEN:
+        for name in TOWERS:
             out.append((os.path.join(DATA, "towers", name), "f16"))
         tcfg, tst = json.load(open(os.path.join(DATA, "towers", "voxtral", "config.json"))), \
             st_read(os.path.join(DATA, "towers", "voxtral", "model.safetensors"))
@@ -185,12 +192,9 @@ class TestSameAsConverter(Base):
                 self.assertEqual(self.save(d), read(conv))
                 self.assertEqual(self.embed(d), self.embed(conv))
 
-    def test_the_other_towers_are_the_converters(self):
-        # the towers whose directories the library does not read yet: refused, with the converter named
-        for name in sorted(set(os.listdir(os.path.join(DATA, "towers"))) - set(TOWERS_TAKEN)):
-            if os.path.isfile(os.path.join(DATA, "towers", name, "config.json")):
-                with self.subTest(tower=name):
-                    self.expect_error(os.path.join(DATA, "towers", name), "convert/convert-hf-to-gguf.py takes")
+    def test_every_tower_in_data_is_tested(self):
+        self.assertEqual(sorted(n for n in os.listdir(os.path.join(DATA, "towers"))
+                                if os.path.isfile(os.path.join(DATA, "towers", n, "config.json"))), sorted(TOWERS))
 
     def test_a_safetensors_file_is_its_directory(self):
         d = os.path.join(DATA, "micro-128")
@@ -372,6 +376,147 @@ class TestStrict(Base):
             with self.subTest(case=label):
                 d = sharded(label, wm, text)
                 self.expect_error(d, needle, names=d)
+
+
+# ---------------------------------------------------------------------------------------
+# config.json's settings: those that change the forward and that the library does not run are
+# refused by both readers, naming the setting; the rest load
+# ---------------------------------------------------------------------------------------
+
+def model_sources():
+    """(data directory, its model_type) of micro-80 and every tower"""
+    out = []
+    for name in ("micro-80",) + tuple("towers/" + t for t in TOWERS):
+        with open(os.path.join(DATA, name, "config.json")) as f:
+            out.append((os.path.join(DATA, name), json.load(f)["model_type"]))
+    return out
+
+
+def set_at(obj, key, value):
+    """obj's dotted key set to value (the objects on the way made)"""
+    *path, last = key.split(".")
+    for step in path:
+        obj = obj.setdefault(step, {})
+    obj[last] = value
+
+
+class TestSettings(Base):
+    def edited(self, label, src, encoder=None, model=None):
+        """src copied (under the name of its directory, so that its GGUF is named as src's), its encoder's
+        config (WA_HF_TOWERS' encoder) given encoder's settings and config.json's top model's."""
+        d = os.path.join(self.tmp, label, os.path.basename(src))
+        shutil.copytree(src, d)
+        with open(os.path.join(src, "config.json")) as f:
+            top = json.load(f)
+        where = conv.TOWERS[top["model_type"]]["encoder"]
+        files = {"config.json": top}
+        if "/" in where:
+            with open(os.path.join(src, where)) as f:
+                files[where] = json.load(f)
+            enc = files[where]
+        else:
+            enc = conv.json_at(top, where)
+        for key, value in (encoder or {}).items():
+            set_at(enc, key, value)
+        for key, value in (model or {}).items():
+            set_at(top, key, value)
+        for fn, cfg in files.items():
+            with open(os.path.join(d, fn), "w") as f:
+                json.dump(cfg, f)
+        return d
+
+    def both_refuse(self, d, needle):
+        line = self.expect_error(d, needle, names=d)
+        rc, err = tc.run_convert([d, "-o", os.path.join(self.tmp, "never.gguf")])
+        self.assertEqual(rc, 1, err)
+        self.assertIn(needle, err)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "never.gguf")))
+        return line
+
+    def test_settings_that_change_the_forward_are_refused(self):
+        cases = []                          # (src, in "encoder" or "model", key, value)
+        for src, mt in model_sources():
+            t = conv.TOWERS[mt]
+            if t["activation"]:             # the encoder's MLP: exact GELU alone
+                cases += [(src, "encoder", t["activation"], "relu"), (src, "encoder", t["activation"], "gelu_new")]
+            for smt, inside, key, runs in conv.SETTINGS:
+                if smt == mt:
+                    wrong = (runs != "true") if runs in ("true", "false") else 16 if runs == "null" else \
+                        int(runs) + 1 if runs.isdigit() else runs + "_other"
+                    cases.append((src, inside, key, wrong))
+        self.assertGreater(len(cases), 20)
+        for i, (src, inside, key, value) in enumerate(cases):
+            with self.subTest(model=os.path.basename(src), key=key, value=value):
+                d = self.edited("refused-%d" % i, src, **{inside: {key: value}})
+                mt = json.load(open(os.path.join(src, "config.json")))["model_type"]
+                where = conv.TOWERS[mt]["encoder"]
+                at = where + "." if inside == "encoder" and where and "/" not in where else ""
+                self.both_refuse(d, "%s%s is %s; whisper-audio runs" % (at, key, json.dumps(value)))
+
+    def test_glmasr_grouped_query_attention_names_one_setting(self):
+        d = self.edited("gqa", os.path.join(DATA, "towers", "glmasr"), encoder={"num_key_value_heads": 2})
+        line = self.both_refuse(d, "audio_config.num_key_value_heads is 2; whisper-audio runs one per attention head (1)")
+        for other in ("hidden_act", "projector_hidden_act", "rope_type"):
+            self.assertNotIn(other, line)
+
+    def test_settings_that_do_not_change_the_forward_load(self):
+        # training-only settings, scale_embedding (set, never applied by the encoders) and the like
+        same = {"dropout": 0.1, "attention_dropout": 0.1, "activation_dropout": 0.1, "encoder_layerdrop": 0.3,
+                "apply_spec_augment": True, "mask_time_prob": 0.5, "scale_embedding": True}
+        for src, mt in model_sources():
+            with self.subTest(model=os.path.basename(src)):
+                extra = {"glmasr": {"max_position_embeddings": 3000}, "qwen3_omni_moe": {"conv_chunksize": 7}}.get(mt, {})
+                d = self.edited("loads", src, encoder=dict(same, **extra), model={"use_cache": False})
+                self.assertEqual(self.save(d), self.save(src))
+                rc, err = tc.run_convert([d, "-o", os.path.join(self.tmp, "loads.gguf"), "--outtype", "f16"])
+                self.assertEqual(rc, 0, err)
+                shutil.rmtree(os.path.dirname(d))
+
+    def test_both_readers_say_the_same(self):
+        # one table, one reading: the library's line and the converter's for the same bad config.json
+        cases = [
+            ("micro-80", {"encoder_attention_heads": 3}, {}),
+            ("micro-80", {"max_source_positions": None}, {}),
+            ("towers/qwen2a", {"d_model": "x"}, {}),
+            ("towers/qwen2a", {}, {"text_config": None}),
+            ("towers/qwen25o", {"n_window": 7}, {}),
+            ("towers/qwen3a", {"n_window_infer": 750}, {}),
+            ("towers/qwen25o", {"d_model": 2, "encoder_attention_heads": 1}, {}),
+            ("towers/glmasr", {"intermediate_size": 192}, {}),
+            ("towers/glmasr", {"rope_parameters": [1]}, {}),
+            ("towers/glmasr", {"rope_parameters.rope_theta": "x"}, {}),
+            ("towers/glmasr", {"head_dim": 32}, {}),
+            ("towers/stepaudio2", {"n_audio_ctx": 3000}, {}),
+            ("towers/kimiaudio", {"num_mel_bins": 80}, {}),
+            ("towers/kimiaudio", {}, {"rms_norm_eps": 2}),
+            ("towers/minicpmo", {}, {"audio_chunk_length": 31.0}),
+            ("towers/meralion", {}, {"speech_mlp_scale_factor": 7}),
+            ("towers/ultravox", {}, {"projector_ln_mid": "yes"}),
+            ("towers/voxtral", {"intermediate_size": 200}, {}),
+        ]
+        for i, (src, encoder, model) in enumerate(cases):
+            with self.subTest(model=src, encoder=encoder, top=model):
+                d = self.edited("same-%d" % i, os.path.join(DATA, src), encoder, model)
+                line = self.expect_error(d, "", names=d)
+                rc, err = tc.run_convert([d, "-o", os.path.join(self.tmp, "never.gguf")])
+                self.assertEqual((rc, [ln for ln in err.splitlines() if ln.strip()]), (1, [line]))
+
+    def test_kimi_audio_encoder_config_named(self):
+        src = os.path.join(DATA, "towers", "kimiaudio")
+        d = os.path.join(self.tmp, "kimi-cfg", "kimiaudio")
+        shutil.copytree(src, d)
+        enc = os.path.join(d, "whisper-large-v3", "config.json")
+        with open(enc) as f:
+            cfg = json.load(f)
+        with open(enc, "w") as f:
+            json.dump(dict(cfg, d_model=1.5), f)
+        self.expect_error(d, "whisper-large-v3/config.json: d_model is 1.5, expected an integer", names=d)
+        os.remove(enc)
+        self.expect_error(d, "kimi_audio: no whisper-large-v3/config.json", names=d)
+        shutil.rmtree(os.path.join(d, "whisper-large-v3"))
+        os.makedirs(os.path.join(d, "whisper-large-v3"))
+        shutil.copy(os.path.join(src, "whisper-large-v3", "config.json"), os.path.join(d, "whisper-large-v3"))
+        self.expect_error(d, "whisper-large-v3: no model.safetensors", names=d)
 
 
 # ---------------------------------------------------------------------------------------
