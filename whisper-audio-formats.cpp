@@ -1873,6 +1873,11 @@ static std::string gguf_header(const whisper_audio_model * m, std::vector<gguf_o
         w.kv_u32("whisper.projector.stack_factor", (uint32_t)hp.stack_factor), n_kv++;
         w.kv_f32("whisper.projector.layer_norm_epsilon", hp.proj_eps), n_kv++;
     }
+    if (hp.n_time_rot) {                                 // Music Flamingo's rotary time embedding
+        w.kv_u32("whisper.projector.time_rope.dimension_count", (uint32_t)hp.n_time_rot), n_kv++;
+        w.kv_f32("whisper.projector.time_rope.freq_base", hp.time_rope_theta), n_kv++;
+        w.kv_f32("whisper.projector.time_rope.step", hp.time_rope_step), n_kv++;
+    }
     if (hp.n_rot) {
         w.kv_u32("whisper.encoder.rope.dimension_count", (uint32_t)hp.n_rot), n_kv++;
         w.kv_f32("whisper.encoder.rope.freq_base", hp.rope_theta), n_kv++;

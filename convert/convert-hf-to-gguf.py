@@ -139,13 +139,18 @@ class HParams:
         self.proj_eps = ULTRAVOX_RMS_EPS   # the projector's norm eps (Kimi-Audio: its LayerNorm's rms_norm_eps)
         self.n_conv = 0             # Qwen3-Omni: downsample_hidden_size, the channels of its Conv2d stem
         self.n_attn_window = 0      # Qwen3-Omni: n_window_infer, the mel frames of an attention window
+        self.n_time_rot = 0         # Music Flamingo: the channels each axis of its rotary time embedding turns
+        self.time_rope_theta = 0.0  # ... its rope_theta
+        self.time_rope_step = 0.0   # ... the seconds between its rows (audio_frame_step x 4)
 
 
 # Audio LLMs whose audio tower is a Whisper encoder: config.json's model_type -> projector, and our
 # encoder names -> the checkpoint's, from whisper-audio-arch.h's tables (WA_HF_TOWERS, WA_HF_RENAMES),
 # the rows the library's directory reader walks. Their audio tower and projector are converted; the
 # language model is left out.
-# Audio Flamingo 3's is "musicflamingo": llama.cpp's converter writes that type for it.
+# Audio Flamingo 3's is "musicflamingo": llama.cpp's converter writes that type for it. Music Flamingo's is
+# the same type with the keys of its rotary time embedding (whisper.projector.time_rope.*), which Audio
+# Flamingo 3's files lack.
 # GLM-ASR's is "glmasr" (transformers' layout: RoPE, no positional embedding), not llama.cpp's "glma"
 # (the original checkpoint's layout: a positional embedding, a LayerNorm before the MLP, boi/eoi).
 ARCH_H = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "whisper-audio-arch.h")
@@ -631,7 +636,7 @@ def read_config(d):
                                % (d, what if mt in TOWERS else "", key, v, hi))
         return v
 
-    if mt in ("voxtral", "audioflamingo3", "glmasr"):    # their encoder configs name them as Llama does
+    if mt in ("voxtral", "audioflamingo3", "musicflamingo", "glmasr"):    # their encoder configs name them as Llama does
         hp = HParams(get("hidden_size"), get("num_hidden_layers"), get("num_attention_heads"),
                      get("intermediate_size"), get("num_mel_bins"))
     elif mt == "step_audio_2":            # OpenAI Whisper's names; its MLP is 4 n_audio_state wide
@@ -737,7 +742,20 @@ def read_config(d):
             if hp.n_rot < 2 or hp.n_rot % 2 or hp.n_rot > head_dim or not hp.rope_theta > 0:
                 raise ConvertError("%s: config.json: rope_parameters %r give %d rotary dims of %d, theta %r"
                                    % (d, rp, hp.n_rot, head_dim, hp.rope_theta))
-        if mt == "audioflamingo3":
+        if mt == "musicflamingo":   # MusicFlamingoRotaryEmbedding: head_dim is d_model, max positions rope_theta
+            rp = top.get("rope_parameters") or {}
+            theta, factor = rp.get("rope_theta", 1200.0), rp.get("partial_rotary_factor", 0.2)
+            step, head_dim = top.get("audio_frame_step", 0.01), top.get("head_dim") or hp.n_state
+            numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (theta, factor, step, head_dim))
+            hp.n_time_rot = int(head_dim * factor) if numbers else 0
+            if (not numbers or rp.get("rope_type", "default") != "default" or head_dim != hp.n_state or hp.n_time_rot < 2
+                    or hp.n_time_rot % 2 or 2 * hp.n_time_rot > hp.n_state or not N_CTX // 2 <= theta <= 1e9 or not 0 < step <= 0.25):
+                raise ConvertError("%s: config.json: rope_parameters %r, head_dim %r, audio_frame_step %r; whisper-audio runs "
+                                   "rope_type 'default', head_dim the audio d_model %d, an even rotary width of at most d_model / 2, "
+                                   "rope_theta from %d, a frame step in (0, 0.25] s" % (d, rp, top.get("head_dim"), step,
+                                                                                         hp.n_state, N_CTX // 2))
+            hp.time_rope_theta, hp.time_rope_step = float(theta), 4 * float(step)   # a row: conv2's and the pooling's 4 frames
+        if mt in ("audioflamingo3", "musicflamingo"):
             if top.get("projector_hidden_act", "gelu") != "gelu" or top.get("projector_bias", True) is not True:
                 raise ConvertError("%s: config.json: projector_hidden_act %r, projector_bias %r; whisper-audio runs "
                                    "'gelu' with biases (true)" % (d, top.get("projector_hidden_act"), top.get("projector_bias")))
@@ -897,6 +915,10 @@ def make_kvs(name, hp, outtype, extra=()):
                  ("whisper.projector.embedding_length", U, hp.n_llm),
                  ("whisper.projector.stack_factor", U, hp.stack_factor),
                  ("whisper.projector.layer_norm_epsilon", F, hp.proj_eps))
+    if hp.n_time_rot:
+        extra = (*extra, ("whisper.projector.time_rope.dimension_count", U, hp.n_time_rot),
+                 ("whisper.projector.time_rope.freq_base", F, hp.time_rope_theta),
+                 ("whisper.projector.time_rope.step", F, hp.time_rope_step))
     if hp.n_rot:
         extra = (*extra, ("whisper.encoder.rope.dimension_count", U, hp.n_rot),
                  ("whisper.encoder.rope.freq_base", F, hp.rope_theta))

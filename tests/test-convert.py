@@ -860,7 +860,12 @@ TOWERS = {  # dir: (projector, mels, stack factor, projector tensors: name -> Py
                                      "linear_2.weight": (32, 64), "ln_mid.weight": (64,)}),
     "af3": ("musicflamingo", 128, 1, {"linear_1.weight": (32, 64), "linear_1.bias": (32,),
                                       "linear_2.weight": (32, 32), "linear_2.bias": (32,)}),
+    "mflamingo": ("musicflamingo", 128, 1, {"linear_1.weight": (32, 64), "linear_1.bias": (32,),
+                                            "linear_2.weight": (32, 32), "linear_2.bias": (32,)}),
 }
+# Music Flamingo's rotary time embedding: Audio Flamingo 3's type with these keys (its files have none)
+TIME_ROPE = {"whisper.projector.time_rope.dimension_count": (4, 12), "whisper.projector.time_rope.freq_base": (6, 1200.0),
+             "whisper.projector.time_rope.step": (6, f32(0.04))}
 
 
 def thinker_name(ours):
@@ -884,6 +889,8 @@ class TestTowers(Base):
                 self.assertEqual(kv["whisper.projector.layer_norm_epsilon"], (6, f32(1e-6)))
                 self.assertEqual(kv["whisper.encoder.mels_count"], (4, n_mels))
                 self.assertEqual(kv["whisper.encoder.feed_forward_length"], (4, 256))
+                for key, value in TIME_ROPE.items():
+                    self.assertEqual(kv.get(key), value if name == "mflamingo" else None)
                 # the encoder's tensors, then the projector's, then the mel bank; values exact
                 # (the checkpoints hold f16, which f32 and f16 both keep)
                 enc = [e[0] for e in expected_tensors(64, 3, 256, n_mels) if e[0] != "mel_filters"]
@@ -1194,7 +1201,7 @@ class TestTowers(Base):
     def test_tower_errors(self):
         t = TestErrors("test_errors")
         t.tmp = self.tmp
-        for name in ("qwen2a", "voxtral", "ultravox", "af3"):
+        for name in ("qwen2a", "voxtral", "ultravox", "af3", "mflamingo"):
             with open(os.path.join(DATA, "towers", name, "config.json")) as f:
                 cfg = json.load(f)
             st = st_read(os.path.join(DATA, "towers", name, "model.safetensors"))
@@ -1221,6 +1228,13 @@ class TestTowers(Base):
                 t.expect_error(t.make("f-bias", dict(cfg, projector_bias=False), st), "projector_bias False")
                 missing = {k: v for k, v in st.items() if k != "multi_modal_projector.linear_2.bias"}
                 t.expect_error(t.make("f-missing", cfg, missing), "missing projector tensor multi_modal_projector.linear_2.bias")
+            if name == "mflamingo":
+                rope = cfg["rope_parameters"]
+                for i, bad in enumerate((dict(rope, rope_type="linear"), dict(rope, partial_rotary_factor=0.6),
+                                         dict(rope, partial_rotary_factor=0.21), dict(rope, rope_theta=100.0))):
+                    t.expect_error(t.make("m-rope%d" % i, dict(cfg, rope_parameters=bad), st), "rope_parameters")
+                t.expect_error(t.make("m-step", dict(cfg, audio_frame_step=0), st), "audio_frame_step 0")
+                t.expect_error(t.make("m-act", dict(cfg, projector_hidden_act="relu"), st), "projector_hidden_act 'relu'")
 
 
 class TestLibrary(Base):
@@ -1236,7 +1250,7 @@ class TestLibrary(Base):
     def test_library_writes_the_converters_file_again(self):
         main = self.main_bin()
         for src, outtype in (("micro-80", "f32"), ("micro-80", "f16"), ("micro-128", "bf16"), ("towers/qwen2a", "f16"),
-                             ("towers/voxtral", "bf16"), ("towers/ultravox", "f32"), ("towers/af3", "f16"),
+                             ("towers/voxtral", "bf16"), ("towers/ultravox", "f32"), ("towers/af3", "f16"), ("towers/mflamingo", "f32"),
                              ("towers/glmasr", "f32"), ("towers/qwen25o", "f16"), ("towers/minicpmo", "f32"),
                              ("towers/kimiaudio", "bf16"), ("towers/qwen3a", "f16"), ("towers/stepaudio2", "bf16"),
                              ("towers/meralion", "bf16")):

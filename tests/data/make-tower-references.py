@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Makes tests/data/towers/: tiny random Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR,
-# Qwen2.5-Omni, Qwen3-Omni and MERaLiON-2 checkpoints (the audio tower and projector only), and float64 references of what each model
+# Qwen2.5-Omni, Qwen3-Omni, Music Flamingo and MERaLiON-2 checkpoints (the audio tower and projector only), and float64 references of what each model
 # feeds its language model, computed by the models' own modules (transformers for Qwen2-Audio,
 # Voxtral, Audio Flamingo 3, GLM-ASR and the two Omni towers; fixie-ai/ultravox's ultravox_model.py for Ultravox, which is not
 # in transformers).
@@ -253,6 +253,53 @@ def af3(audios):
             store(f"af3.{clip}.audio.npy", out)
         out, _ = tokens(*chunks(read_wav("long_70s_16k.wav")))   # 3 chunks: 30 s, 30 s, 10 s
         store(f"af3.{LONG}.audio.every8.npy", out[::8])
+
+
+def mflamingo(audios):
+    # Music Flamingo: Audio Flamingo 3's encoder and projector, its rotary time embedding between them
+    # (the config's defaults: rope_theta 1200, partial_rotary_factor 0.2 of d_model, audio_frame_step 0.01)
+    cfg = transformers.MusicFlamingoConfig(
+        audio_config=dict(model_type="audioflamingo3_encoder", hidden_size=D, num_hidden_layers=LAYERS,
+                          num_attention_heads=HEADS, intermediate_size=FF, num_mel_bins=128, max_source_positions=1500),
+        text_config=dict(model_type="qwen2", hidden_size=LLM, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, vocab_size=128))
+    cfg.audio_config._attn_implementation = "eager"
+    model = transformers.MusicFlamingoForConditionalGeneration(cfg).eval()
+    randomise(model, 13)
+    state = hub_names(model)
+    save(os.path.join(OUT, "mflamingo"), dict(cfg.to_dict(), architectures=["MusicFlamingoForConditionalGeneration"]), state)
+    inner = model.model.double()
+
+    def tokens(features, frames):   # MusicFlamingoModel.get_audio_features: one input's chunks [n, 128, 3000], frames per chunk
+        mask = (torch.arange(features.shape[-1])[None, :] < torch.tensor(frames)[:, None]).long()
+        _, out_len = inner.audio_tower._get_feat_extract_output_lengths(mask.sum(-1))
+        ids = torch.full((1, int(out_len.sum())), cfg.audio_token_id)   # the input's <sound> tokens: its timestamps
+        out = inner.get_audio_features(features, mask, ids)
+        return out.pooler_output, torch.cat([out.last_hidden_state[i, : int(n)] for i, n in enumerate(out_len)])
+
+    def chunks(pcm):   # MusicFlamingoProcessor._process_audio: 30 s chunks (at most 40), each its own
+        w = 480000     # WhisperFeatureExtractor call (padding to 30 s, its own max, its attention mask)
+        n_win = min(max(1, -(-len(pcm) // w)), 1200 // 30)
+        parts = [pcm[i * w: min((i + 1) * w, len(pcm))] for i in range(n_win)]
+        x = fe(parts, sampling_rate=16000, return_attention_mask=True, return_tensors="pt")
+        return x.input_features.double(), [int(m) for m in x.attention_mask.sum(-1)]
+
+    fe = transformers.WhisperFeatureExtractor(feature_size=128)
+    with torch.no_grad():
+        mel = torch.from_numpy(np.load(os.path.join(ROOT, "features", "speech_16k.mel128.npy"))).double()[None]
+        out, tower_out = tokens(mel, [-(-len(audios["speech_16k"]) // 160)])
+        store("mflamingo.speech_16k.features.npy", out)
+        store("mflamingo.speech_16k.features.tower.npy", tower_out)
+        for clip, pcm in audios.items():
+            out, _ = tokens(*chunks(pcm))
+            store(f"mflamingo.{clip}.audio.npy", out)
+        long = read_wav("long_70s_16k.wav")
+        out, _ = tokens(*chunks(long))   # 3 chunks: 30 s, 30 s, 10 s
+        store(f"mflamingo.{LONG}.audio.every8.npy", out[::8])
+        # 630 s (the long clip 9 times): 21 chunks, past Audio Flamingo 3's 20; the last 250 tokens (620 to
+        # 630 s), where the angles are largest
+        out, _ = tokens(*chunks(np.tile(long, 9)))
+        store("mflamingo.long_630s.audio.tail.npy", out[-250:])
 
 
 def glmasr(audios):
@@ -692,7 +739,7 @@ if __name__ == "__main__":
     ap.add_argument("--stepaudio2", nargs=2, metavar=("MODELING", "UTILS"),
                     help="vLLM's step_audio_2.py (Step-Audio 2's AudioEncoder, Adaptor) and Step-Audio2's utils.py (for stepaudio2)")
     ap.add_argument("--meralion", help="a YingxuH/vllm_plugin checkout (MERaLiON-2's code; for meralion)")
-    ap.add_argument("--models", default="qwen2a,voxtral,ultravox,af3,glmasr,qwen25o,qwen3a",
+    ap.add_argument("--models", default="qwen2a,voxtral,ultravox,af3,glmasr,qwen25o,qwen3a,mflamingo",
                     help="comma-separated, of the default and minicpmo, kimiaudio (their own run: transformers 4.48), "
                          "stepaudio2, meralion")
     args = ap.parse_args()
@@ -723,5 +770,5 @@ if __name__ == "__main__":
             meralion(audios, args.meralion)
         else:
             {"qwen2a": qwen2_audio, "voxtral": voxtral, "af3": af3, "glmasr": glmasr, "qwen25o": qwen25o,
-             "qwen3a": qwen3a}[name](audios)
+             "qwen3a": qwen3a, "mflamingo": mflamingo}[name](audios)
     print("wrote", OUT)
