@@ -157,6 +157,7 @@ static const wa_projector_name WA_PROJECTORS[] = {
     {WHISPER_AUDIO_PROJECTOR_QWEN3A,        "qwen3a",        false},   // Qwen3-Omni (llama.cpp's name)
     {WHISPER_AUDIO_PROJECTOR_STEPAUDIO2,    "stepaudio2",    false},   // Step-Audio 2
     {WHISPER_AUDIO_PROJECTOR_MERALION,      "meralion",      true},    // MERaLiON-2 (llama.cpp's name)
+    {WHISPER_AUDIO_PROJECTOR_QWEN3ASR,      "qwen3asr",      false},   // Qwen3-ASR (ours: llama.cpp's qwen3a is Qwen3-Omni's layout)
 };
 
 // ---- the towers' Hugging Face checkpoints: written once for both readers -------------------
@@ -182,6 +183,7 @@ static const wa_hf_tower WA_HF_TOWERS[] = {
     {"qwen3_omni_moe", "qwen3a",        false},
     {"step_audio_2",   "stepaudio2",    false},
     {"meralion2",      "meralion",      true},
+    {"qwen3_asr",      "qwen3asr",      false},
 };
 
 // The checkpoint's names of our encoder tensors where they differ from Whisper's, below the
@@ -199,6 +201,7 @@ static const wa_hf_rename WA_HF_RENAMES[] = {
     // Qwen2.5-Omni's and Qwen3-Omni's audio towers: ln_post for layer_norm
     {"qwen2.5o",   "layer_norm.",                        "ln_post."},
     {"qwen3a",     "layer_norm.",                        "ln_post."},
+    {"qwen3asr",   "layer_norm.",                        "ln_post."},
     // Step-Audio 2's AudioEncoder (OpenAI Whisper's names)
     {"stepaudio2", "embed_positions.",                   "positional_embedding."},
     {"stepaudio2", "layer_norm.",                        "after_norm."},
@@ -217,9 +220,9 @@ static const wa_hf_rename WA_HF_RENAMES[] = {
 // MiniCPM-o's audio_projection_layer.
 struct wa_projector {
     vt_tensor * ln_pre_w;                 // ln_pre.weight    [stack d]         Ultravox's RMSNorm
-    vt_tensor * fc1_w, * fc1_b;           // linear (Qwen2-Audio, with bias), linear_1 (Audio Flamingo 3, GLM-ASR: with bias),
-                                          // audio_tower.proj (Qwen2.5-Omni, with bias), audio_tower.proj1 (Qwen3-Omni)
-    vt_tensor * fc2_w, * fc2_b;           // linear_2 (Audio Flamingo 3, GLM-ASR: with bias), audio_tower.proj2 (Qwen3-Omni);
+    vt_tensor * fc1_w, * fc1_b;           // linear (Qwen2-Audio, with bias), linear_1 (Audio Flamingo 3, GLM-ASR, Qwen3-ASR: with
+                                          // bias), audio_tower.proj (Qwen2.5-Omni, with bias), audio_tower.proj1 (Qwen3-Omni)
+    vt_tensor * fc2_w, * fc2_b;           // linear_2 (Audio Flamingo 3, GLM-ASR, Qwen3-ASR: with bias), audio_tower.proj2 (Qwen3-Omni);
                                           // MiniCPM-o's audio_projection_layer.linear1 and linear2 are fc1 and fc2
     vt_tensor * ln_mid_w, * ln_post_w;    // ln_mid.weight (Ultravox v0.5+), ln_post.weight (v0.4)
     vt_tensor * norm_w, * norm_b;         // Kimi-Audio's vq_adaptor.layers.4 (a LayerNorm; its layers.0 and .3 are fc1, fc2);
@@ -276,6 +279,10 @@ static constexpr wa_proj_desc WA_PROJ_TENSORS[] = {
     {"audio_tower.proj1.bias",                WHISPER_AUDIO_PROJECTOR_QWEN3A,   {WA_D},                   WA_F32,    &wa_projector::fc1_b},
     {"audio_tower.proj2.weight",              WHISPER_AUDIO_PROJECTOR_QWEN3A,   {WA_LLM, WA_D},           WA_MATRIX, &wa_projector::fc2_w},
     {"audio_tower.proj2.bias",                WHISPER_AUDIO_PROJECTOR_QWEN3A,   {WA_LLM},                 WA_F32,    &wa_projector::fc2_b},
+    {"multi_modal_projector.linear_1.weight", WHISPER_AUDIO_PROJECTOR_QWEN3ASR, {WA_D, WA_D},             WA_MATRIX, &wa_projector::fc1_w},
+    {"multi_modal_projector.linear_1.bias",   WHISPER_AUDIO_PROJECTOR_QWEN3ASR, {WA_D},                   WA_F32,    &wa_projector::fc1_b},
+    {"multi_modal_projector.linear_2.weight", WHISPER_AUDIO_PROJECTOR_QWEN3ASR, {WA_LLM, WA_D},           WA_MATRIX, &wa_projector::fc2_w},
+    {"multi_modal_projector.linear_2.bias",   WHISPER_AUDIO_PROJECTOR_QWEN3ASR, {WA_LLM},                 WA_F32,    &wa_projector::fc2_b},
     {"adapter.conv.weight",                   WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, {WA_D, WA_D, 3},        WA_MATRIX, &wa_projector::conv_w},
     {"adapter.conv.bias",                     WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, {WA_D},                 WA_F32,    &wa_projector::conv_b},
     {"adapter.linear1.weight",                WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, {WA_PFF, WA_D},         WA_MATRIX, &wa_projector::fc1_w},

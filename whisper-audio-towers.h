@@ -224,6 +224,14 @@ static int64_t frames_qwen3a(size_t n) {       // unpadded (padding "longest"): 
     return (int64_t)(n / WHISPER_AUDIO_HOP);
 }
 
+// ---- Qwen3-ASR ---------------------------------------------------------------------------
+// Qwen3ASREncoder is Qwen3-Omni's AuT (its builder, build_qwen3a: ln_post, then Qwen3ASRMultiModalProjector's
+// linear_1, GELU, linear_2). Qwen3ASRFeatureExtractor zero-pads a clip shorter than min_length 8000 samples
+// to them (every frame of it valid), then frames as Qwen3-Omni's; it pads the log-mel to whole chunks, so
+// a clip shorter than a chunk runs as a whole one (wa_tower.pad_chunks).
+static const size_t QWEN3ASR_MIN_SAMPLES = 8000;
+static int64_t frames_qwen3asr(size_t n) { return frames_qwen3a(std::max(n, QWEN3ASR_MIN_SAMPLES)); }
+
 // ---- Step-Audio 2 ------------------------------------------------------------------------
 // Step-Audio 2: AudioEncoder.forward after its blocks (avg_pooler: pairs of positions, an odd last
 // one left out; after_norm), then its Adaptor: conv (kernel 3, stride 2, padding 1) + GELU,
@@ -304,6 +312,9 @@ struct wa_tower {
     int mel_pad = 0;
     bool time_rope = false;      // Music Flamingo's rotary time embedding (hparams.n_time_rot): the row of a model
                                  // that has it, where another row of its projector type has not
+    size_t min_samples = 0;      // a whole-signal input shorter than this zero-padded to it (Qwen3-ASR's min_length)
+    bool pad_chunks = false;     // the AuT's log-mel padded to whole chunks (Qwen3-ASR): a clip shorter than a chunk
+                                 // runs as one whole chunk, not at its own length (Qwen3-Omni's)
 };
 
 static const wa_tower WA_TOWERS[] = {
@@ -334,6 +345,10 @@ static const wa_tower WA_TOWERS[] = {
     // of it, cut into windows of wa_window_frames (whole attention windows) masked past the audio; a
     // window shorter than one chunk runs at its own length (transformers pads chunks to the longest)
     { WHISPER_AUDIO_PROJECTOR_QWEN3A,   0,                       true,  false, true,  frames_qwen3a,   rows_qwen3a,   build_qwen3a,   false, false },
+    // Qwen3-ASR (Qwen3ASRProcessor: padding True, no truncation): Qwen3-Omni's windows, an input shorter than
+    // 8000 samples zero-padded to them, a clip shorter than a chunk a whole chunk
+    { WHISPER_AUDIO_PROJECTOR_QWEN3ASR, 0,                       true,  false, true,  frames_qwen3asr, rows_qwen3a,   build_qwen3a,   false, false,
+      0, 0, false, QWEN3ASR_MIN_SAMPLES, true },
     // Step-Audio 2 (StepAudio2.apply_chat_template, padding_mels, AudioEncoder, Adaptor): all of it in
     // 25 s windows, an input of one at its own frames, masked by its length rule
     { WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, 0,                     false, true,  true,  frames_all, rows_stepaudio2, build_stepaudio2, false, false,
@@ -417,7 +432,7 @@ static bool wa_tower_hparams(whisper_audio_model * m, const gguf_kv & kv, const 
         if (!m->mmproj) return kv.missing(path, "whisper.encoder.chunk_length", "uint32 (4)");
         hp.n_chunk = 200;                 // Qwen2_5OmniAudioEncoderConfig's n_window 100, as every release has it
     }
-    const bool aut = hp.projector == WHISPER_AUDIO_PROJECTOR_QWEN3A;
+    const bool aut = hp.projector == WHISPER_AUDIO_PROJECTOR_QWEN3A || hp.projector == WHISPER_AUDIO_PROJECTOR_QWEN3ASR;
     if (aut && m->mmproj) {               // llama.cpp's qwen3a stores neither (its graph fixes them): the config's
         hp.n_chunk = 100;                 // n_window 50 and n_window_infer 800, as every release has them; the
         hp.n_attn_window = 800;           // channels from conv2d1's weight once the tensors are read
@@ -428,11 +443,11 @@ static bool wa_tower_hparams(whisper_audio_model * m, const gguf_kv & kv, const 
                                 : "whisper.encoder.attention.window_length", "uint32 (4)");
     }
     if (hp.n_chunk && hp.projector != WHISPER_AUDIO_PROJECTOR_QWEN25O && !aut) {
-        wa_set_error("%s: whisper.encoder.chunk_length is set for a model that is not Qwen2.5-Omni's or Qwen3-Omni's tower", path);
+        wa_set_error("%s: whisper.encoder.chunk_length is set for a model that is not Qwen2.5-Omni's, Qwen3-Omni's or Qwen3-ASR's tower", path);
         return false;
     }
     if ((hp.n_conv || hp.n_attn_window) && !aut) {
-        wa_set_error("%s: whisper.encoder.%s is set for a model that is not Qwen3-Omni's tower", path,
+        wa_set_error("%s: whisper.encoder.%s is set for a model that is not Qwen3-Omni's or Qwen3-ASR's tower", path,
                      hp.n_conv ? "conv2d.channels" : "attention.window_length");
         return false;
     }

@@ -2127,8 +2127,9 @@ static bool pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t 
 // wa_window_frames (3000; the AuT's 2400) (an input of one chunk unpadded where the tower runs it
 // so), with the clamp of the input's max (its first pass over chunks of 3000). The signal is the
 // input padded to its frames (Voxtral, Ultravox), or the input itself (the AuT: fewer frames than
-// hops, its end reflected where it ends).
-static bool pipeline_cut_held(whisper_audio_pipeline * p) {
+// hops, its end reflected where it ends). n_audio: the input's own samples (the held signal may be
+// longer: a tower's min_samples of zeros), which the windows' records count.
+static bool pipeline_cut_held(whisper_audio_pipeline * p, size_t n_audio) {
     const wa_tower & tw = *p->tower;
     const whisper_audio_hparams & hp = p->encs[0]->hparams;
     const float * x = p->held.data;
@@ -2153,13 +2154,14 @@ static bool pipeline_cut_held(whisper_audio_pipeline * p) {
     }
     for (int64_t c = 0; c < n_windows; c++) {
         const int valid = (int)std::min<int64_t>(W, frames - c * W);
-        const bool own_length = (tw.unpadded && n_windows == 1) || (hp.n_conv && valid < hp.n_chunk);   // (the AuT's: one chunk)
-        const int n_frames = own_length ? valid : (int)W;
+        const bool own_length = (tw.unpadded && n_windows == 1) || (hp.n_conv && valid < hp.n_chunk && !tw.pad_chunks);   // (the AuT's: one chunk)
+        const bool one_chunk = tw.pad_chunks && valid < hp.n_chunk;   // (Qwen3-ASR's: a whole one)
+        const int n_frames = own_length ? valid : one_chunk ? hp.n_chunk : (int)W;
         if (!pipeline_make_room(p, n_frames)) return false;
         const size_t first = (size_t)(c * W * WHISPER_AUDIO_HOP), win_samples = (size_t)W * WHISPER_AUDIO_HOP;
         log_mel_row(x, n, sig_len, (int64_t)first, p->cur->pcm + (size_t)p->cur->n * WA_MEL_ROW);
-        wa_window w{p->input, c, std::min<size_t>(win_samples, n - std::min(n, first))};
-        if (c == n_windows - 1) w.samples = n - std::min(n, first);   // the last holds the input's tail past its frames
+        wa_window w{p->input, c, std::min<size_t>(win_samples, n_audio - std::min(n_audio, first))};
+        if (c == n_windows - 1) w.samples = n_audio - std::min(n_audio, first);   // the last holds the input's tail past its frames
         w.valid = valid;
         w.clamp = clamp;
         w.positions = wa_positions(hp, valid);
@@ -2177,7 +2179,12 @@ static bool pipeline_end_input(whisper_audio_pipeline * p) {
         return pipeline_refuse(p);
     }
     if (p->tower && p->tower->whole_signal) {
-        const bool ok = pipeline_cut_held(p);
+        const size_t n_audio = p->held.size;
+        if (p->held.size < p->tower->min_samples) {   // Qwen3-ASR's min_length: zeros after the input
+            const std::vector<float> zeros(p->tower->min_samples - p->held.size, 0.0f);
+            p->held.append(zeros.data(), zeros.size());
+        }
+        const bool ok = pipeline_cut_held(p, n_audio);
         p->held.size = 0;
         p->max_cut = 0;
         p->held_max = -INFINITY;
@@ -2566,7 +2573,7 @@ bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, si
 static bool wa_check_projector(const whisper_audio_hparams & hp, const char * func) {
     if (wa_tower_of(hp)) return true;
     wa_set_error("%s: the model is a Whisper encoder without an audio-LLM projector (Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, "
-                 "Music Flamingo, GLM-ASR, Qwen2.5-Omni, Qwen3-Omni, Step-Audio 2)", func);
+                 "Music Flamingo, GLM-ASR, Qwen2.5-Omni, Qwen3-Omni, Qwen3-ASR, Step-Audio 2)", func);
     return false;
 }
 
@@ -2715,13 +2722,15 @@ int whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * m
     const float frames = (float)n_audio_frames;
     const int rows = tw.rows(hp, n_audio_frames, enc->params.projector);
     // the AuT: audio shorter than a chunk runs at its own length, as transformers pads chunks to the longest
+    // (Qwen3-Omni), or as one whole chunk, its frames past the audio zero (Qwen3-ASR pads the log-mel to chunks)
     std::vector<float> own;
     if (hp.n_conv && n_audio_frames < hp.n_chunk) {
-        own.resize((size_t)hp.n_mels * n_audio_frames);
+        const int keep = tw.pad_chunks ? hp.n_chunk : n_audio_frames;
+        own.resize((size_t)hp.n_mels * keep);
         for (int m = 0; m < hp.n_mels; m++)
-            std::copy(mel + (size_t)m * n_frames, mel + (size_t)m * n_frames + n_audio_frames, own.begin() + (size_t)m * n_audio_frames);
+            std::copy(mel + (size_t)m * n_frames, mel + (size_t)m * n_frames + keep, own.begin() + (size_t)m * keep);
         mel = own.data();
-        n_frames = n_audio_frames;
+        n_frames = keep;
     }
     const auto t0 = std::chrono::steady_clock::now();
     const bool ok = wa_catch(__func__, false, [&] { return encode_token_batch(enc, mel, 1, n_frames, &kv_len, &frames, &rows, out); });

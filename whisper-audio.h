@@ -96,6 +96,9 @@ enum whisper_audio_projector {
     WHISPER_AUDIO_PROJECTOR_MERALION,  // MERaLiON-2: its first 300 s in 30 s windows, each normalised (zero mean, unit
                                        // variance) and padded, not masked; ln_speech, 15 positions stacked, linear, SiLU,
                                        // silu(gate_proj) * pool_proj, out_proj
+    WHISPER_AUDIO_PROJECTOR_QWEN3ASR,  // Qwen3-ASR: Qwen3-Omni's AuT encoder and computation (its projector outside the
+                                       // encoder: multi_modal_projector.linear_1, GELU, linear_2); an input shorter than
+                                       // 8000 samples zero-padded to them, a clip shorter than a chunk run as a whole one
 
     // The same values named for what they say: the audio tower the file holds (its projector is a
     // part of it). Either name may be used; whisper_audio_tower is the enum's other name.
@@ -111,6 +114,7 @@ enum whisper_audio_projector {
     WHISPER_AUDIO_TOWER_QWEN3A = WHISPER_AUDIO_PROJECTOR_QWEN3A,
     WHISPER_AUDIO_TOWER_STEPAUDIO2 = WHISPER_AUDIO_PROJECTOR_STEPAUDIO2,
     WHISPER_AUDIO_TOWER_MERALION = WHISPER_AUDIO_PROJECTOR_MERALION,
+    WHISPER_AUDIO_TOWER_QWEN3ASR = WHISPER_AUDIO_PROJECTOR_QWEN3ASR,
 };
 typedef enum whisper_audio_projector whisper_audio_tower;
 
@@ -519,7 +523,7 @@ bool whisper_audio_rows_are_tokens(const whisper_audio_model * model, whisper_au
 size_t whisper_audio_samples_used(const whisper_audio_model * model, bool tokens);
 // "qwen2a", "voxtral", "ultravox", "musicflamingo" (Audio Flamingo 3, Music Flamingo) (llama.cpp's clip.projector_type),
 // "glmasr" (ours: GLM-ASR in transformers' layout), "qwen2.5o", "minicpmo", "kimiaudio", "stepaudio2" (ours), "qwen3a",
-// "meralion" (llama.cpp's), "none"; NULL outside the enum.
+// "meralion" (llama.cpp's), "qwen3asr" (ours), "none"; NULL outside the enum.
 const char * whisper_audio_projector_name(enum whisper_audio_projector type);
 // The same function named for what it names: the tower (a macro, so no second symbol).
 #define whisper_audio_tower_name whisper_audio_projector_name

@@ -201,6 +201,9 @@ QWEN25O_UNUSED = ("audio_bos_eos_token.weight",)
 # Qwen3-Omni's audio tower (Qwen3OmniMoeAudioEncoder, thinker.audio_tower): Whisper's layer names
 # (k_proj with a bias), ln_post for layer_norm, a Conv2d stem (conv2d1-3, conv_out) for conv1/conv2,
 # the sinusoids computed (a buffer the checkpoint does not hold), proj1 / GELU / proj2 its projector.
+# Qwen3-ASR (Qwen3ASRForConditionalGeneration, transformers qwen3_asr): the same encoder under
+# model.audio_tower (or audio_tower), its projector beside it as multi_modal_projector.linear_1 / linear_2;
+# its config's audio_config holds the encoder's sizes and windows (no thinker_config).
 # GLM-ASR (GlmAsrEncoder under its audio_tower: Llama's names, WA_HF_RENAMES).
 GLMASR_MERGE = 4                    # GlmAsrModel.get_audio_features: merge_factor
 ULTRAVOX_RMS_EPS = 1e-6             # ultravox_model.py's RMSNorm default
@@ -704,7 +707,7 @@ def read_config(d):
             if cfg.get("activation_function", "gelu") != "gelu" or cfg.get("scale_embedding", False):
                 raise ConvertError("%s: config.json: activation_function %r, scale_embedding %r; whisper-audio runs "
                                    "'gelu', false" % (d, cfg.get("activation_function"), cfg.get("scale_embedding")))
-        if mt == "qwen3_omni_moe":   # proj2's output_dim is what the thinker's language model takes
+        if mt in ("qwen3_omni_moe", "qwen3_asr"):   # proj2's (linear_2's) output_dim is what the language model takes
             hp.n_llm = get("output_dim")
             n_window, n_infer = get("n_window"), get("n_window_infer")
             hp.n_chunk, hp.n_attn_window, hp.n_conv = 2 * n_window, n_infer, get("downsample_hidden_size")
@@ -987,7 +990,7 @@ def convert_dir(d, out, outtype):
             # GLM-ASR has none (RoPE instead): zeros keep the file's layout, and the graph skips them
             tensors.append((name, shape, GGML_TYPE_F32, lambda n=numel(shape): bytes(4 * n)))
             continue
-        if hp.projector in ("qwen2.5o", "qwen3a") and name == "encoder.embed_positions.weight":
+        if hp.projector in ("qwen2.5o", "qwen3a", "qwen3asr") and name == "encoder.embed_positions.weight":
             tensors.append((name, shape, GGML_TYPE_F32, lambda: f64_list_to_f32_bytes(sinusoids_f32(N_CTX, hp.n_state))))
             continue
         src = prefix + hf_name(hp.projector, name[len("encoder."):]) if name.startswith("encoder.") else pprefix + name

@@ -1096,6 +1096,44 @@ class TestTowers(Base):
         bad = json.loads(json.dumps(cfg))
         bad["thinker_config"]["audio_config"]["n_window_infer"] = 750
         t.expect_error(t.make("q3-window", bad, st), "n_window_infer 750 is not a multiple of 2 x n_window 100")
+    def test_qwen3asr(self):
+        # transformers' Qwen3ASRForConditionalGeneration as transformers 5 saves it: Qwen3-Omni's encoder under
+        # model.audio_tower (ln_post for the final LayerNorm), the projector beside it as
+        # model.multi_modal_projector.linear_1 / linear_2; the windows and channels from its audio_config
+        src = os.path.join(DATA, "towers", "qwen3asr")
+        st = st_read(os.path.join(src, "model.safetensors"))
+
+        def theirs(ours):
+            if ours.startswith("multi_modal_projector."):
+                return "model." + ours
+            return ("model.audio_tower." + ours[len("encoder."):]).replace("audio_tower.layer_norm.", "audio_tower.ln_post.")
+        for outtype in ("f32", "f16"):
+            g = GGUF(self.convert(src, outtype, "tower-qwen3asr-%s.gguf" % outtype))
+            kv = g.kv
+            self.assertEqual(kv["whisper.projector.type"], (8, "qwen3asr"))
+            self.assertEqual(kv["whisper.projector.embedding_length"], (4, 32))
+            self.assertEqual(kv["whisper.encoder.chunk_length"], (4, 100))
+            self.assertEqual(kv["whisper.encoder.attention.window_length"], (4, 800))
+            self.assertEqual(kv["whisper.encoder.conv2d.channels"], (4, 16))
+            names = [t[0] for t in g.tensors]
+            self.assertEqual(names[-5:], ["multi_modal_projector.linear_1.weight", "multi_modal_projector.linear_1.bias",
+                                          "multi_modal_projector.linear_2.weight", "multi_modal_projector.linear_2.bias",
+                                          "mel_filters"])
+            self.assertEqual(len(names), 8 + 3 * 16 + 2 + 4 + 1)
+            self.check_as_stored(g, lambda n: None if n == "encoder.embed_positions.weight" else st[theirs(n)])
+            self.check_sinusoids(g, ((0, 0), (0, 32), (1, 0), (12, 5), (12, 63)))
+        t = TestErrors("test_errors")
+        t.tmp = self.tmp
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        missing = {k: v for k, v in st.items() if k != "model.multi_modal_projector.linear_2.bias"}
+        t.expect_error(t.make("qa-missing", cfg, missing), "missing projector tensor model.multi_modal_projector.linear_2.bias")
+        t.expect_error(t.make("qa-noaudio", {k: v for k, v in cfg.items() if k != "audio_config"}, st),
+                       "qwen3_asr without an audio_config")
+        bad = json.loads(json.dumps(cfg))
+        bad["audio_config"]["n_window_infer"] = 750
+        t.expect_error(t.make("qa-window", bad, st), "n_window_infer 750 is not a multiple of 2 x n_window 100")
+
     def test_stepaudio2(self):
         # Step-Audio 2: audio_encoder_config's sizes (the MLP 4 n_audio_state), OpenAI Whisper's names under
         # encoder. (blocks.N.attn.query, positional_embedding, after_norm), adapter.* as they are (its conv
@@ -1253,7 +1291,7 @@ class TestLibrary(Base):
                              ("towers/voxtral", "bf16"), ("towers/ultravox", "f32"), ("towers/af3", "f16"), ("towers/mflamingo", "f32"),
                              ("towers/glmasr", "f32"), ("towers/qwen25o", "f16"), ("towers/minicpmo", "f32"),
                              ("towers/kimiaudio", "bf16"), ("towers/qwen3a", "f16"), ("towers/stepaudio2", "bf16"),
-                             ("towers/meralion", "bf16")):
+                             ("towers/meralion", "bf16"), ("towers/qwen3asr", "bf16")):
             with self.subTest(src=src, outtype=outtype):
                 ours = self.convert(os.path.join(DATA, src), outtype, name="lib-%s-%s.gguf" % (src.replace("/", "-"), outtype))
                 again = ours + ".again.gguf"

@@ -134,7 +134,8 @@ class Projector(_CEnum):
     (MiniCPM-o 2.6's audio tower: block-causal attention, linear, ReLU, linear, pooling by 2),
     KIMIAUDIO (Kimi-Audio's continuous path: 4 positions stacked, its VQ adaptor), QWEN3A
     (Qwen3-Omni's audio tower), STEPAUDIO2 (Step-Audio 2: 25 s windows, pooling by 2, its adapter), MERALION
-    (MERaLiON-2: each 30 s window normalised, 15 positions stacked, its gated speech adapter).
+    (MERaLiON-2: each 30 s window normalised, 15 positions stacked, its gated speech adapter), QWEN3ASR
+    (Qwen3-ASR: Qwen3-Omni's tower, an input shorter than 0.5 s zero-padded to it).
     hparams["projector"]; Model.projector (None for NONE)."""
     NONE = "none"
     QWEN2A = "qwen2a"
@@ -148,6 +149,7 @@ class Projector(_CEnum):
     QWEN3A = "qwen3a"
     STEPAUDIO2 = "stepaudio2"
     MERALION = "meralion"
+    QWEN3ASR = "qwen3asr"
 
 
 # ---- the C API --------------------------------------------------------------------
