@@ -174,7 +174,7 @@ static const wa_hf_tower WA_HF_TOWERS[] = {
     {"voxtral",        "voxtral",       true},
     {"ultravox",       "ultravox",      true},
     {"audioflamingo3", "musicflamingo", true},
-    {"musicflamingo",  "musicflamingo", false},   // Music Flamingo: its rotary time embedding's keys beside Audio Flamingo 3's
+    {"musicflamingo",  "musicflamingo", true},    // Music Flamingo: its rotary time embedding's keys beside Audio Flamingo 3's
     {"glmasr",         "glmasr",        false},
     {"qwen2_5_omni",   "qwen2.5o",      false},
     {"minicpmo",       "minicpmo",      true},

@@ -1226,6 +1226,44 @@ static bool wa_hf_config_af3(const wa_hf_cfg & r, const wa_json & top) {
     return true;
 }
 
+// Music Flamingo's rotary time embedding (MusicFlamingoConfig, MusicFlamingoRotaryEmbedding), as the
+// converter reads it: rope_parameters' rope_theta (1200) and partial_rotary_factor (0.2) of head_dim (the
+// audio d_model), rope_type "default"; audio_frame_step (0.01 s a mel frame; a row is 4 of them).
+static bool wa_hf_config_musicflamingo(const wa_hf_cfg & r, const wa_json & top, whisper_audio_hparams & hp) {
+    const wa_json * rp = top.get("rope_parameters");
+    if (rp && rp->type != wa_json::OBJECT && rp->type != wa_json::NUL) {
+        wa_set_error("%s: config.json: rope_parameters is %s, not an object", r.path, rp->shown().c_str());
+        return false;
+    }
+    const bool has_rp = rp && rp->type == wa_json::OBJECT;
+    if (has_rp && !r.must_be(*rp, "rope_parameters.", "rope_type", "default")) return false;
+    // a number where present (else its default), as Python reads it
+    bool ok = true;
+    auto number = [&](const wa_json * in, const char * key, double dflt) {
+        const wa_json * v = in ? in->get(key) : nullptr;
+        if (!v || v->type == wa_json::NUL) return dflt;
+        if (v->type != wa_json::NUMBER) ok = false;
+        return v->type == wa_json::NUMBER ? strtod(v->str.c_str(), nullptr) : 0.0;
+    };
+    const double theta = number(has_rp ? rp : nullptr, "rope_theta", 1200.0), factor = number(has_rp ? rp : nullptr, "partial_rotary_factor", 0.2);
+    const double step = number(&top, "audio_frame_step", 0.01), head = number(&top, "head_dim", 0.0);
+    const double head_dim = head != 0.0 ? head : hp.n_state;
+    const double rot = std::trunc(head_dim * factor);
+    if (!ok || head_dim != hp.n_state || !(rot >= 2 && rot * 2 <= hp.n_state) || std::fmod(rot, 2.0) != 0.0 ||
+        !(theta >= hp.n_ctx / 2 && theta <= 1e9) || !(step > 0 && step <= 0.25)) {
+        wa_set_error("%s: config.json: rope_parameters %s, head_dim %s, audio_frame_step %s; whisper-audio runs rope_type "
+                     "\"default\", head_dim the audio d_model %d, an even rotary width of at most d_model / 2, rope_theta from %d, "
+                     "a frame step in (0, 0.25] s", r.path, rp ? rp->shown().c_str() : "absent",
+                     top.get("head_dim") ? top.get("head_dim")->shown().c_str() : "absent",
+                     top.get("audio_frame_step") ? top.get("audio_frame_step")->shown().c_str() : "absent", hp.n_state, hp.n_ctx / 2);
+        return false;
+    }
+    hp.n_time_rot = (int)rot;
+    hp.time_rope_theta = (float)theta;
+    hp.time_rope_step = (float)(4.0 * step);
+    return true;
+}
+
 // Ultravox's projector: stacking, SwiGLU's width, the optional mid LayerNorm; the model its audio tower comes from.
 static bool wa_hf_config_ultravox(const wa_hf_cfg & r, const wa_json & top, whisper_audio_hparams & hp, wa_hf_options & opt) {
     if (!r.get(top, "", "stack_factor", 64, &hp.stack_factor) || !r.get(top, "", "hidden_size", 65536, &hp.n_proj_ff) ||
@@ -1286,7 +1324,8 @@ static bool wa_hf_config(whisper_audio_model * m, const wa_json & top, wa_hf_opt
         case WHISPER_AUDIO_PROJECTOR_MINICPMO:       ok = wa_hf_config_minicpmo(r, top, *cfg, ac, hp); break;
         case WHISPER_AUDIO_PROJECTOR_MERALION:       ok = wa_hf_config_meralion(r, top, *cfg, ac, hp); break;
         case WHISPER_AUDIO_PROJECTOR_VOXTRAL:        ok = wa_hf_config_voxtral(r, top, hp); break;
-        case WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO:  ok = wa_hf_config_af3(r, top); break;
+        case WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO:  ok = wa_hf_config_af3(r, top) &&
+                                                          (type != "musicflamingo" || wa_hf_config_musicflamingo(r, top, hp)); break;
         case WHISPER_AUDIO_PROJECTOR_ULTRAVOX:       ok = wa_hf_config_ultravox(r, top, hp, opt); break;
         default: break;
     }
