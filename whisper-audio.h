@@ -544,7 +544,9 @@ bool whisper_audio_encode_tokens(whisper_audio_encoder * enc, const float * pcm,
 // 3's input_features_mask sum, Ultravox's audio_lens; Voxtral ignores it; Qwen3-Omni: a clip of its first
 // n_audio_frames frames, run at that length where it is less than a chunk; Step-Audio 2: 3..3000 frames
 // and its wav_lens, n_frames - 2 for a window of its own, keys and rows by its rule; MERaLiON-2 ignores it,
-// and its mel is the caller's: of the window normalised as its feature extractor does). Returns the
+// and its mel is the caller's: of the window normalised as its feature extractor does; Music Flamingo:
+// the window is its input's first, window 0 of the rotary time embedding; Qwen3-ASR: as Qwen3-Omni's, but a
+// clip shorter than a chunk runs as a whole chunk, its frames past the audio zero). Returns the
 // number of rows written, or -1.
 int  whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * mel, int n_frames, int n_audio_frames,
                                      float * out);
