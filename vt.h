@@ -371,7 +371,7 @@ size_t vt_backend_allocated_bytes(const vt_backend * be); // weights + arenas + 
 // another's download overlap a forward; its host buffers should come from vt_backend_host_alloc
 // (pinned). vt_backend_wait(be, slot) waits for the run in that slot; the host buffers must
 // stay untouched until then. The CPU backend runs it at once.
-#define VT_MAX_SUBMIT_INPUTS 4
+#define VT_MAX_SUBMIT_INPUTS 5
 bool   vt_backend_submit(vt_backend * be, vt_graph * g, int n_in, vt_tensor * const * in, const void * const * in_host,
                          const vt_tensor * out, void * out_host, enum vt_type out_type, int slot);
 bool   vt_backend_wait(vt_backend * be, int slot);

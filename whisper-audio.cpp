@@ -1788,8 +1788,8 @@ static bool pipeline_submit(whisper_audio_pipeline * p, whisper_audio_encoder * 
     const wa_graph_kind kind = b->mel_max ? WA_GRAPH_MEL_MAX : p->tower ? WA_GRAPH_TOKENS : WA_GRAPH_ROWS;
     wa_graph * g = graph_for_batch(enc, n_run, b->n_frames, from_pcm, kind);
     if (!g) { pipeline_fail(p, whisper_audio_last_error()); return false; }
-    vt_tensor * in[5] = {g->in};
-    const void * in_host[5] = {from_pcm ? (const void *)b->pcm : (const void *)mel.data()};
+    vt_tensor * in[VT_MAX_SUBMIT_INPUTS] = {g->in};   // the input, mel_params, kv_len, frames, window
+    const void * in_host[VT_MAX_SUBMIT_INPUTS] = {from_pcm ? (const void *)b->pcm : (const void *)mel.data()};
     int n_in = 1;
     if (g->mel_params) { in[n_in] = g->mel_params; in_host[n_in++] = b->mel_params; }
     if (g->kv_len) { in[n_in] = g->kv_len; in_host[n_in++] = b->kv_len; }
