@@ -859,6 +859,38 @@ struct cpu_backend : vt_backend {
         });
     }
 
+    // rope_time: one row (position t of window b) per task. The float32 factors as
+    // MusicFlamingoRotaryEmbedding and _build_audio_timestamps make them: each product or sum of two
+    // float32 values is exact in double, so rounding it to float gives the float32 operation's result.
+    // The angle, its cos and sin and the turn in double (apply_rotary_time_emb's float64).
+    void rope_time(vt_tensor * t) {
+        const int n_rot = t->iparams[0], half = n_rot / 2;
+        const int64_t C = t->ne[0], T = t->ne[1];
+        const double theta = t->fparams[0], step = t->fparams[1], pi = 3.14159265358979323846;
+        const float * window = (const float *)t->src[1]->data;
+        std::vector<float> inv_freq(half);
+        for (int i = 0; i < half; i++)
+            inv_freq[i] = (float)(1.0 / (double)(float)pow(theta, (double)((float)(2 * i) / (float)n_rot)));
+        pool.run((int)(T * t->ne[2]), [&](int task, int) {
+            const float * x = (const float *)t->src[0]->data + (size_t)task * C;
+            float * y = (float *)t->data + (size_t)task * C;
+            memcpy(y + 2 * n_rot, x + 2 * n_rot, (C - 2 * n_rot) * sizeof(float));
+            const double k = window[task / T], pos = (double)(task % T);
+            const float start = (float)((double)(float)(k * T) * step), offset = (float)(pos * step);
+            const float ts = (float)((double)start + (double)offset);                   // seconds
+            const float angle = (float)(-2.0 * (double)ts * (double)(float)pi);         // (-ts * 2) * pi
+            const float pos_angle = (float)((double)(float)(pos / theta) * (double)(float)(2.0 * pi));
+            for (int p = 0; p < n_rot; p++) {
+                const int i = p % half;
+                const double f = p < half ? k / theta * (double)inv_freq[i] : (double)(float)((double)pos_angle * (double)inv_freq[i]);
+                const double a = f * (double)angle, c = cos(a), s = sin(a);
+                const double x0 = x[2 * p], x1 = x[2 * p + 1];
+                y[2 * p] = (float)(x0 * c - x1 * s);
+                y[2 * p + 1] = (float)(x1 * c + x0 * s);
+            }
+        });
+    }
+
     void compute_node(vt_tensor * t) {
         switch (t->op) {
             case VT_OP_CONV1D_K3:  conv1d_k3(t); break;
@@ -870,6 +902,7 @@ struct cpu_backend : vt_backend {
             case VT_OP_SWIGLU:     swiglu(t); break;
             case VT_OP_STACK:      stack(t); break;
             case VT_OP_ROPE_QK:    rope_qk(t); break;
+            case VT_OP_ROPE_TIME:  rope_time(t); break;
             case VT_OP_RELU:       relu(t); break;
             case VT_OP_SILU:       silu(t); break;
             case VT_OP_SILU_MUL:   silu_mul(t); break;

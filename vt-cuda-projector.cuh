@@ -1,5 +1,5 @@
 // vt-cuda-projector.cuh - the ops of the audio LLMs' projectors (avg_pool2, rms_norm, swiglu,
-// relu, silu, silu_mul, stack) and rope_qk (GLM-ASR's encoder): a handful of rows per window,
+// relu, silu, silu_mul, stack), rope_qk (GLM-ASR's encoder) and rope_time (Music Flamingo's): a handful of rows per window,
 // so plain grid-stride loops and one launcher for all of them. rms_norm's kernel is
 // vt-cuda-norm.cuh's.
 #pragma once
@@ -81,6 +81,34 @@ __global__ void rope_qk_kernel(T * __restrict__ y, const T * __restrict__ x, int
     }
 }
 
+// rope_time: element c of row r (position t = r % T of window b = r / T, its index k =
+// window[b] in its input): the first 2 n_rot elements turn in pairs (2p, 2p + 1) by the angle of
+// Music Flamingo's rotary time embedding, the rest are copied. The float32 factors rounded from
+// exact double products and sums (the float32 operations' results, free of FMA contraction), the
+// angle, sincos and turn in double. One element per thread per step. CPU twin: cpu_backend::rope_time.
+template <typename T>
+__global__ void rope_time_kernel(T * __restrict__ y, const T * __restrict__ x, const float * __restrict__ window, int64_t C,
+                                 int64_t T_pos, int n_rot, double theta, double step, int64_t n) {
+    const double pi = 3.14159265358979323846;
+    const int half = n_rot / 2;
+    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t c = idx % C, r = idx / C;
+        if (c >= 2 * n_rot) { y[idx] = x[idx]; continue; }
+        const int p = (int)(c / 2), i = p % half;
+        const double k = window[r / T_pos], pos = (double)(r % T_pos);
+        const float inv_freq = (float)(1.0 / (double)(float)pow(theta, (double)((float)(2 * i) / (float)n_rot)));
+        const float start = (float)((double)(float)(k * T_pos) * step), offset = (float)(pos * step);
+        const float ts = (float)((double)start + (double)offset);
+        const float angle = (float)(-2.0 * (double)ts * (double)(float)pi);
+        const float pos_angle = (float)((double)(float)(pos / theta) * (double)(float)(2.0 * pi));
+        const double f = p < half ? k / theta * (double)inv_freq : (double)(float)((double)pos_angle * (double)inv_freq);
+        double sn, cs;
+        sincos(f * (double)angle, &sn, &cs);
+        const double x0 = to_f32(x[idx - (c & 1)]), x1 = to_f32(x[idx - (c & 1) + 1]);
+        y[idx] = from_f32<T>((float)((c & 1) ? x1 * cs + x0 * sn : x0 * cs - x1 * sn));
+    }
+}
+
 // stack: window b's rows laid end to end and cut into rows of `row` elements, the tail past
 // the window's n_in elements zero. One element per thread per step. CPU twin: cpu_backend::stack.
 template <typename T>
@@ -138,6 +166,12 @@ static bool launch_projector_op_t(const launch_ctx & lc, vt_tensor * t) {
                                                                                    t->iparams[1], t->fparams[0], t->ne[1], n);
             LAUNCH_CHECK("rope_qk_kernel");
             return true;
+        case VT_OP_ROPE_TIME:
+            rope_time_kernel<T><<<grid_for(lc, n, threads), threads, 0, lc.stream>>>(y, xp, (const float *)t->src[1]->data, t->ne[0],
+                                                                                     t->ne[1], t->iparams[0], t->fparams[0],
+                                                                                     t->fparams[1], n);
+            LAUNCH_CHECK("rope_time_kernel");
+            return true;
         default:
             break;
     }
@@ -145,7 +179,8 @@ static bool launch_projector_op_t(const launch_ctx & lc, vt_tensor * t) {
     return false;
 }
 
-// avg_pool2, rms_norm, swiglu, relu, silu, silu_mul, stack: the ops of the audio LLMs' projectors; rope_qk (GLM-ASR's encoder).
+// avg_pool2, rms_norm, swiglu, relu, silu, silu_mul, stack: the ops of the audio LLMs' projectors; rope_qk (GLM-ASR's
+// encoder); rope_time (Music Flamingo's).
 static bool launch_projector_op(const launch_ctx & lc, vt_tensor * t) {
     switch (t->type) {
         case VT_TYPE_F16:  return launch_projector_op_t<__half>(lc, t);

@@ -27,7 +27,7 @@
 //               cp.async. Both: head_dim 64, online softmax in f32, exact key count (the tail
 //               of the last tile masked)
 //   log_mel     vt-cuda-mel.cuh: a 20 x 20 split DFT per frame in double, mel sums, clamp
-//   projector   avg_pool2, rms_norm, swiglu, relu, silu, silu_mul, stack, rope_qk:
+//   projector   avg_pool2, rms_norm, swiglu, relu, silu, silu_mul, stack, rope_qk, rope_time:
 //   ops         vt-cuda-projector.cuh (rms_norm's kernel in vt-cuda-norm.cuh)
 //
 // Biases live in f32 (as the model file has them); for the GEMM's BIAS epilogue, which
@@ -811,7 +811,7 @@ bool cuda_backend::alloc_graph(vt_graph * g) {
                 mel_blocks = std::max(mel_blocks, (size_t)t->src[0]->ne[1] * log_mel_blocks(t->iparams[3]));
                 mel_rows = std::max(mel_rows, (size_t)t->src[1]->ne[1]);
                 break;
-            case VT_OP_AVG_POOL2: case VT_OP_RMS_NORM: case VT_OP_SWIGLU: case VT_OP_STACK: case VT_OP_ROPE_QK: case VT_OP_RELU: case VT_OP_SILU: case VT_OP_SILU_MUL: break;
+            case VT_OP_AVG_POOL2: case VT_OP_RMS_NORM: case VT_OP_SWIGLU: case VT_OP_STACK: case VT_OP_ROPE_QK: case VT_OP_ROPE_TIME: case VT_OP_RELU: case VT_OP_SILU: case VT_OP_SILU_MUL: break;
             default:
                 vt_set_error("cuda: op %s ('%s') has no CUDA kernel", vt_op_name(t->op), t->name);
                 ok = false;
@@ -934,7 +934,7 @@ bool cuda_backend::run_node(graph_state * s, size_t i, vt_tensor * t) {
             return p.quantize_out ? launch_layer_norm(lc, t, s->fp8_x, s->fp8_scale) : launch_layer_norm(lc, t);
         case VT_OP_ATTENTION:  return launch_attention(lc, t, att_wgmma);
         case VT_OP_LOG_MEL:    return launch_log_mel(lc, t, mel_tab, s->mel_max, s->mel_ranges);
-        case VT_OP_AVG_POOL2: case VT_OP_RMS_NORM: case VT_OP_SWIGLU: case VT_OP_STACK: case VT_OP_ROPE_QK: case VT_OP_RELU: case VT_OP_SILU: case VT_OP_SILU_MUL:
+        case VT_OP_AVG_POOL2: case VT_OP_RMS_NORM: case VT_OP_SWIGLU: case VT_OP_STACK: case VT_OP_ROPE_QK: case VT_OP_ROPE_TIME: case VT_OP_RELU: case VT_OP_SILU: case VT_OP_SILU_MUL:
             return launch_projector_op(lc, t);
         default:
             vt_set_error("cuda: op %s ('%s') has no CUDA kernel", vt_op_name(t->op), t->name);

@@ -308,6 +308,7 @@ static const char * VT_OP_NAMES[] = {
     "conv2d_k3s2",
     "add_rows",
     "silu_mul",
+    "rope_time",
 };
 static_assert(sizeof(VT_OP_NAMES) / sizeof(VT_OP_NAMES[0]) == VT_OP_COUNT, "VT_OP_NAMES out of sync with enum vt_op");
 
@@ -629,6 +630,22 @@ vt_tensor * vt_rope_qk(vt_context * ctx, vt_tensor * qkv, int n_head, int n_rot,
     t->iparams[0] = n_head;
     t->iparams[1] = n_rot;
     t->fparams[0] = theta;
+    return t;
+}
+
+// vt_rope_time
+
+vt_tensor * vt_rope_time(vt_context * ctx, vt_tensor * x, vt_tensor * window, int n_rot, float theta, float step) {
+    VT_ASSERT(vt_is_contiguous(x) && x->ne[3] == 1 && n_rot >= 2 && n_rot % 2 == 0 && 2 * n_rot <= x->ne[0]);
+    VT_ASSERT(theta > 0.0f && x->ne[1] <= theta && step > 0.0f);
+    VT_ASSERT(window && window->type == VT_TYPE_F32 && window->ne[0] == x->ne[2] && vt_nelements(window) == x->ne[2]);
+    vt_tensor * t = new_tensor(ctx, x->type, x->ne);
+    t->op = VT_OP_ROPE_TIME;
+    t->src[0] = x;
+    t->src[1] = window;
+    t->iparams[0] = n_rot;
+    t->fparams[0] = theta;
+    t->fparams[1] = step;
     return t;
 }
 

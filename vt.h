@@ -59,6 +59,7 @@ enum vt_op {
     VT_OP_CONV2D_K3S2,
     VT_OP_ADD_ROWS,
     VT_OP_SILU_MUL,
+    VT_OP_ROPE_TIME,
     VT_OP_COUNT,
 };
 
@@ -249,6 +250,17 @@ vt_tensor * vt_stack_frames(vt_context * ctx, vt_tensor * x, int f);
 //   qkv [B, T, 3d] contiguous, d = n_head * head_dim, n_rot even and <= head_dim -> out [B, T, 3d]
 vt_tensor * vt_rope_qk(vt_context * ctx, vt_tensor * qkv, int n_head, int n_rot, float theta);
 
+// rope_time: Music Flamingo's rotary time embedding (MusicFlamingoRotaryEmbedding and
+// apply_rotary_time_emb), weightless. Row t of window b (the window's index k = window[b] in its
+// input) is at ts = k T step + t step seconds; its first 2 n_rot channels turn in pairs (2i, 2i + 1)
+// by the angle -2 pi ts f: for pair p < n_rot / 2 (the window axis) f = k / theta * inv_freq[p],
+// for the next n_rot / 2 pairs (the time axis) f = (t / theta * 2 pi) * inv_freq[p - n_rot / 2],
+// inv_freq[i] = 1 / theta^(2i / n_rot); the other channels are copied. ts, -2 pi ts, inv_freq and
+// the time axis's factor are the float32 values the model's code makes; the rest is in double.
+//   x [B, T, C] contiguous, n_rot even, 2 n_rot <= C, T <= theta; window [B] f32 holding whole
+//   numbers (a graph input) -> out [B, T, C]
+vt_tensor * vt_rope_time(vt_context * ctx, vt_tensor * x, vt_tensor * window, int n_rot, float theta, float step);
+
 // log_mel: a log-mel spectrogram of B windows, the algorithm of whisper-audio.cpp's host
 // log-mel (transformers' WhisperFeatureExtractor), the DFT in double. The sizes are the
 // caller's (the model library owns Whisper's: n_fft 400, hop 160, 3000 frames):
@@ -359,7 +371,7 @@ size_t vt_backend_allocated_bytes(const vt_backend * be); // weights + arenas + 
 // another's download overlap a forward; its host buffers should come from vt_backend_host_alloc
 // (pinned). vt_backend_wait(be, slot) waits for the run in that slot; the host buffers must
 // stay untouched until then. The CPU backend runs it at once.
-#define VT_MAX_SUBMIT_INPUTS 4
+#define VT_MAX_SUBMIT_INPUTS 5
 bool   vt_backend_submit(vt_backend * be, vt_graph * g, int n_in, vt_tensor * const * in, const void * const * in_host,
                          const vt_tensor * out, void * out_host, enum vt_type out_type, int slot);
 bool   vt_backend_wait(vt_backend * be, int slot);

@@ -157,6 +157,7 @@ static const wa_projector_name WA_PROJECTORS[] = {
     {WHISPER_AUDIO_PROJECTOR_QWEN3A,        "qwen3a",        false},   // Qwen3-Omni (llama.cpp's name)
     {WHISPER_AUDIO_PROJECTOR_STEPAUDIO2,    "stepaudio2",    false},   // Step-Audio 2
     {WHISPER_AUDIO_PROJECTOR_MERALION,      "meralion",      true},    // MERaLiON-2 (llama.cpp's name)
+    {WHISPER_AUDIO_PROJECTOR_QWEN3ASR,      "qwen3asr",      false},   // Qwen3-ASR (ours: llama.cpp's qwen3a is Qwen3-Omni's layout)
 };
 
 // ---- the towers' Hugging Face checkpoints: written once for both readers -------------------
@@ -185,12 +186,14 @@ static const wa_hf_tower WA_HF_TOWERS[] = {
     {"voxtral",        "voxtral",       "audio_config",                 "hidden_size",   "num_hidden_layers", "num_attention_heads",     "intermediate_size", "num_mel_bins", "max_source_positions", "activation_function", "text_config.hidden_size",                "stored",    ""},
     {"ultravox",       "ultravox",      "audio_config",                 "d_model",       "encoder_layers",    "encoder_attention_heads", "encoder_ffn_dim",   "num_mel_bins", "max_source_positions", "activation_function", "text_config.hidden_size",                "stored",    ""},
     {"audioflamingo3", "musicflamingo", "audio_config",                 "hidden_size",   "num_hidden_layers", "num_attention_heads",     "intermediate_size", "num_mel_bins", "max_source_positions", "activation_function", "text_config.hidden_size",                "stored",    ""},
+    {"musicflamingo",  "musicflamingo", "audio_config",                 "hidden_size",   "num_hidden_layers", "num_attention_heads",     "intermediate_size", "num_mel_bins", "max_source_positions", "activation_function", "text_config.hidden_size",                "stored",    ""},
     {"glmasr",         "glmasr",        "audio_config",                 "hidden_size",   "num_hidden_layers", "num_attention_heads",     "intermediate_size", "num_mel_bins", "",                     "hidden_act",          "text_config.hidden_size",                "rope",      ""},
     {"qwen2_5_omni",   "qwen2.5o",      "thinker_config.audio_config",  "d_model",       "encoder_layers",    "encoder_attention_heads", "encoder_ffn_dim",   "num_mel_bins", "max_source_positions", "activation_function", "thinker_config.audio_config.output_dim", "sinusoids", "audio_bos_eos_token.weight"},
     {"minicpmo",       "minicpmo",      "audio_config",                 "d_model",       "encoder_layers",    "encoder_attention_heads", "encoder_ffn_dim",   "num_mel_bins", "max_source_positions", "activation_function", "hidden_size",                            "stored",    ""},
     {"kimi_audio",     "kimiaudio",     "whisper-large-v3/config.json", "d_model",       "encoder_layers",    "encoder_attention_heads", "encoder_ffn_dim",   "num_mel_bins", "max_source_positions", "activation_function", "hidden_size",                            "stored",    ""},
     {"moonshot_kimia", "kimiaudio",     "whisper-large-v3/config.json", "d_model",       "encoder_layers",    "encoder_attention_heads", "encoder_ffn_dim",   "num_mel_bins", "max_source_positions", "activation_function", "hidden_size",                            "stored",    ""},
     {"qwen3_omni_moe", "qwen3a",        "thinker_config.audio_config",  "d_model",       "encoder_layers",    "encoder_attention_heads", "encoder_ffn_dim",   "num_mel_bins", "max_source_positions", "activation_function", "thinker_config.audio_config.output_dim", "sinusoids", ""},
+    {"qwen3_asr",      "qwen3asr",      "audio_config",                 "d_model",       "encoder_layers",    "encoder_attention_heads", "encoder_ffn_dim",   "num_mel_bins", "",                     "activation_function", "audio_config.output_dim",                "sinusoids", ""},
     {"step_audio_2",   "stepaudio2",    "audio_encoder_config",         "n_audio_state", "n_audio_layer",     "n_audio_head",            "",                  "n_mels",       "n_audio_ctx",          "",                    "audio_encoder_config.llm_dim",           "stored",    ""},
     {"meralion2",      "meralion",      "speech_config",                "d_model",       "encoder_layers",    "encoder_attention_heads", "encoder_ffn_dim",   "num_mel_bins", "max_source_positions", "activation_function", "text_config.hidden_size",                "stored",    ""},
 };
@@ -207,6 +210,9 @@ static const wa_hf_setting WA_HF_SETTINGS[] = {
     {"voxtral",        "model",   "projector_hidden_act",      "gelu"},
     {"audioflamingo3", "model",   "projector_hidden_act",      "gelu"},
     {"audioflamingo3", "model",   "projector_bias",            "true"},
+    {"musicflamingo",  "model",   "projector_hidden_act",      "gelu"},
+    {"musicflamingo",  "model",   "projector_bias",            "true"},
+    {"musicflamingo",  "model",   "rope_parameters.rope_type", "default"},   // its rotary time embedding
     {"glmasr",         "model",   "projector_hidden_act",      "gelu"},
     {"glmasr",         "encoder", "rope_parameters.rope_type", "default"},
     {"ultravox",       "model",   "projector_act",             "swiglu"},
@@ -235,6 +241,7 @@ static const wa_hf_rename WA_HF_RENAMES[] = {
     // Qwen2.5-Omni's and Qwen3-Omni's audio towers: ln_post for layer_norm
     {"qwen2.5o",   "layer_norm.",                        "ln_post."},
     {"qwen3a",     "layer_norm.",                        "ln_post."},
+    {"qwen3asr",   "layer_norm.",                        "ln_post."},
     // Step-Audio 2's AudioEncoder (OpenAI Whisper's names)
     {"stepaudio2", "embed_positions.",                   "positional_embedding."},
     {"stepaudio2", "layer_norm.",                        "after_norm."},
@@ -253,9 +260,9 @@ static const wa_hf_rename WA_HF_RENAMES[] = {
 // MiniCPM-o's audio_projection_layer.
 struct wa_projector {
     vt_tensor * ln_pre_w;                 // ln_pre.weight    [stack d]         Ultravox's RMSNorm
-    vt_tensor * fc1_w, * fc1_b;           // linear (Qwen2-Audio, with bias), linear_1 (Audio Flamingo 3, GLM-ASR: with bias),
-                                          // audio_tower.proj (Qwen2.5-Omni, with bias), audio_tower.proj1 (Qwen3-Omni)
-    vt_tensor * fc2_w, * fc2_b;           // linear_2 (Audio Flamingo 3, GLM-ASR: with bias), audio_tower.proj2 (Qwen3-Omni);
+    vt_tensor * fc1_w, * fc1_b;           // linear (Qwen2-Audio, with bias), linear_1 (Audio Flamingo 3, GLM-ASR, Qwen3-ASR: with
+                                          // bias), audio_tower.proj (Qwen2.5-Omni, with bias), audio_tower.proj1 (Qwen3-Omni)
+    vt_tensor * fc2_w, * fc2_b;           // linear_2 (Audio Flamingo 3, GLM-ASR, Qwen3-ASR: with bias), audio_tower.proj2 (Qwen3-Omni);
                                           // MiniCPM-o's audio_projection_layer.linear1 and linear2 are fc1 and fc2
     vt_tensor * ln_mid_w, * ln_post_w;    // ln_mid.weight (Ultravox v0.5+), ln_post.weight (v0.4)
     vt_tensor * norm_w, * norm_b;         // Kimi-Audio's vq_adaptor.layers.4 (a LayerNorm; its layers.0 and .3 are fc1, fc2);
@@ -312,6 +319,10 @@ static constexpr wa_proj_desc WA_PROJ_TENSORS[] = {
     {"audio_tower.proj1.bias",                WHISPER_AUDIO_PROJECTOR_QWEN3A,   {WA_D},                   WA_F32,    &wa_projector::fc1_b},
     {"audio_tower.proj2.weight",              WHISPER_AUDIO_PROJECTOR_QWEN3A,   {WA_LLM, WA_D},           WA_MATRIX, &wa_projector::fc2_w},
     {"audio_tower.proj2.bias",                WHISPER_AUDIO_PROJECTOR_QWEN3A,   {WA_LLM},                 WA_F32,    &wa_projector::fc2_b},
+    {"multi_modal_projector.linear_1.weight", WHISPER_AUDIO_PROJECTOR_QWEN3ASR, {WA_D, WA_D},             WA_MATRIX, &wa_projector::fc1_w},
+    {"multi_modal_projector.linear_1.bias",   WHISPER_AUDIO_PROJECTOR_QWEN3ASR, {WA_D},                   WA_F32,    &wa_projector::fc1_b},
+    {"multi_modal_projector.linear_2.weight", WHISPER_AUDIO_PROJECTOR_QWEN3ASR, {WA_LLM, WA_D},           WA_MATRIX, &wa_projector::fc2_w},
+    {"multi_modal_projector.linear_2.bias",   WHISPER_AUDIO_PROJECTOR_QWEN3ASR, {WA_LLM},                 WA_F32,    &wa_projector::fc2_b},
     {"adapter.conv.weight",                   WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, {WA_D, WA_D, 3},        WA_MATRIX, &wa_projector::conv_w},
     {"adapter.conv.bias",                     WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, {WA_D},                 WA_F32,    &wa_projector::conv_b},
     {"adapter.linear1.weight",                WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, {WA_PFF, WA_D},         WA_MATRIX, &wa_projector::fc1_w},

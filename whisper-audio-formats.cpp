@@ -1300,6 +1300,43 @@ static bool wa_hf_config_kimiaudio(const wa_hf_cfg & r, const wa_json & top, whi
     return true;
 }
 
+// Music Flamingo's rotary time embedding (MusicFlamingoConfig, MusicFlamingoRotaryEmbedding), as the
+// converter reads it: rope_parameters' rope_theta (1200) and partial_rotary_factor (0.2) of head_dim (the
+// audio d_model), rope_type "default"; audio_frame_step (0.01 s a mel frame; a row is 4 of them).
+static bool wa_hf_config_musicflamingo(const wa_hf_cfg & r, const wa_json & top, whisper_audio_hparams & hp) {
+    const wa_json * rp = top.get("rope_parameters");
+    if (rp && rp->type != wa_json::OBJECT && rp->type != wa_json::NUL) {
+        wa_set_error("%s: config.json: rope_parameters is %s, not an object", r.path, rp->shown().c_str());
+        return false;
+    }
+    const bool has_rp = rp && rp->type == wa_json::OBJECT;
+    // a number where present (else its default), as Python reads it
+    bool ok = true;
+    auto number = [&](const wa_json * in, const char * key, double dflt) {
+        const wa_json * v = in ? in->get(key) : nullptr;
+        if (!v || v->type == wa_json::NUL) return dflt;
+        if (v->type != wa_json::NUMBER) ok = false;
+        return v->type == wa_json::NUMBER ? strtod(v->str.c_str(), nullptr) : 0.0;
+    };
+    const double theta = number(has_rp ? rp : nullptr, "rope_theta", 1200.0), factor = number(has_rp ? rp : nullptr, "partial_rotary_factor", 0.2);
+    const double step = number(&top, "audio_frame_step", 0.01), head = number(&top, "head_dim", 0.0);
+    const double head_dim = head != 0.0 ? head : hp.n_state;
+    const double rot = std::trunc(head_dim * factor);
+    if (!ok || head_dim != hp.n_state || !(rot >= 2 && rot * 2 <= hp.n_state) || std::fmod(rot, 2.0) != 0.0 ||
+        !(theta >= hp.n_ctx / 2 && theta <= 1e9) || !(step > 0 && step <= 0.25)) {
+        wa_set_error("%s: config.json: rope_parameters %s, head_dim %s, audio_frame_step %s; whisper-audio runs rope_type "
+                     "\"default\", head_dim the audio d_model %d, an even rotary width of at most d_model / 2, rope_theta from %d, "
+                     "a frame step in (0, 0.25] s", r.path, rp ? rp->shown().c_str() : "absent",
+                     top.get("head_dim") ? top.get("head_dim")->shown().c_str() : "absent",
+                     top.get("audio_frame_step") ? top.get("audio_frame_step")->shown().c_str() : "absent", hp.n_state, hp.n_ctx / 2);
+        return false;
+    }
+    hp.n_time_rot = (int)rot;
+    hp.time_rope_theta = (float)theta;
+    hp.time_rope_step = (float)(4.0 * step);
+    return true;
+}
+
 // Ultravox's projector: stacking, SwiGLU's width, the optional mid LayerNorm; the model its audio tower comes from.
 static bool wa_hf_config_ultravox(const wa_hf_cfg & r, const wa_json & top, whisper_audio_hparams & hp, wa_hf_options & opt) {
     if (!r.get(top, "", "stack_factor", 64, &hp.stack_factor) || !r.get(top, "", "hidden_size", 65536, &hp.n_proj_ff)) return false;
@@ -1392,7 +1429,8 @@ static bool wa_hf_config(whisper_audio_model * m, const std::string & root, cons
             }
             break;
         }
-        case WHISPER_AUDIO_PROJECTOR_QWEN3A: {      // the AuT: chunks of n_window * 2 frames, attention windows of n_window_infer
+        case WHISPER_AUDIO_PROJECTOR_QWEN3A:        // the AuT (Qwen3-ASR's too): chunks of n_window * 2 frames, attention
+        case WHISPER_AUDIO_PROJECTOR_QWEN3ASR: {    // windows of n_window_infer
             int n_window = 0;
             if (!r.get(*cfg, ac, "n_window", 1 << 20, &n_window) || !r.get(*cfg, ac, "n_window_infer", 1 << 20, &hp.n_attn_window) ||
                 !r.get(*cfg, ac, "downsample_hidden_size", 1 << 20, &hp.n_conv))
@@ -1409,6 +1447,9 @@ static bool wa_hf_config(whisper_audio_model * m, const std::string & root, cons
         case WHISPER_AUDIO_PROJECTOR_MINICPMO:   ok = wa_hf_config_minicpmo(top_r, top, hp); break;
         case WHISPER_AUDIO_PROJECTOR_KIMIAUDIO:  ok = wa_hf_config_kimiaudio(r, top, hp); break;
         case WHISPER_AUDIO_PROJECTOR_ULTRAVOX:   ok = wa_hf_config_ultravox(top_r, top, hp, opt); break;
+        case WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO:   // Music Flamingo: its rotary time embedding (Audio Flamingo 3: none)
+            ok = strcmp(t->model_type, "musicflamingo") || wa_hf_config_musicflamingo(top_r, top, hp);
+            break;
         default: break;
     }
     if (!ok) return false;
@@ -2084,6 +2125,11 @@ static std::string gguf_header(const whisper_audio_model * m, std::vector<gguf_o
         w.kv_u32("whisper.projector.embedding_length", (uint32_t)hp.n_llm), n_kv++;
         w.kv_u32("whisper.projector.stack_factor", (uint32_t)hp.stack_factor), n_kv++;
         w.kv_f32("whisper.projector.layer_norm_epsilon", hp.proj_eps), n_kv++;
+    }
+    if (hp.n_time_rot) {                                 // Music Flamingo's rotary time embedding
+        w.kv_u32("whisper.projector.time_rope.dimension_count", (uint32_t)hp.n_time_rot), n_kv++;
+        w.kv_f32("whisper.projector.time_rope.freq_base", hp.time_rope_theta), n_kv++;
+        w.kv_f32("whisper.projector.time_rope.step", hp.time_rope_step), n_kv++;
     }
     if (hp.n_rot) {
         w.kv_u32("whisper.encoder.rope.dimension_count", (uint32_t)hp.n_rot), n_kv++;

@@ -57,11 +57,12 @@ static int64_t frames_first_window(size_t n) {
 //
 // A tower's builder follows the encoder's last layer, each step as the model's own code:
 // cur [B, T, d] -> [B, tokens, n_llm] with the projector (params.projector), else the tower's
-// own rows [B, rows, d].
+// own rows [B, rows, d]. window [B] (a graph input, a time_rope tower's alone): each window's
+// index in its input.
 
 // ---- Qwen2-Audio -------------------------------------------------------------------------
 // Qwen2AudioEncoder: avg_pooler, layer_norm; Qwen2AudioMultiModalProjector's linear
-static vt_tensor * build_qwen2a(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+static vt_tensor * build_qwen2a(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur, vt_tensor *) {
     cur = vt_avg_pool2(ctx, cur);
     cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
     if (enc->params.projector) cur = vt_linear(ctx, cur, enc->proj.fc1_w, enc->proj.fc1_b, VT_ACT_NONE, nullptr);
@@ -70,7 +71,7 @@ static vt_tensor * build_qwen2a(const whisper_audio_encoder * enc, vt_context * 
 
 // ---- Voxtral -----------------------------------------------------------------------------
 // layer_norm; get_audio_features: reshape(-1, 4 d), linear_1, GELU, linear_2
-static vt_tensor * build_voxtral(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+static vt_tensor * build_voxtral(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur, vt_tensor *) {
     cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
     if (!enc->params.projector) return cur;
     cur = vt_stack_frames(ctx, cur, enc->hparams.stack_factor);
@@ -85,7 +86,7 @@ static int64_t frames_voxtral(size_t n) {
 // ---- Ultravox ----------------------------------------------------------------------------
 // layer_norm; UltravoxProjector: stack (the tail zero-padded), ln_pre, linear_1, SwiGLU, ln_mid,
 // linear_2, ln_post (v0.4: ln_post after linear_2 instead of ln_mid)
-static vt_tensor * build_ultravox(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+static vt_tensor * build_ultravox(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur, vt_tensor *) {
     const wa_projector & p = enc->proj;
     const float eps = enc->hparams.proj_eps;
     cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
@@ -110,7 +111,7 @@ static int64_t frames_ultravox(size_t n) {     // at least 2 hops, padded to a h
 // ---- Audio Flamingo 3 --------------------------------------------------------------------
 // AudioFlamingo3Encoder: avg_pooler, layer_norm (Qwen2-Audio's); AudioFlamingo3MultiModalProjector:
 // linear_1, GELU, linear_2
-static vt_tensor * build_af3(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+static vt_tensor * build_af3(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur, vt_tensor *) {
     const wa_projector & p = enc->proj;
     cur = vt_avg_pool2(ctx, cur);
     cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
@@ -122,10 +123,29 @@ static int64_t frames_af3(size_t n) {          // its first 600 s (max_audio_len
     return (int64_t)wa_ceil_div(std::min<size_t>(n, 20 * WHISPER_AUDIO_N_SAMPLES), WHISPER_AUDIO_HOP);
 }
 
+// ---- Music Flamingo ----------------------------------------------------------------------
+// MusicFlamingoModel.get_audio_features: Audio Flamingo 3's encoder (avg_pooler, layer_norm), then
+// pos_emb and apply_rotary_time_emb (the rows turned by their time in the input: their window's
+// index and their place in it), then Audio Flamingo 3's projector. The tower's rows are the
+// encoder's (the rotary embedding is the model's, beside its projector).
+static vt_tensor * build_musicflamingo(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur, vt_tensor * window) {
+    const wa_projector & p = enc->proj;
+    const whisper_audio_hparams & hp = enc->hparams;
+    cur = vt_avg_pool2(ctx, cur);
+    cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, hp.eps);
+    if (!enc->params.projector) return cur;
+    cur = vt_rope_time(ctx, cur, window, hp.n_time_rot, hp.time_rope_theta, hp.time_rope_step);
+    cur = vt_linear(ctx, cur, p.fc1_w, p.fc1_b, VT_ACT_GELU, nullptr);
+    return vt_linear(ctx, cur, p.fc2_w, p.fc2_b, VT_ACT_NONE, nullptr);
+}
+static int64_t frames_musicflamingo(size_t n) {   // its first 1200 s (MusicFlamingoProcessor's max_audio_len), a frame per started hop
+    return (int64_t)wa_ceil_div(std::min<size_t>(n, 40 * WHISPER_AUDIO_N_SAMPLES), WHISPER_AUDIO_HOP);
+}
+
 // ---- GLM-ASR -----------------------------------------------------------------------------
 // GlmAsrEncoder's norm; GlmAsrModel.get_audio_features: reshape(-1, intermediate_size) (4 positions
 // stacked), GlmAsrMultiModalProjector's linear_1, GELU, linear_2
-static vt_tensor * build_glmasr(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+static vt_tensor * build_glmasr(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur, vt_tensor *) {
     const wa_projector & p = enc->proj;
     cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
     if (!enc->params.projector) return cur;
@@ -144,7 +164,7 @@ static int64_t frames_glmasr(size_t n) {       // its first 21 windows (max_audi
 // Qwen2_5OmniAudioEncoder.forward after its layers: the stride-2 average pooling (its pool_indices:
 // pairs of positions, the last of an odd count left out), ln_post, proj. (The chunked conv stem and
 // block-diagonal attention are the encoder's, by hparams.n_chunk.)
-static vt_tensor * build_qwen25o(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+static vt_tensor * build_qwen25o(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur, vt_tensor *) {
     cur = vt_avg_pool2(ctx, cur);
     cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
     if (enc->params.projector) cur = vt_linear(ctx, cur, enc->proj.fc1_w, enc->proj.fc1_b, VT_ACT_NONE, nullptr);
@@ -156,7 +176,7 @@ static vt_tensor * build_qwen25o(const whisper_audio_encoder * enc, vt_context *
 // hparams.n_causal): hidden_states[-1] (the last layer through apm's layer_norm),
 // audio_projection_layer (linear1, ReLU, linear2), then audio_avg_pooler (AvgPool1d(2, 2) over
 // time: pairs of positions, an odd last one left out; fewer than 2 positions give no token).
-static vt_tensor * build_minicpmo(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+static vt_tensor * build_minicpmo(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur, vt_tensor *) {
     const wa_projector & p = enc->proj;
     cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
     if (!enc->params.projector) return cur;
@@ -173,7 +193,7 @@ static int rows_minicpmo(const whisper_audio_hparams &, int frames, bool project
 // Kimi-Audio: WhisperEncoder.tokenize_waveform's speech_encoder(mel).last_hidden_state (through its
 // layer_norm), extract_whisper_feat's reshape to [T / 4, 4 d] (4 positions stacked), then the
 // language model's VQAdaptor: layers 0 (linear), 1 (SiLU), 3 (linear), 4 (LayerNorm, rms_norm_eps).
-static vt_tensor * build_kimiaudio(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+static vt_tensor * build_kimiaudio(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur, vt_tensor *) {
     const wa_projector & p = enc->proj;
     cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
     if (!enc->params.projector) return cur;
@@ -194,7 +214,7 @@ static int rows_kimiaudio(const whisper_audio_hparams & hp, int frames, bool pro
 // ---- Qwen3-Omni --------------------------------------------------------------------------
 // Qwen3OmniMoeAudioEncoder.forward after its layers: ln_post, then proj1, GELU, proj2 (the
 // projector; the tower's rows are ln_post's).
-static vt_tensor * build_qwen3a(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+static vt_tensor * build_qwen3a(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur, vt_tensor *) {
     const wa_projector & p = enc->proj;
     cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
     if (!enc->params.projector) return cur;
@@ -206,11 +226,19 @@ static int64_t frames_qwen3a(size_t n) {       // unpadded (padding "longest"): 
     return (int64_t)(n / WHISPER_AUDIO_HOP);
 }
 
+// ---- Qwen3-ASR ---------------------------------------------------------------------------
+// Qwen3ASREncoder is Qwen3-Omni's AuT (its builder, build_qwen3a: ln_post, then Qwen3ASRMultiModalProjector's
+// linear_1, GELU, linear_2). Qwen3ASRFeatureExtractor zero-pads a clip shorter than min_length 8000 samples
+// to them (every frame of it valid), then frames as Qwen3-Omni's; it pads the log-mel to whole chunks, so
+// a clip shorter than a chunk runs as a whole one (wa_tower.pad_chunks).
+static const size_t QWEN3ASR_MIN_SAMPLES = 8000;
+static int64_t frames_qwen3asr(size_t n) { return frames_qwen3a(std::max(n, QWEN3ASR_MIN_SAMPLES)); }
+
 // ---- Step-Audio 2 ------------------------------------------------------------------------
 // Step-Audio 2: AudioEncoder.forward after its blocks (avg_pooler: pairs of positions, an odd last
 // one left out; after_norm), then its Adaptor: conv (kernel 3, stride 2, padding 1) + GELU,
 // linear1, ReLU, linear2. The rows its lengths rule keeps are the first (wa_tower.rows).
-static vt_tensor * build_stepaudio2(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+static vt_tensor * build_stepaudio2(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur, vt_tensor *) {
     const wa_projector & p = enc->proj;
     cur = vt_avg_pool2(ctx, cur);
     cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
@@ -238,7 +266,7 @@ static int wa_keys_of(int frames, int n_frames) { return std::max(0, (frames - (
 // (through its layer_norm), ln_speech, then speech_audio_adapter: reshape to [T / 15, 15 d]
 // (speech_mlp_scale_factor positions stacked), mlp_adapter (linear, SiLU), act_fn(gate_proj(h)) *
 // pool_proj(h), out_proj. The tower's rows are the encoder's (ln_speech is the adapter's side).
-static vt_tensor * build_meralion(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur) {
+static vt_tensor * build_meralion(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur, vt_tensor *) {
     const wa_projector & p = enc->proj;
     cur = vt_layer_norm(ctx, cur, enc->w.ln_post_w, enc->w.ln_post_b, enc->hparams.eps);
     if (!enc->params.projector) return cur;
@@ -270,7 +298,7 @@ struct wa_tower {
     bool masked;                 // attention masked past the positions that hold audio
     int64_t (*frames)(size_t n_samples);
     int (*rows)(const whisper_audio_hparams & hp, int frames, bool projector);
-    vt_tensor * (*build)(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur);
+    vt_tensor * (*build)(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * cur, vt_tensor * window);
     bool tail_by_frames;        // a later window of an input (not its first) that holds less than 30 s: its mel
                                  // frames past the audio read as zero and its keys masked at its mel frame
                                  // count, not its positions (MiniCPM-o: pad_sequence's 0.0, and its padding
@@ -284,6 +312,11 @@ struct wa_tower {
     // first runs at a whole window's frames, because padding_mels pads to the longest.
     size_t window_samples = 0;
     int mel_pad = 0;
+    bool time_rope = false;      // Music Flamingo's rotary time embedding (hparams.n_time_rot): the row of a model
+                                 // that has it, where another row of its projector type has not
+    size_t min_samples = 0;      // a whole-signal input shorter than this zero-padded to it (Qwen3-ASR's min_length)
+    bool pad_chunks = false;     // the AuT's log-mel padded to whole chunks (Qwen3-ASR): a clip shorter than a chunk
+                                 // runs as one whole chunk, not at its own length (Qwen3-Omni's)
 };
 
 static const wa_tower WA_TOWERS[] = {
@@ -293,6 +326,9 @@ static const wa_tower WA_TOWERS[] = {
     { WHISPER_AUDIO_PROJECTOR_ULTRAVOX, 0,                       true,  true,  true,  frames_ultravox, rows_ultravox, build_ultravox, false, false },
     // Audio Flamingo 3: each 30 s window as Qwen2-Audio's one (padded, its own log-mel, masked)
     { WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, 20 * WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_af3, rows_pooled, build_af3, false, false },
+    // Music Flamingo: Audio Flamingo 3's windows, its first 1200 s, the window's index in its input to the graph
+    { WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, 40 * WHISPER_AUDIO_N_SAMPLES, false, false, true,  frames_musicflamingo, rows_pooled,
+      build_musicflamingo, false, false, 0, 0, true },
     // GLM-ASR: each 30 s window padded with its own log-mel, attention over all of it (no mask)
     { WHISPER_AUDIO_PROJECTOR_GLMASR,   21 * WHISPER_AUDIO_N_SAMPLES, false, false, false, frames_glmasr, rows_glmasr, build_glmasr, false, false },
     // Qwen2.5-Omni: its first 30 s as Qwen2-Audio's (Qwen2_5OmniProcessor pads to 30 s and truncates
@@ -311,6 +347,10 @@ static const wa_tower WA_TOWERS[] = {
     // of it, cut into windows of wa_window_frames (whole attention windows) masked past the audio; a
     // window shorter than one chunk runs at its own length (transformers pads chunks to the longest)
     { WHISPER_AUDIO_PROJECTOR_QWEN3A,   0,                       true,  false, true,  frames_qwen3a,   rows_qwen3a,   build_qwen3a,   false, false },
+    // Qwen3-ASR (Qwen3ASRProcessor: padding True, no truncation): Qwen3-Omni's windows, an input shorter than
+    // 8000 samples zero-padded to them, a clip shorter than a chunk a whole chunk
+    { WHISPER_AUDIO_PROJECTOR_QWEN3ASR, 0,                       true,  false, true,  frames_qwen3asr, rows_qwen3a,   build_qwen3a,   false, false,
+      0, 0, false, QWEN3ASR_MIN_SAMPLES, true },
     // Step-Audio 2 (StepAudio2.apply_chat_template, padding_mels, AudioEncoder, Adaptor): all of it in
     // 25 s windows, an input of one at its own frames, masked by its length rule
     { WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, 0,                     false, true,  true,  frames_all, rows_stepaudio2, build_stepaudio2, false, false,
@@ -320,8 +360,8 @@ static const wa_tower WA_TOWERS[] = {
     { WHISPER_AUDIO_PROJECTOR_MERALION, MERALION_MAX_SAMPLES,    false, false, false, frames_meralion, rows_window_stacked, build_meralion, false, true },
 };
 
-static const wa_tower * wa_tower_of(whisper_audio_projector type) {
-    for (const wa_tower & t : WA_TOWERS) if (t.type == type) return &t;
+static const wa_tower * wa_tower_of(const whisper_audio_hparams & hp) {
+    for (const wa_tower & t : WA_TOWERS) if (t.type == hp.projector && t.time_rope == (hp.n_time_rot > 0)) return &t;
     return nullptr;
 }
 
@@ -357,13 +397,45 @@ static bool wa_tower_hparams(whisper_audio_model * m, const gguf_kv & kv, const 
         wa_set_error("%s: whisper.projector.layer_norm_epsilon is %g; it must be a positive finite number", path, hp.proj_eps);
         return false;
     }
+    // Music Flamingo's rotary time embedding (our GGUF's keys): all three or none; none is Audio Flamingo 3
+    auto td = kv.u32.find("whisper.projector.time_rope.dimension_count");
+    auto tf = kv.f32.find("whisper.projector.time_rope.freq_base"), ts = kv.f32.find("whisper.projector.time_rope.step");
+    hp.n_time_rot = 0;
+    hp.time_rope_theta = hp.time_rope_step = 0.0f;
+    if (td != kv.u32.end() || tf != kv.f32.end() || ts != kv.f32.end()) {
+        if (hp.projector != WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO) {
+            wa_set_error("%s: whisper.projector.time_rope.* is set for a model that is not Music Flamingo's (projector musicflamingo)", path);
+            return false;
+        }
+        if (td == kv.u32.end()) return kv.missing(path, "whisper.projector.time_rope.dimension_count", "uint32 (4)");
+        if (tf == kv.f32.end()) return kv.missing(path, "whisper.projector.time_rope.freq_base", "float32 (6)");
+        if (ts == kv.f32.end()) return kv.missing(path, "whisper.projector.time_rope.step", "float32 (6)");
+        if (td->second < 2 || td->second % 2 || 2 * td->second > (uint32_t)hp.n_state) {
+            wa_set_error("%s: whisper.projector.time_rope.dimension_count = %u; it must be even, in [2, embedding_length / 2 = %d]",
+                         path, td->second, hp.n_state / 2);
+            return false;
+        }
+        // its position table has freq_base rows, one a row of a window's (n_ctx / 2 after the pooling)
+        if (!(std::isfinite(tf->second) && tf->second >= hp.n_ctx / 2 && tf->second <= 1e9f)) {
+            wa_set_error("%s: whisper.projector.time_rope.freq_base is %g; it must be a finite number from %d (a window's rows) "
+                         "to 1e9", path, tf->second, hp.n_ctx / 2);
+            return false;
+        }
+        if (!(std::isfinite(ts->second) && ts->second > 0.0f && ts->second <= 1.0f)) {
+            wa_set_error("%s: whisper.projector.time_rope.step is %g; it must be in (0, 1] seconds", path, ts->second);
+            return false;
+        }
+        hp.n_time_rot = (int)td->second;
+        hp.time_rope_theta = tf->second;
+        hp.time_rope_step = ts->second;
+    }
     if (hp.projector == WHISPER_AUDIO_PROJECTOR_GLMASR && hp.n_rot == 0)
         return kv.missing(path, "whisper.encoder.rope.dimension_count", "uint32 (4)");
     if (hp.projector == WHISPER_AUDIO_PROJECTOR_QWEN25O && hp.n_chunk == 0) {
         if (!m->mmproj) return kv.missing(path, "whisper.encoder.chunk_length", "uint32 (4)");
         hp.n_chunk = 200;                 // Qwen2_5OmniAudioEncoderConfig's n_window 100, as every release has it
     }
-    const bool aut = hp.projector == WHISPER_AUDIO_PROJECTOR_QWEN3A;
+    const bool aut = hp.projector == WHISPER_AUDIO_PROJECTOR_QWEN3A || hp.projector == WHISPER_AUDIO_PROJECTOR_QWEN3ASR;
     if (aut && m->mmproj) {               // llama.cpp's qwen3a stores neither (its graph fixes them): the config's
         hp.n_chunk = 100;                 // n_window 50 and n_window_infer 800, as every release has them; the
         hp.n_attn_window = 800;           // channels from conv2d1's weight once the tensors are read
@@ -374,11 +446,11 @@ static bool wa_tower_hparams(whisper_audio_model * m, const gguf_kv & kv, const 
                                 : "whisper.encoder.attention.window_length", "uint32 (4)");
     }
     if (hp.n_chunk && hp.projector != WHISPER_AUDIO_PROJECTOR_QWEN25O && !aut) {
-        wa_set_error("%s: whisper.encoder.chunk_length is set for a model that is not Qwen2.5-Omni's or Qwen3-Omni's tower", path);
+        wa_set_error("%s: whisper.encoder.chunk_length is set for a model that is not Qwen2.5-Omni's, Qwen3-Omni's or Qwen3-ASR's tower", path);
         return false;
     }
     if ((hp.n_conv || hp.n_attn_window) && !aut) {
-        wa_set_error("%s: whisper.encoder.%s is set for a model that is not Qwen3-Omni's tower", path,
+        wa_set_error("%s: whisper.encoder.%s is set for a model that is not Qwen3-Omni's or Qwen3-ASR's tower", path,
                      hp.n_conv ? "conv2d.channels" : "attention.window_length");
         return false;
     }

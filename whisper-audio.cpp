@@ -437,7 +437,8 @@ static bool gguf_read_kv(whisper_audio_model * m, gguf_reader & r, uint64_t n_kv
     };
     auto is_eps = [](const std::string & k) {
         return k == GGUF_OURS.eps || k == GGUF_MMPROJ.eps || k == "whisper.projector.layer_norm_epsilon" ||
-               k == "whisper.encoder.rope.freq_base";
+               k == "whisper.encoder.rope.freq_base" || k == "whisper.projector.time_rope.freq_base" ||
+               k == "whisper.projector.time_rope.step";
     };
     for (uint64_t i = 0; i < n_kv && r.ok; i++) {
         const std::string key = r.get_string(GGUF_MAX_KEY);
@@ -989,6 +990,7 @@ struct wa_graph {                        // one batch shape, built once and repl
     vt_tensor * mel_params = nullptr;    // [B, 2] f32 input with PCM: vt_log_mel's frames and clamp per window
     vt_tensor * kv_len = nullptr;        // [B] f32 input: the positions holding audio (a masked tower's graphs)
     vt_tensor * frames = nullptr;        // [B] f32 input: the mel frames holding audio (a chunked tower's: Qwen2.5-Omni)
+    vt_tensor * window = nullptr;        // [B] f32 input: each window's index in its input (a time_rope tower's: Music Flamingo)
     vt_tensor * out = nullptr;           // [B, F/2, d], a tower's [B, rows, width], or the mel maxima [B]
     std::vector<vt_tensor *> states;     // WA_GRAPH_STATES: the n_layer + 1 hidden states, each [B, F/2, d]
 };
@@ -1020,13 +1022,14 @@ struct whisper_audio_encoder {
 // window b attends to its first kv_len[b] positions. frames [B] (hparams.n_chunk, Qwen2.5-Omni):
 // its mel frames holding audio; the conv stem runs per chunk of n_chunk frames, the frames from
 // frames[b] on read as zero, each chunk's positions get the positional embedding's first rows,
-// and attention stays within a chunk's positions. tower: its builder follows the last layer.
+// and attention stays within a chunk's positions. tower: its builder follows the last layer (window
+// [B]: each window's index in its input, for a time_rope tower).
 // states (or NULL; the encoder's output_layer -1, final_ln): gets every hidden state as
 // transformers' WhisperEncoder hands them out (output_hidden_states): the input of layer 0,
 // each layer's output but the last's, then the output (the last layer through the final LayerNorm).
 static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc, vt_context * ctx, vt_tensor * mel,
                                                vt_tensor * kv_len, vt_tensor * frames, const wa_tower * tower,
-                                               std::vector<vt_tensor *> * states = nullptr) {
+                                               vt_tensor * window, std::vector<vt_tensor *> * states = nullptr) {
     const whisper_audio_hparams & hp = enc->hparams;
     const wa_weights & w = enc->w;
     const int n_state = hp.n_state, n_head = hp.n_head;
@@ -1117,7 +1120,7 @@ static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc
         if (il == out_layer) return cur;
         if (states && il < hp.n_layer - 1) states->push_back(cur);
     }
-    if (tower) return vt_set_name(tower->build(enc, ctx, cur), "tokens");
+    if (tower) return vt_set_name(tower->build(enc, ctx, cur, window), "tokens");
 
     // final norm
     if (enc->params.final_ln) {
@@ -1454,7 +1457,7 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_fram
     const std::tuple<int, int, bool, int> key(n, n_frames, from_pcm, kind);
     auto it = enc->graphs.find(key);
     if (it != enc->graphs.end()) return &it->second;
-    const int full = wa_full_frames(wa_tower_of(enc->hparams.projector), enc->hparams);   // a whole window's (Step-Audio 2: 2502)
+    const int full = wa_full_frames(wa_tower_of(enc->hparams), enc->hparams);   // a whole window's (Step-Audio 2: 2502)
     for (auto i = enc->graphs.begin(); i != enc->graphs.end();) {
         const int gn = std::get<0>(i->first), gf = std::get<1>(i->first);
         const bool ladder = std::get<2>(i->first) && (gn & (gn - 1)) == 0;
@@ -1468,7 +1471,7 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_fram
     }
     // owned by these until the map holds them, so that nothing leaks if something throws
     const whisper_audio_hparams & hp = enc->hparams;
-    const wa_tower * tower = kind == WA_GRAPH_TOKENS ? wa_tower_of(hp.projector) : nullptr;
+    const wa_tower * tower = kind == WA_GRAPH_TOKENS ? wa_tower_of(hp) : nullptr;
     VT_ASSERT(kind != WA_GRAPH_TOKENS || tower);
     VT_ASSERT(kind != WA_GRAPH_MEL_MAX || from_pcm);
     VT_ASSERT(kind != WA_GRAPH_STATES || !from_pcm);
@@ -1505,7 +1508,12 @@ static wa_graph * graph_for_batch(whisper_audio_encoder * enc, int n, int n_fram
         vt_set_name(g.frames, "frames");
         vt_set_input(g.frames);
     }
-    if (!out) out = whisper_audio_build_encoder(enc, ctx.get(), mel, g.kv_len, g.frames, tower,
+    if (tower && tower->time_rope && enc->params.projector && !out) {   // the rotation is the projector's side
+        g.window = vt_new_tensor_1d(ctx.get(), VT_TYPE_F32, n);
+        vt_set_name(g.window, "window");
+        vt_set_input(g.window);
+    }
+    if (!out) out = whisper_audio_build_encoder(enc, ctx.get(), mel, g.kv_len, g.frames, tower, g.window,
                                                 kind == WA_GRAPH_STATES ? &g.states : nullptr);
     std::unique_ptr<vt_graph, void (*)(vt_graph *)> graph(
         g.states.empty() ? vt_graph_build(ctx.get(), &out, 1) : vt_graph_build(ctx.get(), g.states.data(), (int)g.states.size()),
@@ -1652,6 +1660,7 @@ struct wa_batch {
     float * mel_params = nullptr;        // one block of host memory of the first encoder's backend
     float * kv_len = nullptr;
     float * frames = nullptr;            // [cap] after kv_len: the mel frames holding audio (a chunked tower's)
+    float * window = nullptr;            // [cap] after frames: each window's index in its input (a time_rope tower's)
     void * out = nullptr;                // [cap, out_win]: f32, or f16 when rows are f16 and not pooled
     std::vector<float> pooled;           // pool: [cap, d]
     std::vector<uint16_t> pooled_f16;
@@ -1768,6 +1777,7 @@ static bool pipeline_submit(whisper_audio_pipeline * p, whisper_audio_encoder * 
         b->mel_params[2 * i + 1] = NAN;
         b->kv_len[i] = 1;
         b->frames[i] = 1;
+        b->window[i] = 0;
     }
     if (!from_pcm) {
         const auto t = std::chrono::steady_clock::now();
@@ -1778,12 +1788,13 @@ static bool pipeline_submit(whisper_audio_pipeline * p, whisper_audio_encoder * 
     const wa_graph_kind kind = b->mel_max ? WA_GRAPH_MEL_MAX : p->tower ? WA_GRAPH_TOKENS : WA_GRAPH_ROWS;
     wa_graph * g = graph_for_batch(enc, n_run, b->n_frames, from_pcm, kind);
     if (!g) { pipeline_fail(p, whisper_audio_last_error()); return false; }
-    vt_tensor * in[4] = {g->in};
-    const void * in_host[4] = {from_pcm ? (const void *)b->pcm : (const void *)mel.data()};
+    vt_tensor * in[VT_MAX_SUBMIT_INPUTS] = {g->in};   // the input, mel_params, kv_len, frames, window
+    const void * in_host[VT_MAX_SUBMIT_INPUTS] = {from_pcm ? (const void *)b->pcm : (const void *)mel.data()};
     int n_in = 1;
     if (g->mel_params) { in[n_in] = g->mel_params; in_host[n_in++] = b->mel_params; }
     if (g->kv_len) { in[n_in] = g->kv_len; in_host[n_in++] = b->kv_len; }
     if (g->frames) { in[n_in] = g->frames; in_host[n_in++] = b->frames; }
+    if (g->window) { in[n_in] = g->window; in_host[n_in++] = b->window; }
     const vt_type out_type = p->out_f16 && !b->mel_max ? VT_TYPE_F16 : VT_TYPE_F32;
     const auto t = std::chrono::steady_clock::now();
     const bool ok = vt_backend_submit(enc->backend, g->graph, n_in, in, in_host, g->out, b->out, out_type, slot);
@@ -2008,6 +2019,7 @@ static void pipeline_close_window(whisper_audio_pipeline * p, wa_batch *& slot, 
     b->mel_params[2 * b->n + 1] = w.clamp;
     b->kv_len[b->n] = (float)std::max(1, w.attend ? w.attend : w.positions);
     b->frames[b->n] = (float)std::max(1, w.audio_frames);
+    b->window[b->n] = (float)w.window;
     b->wins[b->n++] = w;
     if (!b->mel_max) p->open[w.input]++;
     p->in_window = 0;
@@ -2115,8 +2127,9 @@ static bool pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t 
 // wa_window_frames (3000; the AuT's 2400) (an input of one chunk unpadded where the tower runs it
 // so), with the clamp of the input's max (its first pass over chunks of 3000). The signal is the
 // input padded to its frames (Voxtral, Ultravox), or the input itself (the AuT: fewer frames than
-// hops, its end reflected where it ends).
-static bool pipeline_cut_held(whisper_audio_pipeline * p) {
+// hops, its end reflected where it ends). n_audio: the input's own samples (the held signal may be
+// longer: a tower's min_samples of zeros), which the windows' records count.
+static bool pipeline_cut_held(whisper_audio_pipeline * p, size_t n_audio) {
     const wa_tower & tw = *p->tower;
     const whisper_audio_hparams & hp = p->encs[0]->hparams;
     const float * x = p->held.data;
@@ -2141,10 +2154,11 @@ static bool pipeline_cut_held(whisper_audio_pipeline * p) {
     }
     for (int64_t c = 0; c < n_windows; c++) {
         const int valid = (int)std::min<int64_t>(W, frames - c * W);
-        // The AuT's window shorter than W runs at its own chunks: one chunk at its frames, more
-        // rounded up to whole chunks (its last chunk zero-padded, as the model pads it), or at the
-        // open batch's longer frames (zero frames past the audio change none of its rows).
-        const bool own_length = (tw.unpadded && n_windows == 1) || (hp.n_conv && valid < hp.n_chunk);
+        // The AuT's window shorter than W runs at its own chunks: one chunk at its frames (Qwen3-ASR's
+        // a whole chunk), more rounded up to whole chunks (its last chunk zero-padded, as the model
+        // pads it), or at the open batch's longer frames (zero frames past the audio change none of
+        // its rows).
+        const bool own_length = (tw.unpadded && n_windows == 1) || (hp.n_conv && valid < hp.n_chunk && !tw.pad_chunks);
         int n_frames = own_length ? valid : (int)W;
         if (hp.n_conv && !own_length) {
             n_frames = (int)std::min<int64_t>(W, (valid + hp.n_chunk - 1) / hp.n_chunk * hp.n_chunk);
@@ -2153,8 +2167,8 @@ static bool pipeline_cut_held(whisper_audio_pipeline * p) {
         if (!pipeline_make_room(p, n_frames)) return false;
         const size_t first = (size_t)(c * W * WHISPER_AUDIO_HOP), win_samples = (size_t)W * WHISPER_AUDIO_HOP;
         log_mel_row(x, n, sig_len, (int64_t)first, p->cur->pcm + (size_t)p->cur->n * WA_MEL_ROW);
-        wa_window w{p->input, c, std::min<size_t>(win_samples, n - std::min(n, first))};
-        if (c == n_windows - 1) w.samples = n - std::min(n, first);   // the last holds the input's tail past its frames
+        wa_window w{p->input, c, std::min<size_t>(win_samples, n_audio - std::min(n_audio, first))};
+        if (c == n_windows - 1) w.samples = n_audio - std::min(n_audio, first);   // the last holds the input's tail past its frames
         w.valid = valid;
         w.clamp = clamp;
         w.positions = wa_positions(hp, valid);
@@ -2172,7 +2186,12 @@ static bool pipeline_end_input(whisper_audio_pipeline * p) {
         return pipeline_refuse(p);
     }
     if (p->tower && p->tower->whole_signal) {
-        const bool ok = pipeline_cut_held(p);
+        const size_t n_audio = p->held.size;
+        if (p->held.size < p->tower->min_samples) {   // Qwen3-ASR's min_length: zeros after the input
+            const std::vector<float> zeros(p->tower->min_samples - p->held.size, 0.0f);
+            p->held.append(zeros.data(), zeros.size());
+        }
+        const bool ok = pipeline_cut_held(p, n_audio);
         p->held.size = 0;
         p->max_cut = 0;
         p->held_max = -INFINITY;
@@ -2206,6 +2225,7 @@ static void pipeline_forget_queued(whisper_audio_pipeline * p, int64_t k) {
             b->mel_params[2 * kept + 1] = b->mel_params[2 * i + 1];
             b->kv_len[kept] = b->kv_len[i];
             b->frames[kept] = b->frames[i];
+            b->window[kept] = b->window[i];
             b->wins[kept] = b->wins[i];
         }
         kept++;
@@ -2310,7 +2330,7 @@ static bool pipeline_finish(whisper_audio_pipeline * p) {
 static const wa_tower * pipeline_tower(const whisper_audio_hparams & hp, const whisper_audio_encoder_params & ep,
                                        const whisper_audio_pipeline_params & pp) {
     const bool plain = ep.output_layer == -1 && ep.final_ln && pp.pool == WHISPER_AUDIO_POOL_NONE && !pp.no_pad;
-    return plain ? wa_tower_of(hp.projector) : nullptr;
+    return plain ? wa_tower_of(hp) : nullptr;
 }
 
 // The batch for n_windows windows known ahead, max_batch at most: as many batches as max_batch
@@ -2386,7 +2406,7 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
     // the host buffers, allocated once here (pinned memory is slow to allocate)
     const int cap = p->batch;
     const size_t win_out = std::max<size_t>((size_t)p->max_rows * p->width * (p->out_f16 ? 2 : 4), sizeof(float));
-    const size_t in_floats = (size_t)cap * (WA_MEL_ROW + 4);
+    const size_t in_floats = (size_t)cap * (WA_MEL_ROW + 5);
     for (size_t i = 0; i < 2 * p->encs.size() + 1; i++) {
         p->batches.emplace_back(new wa_batch);
         wa_batch * b = p->batches.back().get();
@@ -2398,6 +2418,7 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
         b->mel_params = b->pcm + (size_t)cap * WA_MEL_ROW;
         b->kv_len = b->mel_params + 2 * cap;
         b->frames = b->kv_len + cap;
+        b->window = b->frames + cap;
         if (params.pool == WHISPER_AUDIO_POOL_MEAN) {
             b->pooled.resize((size_t)cap * p->width);
             if (params.f16) b->pooled_f16.resize(b->pooled.size());
@@ -2560,16 +2581,16 @@ bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, si
 // ---- audio LLMs: tokens ------------------------------------------------------------------
 
 static bool wa_check_projector(const whisper_audio_hparams & hp, const char * func) {
-    if (wa_tower_of(hp.projector)) return true;
+    if (wa_tower_of(hp)) return true;
     wa_set_error("%s: the model is a Whisper encoder without an audio-LLM projector (Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, "
-                 "GLM-ASR, Qwen2.5-Omni, Qwen3-Omni, Step-Audio 2)", func);
+                 "Music Flamingo, GLM-ASR, Qwen2.5-Omni, Qwen3-Omni, Qwen3-ASR, Step-Audio 2)", func);
     return false;
 }
 
 // The rows an input of n samples gives a tower's model: its chunks' rows, summed. Every chunk but
 // the last is a whole one of F frames, so the sum is closed: k whole chunks and the rest's rows.
 static size_t tower_rows(const whisper_audio_hparams & hp, size_t n_samples, bool projector) {
-    const wa_tower & tw = *wa_tower_of(hp.projector);
+    const wa_tower & tw = *wa_tower_of(hp);
     const int64_t frames = tw.frames(n_samples), F = tw.whole_signal ? wa_window_frames(hp)
                                                   : (int64_t)(wa_window_samples(&tw) / WHISPER_AUDIO_HOP);
     const int64_t whole = frames / F, rest = frames % F;
@@ -2601,7 +2622,7 @@ const char * whisper_audio_projector_name(enum whisper_audio_projector type) {
 
 size_t whisper_audio_samples_used(const whisper_audio_model * model, bool tokens) {
     if (!model) { wa_set_error("%s: no model", __func__); return 0; }
-    const wa_tower * tw = tokens ? wa_tower_of(model->hparams.projector) : nullptr;
+    const wa_tower * tw = tokens ? wa_tower_of(model->hparams) : nullptr;
     return tw && tw->max_samples ? tw->max_samples : SIZE_MAX;
 }
 
@@ -2629,6 +2650,8 @@ static bool encode_token_batch(whisper_audio_encoder * enc, const float * mel, i
     bool ok = vt_backend_set_tensor(enc->backend, g->in, mel, VT_TYPE_F32);
     if (g->kv_len) ok = ok && vt_backend_set_tensor(enc->backend, g->kv_len, kv_len, VT_TYPE_F32);
     if (g->frames) ok = ok && vt_backend_set_tensor(enc->backend, g->frames, frames, VT_TYPE_F32);
+    const std::vector<float> first(n, 0.0f);     // windows given alone: each its input's first
+    if (g->window) ok = ok && vt_backend_set_tensor(enc->backend, g->window, first.data(), VT_TYPE_F32);
     tm.upload_ms += ms_since(t);
     t = std::chrono::steady_clock::now();
     ok = ok && vt_backend_compute(enc->backend, g->graph);
@@ -2687,7 +2710,7 @@ int whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * m
     if (!enc || !mel || !out) { wa_set_error("%s: NULL %s", __func__, !enc ? "encoder" : !mel ? "mel" : "out"); return -1; }
     if (!wa_check_token_encoder(enc, __func__)) return -1;
     const whisper_audio_hparams & hp = enc->hparams;
-    const wa_tower & tw = *wa_tower_of(hp.projector);
+    const wa_tower & tw = *wa_tower_of(hp);
     const int least = tw.mel_pad ? 3 : 2;   // Step-Audio 2: a pooled position for its adapter
     if (tw.unpadded ? n_frames < least || n_frames > WHISPER_AUDIO_N_FRAMES : n_frames != WHISPER_AUDIO_N_FRAMES) {
         wa_set_error("%s: %d mel frames; this model takes %s", __func__, n_frames,
@@ -2709,13 +2732,15 @@ int whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * m
     const float frames = (float)n_audio_frames;
     const int rows = tw.rows(hp, n_audio_frames, enc->params.projector);
     // the AuT: audio shorter than a chunk runs at its own length, as transformers pads chunks to the longest
+    // (Qwen3-Omni), or as one whole chunk, its frames past the audio zero (Qwen3-ASR pads the log-mel to chunks)
     std::vector<float> own;
     if (hp.n_conv && n_audio_frames < hp.n_chunk) {
-        own.resize((size_t)hp.n_mels * n_audio_frames);
+        const int keep = tw.pad_chunks ? hp.n_chunk : n_audio_frames;
+        own.resize((size_t)hp.n_mels * keep);
         for (int m = 0; m < hp.n_mels; m++)
-            std::copy(mel + (size_t)m * n_frames, mel + (size_t)m * n_frames + n_audio_frames, own.begin() + (size_t)m * n_audio_frames);
+            std::copy(mel + (size_t)m * n_frames, mel + (size_t)m * n_frames + keep, own.begin() + (size_t)m * keep);
         mel = own.data();
-        n_frames = n_audio_frames;
+        n_frames = keep;
     }
     const auto t0 = std::chrono::steady_clock::now();
     const bool ok = wa_catch(__func__, false, [&] { return encode_token_batch(enc, mel, 1, n_frames, &kv_len, &frames, &rows, out); });

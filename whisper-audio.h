@@ -74,7 +74,9 @@ enum whisper_audio_projector {
     WHISPER_AUDIO_PROJECTOR_ULTRAVOX,  // Ultravox: unpadded input, 8 frames stacked, RMSNorm, linear, SwiGLU,
                                        // RMSNorm, linear (v0.4: the second RMSNorm after the last linear)
     WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO,  // Audio Flamingo 3 (llama.cpp's name for its tower): Qwen2-Audio's
-                                            // tower over each 30 s window, then linear, GELU, linear
+                                            // tower over each 30 s window, then linear, GELU, linear; Music
+                                            // Flamingo's too (hparams.n_time_rot > 0): a rotary time embedding
+                                            // by each row's time in its input before the projector
     WHISPER_AUDIO_PROJECTOR_GLMASR,    // GLM-ASR (transformers' layout): RoPE in place of the positional embedding,
                                        // no mask, each 30 s window; 4 positions stacked, linear, GELU, linear
     WHISPER_AUDIO_PROJECTOR_QWEN25O,   // Qwen2.5-Omni: its first 30 s, the encoder per chunk of n_chunk mel frames
@@ -94,6 +96,9 @@ enum whisper_audio_projector {
     WHISPER_AUDIO_PROJECTOR_MERALION,  // MERaLiON-2: its first 300 s in 30 s windows, each normalised (zero mean, unit
                                        // variance) and padded, not masked; ln_speech, 15 positions stacked, linear, SiLU,
                                        // silu(gate_proj) * pool_proj, out_proj
+    WHISPER_AUDIO_PROJECTOR_QWEN3ASR,  // Qwen3-ASR: Qwen3-Omni's AuT encoder and computation (its projector outside the
+                                       // encoder: multi_modal_projector.linear_1, GELU, linear_2); an input shorter than
+                                       // 8000 samples zero-padded to them, a clip shorter than a chunk run as a whole one
 
     // The same values named for what they say: the audio tower the file holds (its projector is a
     // part of it). Either name may be used; whisper_audio_tower is the enum's other name.
@@ -109,6 +114,7 @@ enum whisper_audio_projector {
     WHISPER_AUDIO_TOWER_QWEN3A = WHISPER_AUDIO_PROJECTOR_QWEN3A,
     WHISPER_AUDIO_TOWER_STEPAUDIO2 = WHISPER_AUDIO_PROJECTOR_STEPAUDIO2,
     WHISPER_AUDIO_TOWER_MERALION = WHISPER_AUDIO_PROJECTOR_MERALION,
+    WHISPER_AUDIO_TOWER_QWEN3ASR = WHISPER_AUDIO_PROJECTOR_QWEN3ASR,
 };
 typedef enum whisper_audio_projector whisper_audio_tower;
 
@@ -138,6 +144,11 @@ typedef struct whisper_audio_hparams {
                           // (downsample_hidden_size, 480) in place of Whisper's conv1d; 0: Whisper's stem
     int   n_attn_window;  // whisper.encoder.attention.window_length: mel frames of an attention window
                           // (Qwen3-Omni's n_window_infer, 800), a multiple of n_chunk; 0: none
+    int   n_time_rot;     // whisper.projector.time_rope.dimension_count: Music Flamingo's rotary time embedding
+                          // before its projector, the channels each of its two axes turns (int(d_model x
+                          // partial_rotary_factor 0.2)); 0: none (Audio Flamingo 3, whose projector type it shares)
+    float time_rope_theta; // whisper.projector.time_rope.freq_base: its rope_theta (1200); 0 without it
+    float time_rope_step;  // whisper.projector.time_rope.step: seconds between its rows (audio_frame_step x 4 = 0.04)
 } whisper_audio_hparams;
 
 const char * whisper_audio_last_error(void);
@@ -511,13 +522,13 @@ int whisper_audio_cuda_device_count(void);
 bool whisper_audio_rows_are_tokens(const whisper_audio_model * model, whisper_audio_encoder_params ep,
                                    whisper_audio_pipeline_params pp);
 // The most samples of an input the model uses: 480000 for Qwen2-Audio's tokens (its first
-// 30 s), 9600000 for Audio Flamingo 3's (600 s), 10080000 for GLM-ASR's (630 s), 4800000 for
-// MERaLiON-2's (300 s), SIZE_MAX otherwise (tokens false: the Whisper rules, which use all). A caller may stop
+// 30 s), 9600000 for Audio Flamingo 3's (600 s), 19200000 for Music Flamingo's (1200 s), 10080000 for
+// GLM-ASR's (630 s), 4800000 for MERaLiON-2's (300 s), SIZE_MAX otherwise (tokens false: the Whisper rules, which use all). A caller may stop
 // reading an input there.
 size_t whisper_audio_samples_used(const whisper_audio_model * model, bool tokens);
-// "qwen2a", "voxtral", "ultravox", "musicflamingo" (Audio Flamingo 3) (llama.cpp's clip.projector_type),
+// "qwen2a", "voxtral", "ultravox", "musicflamingo" (Audio Flamingo 3, Music Flamingo) (llama.cpp's clip.projector_type),
 // "glmasr" (ours: GLM-ASR in transformers' layout), "qwen2.5o", "minicpmo", "kimiaudio", "stepaudio2" (ours), "qwen3a",
-// "meralion" (llama.cpp's), "none"; NULL outside the enum.
+// "meralion" (llama.cpp's), "qwen3asr" (ours), "none"; NULL outside the enum.
 const char * whisper_audio_projector_name(enum whisper_audio_projector type);
 // The same function named for what it names: the tower (a macro, so no second symbol).
 #define whisper_audio_tower_name whisper_audio_projector_name
@@ -538,7 +549,9 @@ bool whisper_audio_encode_tokens(whisper_audio_encoder * enc, const float * pcm,
 // 3's input_features_mask sum, Ultravox's audio_lens; Voxtral ignores it; Qwen3-Omni: a clip of its first
 // n_audio_frames frames, run at that length where it is less than a chunk; Step-Audio 2: 3..3000 frames
 // and its wav_lens, n_frames - 2 for a window of its own, keys and rows by its rule; MERaLiON-2 ignores it,
-// and its mel is the caller's: of the window normalised as its feature extractor does). Returns the
+// and its mel is the caller's: of the window normalised as its feature extractor does; Music Flamingo:
+// the window is its input's first, window 0 of the rotary time embedding; Qwen3-ASR: as Qwen3-Omni's, but a
+// clip shorter than a chunk runs as a whole chunk, its frames past the audio zero). Returns the
 // number of rows written, or -1.
 int  whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * mel, int n_frames, int n_audio_frames,
                                      float * out);

@@ -134,6 +134,9 @@ class HParams:
         self.proj_eps = ULTRAVOX_RMS_EPS   # the projector's norm eps (Kimi-Audio: its LayerNorm's rms_norm_eps)
         self.n_conv = 0             # Qwen3-Omni: downsample_hidden_size, the channels of its Conv2d stem
         self.n_attn_window = 0      # Qwen3-Omni: n_window_infer, the mel frames of an attention window
+        self.n_time_rot = 0         # Music Flamingo: the channels each axis of its rotary time embedding turns
+        self.time_rope_theta = 0.0  # ... its rope_theta
+        self.time_rope_step = 0.0   # ... the seconds between its rows (audio_frame_step x 4)
         self.model_type = "whisper" # config.json's: its row of WA_HF_TOWERS
 
 
@@ -143,7 +146,9 @@ class HParams:
 # whisper-audio runs one way; WA_HF_RENAMES: our encoder names -> the checkpoint's; WA_HF_PREFIXES:
 # where the encoder's tensors are. Their audio tower and projector are converted; the language model
 # is left out.
-# Audio Flamingo 3's is "musicflamingo": llama.cpp's converter writes that type for it.
+# Audio Flamingo 3's is "musicflamingo": llama.cpp's converter writes that type for it. Music Flamingo's is
+# the same type with the keys of its rotary time embedding (whisper.projector.time_rope.*), which Audio
+# Flamingo 3's files lack.
 # GLM-ASR's is "glmasr" (transformers' layout: RoPE, no positional embedding), not llama.cpp's "glma"
 # (the original checkpoint's layout: a positional embedding, a LayerNorm before the MLP, boi/eoi).
 ARCH_H = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "whisper-audio-arch.h")
@@ -196,6 +201,9 @@ MINICPMO_POSITIONS_PER_S = 50       # get_audio_embedding: chunk_num_frame = int
 # Qwen3-Omni's audio tower (Qwen3OmniMoeAudioEncoder, thinker.audio_tower): Whisper's layer names
 # (k_proj with a bias), ln_post for layer_norm, a Conv2d stem (conv2d1-3, conv_out) for conv1/conv2,
 # the sinusoids computed (a buffer the checkpoint does not hold), proj1 / GELU / proj2 its projector.
+# Qwen3-ASR (Qwen3ASRForConditionalGeneration, transformers qwen3_asr): the same encoder under
+# model.audio_tower (or audio_tower), its projector beside it as multi_modal_projector.linear_1 / linear_2;
+# its config's audio_config holds the encoder's sizes and windows (no thinker_config).
 # GLM-ASR (GlmAsrEncoder under its audio_tower: Llama's names, WA_HF_RENAMES).
 GLMASR_MERGE = 4                    # GlmAsrModel.get_audio_features: merge_factor
 ULTRAVOX_RMS_EPS = 1e-6             # ultravox_model.py's RMSNorm default
@@ -862,12 +870,29 @@ def read_config(d):
         if 2 * N_CTX % hp.n_chunk:
             raise ConvertError("%s: config.json: %sn_window %d: chunks of %d frames do not divide a window's %d"
                                % (d, where, n_window, hp.n_chunk, 2 * N_CTX))
-    if mt == "qwen3_omni_moe":   # the AuT: chunks of n_window * 2 frames, attention windows of n_window_infer
+    if mt in ("qwen3_omni_moe", "qwen3_asr"):   # the AuT (Qwen3-ASR's too): chunks of n_window * 2 frames, attention windows of n_window_infer
         n_window, n_infer = get("n_window"), get("n_window_infer")
         hp.n_chunk, hp.n_attn_window, hp.n_conv = 2 * n_window, n_infer, get("downsample_hidden_size")
         if n_infer % hp.n_chunk or n_infer > 2 * N_CTX:
             raise ConvertError("%s: config.json: %sn_window_infer %d is not a multiple of 2 x n_window %d of at most %d "
                                "frames" % (d, where, n_infer, hp.n_chunk, 2 * N_CTX))
+    if mt == "musicflamingo":   # MusicFlamingoRotaryEmbedding: head_dim is d_model, max positions rope_theta
+        rp = top.get("rope_parameters") or {}
+        if not isinstance(rp, dict):
+            raise ConvertError("%s: config.json: rope_parameters is %s, not an object" % (d, shown(rp)))
+        theta, factor = rp.get("rope_theta", 1200.0), rp.get("partial_rotary_factor", 0.2)
+        step, head_dim = top.get("audio_frame_step", 0.01), top.get("head_dim") or hp.n_state
+        numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (theta, factor, step, head_dim))
+        hp.n_time_rot = int(head_dim * factor) if numbers else 0
+        if (not numbers or head_dim != hp.n_state or hp.n_time_rot < 2 or hp.n_time_rot % 2 or 2 * hp.n_time_rot > hp.n_state
+                or not N_CTX // 2 <= theta <= 1e9 or not 0 < step <= 0.25):
+            raise ConvertError("%s: config.json: rope_parameters %s, head_dim %s, audio_frame_step %s; whisper-audio runs "
+                               "rope_type \"default\", head_dim the audio d_model %d, an even rotary width of at most d_model / 2, "
+                               "rope_theta from %d, a frame step in (0, 0.25] s" % (d, shown(top.get("rope_parameters", ABSENT)),
+                                                                                     shown(top.get("head_dim", ABSENT)),
+                                                                                     shown(top.get("audio_frame_step", ABSENT)),
+                                                                                     hp.n_state, N_CTX // 2))
+        hp.time_rope_theta, hp.time_rope_step = float(theta), 4 * float(step)   # a row: conv2's and the pooling's 4 frames
     if mt == "glmasr":     # GlmAsrEncoder (RoPE on part of each head) + GlmAsrMultiModalProjector
         if hp.n_ff != GLMASR_MERGE * hp.n_state:
             raise ConvertError("%s: config.json: %sintermediate_size %d is not %d x hidden_size %d "
@@ -1074,6 +1099,10 @@ def make_kvs(name, hp, outtype, extra=()):
                  ("whisper.projector.embedding_length", U, hp.n_llm),
                  ("whisper.projector.stack_factor", U, hp.stack_factor),
                  ("whisper.projector.layer_norm_epsilon", F, hp.proj_eps))
+    if hp.n_time_rot:
+        extra = (*extra, ("whisper.projector.time_rope.dimension_count", U, hp.n_time_rot),
+                 ("whisper.projector.time_rope.freq_base", F, hp.time_rope_theta),
+                 ("whisper.projector.time_rope.step", F, hp.time_rope_step))
     if hp.n_rot:
         extra = (*extra, ("whisper.encoder.rope.dimension_count", U, hp.n_rot),
                  ("whisper.encoder.rope.freq_base", F, hp.rope_theta))

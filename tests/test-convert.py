@@ -950,7 +950,12 @@ TOWERS = {  # dir: (projector, mels, stack factor, projector tensors: name -> Py
                                      "linear_2.weight": (32, 64), "ln_mid.weight": (64,)}),
     "af3": ("musicflamingo", 128, 1, {"linear_1.weight": (32, 64), "linear_1.bias": (32,),
                                       "linear_2.weight": (32, 32), "linear_2.bias": (32,)}),
+    "mflamingo": ("musicflamingo", 128, 1, {"linear_1.weight": (32, 64), "linear_1.bias": (32,),
+                                            "linear_2.weight": (32, 32), "linear_2.bias": (32,)}),
 }
+# Music Flamingo's rotary time embedding: Audio Flamingo 3's type with these keys (its files have none)
+TIME_ROPE = {"whisper.projector.time_rope.dimension_count": (4, 12), "whisper.projector.time_rope.freq_base": (6, 1200.0),
+             "whisper.projector.time_rope.step": (6, f32(0.04))}
 
 
 def thinker_name(ours):
@@ -974,6 +979,8 @@ class TestTowers(Base):
                 self.assertEqual(kv["whisper.projector.layer_norm_epsilon"], (6, f32(1e-6)))
                 self.assertEqual(kv["whisper.encoder.mels_count"], (4, n_mels))
                 self.assertEqual(kv["whisper.encoder.feed_forward_length"], (4, 256))
+                for key, value in TIME_ROPE.items():
+                    self.assertEqual(kv.get(key), value if name == "mflamingo" else None)
                 # the encoder's tensors, then the projector's, then the mel bank; values exact
                 # (the checkpoints hold f16, which f32 and f16 both keep)
                 enc = [e[0] for e in expected_tensors(64, 3, 256, n_mels) if e[0] != "mel_filters"]
@@ -1179,6 +1186,44 @@ class TestTowers(Base):
         bad = json.loads(json.dumps(cfg))
         bad["thinker_config"]["audio_config"]["n_window_infer"] = 750
         t.expect_error(t.make("q3-window", bad, st), "n_window_infer 750 is not a multiple of 2 x n_window 100")
+    def test_qwen3asr(self):
+        # transformers' Qwen3ASRForConditionalGeneration as transformers 5 saves it: Qwen3-Omni's encoder under
+        # model.audio_tower (ln_post for the final LayerNorm), the projector beside it as
+        # model.multi_modal_projector.linear_1 / linear_2; the windows and channels from its audio_config
+        src = os.path.join(DATA, "towers", "qwen3asr")
+        st = st_read(os.path.join(src, "model.safetensors"))
+
+        def theirs(ours):
+            if ours.startswith("multi_modal_projector."):
+                return "model." + ours
+            return ("model.audio_tower." + ours[len("encoder."):]).replace("audio_tower.layer_norm.", "audio_tower.ln_post.")
+        for outtype in ("f32", "f16"):
+            g = GGUF(self.convert(src, outtype, "tower-qwen3asr-%s.gguf" % outtype))
+            kv = g.kv
+            self.assertEqual(kv["whisper.projector.type"], (8, "qwen3asr"))
+            self.assertEqual(kv["whisper.projector.embedding_length"], (4, 32))
+            self.assertEqual(kv["whisper.encoder.chunk_length"], (4, 100))
+            self.assertEqual(kv["whisper.encoder.attention.window_length"], (4, 800))
+            self.assertEqual(kv["whisper.encoder.conv2d.channels"], (4, 16))
+            names = [t[0] for t in g.tensors]
+            self.assertEqual(names[-5:], ["multi_modal_projector.linear_1.weight", "multi_modal_projector.linear_1.bias",
+                                          "multi_modal_projector.linear_2.weight", "multi_modal_projector.linear_2.bias",
+                                          "mel_filters"])
+            self.assertEqual(len(names), 8 + 3 * 16 + 2 + 4 + 1)
+            self.check_as_stored(g, lambda n: None if n == "encoder.embed_positions.weight" else st[theirs(n)])
+            self.check_sinusoids(g, ((0, 0), (0, 32), (1, 0), (12, 5), (12, 63)))
+        t = TestErrors("test_errors")
+        t.tmp = self.tmp
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        missing = {k: v for k, v in st.items() if k != "model.multi_modal_projector.linear_2.bias"}
+        t.expect_error(t.make("qa-missing", cfg, missing), "missing projector tensor model.multi_modal_projector.linear_2.bias")
+        t.expect_error(t.make("qa-noaudio", {k: v for k, v in cfg.items() if k != "audio_config"}, st),
+                       "qwen3_asr without an audio_config")
+        bad = json.loads(json.dumps(cfg))
+        bad["audio_config"]["n_window_infer"] = 750
+        t.expect_error(t.make("qa-window", bad, st), "n_window_infer 750 is not a multiple of 2 x n_window 100")
+
     def test_stepaudio2(self):
         # Step-Audio 2: audio_encoder_config's sizes (the MLP 4 n_audio_state), OpenAI Whisper's names under
         # encoder. (blocks.N.attn.query, positional_embedding, after_norm), adapter.* as they are (its conv
@@ -1284,7 +1329,7 @@ class TestTowers(Base):
     def test_tower_errors(self):
         t = TestErrors("test_errors")
         t.tmp = self.tmp
-        for name in ("qwen2a", "voxtral", "ultravox", "af3"):
+        for name in ("qwen2a", "voxtral", "ultravox", "af3", "mflamingo"):
             with open(os.path.join(DATA, "towers", name, "config.json")) as f:
                 cfg = json.load(f)
             st = st_read(os.path.join(DATA, "towers", name, "model.safetensors"))
@@ -1311,6 +1356,13 @@ class TestTowers(Base):
                 t.expect_error(t.make("f-bias", dict(cfg, projector_bias=False), st), "projector_bias is false; whisper-audio runs true")
                 missing = {k: v for k, v in st.items() if k != "multi_modal_projector.linear_2.bias"}
                 t.expect_error(t.make("f-missing", cfg, missing), "missing projector tensor multi_modal_projector.linear_2.bias")
+            if name == "mflamingo":
+                rope = cfg["rope_parameters"]
+                for i, bad in enumerate((dict(rope, rope_type="linear"), dict(rope, partial_rotary_factor=0.6),
+                                         dict(rope, partial_rotary_factor=0.21), dict(rope, rope_theta=100.0))):
+                    t.expect_error(t.make("m-rope%d" % i, dict(cfg, rope_parameters=bad), st), "rope_parameters")
+                t.expect_error(t.make("m-step", dict(cfg, audio_frame_step=0), st), "audio_frame_step 0")
+                t.expect_error(t.make("m-act", dict(cfg, projector_hidden_act="relu"), st), "projector_hidden_act 'relu'")
 
 
 class TestLibrary(Base):
@@ -1326,10 +1378,10 @@ class TestLibrary(Base):
     def test_library_writes_the_converters_file_again(self):
         main = self.main_bin()
         for src, outtype in (("micro-80", "f32"), ("micro-80", "f16"), ("micro-128", "bf16"), ("towers/qwen2a", "f16"),
-                             ("towers/voxtral", "bf16"), ("towers/ultravox", "f32"), ("towers/af3", "f16"),
+                             ("towers/voxtral", "bf16"), ("towers/ultravox", "f32"), ("towers/af3", "f16"), ("towers/mflamingo", "f32"),
                              ("towers/glmasr", "f32"), ("towers/qwen25o", "f16"), ("towers/minicpmo", "f32"),
                              ("towers/kimiaudio", "bf16"), ("towers/qwen3a", "f16"), ("towers/stepaudio2", "bf16"),
-                             ("towers/meralion", "bf16")):
+                             ("towers/meralion", "bf16"), ("towers/qwen3asr", "bf16")):
             with self.subTest(src=src, outtype=outtype):
                 ours = self.convert(os.path.join(DATA, src), outtype, name="lib-%s-%s.gguf" % (src.replace("/", "-"), outtype))
                 again = ours + ".again.gguf"

@@ -647,13 +647,14 @@ TEST_CASE("cuda block-causal attention (MiniCPM-o's chunk mask): the CPU's at th
     }
 }
 
-TEST_CASE("cuda projector ops: avg_pool2, rms_norm, swiglu, relu, silu, silu_mul, stack_frames, rope_qk" * doctest::skip(no_gpu())) {
+TEST_CASE("cuda projector ops: avg_pool2, rms_norm, swiglu, relu, silu, silu_mul, stack_frames, rope_qk, rope_time" * doctest::skip(no_gpu())) {
     for (vt_type ct : CTYPES) {
         backend_ptr cuda = cuda_backend(ct);
         for (int T : {1500, 351, 7}) {
             const int C = 96, B = 2;
             const std::vector<float> x = randn((size_t)B * T * C, 18, ct, 1.5f, 0.5f), w = randn(8 * C, 19, VT_TYPE_F32, 0.3f, 1.0f);
             const std::vector<float> x2 = randn((size_t)B * T * C, 20, ct, 1.5f, -0.5f);
+            const std::vector<float> windows = {0.0f, 27.0f};
             auto input = [&](vt_context * ctx, vt_type act, std::vector<leaf> & L, const std::vector<float> * data = nullptr) {
                 vt_tensor * tx = vt_new_tensor_3d(ctx, act, C, T, B);
                 vt_set_input(tx);
@@ -686,6 +687,12 @@ TEST_CASE("cuda projector ops: avg_pool2, rms_norm, swiglu, relu, silu, silu_mul
                 // GLM-ASR's: q|k|v rows of 96 (2 heads of 16), 8 of each head's dims turned by position
                 {"rope_qk", [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
                      return vt_rope_qk(ctx, input(ctx, act, L), 2, 8, 10000.0f); }},
+                // Music Flamingo's: 2 x 12 of 96 channels turned by the rows' times, windows 0 and 27 of their inputs
+                {"rope_time", [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
+                     vt_tensor * win = vt_new_tensor_1d(ctx, VT_TYPE_F32, B);
+                     vt_set_input(win);
+                     L.push_back({win, &windows});
+                     return vt_rope_time(ctx, input(ctx, act, L), win, 12, 1500.0f, 0.04f); }},
             };
             for (const auto & op : ops) {
                 char what[96];

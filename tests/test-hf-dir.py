@@ -138,7 +138,7 @@ class Base(unittest.TestCase):
 # tests/data/towers: every tower of whisper-audio-arch.h's WA_HF_TOWERS, which both the library and the
 # converter read
 TOWERS = ("qwen2a", "voxtral", "ultravox", "af3", "glmasr", "qwen25o", "minicpmo", "kimiaudio", "qwen3a", "stepaudio2",
-          "meralion")
+          "meralion", "mflamingo", "qwen3asr")
 
 
 class TestSameAsConverter(Base):
@@ -262,6 +262,21 @@ class TestStrict(Base):
                 if label == "bad-utf8":
                     with open(os.path.join(d, "config.json"), "wb") as f:
                         f.write(b'{"model_type": "whisper\xff"}')
+                self.expect_error(d, needle, names=d)
+
+    def test_music_flamingo_config(self):
+        # its rotary time embedding's settings, refused as the converter refuses them (the tensors are Audio Flamingo 3's)
+        src = os.path.join(DATA, "towers", "mflamingo")
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        st = st_read(os.path.join(src, "model.safetensors"))
+        rope = cfg["rope_parameters"]
+        for label, bad, needle in (("type", dict(cfg, rope_parameters=dict(rope, rope_type="yarn")), 'rope_type is "yarn"'),
+                                   ("odd", dict(cfg, rope_parameters=dict(rope, partial_rotary_factor=0.21)), "an even rotary width"),
+                                   ("theta", dict(cfg, rope_parameters=dict(rope, rope_theta=100.0)), "rope_theta from 750"),
+                                   ("step", dict(cfg, audio_frame_step="0.01"), 'audio_frame_step "0.01"')):
+            with self.subTest(case=label):
+                d = self.make("mf-" + label, bad, st)
                 self.expect_error(d, needle, names=d)
 
     def test_safetensors_headers(self):

@@ -872,5 +872,18 @@ ok("Qwen2-Audio tower: tokens ([n_tokens, llm_dim]), the tower's rows and the en
 srv.proc.send_signal(signal.SIGINT)
 check(srv.proc.wait(timeout=30) == 0, "SIGINT: exit 0")
 ok("SIGINT: exit 0")
+
+# Music Flamingo (its rotary time embedding by each window's index in its input) and Qwen3-ASR (one log-mel of
+# the input, at least 0.5 s): the pipeline's rows as main gives them
+for tower in ("build/tower-mflamingo-f32.gguf", "build/tower-qwen3asr-f32.gguf"):
+    if not os.path.exists(tower):
+        continue
+    srv = Server(tower)
+    for clip, opts, form in (("a", {}, "npy"), ("d", {}, "base64"), ("s", {}, "float"), ("b", {"projector": False}, "npy")):
+        st, got = embed(srv, clip, opts, form)
+        check(st == 200, f"{tower} {clip} {opts}: {st} {got}")
+        check(all(same_as_main(tower, clip, opts, g, form) for g in got), f"{tower} {clip} {opts} {form}: differs from main")
+    srv.kill()
+    ok(f"{os.path.basename(tower)}: tokens and the tower's rows, main's bytes")
 shutil.rmtree(TMP, ignore_errors=True)
 print(f"test-server: all {PASSED} checks passed in {300 - (DEADLINE - time.monotonic()):.1f} s")

@@ -1,4 +1,5 @@
-// The audio towers of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, MiniCPM-o, Kimi-Audio, Qwen3-Omni, Step-Audio 2 and MERaLiON-2 on the CPU against their own code in
+// The audio towers of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, MiniCPM-o, Kimi-Audio, Qwen3-Omni, Step-Audio 2,
+// MERaLiON-2, Music Flamingo and Qwen3-ASR on the CPU against their own code in
 // float64 (tests/data/towers, made by tests/data/make-tower-references.py), from our GGUF
 // (build/tower-*.gguf, converted from the checkpoints there) and from llama.cpp's mmproj files
 // of the same checkpoints; and the loader's answers to broken projector files.
@@ -18,7 +19,7 @@
 namespace {
 
 const char * TOWERS[] = {"qwen2a", "voxtral", "ultravox", "af3", "glmasr", "qwen25o", "minicpmo", "kimiaudio", "qwen3a", "stepaudio2",
-                         "meralion"};
+                         "meralion", "mflamingo", "qwen3asr"};
 
 whisper_audio_encoder * cpu_encoder(const whisper_audio_model * model, bool projector) {
     whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
@@ -41,8 +42,12 @@ double first_rows_error(const std::vector<float> & got, const std::vector<float>
 // holding the checkpoint's f16 values exactly, so the same reference applies). GLM-ASR has ours
 // alone: llama.cpp's glma is the original checkpoint's layout, not transformers'; Qwen2.5-Omni's was
 // not made (Qwen3-Omni's qwen3a is: its mmproj holds both towers' keys, the vision one's tensors none).
+// Music Flamingo has ours alone: llama.cpp's musicflamingo files have no rotary time embedding; Qwen3-ASR
+// too (llama.cpp's qwen3a file of it is Qwen3-Omni's layout and loads as that).
 std::vector<std::string> tower_files(const std::string & name) {
-    if (name == "glmasr" || name == "qwen25o" || name == "minicpmo" || name == "kimiaudio" || name == "stepaudio2") return {"build/tower-" + name + "-f32.gguf"};
+    if (name == "glmasr" || name == "qwen25o" || name == "minicpmo" || name == "kimiaudio" || name == "stepaudio2" || name == "mflamingo" ||
+        name == "qwen3asr")
+        return {"build/tower-" + name + "-f32.gguf"};
     return {"build/tower-" + name + "-f32.gguf", test_data("towers/" + name + ".mmproj.gguf")};
 }
 
@@ -69,6 +74,8 @@ TEST_CASE("towers: the model file says the projector, llama.cpp's mmproj files l
         {"qwen3a", WHISPER_AUDIO_PROJECTOR_QWEN3A, 1, 128},
         {"stepaudio2", WHISPER_AUDIO_PROJECTOR_STEPAUDIO2, 1, 128},
         {"meralion", WHISPER_AUDIO_PROJECTOR_MERALION, 15, 128},
+        {"mflamingo", WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO, 1, 128},
+        {"qwen3asr", WHISPER_AUDIO_PROJECTOR_QWEN3ASR, 1, 128},
     };
     for (const auto & w : want) {
         for (const std::string & path : tower_files(w.name)) {
@@ -466,7 +473,7 @@ TEST_CASE("towers: tokens for any length in bounded time: no wrap near SIZE_MAX,
         CHECK(big > 0);
         // 10 windows and a bit: the sum of what the inputs of each window's length give
         const size_t w = 10 * (size_t)WHISPER_AUDIO_N_SAMPLES + 12345;
-        if (used == SIZE_MAX && name != std::string("qwen3a") && name != std::string("stepaudio2"))
+        if (used == SIZE_MAX && name != std::string("qwen3a") && name != std::string("qwen3asr") && name != std::string("stepaudio2"))
             CHECK(whisper_audio_n_tokens(m, w, true) == 10 * whisper_audio_n_tokens(m, WHISPER_AUDIO_N_SAMPLES, true) +
                                                          whisper_audio_n_tokens(m, 12345, true));
         whisper_audio_model_free(m);
@@ -592,6 +599,149 @@ std::vector<uint8_t> with_string(const std::vector<uint8_t> & file, const std::s
 }
 
 } // namespace
+
+TEST_CASE("towers: Music Flamingo is Audio Flamingo 3's type with its rotary time embedding's keys; its first 1200 s; "
+          "the rotation by the window's time (21 windows: its largest angles)") {
+    whisper_audio_model * m = whisper_audio_model_load("build/tower-mflamingo-f32.gguf");
+    REQUIRE_MESSAGE(m, whisper_audio_last_error());
+    const whisper_audio_hparams * hp = whisper_audio_model_hparams(m);
+    CHECK(hp->projector == WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO);
+    CHECK(hp->n_time_rot == 12);               // int(d_model 64 x partial_rotary_factor 0.2)
+    CHECK(hp->time_rope_theta == 1200.0f);
+    CHECK(hp->time_rope_step == 0.04f);        // audio_frame_step 0.01 x 4
+    // MusicFlamingoProcessor: Audio Flamingo 3's windows and rule, max_audio_len 1200 (40 windows)
+    CHECK(whisper_audio_n_tokens(m, 112256, true) == 175);
+    CHECK(whisper_audio_n_tokens(m, 1120000, true) == 750 + 750 + 250);
+    CHECK(whisper_audio_n_tokens(m, 30 * 480000, true) == 30 * 750);
+    CHECK(whisper_audio_n_tokens(m, 50 * 480000, true) == 40 * 750);
+    CHECK(whisper_audio_samples_used(m, true) == 40 * (size_t)480000);
+    // Audio Flamingo 3's files have none of the keys, and run without the rotation
+    whisper_audio_model * f = whisper_audio_model_load("build/tower-af3-f32.gguf");
+    REQUIRE(f);
+    CHECK(whisper_audio_model_hparams(f)->n_time_rot == 0);
+    CHECK(whisper_audio_model_hparams(f)->time_rope_theta == 0.0f);
+    whisper_audio_model_free(f);
+
+    // 630 s (the long clip 9 times): 21 windows; the last 250 tokens, at 620 to 630 s
+    decoded_audio a = decode_file(test_data("audio/long_70s_16k.wav"));
+    REQUIRE(a.ok);
+    std::vector<float> pcm;
+    for (int i = 0; i < 9; i++) pcm.insert(pcm.end(), a.pcm.begin(), a.pcm.end());
+    const size_t n_tok = whisper_audio_n_tokens(m, pcm.size(), true);
+    CHECK(n_tok == 21 * 750);
+    whisper_audio_encoder * enc = cpu_encoder(m, true);
+    std::vector<float> got(n_tok * 32, NAN);
+    REQUIRE_MESSAGE(whisper_audio_encode_tokens(enc, pcm.data(), pcm.size(), got.data()), whisper_audio_last_error());
+    std::vector<int64_t> shape;
+    const std::vector<float> ref = npy_load_f32(test_data("towers/mflamingo.long_630s.audio.tail.npy"), &shape);
+    REQUIRE(shape[0] == 250);
+    const double err = rel_l2(got.data() + (n_tok - 250) * 32, ref.data(), ref.size());
+    MESSAGE("mflamingo 630 s: the last 250 tokens, rel L2 " << err);
+    CHECK(err < 1e-5);
+    whisper_audio_encoder_free(enc);
+
+    // the file without its keys is Audio Flamingo 3's: the same encoder, other tokens (the rotation is there)
+    const std::vector<uint8_t> b = read_bytes("build/tower-mflamingo-f32.gguf");
+    std::vector<uint8_t> c = b;
+    for (const std::string key : {"whisper.projector.time_rope.dimension_count", "whisper.projector.time_rope.freq_base",
+                                  "whisper.projector.time_rope.step"}) {
+        auto it = std::search(c.begin(), c.end(), key.begin(), key.end());
+        REQUIRE(it != c.end());
+        *(it + 10) = 'X';                      // whisper.prXjector...: a key no reader takes
+    }
+    const std::string path = test_tmp("mflamingo-as-af3.gguf");
+    write_bytes(path, c);
+    whisper_audio_model * plain = whisper_audio_model_load(path.c_str());
+    REQUIRE_MESSAGE(plain, whisper_audio_last_error());
+    CHECK(whisper_audio_model_hparams(plain)->n_time_rot == 0);
+    whisper_audio_encoder * e2 = cpu_encoder(plain, true);
+    const std::vector<float> speech = pcm_of(112256);
+    std::vector<float> with(175 * 32), without(175 * 32);
+    REQUIRE(whisper_audio_encode_tokens(e2, speech.data(), speech.size(), without.data()));
+    whisper_audio_encoder_free(e2);
+    enc = cpu_encoder(m, true);
+    REQUIRE(whisper_audio_encode_tokens(enc, speech.data(), speech.size(), with.data()));
+    whisper_audio_encoder_free(enc);
+    CHECK(rel_l2(without, with) > 1e-2);
+    whisper_audio_model_free(plain);
+    remove(path.c_str());
+    // a rotary width that is odd or wider than half the model, a key missing, the keys on another tower: refused
+    const std::string bad = test_tmp("mflamingo-bad.gguf");
+    for (uint32_t v : {13u, 34u}) {
+        write_bytes(bad, with_u32(b, "whisper.projector.time_rope.dimension_count", v));
+        CHECK(whisper_audio_model_load(bad.c_str()) == nullptr);
+        CHECK(std::string(whisper_audio_last_error()).find("whisper.projector.time_rope.dimension_count = " + std::to_string(v)) != std::string::npos);
+    }
+    write_bytes(bad, patched(b, "whisper.projector.time_rope.step", "whisper.projector.time_rope.stXp"));
+    CHECK(whisper_audio_model_load(bad.c_str()) == nullptr);
+    CHECK(std::string(whisper_audio_last_error()).find("whisper.projector.time_rope.step") != std::string::npos);
+    write_bytes(bad, with_string(b, "whisper.projector.type", "musicflamingX"));
+    CHECK(whisper_audio_model_load(bad.c_str()) == nullptr);
+    remove(bad.c_str());
+    whisper_audio_model_free(m);
+}
+
+TEST_CASE("towers: Qwen3-ASR is Qwen3-Omni's tower with its own processing: 8000 samples at least, a clip shorter than a "
+          "chunk run as a whole one") {
+    whisper_audio_model * q = whisper_audio_model_load("build/tower-qwen3asr-f32.gguf");
+    REQUIRE_MESSAGE(q, whisper_audio_last_error());
+    const whisper_audio_hparams * hp = whisper_audio_model_hparams(q);
+    CHECK(hp->projector == WHISPER_AUDIO_PROJECTOR_QWEN3ASR);
+    CHECK(hp->n_conv == 16);                   // downsample_hidden_size
+    CHECK(hp->n_chunk == 100);                 // 2 n_window
+    CHECK(hp->n_attn_window == 800);           // n_window_infer
+    CHECK(std::string(whisper_audio_projector_name(WHISPER_AUDIO_PROJECTOR_QWEN3ASR)) == "qwen3asr");
+    CHECK(WHISPER_AUDIO_TOWER_QWEN3ASR == WHISPER_AUDIO_PROJECTOR_QWEN3ASR);
+    // Qwen3ASRProcessor._get_audio_token_length of floor(max(n, 8000) / 160) frames
+    CHECK(whisper_audio_n_tokens(q, 112256, true) == 92);     // 701 frames
+    CHECK(whisper_audio_n_tokens(q, 112256, false) == 92);
+    CHECK(whisper_audio_n_tokens(q, 50001, true) == 41);
+    CHECK(whisper_audio_n_tokens(q, 1, true) == 7);           // min_length: 8000 samples, 50 frames
+    CHECK(whisper_audio_n_tokens(q, 7999, true) == 7);
+    CHECK(whisper_audio_n_tokens(q, 8000, true) == 7);
+    CHECK(whisper_audio_n_tokens(q, 8320, true) == 7);        // 52 frames: 26, 13, 7
+    CHECK(whisper_audio_n_tokens(q, 16000, true) == 13);      // 100 frames: a whole chunk
+    CHECK(whisper_audio_n_tokens(q, 448000, true) == 364);
+    CHECK(whisper_audio_n_tokens(q, 1120000, true) == 910);
+    CHECK(whisper_audio_samples_used(q, true) == SIZE_MAX);
+    // from audio: shorter than min_length (zeros after it), at it, two windows (the cut at 2400 frames)
+    decoded_audio a = decode_file(test_data("audio/long_70s_16k.wav"));
+    REQUIRE(a.ok);
+    whisper_audio_encoder * enc = cpu_encoder(q, true);
+    for (auto clip : {std::make_pair("speech_4000", (size_t)4000), std::make_pair("speech_8000", (size_t)8000),
+                      std::make_pair("long_448000", (size_t)448000)}) {
+        std::vector<float> pcm = clip.second < 10000 ? pcm_of(clip.second) : std::vector<float>(a.pcm.begin(), a.pcm.begin() + clip.second);
+        const size_t n_tok = whisper_audio_n_tokens(q, pcm.size(), true);
+        std::vector<float> got(n_tok * 32, NAN);
+        REQUIRE_MESSAGE(whisper_audio_encode_tokens(enc, pcm.data(), pcm.size(), got.data()), whisper_audio_last_error());
+        std::vector<int64_t> shape;
+        std::vector<float> ref = npy_load_f32(test_data(std::string("towers/qwen3asr.") + clip.first + ".audio.npy"), &shape);
+        CHECK((size_t)shape[0] == n_tok);
+        const double err = rel_l2(got, ref);
+        MESSAGE("qwen3asr tokens from audio (" << std::string(clip.first) << "): rel L2 " << err << " (" << n_tok << " tokens)");
+        CHECK(err < 1e-5);
+    }
+    whisper_audio_encoder_free(enc);
+    // from features: 50 frames hold audio, run as a whole chunk of 100 (not Qwen3-Omni's own length)
+    std::vector<float> mel = npy_load_f32(test_data("features/speech_16k.mel128.npy"), nullptr);
+    enc = cpu_encoder(q, true);
+    std::vector<float> got(390 * 32, NAN);
+    REQUIRE(whisper_audio_encode_mel_tokens(enc, mel.data(), 3000, 50, got.data()) == 7);
+    const std::vector<float> ref = npy_load_f32(test_data("towers/qwen3asr.speech_16k.features_50.npy"), nullptr);
+    REQUIRE(ref.size() == 7 * 32);
+    const double err = rel_l2(got.data(), ref.data(), ref.size());
+    MESSAGE("qwen3asr tokens from 50 frames of features: rel L2 " << err);
+    CHECK(err < 2e-6);
+    whisper_audio_encoder_free(enc);
+    // its projector's tensors are its own: a file that names them as Qwen3-Omni's is refused with the name
+    const std::vector<uint8_t> b = read_bytes("build/tower-qwen3asr-f32.gguf");
+    const std::string bad = test_tmp("qwen3asr-bad.gguf");
+    write_bytes(bad, patched(b, "multi_modal_projector.linear_2.weight", "multi_modal_projector.linear_9.weight"));
+    CHECK(whisper_audio_model_load(bad.c_str()) == nullptr);
+    CHECK(std::string(whisper_audio_last_error()).find("multi_modal_projector.linear_2.weight") != std::string::npos);
+    remove(bad.c_str());
+    whisper_audio_model_free(q);
+}
 
 TEST_CASE("towers: bad projector files get a one-line error that names the tensor or key") {
     const std::vector<uint8_t> qwen = read_bytes(test_data("towers/qwen2a.mmproj.gguf"));
@@ -830,10 +980,11 @@ TEST_CASE("towers on CUDA: an input of 1 sample (and of 320) gives the CPU's row
             const size_t rows = whisper_audio_n_tokens(model, n, true);
             const int width = whisper_audio_token_dim(model, true);
             const std::string nm = name;
-            CHECK(rows == (nm == "qwen2a" || nm == "af3" || nm == "glmasr" || nm == "qwen25o" || nm == "minicpmo"
+            CHECK(rows == (nm == "qwen2a" || nm == "af3" || nm == "mflamingo" || nm == "glmasr" || nm == "qwen25o" || nm == "minicpmo"
                            || nm == "stepaudio2" ? 0u                  // (Step-Audio 2: E = 0 pooled positions)
                            : nm == "voxtral" ? 375u : nm == "meralion" ? 100u                 // (MERaLiON-2: 100 a chunk of any length)
-                           : nm == "qwen3a" ? (n == 1 ? 0u : 1u) : 1u));   // (Kimi-Audio: token_len 1; Qwen3-Omni: a frame per whole hop)
+                           : nm == "qwen3a" ? (n == 1 ? 0u : 1u) : nm == "qwen3asr" ? 7u   // (Qwen3-ASR: padded to 8000 samples)
+                           : 1u));   // (Kimi-Audio: token_len 1; Qwen3-Omni: a frame per whole hop)
             std::vector<float> a(rows * width + 1, NAN), b(rows * width + 1, NAN);
             REQUIRE_MESSAGE(whisper_audio_encode_tokens(cpu, pcm.data(), n, a.data()), whisper_audio_last_error());
             REQUIRE_MESSAGE(whisper_audio_encode_tokens(gpu, pcm.data(), n, b.data()), whisper_audio_last_error());

@@ -467,6 +467,43 @@ TEST_CASE("rope_qk: q and k of each head turn by position (the first n_rot dims,
     vt_free(ctx);
 }
 
+TEST_CASE("rope_time: the first 2 n_rot channels turn by the rows' times in their inputs (window and time axes), the rest copied") {
+    const int C = 10, n_rot = 4, T = 750, B = 2;
+    const float theta = 1200.0f, step = 0.04f;
+    vt_context * ctx = vt_init(8);
+    host_tensor x = input(ctx, {C, T, B}, 37);
+    vt_tensor * win = vt_new_tensor_1d(ctx, VT_TYPE_F32, B);
+    vt_set_input(win);
+    const std::vector<float> windows = {0.0f, 2.0f};           // the first window of one input, the third of another
+    std::vector<float> got = run_cpu(ctx, vt_rope_time(ctx, x.t, win, n_rot, theta, step), {x, {win, windows}});
+    REQUIRE(got.size() == x.data.size());
+    // MusicFlamingoRotaryEmbedding in plain double: row t of window k at ts = (k T + t) step seconds; pair p of
+    // the window axis by k / theta inv_freq[p], of the time axis by t / theta 2 pi inv_freq[p - n_rot / 2]
+    const double pi = 3.14159265358979323846;
+    std::vector<double> ref(x.data.begin(), x.data.end());
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const double k = windows[b], ts = (k * T + t) * step;
+            for (int p = 0; p < n_rot; p++) {
+                const int i = p % (n_rot / 2);
+                const double inv = 1.0 / std::pow((double)theta, 2.0 * i / n_rot);
+                const double f = p < n_rot / 2 ? k / theta * inv : t / (double)theta * 2 * pi * inv;
+                const double a = -2 * pi * ts * f, c = std::cos(a), s = std::sin(a);
+                const size_t o = ((size_t)b * T + t) * C + 2 * p;
+                ref[o] = x.data[o] * c - x.data[o + 1] * s;
+                ref[o + 1] = x.data[o + 1] * c + x.data[o] * s;
+            }
+        }
+    // the model's float32 timestamps and factors against exact ones: angles up to ~900 rad here, each off by
+    // up to ~1e-4 rad (a wrong axis, sign or pairing is off by order 1)
+    CHECK(rel_l2(got, ref) < 1e-4);
+    for (size_t r = 0; r < (size_t)T * B; r++)
+        for (int j = 2 * n_rot; j < C; j++) REQUIRE(got[r * C + j] == x.data[r * C + j]);
+    // the window's index moves the rows: window 2's first row is not window 0's
+    CHECK(got[(size_t)T * C] != x.data[(size_t)T * C]);
+    vt_free(ctx);
+}
+
 TEST_CASE("projector ops: avg_pool2, rms_norm, swiglu, relu, silu, silu_mul, stack_frames (a copy, and a view when it divides)") {
     const int C = 6, T = 11, B = 2;
     {   // avg_pool2: pairs of rows, the odd last row dropped

@@ -129,12 +129,14 @@ class WeightType(_CEnum):
 class Projector(_CEnum):
     """The audio LLM whose tower and projector a model file holds (enum whisper_audio_projector;
     llama.cpp's clip.projector_type names): NONE for a Whisper encoder alone, QWEN2A
-    (Qwen2-Audio), VOXTRAL, ULTRAVOX, MUSICFLAMINGO (Audio Flamingo 3's tower: llama.cpp's name),
+    (Qwen2-Audio), VOXTRAL, ULTRAVOX, MUSICFLAMINGO (Audio Flamingo 3's tower: llama.cpp's name; Music
+    Flamingo's too, whose files also have its rotary time embedding: hparams["n_time_rot"] > 0),
     GLMASR (GLM-ASR as transformers lays it out), QWEN25O (Qwen2.5-Omni's audio tower), MINICPMO
     (MiniCPM-o 2.6's audio tower: block-causal attention, linear, ReLU, linear, pooling by 2),
     KIMIAUDIO (Kimi-Audio's continuous path: 4 positions stacked, its VQ adaptor), QWEN3A
     (Qwen3-Omni's audio tower), STEPAUDIO2 (Step-Audio 2: 25 s windows, pooling by 2, its adapter), MERALION
-    (MERaLiON-2: each 30 s window normalised, 15 positions stacked, its gated speech adapter).
+    (MERaLiON-2: each 30 s window normalised, 15 positions stacked, its gated speech adapter), QWEN3ASR
+    (Qwen3-ASR: Qwen3-Omni's tower, an input shorter than 0.5 s zero-padded to it).
     hparams["projector"]; Model.projector (None for NONE)."""
     NONE = "none"
     QWEN2A = "qwen2a"
@@ -148,6 +150,7 @@ class Projector(_CEnum):
     QWEN3A = "qwen3a"
     STEPAUDIO2 = "stepaudio2"
     MERALION = "meralion"
+    QWEN3ASR = "qwen3asr"
 
 
 # ---- the C API --------------------------------------------------------------------
@@ -158,7 +161,8 @@ class _Hparams(ctypes.Structure):
                 ("eps", ctypes.c_float), ("weight_type", ctypes.c_int), ("projector", ctypes.c_int),
                 ("n_llm", ctypes.c_int), ("n_proj_ff", ctypes.c_int), ("stack_factor", ctypes.c_int),
                 ("proj_eps", ctypes.c_float), ("n_rot", ctypes.c_int), ("rope_theta", ctypes.c_float),
-                ("n_chunk", ctypes.c_int), ("n_causal", ctypes.c_int), ("n_conv", ctypes.c_int), ("n_attn_window", ctypes.c_int)]
+                ("n_chunk", ctypes.c_int), ("n_causal", ctypes.c_int), ("n_conv", ctypes.c_int), ("n_attn_window", ctypes.c_int),
+                ("n_time_rot", ctypes.c_int), ("time_rope_theta", ctypes.c_float), ("time_rope_step", ctypes.c_float)]
 
 
 class _Info(ctypes.Structure):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Makes tests/data/towers/: tiny random Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR,
-# Qwen2.5-Omni, Qwen3-Omni and MERaLiON-2 checkpoints (the audio tower and projector only), and float64 references of what each model
+# Qwen2.5-Omni, Qwen3-Omni, Music Flamingo, Qwen3-ASR and MERaLiON-2 checkpoints (the audio tower and projector only), and float64 references of what each model
 # feeds its language model, computed by the models' own modules (transformers for Qwen2-Audio,
 # Voxtral, Audio Flamingo 3, GLM-ASR and the two Omni towers; fixie-ai/ultravox's ultravox_model.py for Ultravox, which is not
 # in transformers).
@@ -253,6 +253,53 @@ def af3(audios):
             store(f"af3.{clip}.audio.npy", out)
         out, _ = tokens(*chunks(read_wav("long_70s_16k.wav")))   # 3 chunks: 30 s, 30 s, 10 s
         store(f"af3.{LONG}.audio.every8.npy", out[::8])
+
+
+def mflamingo(audios):
+    # Music Flamingo: Audio Flamingo 3's encoder and projector, its rotary time embedding between them
+    # (the config's defaults: rope_theta 1200, partial_rotary_factor 0.2 of d_model, audio_frame_step 0.01)
+    cfg = transformers.MusicFlamingoConfig(
+        audio_config=dict(model_type="audioflamingo3_encoder", hidden_size=D, num_hidden_layers=LAYERS,
+                          num_attention_heads=HEADS, intermediate_size=FF, num_mel_bins=128, max_source_positions=1500),
+        text_config=dict(model_type="qwen2", hidden_size=LLM, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, vocab_size=128))
+    cfg.audio_config._attn_implementation = "eager"
+    model = transformers.MusicFlamingoForConditionalGeneration(cfg).eval()
+    randomise(model, 13)
+    state = hub_names(model)
+    save(os.path.join(OUT, "mflamingo"), dict(cfg.to_dict(), architectures=["MusicFlamingoForConditionalGeneration"]), state)
+    inner = model.model.double()
+
+    def tokens(features, frames):   # MusicFlamingoModel.get_audio_features: one input's chunks [n, 128, 3000], frames per chunk
+        mask = (torch.arange(features.shape[-1])[None, :] < torch.tensor(frames)[:, None]).long()
+        _, out_len = inner.audio_tower._get_feat_extract_output_lengths(mask.sum(-1))
+        ids = torch.full((1, int(out_len.sum())), cfg.audio_token_id)   # the input's <sound> tokens: its timestamps
+        out = inner.get_audio_features(features, mask, ids)
+        return out.pooler_output, torch.cat([out.last_hidden_state[i, : int(n)] for i, n in enumerate(out_len)])
+
+    def chunks(pcm):   # MusicFlamingoProcessor._process_audio: 30 s chunks (at most 40), each its own
+        w = 480000     # WhisperFeatureExtractor call (padding to 30 s, its own max, its attention mask)
+        n_win = min(max(1, -(-len(pcm) // w)), 1200 // 30)
+        parts = [pcm[i * w: min((i + 1) * w, len(pcm))] for i in range(n_win)]
+        x = fe(parts, sampling_rate=16000, return_attention_mask=True, return_tensors="pt")
+        return x.input_features.double(), [int(m) for m in x.attention_mask.sum(-1)]
+
+    fe = transformers.WhisperFeatureExtractor(feature_size=128)
+    with torch.no_grad():
+        mel = torch.from_numpy(np.load(os.path.join(ROOT, "features", "speech_16k.mel128.npy"))).double()[None]
+        out, tower_out = tokens(mel, [-(-len(audios["speech_16k"]) // 160)])
+        store("mflamingo.speech_16k.features.npy", out)
+        store("mflamingo.speech_16k.features.tower.npy", tower_out)
+        for clip, pcm in audios.items():
+            out, _ = tokens(*chunks(pcm))
+            store(f"mflamingo.{clip}.audio.npy", out)
+        long = read_wav("long_70s_16k.wav")
+        out, _ = tokens(*chunks(long))   # 3 chunks: 30 s, 30 s, 10 s
+        store(f"mflamingo.{LONG}.audio.every8.npy", out[::8])
+        # 630 s (the long clip 9 times): 21 chunks, past Audio Flamingo 3's 20; the last 250 tokens (620 to
+        # 630 s), where the angles are largest
+        out, _ = tokens(*chunks(np.tile(long, 9)))
+        store("mflamingo.long_630s.audio.tail.npy", out[-250:])
 
 
 def glmasr(audios):
@@ -613,6 +660,50 @@ def qwen3a(audios):
         store(f"qwen3a.{LONG}.audio.every8.npy", tokens(*processed(long))[::8])   # 7000 frames, 910 tokens
 
 
+def qwen3asr(audios):
+    # Qwen3-ASR (transformers qwen3_asr): Qwen3-Omni's AuT encoder at its windows (n_window 50, n_window_infer
+    # 800), the projector outside it (multi_modal_projector.linear_1, GELU, linear_2), and its own feature
+    # extractor (a clip shorter than min_length 8000 samples zero-padded to it, every frame of it valid)
+    audio = dict(d_model=D, encoder_layers=LAYERS, encoder_attention_heads=HEADS, encoder_ffn_dim=FF, num_mel_bins=128,
+                 n_window=50, n_window_infer=800, downsample_hidden_size=16, output_dim=LLM)
+    cfg = transformers.Qwen3ASRConfig(audio_config=audio, text_config=dict(
+        hidden_size=LLM, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+        head_dim=16, vocab_size=128))
+    cfg.audio_config._attn_implementation = "eager"
+    model = transformers.Qwen3ASRForConditionalGeneration(cfg).eval()
+    randomise(model, 14)
+    # as transformers 5 saves it (model.audio_tower.*, model.multi_modal_projector.*), the language model left out
+    state = {k: v for k, v in model.state_dict().items() if k.split(".")[1] in ("audio_tower", "multi_modal_projector")}
+    save(os.path.join(OUT, "qwen3asr"), dict(cfg.to_dict(), architectures=["Qwen3ASRForConditionalGeneration"]), state)
+    inner = model.model.double()
+    fe = transformers.Qwen3ASRFeatureExtractor()
+
+    def tokens(features, mask, projector=True):   # Qwen3ASRModel.get_audio_features: pooler_output, or the tower's rows
+        out = inner.get_audio_features(features, mask)
+        return out.pooler_output if projector else out.last_hidden_state
+
+    def processed(pcm):   # Qwen3ASRProcessor's audio_kwargs: padding True, no truncation, n_window 50
+        x = fe(pcm, sampling_rate=16000, padding=True, truncation=False, return_attention_mask=True, n_window=50)
+        return x.input_features.double(), x.attention_mask
+
+    with torch.no_grad():
+        mel = torch.from_numpy(np.load(os.path.join(ROOT, "features", "speech_16k.mel128.npy"))).double()[None]
+        mel, mask = mel[:, :, :800].clone(), (torch.arange(800) < 702).long()[None]   # 702 frames, padded to 800
+        mel[:, :, 702:] = 0
+        store("qwen3asr.speech_16k.features.npy", tokens(mel, mask))
+        store("qwen3asr.speech_16k.features.tower.npy", tokens(mel, mask, False))
+        short = mel[:, :, :100].clone()            # 50 frames, less than a chunk: one chunk padded to 100
+        short[:, :, 50:] = 0
+        store("qwen3asr.speech_16k.features_50.npy", tokens(short, (torch.arange(100) < 50).long()[None]))
+        long = read_wav("long_70s_16k.wav")
+        clips = dict(audios, speech_8000=audios["speech_16k"][:8000],      # min_length: 50 frames, less than a chunk
+                     speech_4000=audios["speech_16k"][:4000],              # padded to 8000 samples: 50 frames too
+                     long_448000=long[:448000])                            # 2800 frames: windows of 2400 and 400
+        for clip, pcm in clips.items():
+            store(f"qwen3asr.{clip}.audio.npy", tokens(*processed(pcm)))
+        store(f"qwen3asr.{LONG}.audio.every8.npy", tokens(*processed(long))[::8])   # 7000 frames, 910 tokens
+
+
 def meralion(audios, src):
     # MERaLiON-2's own code, from the checkout SRC of YingxuH/vllm_plugin (A*STAR's vLLM plugin of it):
     # transformers_utils' MERaLiON2Config, MERaLiON2SpeechAudioAdaper and MERaLiON2Processor (its
@@ -692,7 +783,7 @@ if __name__ == "__main__":
     ap.add_argument("--stepaudio2", nargs=2, metavar=("MODELING", "UTILS"),
                     help="vLLM's step_audio_2.py (Step-Audio 2's AudioEncoder, Adaptor) and Step-Audio2's utils.py (for stepaudio2)")
     ap.add_argument("--meralion", help="a YingxuH/vllm_plugin checkout (MERaLiON-2's code; for meralion)")
-    ap.add_argument("--models", default="qwen2a,voxtral,ultravox,af3,glmasr,qwen25o,qwen3a",
+    ap.add_argument("--models", default="qwen2a,voxtral,ultravox,af3,glmasr,qwen25o,qwen3a,mflamingo,qwen3asr",
                     help="comma-separated, of the default and minicpmo, kimiaudio (their own run: transformers 4.48), "
                          "stepaudio2, meralion")
     args = ap.parse_args()
@@ -723,5 +814,5 @@ if __name__ == "__main__":
             meralion(audios, args.meralion)
         else:
             {"qwen2a": qwen2_audio, "voxtral": voxtral, "af3": af3, "glmasr": glmasr, "qwen25o": qwen25o,
-             "qwen3a": qwen3a}[name](audios)
+             "qwen3a": qwen3a, "mflamingo": mflamingo, "qwen3asr": qwen3asr}[name](audios)
     print("wrote", OUT)

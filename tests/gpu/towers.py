@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""GPU parity of the audio-LLM towers: Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, MiniCPM-o, Kimi-Audio, Qwen3-Omni, Step-Audio 2 and MERaLiON-2 on CUDA against the
+"""GPU parity of the audio-LLM towers: Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, MiniCPM-o, Kimi-Audio, Qwen3-Omni, Step-Audio 2,
+MERaLiON-2, Music Flamingo and Qwen3-ASR on CUDA against the
 models' own code, on the tiny random checkpoints of tests/data/towers (made by
 tests/data/make-tower-references.py; weights stored in f16, so every file holds the same numbers).
 
@@ -10,6 +11,8 @@ For each tower, the speech_16k log-mel (tests/data/features) goes through
     Flamingo 3 and GLM-ASR: their models' get_audio_features with the input_features_mask;
     Qwen2.5-Omni: its Qwen2_5OmniAudioEncoder over the frames holding audio, as get_audio_features;
     Qwen3-Omni: its Qwen3OmniMoeAudioEncoder over the frames holding audio, as get_audio_features;
+    Music Flamingo: its get_audio_features with the mask and its 175 audio tokens (the rotary time
+    embedding's timestamps); Qwen3-ASR: its get_audio_features on the frames padded to whole chunks;
     Ultravox: its ModifiedWhisperEncoder and UltravoxProjector, written out below from
     transformers' WhisperEncoder layers and LlamaRMSNorm, since ultravox_model.py is not here;
     MiniCPM-o: get_audio_embedding's steps written out the same way from transformers' WhisperEncoder
@@ -23,11 +26,11 @@ For each tower, the speech_16k log-mel (tests/data/features) goes through
     steps, written out, since YingxuH/vllm_plugin's transformers_utils is not here);
   - whisper-audio on CUDA in f16 and bf16 (build/libwhisper-audio.so through ctypes,
     whisper_audio_encode_mel_tokens), from our GGUF (build/tower-NAME-f32.gguf) and from
-    llama.cpp's mmproj file (tests/data/towers/NAME.mmproj.gguf; GLM-ASR, Qwen2.5-Omni, MiniCPM-o, Kimi-Audio and Step-Audio 2 have
-    ours alone).
+    llama.cpp's mmproj file (tests/data/towers/NAME.mmproj.gguf; GLM-ASR, Qwen2.5-Omni, MiniCPM-o, Kimi-Audio, Step-Audio 2,
+    Music Flamingo and Qwen3-ASR have ours alone).
 Ours must be within 1.25x the peer's error in the same dtype. Prints a table; exits 1 on a failure.
 
-Run on the GPU machine from the repository root, after `make -j16 all build/tower-{qwen2a,voxtral,ultravox,af3,glmasr,qwen25o,minicpmo,kimiaudio,qwen3a,stepaudio2,meralion}-f32.gguf`:
+Run on the GPU machine from the repository root, after `make -j16 all build/tower-{qwen2a,voxtral,ultravox,af3,glmasr,qwen25o,minicpmo,kimiaudio,qwen3a,stepaudio2,meralion,mflamingo,qwen3asr}-f32.gguf`:
     python3 tests/gpu/towers.py
 """
 import ctypes
@@ -118,6 +121,28 @@ def af3(dtype, mel):
     mask = torch.zeros(1, mel.shape[-1], dtype=torch.long, device=DEVICE)
     mask[:, :N_FRAMES] = 1
     return model.model.get_audio_features(torch.from_numpy(mel)[None].to(DEVICE, dtype), mask).pooler_output
+
+
+def mflamingo(dtype, mel):
+    model, state = load(transformers.MusicFlamingoForConditionalGeneration, "mflamingo")
+    model.model.audio_tower.load_state_dict({k[len("audio_tower."):]: v for k, v in state.items() if k.startswith("audio_tower.")})
+    model.model.multi_modal_projector.load_state_dict(
+        {k[len("multi_modal_projector."):]: v for k, v in state.items() if k.startswith("multi_modal_projector.")})
+    model = model.to(DEVICE, dtype)
+    mask = torch.zeros(1, mel.shape[-1], dtype=torch.long, device=DEVICE)
+    mask[:, :N_FRAMES] = 1
+    ids = torch.full((1, (N_FRAMES + 1) // 4), model.config.audio_token_id, device=DEVICE)   # its 175 tokens: one input
+    return model.model.get_audio_features(torch.from_numpy(mel)[None].to(DEVICE, dtype), mask, ids).pooler_output
+
+
+def qwen3asr(dtype, mel):
+    model, state = load(transformers.Qwen3ASRForConditionalGeneration, "qwen3asr")
+    model.load_state_dict(state, strict=False)                     # the audio tower and projector; positions: a buffer
+    model = model.to(DEVICE, dtype)
+    x = torch.zeros(1, mel.shape[0], 800, dtype=dtype, device=DEVICE)   # the frames holding audio, padded to whole chunks
+    x[0, :, :N_FRAMES] = torch.from_numpy(mel[:, :N_FRAMES]).to(DEVICE, dtype)
+    mask = (torch.arange(800, device=DEVICE) < N_FRAMES).long()[None]
+    return model.model.get_audio_features(x, mask).pooler_output
 
 
 def glmasr(dtype, mel):
@@ -331,7 +356,8 @@ def main():
     for name, peer, n_mels in (("qwen2a", qwen2a, 80), ("voxtral", voxtral, 128), ("ultravox", ultravox, 80),
                                 ("af3", af3, 128), ("glmasr", glmasr, 128), ("qwen25o", qwen25o, 128),
                                 ("minicpmo", minicpmo, 80), ("kimiaudio", kimiaudio, 128),
-                                ("qwen3a", qwen3a, 128), ("stepaudio2", stepaudio2, 128), ("meralion", meralion, 128)):
+                                ("qwen3a", qwen3a, 128), ("stepaudio2", stepaudio2, 128), ("meralion", meralion, 128),
+                                ("mflamingo", mflamingo, 128), ("qwen3asr", qwen3asr, 128)):
         mel = np.load(os.path.join(DATA, "features", "speech_16k.mel%d.npy" % n_mels))
         ref = np.load(os.path.join(DATA, "towers", name + ".speech_16k.features.npy")).astype(np.float64)
         our_mel = mel[:, :N_FRAMES] if name in ("ultravox", "minicpmo") else mel   # run unpadded
@@ -341,7 +367,7 @@ def main():
                 theirs = peer(dtype, mel).float().cpu().numpy().astype(np.float64)
             e_peer = np.linalg.norm(theirs[: len(ref)] - ref) / np.linalg.norm(ref)
             files = [("gguf", os.path.join(ROOT, "build", "tower-%s-f32.gguf" % name))]
-            if name not in ("glmasr", "qwen25o", "minicpmo", "kimiaudio", "stepaudio2"):   # llama.cpp's glma is the original checkpoint's layout;
+            if name not in ("glmasr", "qwen25o", "minicpmo", "kimiaudio", "stepaudio2", "mflamingo", "qwen3asr"):   # llama.cpp's glma is the original checkpoint's layout;
                                                                 # its qwen2.5o needs the whole Omni model; no others
                 files.append(("mmproj", os.path.join(DATA, "towers", name + ".mmproj.gguf")))
             for label, path in files:

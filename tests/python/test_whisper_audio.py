@@ -84,7 +84,7 @@ def test_other_models_equal_main(tmp_path, name):
 
 # every tower file in tests/data: our GGUF and llama.cpp's mmproj of each model
 TOWER_FILES = [model_path(f"tower-{n}-f32") for n in ("qwen2a", "voxtral", "ultravox", "af3", "glmasr", "minicpmo", "kimiaudio",
-                                                           "stepaudio2", "meralion")] + \
+                                                           "stepaudio2", "meralion", "mflamingo")] + \
     [os.path.join(ROOT, "tests", "data", "towers", f"{n}.mmproj.gguf") for n in ("qwen2a", "voxtral", "ultravox", "af3", "meralion")]
 
 
@@ -93,6 +93,8 @@ def test_tower_tokens_equal_main(tmp_path, path):
     with wa.Model(path, device="cpu") as m:
         assert m.projector in ("qwen2a", "voxtral", "ultravox", "musicflamingo", "glmasr", "minicpmo", "kimiaudio",
                                "stepaudio2", "meralion") and m.hparams["projector"] == m.projector
+        # Music Flamingo's file: Audio Flamingo 3's type, its rotary time embedding in the hyperparameters
+        assert (m.hparams["n_time_rot"] > 0) == path.endswith("tower-mflamingo-f32.gguf")
         for audio in (SPEECH, LONG):
             for projector, args in ((True, []), (False, ["--no-projector"])):
                 ref = run_main(tmp_path, path, [audio], *args)
@@ -109,6 +111,24 @@ def test_tower_tokens_equal_main(tmp_path, path):
         assert np.array_equal(both[0], m.encode(SPEECH)) and np.array_equal(both[1], m.encode(LONG))
         with pytest.raises(ValueError, match="choose one"):
             m.encode(SPEECH, projector=False, layer=0)
+
+
+# the AuT towers (Qwen3-Omni's, Qwen3-ASR's): their tokens alone (no Whisper windows or pooling of them)
+@pytest.mark.parametrize("name", ["qwen3a", "qwen3asr"])
+def test_aut_tower_tokens_equal_main(tmp_path, name):
+    path = model_path(f"tower-{name}-f32")
+    with wa.Model(path, device="cpu") as m:
+        assert m.projector == name and m.hparams["n_conv"] > 0
+        for audio in (SPEECH, LONG):
+            for projector, args in ((True, []), (False, ["--no-projector"])):
+                ref = run_main(tmp_path, path, [audio], *args)
+                got = m.encode(audio, projector=projector)
+                assert got.shape == ref.shape and np.array_equal(got, ref), (audio, projector)
+                assert got.shape[0] == m.n_tokens(wa.load_audio(audio).size, projector)
+        # Qwen3-ASR pads an input shorter than 8000 samples to them: 7 tokens for any of them
+        assert m.n_tokens(4000) == (7 if name == "qwen3asr" else 4)
+        with pytest.raises(wa.WhisperAudioError, match="gives its tokens alone"):
+            m.encode(SPEECH, pool="mean")
 
 
 def _hf_cache_put(cache, repo_id, src):
@@ -566,6 +586,7 @@ def test_enums_by_name(model):
     with wa.Model(model_path("tower-qwen2a-f32"), device=wa.Device.CPU, dtype=wa.DType.BF16) as m:
         assert m.projector is wa.Projector.QWEN2A and m.projector == "qwen2a" and int(m.projector) == 1
         assert m.hparams["projector"] is m.projector and str(m.projector) == "qwen2a"
+    assert wa.Projector.QWEN3ASR == "qwen3asr" and int(wa.Projector.QWEN3ASR) == 12
     assert wa.Device.GPU is wa.Device.CUDA and wa.Device("cuda") is wa.Device.CUDA
     assert np.array_equal(model.encode(SPEECH, pool=wa.Pool.MEAN), model.encode(SPEECH, pool="mean"))
     assert np.array_equal(model.encode(SPEECH, pool=wa.Pool.NONE), model.encode(SPEECH))
