@@ -1362,7 +1362,7 @@ class TestTowers(Base):
                                          dict(rope, partial_rotary_factor=0.21), dict(rope, rope_theta=100.0))):
                     t.expect_error(t.make("m-rope%d" % i, dict(cfg, rope_parameters=bad), st), "rope_parameters")
                 t.expect_error(t.make("m-step", dict(cfg, audio_frame_step=0), st), "audio_frame_step 0")
-                t.expect_error(t.make("m-act", dict(cfg, projector_hidden_act="relu"), st), "projector_hidden_act 'relu'")
+                t.expect_error(t.make("m-act", dict(cfg, projector_hidden_act="relu"), st), 'projector_hidden_act is "relu"; whisper-audio runs "gelu"')
 
 
 class TestLibrary(Base):
