@@ -169,7 +169,7 @@ struct cpu_backend : vt_backend {
         if (t->op == VT_OP_CONV1D_K3)
             return std::max((size_t)(GEMM_MR + CONV_ROWS) * 3 * t->src[0]->ne[0],
                             amx ? bf16_scratch_floats(CONV_ROWS_BF16, 3 * (int)t->src[0]->ne[0], true) : 0);
-        if (t->op == VT_OP_CONV2D_K3S2)
+        if (t->op == VT_OP_CONV2D_K3S2)      // (a pair's first stage is the narrower: C_in 1 or its input's)
             return std::max((size_t)(GEMM_MR + CONV_ROWS) * 9 * t->src[1]->ne[2],
                             amx ? bf16_scratch_floats(CONV_ROWS_BF16, 9 * (int)t->src[1]->ne[2], true) : 0);
         if (t->op == VT_OP_ATTENTION)
@@ -191,6 +191,8 @@ struct cpu_backend : vt_backend {
             need = std::max(need, scratch_floats(t));
             if (t->op == VT_OP_LINEAR || t->op == VT_OP_CONV1D_K3 || t->op == VT_OP_CONV2D_K3S2)   // W is [N, K] (conv: [C_out, 3 C_in], [C_out, 9 C_in])
                 need_w = std::max(need_w, gemm_packed_floats((int)t->ne[0], (int)(vt_nelements(t->src[1]) / t->ne[0])));
+            if (t->op == VT_OP_CONV2D_K3S2 && t->src[3])                 // a pair's first stage
+                need_w = std::max(need_w, gemm_packed_floats((int)t->src[3]->ne[3], (int)(9 * t->src[3]->ne[2])));
         }
         try {
             for (std::vector<float> & s : scratch) if (s.size() < need) s.resize(need);
@@ -414,41 +416,108 @@ struct cpu_backend : vt_backend {
     // conv2d_k3s2: conv1d_k3's tasks, an im2col row per output (b, t, f): col[i*9 + kf*3 + kt] =
     // x[b, c0 + 2 t' + kt - 1, 2 f + kf - 1, i] (the order of PyTorch's [C_out, C_in, 3, 3] weight),
     // zero outside the row's chunk, the frequencies, or window b's x_len.
-    void conv2d_k3s2(vt_tensor * t) {
-        const vt_tensor * x = t->src[0], * w = t->src[1], * b = t->src[2];
-        const int c_in = (int)w->ne[2], K = 9 * c_in, N = (int)w->ne[3];
-        const bool mel = c_in == 1;
-        const int64_t f_in = x->ne[1], t_in = mel ? x->ne[0] : x->ne[2];
-        const int64_t f_out = t->ne[1], t_out = t->ne[2], M = f_out * t_out * t->ne[3];
-        const int64_t chunk = t->iparams[2], chunk_out = (chunk - 1) / 2 + 1;
-        // element (b, t, f, i) of x: the mel's strides, or the contiguous [B, T, F, C]
-        const size_t sb = mel ? x->nb[2] : x->nb[3], st = mel ? x->nb[0] : x->nb[2], sf = x->nb[1], si = x->nb[0];
-        const float * x_len = t->src[4] ? (const float *)t->src[4]->data : nullptr;
+    struct conv2d_args {
+        const char * x;                    // element (b, t, f, i) at b sb + t st + f sf + i si bytes
+        size_t sb, st, sf, si;
+        int64_t n_b, t_in, f_in, t_out, f_out, chunk;
+        const float * x_len;               // [n_b] or NULL
+        const vt_tensor * w;               // [C_out, C_in, 3, 3]
+        const float * bias;
+        bool gelu;
+        float * y;                         // [n_b, t_out, f_out, C_out]
+    };
+
+    void conv2d_k3s2_run(const conv2d_args & a) {
+        const int c_in = (int)a.w->ne[2], K = 9 * c_in, N = (int)a.w->ne[3];
+        const int64_t M = a.f_out * a.t_out * a.n_b, chunk = a.chunk, chunk_out = (chunk - 1) / 2 + 1;
         auto im2col = [&](int64_t m0, int m, float * col) {
             for (int r = 0; r < m; r++) {
-                const int64_t row = m0 + r, fo = row % f_out, to = row / f_out % t_out, bi = row / f_out / t_out;
+                const int64_t row = m0 + r, fo = row % a.f_out, to = row / a.f_out % a.t_out, bi = row / a.f_out / a.t_out;
                 const int64_t c0 = to / chunk_out * chunk, lt = to % chunk_out;               // chunk [c0, c0 + chunk)
-                const int64_t end = std::min<int64_t>(std::min<int64_t>(c0 + chunk, t_in), x_len ? (int64_t)x_len[bi] : t_in);
+                const int64_t end = std::min<int64_t>(std::min<int64_t>(c0 + chunk, a.t_in), a.x_len ? (int64_t)a.x_len[bi] : a.t_in);
                 float * dst = col + (size_t)r * K;
                 for (int kf = 0; kf < 3; kf++) {
                     const int64_t fi = 2 * fo + kf - 1;
                     for (int kt = 0; kt < 3; kt++) {
                         const int64_t ti = c0 + 2 * lt + kt - 1;
-                        const bool inside = fi >= 0 && fi < f_in && ti >= c0 && ti < end;
-                        const char * src = (const char *)x->data + bi * sb + (inside ? ti * st + fi * sf : 0);
-                        for (int i = 0; i < c_in; i++) dst[i * 9 + kf * 3 + kt] = inside ? *(const float *)(src + i * si) : 0.0f;
+                        const bool inside = fi >= 0 && fi < a.f_in && ti >= c0 && ti < end;
+                        const char * src = a.x + bi * a.sb + (inside ? ti * a.st + fi * a.sf : 0);
+                        for (int i = 0; i < c_in; i++) dst[i * 9 + kf * 3 + kt] = inside ? *(const float *)(src + i * a.si) : 0.0f;
                     }
                 }
             }
             return (const float *)col;
         };
-        if (const uint16_t * pw = packed_w_bf16(w, N, K)) {
-            gemm_tasks_bf16(M, N, K, pw, (const float *)b->data, t->iparams[1] == VT_ACT_GELU, (float *)t->data, CONV_ROWS_BF16,
-                            true, im2col, [&](int64_t) { return (const float *)nullptr; });
+        if (const uint16_t * pw = packed_w_bf16(a.w, N, K)) {
+            gemm_tasks_bf16(M, N, K, pw, a.bias, a.gelu, a.y, CONV_ROWS_BF16, true, im2col, [&](int64_t) { return (const float *)nullptr; });
             return;
         }
-        gemm_tasks(M, N, K, (const float *)w->data, (const float *)b->data, t->iparams[1] == VT_ACT_GELU, (float *)t->data,
-                   CONV_ROWS, im2col, [&](int64_t) { return (const float *)nullptr; });
+        gemm_tasks(M, N, K, (const float *)a.w->data, a.bias, a.gelu, a.y, CONV_ROWS, im2col, [&](int64_t) { return (const float *)nullptr; });
+    }
+
+    // A vt_conv2d_k3s2_pair's first stage is held for as many windows as fit this (at least one).
+    static constexpr size_t CONV2D_STAGE_FLOATS = (size_t)1 << 20;
+
+    void conv2d_k3s2(vt_tensor * t) {
+        const vt_tensor * x = t->src[0], * w1 = t->src[3];
+        const bool mel = (w1 ? w1->ne[2] : t->src[1]->ne[2]) == 1;
+        conv2d_args in;                    // the node's input: the mel's strides, or the contiguous [B, T, F, C]
+        in.x = (const char *)x->data;
+        in.sb = mel ? x->nb[2] : x->nb[3];
+        in.st = mel ? x->nb[0] : x->nb[2];
+        in.sf = x->nb[1];
+        in.si = x->nb[0];
+        in.n_b = t->ne[3];
+        in.t_in = mel ? x->ne[0] : x->ne[2];
+        in.f_in = x->ne[1];
+        in.x_len = t->src[4] ? (const float *)t->src[4]->data : nullptr;
+        in.gelu = t->iparams[1] == VT_ACT_GELU;
+        if (!w1) {
+            conv2d_args a = in;
+            a.t_out = t->ne[2];
+            a.f_out = t->ne[1];
+            a.chunk = t->iparams[2];
+            a.w = t->src[1];
+            a.bias = (const float *)t->src[2]->data;
+            a.y = (float *)t->data;
+            conv2d_k3s2_run(a);
+            return;
+        }
+        // vt_conv2d_k3s2_pair: the first stage for a few windows into stage, then the second from it
+        const int64_t chunk1 = t->iparams[3], c1 = w1->ne[3];
+        const int64_t t1 = in.t_in / chunk1 * ((chunk1 - 1) / 2 + 1), f1 = (in.f_in - 1) / 2 + 1;
+        const size_t per_window1 = (size_t)(t1 * f1 * c1), per_window2 = (size_t)vt_nelements(t) / in.n_b;
+        const int64_t cw = std::max<int64_t>(1, std::min<int64_t>(in.n_b, (int64_t)(CONV2D_STAGE_FLOATS / per_window1)));
+        std::vector<float> stage((size_t)cw * per_window1);
+        for (int64_t b0 = 0; b0 < in.n_b; b0 += cw) {
+            conv2d_args a = in;
+            a.x += b0 * in.sb;
+            a.n_b = std::min(cw, in.n_b - b0);
+            a.x_len = in.x_len ? in.x_len + b0 : nullptr;
+            a.t_out = t1;
+            a.f_out = f1;
+            a.chunk = chunk1;
+            a.w = w1;
+            a.bias = (const float *)t->src[5]->data;
+            a.y = stage.data();
+            conv2d_k3s2_run(a);
+            conv2d_args b = a;
+            b.x = (const char *)stage.data();
+            b.si = sizeof(float);
+            b.sf = (size_t)c1 * sizeof(float);
+            b.st = (size_t)(f1 * c1) * sizeof(float);
+            b.sb = per_window1 * sizeof(float);
+            b.t_in = t1;
+            b.f_in = f1;
+            b.t_out = t->ne[2];
+            b.f_out = t->ne[1];
+            b.chunk = t->iparams[2];
+            b.x_len = nullptr;
+            b.w = t->src[1];
+            b.bias = (const float *)t->src[2]->data;
+            b.y = (float *)t->data + (size_t)b0 * per_window2;
+            conv2d_k3s2_run(b);
+        }
     }
 
     // add_rows: one row per task.

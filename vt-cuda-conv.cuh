@@ -173,9 +173,10 @@ static bool launch_im2col(const launch_ctx & lc, vt_type out_type, void * cols, 
     return false;
 }
 
-// conv2d_k3s2's geometry from its node (the mel's strides when C_in is 1, else [B, T, F, C]).
+// conv2d_k3s2's geometry from its node (the mel's strides when C_in is 1, else [B, T, F, C]); for a
+// vt_conv2d_k3s2_pair node its first stage's.
 static conv2d_geom conv2d_geom_of(const vt_tensor * t) {
-    const vt_tensor * x = t->src[0], * w = t->src[1];
+    const vt_tensor * x = t->src[0], * w = t->src[3] ? t->src[3] : t->src[1];
     const size_t es = vt_type_size(x->type);
     conv2d_geom g;
     g.C_in = w->ne[2];
@@ -186,6 +187,25 @@ static conv2d_geom conv2d_geom_of(const vt_tensor * t) {
     g.si = (int64_t)(x->nb[0] / es);
     g.T_in = mel ? x->ne[0] : x->ne[2];
     g.F_in = x->ne[1];
+    g.chunk = t->src[3] ? t->iparams[3] : t->iparams[2];
+    g.chunk_out = (g.chunk - 1) / 2 + 1;
+    g.T_out = g.T_in / g.chunk * g.chunk_out;
+    g.F_out = (g.F_in - 1) / 2 + 1;
+    return g;
+}
+
+// A vt_conv2d_k3s2_pair node's second stage, reading its first stage's output [B, T, F, C] as
+// written to the backend's scratch.
+static conv2d_geom conv2d_second_geom_of(const vt_tensor * t) {
+    const conv2d_geom g1 = conv2d_geom_of(t);
+    conv2d_geom g;
+    g.C_in = t->src[1]->ne[2];
+    g.si = 1;
+    g.sf = g.C_in;
+    g.st = g1.F_out * g.C_in;
+    g.sb = g1.T_out * g.st;
+    g.T_in = g1.T_out;
+    g.F_in = g1.F_out;
     g.T_out = t->ne[2];
     g.F_out = t->ne[1];
     g.chunk = t->iparams[2];
@@ -193,41 +213,38 @@ static conv2d_geom conv2d_geom_of(const vt_tensor * t) {
     return g;
 }
 
+// One conv2d_k3s2 stage over the windows [b0, b0 + n_rows / (T_out F_out)) of an input x laid out
+// as g says: its im2col rows into cols (the GEMM runs after), or, with cols NULL, every output
+// into y by the direct kernel, bias and activation included (y, x and x_len already at window b0).
 template <typename Tin, typename T>
-static bool launch_conv2d_t(const launch_ctx & lc, const vt_tensor * t, void * cols, int64_t b0, int64_t n_rows) {
-    const vt_tensor * x = t->src[0], * w = t->src[1];
-    const conv2d_geom g = conv2d_geom_of(t);
-    const float * x_len = t->src[4] ? (const float *)t->src[4]->data : nullptr;
+static bool launch_conv2d_t(const launch_ctx & lc, const conv2d_geom & g, const void * x, const float * x_len,
+                            const vt_tensor * w, const float * bias, int act, void * y, void * cols, int64_t b0, int64_t n_rows) {
     const int threads = 256;
-    if (!cols) {                                       // direct: every output position of the node
-        const int64_t N = w->ne[3], n_pos = vt_nelements(t) / N;
-        const int blocks = (int)std::max<int64_t>(1, std::min<int64_t>(ceil_div(n_pos, CONV2D_DIRECT_P), (int64_t)lc.n_sm * 8));
+    if (!cols) {
+        const int64_t N = w->ne[3];
+        const int blocks = (int)std::max<int64_t>(1, std::min<int64_t>(ceil_div(n_rows, CONV2D_DIRECT_P), (int64_t)lc.n_sm * 8));
         conv2d_direct_kernel<Tin, T><<<blocks, threads, conv2d_direct_smem(9 * g.C_in, N), lc.stream>>>(
-            (T *)t->data, (const Tin *)x->data, (const T *)w->data, (const float *)t->src[2]->data, g, N, n_pos, x_len, t->iparams[1]);
+            (T *)y, (const Tin *)x, (const T *)w->data, bias, g, N, n_rows, x_len, act);
         LAUNCH_CHECK("conv2d_direct_kernel");
         return true;
     }
     im2col_conv2d_kernel<Tin, T><<<grid_for(lc, n_rows * g.C_in, threads), threads, 0, lc.stream>>>(
-        (T *)cols, (const Tin *)x->data, g, b0, n_rows, x_len);
+        (T *)cols, (const Tin *)x, g, b0, n_rows, x_len);
     LAUNCH_CHECK("im2col_conv2d_kernel");
     return true;
 }
 
-// conv2d_k3s2 node t: the im2col rows [b0 T_out F_out, + n_rows) into cols, or (cols NULL) the
-// whole node by the direct kernel.
-static bool launch_conv2d(const launch_ctx & lc, const vt_tensor * t, void * cols, int64_t b0, int64_t n_rows) {
-    const bool f16 = t->type == VT_TYPE_F16;
-    switch (t->src[0]->type) {
-        case VT_TYPE_F32:
-            return f16 ? launch_conv2d_t<float, __half>(lc, t, cols, b0, n_rows)
-                       : launch_conv2d_t<float, __nv_bfloat16>(lc, t, cols, b0, n_rows);
-        case VT_TYPE_F16:
-            return f16 ? launch_conv2d_t<__half, __half>(lc, t, cols, b0, n_rows)
-                       : launch_conv2d_t<__half, __nv_bfloat16>(lc, t, cols, b0, n_rows);
-        case VT_TYPE_BF16:
-            return f16 ? launch_conv2d_t<__nv_bfloat16, __half>(lc, t, cols, b0, n_rows)
-                       : launch_conv2d_t<__nv_bfloat16, __nv_bfloat16>(lc, t, cols, b0, n_rows);
+static bool launch_conv2d(const launch_ctx & lc, vt_type x_type, const conv2d_geom & g, const void * x, const float * x_len,
+                          const vt_tensor * w, const float * bias, int act, void * y, void * cols, int64_t b0, int64_t n_rows) {
+    const bool f16 = w->type == VT_TYPE_F16;
+#define VT_CONV2D(Tin) (f16 ? launch_conv2d_t<Tin, __half>(lc, g, x, x_len, w, bias, act, y, cols, b0, n_rows) \
+                            : launch_conv2d_t<Tin, __nv_bfloat16>(lc, g, x, x_len, w, bias, act, y, cols, b0, n_rows))
+    switch (x_type) {
+        case VT_TYPE_F32:  return VT_CONV2D(float);
+        case VT_TYPE_F16:  return VT_CONV2D(__half);
+        case VT_TYPE_BF16: return VT_CONV2D(__nv_bfloat16);
     }
+#undef VT_CONV2D
     vt_set_error("cuda: conv2d_k3s2: unsupported input type");
     return false;
 }

@@ -128,6 +128,7 @@ struct node_plan {
     bool epi_bias = false;       // ... adding the f32 bias there (not in the GEMM)
     bool epi_res = false;        // ... adding the residual there
     int64_t chunk_windows = 0;   // conv1d_k3, conv2d_k3s2: windows per im2col chunk (conv2d: 0 runs it direct)
+    size_t stage_offset = 0;     // conv2d_k3s2_pair: its first stage's slice in the im2col buffer, from there
     bool fp8 = false;            // linear: an FP8 GEMM on the quantized input (graph_state's fp8_x)
     bool x_quantized = false;    // ... which the node before it left there (no quantize here)
     bool quantize_out = false;   // linear with GELU, layer_norm: writes gelu(y + b) / the norm quantized
@@ -588,7 +589,8 @@ static size_t lt_gemm_nodes(cublasLtHandle_t lt, cudaStream_t stream, const lt_g
 // more gap per qkv GEMM with cuBLASLt's memset before it (0.206 ms against 0.028 over 32).
 static const float LT_EXTRA_NODE_MS = 0.0056f;
 
-// Picks the fastest of the heuristic's candidate algorithms for a GEMM by timing each on
+// Picks the fastest of the heuristic's candidate algorithms (and their split-K copies:
+// lt_add_split_k) for a GEMM by timing each on
 // the graph's own buffers (3 runs after a warm one; a call's extra graph nodes charged
 // LT_EXTRA_NODE_MS each), once per shape and setting; the heuristic's first choice is kept
 // when VT_GEMM_TUNE=0; VT_GEMM_TUNE=log prints each candidate's time and nodes to stderr.
@@ -696,9 +698,10 @@ bool cuda_backend::plan_conv(vt_tensor * t, node_plan & p, size_t & im2col_need)
 }
 
 // conv2d_k3s2: im2col + GEMM as conv1d_k3 (K = 9 C_in), or the direct kernel where K is no multiple
-// of 8 (the stem's first stage: C_in 1).
+// of 8 (the stem's first stage: C_in 1). A vt_conv2d_k3s2_pair runs its first stage (direct) a slice
+// of windows at a time into the im2col buffer's tail, then the second from there.
 bool cuda_backend::plan_conv2d(vt_tensor * t, node_plan & p, size_t & im2col_need) {
-    const vt_tensor * x = t->src[0], * w = t->src[1];
+    const vt_tensor * x = t->src[0], * w = t->src[1], * w1 = t->src[3];
     if (w->type != VT_TYPE_F16 && w->type != VT_TYPE_BF16) {
         vt_set_error("cuda: conv2d_k3s2 '%s': weight type %s; f16 or bf16 only", t->name, vt_type_name(w->type));
         return false;
@@ -710,23 +713,30 @@ bool cuda_backend::plan_conv2d(vt_tensor * t, node_plan & p, size_t & im2col_nee
         }
     }
     const int64_t K = 9 * w->ne[2], N = w->ne[3], rows_w = t->ne[1] * t->ne[2], B = t->ne[3];
+    const vt_tensor * direct = w1 ? w1 : K % 8 != 0 ? w : nullptr;   // the stage the direct kernel runs
+    if (direct && (9 * direct->ne[2] % 8 == 0 || conv2d_direct_smem(9 * direct->ne[2], direct->ne[3]) > 48 * 1024)) {
+        vt_set_error("cuda: conv2d_k3s2 '%s': %lld input channels x %lld outputs: the direct kernel takes fewer than 8 input "
+                     "channels (not a multiple of 8) and its weight in 48 KiB", t->name, (long long)direct->ne[2], (long long)direct->ne[3]);
+        return false;
+    }
     p.chunk_windows = 0;
-    if (K % 8 != 0) {                                  // direct: bias and GELU in the kernel
-        if (conv2d_direct_smem(K, N) > 48 * 1024) {    // (its weight held in shared memory)
-            vt_set_error("cuda: conv2d_k3s2 '%s': %lld input channels (not a multiple of 8) x %lld outputs: too wide "
-                         "for the direct kernel", t->name, (long long)w->ne[2], (long long)N);
-            return false;
-        }
-        return true;
+    if (!w1 && direct) return true;                    // direct: bias and GELU in the kernel
+    if (K % 8 != 0) {
+        vt_set_error("cuda: conv2d_k3s2 '%s': a pair's second stage of %lld input channels: a multiple of 8 only",
+                     t->name, (long long)w->ne[2]);
+        return false;
     }
     const size_t es = vt_type_size(t->type);
     const size_t per_window = (size_t)rows_w * K * es;
+    const conv2d_geom g1 = conv2d_geom_of(t);
+    const size_t per_window1 = w1 ? (size_t)(g1.T_out * g1.F_out * w1->ne[3]) * es : 0;   // the first stage's output
     int64_t cw = 1;                                    // the largest divisor of B that fits the cap
     for (int64_t d = B; d >= 1; d--) {
-        if (B % d == 0 && (d == 1 || (size_t)d * per_window <= IM2COL_CAP_BYTES)) { cw = d; break; }
+        if (B % d == 0 && (d == 1 || (size_t)d * (per_window + per_window1) <= IM2COL_CAP_BYTES)) { cw = d; break; }
     }
     p.chunk_windows = cw;
-    im2col_need = std::max(im2col_need, align_up((size_t)cw * per_window, VT_ARENA_ALIGN));
+    p.stage_offset = align_up((size_t)cw * per_window, VT_ARENA_ALIGN);
+    im2col_need = std::max(im2col_need, p.stage_offset + align_up((size_t)cw * per_window1, VT_ARENA_ALIGN));
     p.epilogue = p.epi_bias = true;
     const uint32_t align_d = std::min(alignment_of((uintptr_t)t->data), alignment_of((uintptr_t)(cw * rows_w * N * es)));
     return lt_gemm_plan(lt, p.gemm, t->type, cw * rows_w, N, K, nullptr, false, alignment_of((uintptr_t)w->data),
@@ -917,17 +927,30 @@ bool cuda_backend::run_node(graph_state * s, size_t i, vt_tensor * t) {
                                    add ? (const float *)add->data : nullptr, add_rows, B * T_out, N, t->iparams[1]);
         }
         case VT_OP_CONV2D_K3S2: {
-            if (p.chunk_windows == 0) return launch_conv2d(lc, t, nullptr, 0, 0);
-            const vt_tensor * w = t->src[1], * b = t->src[2];
+            const vt_tensor * x = t->src[0], * w = t->src[1], * b = t->src[2], * w1 = t->src[3];
+            const float * x_len = t->src[4] ? (const float *)t->src[4]->data : nullptr;
+            const int act = t->iparams[1];
+            const conv2d_geom g = conv2d_geom_of(t);
+            if (p.chunk_windows == 0)
+                return launch_conv2d(lc, x->type, g, x->data, x_len, w, (const float *)b->data, act, t->data, nullptr, 0, vt_nelements(t) / w->ne[3]);
             const int64_t N = w->ne[3], rows_w = t->ne[1] * t->ne[2], B = t->ne[3];
             const int64_t cw = p.chunk_windows, chunk_rows = cw * rows_w;
-            const size_t es = vt_type_size(t->type);
+            const size_t es = vt_type_size(t->type), xs = vt_type_size(x->type);
+            void * stage = (char *)s->im2col + p.stage_offset;
+            const conv2d_geom g2 = w1 ? conv2d_second_geom_of(t) : g;
             for (int64_t b0 = 0; b0 < B; b0 += cw) {
-                if (!launch_conv2d(lc, t, s->im2col, b0, chunk_rows)) return false;
+                if (w1) {   // the pair's first stage for windows [b0, b0 + cw), then the second's im2col from it
+                    if (!launch_conv2d(lc, x->type, g, (const char *)x->data + (size_t)(b0 * g.sb) * xs, x_len ? x_len + b0 : nullptr,
+                                       w1, (const float *)t->src[5]->data, act, stage, nullptr, 0, cw * g.T_out * g.F_out))
+                        return false;
+                    if (!launch_conv2d(lc, t->type, g2, stage, nullptr, w, nullptr, act, nullptr, s->im2col, 0, chunk_rows)) return false;
+                } else if (!launch_conv2d(lc, x->type, g, x->data, x_len, w, nullptr, act, nullptr, s->im2col, b0, chunk_rows)) {
+                    return false;
+                }
                 void * d = (char *)t->data + (size_t)(b0 * rows_w * N) * es;
                 if (!lt_gemm_run(lt, stream, p.gemm, w->data, s->im2col, nullptr, d, nullptr, lt_ws)) return false;
             }
-            return launch_epilogue(lc, t->type, t->data, (const float *)b->data, nullptr, nullptr, 1, B * rows_w, N, t->iparams[1]);
+            return launch_epilogue(lc, t->type, t->data, (const float *)b->data, nullptr, nullptr, 1, B * rows_w, N, act);
         }
         case VT_OP_ADD_ROWS:   return launch_add_rows(lc, t);
         case VT_OP_LAYER_NORM:

@@ -420,6 +420,41 @@ vt_tensor * vt_conv2d_k3s2(vt_context * ctx, vt_tensor * x, vt_tensor * w, vt_te
     return t;
 }
 
+// vt_conv2d_k3s2_pair: src[3] w1, src[5] b1, iparams[3] chunk1 (the first stage's); the rest as
+// the second stage's conv2d_k3s2 node, whose x is the first stage's input and x_len its x_len
+
+vt_tensor * vt_conv2d_k3s2_pair(vt_context * ctx, vt_tensor * x, vt_tensor * w1, vt_tensor * b1, int chunk1,
+                                vt_tensor * x_len, vt_tensor * w2, vt_tensor * b2, int chunk2, enum vt_act act) {
+    VT_ASSERT(w1->ne[0] == 3 && w1->ne[1] == 3 && vt_is_contiguous(w1) && w1->type == w2->type);
+    VT_ASSERT(w2->ne[0] == 3 && w2->ne[1] == 3 && vt_is_contiguous(w2) && w2->ne[2] == w1->ne[3]);
+    VT_ASSERT(b1 && b1->type == VT_TYPE_F32 && b1->ne[0] == w1->ne[3] && vt_nelements(b1) == b1->ne[0]);
+    VT_ASSERT(b2 && b2->type == VT_TYPE_F32 && b2->ne[0] == w2->ne[3] && vt_nelements(b2) == b2->ne[0]);
+    const bool mel = w1->ne[2] == 1;
+    if (mel) VT_ASSERT(x->ne[3] == 1);
+    else VT_ASSERT(x->ne[0] == w1->ne[2] && vt_is_contiguous(x));
+    const int64_t f_in = x->ne[1], t_in = mel ? x->ne[0] : x->ne[2], n_b = mel ? x->ne[2] : x->ne[3];
+    VT_ASSERT(chunk1 >= 1 && chunk2 >= 1);
+    if (chunk1 > t_in) chunk1 = (int)t_in;
+    VT_ASSERT(t_in % chunk1 == 0);
+    VT_ASSERT(!x_len || (x_len->type == VT_TYPE_F32 && vt_nelements(x_len) == n_b && vt_is_contiguous(x_len)));
+    const int64_t t_1 = t_in / chunk1 * ((chunk1 - 1) / 2 + 1), f_1 = (f_in - 1) / 2 + 1;
+    if (chunk2 > t_1) chunk2 = (int)t_1;
+    VT_ASSERT(t_1 % chunk2 == 0);
+    const int64_t ne[4] = {w2->ne[3], (f_1 - 1) / 2 + 1, t_1 / chunk2 * ((chunk2 - 1) / 2 + 1), n_b};
+    vt_tensor * t = new_tensor(ctx, w2->type, ne);
+    t->op = VT_OP_CONV2D_K3S2;
+    t->src[0] = x;
+    t->src[1] = w2;
+    t->src[2] = b2;
+    t->src[3] = w1;
+    t->src[4] = x_len;
+    t->src[5] = b1;
+    t->iparams[1] = act;
+    t->iparams[2] = chunk2;
+    t->iparams[3] = chunk1;
+    return t;
+}
+
 // vt_add_rows
 
 vt_tensor * vt_add_rows(vt_context * ctx, vt_tensor * x, vt_tensor * add, int period) {

@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 #define VT_MAX_DIMS 4
-#define VT_MAX_SRC  5
+#define VT_MAX_SRC  6
 #define VT_MAX_NAME 64
 #define VT_ARENA_ALIGN 256   // bytes; every planned tensor starts on this boundary
 
@@ -173,6 +173,13 @@ vt_tensor * vt_conv1d_k3_chunks(vt_context * ctx, vt_tensor * x, vt_tensor * w, 
 //   x_len [B] f32 holding whole numbers (a graph input), or NULL
 vt_tensor * vt_conv2d_k3s2(vt_context * ctx, vt_tensor * x, vt_tensor * w, vt_tensor * b, enum vt_act act,
                            int chunk, vt_tensor * x_len);
+// conv2d_k3s2_pair: two stages in one node, the second's input never stored whole:
+//   out = conv2d_k3s2(conv2d_k3s2(x, w1, b1, act, chunk1, x_len), w2, b2, act, chunk2, NULL)
+// A backend runs the first stage a few windows at a time into its own scratch. A conv stem's
+// first output is the largest tensor of its graph (Qwen3-Omni's [B, T/2, 64, 480]: 2.4 GB at 32
+// windows of 2400 frames in bf16) and the second stage is its only reader.
+vt_tensor * vt_conv2d_k3s2_pair(vt_context * ctx, vt_tensor * x, vt_tensor * w1, vt_tensor * b1, int chunk1,
+                                vt_tensor * x_len, vt_tensor * w2, vt_tensor * b2, int chunk2, enum vt_act act);
 
 // add_rows: out[b, t, :] = x[b, t, :] + add[t % period, :] (Qwen3-Omni's positions, the same
 // `period` rows added to each chunk of a window)

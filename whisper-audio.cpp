@@ -1052,8 +1052,7 @@ static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc
         const int F = (int)mel->ne[0], ch1 = std::min(hp.n_chunk, F), ch2 = (ch1 - 1) / 2 + 1, ch3 = (ch2 - 1) / 2 + 1;
         const int per_chunk = (ch3 - 1) / 2 + 1;
         VT_ASSERT(F % ch1 == 0);
-        cur = vt_conv2d_k3s2(ctx, mel, w.conv2d1_w, w.conv2d1_b, VT_ACT_GELU, ch1, frames);
-        cur = vt_conv2d_k3s2(ctx, cur, w.conv2d2_w, w.conv2d2_b, VT_ACT_GELU, ch2, nullptr);
+        cur = vt_conv2d_k3s2_pair(ctx, mel, w.conv2d1_w, w.conv2d1_b, ch1, frames, w.conv2d2_w, w.conv2d2_b, ch2, VT_ACT_GELU);
         cur = vt_conv2d_k3s2(ctx, cur, w.conv2d3_w, w.conv2d3_b, VT_ACT_GELU, ch3, nullptr);
         n_ctx = (int)cur->ne[2];
         const int64_t row_in = cur->ne[0] * cur->ne[1];   // c f3

@@ -453,6 +453,31 @@ TEST_CASE("cuda conv2d_k3s2 (Qwen3-Omni's stem): the mel stage (direct), the GEM
             CHECK(cuda_vs_cpu(cuda.get(), ct, build, msg("conv2d_k3s2 B%d C_in%d F%d T%d C_out%d chunk%d%s", s.B, s.C_in, s.F_in,
                                                          s.T_in, s.C_out, s.chunk, s.len ? " x_len" : "").c_str()) < tol_for(ct));
         }
+        // conv2d_k3s2_pair: the stem's first two stages in one node (the first, direct, a slice of
+        // windows at a time in the im2col buffer's tail): small, and Qwen3-Omni's own shape at 2
+        // windows of 2400 frames, whose im2col (166 MB a window) runs a window a slice
+        struct pair_shape { int B, T_in, C1, C2; };
+        for (const pair_shape & s : {pair_shape{2, 400, 16, 24}, pair_shape{2, 2400, 480, 480}}) {
+            const int F_in = 128;
+            const std::vector<float> x = randn((size_t)s.B * F_in * s.T_in, 20, VT_TYPE_F32),
+                                     w1 = randn((size_t)s.C1 * 9, 21, ct, 1.0f / 3.0f), b1 = randn(s.C1, 22, VT_TYPE_F32, 0.5f),
+                                     w2 = randn((size_t)s.C2 * s.C1 * 9, 23, ct, 1.0f / std::sqrt(9.0f * s.C1)),
+                                     b2 = randn(s.C2, 24, VT_TYPE_F32, 0.5f), lens = {(float)s.T_in, 253};
+            builder build = [&](vt_context * ctx, vt_type mat, vt_type, std::vector<leaf> & L) {
+                vt_tensor * tx = vt_new_tensor_3d(ctx, VT_TYPE_F32, s.T_in, F_in, s.B);
+                vt_tensor * tw1 = vt_new_tensor(ctx, mat, 4, std::vector<int64_t>{3, 3, 1, s.C1}.data());
+                vt_tensor * tw2 = vt_new_tensor(ctx, mat, 4, std::vector<int64_t>{3, 3, s.C1, s.C2}.data());
+                vt_tensor * tb1 = vt_new_tensor_1d(ctx, VT_TYPE_F32, s.C1), * tb2 = vt_new_tensor_1d(ctx, VT_TYPE_F32, s.C2);
+                vt_tensor * tl = vt_new_tensor_1d(ctx, VT_TYPE_F32, s.B);
+                vt_set_input(tx); vt_set_input(tl);
+                vt_set_weight(tw1); vt_set_weight(tb1); vt_set_weight(tw2); vt_set_weight(tb2);
+                L.push_back({tx, &x}); L.push_back({tl, &lens});
+                L.push_back({tw1, &w1}); L.push_back({tb1, &b1}); L.push_back({tw2, &w2}); L.push_back({tb2, &b2});
+                return vt_conv2d_k3s2_pair(ctx, tx, tw1, tb1, 100, tl, tw2, tb2, 50, VT_ACT_GELU);
+            };
+            CHECK(cuda_vs_cpu(cuda.get(), ct, build, msg("conv2d_k3s2_pair B%d T%d C%d C%d x_len", s.B, s.T_in, s.C1, s.C2).c_str())
+                  < tol_for(ct));
+        }
         // add_rows: 13 rows a period (a chunk's positions), 3 windows of 39
         const std::vector<float> x = randn((size_t)3 * 39 * 40, 18, ct), a = randn((size_t)20 * 40, 19, VT_TYPE_F32);
         builder build = [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {

@@ -426,6 +426,34 @@ TEST_CASE("conv2d_k3s2: stride 2 over frequency and time, chunks padded on their
     vt_free(ctx);
 }
 
+TEST_CASE("conv2d_k3s2_pair: two stages in one node equal the two nodes bit for bit, a slice of windows at a time") {
+    // the first stage's output a window: 150 x 64 x 10 floats at 300 frames (the 3 windows in one
+    // slice of the CPU backend's stage of 1 Mi floats), 1000 x 64 x 10 at 2000 (a slice a window)
+    for (int T : {300, 2000}) {
+        const int B = 3, F = 128, C1 = 10, C2 = 7, chunk1 = 100, chunk2 = 25;
+        const std::vector<float> lens = {(float)T, 253, 61};
+        for (bool with_len : {false, true}) {
+            vt_context * ctx = vt_init(24);
+            host_tensor x = input(ctx, {T, F, B}, 41);
+            host_tensor w1 = input(ctx, {3, 3, 1, C1}, 42), b1 = input(ctx, {C1}, 43);
+            host_tensor w2 = input(ctx, {3, 3, C1, C2}, 44), b2 = input(ctx, {C2}, 45);
+            host_tensor len{vt_new_tensor_1d(ctx, VT_TYPE_F32, B), lens};
+            vt_set_input(len.t);
+            vt_tensor * xl = with_len ? len.t : nullptr;
+            vt_tensor * two = vt_conv2d_k3s2(ctx, vt_conv2d_k3s2(ctx, x.t, w1.t, b1.t, VT_ACT_GELU, chunk1, xl), w2.t, b2.t,
+                                             VT_ACT_GELU, chunk2, nullptr);
+            vt_tensor * one = vt_conv2d_k3s2_pair(ctx, x.t, w1.t, b1.t, chunk1, xl, w2.t, b2.t, chunk2, VT_ACT_GELU);
+            for (int d = 0; d < 4; d++) CHECK(one->ne[d] == two->ne[d]);
+            const std::vector<float> a = run_cpu(ctx, one, {x, w1, b1, w2, b2, len}), b = run_cpu(ctx, two, {x, w1, b1, w2, b2, len});
+            CAPTURE(T);
+            CAPTURE(with_len);
+            REQUIRE(a.size() == b.size());
+            CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+            vt_free(ctx);
+        }
+    }
+}
+
 TEST_CASE("add_rows: the same rows added to each period of a window's rows") {
     const int C = 7, T = 10, B = 3, P = 4;
     vt_context * ctx = vt_init(8);

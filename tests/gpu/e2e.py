@@ -591,6 +591,18 @@ def print_table(results, disk):
               f"{d['wall_ms'] / r['windows']:.3f} | {r['run_ms'] / x['bound_ms']:.2f} | {r['decode_ms']:.0f} | "
               f"{r['mb_per_s'] if full else nan:.0f} | {r['gpu_busy']:.0f}% | {r['peak_rss_mib']:.0f} | {r['load_ms'] + r['init_ms']:.0f} | {targets} |")
     print()
+    # A dataset user's figure: seconds of audio per second of the run is hours of audio per
+    # GPU-hour (load and init apart, as they are paid once a run); transformers' from its windows/s
+    # on the same input, whose windows hold the same audio as ours.
+    print(f"| size | dtype | input | ours: hours of audio per GPU-hour | transformers' pipeline | ours / transformers | host cores |")
+    print("|---|---|---|---|---|---|---|")
+    for x in results:
+        r, t = x["ours"], x["transformers"]
+        per_window_s = r["seconds"] / r["windows"]
+        ours_h = r["seconds"] / (r["run_ms"] / 1000)
+        tf_h = t["windows_per_s"] * per_window_s if t else nan
+        print(f"| {x['size']} | {x['dtype']} | {x['label']} | {ours_h:,.0f} | {tf_h:,.0f} | {ours_h / tf_h:.2f} | {os.cpu_count()} |")
+    print()
     by = {(x["size"], x["dtype"], x["row"]): x for x in results}
     for (size, dtype, row), x in by.items():
         kind, shape, out = row.split(":")
