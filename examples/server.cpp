@@ -99,7 +99,7 @@ static void print_usage(const char * argv0) {
             "  -t, --threads N       CPU threads for log-mel and the CPU backend\n"
             "  -b, --batch N         30 s windows per encoder call, at most (default: 8)\n"
             "  --batch-wait-ms N     how long a short batch waits for other requests to share it\n"
-            "                        (default: 0: it goes while the encoders have fewer than two in flight)\n"
+            "                        (default: 0: it goes when an encoder is about to run out of work)\n"
             "  --http-threads N      HTTP worker threads: requests handled at once (default: 64)\n"
             "  --max-body-mb N       largest request body (default: 100)\n"
             "  --max-audio-s N       longest audio in one input, decoded (default: 3600); decoding stops there (413)\n"
