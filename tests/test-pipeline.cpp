@@ -568,6 +568,39 @@ TEST_CASE("cuda pipeline: GPU log-mel near the CPU one, f16 rows the f32 rows ro
     }
 }
 
+TEST_CASE("cuda pipeline: short batches flushed one after another queue behind the running one; busy_ms" * doctest::skip(no_gpu())) {
+    model_ptr model("build/micro-80-f32.gguf");
+    const std::vector<std::vector<float>> inputs = test_inputs();
+    whisper_audio_encoder * enc = make_encoder(model.m, WHISPER_AUDIO_DEVICE_CUDA, 4);
+    collector c;
+    whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
+    pp.on_rows = collector::on_rows;
+    pp.user = &c;
+    whisper_audio_pipeline * p = whisper_audio_pipeline_init(&enc, 1, pp);
+    REQUIRE_MESSAGE(p, whisper_audio_last_error());
+    // as a server at load: each input alone in a short batch, handed over while the batches
+    // before it run (the worker takes one that comes while it waits for the running one)
+    const int n = 8;
+    for (int i = 0; i < n; i++) {
+        const std::vector<float> & in = inputs[0];                          // speech: one window
+        REQUIRE(whisper_audio_pipeline_push(p, in.data(), in.size()));
+        REQUIRE(whisper_audio_pipeline_end_input(p));
+        REQUIRE_MESSAGE(whisper_audio_pipeline_flush(p), whisper_audio_last_error());
+        CHECK(whisper_audio_pipeline_busy_ms(p) >= 0.0);
+    }
+    REQUIRE(poll_until(p, n) == n);
+    CHECK(whisper_audio_pipeline_busy_ms(p) == 0.0);                // every batch landed
+    whisper_audio_pipeline_free(p);
+    REQUIRE(c.windows.size() == (size_t)n);
+    const std::vector<float> ref = encode_window(enc, model.m, inputs[0], 0);   // the CPU log-mel, same encoder
+    for (const seen_window & w : c.windows) {
+        CAPTURE(w.r.input);
+        CHECK(w.r.input == (int64_t)(&w - c.windows.data()));
+        CHECK(rel_l2(as_f32(w), ref) < 2e-3);
+    }
+    whisper_audio_encoder_free(enc);
+}
+
 #ifdef VT_USE_CUDA
 // The GPU out of memory on demand, for the test below, without a hook in the library: test-all
 // is linked with -Wl,--wrap=cudaMalloc (Makefile, CMakeLists.txt), so every cudaMalloc of the
