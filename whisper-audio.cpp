@@ -1758,6 +1758,7 @@ struct whisper_audio_pipeline {
     bool in_on_rows = false;             // the caller's thread is inside on_rows
     std::vector<std::thread> workers;
     std::vector<wa_encoder_load> load;   // by encoder: its batches on the device and their times
+    int idle_workers = 0;                // waiting for a batch with none in flight (the next one is theirs)
 
     // the caller's side
     wa_batch * cur = nullptr;            // being filled: window cur->n takes the samples
@@ -1909,19 +1910,24 @@ static void pipeline_worker(whisper_audio_pipeline * p, int k) {
         }
         if (idle && (in_flight[0] || in_flight[1])) {
             // nothing queued behind the running batch: land it once it finishes, unless a batch
-            // comes first, which is submitted to run after it (its upload overlapping this one)
+            // comes first that no idle encoder takes, which is submitted to run after it (its
+            // upload overlapping this one)
             const int s = in_flight[0] ? 0 : 1;
             bool came = false;
             while (!came && !vt_backend_ready(enc->backend, s)) {
                 std::unique_lock<std::mutex> lock(p->mu);
-                came = p->cv.wait_for(lock, std::chrono::microseconds(200), [&] { return !p->todo.empty() || !p->error.empty(); });
+                came = p->cv.wait_for(lock, std::chrono::microseconds(200),
+                                      [&] { return (!p->todo.empty() && p->idle_workers == 0) || !p->error.empty(); });
             }
             if (!came && !land(s)) break;
             continue;
         }
         {
             std::unique_lock<std::mutex> lock(p->mu);
+            const bool none_in_flight = !in_flight[0] && !in_flight[1];
+            p->idle_workers += none_in_flight;
             p->cv.wait(lock, [&] { return !p->todo.empty() || p->closing || !p->error.empty(); });
+            p->idle_workers -= none_in_flight;
             if (!p->error.empty() || p->todo.empty()) break;
             b = p->todo.front();
             p->todo.pop_front();
