@@ -248,6 +248,7 @@ struct cuda_backend : vt_backend {
     bool submit(vt_graph * g, int n_in, vt_tensor * const * in, const void * const * in_host, const vt_tensor * out,
                 void * out_host, vt_type out_type, int slot) override;
     bool wait(int slot) override;
+    bool ready(int slot) override;
 };
 
 // ---- the backend: starting and stopping ----
@@ -1142,6 +1143,12 @@ bool cuda_backend::wait(int slot) {
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaEventSynchronize(slots[slot].done));
     return true;
+}
+
+// cudaErrorNotReady alone means "still running"; a failure is left for wait to report.
+bool cuda_backend::ready(int slot) {
+    if (cudaSetDevice(device) != cudaSuccess) return true;
+    return cudaEventQuery(slots[slot].done) != cudaErrorNotReady;
 }
 
 

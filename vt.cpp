@@ -878,6 +878,11 @@ bool vt_backend_wait(vt_backend * be, int slot) {
     return be->wait(slot);
 }
 
+bool vt_backend_ready(vt_backend * be, int slot) {
+    if (slot < 0 || slot > 1) return true;          // no such run: wait reports it
+    return be->ready(slot);
+}
+
 void * vt_backend_host_alloc(vt_backend * be, size_t bytes) { return be->host_alloc(bytes); }
 void   vt_backend_host_free(vt_backend * be, void * p) { if (p) be->host_free(p); }
 

@@ -382,6 +382,9 @@ size_t vt_backend_allocated_bytes(const vt_backend * be); // weights + arenas + 
 bool   vt_backend_submit(vt_backend * be, vt_graph * g, int n_in, vt_tensor * const * in, const void * const * in_host,
                          const vt_tensor * out, void * out_host, enum vt_type out_type, int slot);
 bool   vt_backend_wait(vt_backend * be, int slot);
+// Whether the run in that slot has finished, without waiting (true on a failure, which wait
+// then reports); the CPU backend's runs are finished once submit returns.
+bool   vt_backend_ready(vt_backend * be, int slot);
 // Everything but the run: on CUDA the forward is captured as a CUDA graph now rather than at
 // the first compute or submit (model init pays for it, not the first batch).
 bool   vt_backend_prepare(vt_backend * be, vt_graph * g);
@@ -432,6 +435,7 @@ struct vt_backend {
     virtual bool submit(vt_graph * g, int n_in, vt_tensor * const * in, const void * const * in_host,
                         const vt_tensor * out, void * out_host, vt_type out_type, int slot);
     virtual bool wait(int slot) { (void)slot; return true; }
+    virtual bool ready(int slot) { (void)slot; return true; }
     virtual bool prepare(vt_graph * g) { (void)g; return true; }
     virtual void * host_alloc(size_t bytes);
     virtual void host_free(void * p);

@@ -1685,6 +1685,52 @@ struct wa_held_pcm {
     ~wa_held_pcm() { free(data); }
 };
 
+// What an encoder of a pipeline runs, for a caller that hands short batches over only when an
+// encoder is about to run out of work (a server: whisper_audio_pipeline_busy_ms). Under the
+// pipeline's mutex.
+struct wa_encoder_load {
+    using clock = std::chrono::steady_clock;
+    struct run {
+        clock::time_point submitted;
+        double expected_ms;
+        std::pair<int, int> shape;       // (windows run, mel frames)
+    };
+    std::deque<run> running;             // submitted and not yet landed, oldest first
+    clock::time_point last_landed;       // when the last batch landed (the next one starts then at the earliest)
+    std::map<std::pair<int, int>, double> ms;   // a batch's time by shape: a moving average
+    double ms_per_frame = 0;             // a window-frame's time, the latest batch's: for a shape not yet run
+
+    double expect(std::pair<int, int> shape) const {
+        auto it = ms.find(shape);
+        return it != ms.end() ? it->second : ms_per_frame * shape.first * shape.second;
+    }
+    void landed(clock::time_point t) {
+        const run r = running.front();
+        running.pop_front();
+        const clock::time_point start = std::max(r.submitted, last_landed);
+        last_landed = t;
+        const double took = std::chrono::duration<double, std::milli>(t - start).count();
+        auto it = ms.find(r.shape);
+        if (it == ms.end()) ms[r.shape] = took;
+        else it->second += 0.25 * (took - it->second);
+        if (r.shape.second > 0) ms_per_frame = took / ((double)r.shape.first * r.shape.second);
+    }
+    // milliseconds until every batch submitted has landed, as expected
+    double busy_ms(clock::time_point now) const {
+        double left = 0;
+        clock::time_point start = last_landed;
+        for (const run & r : running) {
+            if (&r == &running.front()) {
+                start = std::max(r.submitted, start);
+                left = std::max(0.0, r.expected_ms - std::chrono::duration<double, std::milli>(now - start).count());
+            } else {
+                left += r.expected_ms;
+            }
+        }
+        return left;
+    }
+};
+
 struct whisper_audio_pipeline {
     std::vector<whisper_audio_encoder *> encs;
     whisper_audio_pipeline_params params;
@@ -1710,6 +1756,8 @@ struct whisper_audio_pipeline {
     bool refused = false;                // the current call was refused (a caller's mistake): the pipeline goes on
     bool in_on_rows = false;             // the caller's thread is inside on_rows
     std::vector<std::thread> workers;
+    std::vector<wa_encoder_load> load;   // by encoder: its batches on the device and their times
+    int idle_workers = 0;                // waiting for a batch with none in flight (the next one is theirs)
 
     // the caller's side
     wa_batch * cur = nullptr;            // being filled: window cur->n takes the samples
@@ -1762,14 +1810,26 @@ static void pipeline_cpu_mel(whisper_audio_encoder * enc, wa_batch * b, std::vec
                     b->n_frames * sizeof(float));
 }
 
+// The windows batch b runs as: on CUDA a short batch of padded windows runs as the smallest
+// captured graph that holds it (zero windows after it: wa_graph_batch); the CPU's time follows
+// the windows.
+static int pipeline_run_windows(const whisper_audio_pipeline * p, const whisper_audio_encoder * enc, const wa_batch * b) {
+    const bool whole = b->n_frames == WHISPER_AUDIO_N_FRAMES || b->n_frames == wa_full_frames(p->tower, enc->hparams);
+    return enc->mel_in_graph && whole ? wa_graph_batch(b->n, b->cap) : b->n;
+}
+
+// What a batch's time depends on: the windows it runs, and their mel frames (0 for the first
+// pass over a held input, which computes the log-mel alone).
+static std::pair<int, int> pipeline_batch_shape(const whisper_audio_pipeline * p, const whisper_audio_encoder * enc,
+                                                const wa_batch * b) {
+    return {pipeline_run_windows(p, enc, b), b->mel_max ? 0 : b->n_frames};
+}
+
 // Submits batch b to the encoder's backend in slot `slot` (on the CPU: computes it).
 static bool pipeline_submit(whisper_audio_pipeline * p, whisper_audio_encoder * enc, wa_batch * b, int slot,
                             std::vector<float> & mel) {
-    // on CUDA a short batch of padded windows runs as the smallest captured graph that holds it
-    // (zero windows after it: wa_graph_batch); the CPU's time follows the windows
     const bool from_pcm = enc->mel_in_graph;
-    const bool whole = b->n_frames == WHISPER_AUDIO_N_FRAMES || b->n_frames == wa_full_frames(p->tower, enc->hparams);
-    const int n_run = from_pcm && whole ? wa_graph_batch(b->n, b->cap) : b->n;
+    const int n_run = pipeline_run_windows(p, enc, b);
     for (int i = b->n; i < n_run; i++) {
         std::fill(b->pcm + (size_t)i * WA_MEL_ROW, b->pcm + (size_t)(i + 1) * WA_MEL_ROW, 0.0f);
         b->mel_params[2 * i] = WHISPER_AUDIO_N_FRAMES;
@@ -1805,10 +1865,15 @@ static bool pipeline_submit(whisper_audio_pipeline * p, whisper_audio_encoder * 
     return true;
 }
 
-static void pipeline_worker(whisper_audio_pipeline * p, whisper_audio_encoder * enc) {
+static void pipeline_worker(whisper_audio_pipeline * p, int k) {
+    whisper_audio_encoder * enc = p->encs[k];
+    wa_encoder_load & load = p->load[k];
     std::vector<float> mel;                              // CPU: the batch's log-mel
     wa_batch * in_flight[2] = {nullptr, nullptr};        // by slot
     int slot = 0;
+    // the CPU backend computes a batch inside submit: its rows are landed at once rather than
+    // after the next batch's compute
+    const bool runs_at_once = !enc->mel_in_graph;
     // waits for the batch in slot s, pools it and hands it back
     auto land = [&](int s) {
         wa_batch * b = in_flight[s];
@@ -1818,6 +1883,10 @@ static void pipeline_worker(whisper_audio_pipeline * p, whisper_audio_encoder * 
         if (!vt_backend_wait(enc->backend, s)) {
             pipeline_fail(p, std::string("encoding on ") + vt_backend_name(enc->backend) + ": " + vt_last_error());
             return false;
+        }
+        {
+            std::lock_guard<std::mutex> lock(p->mu);
+            load.landed(std::chrono::steady_clock::now());
         }
         pipeline_finish_rows(p, enc, b);
         enc->timings.encode_ms += ms_since(t);
@@ -1838,16 +1907,31 @@ static void pipeline_worker(whisper_audio_pipeline * p, whisper_audio_encoder * 
             std::lock_guard<std::mutex> lock(p->mu);
             idle = p->todo.empty() && p->error.empty();
         }
-        if (idle && (in_flight[0] || in_flight[1])) {   // nothing to overlap with: finish the last one
-            if (!land(in_flight[0] ? 0 : 1)) break;
+        if (idle && (in_flight[0] || in_flight[1])) {
+            // nothing queued behind the running batch: land it once it finishes, unless a batch
+            // comes first that no idle encoder takes, which is submitted to run after it (its
+            // upload overlapping this one)
+            const int s = in_flight[0] ? 0 : 1;
+            bool came = false;
+            while (!came && !vt_backend_ready(enc->backend, s)) {
+                std::unique_lock<std::mutex> lock(p->mu);
+                came = p->cv.wait_for(lock, std::chrono::microseconds(200),
+                                      [&] { return (!p->todo.empty() && p->idle_workers == 0) || !p->error.empty(); });
+            }
+            if (!came && !land(s)) break;
             continue;
         }
         {
             std::unique_lock<std::mutex> lock(p->mu);
+            const bool none_in_flight = !in_flight[0] && !in_flight[1];
+            p->idle_workers += none_in_flight;
             p->cv.wait(lock, [&] { return !p->todo.empty() || p->closing || !p->error.empty(); });
+            p->idle_workers -= none_in_flight;
             if (!p->error.empty() || p->todo.empty()) break;
             b = p->todo.front();
             p->todo.pop_front();
+            const std::pair<int, int> shape = pipeline_batch_shape(p, enc, b);
+            load.running.push_back({std::chrono::steady_clock::now(), load.expect(shape), shape});
         }
         bool ok;
         try {
@@ -1858,6 +1942,7 @@ static void pipeline_worker(whisper_audio_pipeline * p, whisper_audio_encoder * 
         }
         if (!ok) break;
         in_flight[slot] = b;
+        if (runs_at_once && !land(slot)) break;
         slot ^= 1;
         if (!land(slot)) break;          // the older batch, while this one runs
     }
@@ -2251,6 +2336,22 @@ static bool pipeline_flush(whisper_audio_pipeline * p) {
     return pipeline_emit(p, false);
 }
 
+// Milliseconds until an encoder is expected to run out of batches: each encoder's batches on
+// the device, then those waiting for a worker, each given to the encoder that frees first.
+static double pipeline_busy_ms(whisper_audio_pipeline * p) {
+    std::lock_guard<std::mutex> lock(p->mu);
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<double> left;
+    for (const wa_encoder_load & l : p->load) left.push_back(l.busy_ms(now));
+    if (left.empty()) return 0;
+    for (const wa_batch * b : p->todo) {
+        auto first_free = std::min_element(left.begin(), left.end());
+        const size_t k = (size_t)(first_free - left.begin());
+        *first_free += p->load[k].expect(pipeline_batch_shape(p, p->encs[k], b));
+    }
+    return *std::min_element(left.begin(), left.end());
+}
+
 // Rows ready go to on_rows; with none ready, waits up to timeout_ms for the next batch's.
 static int64_t pipeline_poll(whisper_audio_pipeline * p, int timeout_ms) {
     if (!pipeline_ok(p)) return -1;
@@ -2442,7 +2543,8 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
             }
         }
     }
-    for (whisper_audio_encoder * e : p->encs) p->workers.emplace_back(pipeline_worker, p, e);
+    p->load.resize(p->encs.size());
+    for (size_t k = 0; k < p->encs.size(); k++) p->workers.emplace_back(pipeline_worker, p, (int)k);
     return owner.release();
 }
 
@@ -2508,6 +2610,11 @@ int64_t whisper_audio_pipeline_poll(whisper_audio_pipeline * p, int timeout_ms) 
     int64_t done = -1;
     pipeline_call(p, __func__, [&] { return (done = pipeline_poll(p, timeout_ms)) >= 0; });
     return done;
+}
+
+double whisper_audio_pipeline_busy_ms(whisper_audio_pipeline * p) {
+    if (!p) { wa_set_error("%s: NULL pipeline", __func__); return -1; }
+    return pipeline_busy_ms(p);
 }
 
 bool whisper_audio_pipeline_cancel_input(whisper_audio_pipeline * p, int64_t input) {

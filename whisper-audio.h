@@ -444,6 +444,11 @@ bool whisper_audio_pipeline_finish(whisper_audio_pipeline * p);
 // flush hands the batch being filled to the encoders now, short as it is, rather than waiting
 // for more windows to fill it (the rows come through on_rows as always).
 bool whisper_audio_pipeline_flush(whisper_audio_pipeline * p);
+// When to flush: the milliseconds until an encoder is expected to run out of batches (those it
+// runs and those waiting for it), from the times of its latest batches of the same size; 0 when
+// one is idle (or none has run yet). A caller that flushes when this is near 0 keeps the
+// encoders busy with batches as full as the audio coming allows. -1 for a NULL pipeline.
+double whisper_audio_pipeline_busy_ms(whisper_audio_pipeline * p);
 // Hands the rows that are ready to on_rows on this thread; with none ready, waits up to
 // timeout_ms (0: not at all) for the next batch's. Returns how many inputs, from the first, are
 // complete (every row handed out; a cancelled or dropped input counts once its windows are

@@ -10,8 +10,8 @@
 // and decode the request's audio within the limits, queue it and wait; one dispatcher thread owns the
 // pipelines (their calls are for one thread) and keeps each running: it pushes and ends each
 // queued request's inputs into the pipeline of its options as they come (windows of different
-// requests share batches), flushes a short batch while the encoders have fewer than two in
-// flight, polls the rows and answers each request once its inputs are complete.
+// requests share batches), flushes a short batch when an encoder is about to run out of work,
+// polls the rows and answers each request once its inputs are complete.
 //
 // Parts: command line -> JSON and base64 -> requests and options -> the dispatcher -> HTTP (its
 // connections, read outside the worker pool, and the endpoints) -> main.
@@ -99,7 +99,7 @@ static void print_usage(const char * argv0) {
             "  -t, --threads N       CPU threads for log-mel and the CPU backend\n"
             "  -b, --batch N         30 s windows per encoder call, at most (default: 8)\n"
             "  --batch-wait-ms N     how long a short batch waits for other requests to share it\n"
-            "                        (default: 0: it goes while the encoders have fewer than two in flight)\n"
+            "                        (default: 0: it goes when an encoder is about to run out of work)\n"
             "  --http-threads N      HTTP worker threads: requests handled at once (default: 64)\n"
             "  --max-body-mb N       largest request body (default: 100)\n"
             "  --max-audio-s N       longest audio in one input, decoded (default: 3600); decoding stops there (413)\n"
@@ -585,8 +585,8 @@ struct dispatcher {
         size_t off = 0;
     };
     // a pipeline per option set in use, least recently used first out; it runs continuously:
-    // inputs are pushed as requests come, a short batch is flushed while fewer than two flushed
-    // ones are in flight, and polled rows go to their inputs
+    // inputs are pushed as requests come, a short batch is flushed when an encoder is about to
+    // run out of work, and polled rows go to their inputs
     struct pipe_entry {
         dispatcher * d = nullptr;
         options opt;
@@ -598,7 +598,6 @@ struct dispatcher {
         std::map<int64_t, route> routes;             // inputs pushed (or being pushed) and not complete
         std::deque<queued_input> to_push;            // inputs to push; the first is input next_input
         bool idle() const { return routes.empty() && to_push.empty(); }
-        std::deque<int64_t> flushes;                 // inputs pushed at each flush still in flight
         clock::time_point unflushed_since;           // the oldest input pushed after the last flush
         long long batches_seen = 0, windows_seen = 0;   // the encoders' counts already in the metrics
         uint64_t last_used = 0;
@@ -869,14 +868,20 @@ struct dispatcher {
         }
     }
 
-    // Flushes a short batch while fewer than two flushed ones are in flight (so the encoder has
-    // the next batch ready when it finishes one), after --batch-wait-ms for company if set.
+    // Flushes a short batch when an encoder is about to run out of work (within FLUSH_LEAD_MS:
+    // the loop's pace and a batch's upload, which overlaps the batch before it), after
+    // --batch-wait-ms for company if set. While the encoders are busy the
+    // batch keeps filling with the requests that come, so at load the batches go full; a lone
+    // request finds them idle and goes at once. (Flushing whenever fewer than two batches were in
+    // flight gave each batch the clients answered from the batch two before it: half-full
+    // batches at load.)
+    static constexpr double FLUSH_LEAD_MS = 3.0;
     void maybe_flush(pipe_entry & e) {
-        if (e.next_input == e.flushed || e.routes.empty() || e.flushes.size() >= 2) return;
+        if (e.next_input == e.flushed || e.routes.empty()) return;
         if (!e.to_push.empty() && e.to_push.front().off > 0) return;    // only between inputs
         if (sp.batch_wait_ms > 0 && clock::now() - e.unflushed_since < std::chrono::milliseconds(sp.batch_wait_ms)) return;
+        if (whisper_audio_pipeline_busy_ms(e.pipe) > FLUSH_LEAD_MS) return;
         if (!whisper_audio_pipeline_flush(e.pipe)) { fail_entry(e.opt, whisper_audio_last_error()); return; }
-        e.flushes.push_back(e.next_input);
         e.flushed = e.next_input;
         m.flushes++;
     }
@@ -890,7 +895,6 @@ struct dispatcher {
         if (done < 0) { fail_entry(e.opt, whisper_audio_last_error()); return false; }
         for (int64_t k = e.done; k < done; k++) complete(e, k);
         e.done = done;
-        while (!e.flushes.empty() && e.flushes.front() <= done) e.flushes.pop_front();
         long long batches = 0, windows = 0;
         for (whisper_audio_encoder * enc : e.encs) {
             const whisper_audio_timings t = whisper_audio_encoder_timings(enc);

@@ -259,6 +259,37 @@ TEST_CASE("pipeline: flush and poll run inputs as they come, without finish; can
     }
 }
 
+TEST_CASE("pipeline: busy_ms tells how long the encoders have work, from their latest batches' times") {
+    const std::vector<std::vector<float>> inputs = test_inputs();
+    model_ptr model("build/micro-80-f32.gguf");
+    whisper_audio_encoder * enc = make_encoder(model.m, WHISPER_AUDIO_DEVICE_CPU, 8);
+    whisper_audio_pipeline * p = whisper_audio_pipeline_init(&enc, 1, whisper_audio_pipeline_default_params());
+    REQUIRE_MESSAGE(p, whisper_audio_last_error());
+    CHECK(whisper_audio_pipeline_busy_ms(p) == 0.0);                // idle
+    // a batch of 8 speech windows, twice: the first times the shape, the second is expected to take
+    // as long, so while it is queued or running the encoder is busy for a while yet
+    for (int round = 0; round < 2; round++) {
+        CAPTURE(round);
+        for (int i = 0; i < 8; i++) {
+            REQUIRE(whisper_audio_pipeline_push(p, inputs[0].data(), inputs[0].size()));
+            REQUIRE(whisper_audio_pipeline_end_input(p));
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        const double busy = whisper_audio_pipeline_busy_ms(p);         // the full batch has gone to the worker
+        if (round == 0) CHECK(busy == 0.0);                            // no batch timed yet
+        REQUIRE(poll_until(p, 8 * (round + 1)) == 8 * (round + 1));
+        const double took = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        if (round == 1) {
+            CHECK(busy > 0.0);
+            CHECK(busy < 10 * took);                                   // of the batch's own order
+        }
+        CHECK(whisper_audio_pipeline_busy_ms(p) == 0.0);            // done: idle again
+    }
+    whisper_audio_pipeline_free(p);
+    CHECK(whisper_audio_pipeline_busy_ms(nullptr) == -1.0);
+    whisper_audio_encoder_free(enc);
+}
+
 TEST_CASE("pipeline: pooling, --no-pad windows and f16 rows come from the library's rules") {
     model_ptr model("build/micro-80-f32.gguf");
     const std::vector<std::vector<float>> inputs = test_inputs();
@@ -535,6 +566,39 @@ TEST_CASE("cuda pipeline: GPU log-mel near the CPU one, f16 rows the f32 rows ro
         whisper_audio_encoder_free(a);
         whisper_audio_encoder_free(b);
     }
+}
+
+TEST_CASE("cuda pipeline: short batches flushed one after another queue behind the running one; busy_ms" * doctest::skip(no_gpu())) {
+    model_ptr model("build/micro-80-f32.gguf");
+    const std::vector<std::vector<float>> inputs = test_inputs();
+    whisper_audio_encoder * enc = make_encoder(model.m, WHISPER_AUDIO_DEVICE_CUDA, 4);
+    collector c;
+    whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
+    pp.on_rows = collector::on_rows;
+    pp.user = &c;
+    whisper_audio_pipeline * p = whisper_audio_pipeline_init(&enc, 1, pp);
+    REQUIRE_MESSAGE(p, whisper_audio_last_error());
+    // as a server at load: each input alone in a short batch, handed over while the batches
+    // before it run (the worker takes one that comes while it waits for the running one)
+    const int n = 8;
+    for (int i = 0; i < n; i++) {
+        const std::vector<float> & in = inputs[0];                          // speech: one window
+        REQUIRE(whisper_audio_pipeline_push(p, in.data(), in.size()));
+        REQUIRE(whisper_audio_pipeline_end_input(p));
+        REQUIRE_MESSAGE(whisper_audio_pipeline_flush(p), whisper_audio_last_error());
+        CHECK(whisper_audio_pipeline_busy_ms(p) >= 0.0);
+    }
+    REQUIRE(poll_until(p, n) == n);
+    CHECK(whisper_audio_pipeline_busy_ms(p) == 0.0);                // every batch landed
+    whisper_audio_pipeline_free(p);
+    REQUIRE(c.windows.size() == (size_t)n);
+    const std::vector<float> ref = encode_window(enc, model.m, inputs[0], 0);   // the CPU log-mel, same encoder
+    for (const seen_window & w : c.windows) {
+        CAPTURE(w.r.input);
+        CHECK(w.r.input == (int64_t)(&w - c.windows.data()));
+        CHECK(rel_l2(as_f32(w), ref) < 2e-3);
+    }
+    whisper_audio_encoder_free(enc);
 }
 
 #ifdef VT_USE_CUDA

@@ -320,6 +320,35 @@ check(batches < 64 and windows > batches, f"64 concurrent requests ran {windows:
 ok(f"64 concurrent clients (mixed clips, options, forms) each got main's rows: {64 / dt:.1f} requests/s, "
    f"{windows / dt:.1f} windows/s in {batches:.0f} batches")
 
+# ---- clients in a closed loop: while the encoder is busy the next batch fills -------------
+
+# 16 clients, each sending its next one-window request as soon as its answer comes, at -b 8: a
+# short batch goes only when the encoder is about to run out of work, so the batches are (nearly)
+# full. (Flushing whenever fewer than two batches were in flight cut them to about half: each
+# batch held the clients answered from the one two before it.)
+LOOP_CLIENTS, LOOP_ROUNDS = 16, 5
+before = request(srv, "GET", "/metrics")[2].decode()
+
+
+def loop_client(_):
+    good = 0
+    for _ in range(LOOP_ROUNDS):
+        st, got = embed(srv, "a", {}, "npy")
+        good += st == 200 and all(same_as_main(MICRO, "a", {}, g, "npy") for g in got)
+    return good
+
+
+with ThreadPoolExecutor(LOOP_CLIENTS) as ex:
+    good = sum(ex.map(loop_client, range(LOOP_CLIENTS)))
+metrics = request(srv, "GET", "/metrics")[2].decode()
+batches = metric(metrics, "whisper_audio_batches_total") - metric(before, "whisper_audio_batches_total")
+windows = metric(metrics, "whisper_audio_windows_total") - metric(before, "whisper_audio_windows_total")
+check(good == LOOP_CLIENTS * LOOP_ROUNDS, f"{LOOP_CLIENTS * LOOP_ROUNDS - good} closed-loop requests got wrong rows")
+check(windows >= 0.75 * 8 * batches, f"{LOOP_CLIENTS} clients in a closed loop: {windows:.0f} windows in {batches:.0f} batches "
+      f"of 8 ({windows / max(batches, 1):.1f} a batch): the batches were not filled while the encoder was busy")
+ok(f"{LOOP_CLIENTS} clients in a closed loop at -b 8: {windows:.0f} windows in {batches:.0f} batches "
+   f"({windows / max(batches, 1):.1f} a batch)")
+
 # ---- hostile and bad requests: a 4xx with a message, and the server stays up ------------
 
 rnd = bytes(random.Random(1).randrange(256) for _ in range(5000))

@@ -10,11 +10,14 @@ Each Ray actor holds one whisper_audio.Model: one actor per GPU when the cluster
 --files-per-shard files at a time and encodes them in shared batches (Model.encode on the list:
 main's rows, bit for bit on the CPU).
 
---format parquet (the default): the actors' rows go to Ray Data's write_parquet, files
-OUT/parquet/*.parquet with one row per 30 s window (an audio LLM's chunk): the columns of
-parquet_schema below. --format npy: each actor call writes OUT/shards/<id>.npy, the files' rows one
-after another (as main writes several -f into one .npy), and OUT/shards/<id>.json, which says
-which rows are whose (written last: a shard without one is an interrupted one, done again).
+--format parquet (the default): each actor call writes OUT/parquet/<id>.parquet with one row per
+30 s window (an audio LLM's chunk): the columns of parquet_schema below; written by the actor
+itself, whole or not at all (a temporary renamed into place), so that its rows go to the disk
+once, with no write task to start and no copy through Ray's object store. --format npy: each
+actor call writes OUT/shards/<id>.npy, the files' rows one after another (as main writes several
+-f into one .npy), and OUT/shards/<id>.json, which says which rows are whose (written last: a
+shard without one is an interrupted one, done again). Either way a call returns each file's
+error, if any, to the driver.
 
 OUT/manifest.json holds, once, the model (the sha256 of the files its loader reads), the
 settings, the library's version and the format; then every input, done (its windows and where
@@ -28,13 +31,14 @@ import json
 import math
 import os
 import sys
+import threading
 import uuid
 
 import numpy as np
 
 AUDIO_EXTENSIONS = (".wav", ".flac", ".oga", ".ogg", ".opus", ".mp3")
 DEFAULT_THREADS = 4         # CPU threads per actor at most, unless --threads says otherwise
-WRITE_CPUS = 1              # CPUs kept free for Ray Data's write tasks (--format parquet; each asks 1)
+CONCURRENT_CALLS = 2        # calls an actor runs at once (Embedder)
 
 
 def parse_args(argv):
@@ -250,7 +254,10 @@ def parquet_table(schema, inputs, results, settings, sha256, compute):
 
 class Embedder:
     """A Ray actor: one Model, kept for all its calls; a call is a batch of files -> a Parquet
-    table (Ray Data writes it) or an .npy shard (written here)."""
+    file or an .npy shard, written here, and each file's error (if any) back to the driver. Two
+    calls run at once (CONCURRENT_CALLS), their encodes one after the other: while one call
+    encodes, the other decodes its files or writes its rows, so the device does not wait for
+    that host work between calls."""
 
     def __init__(self, model_path, device, n_threads, batch, settings, out_dir, fmt, sha256):
         import whisper_audio
@@ -258,6 +265,7 @@ class Embedder:
         self.model = whisper_audio.Model(model_path, device=device, dtype=settings["dtype"], n_threads=n_threads,
                                          batch=batch)
         self.settings, self.out_dir, self.fmt, self.sha256 = settings, out_dir, fmt, sha256
+        self.encoding = threading.Lock()    # one encode at a time: one encoder, one pipeline
         backend = self.model.backend        # "cpu", or the CUDA device as the library names it
         self.compute = backend if backend == "cpu" else f"{backend} {settings['dtype']}"
         s = settings
@@ -281,13 +289,17 @@ class Embedder:
             entries.append({"file": f, "id": name, "duration": pcm.size / self.wa.SAMPLE_RATE})
         ok = [e for e in entries if "error" not in e]
         failed = [e for e in entries if "error" in e]
-        results = self.model.encode(pcms, return_windows=True, **self.options) if pcms else []
+        with self.encoding:
+            results = self.model.encode(pcms, return_windows=True, **self.options) if pcms else []
         shard = uuid.uuid4().hex[:16]
+        status = {"file": np.array(files), "error": np.array([e.get("error", "") for e in entries])}
         if self.fmt == "parquet":
-            if failed:                  # the rows go to the writer; the failures beside them
-                write_atomic(os.path.join(self.out_dir, "errors", shard + ".json"), lambda f: json.dump(failed, f))
-            return parquet_table(self.schema, [(e["file"], e["id"], e["duration"]) for e in ok], results,
-                                 self.settings, self.sha256, self.compute)
+            if results:
+                import pyarrow.parquet as pq
+                table = parquet_table(self.schema, [(e["file"], e["id"], e["duration"]) for e in ok], results,
+                                      self.settings, self.sha256, self.compute)
+                write_atomic(os.path.join(self.out_dir, "parquet", shard + ".parquet"), lambda f: pq.write_table(table, f))
+            return status
         row = 0
         for e, (emb, windows) in zip(ok, results):
             e.update(shard=shard, first_row=row, rows=int(emb.shape[0]), windows=len(windows["window"]))
@@ -297,7 +309,7 @@ class Embedder:
                          lambda f: np.save(f, np.concatenate([emb for emb, _ in results])))
         write_atomic(os.path.join(self.out_dir, "shards", shard + ".json"),
                      lambda f: json.dump({"shard": shard, "files": entries}, f))
-        return {"file": np.array(files), "error": np.array([e.get("error", "") for e in entries])}
+        return status
 
 
 # ---- what earlier runs did ----------------------------------------------------------------
@@ -382,50 +394,41 @@ def read_parquet(pq_dir):
 
 # ---- the actors' resources ------------------------------------------------------------------
 
-def cpu_actors(threads, actors, nodes, reserve):
-    """(threads per actor, actors) for CPU actors on the live nodes, keeping reserve CPUs free for
-    Ray Data's write tasks: Ray would wait forever for an actor that no node can hold, and a
-    write task that finds no free CPU waits until the actors end, the rows piling up in the
-    object store until it fills (then everything waits). Default threads: the most, up to
-    DEFAULT_THREADS, that put at least 90% as many CPUs to work as the best choice would (16
-    CPUs: 5 actors of 3, 15 at work, rather than 3 of 4)."""
+def cpu_actors(threads, actors, nodes):
+    """(threads per actor, actors) for CPU actors on the live nodes: Ray would wait forever for an
+    actor that no node can hold. The actors may hold every CPU: they write their own files, so
+    Ray Data has no write task that would wait for one. Default threads: the most, up to
+    DEFAULT_THREADS, that put at least 90% as many CPUs to work as the best choice would (15
+    CPUs: 5 actors of 3, rather than 3 of 4 with 3 CPUs idle)."""
     cpus = [int(n.get("Resources", {}).get("CPU", 0)) for n in nodes if n.get("Alive", True)]
     cpus = [c for c in cpus if c > 0]
-    total = sum(cpus)
-    if total - reserve < 1:
-        sys.exit(f"error: the Ray cluster has {total} CPU(s): an actor needs 1" +
-                 (f" and Ray Data's Parquet writes {reserve} more (--format npy needs none)" if reserve else ""))
+    if not cpus:
+        sys.exit("error: the Ray cluster has 0 CPU(s): an actor needs 1")
 
-    def fit(t):                         # actors of t threads the nodes hold, reserve CPUs left over
-        n = sum(c // t for c in cpus)
-        while n > 0 and total - n * t < reserve:
-            n -= 1
-        return n
+    def fit(t):                         # actors of t threads the nodes hold
+        return sum(c // t for c in cpus)
 
     largest = max(cpus)
     if threads is None:
         choices = range(1, min(DEFAULT_THREADS, largest) + 1)
         best = max(fit(t) * t for t in choices)
         threads = max(t for t in choices if fit(t) * t >= 0.9 * best)
-    elif threads > largest or fit(threads) == 0:
-        t = max(t for t in range(1, min(threads, largest) + 1) if fit(t) > 0)
-        print(f"embed_dataset: --threads {threads}: the largest node has {largest} CPUs" +
-              (f", {reserve} kept for the Parquet writes" if reserve else "") + f"; using {t}", flush=True)
-        threads = t
+    elif threads > largest:
+        print(f"embed_dataset: --threads {threads}: the largest node has {largest} CPUs; using {largest}", flush=True)
+        threads = largest
     n = fit(threads)
     if actors > n:
         print(f"embed_dataset: --actors {actors}: the cluster holds {n} of {threads} threads; using {n}", flush=True)
     return threads, min(actors, n) if actors else n
 
 
-def gpu_actors(actors, n_gpus, n_cpus, reserve):
+def gpu_actors(actors, n_gpus, n_cpus):
     """(GPU share per actor, actors): one actor per GPU, or --actors sharing them (k actors on
-    each GPU hold 1/k of it each); each actor also takes a CPU, reserve CPUs kept free."""
+    each GPU hold 1/k of it each); each actor also takes a CPU."""
     n = actors or n_gpus
-    cpus = max(1, int(n_cpus) - reserve)
+    cpus = max(1, int(n_cpus))
     if n > cpus:
-        print(f"embed_dataset: --actors {n}: the cluster has {int(n_cpus)} CPUs" +
-              (f", {reserve} kept for the Parquet writes" if reserve else "") + f"; using {cpus}", flush=True)
+        print(f"embed_dataset: --actors {n}: the cluster has {int(n_cpus)} CPUs; using {cpus}", flush=True)
         n = cpus
     return 1.0 / math.ceil(n / n_gpus), n
 
@@ -454,7 +457,6 @@ def main(argv=None):
     check_manifest(args.output, header)
     manifest = os.path.join(args.output, "manifest.json")
     data_dir = os.path.join(args.output, "parquet" if args.format == "parquet" else "shards")
-    errors_dir = os.path.join(args.output, "errors")
     os.makedirs(data_dir, exist_ok=True)
     write_atomic(manifest, lambda f: json.dump(dict(header, files=None), f))   # files: null while a run is on
     done = read_parquet(data_dir) if args.format == "parquet" else read_shards(data_dir)
@@ -463,43 +465,32 @@ def main(argv=None):
 
     errors = {}
     if todo:
-        if args.format == "parquet":    # this run's failures (those of earlier runs are tried again)
-            os.makedirs(errors_dir, exist_ok=True)
-            for name in os.listdir(errors_dir):
-                os.remove(os.path.join(errors_dir, name))
         import ray                      # only once there is work: the checks above need no cluster
-        if not ray.is_initialized():
-            ray.init(address=args.address)
-        reserve = WRITE_CPUS if args.format == "parquet" else 0
+        if not ray.is_initialized():    # a local instance without the dashboard, a second less to start
+            ray.init(address=args.address, **({} if args.address else {"include_dashboard": False}))
         n_gpus = int(ray.cluster_resources().get("GPU", 0))
         if n_gpus > 0:
-            share, n_actors = gpu_actors(args.actors, n_gpus, ray.cluster_resources().get("CPU", 0), reserve)
+            share, n_actors = gpu_actors(args.actors, n_gpus, ray.cluster_resources().get("CPU", 0))
             device, n_threads, resources = "cuda", 1, {"num_gpus": share, "num_cpus": 1}
         else:
-            n_threads, n_actors = cpu_actors(args.threads, args.actors, ray.nodes(), reserve)
+            n_threads, n_actors = cpu_actors(args.threads, args.actors, ray.nodes())
             device, resources = "cpu", {"num_cpus": n_threads}
         n_actors = min(n_actors, -(-len(todo) // args.files_per_shard))
         print(f"embed_dataset: {n_actors} {device} actor(s)" +
               (f" of {n_threads} threads" if device == "cpu" else f", {share:g} GPU each"), flush=True)
         ds = ray.data.from_items([{"file": path, "id": name} for path, name in todo])
         ds = ds.map_batches(Embedder, batch_size=args.files_per_shard, batch_format="numpy",
-                            compute=ray.data.ActorPoolStrategy(size=n_actors),
+                            compute=ray.data.ActorPoolStrategy(size=n_actors, max_concurrent_calls_per_actor=CONCURRENT_CALLS,
+                                                               enable_true_multi_threading=True),
                             fn_constructor_kwargs={"model_path": model_path, "device": device,
                                                    "n_threads": n_threads, "batch": args.batch, "settings": settings,
                                                    "out_dir": os.path.abspath(args.output), "fmt": args.format,
                                                    "sha256": header["model"]["sha256"]},
                             **resources)
-        if args.format == "parquet":
-            ds.write_parquet(os.path.abspath(data_dir))
-            for name in sorted(os.listdir(errors_dir)):
-                with open(os.path.join(errors_dir, name)) as f:
-                    errors.update((e["file"], e["error"]) for e in json.load(f))
-            done = read_parquet(data_dir)
-        else:
-            for row in ds.iter_rows():
-                if row["error"]:
-                    errors[str(row["file"])] = str(row["error"])
-            done = read_shards(data_dir)
+        for row in ds.iter_rows():      # each file's error, if any; the actors write the rows
+            if row["error"]:
+                errors[str(row["file"])] = str(row["error"])
+        done = read_parquet(data_dir) if args.format == "parquet" else read_shards(data_dir)
         for path, message in errors.items():
             print(f"embed_dataset: error: {message}", flush=True)
 
@@ -526,7 +517,7 @@ def run(argv=None):
         print("error: interrupted (run the same command again to resume)", file=sys.stderr)
         return 130
     except Exception as e:              # Ray's wrapper of a failure in a task or an actor (a full OUT
-        if type(e).__module__.split(".")[0] != "ray":     # while write_parquet writes): its cause
+        if type(e).__module__.split(".")[0] != "ray":     # while an actor writes): its cause
             raise
         cause = getattr(e, "cause", None) or e
         if isinstance(cause, OSError) and cause.strerror:

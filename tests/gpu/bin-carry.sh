@@ -8,8 +8,9 @@
 #                                               test-all, libwhisper-audio.so and dev/cuda's
 #                                               build/dev/attention with their flags
 #                                               (built first in build-carry/: CUDA=1, the
-#                                               libstdc++ linked in), BEFORE_TREE's main and bench when given
-#                                               (build it the same way there first), and Debian's
+#                                               libstdc++ linked in), BEFORE_TREE's main, bench and
+#                                               whisper-audio-server when given (built the same way
+#                                               there first), and Debian's
 #                                               cpp-httplib with the brotli libraries it needs
 #   tests/gpu/bin-carry.sh install              there: unpacks it into place (this tree's programs
 #                                               at their paths, the other tree's under build/before/,
@@ -49,6 +50,8 @@ make)
     if [ -n "$before" ]; then
         build_tree "$before" build-carry "$LINK" main bench
         cp "$before/build-carry/main" "$before/build-carry/bench" "$tmp/build/before/"
+        build_tree "$before" build-carry-server -Wl,--gc-sections server
+        [ ! -x "$before/build-carry-server/whisper-audio-server" ] || cp "$before/build-carry-server/whisper-audio-server" "$tmp/build/before/"
         git -C "$before" rev-parse HEAD >"$tmp/build/before/COMMIT"
     fi
     # the server's cpp-httplib (Debian 12's 0.11) and the brotli it links; libssl and zlib are the machine's own

@@ -37,13 +37,19 @@
 #                                  carried: made by tests/gpu/make-ultravox-code.sh; "serverbench"
 #                                  whisper-audio-server, large-v3 bf16 -b 32, 1/8/64 clients on
 #                                  10 s clips against ./main -b 32 and transformers one request
-#                                  at a time: tests/gpu/server-bench.py; "wheel" the carried
+#                                  at a time: tests/gpu/server-bench.py; "serverturns" the server
+#                                  pooled (--pool), the before tree's (build/before/whisper-audio-server,
+#                                  carried by tests/gpu/bin-carry.sh make BEFORE_TREE) and this one's
+#                                  taking turns, SERVER_ROUNDS (2) rounds, SERVER_ARGS passed on
+#                                  (about 2 min); "wheel" the carried
 #                                  manylinux wheel, build/carry/whisper_audio-*.whl (make test-wheel
 #                                  WHEEL_OUT=build/carry), in a venv over this python, encoding on
 #                                  the GPU through the system's CUDA: tests/gpu/wheel-cuda.sh;
 #                                  "raybench" the Ray
 #                                  example's GPU actors on 1000 x 5 s against ./main and its CPU
-#                                  actors: tests/gpu/ray-bench.py, needs Ray carried: the parts
+#                                  actors, first its command with Ray not running: tests/gpu/ray-bench.py,
+#                                  RAY_ARGS passed on (issue 52's run: RAY_ARGS='--files 10000
+#                                  --gpu-actors-per-gpu 1 --cpu-files 0'), needs Ray carried: the parts
 #                                  build/carry/ray-* made by tests/gpu/ray-carry.sh download)
 #   PARITY_SIZES=tiny,base,...     COMPARE_SIZES=large-v3   COMPARE_BATCHES=1,8,32
 #   E2E_SIZES=base,large-v3   E2E_ROWS='wav*,flac*'   E2E_ARGS='--files 500 --tf-files 96' (tests/gpu/e2e.py)
@@ -58,7 +64,7 @@
 # the build's audio flags; without the folder the build is as before (WAV alone).
 set -u
 OUT=${OUT:-build/gpu-logs}
-STEPS=${STEPS:-tests nopad parity towers compare compile timeline init inittrace stages e2e attention dev transcripts towerbench serverbench wheel raybench}
+STEPS=${STEPS:-tests nopad parity towers compare compile timeline init inittrace stages e2e attention dev transcripts towerbench serverbench serverturns wheel raybench}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -165,6 +171,21 @@ if has dev; then
 fi
 has towerbench && python3 tests/gpu/tower-bench.py --out "$OUT" 2>&1 | tee "$OUT/towerbench.log" | grep -v "^|"
 has serverbench && python3 tests/gpu/server-bench.py --out "$OUT" 2>&1 | tee "$OUT/serverbench.log" | grep -v "^|"
+if has serverturns; then
+    # the batch fill, windows/s and p50/p99 of the two servers on the same clips, one after the other
+    for r in $(seq 1 "${SERVER_ROUNDS:-2}"); do
+        for t in before after; do
+            srv=./whisper-audio-server
+            [ $t = after ] || srv=build/before/whisper-audio-server
+            [ -x "$srv" ] || { echo "serverturns: no $srv" | tee -a "$OUT/serverturns.log"; continue; }
+            echo "== $t ($srv), round $r" >>"$OUT/serverturns.log"
+            # the forward alone (./bench) once
+            python3 tests/gpu/server-bench.py --pool --no-transformers --server "$srv" --out "$OUT/serverturns-$t-$r" \
+                $([ "$r$t" = 1before ] || echo --no-bench) ${SERVER_ARGS:-} >>"$OUT/serverturns.log" 2>&1
+        done
+    done
+    grep "^==\|clients (\|main -b\|forward alone\|^serverbench" "$OUT/serverturns.log" | sed 's/; checks:.*dispatcher/; dispatcher/'
+fi
 has wheel && OUT="$OUT" tests/gpu/wheel-cuda.sh 2>&1 | tee "$OUT/wheel.log"
 if has raybench; then
     # Ray from the carried wheels (installed into /tmp/site once a machine), else skipped
@@ -172,7 +193,7 @@ if has raybench; then
         export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
     if python3 -c 'import ray, pyarrow' 2>/dev/null; then
         [ -z "$PROGRAMS" ] || make -j16 main build/libwhisper-audio.so >>"$OUT/build.log" 2>&1
-        python3 tests/gpu/ray-bench.py --main "$PWD/main" --out "$OUT" 2>&1 | tee "$OUT/raybench.log" | grep -v "^|"
+        python3 tests/gpu/ray-bench.py --main "$PWD/main" --out "$OUT" ${RAY_ARGS:-} 2>&1 | tee "$OUT/raybench.log" | grep -v "^|"
     else
         echo "ray-bench: skipped: Ray is not importable (carry build/carry/ray-*: tests/gpu/ray-carry.sh)" | tee "$OUT/raybench.log"
         tail -n 3 "$OUT/raycarry.log" 2>/dev/null

@@ -242,34 +242,31 @@ def test_npy_shards(tmp_path, local_ray):
 
 def test_actors_never_ask_for_more_than_the_cluster_has(tmp_path, local_ray, capsys):
     # CPU actors: --threads capped at the largest live node (an actor no node holds: Ray waits
-    # forever, issue 23), and with Parquet one CPU left for Ray Data's write tasks (an actor pool
-    # holding every CPU starves them: the rows pile up in the object store, then all waits)
+    # forever, issue 23); the actors write their own files, so they may hold every CPU
     node = lambda cpus, alive=True: {"Alive": alive, "Resources": {"CPU": float(cpus)}}    # noqa: E731
-    assert embed_dataset.cpu_actors(None, 0, [node(2)], 1) == (1, 1)
-    assert embed_dataset.cpu_actors(None, 0, [node(2)], 0) == (2, 1)
-    assert embed_dataset.cpu_actors(None, 0, [node(2), node(64, alive=False)], 0) == (2, 1)
-    assert embed_dataset.cpu_actors(None, 0, [node(16)], 1) == (3, 5)           # 15 CPUs at work, not 12
-    assert embed_dataset.cpu_actors(None, 0, [node(64), node(64)], 1) == (4, 31)
-    assert embed_dataset.cpu_actors(4, 0, [node(2)], 1) == (1, 1)
-    assert embed_dataset.cpu_actors(1, 8, [node(4)], 1) == (1, 3)
-    with pytest.raises(SystemExit, match="an actor needs 1 and Ray Data's Parquet writes 1 more"):
-        embed_dataset.cpu_actors(None, 0, [node(1)], 1)
+    assert embed_dataset.cpu_actors(None, 0, [node(2)]) == (2, 1)
+    assert embed_dataset.cpu_actors(None, 0, [node(2), node(64, alive=False)]) == (2, 1)
+    assert embed_dataset.cpu_actors(None, 0, [node(15)]) == (3, 5)              # 15 CPUs at work, not 12
+    assert embed_dataset.cpu_actors(None, 0, [node(64), node(64)]) == (4, 32)
+    assert embed_dataset.cpu_actors(4, 0, [node(2)]) == (2, 1)
+    assert embed_dataset.cpu_actors(1, 8, [node(4)]) == (1, 4)
+    assert embed_dataset.cpu_actors(None, 0, [node(1)]) == (1, 1)
     with pytest.raises(SystemExit, match="has 0 CPU"):
-        embed_dataset.cpu_actors(None, 0, [{"Alive": True, "Resources": {"GPU": 1.0}}], 0)
+        embed_dataset.cpu_actors(None, 0, [{"Alive": True, "Resources": {"GPU": 1.0}}])
     # GPU actors: one per GPU, or --actors sharing them; each takes a CPU too
-    assert embed_dataset.gpu_actors(0, 1, 16, 1) == (1.0, 1)
-    assert embed_dataset.gpu_actors(2, 1, 16, 1) == (0.5, 2)
-    assert embed_dataset.gpu_actors(3, 2, 16, 1) == (0.5, 3)
-    assert embed_dataset.gpu_actors(8, 1, 4, 1) == (1 / 3, 3)
-    # on this 2-CPU instance, the defaults: one actor of one thread beside the writes
+    assert embed_dataset.gpu_actors(0, 1, 16) == (1.0, 1)
+    assert embed_dataset.gpu_actors(2, 1, 16) == (0.5, 2)
+    assert embed_dataset.gpu_actors(3, 2, 16) == (0.5, 3)
+    assert embed_dataset.gpu_actors(8, 1, 4) == (1 / 4, 4)
+    # on this 2-CPU instance, the defaults: one actor of both threads
     out = str(tmp_path / "emb")
     listing = tmp_path / "one.txt"
     listing.write_text(os.path.join(AUDIO, "speech_16k.wav") + "\n")
     result = embed_dataset.main(["-m", MODEL, "--list", str(listing), "-o", out, "--threads", "64"])
     assert result["done"] == 1 and not result["errors"]
     printed = capsys.readouterr().out
-    assert "--threads 64: the largest node has 2 CPUs, 1 kept for the Parquet writes; using 1" in printed
-    assert "1 cpu actor(s) of 1 threads" in printed
+    assert "--threads 64: the largest node has 2 CPUs; using 2" in printed
+    assert "1 cpu actor(s) of 2 threads" in printed
 
 
 def test_any_model_main_takes_and_main_s_exit_status(tmp_path, local_ray):
