@@ -222,6 +222,26 @@ void    whisper_audio_stream_close(whisper_audio_stream * s);
 // all the same. Valid until the stream is closed.
 const char * whisper_audio_stream_warning(const whisper_audio_stream * s);
 
+// Live audio, as it is recorded: a pipe (ffmpeg's or arecord's output on standard input) or a file
+// that grows (tail -f). Each read returns the samples that have arrived, waiting only for the first
+// of them, never for max; the samples are those of the whole input decoded at once, bit for bit.
+// The format is found from the content (a WAV's data chunk runs to the input's end, whatever sizes
+// its header holds: a live writer puts them there before it knows them; an Ogg, FLAC or MP3 input
+// comes as its decoder reads it), or raw says it: headerless PCM, "s16le" or "f32le" (ffmpeg's -f
+// names), interleaved, of raw_rate Hz (0: 16000) and raw_channels (0: 1).
+typedef struct whisper_audio_live_params {
+    const char * raw;         // NULL, "s16le" or "f32le"
+    int raw_rate;
+    int raw_channels;
+    int follow_ms;            // > 0: path is a file that grows; at its end a read waits for more, and the
+                              // input ends once the file has not grown for follow_ms (0: it ends at its end)
+} whisper_audio_live_params;
+whisper_audio_live_params whisper_audio_live_default_params(void);
+// path "-": standard input (follow_ms must be 0: a pipe ends when its writer closes it).
+// info->frames is -1 (a live input's length is not known ahead).
+whisper_audio_stream * whisper_audio_stream_open_live(const char * path, whisper_audio_live_params params,
+                                                      whisper_audio_info * info);
+
 // Many inputs decoded ahead of the caller, for corpora: n_workers threads decode the files
 // (several at once, each one start to end through a stream, a long PCM WAV or native FLAC
 // file in 65 s segments on several workers; "-": standard input) into
