@@ -1706,6 +1706,7 @@ struct server {
         std::atomic<bool> stop{false};        // the feeder failed: the body is not read further
         std::string decode_error, failure;    // failure: a limit or the pipeline, the error line's message
         int failure_status = 400;
+        bool at_limit = false;                // the audio reached --max-audio-s: what came before it is encoded
         const size_t audio_max = (size_t)sp.max_audio_s * WHISPER_AUDIO_SAMPLE_RATE;
         const std::string path = "/dev/fd/" + std::to_string(fds[0]);
         std::thread decoder([&] {
@@ -1746,7 +1747,11 @@ struct server {
                     if (whisper_audio_pipeline_poll(ls.pipe, 5) < 0) { fail(500, whisper_audio_last_error()); return; }
                     continue;
                 }
-                if (samples + got.size() > audio_max) {
+                if (samples + got.size() > audio_max) {       // up to the limit, its windows' rows out, then the error
+                    const size_t k = audio_max - samples;
+                    if (k > 0 && !whisper_audio_pipeline_push(ls.pipe, got.data(), k)) { fail(500, whisper_audio_last_error()); return; }
+                    samples += k;
+                    at_limit = true;
                     fail(413, "the audio is longer than --max-audio-s " + std::to_string(sp.max_audio_s) + " s (the stream stopped there)");
                     return;
                 }
@@ -1773,6 +1778,10 @@ struct server {
         decoder.join();
         feeder.join();
         const char * slow = t_stream ? t_stream->too_slow : nullptr;
+        if (at_limit && !ls.write_failed && !(whisper_audio_pipeline_end_input(ls.pipe) && whisper_audio_pipeline_finish(ls.pipe))) {
+            failure_status = 500;
+            failure = ls.write_failed ? "" : whisper_audio_last_error();
+        }
         if (!failure.empty() || ls.write_failed) {
         } else if (too_big) {
             failure_status = 413;
