@@ -1893,6 +1893,7 @@ static int run_stream(const params & p, whisper_audio_model * model) {
         ok = false;
     }
     if (ok) note("main: streaming on %s, each window as its last sample comes\n", whisper_audio_encoder_backend(encs[0]));
+    for (whisper_audio_encoder * e : encs) whisper_audio_encoder_reset_timings(e);   // the run's windows alone
     if (ok && !p.output.empty()) {       // written in place as it grows: a reader follows it
         lr.out = p.output == "-" ? stdout : fopen(p.output.c_str(), "wb");
         if (!lr.out) { print_error("cannot write '%s': %s\n", p.output.c_str(), strerror(errno)); ok = false; }
@@ -1955,11 +1956,20 @@ static int run_stream(const params & p, whisper_audio_model * model) {
         if (!ok && !lr.failed) print_error("%s: %s\n", p.files[0].c_str(), whisper_audio_last_error());
     }
     if (ok) {
-        note("main: %.3f s of audio, %zu windows, %zu rows; the slowest window %.1f ms after its last sample\n",
-             (double)total / WHISPER_AUDIO_SAMPLE_RATE, lr.n_windows, lr.n_rows, lr.max_latency_ms);
+        // a window's forward (its log-mel and encoder, download and pooling), the mean over the windows
+        double busy_ms = 0;
+        int64_t encoded = 0;
+        for (whisper_audio_encoder * e : encs) {
+            const whisper_audio_timings t = whisper_audio_encoder_timings(e);
+            busy_ms += t.mel_ms + t.encode_ms;
+            encoded += t.n_windows;
+        }
+        const double forward_ms = encoded ? busy_ms / encoded : 0.0;
+        note("main: %.3f s of audio, %zu windows, %zu rows; the slowest window %.1f ms after its last sample (a forward: "
+             "%.1f ms)\n", (double)total / WHISPER_AUDIO_SAMPLE_RATE, lr.n_windows, lr.n_rows, lr.max_latency_ms, forward_ms);
         if (p.json) {
-            printf("{\"done\": true, \"samples\": %zu, \"windows\": %zu, \"rows\": %zu, \"max_latency_ms\": %.3f}\n", total,
-                   lr.n_windows, lr.n_rows, lr.max_latency_ms);
+            printf("{\"done\": true, \"samples\": %zu, \"windows\": %zu, \"rows\": %zu, \"max_latency_ms\": %.3f, "
+                   "\"forward_ms\": %.3f}\n", total, lr.n_windows, lr.n_rows, lr.max_latency_ms, forward_ms);
             g_json_printed = true;
         }
     }
