@@ -8,7 +8,7 @@ for it came (the feeder's clock), and main's own latency (from its push of that 
 rows). Checks that every whole window's line comes before the input ends, within one forward
 (main's mean over the run: log-mel, encoder, download) plus 50 ms of its last sample.
 
-    python3 tests/gpu/stream-latency.py [--sizes base,large-v3] [--device cuda] [--dtype f16]
+    python3 tests/gpu/stream-latency.py [--sizes base,large-v3 (or model.gguf paths)] [--device cuda] [--dtype f16]
                                         [--speed 10] [--seconds 70]
 """
 import argparse
@@ -27,6 +27,8 @@ PIECE = 320                 # 20 ms at 16 kHz
 
 
 def model_of(size):
+    if size.endswith(".gguf"):          # a model file given by its path
+        return size
     path = os.path.join(ROOT, "build", f"{size}-random.gguf")
     if not os.path.exists(path):
         subprocess.run([sys.executable, os.path.join(ROOT, "convert", "convert-hf-to-gguf.py"), "--random", size, "-o", path,
