@@ -1818,7 +1818,8 @@ struct live_run {
     const params & p;
     FILE * out = nullptr;                    // the arrays, or none (no -o)
     std::chrono::steady_clock::time_point t0;
-    std::vector<std::pair<size_t, double>> pushed;   // samples pushed in all, and when (s since t0)
+    std::deque<std::pair<size_t, double>> pushed;    // samples pushed in all, and when (s since t0), from
+                                                     // the push that ends the last window out
     double ended_s = -1;                     // when the input ended
     size_t window_end = 0;                   // samples up to the end of the last window out
     size_t n_windows = 0, n_rows = 0;
@@ -1833,9 +1834,8 @@ struct live_run {
     bool emit(const whisper_audio_rows & r) {
         const double t = now_s();
         window_end += r.samples;
-        auto it = std::lower_bound(pushed.begin(), pushed.end(), window_end,
-                                   [](const std::pair<size_t, double> & a, size_t v) { return a.first < v; });
-        double last_s = it != pushed.end() ? it->second : t;
+        while (pushed.size() > 1 && pushed.front().first < window_end) pushed.pop_front();   // of earlier windows
+        double last_s = pushed.front().first >= window_end ? pushed.front().second : t;
         if (ended_s >= 0 && window_end == pushed.back().first && r.samples < WHISPER_AUDIO_N_SAMPLES) last_s = ended_s;
         const double latency_ms = (t - last_s) * 1000.0;
         max_latency_ms = std::max(max_latency_ms, latency_ms);
