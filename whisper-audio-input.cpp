@@ -775,6 +775,7 @@ static const size_t WA_BLOCK_BYTES  = (size_t) 1 << 16;  // WAV bytes decoded pe
 static const int    WA_OGG_BLOCK    = 4096;              // Vorbis frames asked per block
 static const size_t WA_DEC_BLOCK    = 16384;             // floats per MP3/Opus read (interleaved)
 static const size_t WA_MP3_FEED     = 16384;             // bytes given to mpg123 at a time
+static const int    WA_FOLLOW_POLL_MS = 5;               // a followed file at its end: how often to look for more
 
 // The input, read through a buffer. Memory inputs are read in place.
 struct wa_reader {
@@ -788,7 +789,33 @@ struct wa_reader {
     int             err = 0;            // errno of a failed read
     bool            seekable = false;   // memory, or a regular file
     int64_t         size = -1;          // the input's size when known
+    bool            live = false;       // whisper_audio_stream_open_live: read what has arrived, never a whole buffer
+    int             follow_ms = 0;      // live: a file that grows; its end waits until it has not grown this long
 };
+
+// A live input's bytes (a pipe, a growing file) straight from its descriptor: a read returns what
+// has arrived (waiting only for the first byte of it), where fread would wait to fill the buffer.
+// A followed file's end is its end only once nothing has come for follow_ms.
+static void rd_read_live(wa_reader & r, size_t n) {
+    auto last_growth = std::chrono::steady_clock::now();
+    while (r.end - r.pos < n && !r.at_eof) {
+        const ssize_t k = read(fileno(r.f), r.buf.data() + r.end, r.buf.size() - r.end);
+        if (k > 0) {
+            r.end += (size_t) k;
+            last_growth = std::chrono::steady_clock::now();
+        } else if (k < 0 && errno == EINTR) {
+            continue;
+        } else if (k < 0) {
+            r.err = errno;
+            r.at_eof = true;
+        } else if (r.follow_ms > 0 &&
+                   std::chrono::steady_clock::now() - last_growth < std::chrono::milliseconds(r.follow_ms)) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(WA_FOLLOW_POLL_MS));
+        } else {
+            r.at_eof = true;
+        }
+    }
+}
 
 // Makes at least n unread bytes available where the input has them; returns how many are.
 static size_t rd_fill(wa_reader & r, size_t n) {
@@ -804,6 +831,10 @@ static size_t rd_fill(wa_reader & r, size_t n) {
     r.p = r.buf.data();
     r.pos = 0;
     r.end = have;
+    if (r.live) {
+        rd_read_live(r, n);
+        return r.end - r.pos;
+    }
     const size_t asked = r.buf.size() - r.end;
     const size_t got   = fread(r.buf.data() + r.end, 1, asked, r.f);
     r.end += got;
@@ -1009,7 +1040,8 @@ static bool wav_stream_open(whisper_audio_stream * s) {
             }
         } else if (wav_id(ck, "data")) {
             // a size of 0 or 0xFFFFFFFF (streaming writers, RF64): the samples run to the end
-            const bool to_end = ck_size == 0 || ck_size == 0xFFFFFFFFu;
+            // (a live input's too: its writer put the sizes there before it knew them)
+            const bool to_end = ck_size == 0 || ck_size == 0xFFFFFFFFu || r.live;
             if (have_fmt) {
                 if (!have_data) {
                     data_off  = r.off;
@@ -1092,7 +1124,8 @@ static int64_t wav_stream_block(whisper_audio_stream * s) {
     if (s->data_left != UINT64_MAX) want = std::min<uint64_t>(want, s->data_left / ba);
     if (want == 0) return 0;    // the data chunk is done (a trailing partial frame is dropped)
 
-    const size_t got = rd_fill(r, (size_t) want * ba);
+    // (a live input: what has arrived, a frame at least)
+    const size_t got = rd_fill(r, r.live ? (size_t) ba : (size_t) want * ba);
     const size_t n_frames = (size_t) std::min<uint64_t>(got / ba, want);
     if (r.err) {
         audio_fail(s->name.c_str(), "read error: %s", strerror(r.err));
@@ -1877,6 +1910,8 @@ static bool id3_open(whisper_audio_stream * s) {
 }
 
 // Finds the format, reads the headers and fills info. Takes s; NULL on error.
+static whisper_audio_stream * wa_stream_ready(whisper_audio_stream * s, whisper_audio_info * info);
+
 static whisper_audio_stream * wa_stream_start(whisper_audio_stream * s, whisper_audio_info * info) {
     const char * name = s->name.c_str();
     wa_reader & r = s->rd;
@@ -1900,7 +1935,11 @@ static whisper_audio_stream * wa_stream_start(whisper_audio_stream * s, whisper_
         wa_stream_free(s);
         return nullptr;
     }
+    return wa_stream_ready(s, info);
+}
 
+// A stream whose codec is open: its resampler, and info from its header.
+static whisper_audio_stream * wa_stream_ready(whisper_audio_stream * s, whisper_audio_info * info) {
     resample_init(s->rs, s->sample_rate, WHISPER_AUDIO_SAMPLE_RATE);
     if (info) {
         memset(info, 0, sizeof(*info));
@@ -1908,7 +1947,7 @@ static whisper_audio_stream * wa_stream_start(whisper_audio_stream * s, whisper_
         info->channels    = s->channels;
         if (s->codec == WA_CODEC_WAV) {
             info->bits_per_sample = (int) s->wav.bits;
-            snprintf(info->format, sizeof(info->format), "%s", wav_format_name(s->wav));
+            snprintf(info->format, sizeof(info->format), "%s", *s->format ? s->format : wav_format_name(s->wav));
             info->frames = wav_stream_frames(s);
         } else {
             // (-1 frames for Ogg Vorbis and Opus: they are read as streams, ogg_stream_open says why)
@@ -1951,6 +1990,83 @@ whisper_audio_stream * whisper_audio_stream_open(const char * path, whisper_audi
             r.size     = (int64_t) st.st_size;
         }
         return wa_stream_start(s, info);
+    } catch (const std::bad_alloc &) {
+        wa_set_error("%s: out of memory opening the stream", path);
+        return nullptr;
+    }
+}
+
+// Headerless PCM (raw: ffmpeg's -f name) through the WAV decoder: a header made from the
+// parameters, the samples running to the input's end.
+static whisper_audio_stream * wa_stream_start_raw(whisper_audio_stream * s, const whisper_audio_live_params & lp,
+                                                  whisper_audio_info * info) {
+    const bool f32 = strcmp(lp.raw, "f32le") == 0;
+    wav_header & h = s->wav;
+    h.enc         = f32 ? WAV_FLOAT32 : WAV_PCM_S16;
+    h.extensible  = false;
+    h.channels    = (uint32_t) (lp.raw_channels ? lp.raw_channels : 1);
+    h.sample_rate = (uint32_t) (lp.raw_rate ? lp.raw_rate : WHISPER_AUDIO_SAMPLE_RATE);
+    h.bits        = f32 ? 32 : 16;
+    h.block_align = h.channels * h.bits / 8;
+    h.data_offset = 0;
+    h.data_size   = 0;
+    s->row        = &WA_CODECS[0];
+    s->codec      = WA_CODEC_WAV;
+    s->format     = f32 ? "raw f32le" : "raw s16le";
+    s->data_left  = UINT64_MAX;
+    s->sample_rate = (int) h.sample_rate;
+    s->channels    = (int) h.channels;
+    return wa_stream_ready(s, info);
+}
+
+whisper_audio_live_params whisper_audio_live_default_params(void) {
+    whisper_audio_live_params p;
+    p.raw = nullptr;
+    p.raw_rate = 0;
+    p.raw_channels = 0;
+    p.follow_ms = 0;
+    return p;
+}
+
+whisper_audio_stream * whisper_audio_stream_open_live(const char * path, whisper_audio_live_params params,
+                                                      whisper_audio_info * info) {
+    if (info) memset(info, 0, sizeof(*info));
+    const char * func = "whisper_audio_stream_open_live";
+    if (!path) { wa_set_error("%s: invalid argument (path must not be NULL)", func); return nullptr; }
+    if (params.raw && strcmp(params.raw, "s16le") != 0 && strcmp(params.raw, "f32le") != 0) {
+        wa_set_error("%s: raw format '%s' is not s16le or f32le", func, params.raw);
+        return nullptr;
+    }
+    if (params.raw && ((params.raw_rate && (params.raw_rate < WHISPER_AUDIO_MIN_RATE || params.raw_rate > WHISPER_AUDIO_MAX_RATE)) ||
+                       params.raw_channels < 0 || params.raw_channels > 64)) {
+        wa_set_error("%s: raw PCM of %d Hz and %d channels: the rate must be %d to %d Hz (0: 16000), the channels 1 to 64 "
+                     "(0: 1)", func, params.raw_rate, params.raw_channels, WHISPER_AUDIO_MIN_RATE, WHISPER_AUDIO_MAX_RATE);
+        return nullptr;
+    }
+    if (params.follow_ms < 0) { wa_set_error("%s: follow_ms is %d; it must be 0 or more", func, params.follow_ms); return nullptr; }
+    const bool is_stdin = strcmp(path, "-") == 0;
+    if (params.follow_ms > 0 && is_stdin) {
+        wa_set_error("%s: follow_ms follows a file that grows; standard input ends when its writer closes it", func);
+        return nullptr;
+    }
+    try {
+        whisper_audio_stream * s = new whisper_audio_stream();
+        wa_reader & r = s->rd;
+        s->name = is_stdin ? "<stdin>" : path;
+        r.f = is_stdin ? stdin : fopen(path, "rb");
+        r.own_f = !is_stdin;
+        if (!r.f) {
+            const int e = errno;
+            audio_fail(path, "cannot open: %s", strerror(e));
+            delete s;
+            return nullptr;
+        }
+        r.live = true;                     // neither its size nor a seek: it is read front to back as it comes
+        r.follow_ms = params.follow_ms;
+        r.buf.resize(WA_READ_BUF);
+        r.p = r.buf.data();
+        if (!params.raw) return wa_stream_start(s, info);
+        return wa_stream_start_raw(s, params, info);
     } catch (const std::bad_alloc &) {
         wa_set_error("%s: out of memory opening the stream", path);
         return nullptr;
@@ -2021,10 +2137,12 @@ int64_t whisper_audio_stream_read(whisper_audio_stream * s, float * out, size_t 
         while (k < max) {
             // resampling: decode until the input covers every output asked for (or ends), so that
             // one resample_run makes them together, on every core
-            if (s->rs.copy || s->src_end || resample_covered(s->rs, s->hist_base + (int64_t) s->hist.size(), max - k)) {
+            // (a live input: the outputs that what has arrived covers, returned at once)
+            if (s->rs.copy || s->src_end || s->rd.live ||
+                resample_covered(s->rs, s->hist_base + (int64_t) s->hist.size(), max - k)) {
                 k += resample_run(s->rs, s->hist.data(), s->hist_base, (int64_t) s->hist.size(), s->src_end,
                                   out + k, max - k);
-                if (k == max || s->src_end) break;
+                if (k == max || s->src_end || (s->rd.live && k > 0)) break;
             }
 
             // drop the inputs that no later output reads, then decode the next block

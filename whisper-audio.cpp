@@ -1636,6 +1636,13 @@ bool whisper_audio_encode_mel_hidden_states(whisper_audio_encoder * enc, const f
 // it pools. The caller's thread hands the rows to on_rows in input order whenever it is inside
 // push, end_input or finish. Batches are cut the same way however many encoders there are, so
 // every encoder count gives the same rows.
+//
+// Streaming (params.stream) is the same path with batches of one window: a window goes to the
+// workers when its last sample is pushed, and its rows come out in the next push or poll. A
+// window's log-mel reads its own samples alone (its edges mirrored within it: log_mel_row over a
+// signal that starts at the window), and a CPU window's rows do not depend on the batch it runs in,
+// so they are the whole input's, bit for bit. Towers that hold their input (whole_signal) are
+// refused: pipeline_can_stream.
 
 struct wa_window {
     int64_t input, window;
@@ -2192,6 +2199,9 @@ static bool pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t 
         p->input_samples += n - used;
         n = used;
     }
+    // A causal tower (its frames depend on earlier audio alone) takes its step here when streaming:
+    // each push feeds its frames forward and its completed frames' tokens go out through on_rows.
+    // The windowed models below close a window (with stream, a batch of its own) as its last sample comes.
     const size_t W = wa_window_samples(p->tower);
     while (n > 0) {
         if (p->in_window == 0 && !pipeline_make_room(p, wa_full_frames(p->tower, p->encs[0]->hparams))) return false;
@@ -2433,6 +2443,20 @@ static const wa_tower * pipeline_tower(const whisper_audio_hparams & hp, const w
     return plain ? wa_tower_of(hp) : nullptr;
 }
 
+// Whether a pipeline of these parameters can stream (its windows' rows known as each window's last
+// sample comes); else false with the error saying why. A tower that takes one log-mel over its whole
+// input clamps every window by the whole input's max: no window is final before the input ends.
+static bool pipeline_can_stream(const whisper_audio_hparams & hp, const whisper_audio_encoder_params & ep,
+                                const whisper_audio_pipeline_params & pp, const char * func) {
+    const wa_tower * tw = pipeline_tower(hp, ep, pp);
+    if (tw && tw->whole_signal) {
+        wa_set_error("%s: %s's tokens cannot stream: its log-mel is one over the whole input, clamped by the whole "
+                     "input's max, so no window's tokens are known before the input ends", func, wa_projector_gguf(tw->type));
+        return false;
+    }
+    return true;
+}
+
 // The batch for n_windows windows known ahead, max_batch at most: as many batches as max_batch
 // needs, all of one size but the last, shorter by what the rounding leaves (120 windows at 32:
 // 4 x 30; 12 at 8: 2 x 6; 5 at 8: 1 x 5). A short last batch costs a whole one where a captured
@@ -2495,7 +2519,9 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
         return nullptr;
     }
     p->projector = e0->params.projector;
-    p->batch = whisper_audio_batch_for_windows(p->max_batch, params.n_windows);
+    if (params.stream && !pipeline_can_stream(hp, e0->params, params, func)) return nullptr;
+    // streaming: each window a batch of its own, handed to the workers as it closes
+    p->batch = params.stream ? 1 : whisper_audio_batch_for_windows(p->max_batch, params.n_windows);
     // the encoders' whole batch is the pipeline's while it holds them: the graphs kept (and, on
     // the GPU, tuned) are of the batches it runs (pipeline_free gives them max_batch back)
     for (whisper_audio_encoder * e : p->encs) e->params.max_batch = p->batch;
@@ -2558,6 +2584,7 @@ whisper_audio_pipeline_params whisper_audio_pipeline_default_params(void) {
     p.on_rows = nullptr;
     p.user = nullptr;
     p.n_windows = 0;
+    p.stream = false;
     return p;
 }
 
@@ -2736,6 +2763,16 @@ bool whisper_audio_rows_are_tokens(const whisper_audio_model * model, whisper_au
                                    whisper_audio_pipeline_params pp) {
     if (!model) { wa_set_error("%s: no model", __func__); return false; }
     return pipeline_tower(model->hparams, ep, pp) != nullptr;
+}
+
+bool whisper_audio_can_stream(const whisper_audio_model * model, whisper_audio_encoder_params ep,
+                              whisper_audio_pipeline_params pp) {
+    if (!model) { wa_set_error("%s: no model", __func__); return false; }
+    if (model->hparams.n_conv && !pipeline_tower(model->hparams, ep, pp)) {   // as pipeline_init refuses it
+        wa_set_error("%s: %s's tower gives its tokens alone: no Whisper windows of it", __func__, wa_projector_gguf(model->hparams.projector));
+        return false;
+    }
+    return pipeline_can_stream(model->hparams, ep, pp, __func__);
 }
 
 bool whisper_audio_pipeline_tokens(const whisper_audio_pipeline * p) { return p && p->tower; }

@@ -222,6 +222,26 @@ void    whisper_audio_stream_close(whisper_audio_stream * s);
 // all the same. Valid until the stream is closed.
 const char * whisper_audio_stream_warning(const whisper_audio_stream * s);
 
+// Live audio, as it is recorded: a pipe (ffmpeg's or arecord's output on standard input) or a file
+// that grows (tail -f). Each read returns the samples that have arrived, waiting only for the first
+// of them, never for max; the samples are those of the whole input decoded at once, bit for bit.
+// The format is found from the content (a WAV's data chunk runs to the input's end, whatever sizes
+// its header holds: a live writer puts them there before it knows them; an Ogg, FLAC or MP3 input
+// comes as its decoder reads it), or raw says it: headerless PCM, "s16le" or "f32le" (ffmpeg's -f
+// names), interleaved, of raw_rate Hz (0: 16000) and raw_channels (0: 1).
+typedef struct whisper_audio_live_params {
+    const char * raw;         // NULL, "s16le" or "f32le"
+    int raw_rate;
+    int raw_channels;
+    int follow_ms;            // > 0: path is a file that grows; at its end a read waits for more, and the
+                              // input ends once the file has not grown for follow_ms (0: it ends at its end)
+} whisper_audio_live_params;
+whisper_audio_live_params whisper_audio_live_default_params(void);
+// path "-": standard input (follow_ms must be 0: a pipe ends when its writer closes it).
+// info->frames is -1 (a live input's length is not known ahead).
+whisper_audio_stream * whisper_audio_stream_open_live(const char * path, whisper_audio_live_params params,
+                                                      whisper_audio_info * info);
+
 // Many inputs decoded ahead of the caller, for corpora: n_workers threads decode the files
 // (several at once, each one start to end through a stream, a long PCM WAV or native FLAC
 // file in 65 s segments on several workers; "-": standard input) into
@@ -419,6 +439,12 @@ typedef struct whisper_audio_pipeline_params {
                                 // go as 4 x 30, not 3 x 32 and a last 24, which on the GPU runs as a
                                 // graph of 32: a captured graph has one shape), and the buffers and
                                 // graphs are of that batch. A wrong count costs speed, never rows
+    bool stream;                // live audio: each window goes to an encoder alone the moment its last
+                                // sample is pushed (or its input ends), never waiting for a batch to
+                                // fill, and its rows come through on_rows in the next push or poll
+                                // (n_windows is ignored). The rows are those of the same audio pushed
+                                // at once (bit for bit on the CPU). A model whose windows depend on
+                                // later audio is refused at init: whisper_audio_can_stream
 } whisper_audio_pipeline_params;
 
 typedef struct whisper_audio_pipeline whisper_audio_pipeline;
@@ -460,6 +486,15 @@ int64_t whisper_audio_pipeline_poll(whisper_audio_pipeline * p, int timeout_ms);
 bool whisper_audio_pipeline_cancel_input(whisper_audio_pipeline * p, int64_t input);
 // Stops the workers (queued windows are dropped) and releases the encoders.
 void whisper_audio_pipeline_free(whisper_audio_pipeline * p);
+// Whether a pipeline of these parameters over this model can stream (params.stream): every
+// Whisper-class model whose windows hold their own audio alone (Whisper's 30 s windows, and the
+// towers that cut windows with their own log-mel: Qwen2-Audio, Audio Flamingo 3, Music Flamingo,
+// GLM-ASR, Qwen2.5-Omni, MiniCPM-o, Kimi-Audio, Step-Audio 2, MERaLiON-2). A tower whose tokens take
+// one log-mel over the whole input (Voxtral, Ultravox, Qwen3-Omni, Qwen3-ASR: its dynamic-range clamp
+// is the whole input's max, so no window's tokens are known before the input ends) cannot: false,
+// with the error saying why.
+bool whisper_audio_can_stream(const whisper_audio_model * model, whisper_audio_encoder_params ep,
+                              whisper_audio_pipeline_params pp);
 // Whether the pipeline's rows are a tower's tokens, and a row's width (n_state, or token_dim).
 bool whisper_audio_pipeline_tokens(const whisper_audio_pipeline * p);
 int  whisper_audio_pipeline_row_width(const whisper_audio_pipeline * p);

@@ -111,6 +111,9 @@ struct params {
     int progress = -1;            // -1: on a terminal only; 0: --no-progress; 1: --progress (lines on a pipe too)
     bool keep_going = false;      // a file that fails is reported and skipped (exit 3)
     bool keep_ext = false;        // -o DIR/: DIR/x.wav.npy, not DIR/x.npy
+    bool stream = false;          // --stream: one live input, each window's rows written as they come
+    std::string raw;              // --raw: headerless 16 kHz mono PCM, s16le or f32le
+    int follow_ms = 0;            // --follow: the input is a file that grows; it ends after this long unchanged
 };
 
 // More inputs than this: one line for all of them, not one each (-v lists each).
@@ -187,6 +190,15 @@ static void print_usage(const char * argv0) {
             "  --progress           the progress line on a pipe or a log too: a line every 10 s\n"
             "  -q, --quiet          errors only: no notes, warnings, progress or summary (--json still prints)\n"
             "  -v, --verbose        a line per input even for more than %d inputs\n"
+            "  --stream             live audio: one input (-f - or a file) read as it arrives, each window's rows\n"
+            "                       written as it completes (within a forward of its last sample): -o gets one\n"
+            "                       .npy array [n_rows, d] per window, appended and flushed (read them with\n"
+            "                       np.load(f) in a loop), --json a line per window; refused for a model whose\n"
+            "                       windows depend on later audio (voxtral, ultravox, qwen3a, qwen3asr)\n"
+            "  --raw F              with --stream: the input is headerless 16 kHz mono PCM, s16le or f32le\n"
+            "                       (ffmpeg -f s16le -ac 1 -ar 16000 -), not audio found by content\n"
+            "  --follow S           --stream of a file that grows (tail -f): at its end wait for more; it ends\n"
+            "                       once the file has not grown for S seconds\n"
             "  --save-gguf OUT      write the model (any of -m's formats) as our GGUF, what\n"
             "                       convert/convert-hf-to-gguf.py writes, and exit: its matrices as loaded\n"
             "                       (q8_0/q5/q4 blocks kept), so it gives the same output, bit for bit\n"
@@ -257,7 +269,10 @@ static bool parse_device(const char * v, params & p) {
 
 // The options that take no value (each --opt=value form is refused for them).
 static const char * const FLAGS[] = {"-h", "--help", "--version", "--no-progress", "--progress", "--no-final-ln", "--no-pad",
-                                     "--no-projector", "--json", "--keep-going", "--keep-ext", "-q", "--quiet", "-v", "--verbose"};
+                                     "--no-projector", "--json", "--keep-going", "--keep-ext", "-q", "--quiet", "-v", "--verbose",
+                                     "--stream"};
+
+static bool is_dir_output(const std::string & p);
 
 // Returns 0 to go on, 1 after -h or --version, -1 on a bad argument (message printed).
 // Options take their value as the next argument or as --opt=value; an argument that is not
@@ -301,6 +316,19 @@ static int parse_args(int argc, char ** argv, params & p) {
         else if (arg == "--json") p.json = true;
         else if (arg == "--keep-going") p.keep_going = true;
         else if (arg == "--keep-ext") p.keep_ext = true;
+        else if (arg == "--stream") p.stream = true;
+        else if (arg == "--raw") { if (!choice(p.raw, {"s16le", "f32le"})) return -1; }
+        else if (arg == "--follow") {
+            if (!value()) return -1;
+            char * end = nullptr;
+            const double sec = strtod(v, &end);
+            if (end == v || *end || !(sec >= 0.01 && sec <= 86400)) {
+                print_error("bad value '%s' for --follow: seconds the file may stay unchanged, 0.01 to 86400\n", v);
+                return -1;
+            }
+            p.follow_ms = (int)lround(sec * 1000.0);
+            p.stream = true;
+        }
         else if (arg == "-q" || arg == "--quiet") g_verbosity = 0;
         else if (arg == "-v" || arg == "--verbose") g_verbosity = 2;
         else if (arg == "-m" || arg == "--model") { if (!value()) return -1; p.model = v; }
@@ -334,6 +362,18 @@ static int parse_args(int argc, char ** argv, params & p) {
     }
     if (!p.save_gguf.empty()) return 0;
     if (p.files.empty()) { print_error("no audio file given (-f AUDIO, or AUDIO after the options)\n"); print_usage(argv[0]); return -1; }
+    if (!p.raw.empty() && !p.stream) {
+        print_error("--raw reads headerless PCM as it comes: add --stream\n");
+        return -1;
+    }
+    if (p.stream) {
+        const char * why = p.files.size() != 1 ? "one input (standard input '-' or a file)"
+                         : !p.png.empty() ? "no --png" : p.keep_going ? "no --keep-going" : !p.lists.empty() ? "no --list"
+                         : is_dir_output(p.output) ? "-o a file or '-', not a directory"
+                         : p.follow_ms > 0 && p.files[0] == "-" ? "--follow of a file: standard input ends when its writer closes it"
+                         : nullptr;
+        if (why) { print_error("--stream%s takes %s\n", p.follow_ms > 0 ? " (--follow)" : "", why); return -1; }
+    }
     // -o naming the file that is already standard output (/dev/stdout, /proc/self/fd/1) is -o -:
     // the array alone goes there, the summary to stderr
     struct stat out_st, fd1_st;
@@ -1558,6 +1598,42 @@ static void print_summary(const job & j, FILE * human, double load_ms, double in
 }
 
 // Everything after the command line; returns the exit code.
+// The encoder's parameters from the command line (max_batch: -b, evened out by the pipeline
+// when the lengths are known).
+static whisper_audio_encoder_params encoder_params_of(const params & p) {
+    whisper_audio_encoder_params ep = whisper_audio_encoder_default_params();
+    ep.device = p.device == "cpu" ? WHISPER_AUDIO_DEVICE_CPU : p.device == "cuda" ? WHISPER_AUDIO_DEVICE_CUDA
+                                                                                     : WHISPER_AUDIO_DEVICE_AUTO;
+    ep.dtype = p.dtype == "fp8" ? WHISPER_AUDIO_DTYPE_FP8 : p.dtype == "bf16" ? WHISPER_AUDIO_DTYPE_BF16 : WHISPER_AUDIO_DTYPE_F16;
+    if (p.n_threads > 0) ep.n_threads = p.n_threads;
+    ep.max_batch = p.batch;
+    ep.output_layer = p.layer;
+    ep.final_ln = p.final_ln;
+    ep.projector = p.projector;
+    return ep;
+}
+
+// One encoder per GPU asked for (cuda:0,1 or cuda:all), else one; false with the message printed.
+static bool make_encoders(const params & p, whisper_audio_model * model, std::vector<whisper_audio_encoder *> & encs,
+                          std::vector<int> & gpus) {
+    whisper_audio_encoder_params ep = encoder_params_of(p);
+    gpus = p.gpus;
+    if (p.all_gpus) {
+        for (int g = 0; g < whisper_audio_cuda_device_count(); g++) gpus.push_back(g);
+        if (gpus.empty()) { print_error("--device cuda:all: no CUDA device\n"); return false; }
+    }
+    if (gpus.empty()) gpus.push_back(0);
+    for (size_t i = 0; i < gpus.size(); i++) {
+        ep.gpu_device = gpus[i];
+        whisper_audio_encoder * e = whisper_audio_encoder_init(model, ep);
+        if (!e) { print_error("%s\n", whisper_audio_last_error()); return false; }
+        encs.push_back(e);
+    }
+    return true;
+}
+
+static int run_stream(const params & p, whisper_audio_model * model);
+
 static int run_main(const params & p) {
     FILE * human = p.json || p.output == "-" ? stderr : stdout;   // stdout carries only the JSON or the array
     const auto t_start = std::chrono::steady_clock::now();
@@ -1614,6 +1690,11 @@ static int run_main(const params & p) {
         note("main: an audio-LLM tower (%s): %s, %d wide\n", whisper_audio_projector_name(hp.projector),
                 p.projector ? "the tokens it feeds its LLM" : "the tower's own output", whisper_audio_token_dim(model, p.projector));
     }
+    if (p.stream) {
+        const int status = run_stream(p, model);
+        whisper_audio_model_free(model);
+        return status;
+    }
 
     if ((p.no_pad || j.tokens) && !p.output.empty() && !is_dir_output(p.output) && p.files.size() > 1) {
         print_error("%s makes one array per input: with %zu inputs, give -o a directory (ending in '/')\n",
@@ -1647,38 +1728,18 @@ static int run_main(const params & p) {
     ok = ok && j.open_outputs();
 
     // encoder: batches no larger than the work present
-    whisper_audio_encoder_params ep = whisper_audio_encoder_default_params();
     double init_ms = 0.0;
     if (ok) {
-        ep.device = p.device == "cpu" ? WHISPER_AUDIO_DEVICE_CPU : p.device == "cuda" ? WHISPER_AUDIO_DEVICE_CUDA
-                                                                                         : WHISPER_AUDIO_DEVICE_AUTO;
-        ep.dtype = p.dtype == "fp8" ? WHISPER_AUDIO_DTYPE_FP8 : p.dtype == "bf16" ? WHISPER_AUDIO_DTYPE_BF16 : WHISPER_AUDIO_DTYPE_F16;
-        if (p.n_threads > 0) ep.n_threads = p.n_threads;
-        ep.max_batch = p.batch;                    // evened out by the pipeline (j.start) when the lengths are known
-        ep.output_layer = p.layer;
-        ep.final_ln = p.final_ln;
-        // one encoder per GPU asked for (cuda:0,1 or cuda:all), else one
-        std::vector<int> gpus = p.gpus;
-        if (p.all_gpus) {
-            for (int g = 0; g < whisper_audio_cuda_device_count(); g++) gpus.push_back(g);
-            if (gpus.empty()) { print_error("--device cuda:all: no CUDA device\n"); ok = false; }
-        }
-        if (gpus.empty()) gpus.push_back(0);
-        ep.projector = p.projector;
+        std::vector<int> gpus;
         t0 = std::chrono::steady_clock::now();
-        for (size_t i = 0; ok && i < gpus.size(); i++) {
-            ep.gpu_device = gpus[i];
-            whisper_audio_encoder * e = whisper_audio_encoder_init(model, ep);
-            if (!e) { print_error("%s\n", whisper_audio_last_error()); ok = false; break; }
-            j.encs.push_back(e);
-        }
+        ok = make_encoders(p, model, j.encs, gpus);
         const auto t_pipe = std::chrono::steady_clock::now();
         ok = ok && j.start();                      // the pipeline: its buffers, its graphs captured
         j.pipeline_ms = ms_since(t_pipe) - j.png_ms;   // a pooled run's PNG (drawn in start): its own figure
         init_ms = ms_since(t0) - j.png_ms;          // a pooled run's PNG encodes its window: not init
         for (whisper_audio_encoder * e : j.encs) whisper_audio_encoder_reset_timings(e);   // nor the run's encode
         // what runs, not what was asked: threads as the encoder capped them, f32 on the CPU
-        j.n_threads = ok ? whisper_audio_encoder_n_threads(j.encs[0]) : ep.n_threads;
+        j.n_threads = ok ? whisper_audio_encoder_n_threads(j.encs[0]) : encoder_params_of(p).n_threads;
         j.dtype = ok && strcmp(whisper_audio_encoder_backend(j.encs[0]), "cpu") == 0 ? whisper_audio_encoder_dtype(j.encs[0]) : p.dtype;
         const int batch = whisper_audio_pipeline_batch(j.pipe);   // what runs: the -b, evened out
         if (ok && strcmp(whisper_audio_encoder_backend(j.encs[0]), "cpu") == 0) {
@@ -1710,6 +1771,216 @@ static int run_main(const params & p) {
     for (whisper_audio_encoder * e : j.encs) whisper_audio_encoder_free(e);
     whisper_audio_model_free(model);
     return !ok ? 1 : j.n_failed ? 3 : 0;
+}
+
+// =====================================================================================
+// --stream: one live input, each window's rows out as it completes
+// =====================================================================================
+//
+// A reader thread decodes the input as it arrives (whisper_audio_stream_open_live: a pipe, raw
+// PCM, a file that grows) into a queue; this thread pushes what is there into a streaming
+// pipeline and, while nothing is, polls it, so that a window's rows are written within a poll
+// (5 ms) of their forward. Each window goes out as its own .npy array [n_rows, n_state] (f32 or
+// f16), appended to the output and flushed: a .npy cannot grow after its header, a concatenation
+// of them can, and numpy reads one array per np.load(f) call from an open file. --json prints a
+// line per window (JSON Lines) as it comes.
+
+// The decoded samples between the reader thread and the pipeline, at most LIVE_QUEUE_MAX of them
+// waiting (the reader waits beyond that: an input faster than the encoder is held back).
+struct live_queue {
+    static const size_t LIVE_QUEUE_MAX = (size_t)60 * WHISPER_AUDIO_SAMPLE_RATE;
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<float> samples;
+    bool ended = false, stop = false;
+    std::string error;                       // the reader's, when it failed
+};
+
+static void live_read(whisper_audio_stream * s, live_queue * q) {
+    std::vector<float> buf(1 << 14);
+    for (;;) {
+        const int64_t n = whisper_audio_stream_read(s, buf.data(), buf.size());
+        std::unique_lock<std::mutex> lock(q->mu);
+        if (n <= 0) {
+            if (n < 0) q->error = whisper_audio_last_error();
+            q->ended = true;
+            q->cv.notify_all();
+            return;
+        }
+        q->cv.wait(lock, [&] { return q->samples.size() < live_queue::LIVE_QUEUE_MAX || q->stop; });
+        if (q->stop) return;
+        q->samples.insert(q->samples.end(), buf.begin(), buf.begin() + n);
+        q->cv.notify_all();
+    }
+}
+
+struct live_run {
+    const params & p;
+    FILE * out = nullptr;                    // the arrays, or none (no -o)
+    std::chrono::steady_clock::time_point t0;
+    std::deque<std::pair<size_t, double>> pushed;    // samples pushed in all, and when (s since t0), from
+                                                     // the push that ends the last window out
+    double ended_s = -1;                     // when the input ended
+    size_t window_end = 0;                   // samples up to the end of the last window out
+    size_t n_windows = 0, n_rows = 0;
+    double max_latency_ms = 0;
+    bool failed = false;
+
+    explicit live_run(const params & p_) : p(p_) {}
+    double now_s() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+
+    // A window's rows: its array out, flushed; its line. The latency: from the push that carried its
+    // last sample to now (from the input's end for a window that ends there: a short last one).
+    bool emit(const whisper_audio_rows & r) {
+        const double t = now_s();
+        window_end += r.samples;
+        while (pushed.size() > 1 && pushed.front().first < window_end) pushed.pop_front();   // of earlier windows
+        double last_s = pushed.front().first >= window_end ? pushed.front().second : t;
+        if (ended_s >= 0 && window_end == pushed.back().first && r.samples < WHISPER_AUDIO_N_SAMPLES) last_s = ended_s;
+        const double latency_ms = (t - last_s) * 1000.0;
+        max_latency_ms = std::max(max_latency_ms, latency_ms);
+        if (out) {
+            const std::string h = npy_header({(size_t)r.n_rows, (size_t)r.n_state}, r.f16);
+            const size_t n = (size_t)r.n_rows * r.n_state;
+            if (fwrite(h.data(), 1, h.size(), out) != h.size() || fwrite(r.data, r.f16 ? 2 : 4, n, out) != n || fflush(out) != 0) {
+                print_error("writing '%s' failed: %s\n", p.output.c_str(), strerror(errno));
+                return false;
+            }
+        }
+        n_windows++;
+        n_rows += (size_t)r.n_rows;
+        if (p.json) {
+            printf("{\"window\": %lld, \"samples\": %zu, \"audio_positions\": %d, \"rows\": %d, \"width\": %d, \"end_s\": %.3f, "
+                   "\"latency_ms\": %.3f}\n", (long long)r.window, r.samples, r.audio_positions, r.n_rows, r.n_state,
+                   (double)window_end / WHISPER_AUDIO_SAMPLE_RATE, latency_ms);
+            fflush(stdout);
+        }
+        note("main: window %lld (to %.3f s of audio): %d rows, %.1f ms after its last sample\n", (long long)r.window,
+             (double)window_end / WHISPER_AUDIO_SAMPLE_RATE, r.n_rows, latency_ms);
+        return true;
+    }
+};
+
+static int run_stream(const params & p, whisper_audio_model * model) {
+    whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
+    pp.pool = p.pool_mean ? WHISPER_AUDIO_POOL_MEAN : WHISPER_AUDIO_POOL_NONE;
+    pp.no_pad = p.no_pad;
+    pp.f16 = p.outtype == "f16";
+    pp.stream = true;
+    if (!whisper_audio_can_stream(model, encoder_params_of(p), pp)) {
+        print_error("--stream: %s\n", whisper_audio_last_error());
+        return 2;
+    }
+    live_run lr(p);
+    pp.user = &lr;
+    pp.on_rows = [](const whisper_audio_rows * r, void * user) {
+        live_run * x = (live_run *)user;
+        x->failed = !x->emit(*r);
+        return !x->failed;
+    };
+    whisper_audio_live_params lp = whisper_audio_live_default_params();
+    lp.raw = p.raw.empty() ? nullptr : p.raw.c_str();
+    lp.follow_ms = p.follow_ms;
+    std::vector<whisper_audio_encoder *> encs;
+    std::vector<int> gpus;
+    whisper_audio_pipeline * pipe = nullptr;
+    whisper_audio_stream * s = nullptr;
+    live_queue q;
+    std::thread reader;
+    bool ok = make_encoders(p, model, encs, gpus);
+    if (ok && !(pipe = whisper_audio_pipeline_init(encs.data(), (int)encs.size(), pp))) {
+        print_error("starting the encoders: %s\n", whisper_audio_last_error());
+        ok = false;
+    }
+    if (ok) note("main: streaming on %s, each window as its last sample comes\n", whisper_audio_encoder_backend(encs[0]));
+    for (whisper_audio_encoder * e : encs) whisper_audio_encoder_reset_timings(e);   // the run's windows alone
+    if (ok && !p.output.empty()) {       // written in place as it grows: a reader follows it
+        lr.out = p.output == "-" ? stdout : fopen(p.output.c_str(), "wb");
+        if (!lr.out) { print_error("cannot write '%s': %s\n", p.output.c_str(), strerror(errno)); ok = false; }
+    }
+    whisper_audio_info info;
+    if (ok && !(s = whisper_audio_stream_open_live(p.files[0].c_str(), lp, &info))) {
+        print_error("%s\n", whisper_audio_last_error());
+        ok = false;
+    }
+    if (ok) {
+        note("main: '%s': %s, %d Hz, %d channel%s, live%s\n", p.files[0].c_str(), info.format, info.sample_rate, info.channels,
+             info.channels == 1 ? "" : "s", p.follow_ms > 0 ? " (followed until it stops growing)" : "");
+        lr.t0 = std::chrono::steady_clock::now();
+        reader = std::thread(live_read, s, &q);
+    }
+    size_t total = 0;
+    std::vector<float> got;
+    while (ok) {
+        bool ended;
+        {
+            std::unique_lock<std::mutex> lock(q.mu);
+            got.swap(q.samples);
+            q.samples.clear();
+            ended = q.ended;
+            q.cv.notify_all();
+        }
+        if (!got.empty()) {
+            lr.pushed.push_back({total + got.size(), lr.now_s()});
+            if (!whisper_audio_pipeline_push(pipe, got.data(), got.size())) {
+                if (!lr.failed) print_error("%s: %s\n", p.files[0].c_str(), whisper_audio_last_error());
+                ok = false;
+            }
+            total += got.size();
+            continue;
+        }
+        if (ended) break;
+        if (whisper_audio_pipeline_poll(pipe, 5) < 0) {      // the rows that are ready, while the input waits
+            if (!lr.failed) print_error("%s\n", whisper_audio_last_error());
+            ok = false;
+        }
+    }
+    if (reader.joinable()) {
+        bool ended;
+        {
+            std::lock_guard<std::mutex> lock(q.mu);
+            q.stop = true;
+            ended = q.ended;
+            q.cv.notify_all();
+        }
+        // stopped by an error while the input goes on: the reader may wait in a read of it for
+        // good; the process ends with it (and its stream) left as they are
+        if (ended) reader.join();
+        else { reader.detach(); s = nullptr; }
+    }
+    if (ok && !q.error.empty()) { print_error("%s\n", q.error.c_str()); ok = false; }
+    if (ok && total == 0) { print_error("%s: no audio samples\n", p.files[0].c_str()); ok = false; }
+    if (ok) {
+        lr.ended_s = lr.now_s();
+        ok = whisper_audio_pipeline_end_input(pipe) && whisper_audio_pipeline_finish(pipe);
+        if (!ok && !lr.failed) print_error("%s: %s\n", p.files[0].c_str(), whisper_audio_last_error());
+    }
+    if (ok) {
+        // a window's forward (its log-mel and encoder, download and pooling), the mean over the windows
+        double busy_ms = 0;
+        int64_t encoded = 0;
+        for (whisper_audio_encoder * e : encs) {
+            const whisper_audio_timings t = whisper_audio_encoder_timings(e);
+            busy_ms += t.mel_ms + t.encode_ms;
+            encoded += t.n_windows;
+        }
+        const double forward_ms = encoded ? busy_ms / encoded : 0.0;
+        note("main: %.3f s of audio, %zu windows, %zu rows; the slowest window %.1f ms after its last sample (a forward: "
+             "%.1f ms)\n", (double)total / WHISPER_AUDIO_SAMPLE_RATE, lr.n_windows, lr.n_rows, lr.max_latency_ms, forward_ms);
+        if (p.json) {
+            printf("{\"done\": true, \"samples\": %zu, \"windows\": %zu, \"rows\": %zu, \"max_latency_ms\": %.3f, "
+                   "\"forward_ms\": %.3f}\n", total, lr.n_windows, lr.n_rows, lr.max_latency_ms, forward_ms);
+            g_json_printed = true;
+        }
+    }
+    if (lr.out && lr.out != stdout && fclose(lr.out) != 0 && ok) {
+        print_error("writing '%s' failed: %s\n", p.output.c_str(), strerror(errno));
+        ok = false;
+    }
+    whisper_audio_stream_close(s);
+    whisper_audio_pipeline_free(pipe);
+    for (whisper_audio_encoder * e : encs) whisper_audio_encoder_free(e);
+    return ok ? 0 : 1;
 }
 
 int main(int argc, char ** argv) {

@@ -75,6 +75,7 @@ struct server_params {
     int timeout_s = 30;           // a request's read (whole body) and write limits
     int head_timeout_s = 10;      // a request's head (request line and headers), whole
     int min_body_rate_kb = 16;    // KB/s a body must keep up after its first 5 s (0: no minimum)
+    int max_streams = 2;          // live streams at once (each its own encoder)
     std::string api_key;
 };
 
@@ -84,6 +85,8 @@ static void print_usage(const char * argv0) {
             "\n"
             "Serves Whisper encoder embeddings (or an audio-LLM tower's tokens) over HTTP:\n"
             "  POST /v1/audio/embeddings   audio as the body, multipart file=, or JSON {\"input\": \"<base64>\"}\n"
+            "  POST /v1/audio/embeddings/stream   live audio as a (chunked) body: each window's rows as a JSON\n"
+            "                              line as soon as its last sample is in (?format=s16le|f32le: raw PCM)\n"
             "  GET  /health, /v1/models, /metrics\n"
             "\n"
             "options:\n"
@@ -109,6 +112,8 @@ static void print_usage(const char * argv0) {
             "  --max-queue N         requests waiting to be encoded; beyond it 503 (default: 256)\n"
             "  --max-inputs N        inputs in one request (default: 64)\n"
             "  --max-pipelines N     option sets served at once, each with its own encoder (default: 4)\n"
+            "  --max-streams N       live streams (POST /v1/audio/embeddings/stream) at once, each with its\n"
+            "                        own encoder (default: 2; beyond it 503)\n"
             "  --timeout N           seconds a client has to send its request body, and each write (default: 30)\n"
             "  --head-timeout N      seconds a client has to send a request's head, whole (default: 10; then 408)\n"
             "  --min-body-rate N     KB/s a request body must keep up after its first 5 s (default: 16; 0: none)\n"
@@ -175,6 +180,7 @@ static int parse_args(int argc, char ** argv, server_params & p) {
         else if (arg == "--max-queue") ok = number(1, 1 << 20, &p.max_queue);
         else if (arg == "--max-inputs") ok = number(1, 1 << 16, &p.max_inputs);
         else if (arg == "--max-pipelines") ok = number(1, 64, &p.max_pipelines);
+        else if (arg == "--max-streams") ok = number(1, 64, &p.max_streams);
         else if (arg == "--timeout") ok = number(1, 3600, &p.timeout_s);
         else if (arg == "--head-timeout") ok = number(1, 3600, &p.head_timeout_s);
         else if (arg == "--min-body-rate") ok = number(0, 1 << 20, &p.min_body_rate_kb);
@@ -1587,6 +1593,229 @@ struct server {
         in_flight--;
     }
 
+    // ---- POST /v1/audio/embeddings/stream ---------------------------------------------------
+    //
+    // A live input: the body (chunked, or of a length) is raw PCM (?format=s16le or f32le: 16 kHz
+    // mono) or audio found by content (a WAV stream), decoded as it comes by the library's live
+    // stream (whisper_audio_stream_open_live, reading a pipe that the body is written into), into a
+    // streaming pipeline of the stream's own encoder. The answer is chunked JSON Lines
+    // (application/x-ndjson), sent while the body still comes: a line per window as soon as its rows
+    // are out, its rows base64 (f32, or f16 with outtype f16), then a last line {"object": "done"},
+    // or {"error": {...}} when the stream fails after its status was sent (a limit, bad audio).
+    // Limits: --max-streams at once (503), --max-body-mb of body and --max-audio-s of audio (the
+    // stream stops there with an error line), --min-body-rate, and --max-audio-s + --timeout for the
+    // whole body in place of --timeout (a live body lasts as long as its audio).
+    std::atomic<int> streams{0};
+
+    struct live_stream {
+        whisper_audio_encoder * enc = nullptr;
+        whisper_audio_pipeline * pipe = nullptr;
+        whisper_audio_live_params lp = whisper_audio_live_default_params();
+        std::string raw;
+        httplib::DataSink * sink = nullptr;
+        size_t window_end = 0, windows = 0;
+        bool write_failed = false;
+        ~live_stream() {
+            whisper_audio_pipeline_free(pipe);
+            whisper_audio_encoder_free(enc);
+        }
+        bool write_line(const std::string & line) {
+            write_failed = write_failed || !sink->write(line.data(), line.size());
+            return !write_failed;
+        }
+        static bool on_rows(const whisper_audio_rows * r, void * user) {
+            live_stream * ls = (live_stream *)user;
+            ls->window_end += r->samples;
+            ls->windows++;
+            std::string line = "{\"object\": \"embedding.window\", \"window\": " + std::to_string(r->window) +
+                               ", \"samples\": " + std::to_string(r->samples) + ", \"end_s\": " +
+                               std::to_string((double)ls->window_end / WHISPER_AUDIO_SAMPLE_RATE) +
+                               ", \"audio_positions\": " + std::to_string(r->audio_positions) + ", \"shape\": [" +
+                               std::to_string(r->n_rows) + ", " + std::to_string(r->n_state) + "], \"dtype\": \"" +
+                               (r->f16 ? "float16" : "float32") + "\", \"embedding\": \"";
+            base64_encode((const uint8_t *)r->data, (size_t)r->n_rows * r->n_state * (r->f16 ? 2 : 4), line);
+            line += "\"}\n";
+            return ls->write_line(line);
+        }
+    };
+
+    void stream_embeddings(const httplib::Request & req, httplib::Response & res, const httplib::ContentReader & reader) {
+        m.requests++;
+        bool counted = false;
+        try {
+            if (stopping) throw http_error{503, "the server is shutting down"};
+            if (!ready) throw http_error{503, "the model is loading"};
+            options o;
+            std::string fmt = "base64", err;
+            auto ls = std::make_shared<live_stream>();
+            for (const auto & q : req.params) {
+                if (q.first == "format") {
+                    if (q.second != "s16le" && q.second != "f32le")
+                        throw http_error{400, "'format' must be s16le or f32le (raw 16 kHz mono PCM), or left out (found by content)"};
+                    ls->raw = q.second;
+                    continue;
+                }
+                if (!set_option(o, fmt, q.first, json_string(q.second), err)) throw http_error{400, err};
+            }
+            if (fmt != "base64") throw http_error{400, "a stream's rows come as base64 (encoding_format base64)"};
+            const std::string bad = check_options(o, *whisper_audio_model_hparams(model));
+            if (!bad.empty()) throw http_error{400, bad};
+            whisper_audio_pipeline_params pp = dispatcher::pipeline_params(o);
+            pp.stream = true;
+            const whisper_audio_encoder_params ep = disp->encoder_params(o, sp.gpus.empty() ? 0 : sp.gpus[0]);
+            if (!whisper_audio_can_stream(model, ep, pp)) throw http_error{400, whisper_audio_last_error()};
+            if (streams.fetch_add(1) >= sp.max_streams) {
+                streams--;
+                res.set_header("Retry-After", "1");
+                throw http_error{503, "--max-streams " + std::to_string(sp.max_streams) + " live streams run already; retry later"};
+            }
+            counted = true;
+            if (!(ls->enc = whisper_audio_encoder_init(model, ep))) throw http_error{500, whisper_audio_last_error()};
+            pp.on_rows = live_stream::on_rows;
+            pp.user = ls.get();
+            if (!(ls->pipe = whisper_audio_pipeline_init(&ls->enc, 1, pp))) throw http_error{500, whisper_audio_last_error()};
+            ls->lp.raw = ls->raw.empty() ? nullptr : ls->raw.c_str();
+            if (t_stream) t_stream->body_timeout_s = (double)sp.max_audio_s + sp.timeout_s;
+            counted = false;                  // the provider's releaser gives the slot back
+            res.set_chunked_content_provider("application/x-ndjson",
+                [this, ls, reader](size_t, httplib::DataSink & sink) {
+                    ls->sink = &sink;
+                    run_live(*ls, reader);
+                    sink.done();
+                    return true;
+                },
+                [this](bool) { streams--; });
+        } catch (const http_error & e) {
+            if (counted) streams--;
+            m.requests_failed++;
+            set_error(res, e.status, e.message);
+        } catch (const std::bad_alloc &) {
+            if (counted) streams--;
+            m.requests_failed++;
+            set_error(res, 500, "out of memory");
+        }
+    }
+
+    // Three threads: this one writes the body into a pipe as it comes; a decoder reads the pipe
+    // (the library's live stream) into a queue; a feeder pushes the queue into the pipeline and,
+    // while nothing is there, polls it (5 ms), so that a window's rows go out within a poll of their
+    // forward whether or not more body comes. A failure ends the stream with an error line.
+    void run_live(live_stream & ls, const httplib::ContentReader & reader) {
+        int fds[2];
+        if (pipe(fds) != 0) { ls.write_line(error_json(500, std::string("pipe: ") + strerror(errno))); return; }
+        std::mutex mu;
+        std::condition_variable cv;
+        std::vector<float> queued;
+        bool decoded = false;                 // the decoder is done (the input's end, or its error)
+        std::atomic<bool> stop{false};        // the feeder failed: the body is not read further
+        std::string decode_error, failure;    // failure: a limit or the pipeline, the error line's message
+        int failure_status = 400;
+        bool at_limit = false;                // the audio reached --max-audio-s: what came before it is encoded
+        const size_t audio_max = (size_t)sp.max_audio_s * WHISPER_AUDIO_SAMPLE_RATE;
+        const std::string path = "/dev/fd/" + std::to_string(fds[0]);
+        std::thread decoder([&] {
+            whisper_audio_info info;
+            whisper_audio_stream * st = whisper_audio_stream_open_live(path.c_str(), ls.lp, &info);
+            std::vector<float> buf(1 << 14);
+            int64_t n = st ? 0 : -1;
+            while (st && !stop && (n = whisper_audio_stream_read(st, buf.data(), buf.size())) > 0) {
+                std::lock_guard<std::mutex> lock(mu);
+                queued.insert(queued.end(), buf.begin(), buf.begin() + n);
+                cv.notify_all();
+            }
+            whisper_audio_stream_close(st);
+            close(fds[0]);                    // what the body still sends goes nowhere: its writes fail, not wait
+            std::lock_guard<std::mutex> lock(mu);
+            if (n < 0) decode_error = whisper_audio_last_error();
+            decoded = true;
+            cv.notify_all();
+        });
+        size_t samples = 0;
+        std::thread feeder([&] {
+            std::vector<float> got;
+            auto fail = [&](int status, const std::string & msg) {
+                failure_status = status;
+                failure = ls.write_failed ? "" : msg;
+                stop = true;
+            };
+            for (;;) {
+                bool end;
+                {
+                    std::unique_lock<std::mutex> lock(mu);
+                    got.swap(queued);
+                    queued.clear();
+                    end = decoded && got.empty();
+                }
+                if (end) break;
+                if (got.empty()) {
+                    if (whisper_audio_pipeline_poll(ls.pipe, 5) < 0) { fail(500, whisper_audio_last_error()); return; }
+                    continue;
+                }
+                if (samples + got.size() > audio_max) {       // up to the limit, its windows' rows out, then the error
+                    const size_t k = audio_max - samples;
+                    if (k > 0 && !whisper_audio_pipeline_push(ls.pipe, got.data(), k)) { fail(500, whisper_audio_last_error()); return; }
+                    samples += k;
+                    at_limit = true;
+                    fail(413, "the audio is longer than --max-audio-s " + std::to_string(sp.max_audio_s) + " s (the stream stopped there)");
+                    return;
+                }
+                if (!whisper_audio_pipeline_push(ls.pipe, got.data(), got.size())) { fail(500, whisper_audio_last_error()); return; }
+                samples += got.size();
+            }
+        });
+        const size_t body_max = (size_t)sp.max_body_mb << 20;
+        size_t body = 0;
+        bool too_big = false;
+        const bool read_ok = reader([&](const char * d, size_t n) {
+            if (stop) return false;
+            if (body + n > body_max) { too_big = true; return false; }
+            body += n;
+            for (size_t at = 0; at < n;) {    // the decoder may have stopped (bad audio): then the rest goes nowhere
+                const ssize_t k = write(fds[1], d + at, n - at);
+                if (k < 0 && errno == EINTR) continue;
+                if (k <= 0) break;
+                at += (size_t)k;
+            }
+            return true;
+        });
+        close(fds[1]);                        // the input's end
+        decoder.join();
+        feeder.join();
+        const char * slow = t_stream ? t_stream->too_slow : nullptr;
+        if (at_limit && !ls.write_failed && !(whisper_audio_pipeline_end_input(ls.pipe) && whisper_audio_pipeline_finish(ls.pipe))) {
+            failure_status = 500;
+            failure = ls.write_failed ? "" : whisper_audio_last_error();
+        }
+        if (!failure.empty() || ls.write_failed) {
+        } else if (too_big) {
+            failure_status = 413;
+            failure = "the stream's body is larger than --max-body-mb " + std::to_string(sp.max_body_mb) + " MB (it stopped there)";
+        } else if (slow) {
+            failure_status = 408;
+            failure = strcmp(slow, "rate") == 0 ? "the stream's body came slower than --min-body-rate " + std::to_string(sp.min_body_rate_kb) + " KB/s"
+                                                : "the stream's body took longer than --max-audio-s + --timeout";
+        } else if (!read_ok && !stop) {
+            failure = "the request body could not be read (cut short?)";
+        } else if (!decode_error.empty()) {
+            failure = decode_error;
+        } else if (samples == 0) {
+            failure = "no audio samples";
+        } else if (!(whisper_audio_pipeline_end_input(ls.pipe) && whisper_audio_pipeline_finish(ls.pipe))) {
+            failure_status = 500;
+            failure = ls.write_failed ? "" : whisper_audio_last_error();
+        }
+        metrics::add(m.audio_s, (double)samples / WHISPER_AUDIO_SAMPLE_RATE);
+        if (ls.write_failed) { m.cancelled++; return; }   // the client has gone
+        if (!failure.empty()) {
+            m.requests_failed++;
+            ls.write_line(error_json(failure_status, failure));
+            return;
+        }
+        m.inputs++;
+        ls.write_line("{\"object\": \"done\", \"samples\": " + std::to_string(samples) + ", \"windows\": " +
+                      std::to_string(ls.windows) + "}\n");
+    }
+
     // The rows as main's .npy, or as OpenAI's embeddings list.
     void respond(const std::shared_ptr<request> & rp, bool npy, const std::string & fmt, bool tokens, httplib::Response & res) {
         const request & r = *rp;
@@ -1782,6 +2011,10 @@ struct server {
         });
         http.Post("/v1/audio/embeddings", [this](const httplib::Request & req, httplib::Response & res, const httplib::ContentReader & reader) {
             embeddings(req, res, reader);
+        });
+        http.Post("/v1/audio/embeddings/stream", [this](const httplib::Request & req, httplib::Response & res,
+                                                        const httplib::ContentReader & reader) {
+            stream_embeddings(req, res, reader);
         });
         http.Get("/health", [this](const httplib::Request &, httplib::Response & res) { health(res); });
         http.Get("/v1/models", [this](const httplib::Request &, httplib::Response & res) { models(res); });

@@ -6,6 +6,7 @@
 
 #include "test-util.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -1322,4 +1323,122 @@ TEST_CASE("stream: MP3 and Opus peak memory does not grow with the length (1 min
         CHECK(p[1].rss_kb < p[0].rss_kb + 1024);
         CHECK(p[1].heap_kb <= p[0].heap_kb + 64);
     }
+}
+
+// whisper_audio_stream_open_live over a pipe that this test writes: the samples it gives, read
+// with reads of up to max_read, and how many of those reads returned before the writer had
+// written all (fewer than max_read: what had arrived).
+TEST_CASE("live stream: a pipe's samples as they arrive (a read returns what has come), the file's bit for bit; raw PCM; "
+          "a file that grows; bad parameters refused") {
+    const std::string wav_path = test_data("audio/speech_44k1_stereo_s16.wav");
+    const std::vector<uint8_t> wav = read_bytes(wav_path);
+    const decoded_audio ref = decode_file(wav_path);
+    REQUIRE(ref.ok);
+    auto live_read = [](const std::string & path, whisper_audio_live_params lp, whisper_audio_info * info, size_t max_read,
+                        std::vector<float> & pcm) {
+        whisper_audio_stream * s = whisper_audio_stream_open_live(path.c_str(), lp, info);
+        REQUIRE_MESSAGE(s, whisper_audio_last_error());
+        std::vector<float> buf(max_read);
+        size_t short_reads = 0;
+        int64_t n;
+        while ((n = whisper_audio_stream_read(s, buf.data(), buf.size())) > 0) {
+            pcm.insert(pcm.end(), buf.begin(), buf.begin() + n);
+            short_reads += (size_t)n < max_read;
+        }
+        CHECK(n == 0);
+        whisper_audio_stream_close(s);
+        return short_reads;
+    };
+    // a WAV through a pipe, 4 KB at a time with pauses: reads of up to 10 s come back with what is there
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    std::thread writer([&] {
+        for (size_t at = 0; at < wav.size(); at += 4096) {
+            const size_t k = std::min<size_t>(4096, wav.size() - at);
+            CHECK(write(fds[1], wav.data() + at, k) == (ssize_t)k);
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+        close(fds[1]);
+    });
+    std::vector<float> got;
+    whisper_audio_info info;
+    const size_t short_reads = live_read("/dev/fd/" + std::to_string(fds[0]), whisper_audio_live_default_params(), &info,
+                                         160000, got);
+    writer.join();
+    close(fds[0]);
+    CHECK(info.frames == -1);
+    CHECK(info.sample_rate == 44100);
+    CHECK(short_reads > 10);
+    REQUIRE(got.size() == ref.pcm.size());
+    CHECK(memcmp(got.data(), ref.pcm.data(), got.size() * sizeof(float)) == 0);   // resampled in pieces, the same floats
+
+    // raw PCM: the WAV's samples without its header, s16le at its rate and channels; f32le of 16 kHz mono
+    const decoded_audio mono = decode_file(test_data("audio/speech_16k.wav"));
+    REQUIRE(mono.ok);
+    const std::string raw = test_tmp("live-raw.f32"), raw16 = test_tmp("live-raw.s16");
+    write_bytes(raw, std::vector<uint8_t>((const uint8_t *)mono.pcm.data(), (const uint8_t *)(mono.pcm.data() + mono.pcm.size())));
+    write_bytes(raw16, std::vector<uint8_t>(wav.begin() + 44, wav.end()));
+    whisper_audio_live_params lp = whisper_audio_live_default_params();
+    lp.raw = "f32le";
+    got.clear();
+    live_read(raw, lp, &info, 4096, got);
+    CHECK(std::string(info.format) == "raw f32le");
+    CHECK(got == mono.pcm);
+    lp.raw = "s16le";
+    lp.raw_rate = 44100;
+    lp.raw_channels = 2;
+    got.clear();
+    live_read(raw16, lp, &info, 4096, got);
+    CHECK(std::string(info.format) == "raw s16le");
+    CHECK(info.channels == 2);
+    CHECK(got == ref.pcm);
+
+    // a file that grows: read while it is written, to its end once it stops growing for follow_ms
+    const std::string grow = test_tmp("live-grow.wav");
+    FILE * f = fopen(grow.c_str(), "wb");
+    REQUIRE(f);
+    REQUIRE(fwrite(wav.data(), 1, 64, f) == 64);
+    fflush(f);
+    std::thread grower([&] {
+        for (size_t at = 64; at < wav.size(); at += 50000) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(30));
+            const size_t k = std::min<size_t>(50000, wav.size() - at);
+            CHECK(fwrite(wav.data() + at, 1, k, f) == k);
+            fflush(f);
+        }
+    });
+    lp = whisper_audio_live_default_params();
+    lp.follow_ms = 400;
+    got.clear();
+    const auto t0 = std::chrono::steady_clock::now();
+    live_read(grow, lp, &info, 160000, got);
+    grower.join();
+    fclose(f);
+    CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(400));
+    REQUIRE(got.size() == ref.pcm.size());
+    CHECK(memcmp(got.data(), ref.pcm.data(), got.size() * sizeof(float)) == 0);
+    remove(raw.c_str());
+    remove(raw16.c_str());
+    remove(grow.c_str());
+
+    // refused, with a message
+    struct { const char * raw; int rate, channels, follow_ms; const char * path, * says; } bad[] = {
+        {"u8", 0, 0, 0, "-", "raw format 'u8' is not s16le or f32le"},
+        {"s16le", 500, 0, 0, "-", "the rate must be"},
+        {"s16le", 0, 65, 0, "-", "the channels 1 to 64"},
+        {nullptr, 0, 0, 100, "-", "standard input ends when its writer closes it"},
+        {nullptr, 0, 0, -1, "-", "follow_ms is -1"},
+        {nullptr, 0, 0, 0, "/nonexistent/x.wav", "cannot open"},
+    };
+    for (const auto & b : bad) {
+        CAPTURE(b.says);
+        lp = whisper_audio_live_default_params();
+        lp.raw = b.raw;
+        lp.raw_rate = b.rate;
+        lp.raw_channels = b.channels;
+        lp.follow_ms = b.follow_ms;
+        CHECK(whisper_audio_stream_open_live(b.path, lp, &info) == nullptr);
+        CHECK(std::string(whisper_audio_last_error()).find(b.says) != std::string::npos);
+    }
+    CHECK(whisper_audio_stream_open_live(nullptr, whisper_audio_live_default_params(), nullptr) == nullptr);
 }

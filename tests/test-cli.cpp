@@ -4,6 +4,7 @@
 #include "test-util.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -11,9 +12,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -1110,4 +1113,173 @@ TEST_CASE("main --save-gguf: our GGUF of every model file, encoding bit for bit 
     remove(gguf.c_str());
     remove(a.c_str());
     remove(b.c_str());
+}
+
+namespace {
+
+// main --stream's output: .npy arrays one after another (each of our 128-byte header, f32), each
+// as [n_rows, n_state] floats; stops at the end or at a partial array.
+std::vector<std::vector<float>> npy_stream_load(const std::string & path) {
+    const std::vector<uint8_t> b = read_bytes(path);
+    std::vector<std::vector<float>> arrays;
+    size_t at = 0;
+    while (at + 128 <= b.size() && memcmp(b.data() + at, "\x93NUMPY", 6) == 0) {
+        const std::string h((const char *)b.data() + at + 10, 118);
+        const size_t s = h.find("'shape': (");
+        if (s == std::string::npos || h.find("'<f4'") == std::string::npos) break;
+        size_t n = 1;
+        for (const char * c = h.c_str() + s + 10; *c && *c != ')'; ) {
+            char * end;
+            n *= strtoull(c, &end, 10);
+            c = end;
+            while (*c == ',' || *c == ' ') c++;
+        }
+        if (at + 128 + n * 4 > b.size()) break;
+        arrays.emplace_back(n);
+        memcpy(arrays.back().data(), b.data() + at + 128, n * 4);
+        at += 128 + n * 4;
+    }
+    return arrays;
+}
+
+// Waits up to timeout_s for path to hold `want` whole arrays; how many it holds.
+size_t wait_for_arrays(const std::string & path, size_t want, double timeout_s) {
+    size_t n = 0;
+    for (int i = 0; i < (int)(timeout_s * 100) && (n = npy_stream_load(path).size()) < want; i++) usleep(10000);
+    return n;
+}
+
+// The whole file's windows, as main writes them without --stream.
+std::vector<std::vector<float>> whole_windows(const std::string & audio, size_t * n_windows) {
+    const std::string out = "build/test-cli-stream-whole.npy";
+    run_result r = run_main("-m " + MODEL + " --device cpu -f " + audio + " -o " + out);
+    REQUIRE(r.status == 0);
+    std::vector<int64_t> shape;
+    const std::vector<float> all = npy_load_f32(out, &shape);
+    REQUIRE(shape.size() == 3);
+    *n_windows = (size_t)shape[0];
+    std::vector<std::vector<float>> w;
+    const size_t per = (size_t)shape[1] * shape[2];
+    for (size_t i = 0; i < *n_windows; i++) w.emplace_back(all.begin() + i * per, all.begin() + (i + 1) * per);
+    remove(out.c_str());
+    return w;
+}
+
+} // namespace
+
+TEST_CASE("main --stream: raw PCM on standard input in 20 ms pieces, each window's array out before the input ends, "
+          "the whole file's bit for bit") {
+    size_t n_windows = 0;
+    const std::vector<std::vector<float>> want = whole_windows(LONG, &n_windows);   // 70 s: 3 windows
+    REQUIRE(n_windows == 3);
+    const decoded_audio longer = decode_file(LONG);
+    REQUIRE(longer.ok);
+    signal(SIGPIPE, SIG_IGN);           // a main that stops reading fails the test, not the test binary
+    for (const char * raw : {"f32le", "s16le"}) {
+        CAPTURE(raw);
+        const std::string out = "build/test-cli-stream.npy", lines = "build/test-cli-stream.jsonl", log = "build/test-cli-stream.log";
+        remove(out.c_str());
+        FILE * w = popen((main_bin() + " -m " + MODEL + " --device cpu --stream --raw " + raw + " -f - -o " + out + " --json > " +
+                          lines + " 2> " + log).c_str(), "w");
+        REQUIRE(w);
+        // 20 ms pieces at 50x real time; after 31 s of them, the first window's array is out while
+        // the input is still open (its latency: the pipeline's own test)
+        const size_t piece = 320, first = 31 * WHISPER_AUDIO_SAMPLE_RATE;
+        const auto t0 = std::chrono::steady_clock::now();
+        size_t arrays_before_end = 0;
+        for (size_t at = 0; at < longer.pcm.size(); at += piece) {
+            const size_t k = std::min(piece, longer.pcm.size() - at);
+            if (strcmp(raw, "f32le") == 0) {
+                REQUIRE(fwrite(longer.pcm.data() + at, 4, k, w) == k);
+            } else {
+                std::vector<int16_t> s16(k);      // the decoded s16 samples back to their integers
+                for (size_t i = 0; i < k; i++) s16[i] = (int16_t)lrintf(longer.pcm[at + i] * 32768.0f);
+                REQUIRE(fwrite(s16.data(), 2, k, w) == k);
+            }
+            fflush(w);
+            if (at + k == first) arrays_before_end = wait_for_arrays(out, 1, 20.0);
+            std::this_thread::sleep_until(t0 + std::chrono::microseconds((long long)((at + k) * 1e6 / WHISPER_AUDIO_SAMPLE_RATE / 50)));
+        }
+        const int st = pclose(w);
+        INFO(std::string((const char *)read_bytes(log).data(), read_bytes(log).size()));
+        REQUIRE(WIFEXITED(st));
+        REQUIRE(WEXITSTATUS(st) == 0);
+        CHECK(arrays_before_end >= 1);
+        const std::vector<std::vector<float>> got = npy_stream_load(out);
+        REQUIRE(got.size() == 3);
+        for (size_t i = 0; i < 3; i++) CHECK(got[i] == want[i]);
+        const std::vector<uint8_t> jl = read_bytes(lines);
+        const std::string text(jl.begin(), jl.end());
+        CHECK(text.find("{\"window\": 0, \"samples\": 480000, \"audio_positions\": 1500, \"rows\": 1500, \"width\": 128") == 0);
+        CHECK(text.find("{\"done\": true, \"samples\": 1120000, \"windows\": 3, \"rows\": 4500") != std::string::npos);
+        remove(out.c_str());
+        remove(lines.c_str());
+        remove(log.c_str());
+    }
+}
+
+TEST_CASE("main --stream --follow: a WAV file that grows, each window's array out while it grows; it ends when the file "
+          "stops growing") {
+    size_t n_windows = 0;
+    const std::vector<std::vector<float>> want = whole_windows(LONG, &n_windows);
+    const std::vector<uint8_t> wav = read_bytes(LONG);
+    const std::string grow = "build/test-cli-grow.wav", out = "build/test-cli-grow.npy", log = "build/test-cli-grow.log";
+    remove(out.c_str());
+    FILE * f = fopen(grow.c_str(), "wb");
+    REQUIRE(f);
+    REQUIRE(fwrite(wav.data(), 1, 44, f) == 44);   // its header: the sizes are the whole file's, as a recorder may leave them
+    fflush(f);
+    FILE * m = popen((main_bin() + " -m " + MODEL + " --device cpu --follow 1.5 -f " + grow + " -o " + out + " 2> " + log).c_str(), "w");
+    REQUIRE(m);
+    const size_t second = 2 * WHISPER_AUDIO_SAMPLE_RATE;       // bytes of 1 s of s16 mono
+    size_t arrays_while_growing = 0;
+    for (size_t at = 44; at < wav.size(); at += second / 2) {
+        const size_t k = std::min(second / 2, wav.size() - at);
+        REQUIRE(fwrite(wav.data() + at, 1, k, f) == k);
+        fflush(f);
+        if (at - 44 < 31 * second && at - 44 + k >= 31 * second) arrays_while_growing = wait_for_arrays(out, 1, 20.0);
+        usleep(5000);
+    }
+    fclose(f);
+    const auto t_last = std::chrono::steady_clock::now();
+    const int st = pclose(m);
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_last).count();
+    const std::vector<uint8_t> lb = read_bytes(log);
+    INFO(std::string(lb.begin(), lb.end()));
+    REQUIRE(WIFEXITED(st));
+    REQUIRE(WEXITSTATUS(st) == 0);
+    CHECK(arrays_while_growing >= 1);
+    CHECK(waited >= 1.0);                               // it waited for more before it ended
+    const std::vector<std::vector<float>> got = npy_stream_load(out);
+    REQUIRE(got.size() == n_windows);
+    for (size_t i = 0; i < n_windows; i++) CHECK(got[i] == want[i]);
+    remove(grow.c_str());
+    remove(out.c_str());
+    remove(log.c_str());
+}
+
+TEST_CASE("main --stream: what it refuses, with a message") {
+    struct { std::string args, says; int status; } cases[] = {
+        {"-f " + SPEECH + " --raw s16le", "--raw reads headerless PCM as it comes: add --stream", 2},
+        {"--stream -f " + SPEECH + " -f " + SPEECH, "takes one input", 2},
+        {"--follow 1 -f -", "standard input ends when its writer closes it", 2},
+        {"--follow 0 -f " + SPEECH, "bad value '0' for --follow", 2},
+        {"--stream -f " + SPEECH + " -o build/", "not a directory", 2},
+        {"--raw pcm --stream -f -", "bad value 'pcm' for --raw", 2},
+    };
+    for (const auto & c : cases) {
+        CAPTURE(c.args);
+        run_result r = run_main("-m " + MODEL + " " + c.args + " < /dev/null");
+        CHECK(r.status == c.status);
+        CHECK(r.output.find(c.says) != std::string::npos);
+    }
+    // a tower whose log-mel is one over the whole input: refused before any audio is read
+    run_result r = run_main("-m build/tower-voxtral-f32.gguf --device cpu --stream -f - < /dev/null");
+    CHECK(r.status == 2);
+    CHECK(r.output.find("--stream: whisper_audio_can_stream: voxtral's tokens cannot stream: its log-mel is one over the "
+                        "whole input") != std::string::npos);
+    // an empty input
+    r = run_main("-m " + MODEL + " --device cpu --stream --raw s16le -f - < /dev/null");
+    CHECK(r.status == 1);
+    CHECK(r.output.find("no audio samples") != std::string::npos);
 }

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -288,6 +289,174 @@ TEST_CASE("pipeline: busy_ms tells how long the encoders have work, from their l
     whisper_audio_pipeline_free(p);
     CHECK(whisper_audio_pipeline_busy_ms(nullptr) == -1.0);
     whisper_audio_encoder_free(enc);
+}
+
+namespace {
+
+// One input pushed into a streaming pipeline in pieces of `piece` samples, piece k pushed at
+// k * piece / 16 kHz / speedup after the start (speedup 0: as fast as the calls go), the rows
+// polled for between pieces. Per window: when the push that carried its last sample began, and
+// when its rows came (seconds since the start). The first `complete` windows (those whose last
+// sample comes before the input ends) are waited for before end_input.
+struct streamed {
+    collector c;
+    std::vector<double> last_sample_s, rows_s;
+    double end_input_s = 0;                       // when end_input was called
+};
+
+streamed run_stream(whisper_audio_encoder * enc, const std::vector<float> & pcm, whisper_audio_pipeline_params pp,
+                    size_t piece, double speedup, size_t complete) {
+    streamed st;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto now_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+    struct ctx { streamed * st; std::function<double()> now; } cx{&st, now_s};
+    pp.stream = true;
+    pp.user = &cx;
+    pp.on_rows = [](const whisper_audio_rows * r, void * user) {
+        ctx * x = (ctx *)user;
+        x->st->rows_s.push_back(x->now());
+        return collector::on_rows(r, &x->st->c);
+    };
+    whisper_audio_pipeline * p = whisper_audio_pipeline_init(&enc, 1, pp);
+    REQUIRE_MESSAGE(p, whisper_audio_last_error());
+    const size_t W = N;
+    for (size_t at = 0; at < pcm.size(); at += piece) {
+        const size_t k = std::min(piece, pcm.size() - at);
+        const double due = speedup > 0 ? (double)(at + k) / WHISPER_AUDIO_SAMPLE_RATE / speedup : 0.0;
+        while (speedup > 0 && now_s() < due) {       // the rows that come meanwhile, as a live caller waits
+            const int ms = (int)std::ceil((due - now_s()) * 1000.0);
+            REQUIRE(whisper_audio_pipeline_poll(p, std::max(1, ms)) >= 0);
+        }
+        if ((at + k) / W > at / W) st.last_sample_s.push_back(now_s());   // this piece ends a window
+        REQUIRE_MESSAGE(whisper_audio_pipeline_push(p, pcm.data() + at, k), whisper_audio_last_error());
+    }
+    // the windows whose last sample is in: their rows come before the input ends
+    for (int spins = 0; st.c.windows.size() < complete && spins < 3000; spins++) REQUIRE(whisper_audio_pipeline_poll(p, 10) >= 0);
+    REQUIRE(st.c.windows.size() >= complete);
+    st.end_input_s = now_s();
+    REQUIRE_MESSAGE(whisper_audio_pipeline_end_input(p), whisper_audio_last_error());
+    REQUIRE_MESSAGE(whisper_audio_pipeline_finish(p), whisper_audio_last_error());
+    whisper_audio_pipeline_free(p);
+    return st;
+}
+
+} // namespace
+
+TEST_CASE("pipeline: stream: each window's rows come while the input arrives, within a forward and 50 ms of its last sample, "
+          "the whole input's bit for bit") {
+    const decoded_audio longer = decode_file(test_data("audio/long_70s_16k.wav"));
+    REQUIRE(longer.ok);
+    // 60 s: two whole windows, both complete before the input ends; 70 s: and a short last one
+    const std::vector<float> sixty(longer.pcm.begin(), longer.pcm.begin() + 2 * N);
+    model_ptr model("build/micro-80-f32.gguf");
+    whisper_audio_encoder * enc = make_encoder(model.m, WHISPER_AUDIO_DEVICE_CPU, 8);
+    const whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
+    const collector whole = run_pipeline({enc}, {longer.pcm}, pp, longer.pcm.size());   // batches of 8, one push
+
+    // one forward of a window (its log-mel and encoder), the slowest of three
+    double forward_s = 0;
+    std::vector<float> out((size_t)1500 * 128);
+    for (int i = 0; i < 3; i++) {
+        const auto t = std::chrono::steady_clock::now();
+        REQUIRE(whisper_audio_encode_pcm(enc, longer.pcm.data(), N, out.data()));
+        forward_s = std::max(forward_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
+    }
+
+    // 20 ms pieces at 50x real time (a 30 s window's audio in 0.6 s, many forwards of this model);
+    // a forward: the slower of the one above and the stream's own mean (a loaded machine's varies)
+    whisper_audio_encoder_reset_timings(enc);
+    const streamed st = run_stream(enc, sixty, pp, 320, 50.0, 2);
+    const whisper_audio_timings t = whisper_audio_encoder_timings(enc);
+    REQUIRE(t.n_windows == 2);
+    forward_s = std::max(forward_s, (t.mel_ms + t.encode_ms) / 1000.0 / (double)t.n_windows);
+    REQUIRE(st.c.windows.size() == 2);
+    REQUIRE(st.last_sample_s.size() == 2);
+    for (size_t w = 0; w < 2; w++) {
+        CAPTURE(w);
+        const double latency = st.rows_s[w] - st.last_sample_s[w];
+        MESSAGE("stream: window " << w << "'s rows " << latency * 1000.0 << " ms after its last sample (a forward: "
+                << forward_s * 1000.0 << " ms)");
+        CHECK(st.rows_s[w] < st.end_input_s);                 // before the input ended
+        CHECK(latency <= forward_s + 0.050);
+        CHECK(st.c.windows[w].r.window == (int64_t)w);
+        CHECK(st.c.windows[w].bytes == whole.windows[w].bytes);   // bitwise on the CPU
+    }
+
+    // as fast as the calls go, in pieces that straddle the windows, the 70 s input and its short
+    // last window: every window's rows and records as the whole input's
+    for (size_t piece : {(size_t)320, (size_t)N + 7}) {
+        CAPTURE(piece);
+        const streamed fast = run_stream(enc, longer.pcm, pp, piece, 0.0, 2);
+        REQUIRE(fast.c.windows.size() == whole.windows.size());
+        for (size_t w = 0; w < whole.windows.size(); w++) {
+            CHECK(fast.c.windows[w].bytes == whole.windows[w].bytes);
+            CHECK(fast.c.windows[w].r.samples == whole.windows[w].r.samples);
+            CHECK(fast.c.windows[w].r.audio_positions == whole.windows[w].r.audio_positions);
+        }
+    }
+    // pooled and --no-pad rows stream too
+    for (bool pool : {true, false}) {
+        whisper_audio_pipeline_params q = pp;
+        if (pool) q.pool = WHISPER_AUDIO_POOL_MEAN; else q.no_pad = true;
+        const collector want = run_pipeline({enc}, {longer.pcm}, q, longer.pcm.size());
+        const streamed got = run_stream(enc, longer.pcm, q, 4000, 0.0, 2);
+        REQUIRE(got.c.windows.size() == want.windows.size());
+        for (size_t w = 0; w < want.windows.size(); w++) CHECK(got.c.windows[w].bytes == want.windows[w].bytes);
+    }
+    whisper_audio_encoder_free(enc);
+}
+
+TEST_CASE("pipeline: stream: the towers with windows of their own stream their tokens bit for bit; those with one "
+          "log-mel over the whole input are refused, saying why") {
+    const decoded_audio longer = decode_file(test_data("audio/long_70s_16k.wav"));
+    REQUIRE(longer.ok);
+    for (const char * name : {"qwen2a", "af3", "mflamingo", "glmasr", "qwen25o", "minicpmo", "kimiaudio", "stepaudio2", "meralion"}) {
+        const std::string path = std::string("build/tower-") + name + "-f32.gguf";
+        CAPTURE(path);
+        model_ptr model(path.c_str());
+        whisper_audio_encoder * enc = make_encoder(model.m, WHISPER_AUDIO_DEVICE_CPU, 4);
+        const whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
+        whisper_audio_pipeline_params sp = pp;
+        sp.stream = true;
+        CHECK(whisper_audio_can_stream(model.m, whisper_audio_encoder_default_params(), sp));
+        const collector whole = run_pipeline({enc}, {longer.pcm}, pp, longer.pcm.size());
+        // the windows of a whole window's samples (the first's, of 70 s) come before the input ends
+        size_t complete = 0;
+        while (complete < whole.windows.size() && whole.windows[complete].r.samples == whole.windows[0].r.samples) complete++;
+        const streamed st = run_stream(enc, longer.pcm, pp, 320, 0.0, complete);
+        REQUIRE(st.c.windows.size() == whole.windows.size());
+        for (size_t w = 0; w < whole.windows.size(); w++) {
+            CHECK(st.c.windows[w].r.n_rows == whole.windows[w].r.n_rows);
+            CHECK(st.c.windows[w].bytes == whole.windows[w].bytes);
+        }
+        whisper_audio_encoder_free(enc);
+    }
+    for (const char * name : {"voxtral", "ultravox", "qwen3a", "qwen3asr"}) {
+        const std::string path = std::string("build/tower-") + name + "-f32.gguf";
+        CAPTURE(path);
+        model_ptr model(path.c_str());
+        whisper_audio_pipeline_params sp = whisper_audio_pipeline_default_params();
+        sp.stream = true;
+        CHECK(!whisper_audio_can_stream(model.m, whisper_audio_encoder_default_params(), sp));
+        CHECK(std::string(whisper_audio_last_error()).find("log-mel is one over the whole input") != std::string::npos);
+        whisper_audio_encoder * enc = make_encoder(model.m, WHISPER_AUDIO_DEVICE_CPU, 1);
+        CHECK(whisper_audio_pipeline_init(&enc, 1, sp) == nullptr);
+        const std::string msg = whisper_audio_last_error();
+        CHECK(msg.find("whisper_audio_pipeline_init: ") == 0);
+        CHECK(msg.find("cannot stream") != std::string::npos);
+        // the encoder was given back: a pipeline without stream takes it
+        whisper_audio_pipeline * p = whisper_audio_pipeline_init(&enc, 1, whisper_audio_pipeline_default_params());
+        CHECK(p != nullptr);
+        whisper_audio_pipeline_free(p);
+        whisper_audio_encoder_free(enc);
+    }
+    // a whole-input tower's model gives Whisper windows when pooled: those stream
+    model_ptr voxtral("build/tower-voxtral-f32.gguf");
+    whisper_audio_pipeline_params sp = whisper_audio_pipeline_default_params();
+    sp.stream = true;
+    sp.pool = WHISPER_AUDIO_POOL_MEAN;
+    CHECK(whisper_audio_can_stream(voxtral.m, whisper_audio_encoder_default_params(), sp));
+    CHECK(!whisper_audio_can_stream(nullptr, whisper_audio_encoder_default_params(), sp));
 }
 
 TEST_CASE("pipeline: pooling, --no-pad windows and f16 rows come from the library's rules") {

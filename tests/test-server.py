@@ -875,6 +875,140 @@ ok(f"soak of {soak_s:.0f} s, 24 clients: {len(good)} good requests each answered
    f"{len(soak_results) - len(good)} hostile ones ({', '.join(f'{k} {n}' for k, n in counts.items() if k != 'good')})")
 soak.kill()
 
+# ---- live streams: POST /v1/audio/embeddings/stream -----------------------------------------
+
+def stream_post(srv_, path, pieces, pace_s=0.0, hold=None):
+    """A chunked body, a piece a chunk every pace_s seconds (hold(i) called before piece i: it may
+    wait); the answer read as it comes. Returns (status, [(seconds since the start, line)], when the
+    body ended)."""
+    s = socket.create_connection(("127.0.0.1", srv_.port), timeout=60)
+    s.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
+              f"Content-Type: application/octet-stream\r\n\r\n".encode())
+    t0 = time.monotonic()
+    got = {"status": 0, "lines": []}
+
+    def read_answer():
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            b = s.recv(65536)
+            if not b:
+                return
+            buf += b
+        head, buf = buf.split(b"\r\n\r\n", 1)
+        got["status"] = int(head.split()[1])
+        chunked = b"transfer-encoding: chunked" in head.lower()
+        text = b""
+        while True:
+            if chunked:
+                while b"\r\n" not in buf:
+                    b = s.recv(65536)
+                    if not b:
+                        return
+                    buf += b
+                size_line, buf = buf.split(b"\r\n", 1)
+                n = int(size_line, 16)
+                while len(buf) < n + 2:
+                    b = s.recv(65536)
+                    if not b:
+                        return
+                    buf += b
+                text += buf[:n]
+                buf = buf[n + 2:]
+                if n == 0:
+                    return
+            else:
+                text += buf
+                buf = b""
+                if b"\n" in text and text.rstrip().endswith(b"}"):
+                    got["lines"].append((time.monotonic() - t0, text.decode()))
+                    return
+                b = s.recv(65536)
+                if not b:
+                    return
+                buf += b
+            while b"\n" in text:
+                line, text = text.split(b"\n", 1)
+                got["lines"].append((time.monotonic() - t0, line.decode()))
+
+    reader = threading.Thread(target=read_answer)
+    reader.start()
+    try:
+        for i, piece in enumerate(pieces):
+            if hold:
+                hold(i, got)
+            if pace_s:
+                time.sleep(max(0.0, t0 + (i + 1) * pace_s - time.monotonic()))
+            s.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n")
+        s.sendall(b"0\r\n\r\n")
+    except OSError:
+        pass                        # the server stopped reading: its answer says why
+    t_end = time.monotonic() - t0
+    reader.join(60)
+    s.close()
+    return got["status"], got["lines"], t_end
+
+
+srv = Server(MICRO, "--max-streams", "1", "--max-audio-s", "45", "--max-body-mb", "8")
+# clip d: 40 s, windows of 30 s and 10 s, as raw s16le in 20 ms pieces (640 bytes) at 20x real time
+d_pcm = AUDIO["d"][44:]
+pieces = [d_pcm[i:i + 640] for i in range(0, len(d_pcm), 640)]
+shape, ref_data, _ = reference(MICRO, "d", {})
+win_bytes = len(ref_data) // shape[0]
+last_of_window0 = (480000 * 2 - 1) // 640                 # the piece that holds window 0's last sample
+sent_at = {}
+
+
+def note_time(i, got):
+    if i == last_of_window0 + 1:
+        sent_at["w0"] = time.monotonic()
+
+
+st, lines, t_end = stream_post(srv, "/v1/audio/embeddings/stream?format=s16le", pieces, 0.02 / 20, note_time)
+docs = [json.loads(l) for _, l in lines]
+check(st == 200 and len(docs) == 3 and docs[-1] == {"object": "done", "samples": len(d_pcm) // 2, "windows": 2},
+      f"stream: {st} {[str(d)[:120] for d in docs]}")
+for w in range(2):
+    check(docs[w]["window"] == w and docs[w]["shape"] == [1500, 128] and
+          base64.b64decode(docs[w]["embedding"]) == ref_data[w * win_bytes:(w + 1) * win_bytes], f"stream window {w}: differs from main")
+check(lines[0][0] < t_end, f"stream: window 0's line came at {lines[0][0]:.3f} s, after the body ended at {t_end:.3f} s")
+ok(f"a chunked raw s16le body in 20 ms pieces (20x real time): window 0's rows came {t_end - lines[0][0]:.2f} s before the "
+   f"body ended; every window main's bytes; then a done line")
+
+# a WAV body of a length (not chunked), f16 rows; pooled rows
+for opts, q in (({"outtype": "f16"}, "?outtype=f16"), ({"pool": "mean"}, "?pool=mean")):
+    st, _, body = request(srv, "POST", "/v1/audio/embeddings/stream" + q, AUDIO["d"])
+    docs = [json.loads(l) for l in body.decode().splitlines()]
+    shape, data, _ = reference(MICRO, "d", opts)
+    per = len(data) // shape[0]
+    check(st == 200 and len(docs) == 3 and all(base64.b64decode(docs[w]["embedding"]) == data[w * per:(w + 1) * per]
+                                               for w in range(2)), f"stream {opts}: {st} {body[:300]}")
+ok("a WAV body of a length: f16 and pooled rows stream as main's bytes")
+
+# --max-streams 1: a second stream while one runs gets 503; --max-audio-s: an error line at the limit
+busy = {}
+
+
+def second_stream(i, got):
+    if i == 10 and "st" not in busy:
+        busy["st"] = request(srv, "POST", "/v1/audio/embeddings/stream?format=s16le", b"\0" * 6400)[0]
+
+
+st, lines, _ = stream_post(srv, "/v1/audio/embeddings/stream?format=s16le", [b"\0" * 6400] * 20, 0, second_stream)
+check(st == 200 and busy.get("st") == 503, f"--max-streams 1: the second got {busy.get('st')}")
+long_pcm = b"\0\1" * (16000 * 50)                       # 50 s: past --max-audio-s 45
+st, lines, _ = stream_post(srv, "/v1/audio/embeddings/stream?format=s16le",
+                           [long_pcm[i:i + 64000] for i in range(0, len(long_pcm), 64000)])
+last = json.loads(lines[-1][1]) if lines else {}
+check(st == 200 and last.get("error", {}).get("code") == 413 and "--max-audio-s" in last["error"]["message"] and
+      json.loads(lines[0][1])["window"] == 0, f"--max-audio-s on a stream: {[l[:150] for _, l in lines]}")
+st, _, body = request(srv, "POST", "/v1/audio/embeddings/stream?format=pcm", b"\0" * 64)
+check(st == 400 and "s16le or f32le" in json.loads(body)["error"]["message"], f"a bad format: {st} {body}")
+st, _, body = request(srv, "POST", "/v1/audio/embeddings/stream", b"not audio at all, not at all")
+check(st == 200 and "error" in json.loads(body.decode().splitlines()[-1]), f"bad audio on a stream: {st} {body}")
+ok("--max-streams (503 beyond it), --max-audio-s (a 413 error line after the rows before it), a bad format (400), "
+   "bad audio (an error line)")
+srv.kill()
+
 # ---- an audio-LLM tower, behind --api-key -------------------------------------------------
 
 srv = Server(TOWER, "--api-key", "sesame")
@@ -912,6 +1046,15 @@ for tower in ("build/tower-mflamingo-f32.gguf", "build/tower-qwen3asr-f32.gguf")
         st, got = embed(srv, clip, opts, form)
         check(st == 200, f"{tower} {clip} {opts}: {st} {got}")
         check(all(same_as_main(tower, clip, opts, g, form) for g in got), f"{tower} {clip} {opts} {form}: differs from main")
+    # a live stream: Music Flamingo's windows stream as main's tokens; Qwen3-ASR's one log-mel over the whole input cannot
+    st, _, body = request(srv, "POST", "/v1/audio/embeddings/stream", AUDIO["d"])
+    if "qwen3asr" in tower:
+        check(st == 400 and "cannot stream" in json.loads(body)["error"]["message"], f"{tower} stream: {st} {body[:300]}")
+    else:
+        docs = [json.loads(l) for l in body.decode().splitlines()]
+        shape, data, _ = reference(tower, "d", {})
+        rows = b"".join(base64.b64decode(d["embedding"]) for d in docs[:-1])
+        check(st == 200 and docs[-1]["object"] == "done" and rows == data, f"{tower} stream: {st} {body[:300]}")
     srv.kill()
     ok(f"{os.path.basename(tower)}: tokens and the tower's rows, main's bytes")
 shutil.rmtree(TMP, ignore_errors=True)

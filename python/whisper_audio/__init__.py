@@ -191,7 +191,8 @@ _ROWS_FN = ctypes.CFUNCTYPE(ctypes.c_bool, ctypes.POINTER(_Rows), ctypes.c_void_
 
 class _PipelineParams(ctypes.Structure):
     _fields_ = [("pool", ctypes.c_int), ("no_pad", ctypes.c_bool), ("f16", ctypes.c_bool),
-                ("on_rows", _ROWS_FN), ("user", ctypes.c_void_p), ("n_windows", ctypes.c_size_t)]
+                ("on_rows", _ROWS_FN), ("user", ctypes.c_void_p), ("n_windows", ctypes.c_size_t),
+                ("stream", ctypes.c_bool)]
 
 
 _MAX_BATCH = 256                                # WHISPER_AUDIO_MAX_BATCH

@@ -50,7 +50,12 @@
 #                                  actors, first its command with Ray not running: tests/gpu/ray-bench.py,
 #                                  RAY_ARGS passed on (issue 52's run: RAY_ARGS='--files 10000
 #                                  --gpu-actors-per-gpu 1 --cpu-files 0'), needs Ray carried: the parts
-#                                  build/carry/ray-* made by tests/gpu/ray-carry.sh download)
+#                                  build/carry/ray-* made by tests/gpu/ray-carry.sh download);
+#                                  "stream" main --stream's latency: raw PCM in 20 ms pieces at
+#                                  STREAM_SPEED x real time (default 1: real time, about 3 min),
+#                                  base and large-v3, each window's rows against one forward + 50 ms
+#                                  of its last sample (tests/gpu/stream-latency.py; STREAM_SIZES,
+#                                  STREAM_DTYPE)
 #   PARITY_SIZES=tiny,base,...     COMPARE_SIZES=large-v3   COMPARE_BATCHES=1,8,32
 #   E2E_SIZES=base,large-v3   E2E_ROWS='wav*,flac*'   E2E_ARGS='--files 500 --tf-files 96' (tests/gpu/e2e.py)
 #
@@ -64,7 +69,7 @@
 # the build's audio flags; without the folder the build is as before (WAV alone).
 set -u
 OUT=${OUT:-build/gpu-logs}
-STEPS=${STEPS:-tests nopad parity towers compare compile timeline init inittrace stages e2e attention dev transcripts towerbench serverbench serverturns wheel raybench}
+STEPS=${STEPS:-tests nopad parity towers compare compile timeline init inittrace stages e2e attention dev transcripts towerbench serverbench serverturns wheel raybench stream}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -170,6 +175,8 @@ if has dev; then
     fi
 fi
 has towerbench && python3 tests/gpu/tower-bench.py --out "$OUT" 2>&1 | tee "$OUT/towerbench.log" | grep -v "^|"
+has stream && python3 tests/gpu/stream-latency.py --sizes "${STREAM_SIZES:-base,large-v3}" --dtype "${STREAM_DTYPE:-f16}" \
+    --speed "${STREAM_SPEED:-1}" 2>&1 | tee "$OUT/stream.log" | grep -v "^|"
 has serverbench && python3 tests/gpu/server-bench.py --out "$OUT" 2>&1 | tee "$OUT/serverbench.log" | grep -v "^|"
 if has serverturns; then
     # the batch fill, windows/s and p50/p99 of the two servers on the same clips, one after the other
@@ -238,6 +245,7 @@ has e2e && grep "^|\|^ratio\|^e2e: \(build\|disk\|.* in all\|.*skipped\)" "$OUT/
 has attention && grep "^|\|^attention" "$OUT/attention.log"
 has dev && grep "^bench\|^dev" "$OUT/dev.log"
 has towerbench && grep "^|\|^towerbench" "$OUT/towerbench.log"
+has stream && grep "^|\|^stream-latency" "$OUT/stream.log"
 has serverbench && grep "^|\|^serverbench\|^server-bench: skipped" "$OUT/serverbench.log"
 has wheel && grep "^wheel" "$OUT/wheel.log"
 has raybench && grep "^|\|^target\|^ray-bench: skipped\|FAILED" "$OUT/raybench.log"
