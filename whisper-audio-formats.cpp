@@ -392,7 +392,7 @@ static bool ct2_read_weights(whisper_audio_model * m, int fd, const ct2_vars & v
         m->tensors.push_back(u.t);
         dst += (u.t.bytes + CT2_ALIGN - 1) / CT2_ALIGN * CT2_ALIGN;
     }
-    m->hparams.weight_type = wa_weight_type((vt_type)m->find("encoder.layers.0.fc1.weight")->type);
+    m->hparams.weight_type = wa_weight_type((vt_type)m->find("encoder.layers.0.fc2.weight")->type);
     m->mel_filters = (const float *)m->find("mel_filters")->data;
     return true;
 }
@@ -1853,7 +1853,7 @@ static bool hf_model_read(whisper_audio_model * m, std::string dir, const std::s
     if (hf_untaken(ck, proj_prefixes, "projector", taken)) return false;
     if (enc != &ck && hf_untaken(ck, {"audio_tower.", "model.audio_tower."}, "audio-tower", taken)) return false;   // not the tower alone: LoRA, a part
     if (!hf_read_sources(m, sources)) return false;
-    m->hparams.weight_type = wa_weight_type((vt_type)m->find("encoder.layers.0.fc1.weight")->type);
+    m->hparams.weight_type = wa_weight_type((vt_type)m->find("encoder.layers.0.fc2.weight")->type);
     m->mel_computed.resize((size_t)hp.n_mels * WHISPER_AUDIO_N_BINS);   // as the feature extractor computes it
     wa_mel_filters_slaney(hp.n_mels, m->mel_computed.data());
     m->mel_filters = m->mel_computed.data();
@@ -2103,10 +2103,10 @@ static std::vector<gguf_out_tensor> gguf_out_tensors(const whisper_audio_model *
 // The header: the converter's keys, then the tensor infos (each tensor's offset set), padded.
 static std::string gguf_header(const whisper_audio_model * m, std::vector<gguf_out_tensor> & out) {
     const whisper_audio_hparams & hp = m->hparams;
-    // general.file_type: the matrices' type, as encoder.layers.0.fc1.weight has it in the file
-    const gguf_tensor_info * fc1 = m->find("encoder.layers.0.fc1.weight");
-    const wa_block_type * blk = wa_block(fc1->block_type);
-    const uint32_t file_type = blk ? blk->file_type : fc1->type == VT_TYPE_F16 ? 1 : fc1->type == VT_TYPE_BF16 ? 32 : 0;
+    // general.file_type: the matrices' type, as encoder.layers.0.fc2.weight has it in the file
+    const gguf_tensor_info * fc2 = m->find("encoder.layers.0.fc2.weight");
+    const wa_block_type * blk = wa_block(fc2->block_type);
+    const uint32_t file_type = blk ? blk->file_type : fc2->type == VT_TYPE_F16 ? 1 : fc2->type == VT_TYPE_BF16 ? 32 : 0;
 
     gguf_writer w;
     w.b = "GGUF";
@@ -2126,6 +2126,10 @@ static std::string gguf_header(const whisper_audio_model * m, std::vector<gguf_o
         w.kv_u32("whisper.projector.stack_factor", (uint32_t)hp.stack_factor), n_kv++;
         w.kv_f32("whisper.projector.layer_norm_epsilon", hp.proj_eps), n_kv++;
     }
+    if (hp.n_window) {                                   // Voxtral Realtime's processor's zeros around the audio
+        w.kv_u32("whisper.projector.pad_left_tokens", (uint32_t)hp.pad_left), n_kv++;
+        w.kv_u32("whisper.projector.pad_right_tokens", (uint32_t)hp.pad_right), n_kv++;
+    }
     if (hp.n_time_rot) {                                 // Music Flamingo's rotary time embedding
         w.kv_u32("whisper.projector.time_rope.dimension_count", (uint32_t)hp.n_time_rot), n_kv++;
         w.kv_f32("whisper.projector.time_rope.freq_base", hp.time_rope_theta), n_kv++;
@@ -2139,6 +2143,10 @@ static std::string gguf_header(const whisper_audio_model * m, std::vector<gguf_o
     if (hp.n_causal) w.kv_u32("whisper.encoder.attention.causal_chunk", (uint32_t)hp.n_causal), n_kv++;
     if (hp.n_conv) w.kv_u32("whisper.encoder.conv2d.channels", (uint32_t)hp.n_conv), n_kv++;
     if (hp.n_attn_window) w.kv_u32("whisper.encoder.attention.window_length", (uint32_t)hp.n_attn_window), n_kv++;
+    if (hp.n_window) {                                   // Voxtral Realtime's attention
+        w.kv_u32("whisper.encoder.attention.key_length", (uint32_t)hp.head_dim), n_kv++;
+        w.kv_u32("whisper.encoder.attention.sliding_window", (uint32_t)hp.n_window), n_kv++;
+    }
     w.kv_u32("whisper.encoder.context_length", (uint32_t)hp.n_ctx), n_kv++;
     w.kv_u32("whisper.encoder.embedding_length", (uint32_t)hp.n_state), n_kv++;
     w.kv_u32("whisper.encoder.block_count", (uint32_t)hp.n_layer), n_kv++;
