@@ -1355,6 +1355,51 @@ static bool wa_hf_config_ultravox(const wa_hf_cfg & r, const wa_json & top, whis
     return true;
 }
 
+// Voxtral Realtime's VoxtralRealtimeEncoder: as many key/value heads as query heads, each head_dim wide, RoPE
+// over whole heads, RMSNorms of rms_norm_eps, attention over the last sliding_window positions, 4 positions
+// a token; its processor's zeros (the converter's constants: tekken.json's streaming_n_left_pad_tokens of
+// the released model, 32, before the audio; default_num_delay_tokens + 1 + 10 after it).
+static bool wa_hf_config_realtime(const wa_hf_cfg & r, const wa_json & cfg, const std::string & ac, const wa_hf_cfg & top_r,
+                                  const wa_json & top, whisper_audio_hparams & hp) {
+    if (!r.get(cfg, ac, "head_dim", 256, &hp.head_dim) || !r.get(cfg, ac, "sliding_window", 65536, &hp.n_window)) return false;
+    const wa_json * kv = cfg.get("num_key_value_heads");
+    uint64_t n_kv = 0;
+    if (kv && kv->type != wa_json::NUL && !(kv->u64(&n_kv) && n_kv == (uint64_t)hp.n_head)) {
+        wa_set_error("%s: config.json: %snum_key_value_heads is %s; whisper-audio runs one per attention head (%d)", r.path,
+                     ac.c_str(), kv->shown().c_str(), hp.n_head);
+        return false;
+    }
+    if (hp.head_dim % 2 != 0) {
+        wa_set_error("%s: config.json: %shead_dim %d is odd; RoPE turns pairs", r.path, ac.c_str(), hp.head_dim);
+        return false;
+    }
+    const wa_json * rp = cfg.get("rope_parameters");
+    if (rp && rp->type != wa_json::OBJECT && rp->type != wa_json::NUL) {
+        wa_set_error("%s: config.json: %srope_parameters is %s, not an object", r.path, ac.c_str(), rp->shown().c_str());
+        return false;
+    }
+    const wa_json none;
+    double theta = 10000.0, eps = 1e-5;
+    if (!r.number(rp && rp->type == wa_json::OBJECT ? *rp : none, ac + "rope_parameters.", "rope_theta", 10000.0, &theta) ||
+        !r.number(cfg, ac, "rms_norm_eps", 1e-5, &eps))
+        return false;
+    if (!(theta > 0 && std::isfinite((float)theta)) || !(eps > 0 && eps < 1)) {
+        const wa_json * e = cfg.get("rms_norm_eps");
+        wa_set_error("%s: config.json: %srope_theta %g, rms_norm_eps %s: a positive theta and an eps in (0, 1) expected", r.path,
+                     ac.c_str(), theta, e ? e->shown().c_str() : "1e-05");
+        return false;
+    }
+    hp.n_rot = hp.head_dim;
+    hp.rope_theta = (float)theta;
+    hp.eps = (float)eps;
+    hp.stack_factor = 4;
+    int delay = 6;
+    if (top.get("default_num_delay_tokens") && !top_r.get(top, "", "default_num_delay_tokens", 1000, &delay)) return false;
+    hp.pad_left = 32;
+    hp.pad_right = delay + 1 + 10;
+    return true;
+}
+
 // The hyperparameters from config.json, the projector's included, as the converter's read_config
 // takes them (and within the GGUF loader's bounds): the encoder's by WA_HF_TOWERS' keys, the
 // settings of WA_HF_SETTINGS, then what a tower reads its own way.
@@ -1447,6 +1492,7 @@ static bool wa_hf_config(whisper_audio_model * m, const std::string & root, cons
         case WHISPER_AUDIO_PROJECTOR_MINICPMO:   ok = wa_hf_config_minicpmo(top_r, top, hp); break;
         case WHISPER_AUDIO_PROJECTOR_KIMIAUDIO:  ok = wa_hf_config_kimiaudio(r, top, hp); break;
         case WHISPER_AUDIO_PROJECTOR_ULTRAVOX:   ok = wa_hf_config_ultravox(top_r, top, hp, opt); break;
+        case WHISPER_AUDIO_PROJECTOR_VOXTRAL_REALTIME: ok = wa_hf_config_realtime(r, *cfg, ac, top_r, top, hp); break;
         case WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO:   // Music Flamingo: its rotary time embedding (Audio Flamingo 3: none)
             ok = strcmp(t->model_type, "musicflamingo") || wa_hf_config_musicflamingo(top_r, top, hp);
             break;
@@ -1662,12 +1708,12 @@ static float wa_f64_to_f32(double v) {
     return (float)v;
 }
 
-// The first of WA_HF_PREFIXES under which c holds an encoder (Whisper's conv1 or the AuT's conv2d1);
-// top_only: those of a model saved alone (no projector beside it).
+// The first of WA_HF_PREFIXES under which c holds an encoder (Whisper's conv1, the AuT's conv2d1 or
+// Voxtral Realtime's embedder.conv1); top_only: those of a model saved alone (no projector beside it).
 static const wa_hf_prefix * hf_prefix(const wa_hf_checkpoint & c, bool top_only) {
     for (const wa_hf_prefix & p : WA_HF_PREFIXES)
-        if ((!top_only || !*p.projector) && (c.find(std::string(p.encoder) + "conv1.weight") || c.find(std::string(p.encoder) + "conv2d1.weight")))
-            return &p;
+        for (const char * stem : {"conv1.weight", "conv2d1.weight", "embedder.conv1.weight"})
+            if ((!top_only || !*p.projector) && c.find(std::string(p.encoder) + stem)) return &p;
     return nullptr;
 }
 
