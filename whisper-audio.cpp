@@ -1769,6 +1769,7 @@ struct whisper_audio_pipeline {
     wa_causal * causal = nullptr;        // a causal tower's current input (Voxtral Realtime), run on encs[0] as it comes
     int causal_step = RT_MAX_STEP;       // the mel frames its steps wait for
     std::vector<float> causal_rows;      // the rows its last call completed
+    size_t causal_samples = 0;           // the input's samples pushed since its last rows went (their record's)
     std::set<int64_t> dropped;           // inputs dropped after some of their windows were cut
     std::map<int64_t, int64_t> open;     // per input, its windows cut and not yet handed out (or skipped)
 };
@@ -2136,13 +2137,14 @@ static bool pipeline_refuse(whisper_audio_pipeline * p) {
 // A causal tower's rows that its input's last steps completed, to on_rows as one window of the
 // input (its steps in order: windows 0, 1, ...), on the caller's thread. Every earlier input's rows
 // have gone: such a pipeline cuts no batches.
-static bool pipeline_emit_causal(whisper_audio_pipeline * p, size_t samples) {
+static bool pipeline_emit_causal(whisper_audio_pipeline * p) {
     if (p->causal_rows.empty()) return true;
     std::vector<uint16_t> f16;
     whisper_audio_rows r;
     r.input = p->input;
     r.window = p->window++;
-    r.samples = samples;
+    r.samples = p->causal_samples;
+    p->causal_samples = 0;
     r.n_rows = (int)(p->causal_rows.size() / p->width);
     r.audio_positions = p->projector ? r.n_rows * p->encs[0]->hparams.stack_factor : r.n_rows;
     r.n_state = p->width;
@@ -2169,11 +2171,12 @@ static bool pipeline_emit_causal(whisper_audio_pipeline * p, size_t samples) {
 static bool pipeline_push_causal(whisper_audio_pipeline * p, const float * pcm, size_t n) {
     if (!p->causal) p->causal = wa_causal_begin(p->encs[0], p->causal_step);
     p->input_samples += n;
+    p->causal_samples += n;
     if (!wa_causal_feed(p->causal, pcm, n, p->causal_rows)) {
         pipeline_fail(p, whisper_audio_last_error());
         return false;
     }
-    return pipeline_emit_causal(p, n);
+    return pipeline_emit_causal(p);
 }
 
 static bool pipeline_end_causal(whisper_audio_pipeline * p) {
@@ -2181,7 +2184,7 @@ static bool pipeline_end_causal(whisper_audio_pipeline * p) {
     wa_causal_free(p->causal);
     p->causal = nullptr;
     if (!ok) { pipeline_fail(p, whisper_audio_last_error()); return false; }
-    return pipeline_emit_causal(p, 0);
+    return pipeline_emit_causal(p);
 }
 
 static bool pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t n) {
@@ -2404,6 +2407,7 @@ static bool pipeline_drop_input(whisper_audio_pipeline * p) {
     if (p->window > 0 && !p->causal) p->dropped.insert(p->input);   // (a causal input's rows have all gone)
     wa_causal_free(p->causal);
     p->causal = nullptr;
+    p->causal_samples = 0;
     p->held.size = 0;
     p->max_cut = 0;
     p->held_max = -INFINITY;
