@@ -1139,3 +1139,36 @@ TEST_CASE("towers: Voxtral Realtime's rows come as its input comes: each piece's
     whisper_audio_encoder_free(enc);
     whisper_audio_model_free(m);
 }
+
+TEST_CASE("towers on CUDA: Voxtral Realtime's tokens in f16 and bf16 near float64, past its window, and in steps of 8 frames near "
+          "the whole input's" * doctest::skip(no_gpu())) {
+    whisper_audio_model * m = whisper_audio_model_load("build/tower-realtime-f32.gguf");
+    REQUIRE_MESSAGE(m, whisper_audio_last_error());
+    decoded_audio a = decode_file(test_data("audio/long_70s_16k.wav"));
+    REQUIRE(a.ok);
+    for (whisper_audio_dtype dt : {WHISPER_AUDIO_DTYPE_F16, WHISPER_AUDIO_DTYPE_BF16}) {
+        whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
+        p.device = WHISPER_AUDIO_DEVICE_CUDA;
+        p.dtype = dt;
+        whisper_audio_encoder * enc = whisper_audio_encoder_init(m, p);
+        REQUIRE_MESSAGE(enc, whisper_audio_last_error());
+        const double bound = dt == WHISPER_AUDIO_DTYPE_F16 ? 1e-2 : 5e-2;
+        for (auto clip : {std::make_pair("speech_16k", pcm_of(112256)), std::make_pair("speech_1000", pcm_of(1000)),
+                          std::make_pair("long_448000", std::vector<float>(a.pcm.begin(), a.pcm.begin() + 448000))}) {
+            const std::vector<float> & pcm = clip.second;
+            std::vector<float> got(whisper_audio_n_tokens(m, pcm.size(), true) * 32, NAN);
+            REQUIRE_MESSAGE(whisper_audio_encode_tokens(enc, pcm.data(), pcm.size(), got.data()), whisper_audio_last_error());
+            const std::vector<float> ref = npy_load_f32(test_data(std::string("towers/realtime.") + clip.first + ".audio.npy"), nullptr);
+            REQUIRE(got.size() == ref.size());
+            const double err = rel_l2(got, ref);
+            MESSAGE("realtime " << std::string(dt == WHISPER_AUDIO_DTYPE_F16 ? "f16 " : "bf16 ") << std::string(clip.first) << ": rel L2 " << err);
+            CHECK(err < bound);
+            // a stream's steps: 20 ms pieces, each step as soon as 8 frames are complete
+            const std::vector<float> steps = realtime_in_steps(enc, pcm, 320, 8);
+            REQUIRE(steps.size() == ref.size());
+            CHECK(rel_l2(steps, ref) < bound);
+        }
+        whisper_audio_encoder_free(enc);
+    }
+    whisper_audio_model_free(m);
+}
