@@ -477,8 +477,11 @@ static bool causal_run(wa_causal * s, std::vector<float> & rows) {
                   vt_backend_set_tensor(enc->backend, g->tail2, s->tail2.data(), VT_TYPE_F32) &&
                   vt_backend_set_tensor(enc->backend, g->pos0, &pos0, VT_TYPE_F32) &&
                   vt_backend_set_tensor(enc->backend, g->kv_start, &kv_start, VT_TYPE_F32);
+        // the caches of an input's first step hold no position (kv_start masks them all: never read), and its
+        // last step carries nothing on: their copies in and out are skipped (a whole input of one step has none)
+        const bool first = s->positions == 0, last = s->ended && F == pending;
         const size_t cache = (size_t)W * a;
-        for (int il = 0; ok && il < hp.n_layer; il++)
+        for (int il = 0; ok && !first && il < hp.n_layer; il++)
             ok = vt_backend_set_tensor(enc->backend, g->k_cache[il], s->k_cache.data() + il * cache, VT_TYPE_F32) &&
                  vt_backend_set_tensor(enc->backend, g->v_cache[il], s->v_cache.data() + il * cache, VT_TYPE_F32);
         ok = ok && vt_backend_compute(enc->backend, g->graph);
@@ -487,8 +490,8 @@ static bool causal_run(wa_causal * s, std::vector<float> & rows) {
         ok = ok && vt_backend_get_tensor_f32(enc->backend, g->out, rows.data() + at);
         // what the next step carries: the last two frames, conv1's last row, each layer's last W keys and values
         std::vector<float> conv1((size_t)F * d), all((size_t)(W + F / 2) * a);
-        ok = ok && vt_backend_get_tensor_f32(enc->backend, g->conv1, conv1.data());
-        for (int il = 0; ok && il < hp.n_layer; il++) {
+        ok = ok && (last || vt_backend_get_tensor_f32(enc->backend, g->conv1, conv1.data()));
+        for (int il = 0; ok && !last && il < hp.n_layer; il++) {
             ok = vt_backend_get_tensor_f32(enc->backend, g->k_all[il], all.data());
             std::copy(all.end() - cache, all.end(), s->k_cache.begin() + il * cache);
             ok = ok && vt_backend_get_tensor_f32(enc->backend, g->v_all[il], all.data());
