@@ -1053,7 +1053,7 @@ TEST_CASE("towers: Voxtral Realtime's tokens: its processor's zeros around the a
         {"speech_50001", pcm_of(50001), 5.11e-7, 1},
         {"speech_1000", pcm_of(1000), 4.98e-7, 1},
         {"long_448000", std::vector<float>(a.pcm.begin(), a.pcm.begin() + 448000), 4.89e-7, 1},   // 3096 positions: 4 windows of 750
-        {"long_70s", a.pcm, 0.0, 8},                                                              // 3 steps of 3000 frames and one of 1392
+        {"long_70s", a.pcm, 0.0, 8},                                                              // steps of 3000, 3000 and 1392 frames
     };
     whisper_audio_encoder * enc = cpu_encoder(m, true);
     for (const clip & c : clips) {
