@@ -1068,6 +1068,7 @@ static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc
                                                vt_tensor * kv_len, vt_tensor * frames, const wa_tower * tower,
                                                vt_tensor * window, std::vector<vt_tensor *> * states = nullptr) {
     const whisper_audio_hparams & hp = enc->hparams;
+    VT_ASSERT(hp.n_window == 0);                       // Voxtral Realtime's is build_realtime_step (its callers refuse windows)
     const wa_weights & w = enc->w;
     const int n_state = hp.n_state, n_head = hp.n_head;
     int n_ctx = ((int)mel->ne[0] - 1) / 2 + 1;         // positions (conv2's stride 2): 1500 for a 30 s window
@@ -2929,6 +2930,11 @@ static int encoder_profile(whisper_audio_encoder * enc, const float * mel, int n
                            int max_times) {
     if (n_windows < 1 || n_windows > enc->params.max_batch) {
         wa_set_error("profile: %d windows, the encoder takes 1 to %d", n_windows, enc->params.max_batch);
+        return -1;
+    }
+    if (enc->hparams.n_window) {           // a causal tower runs steps of PCM, not windows of mel
+        wa_set_error("profile: %s's tower runs in causal steps over PCM (whisper_audio_encode_tokens), not in mel windows",
+                     wa_projector_gguf(enc->hparams.projector));
         return -1;
     }
     wa_graph * g = graph_for_batch(enc, n_windows, WHISPER_AUDIO_N_FRAMES);

@@ -1088,7 +1088,23 @@ TEST_CASE("towers: Voxtral Realtime's tokens: its processor's zeros around the a
     CHECK(std::string(whisper_audio_last_error()).find("takes PCM") != std::string::npos);
     std::vector<float> win(1500 * 64);
     CHECK_FALSE(whisper_audio_encode_pcm(enc, clips[0].pcm.data(), 16000, win.data()));
+    whisper_audio_op_time times[8];
+    CHECK(whisper_audio_encoder_profile(enc, mel.data(), 1, times, 8) == -1);
+    CHECK(std::string(whisper_audio_last_error()).find("causal steps") != std::string::npos);
     whisper_audio_encoder_free(enc);
+    // its keys: each one missing is a one-line error naming it
+    const std::vector<uint8_t> b = read_bytes("build/tower-realtime-f32.gguf");
+    const std::string bad = test_tmp("realtime-bad.gguf");
+    for (auto k : {std::make_pair("whisper.projector.pad_left_tokens", "whisper.projector.pad_lefx_tokens"),
+                   std::make_pair("whisper.projector.pad_right_tokens", "whisper.projector.pad_righx_tokens"),
+                   std::make_pair("whisper.encoder.attention.sliding_window", "whisper.encoder.attention.sliding_windox"),
+                   std::make_pair("whisper.encoder.attention.key_length", "whisper.encoder.attention.key_lengtx")}) {
+        write_bytes(bad, patched(b, k.first, k.second));
+        CHECK(whisper_audio_model_load(bad.c_str()) == nullptr);
+        CHECK_MESSAGE(std::string(whisper_audio_last_error()).find(std::string("missing key ") + k.first) != std::string::npos,
+                      whisper_audio_last_error());
+    }
+    remove(bad.c_str());
     whisper_audio_model_free(m);
 }
 
