@@ -1355,12 +1355,59 @@ static bool wa_hf_config_ultravox(const wa_hf_cfg & r, const wa_json & top, whis
     return true;
 }
 
+// Voxtral Realtime's processor's padding from tekken.json (its mistral_common tokenizer) beside config.json,
+// as the converter's realtime_tekken reads it: audio.streaming_n_left_pad_tokens, and the tokens of
+// audio.transcription_delay_ms (AudioConfig.get_num_delay_tokens: its samples as mel frames, 8 a token);
+// left and delay stay as given where it says none.
+static bool wa_hf_tekken(const char * dir, const std::string & root, int * left, int * delay) {
+    const std::string path = std::string(dir) + "/tekken.json";
+    if (!wa_hf_exists(path)) return true;
+    wa_json t;
+    if (!wa_hf_json(path, root, t)) return false;
+    const wa_json * audio = t.type == wa_json::OBJECT ? t.get("audio") : nullptr;
+    if (!audio) return true;
+    if (audio->type != wa_json::OBJECT) {
+        wa_set_error("%s: tekken.json: audio is %s, not an object", dir, audio->shown().c_str());
+        return false;
+    }
+    for (auto k : {std::make_pair("sampling_rate", 16000.0), std::make_pair("frame_rate", 12.5)}) {
+        const wa_json * v = audio->get(k.first);
+        if (v && !(v->type == wa_json::NUMBER && strtod(v->str.c_str(), nullptr) == k.second)) {
+            wa_set_error("%s: tekken.json: audio.%s is %s; whisper-audio runs %g (1280 samples a token)", dir, k.first,
+                         v->shown().c_str(), k.second);
+            return false;
+        }
+    }
+    const wa_json * n = audio->get("streaming_n_left_pad_tokens");
+    uint64_t nl = 0;
+    if (n && !(n->u64(&nl) && nl >= 1 && nl <= 1000)) {
+        wa_set_error("%s: tekken.json: audio.streaming_n_left_pad_tokens is %s, expected an integer in [1, 1000]", dir,
+                     n->shown().c_str());
+        return false;
+    }
+    if (n) *left = (int)nl;
+    const wa_json * ms = audio->get("transcription_delay_ms");
+    if (ms) {
+        const double v = ms->type == wa_json::NUMBER ? strtod(ms->str.c_str(), nullptr) : 0.0;
+        if (ms->type != wa_json::NUMBER || !(v > 0 && v <= 60000)) {
+            wa_set_error("%s: tekken.json: audio.transcription_delay_ms is %s, expected a number in (0, 60000]", dir,
+                         ms->shown().c_str());
+            return false;
+        }
+        const int64_t samples = (int64_t)(v / 1000.0 * WHISPER_AUDIO_SAMPLE_RATE);
+        const int64_t frames = samples % WHISPER_AUDIO_HOP ? (int64_t)std::ceil((double)samples / WHISPER_AUDIO_HOP - 1)
+                                                           : samples / WHISPER_AUDIO_HOP;
+        *delay = (int)((frames + 7) / 8);
+    }
+    return true;
+}
+
 // Voxtral Realtime's VoxtralRealtimeEncoder: as many key/value heads as query heads, each head_dim wide, RoPE
 // over whole heads, RMSNorms of rms_norm_eps, attention over the last sliding_window positions, 4 positions
-// a token; its processor's zeros (the converter's constants: tekken.json's streaming_n_left_pad_tokens of
-// the released model, 32, before the audio; default_num_delay_tokens + 1 + 10 after it).
+// a token; its processor's zeros: streaming_n_left_pad_tokens before the audio (the released model's 32), the
+// delay's tokens (default_num_delay_tokens, 6) + 1 + 10 after it, or what tekken.json says.
 static bool wa_hf_config_realtime(const wa_hf_cfg & r, const wa_json & cfg, const std::string & ac, const wa_hf_cfg & top_r,
-                                  const wa_json & top, whisper_audio_hparams & hp) {
+                                  const wa_json & top, const std::string & root, whisper_audio_hparams & hp) {
     if (!r.get(cfg, ac, "head_dim", 256, &hp.head_dim) || !r.get(cfg, ac, "sliding_window", 65536, &hp.n_window)) return false;
     const wa_json * kv = cfg.get("num_key_value_heads");
     uint64_t n_kv = 0;
@@ -1393,9 +1440,10 @@ static bool wa_hf_config_realtime(const wa_hf_cfg & r, const wa_json & cfg, cons
     hp.rope_theta = (float)theta;
     hp.eps = (float)eps;
     hp.stack_factor = 4;
-    int delay = 6;
+    int delay = 6, left = 32;
     if (top.get("default_num_delay_tokens") && !top_r.get(top, "", "default_num_delay_tokens", 1000, &delay)) return false;
-    hp.pad_left = 32;
+    if (!wa_hf_tekken(r.path, root, &left, &delay)) return false;
+    hp.pad_left = left;
     hp.pad_right = delay + 1 + 10;
     return true;
 }
@@ -1492,7 +1540,7 @@ static bool wa_hf_config(whisper_audio_model * m, const std::string & root, cons
         case WHISPER_AUDIO_PROJECTOR_MINICPMO:   ok = wa_hf_config_minicpmo(top_r, top, hp); break;
         case WHISPER_AUDIO_PROJECTOR_KIMIAUDIO:  ok = wa_hf_config_kimiaudio(r, top, hp); break;
         case WHISPER_AUDIO_PROJECTOR_ULTRAVOX:   ok = wa_hf_config_ultravox(top_r, top, hp, opt); break;
-        case WHISPER_AUDIO_PROJECTOR_VOXTRAL_REALTIME: ok = wa_hf_config_realtime(r, *cfg, ac, top_r, top, hp); break;
+        case WHISPER_AUDIO_PROJECTOR_VOXTRAL_REALTIME: ok = wa_hf_config_realtime(r, *cfg, ac, top_r, top, root, hp); break;
         case WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO:   // Music Flamingo: its rotary time embedding (Audio Flamingo 3: none)
             ok = strcmp(t->model_type, "musicflamingo") || wa_hf_config_musicflamingo(top_r, top, hp);
             break;

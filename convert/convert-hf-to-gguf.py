@@ -82,6 +82,7 @@ FILE_TYPES = {"f32": 0, "f16": 1, "bf16": 32}
 N_CTX = 1500                # encoder positions (30 s of audio after the stride-2 conv)
 N_BINS = 201                # n_fft / 2 + 1 for n_fft = 400
 SAMPLE_RATE = 16000
+HOP = 160                   # samples between mel frames
 LAYER_NORM_EPS = 1e-5
 
 # d_model, layers, heads, ffn, mels of the released sizes
@@ -821,6 +822,39 @@ def f32_finite(x):
         return False
 
 
+def realtime_tekken(d, left, delay):
+    """Voxtral Realtime's processor's padding from tekken.json (its mistral_common tokenizer) beside config.json:
+    audio.streaming_n_left_pad_tokens, and the tokens of audio.transcription_delay_ms (AudioConfig's
+    get_num_delay_tokens: its samples as mel frames, 8 a token); (left, delay) as given where it says none."""
+    p = os.path.join(d, "tekken.json")
+    if not regular_file(p):
+        return left, delay
+    t = read_config_json(d, p, "tekken.json")
+    audio = t.get("audio") if isinstance(t, dict) else None
+    if audio is None:
+        return left, delay
+    if not isinstance(audio, dict):
+        raise ConvertError("%s: tekken.json: audio is %s, not an object" % (d, shown(audio)))
+    for key, want in (("sampling_rate", SAMPLE_RATE), ("frame_rate", 12.5)):
+        v = audio.get(key, want)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != want:
+            raise ConvertError("%s: tekken.json: audio.%s is %s; whisper-audio runs %s (1280 samples a token)"
+                               % (d, key, shown(v), want))
+    n = audio.get("streaming_n_left_pad_tokens", left)
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 1000:
+        raise ConvertError("%s: tekken.json: audio.streaming_n_left_pad_tokens is %s, expected an integer in [1, 1000]"
+                           % (d, shown(n)))
+    ms = audio.get("transcription_delay_ms")
+    if ms is not None:
+        if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 < ms <= 60000:
+            raise ConvertError("%s: tekken.json: audio.transcription_delay_ms is %s, expected a number in (0, 60000]"
+                               % (d, shown(ms)))
+        samples = int(ms / 1000.0 * SAMPLE_RATE)
+        frames = math.ceil(samples / HOP - 1) if samples % HOP else samples // HOP
+        delay = math.ceil(frames / 8)
+    return n, delay
+
+
 def read_config(d):
     """The hyperparameters from config.json, as the library's directory reader takes them: the encoder's by
     WA_HF_TOWERS' keys, the settings of WA_HF_SETTINGS, then what a tower reads its own way."""
@@ -996,9 +1030,10 @@ def read_config(d):
         hp.n_rot, hp.rope_theta, hp.eps = hp.head_dim, float(theta), float(eps)
         hp.stack_factor = REALTIME_STACK
         # its processor's zeros (mistral_common's AudioEncoder.pad, offline): streaming_n_left_pad_tokens before
-        # the audio (tekken.json's; the released model's 32), and the delay's tokens + 1 + 10 after it
+        # the audio, and the delay's tokens + 1 + 10 after it, as tekken.json's audio settings say where it has them
         delay = get("default_num_delay_tokens", top, "", 1000, "config.json") if "default_num_delay_tokens" in top else 6
-        hp.pad_left, hp.pad_right = REALTIME_LEFT_PAD, delay + 1 + REALTIME_BUFFER_TOKENS
+        hp.pad_left, delay = realtime_tekken(d, REALTIME_LEFT_PAD, delay)
+        hp.pad_right = delay + 1 + REALTIME_BUFFER_TOKENS
     if mt == "ultravox":   # stacking, SwiGLU's width, the optional mid LayerNorm
         hp.stack_factor = get("stack_factor", top, "", 64, "config.json")
         hp.n_proj_ff = get("hidden_size", top, "", 65536, "config.json")

@@ -1269,6 +1269,13 @@ class TestTowers(Base):
         bad = json.loads(json.dumps(cfg))
         bad["audio_config"]["num_key_value_heads"] = 1
         t.expect_error(t.make("rt-kv", bad, st), "num_key_value_heads is 1")
+        # tekken.json's audio settings (its mistral_common tokenizer) give the padding: 16 tokens before; a delay of
+        # 500 ms, 50 frames, is 7 tokens (ceil(50 / 8)), so 7 + 1 + 10 after
+        d = t.make("rt-tekken", cfg, st)
+        with open(os.path.join(d, "tekken.json"), "w") as f:
+            json.dump({"audio": {"transcription_delay_ms": 500, "streaming_n_left_pad_tokens": 16}}, f)
+        kv = GGUF(self.convert(d, "f32", "rt-tekken.gguf")).kv
+        self.assertEqual((kv["whisper.projector.pad_left_tokens"], kv["whisper.projector.pad_right_tokens"]), ((4, 16), (4, 18)))
 
     def test_stepaudio2(self):
         # Step-Audio 2: audio_encoder_config's sizes (the MLP 4 n_audio_state), OpenAI Whisper's names under

@@ -183,6 +183,14 @@ class TestSameAsConverter(Base):
             st_read(os.path.join(DATA, "towers", "qwen2a", "model.safetensors"))
         qst["language_model.model.embed_tokens.weight"] = ("F16", [4, 2], b"\0" * 16)
         out.append((self.make("qwen2a-with-lm", qcfg, qst), "f16"))
+        # Voxtral Realtime with its tokenizer's audio settings (tekken.json): its processor's padding from them
+        rcfg, rst = json.load(open(os.path.join(DATA, "towers", "realtime", "config.json"))), \
+            st_read(os.path.join(DATA, "towers", "realtime", "model.safetensors"))
+        d = self.make("realtime-tekken", rcfg, rst)
+        with open(os.path.join(d, "tekken.json"), "w") as f:
+            json.dump({"vocab": [], "audio": {"sampling_rate": 16000, "frame_rate": 12.5, "transcription_delay_ms": 500,
+                                              "streaming_n_left_pad_tokens": 16}}, f)
+        out.append((d, "f16"))
         return out
 
     def test_same_file_and_same_embeddings(self):
@@ -294,6 +302,15 @@ class TestStrict(Base):
                                    ("odd", dict(cfg, audio_config=dict(audio, head_dim=63)), "head_dim 63 is odd")):
             with self.subTest(case=label):
                 d = self.make("rt-" + label, bad, st)
+                self.expect_error(d, needle, names=d)
+        # its tokenizer's audio settings (tekken.json): another token length, a left padding out of range
+        for label, audio, needle in (("rate", {"frame_rate": 25}, "audio.frame_rate is 25"),
+                                     ("left", {"streaming_n_left_pad_tokens": 0}, "audio.streaming_n_left_pad_tokens is 0"),
+                                     ("delay", {"transcription_delay_ms": "480"}, 'audio.transcription_delay_ms is "480"')):
+            with self.subTest(case=label):
+                d = self.make("rt-tekken-" + label, cfg, st)
+                with open(os.path.join(d, "tekken.json"), "w") as f:
+                    json.dump({"audio": audio}, f)
                 self.expect_error(d, needle, names=d)
 
     def test_safetensors_headers(self):
