@@ -354,7 +354,7 @@ test-docs: $(BUILD)/main $(BUILD)/libwhisper-audio.so $(TEST_MODELS) $(VENV)/bin
 
 # the server over loopback against main's output (tests/test-server.py; it skips without cpp-httplib)
 test-server: $(BUILD)/main $(if $(filter 1,$(SERVER)),$(BUILD)/whisper-audio-server) build/micro-80-f32.gguf build/tower-qwen2a-f32.gguf \
-             build/tower-mflamingo-f32.gguf build/tower-qwen3asr-f32.gguf
+             build/tower-mflamingo-f32.gguf build/tower-qwen3asr-f32.gguf build/tower-realtime-f32.gguf
 	WA_MAIN=$(BUILD)/main WA_SERVER=$(if $(filter 1,$(SERVER)),$(BUILD)/whisper-audio-server) python3 tests/test-server.py
 
 # ---- aarch64 (NEON) under qemu-user ----------------------------------------------------------

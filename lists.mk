@@ -43,4 +43,4 @@ EXPORTS = whisper_audio_*
 # tests/data/micro-<MELS>, and tower-<TOWER>-f32.gguf from tests/data/towers/<TOWER>.
 TEST_MICRO_MELS = 80 128
 TEST_MICRO_TYPES = f32 f16 bf16
-TEST_TOWERS = qwen2a voxtral ultravox af3 glmasr qwen25o minicpmo kimiaudio qwen3a stepaudio2 meralion mflamingo qwen3asr
+TEST_TOWERS = qwen2a voxtral ultravox af3 glmasr qwen25o minicpmo kimiaudio qwen3a stepaudio2 meralion mflamingo qwen3asr realtime

@@ -172,6 +172,8 @@ struct cpu_backend : vt_backend {
         if (t->op == VT_OP_CONV2D_K3S2)      // (a pair's first stage is the narrower: C_in 1 or its input's)
             return std::max((size_t)(GEMM_MR + CONV_ROWS) * 9 * t->src[1]->ne[2],
                             amx ? bf16_scratch_floats(CONV_ROWS_BF16, 9 * (int)t->src[1]->ne[2], true) : 0);
+        if (t->op == VT_OP_ATTENTION && t->iparams[3])                  // vt_attention_window: a query's scores
+            return (size_t)t->src[1]->ne[1];
         if (t->op == VT_OP_ATTENTION)
             return std::max(attention_scratch_floats((int)t->ne[1], (int)(t->ne[0] / t->iparams[0])),
                             amx ? attention_bf16_scratch_floats((int)t->ne[1], (int)(t->ne[0] / t->iparams[0])) : 0);
@@ -388,8 +390,30 @@ struct cpu_backend : vt_backend {
         // bi from x_len[bi] on read as zero; the add repeats every chunk_out output rows
         const int chunk = t->iparams[2] ? t->iparams[2] : t_in;
         const int64_t add_rows = t->iparams[2] ? chunk / stride : t_out;
-        const float * x_len = t->src[4] ? (const float *)t->src[4]->data : nullptr;
+        const bool causal = t->iparams[3] != 0;
+        const float * x_len = t->src[4] && !causal ? (const float *)t->src[4]->data : nullptr;
+        // vt_conv1d_k3_causal: tap t*stride + k of [tail | x], the tail's rows (or zeros) before x's
+        const vt_tensor * tail = causal ? t->src[4] : nullptr;
+        const int n_tail = 3 - stride;
+        auto im2col_causal = [&](int64_t m0, int m, float * col) {
+            for (int r = 0; r < m; r++) {
+                const int64_t row = m0 + r, bi = row / t_out, to = row % t_out;
+                float * dst = col + (size_t)r * K;
+                for (int k = 0; k < 3; k++) {
+                    const int64_t ti = to * stride + k - n_tail;
+                    if (ti >= 0) {
+                        const char * src = (const char *)x->data + ti * x->nb[1] + bi * x->nb[2];
+                        for (int i = 0; i < c_in; i++) dst[i * 3 + k] = *(const float *)(src + i * x->nb[0]);
+                    } else {
+                        const float * src = tail ? (const float *)tail->data + ((size_t)bi * n_tail + (n_tail + ti)) * c_in : nullptr;
+                        for (int i = 0; i < c_in; i++) dst[i * 3 + k] = src ? src[i] : 0.0f;
+                    }
+                }
+            }
+            return (const float *)col;
+        };
         auto im2col = [&](int64_t m0, int m, float * col) {
+            if (causal) return im2col_causal(m0, m, col);
             for (int r = 0; r < m; r++) {
                 const int64_t row = m0 + r, bi = row / t_out, to = row % t_out;
                 const int64_t c0 = to * stride / chunk * chunk;                     // this row's chunk [c0, c0 + chunk)
@@ -664,7 +688,62 @@ struct cpu_backend : vt_backend {
 #endif
     }
 
+    // vt_attention_window: one task per (window, head, query); the query's keys [lo, hi) in their
+    // order, whatever their place in the buffer: scores (a dot of 16 lanes, then the lanes in order),
+    // the softmax, P V summed in double, so a step of any size gives a position the same bits.
+    void attention_window(vt_tensor * t) {
+        const vt_tensor * q = t->src[0], * k = t->src[1], * v = t->src[2];
+        const int n_head = t->iparams[0], window = t->iparams[3];
+        const int D = (int)q->ne[0], hd = D / n_head, P = (int)q->ne[1], T = (int)k->ne[1], B = (int)q->ne[2];
+        const float scale = t->fparams[0];
+        const float * kv_start = t->src[4] ? (const float *)t->src[4]->data : nullptr;
+        VT_ASSERT(hd <= 256);
+        pool.run(B * n_head * P, [&](int task, int thread) {
+            const int i = task % P, h = (task / P) % n_head, bi = task / (P * n_head);
+            auto row = [&](const vt_tensor * s, int j) {
+                return (const float *)((const char *)s->data + (size_t)j * s->nb[1] + (size_t)bi * s->nb[2]) + h * hd;
+            };
+            const int pos = T - P + i, first = kv_start ? std::max(0, std::min(T, (int)kv_start[bi])) : 0;
+            const int lo = std::max(first, pos - window + 1), hi = pos + 1;
+            float * out = (float *)t->data + ((size_t)bi * P + i) * D + h * hd;
+            if (lo >= hi) { std::fill(out, out + hd, 0.0f); return; }
+            float * S = scratch[thread].data();
+            const float * qr = row(q, i);
+            for (int j = lo; j < hi; j++) {
+                const float * kr = row(k, j);
+                float lane[16] = {};
+                int d = 0;
+                for (; d + 16 <= hd; d += 16)
+                    for (int l = 0; l < 16; l++) lane[l] += (scale * qr[d + l]) * kr[d + l];
+                for (; d < hd; d++) lane[d % 16] += (scale * qr[d]) * kr[d];
+                float dot = 0.0f;
+                for (int l = 0; l < 16; l++) dot += lane[l];
+                S[j - lo] = dot;
+            }
+            const float inv_sum = kern->softmax_row(S, hi - lo);
+            double acc[256] = {};
+            for (int j = lo; j < hi; j++) {
+                const float * vr = row(v, j);
+                const double p = S[j - lo];
+                for (int d = 0; d < hd; d++) acc[d] += p * vr[d];
+            }
+            for (int d = 0; d < hd; d++) out[d] = (float)acc[d] * inv_sum;
+        });
+    }
+
+    void concat_rows(vt_tensor * t) {
+        const vt_tensor * a = t->src[0], * b = t->src[1];
+        const int64_t C = t->ne[0], Ta = a->ne[1], T = t->ne[1];
+        pool.run((int)(T * t->ne[2]), [&](int task, int) {
+            const int64_t bi = task / T, r = task % T;
+            const vt_tensor * s = r < Ta ? a : b;
+            const int64_t j = r < Ta ? r : r - Ta;
+            memcpy((float *)t->data + (size_t)task * C, (const char *)s->data + j * s->nb[1] + bi * s->nb[2], C * sizeof(float));
+        });
+    }
+
     void attention(vt_tensor * t) {
+        if (t->iparams[3]) { attention_window(t); return; }
         if (amx && t->ne[0] / t->iparams[0] <= 256) { attention_bf16(t); return; }
         const vt_tensor * q = t->src[0], * k = t->src[1], * v = t->src[2];
         const int n_head = t->iparams[0];
@@ -908,7 +987,7 @@ struct cpu_backend : vt_backend {
             const float * in = (const float *)t->src[0]->data + (size_t)task * row;
             float * out = (float *)t->data + (size_t)task * row;
             memcpy(out, in, row * sizeof(float));
-            const float pos = (float)(task % T);
+            const float pos = (float)((t->src[1] ? (int64_t)((const float *)t->src[1]->data)[task / T] : 0) + task % T);
             std::vector<float> c(half), s(half);
             for (int i = 0; i < half; i++) {
                 // inv_freq as transformers' float32: 1 / theta^(float(2i) / n_rot), the power rounded
@@ -978,6 +1057,7 @@ struct cpu_backend : vt_backend {
             case VT_OP_LOG_MEL:    log_mel(t); break;
             case VT_OP_CONV2D_K3S2: conv2d_k3s2(t); break;
             case VT_OP_ADD_ROWS:   add_rows(t); break;
+            case VT_OP_CONCAT_ROWS: concat_rows(t); break;
             default: VT_ASSERT(!"cpu backend: op without a kernel");
         }
     }

@@ -1,4 +1,5 @@
-// vt-cuda-attention.cuh - attention_kernel, FlashAttention-2 style on mma.sync (sm_80+), with
+// vt-cuda-attention.cuh - attention_kernel, FlashAttention-2 style on mma.sync (sm_80+), and
+// attention_window_kernel (vt_attention_window), with
 // its checks and launcher. The op is vt_attention (vt.h); its CPU twin is cpu_backend::attention
 // in vt.cpp. The Hopper kernel of the same op is in vt-cuda-attention-wgmma.cuh; launch_attention
 // in vt-cuda.cu picks one.
@@ -281,7 +282,7 @@ static bool attention_supported(const vt_tensor * t) {
                      t->name, (long long)(q->ne[0] / n_head));
         return false;
     }
-    if (q->ne[1] > INT32_MAX || q->ne[2] > 65535 || n_head > 65535) {
+    if (q->ne[1] > INT32_MAX || k->ne[1] > INT32_MAX || q->ne[2] > 65535 || n_head > 65535) {
         vt_set_error("cuda: attention '%s': too large (T %lld, B %lld)", t->name, (long long)q->ne[1], (long long)q->ne[2]);
         return false;
     }
@@ -317,5 +318,91 @@ static bool launch_attention_mt(const launch_ctx & lc, vt_tensor * t) {
         (int64_t)(v->nb[1] / es), (int64_t)(v->nb[2] / es), scale_log2,
         t->src[3] ? (const float *)t->src[3]->data : nullptr, t->iparams[2] ? -t->iparams[1] : t->iparams[1]);
     LAUNCH_CHECK("attention_kernel");
+    return true;
+}
+
+// =====================================================================================
+// attention_window_kernel: vt_attention_window
+// =====================================================================================
+
+// attention_window_kernel: vt_attention_window (Voxtral Realtime's causal sliding window over a
+// cache and a step's rows). Query i of window b (row i of q, at key position T - P + i) attends
+// to keys [max(kv_start[b], T - P + i - window + 1), T - P + i], head_dim 64:
+//   grid (ceil(P / 8), n_head, B), 256 threads = 8 warps, warp w owns query i0 + w. The block
+//   reads the keys its 8 queries span in tiles of 32 (K and V rows as f32 in shared memory, a
+//   row padded to 65 floats against bank conflicts); per tile lane j scores key j (its dot over
+//   the 64 dimensions, -inf outside the warp's range), the warp keeps an online softmax (running
+//   max and sum in f32) and lane l the output dimensions l and l + 32 (each tile's P V by shuffles
+//   of the 32 weights). A query without a key comes out 0. CPU twin: cpu_backend::attention_window.
+static const int ATTW_QUERIES = 8, ATTW_KEYS = 32, ATTW_ROW = ATT_HD + 1;
+
+template <typename T>
+__global__ void __launch_bounds__(256) attention_window_kernel(const T * __restrict__ q, const T * __restrict__ k,
+        const T * __restrict__ v, T * __restrict__ out, int P, int T_kv, int n_head, int window, float scale,
+        int64_t q_row, int64_t q_win, int64_t k_row, int64_t k_win, int64_t v_row, int64_t v_win,
+        const float * __restrict__ kv_start) {
+    __shared__ float ks[ATTW_KEYS * ATTW_ROW], vs[ATTW_KEYS * ATTW_ROW], qs[ATTW_QUERIES * ATT_HD];
+    const int h = blockIdx.y, b = blockIdx.z, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int i0 = blockIdx.x * ATTW_QUERIES, i = i0 + warp;
+    const int first = kv_start ? max(0, min(T_kv, (int)kv_start[b])) : 0;
+    const int lo_blk = max(first, T_kv - P + i0 - window + 1), hi_blk = T_kv - P + min(i0 + ATTW_QUERIES, P);
+    const int lo = max(first, T_kv - P + i - window + 1), hi = T_kv - P + i + 1;
+    const T * kb = k + b * k_win + h * ATT_HD, * vb = v + b * v_win + h * ATT_HD;
+    for (int e = threadIdx.x; e < ATTW_QUERIES * ATT_HD; e += blockDim.x) {
+        const int r = e / ATT_HD, d = e % ATT_HD;
+        qs[e] = i0 + r < P ? scale * to_f32(q[b * q_win + (int64_t)(i0 + r) * q_row + h * ATT_HD + d]) : 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
+    for (int c = lo_blk; c < hi_blk; c += ATTW_KEYS) {
+        __syncthreads();                                   // (the tile before is read; q is in)
+        for (int e = threadIdx.x; e < ATTW_KEYS * ATT_HD; e += blockDim.x) {
+            const int r = e / ATT_HD, d = e % ATT_HD, j = c + r;
+            const bool in = j < hi_blk;
+            ks[r * ATTW_ROW + d] = in ? to_f32(kb[(int64_t)j * k_row + d]) : 0.0f;
+            vs[r * ATTW_ROW + d] = in ? to_f32(vb[(int64_t)j * v_row + d]) : 0.0f;
+        }
+        __syncthreads();
+        if (i >= P) continue;
+        const int j = c + lane;
+        float s = -INFINITY;
+        if (j >= lo && j < hi) {
+            s = 0.0f;
+            const float * qr = qs + warp * ATT_HD, * kr = ks + lane * ATTW_ROW;
+#pragma unroll 16
+            for (int d = 0; d < ATT_HD; d++) s += qr[d] * kr[d];
+        }
+        float mx = s;
+        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        const float m_new = fmaxf(m, mx);
+        if (m_new == -INFINITY) continue;                  // no key of this tile, none before
+        const float p = s == -INFINITY ? 0.0f : __expf(s - m_new), corr = m == -INFINITY ? 0.0f : __expf(m - m_new);
+        l = l * corr + warp_sum(p);
+        acc0 *= corr;
+        acc1 *= corr;
+        for (int r = 0; r < ATTW_KEYS; r++) {
+            const float pr = __shfl_sync(0xffffffffu, p, r);
+            acc0 += pr * vs[r * ATTW_ROW + lane];
+            acc1 += pr * vs[r * ATTW_ROW + lane + 32];
+        }
+        m = m_new;
+    }
+    if (i >= P) return;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    T * o = out + ((int64_t)b * P + i) * n_head * ATT_HD + h * ATT_HD;
+    o[lane] = from_f32<T>(acc0 * inv);
+    o[lane + 32] = from_f32<T>(acc1 * inv);
+}
+
+template <typename T>
+static bool launch_attention_window(const launch_ctx & lc, vt_tensor * t) {
+    const vt_tensor * q = t->src[0], * k = t->src[1], * v = t->src[2];
+    const int n_head = t->iparams[0], P = (int)q->ne[1], B = (int)q->ne[2];
+    const size_t es = sizeof(T);
+    const dim3 grid((unsigned)ceil_div(P, ATTW_QUERIES), (unsigned)n_head, (unsigned)B);
+    attention_window_kernel<T><<<grid, 32 * ATTW_QUERIES, 0, lc.stream>>>(
+        (const T *)q->data, (const T *)k->data, (const T *)v->data, (T *)t->data, P, (int)k->ne[1], n_head, t->iparams[3],
+        t->fparams[0], (int64_t)(q->nb[1] / es), (int64_t)(q->nb[2] / es), (int64_t)(k->nb[1] / es), (int64_t)(k->nb[2] / es),
+        (int64_t)(v->nb[1] / es), (int64_t)(v->nb[2] / es), t->src[4] ? (const float *)t->src[4]->data : nullptr);
+    LAUNCH_CHECK("attention_window_kernel");
     return true;
 }

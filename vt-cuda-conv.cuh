@@ -21,18 +21,30 @@ static const size_t IM2COL_CAP_BYTES   = 96u << 20;    // conv GEMMs run in chun
 //   vt_conv1d_k3_chunks: chunk input rows a chunk (T_in itself otherwise), each padded on its
 //   own: the taps of output row t read [c0, c0 + chunk) only, c0 = t * stride rounded down to a
 //   chunk, and below x_len[b] where x_len is given.
+//   vt_conv1d_k3_causal (causal): the taps of output row t are rows t * stride + k - (3 - stride) of
+//   the tail's 3 - stride f32 rows [B, 3 - stride, C_in] (zeros without one) followed by x's.
 template <typename Tin, typename T>
 __global__ void im2col_k3_kernel(T * __restrict__ cols, const Tin * __restrict__ x, int64_t b0, int64_t n_rows,
                                  int64_t T_out, int64_t T_in, int64_t C_in, int stride, int64_t chunk,
-                                 const float * __restrict__ x_len, int64_t sx0, int64_t sx1, int64_t sx2) {
+                                 const float * __restrict__ x_len, int64_t sx0, int64_t sx1, int64_t sx2,
+                                 bool causal, const float * __restrict__ tail) {
     const int64_t n = n_rows * C_in;
+    const int n_tail = 3 - stride;
     for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = idx / C_in, i = idx % C_in;
         const int64_t b = b0 + r / T_out, t = r % T_out;
-        const int64_t c0 = t * stride / chunk * chunk;                                   // this row's chunk
-        const int64_t end = min(c0 + chunk, x_len ? (int64_t)x_len[b] : T_in);           // its rows [c0, end)
         const Tin * xb = x + b * sx2 + i * sx0;
         T * dst = cols + r * 3 * C_in + i * 3;
+        if (causal) {
+#pragma unroll
+            for (int k = 0; k < 3; k++) {
+                const int64_t ti = t * stride + k - n_tail;
+                dst[k] = from_f32<T>(ti >= 0 ? to_f32(xb[ti * sx1]) : tail ? tail[(b * n_tail + n_tail + ti) * C_in + i] : 0.0f);
+            }
+            continue;
+        }
+        const int64_t c0 = t * stride / chunk * chunk;                                   // this row's chunk
+        const int64_t end = min(c0 + chunk, x_len ? (int64_t)x_len[b] : T_in);           // its rows [c0, end)
 #pragma unroll
         for (int k = 0; k < 3; k++) {
             const int64_t ti = t * stride + k - 1;
@@ -146,10 +158,12 @@ static bool launch_im2col_t(const launch_ctx & lc, void * cols, const vt_tensor 
     const size_t es = sizeof(Tin);
     const int threads = 256;
     const int64_t chunk = t->iparams[2] ? t->iparams[2] : x->ne[1];   // vt_conv1d_k3_chunks
+    const bool causal = t->iparams[3] != 0;                             // vt_conv1d_k3_causal: src[4] its tail
+    const float * src4 = t->src[4] ? (const float *)t->src[4]->data : nullptr;
     im2col_k3_kernel<Tin, T><<<grid_for(lc, n_rows * x->ne[0], threads), threads, 0, lc.stream>>>(
         (T *)cols, (const Tin *)x->data, b0, n_rows, t->ne[1], x->ne[1], x->ne[0], t->iparams[0], chunk,
-        t->src[4] ? (const float *)t->src[4]->data : nullptr,
-        (int64_t)(x->nb[0] / es), (int64_t)(x->nb[1] / es), (int64_t)(x->nb[2] / es));
+        causal ? nullptr : src4, (int64_t)(x->nb[0] / es), (int64_t)(x->nb[1] / es), (int64_t)(x->nb[2] / es),
+        causal, causal ? src4 : nullptr);
     LAUNCH_CHECK("im2col_k3_kernel");
     return true;
 }

@@ -138,6 +138,40 @@ static bool launch_add_rows(const launch_ctx & lc, const vt_tensor * t) {
                            VT_ACT_NONE);
 }
 
+// concat_rows_kernel: out [B, Ta + Tb, C] = a's rows, then b's (each with its own row and window
+// strides, in elements), one element per thread per step. CPU twin: cpu_backend::concat_rows.
+template <typename T>
+__global__ void concat_rows_kernel(T * __restrict__ y, const T * __restrict__ a, const T * __restrict__ b, int64_t C, int64_t Ta,
+                                   int64_t T_all, int64_t a_row, int64_t a_win, int64_t b_row, int64_t b_win, int64_t n) {
+    for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t c = idx % C, r = idx / C % T_all, w = idx / C / T_all;
+        y[idx] = r < Ta ? a[w * a_win + r * a_row + c] : b[w * b_win + (r - Ta) * b_row + c];
+    }
+}
+
+template <typename T>
+static bool launch_concat_rows_t(const launch_ctx & lc, const vt_tensor * t) {
+    const vt_tensor * a = t->src[0], * b = t->src[1];
+    const int64_t n = vt_nelements(t);
+    const size_t es = sizeof(T);
+    concat_rows_kernel<T><<<grid_for(lc, n, 256), 256, 0, lc.stream>>>((T *)t->data, (const T *)a->data, (const T *)b->data,
+        t->ne[0], a->ne[1], t->ne[1], (int64_t)(a->nb[1] / es), (int64_t)(a->nb[2] / es), (int64_t)(b->nb[1] / es),
+        (int64_t)(b->nb[2] / es), n);
+    LAUNCH_CHECK("concat_rows_kernel");
+    return true;
+}
+
+// concat_rows: a step's keys after the cache's (vt_concat_rows)
+static bool launch_concat_rows(const launch_ctx & lc, const vt_tensor * t) {
+    switch (t->type) {
+        case VT_TYPE_F16:  return launch_concat_rows_t<__half>(lc, t);
+        case VT_TYPE_BF16: return launch_concat_rows_t<__nv_bfloat16>(lc, t);
+        case VT_TYPE_F32:  return launch_concat_rows_t<float>(lc, t);
+    }
+    vt_set_error("cuda: '%s': unsupported type", t->name);
+    return false;
+}
+
 // convert: n elements of x (type xt) into y (type yt); f32, f16 and bf16
 template <typename Tin>
 static void launch_convert_from(const launch_ctx & lc, void * y, vt_type yt, const Tin * x, size_t n, int blocks) {

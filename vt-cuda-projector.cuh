@@ -59,20 +59,21 @@ __global__ void swiglu_kernel(T * __restrict__ y, const T * __restrict__ x, int6
     }
 }
 
-// rope_qk: row r (position r % T of its window) of a q|k|v tensor, element j of its 3d: in q
-// and k (j < 2d), the first n_rot of each head's hd dimensions turn in pairs (i, i + n_rot/2) by
-// the float32 angle (r % T) * inv_freq[i]; the rest, and v, are copied. One element per thread
-// per step. CPU twin: cpu_backend::rope_qk (the same float32 inv_freq and angle, cos/sin in double).
+// rope_qk: row r (position r % T of its window, after pos0[r / T] where given: vt_rope_qk_at) of a
+// q|k|v tensor, element j of its 3d: in q and k (j < 2d), the first n_rot of each head's hd
+// dimensions turn in pairs (i, i + n_rot/2) by the float32 angle position * inv_freq[i]; the rest,
+// and v, are copied. One element per thread per step. CPU twin: cpu_backend::rope_qk (the same
+// float32 inv_freq and angle, cos/sin in double).
 template <typename T>
 __global__ void rope_qk_kernel(T * __restrict__ y, const T * __restrict__ x, int64_t d, int64_t hd, int n_rot,
-                               float theta, int64_t T_pos, int64_t n) {
+                               float theta, int64_t T_pos, int64_t n, const float * __restrict__ pos0) {
     const int half = n_rot / 2;
     for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = idx / (3 * d), j = idx % (3 * d), c = j % hd;
         if (j >= 2 * d || c >= n_rot) { y[idx] = x[idx]; continue; }
         const int i = (int)(c % half);
         const float inv_freq = 1.0f / (float)pow((double)theta, (double)((float)(2 * i) / (float)n_rot));
-        const float ang = (float)(r % T_pos) * inv_freq;
+        const float ang = (float)((pos0 ? (int64_t)pos0[r / T_pos] : 0) + r % T_pos) * inv_freq;
         double sn, cs;
         sincos((double)ang, &sn, &cs);
         const float xc = to_f32(x[idx]);
@@ -163,7 +164,8 @@ static bool launch_projector_op_t(const launch_ctx & lc, vt_tensor * t) {
             return true;
         case VT_OP_ROPE_QK:
             rope_qk_kernel<T><<<grid_for(lc, n, threads), threads, 0, lc.stream>>>(y, xp, t->ne[0] / 3, t->ne[0] / 3 / t->iparams[0],
-                                                                                   t->iparams[1], t->fparams[0], t->ne[1], n);
+                                                                                   t->iparams[1], t->fparams[0], t->ne[1], n,
+                                                                                   t->src[1] ? (const float *)t->src[1]->data : nullptr);
             LAUNCH_CHECK("rope_qk_kernel");
             return true;
         case VT_OP_ROPE_TIME:

@@ -105,6 +105,9 @@ template <typename T> static cudaError_t device_malloc(T ** p, size_t bytes) {
 // attention: attention_wgmma_kernel on Hopper (wgmma: the backend's choice at init), else
 // attention_kernel (also where a view's strides do not fit TMA).
 static bool launch_attention(const launch_ctx & lc, vt_tensor * t, bool wgmma) {
+    if (t->iparams[3]) {                   // vt_attention_window: its own kernel
+        return t->type == VT_TYPE_F16 ? launch_attention_window<__half>(lc, t) : launch_attention_window<__nv_bfloat16>(lc, t);
+    }
     if (wgmma) {
         bool launched = false;
         const bool ok = t->type == VT_TYPE_F16 ? launch_attention_wgmma<__half>(lc, t, &launched)
@@ -810,6 +813,7 @@ bool cuda_backend::alloc_graph(vt_graph * g) {
             case VT_OP_CONV1D_K3:  ok = plan_conv(t, s->plans[i], im2col_need); break;
             case VT_OP_CONV2D_K3S2: ok = plan_conv2d(t, s->plans[i], im2col_need); break;
             case VT_OP_ADD_ROWS:   break;
+            case VT_OP_CONCAT_ROWS: break;
             case VT_OP_ATTENTION:  ok = attention_supported(t); break;
             case VT_OP_LAYER_NORM: break;
             case VT_OP_LOG_MEL:
@@ -954,6 +958,7 @@ bool cuda_backend::run_node(graph_state * s, size_t i, vt_tensor * t) {
             return launch_epilogue(lc, t->type, t->data, (const float *)b->data, nullptr, nullptr, 1, B * rows_w, N, act);
         }
         case VT_OP_ADD_ROWS:   return launch_add_rows(lc, t);
+        case VT_OP_CONCAT_ROWS: return launch_concat_rows(lc, t);
         case VT_OP_LAYER_NORM:
             return p.quantize_out ? launch_layer_norm(lc, t, s->fp8_x, s->fp8_scale) : launch_layer_norm(lc, t);
         case VT_OP_ATTENTION:  return launch_attention(lc, t, att_wgmma);

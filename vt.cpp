@@ -309,6 +309,7 @@ static const char * VT_OP_NAMES[] = {
     "add_rows",
     "silu_mul",
     "rope_time",
+    "concat_rows",
 };
 static_assert(sizeof(VT_OP_NAMES) / sizeof(VT_OP_NAMES[0]) == VT_OP_COUNT, "VT_OP_NAMES out of sync with enum vt_op");
 
@@ -389,6 +390,23 @@ vt_tensor * vt_conv1d_k3_chunks(vt_context * ctx, vt_tensor * x, vt_tensor * w, 
     t->src[3] = add;
     t->src[4] = x_len;
     t->iparams[2] = chunk;
+    return t;
+}
+
+// The causal variant: iparams[3] 1, src[4] the tail (or NULL). T_out = T_in / stride.
+vt_tensor * vt_conv1d_k3_causal(vt_context * ctx, vt_tensor * x, vt_tensor * tail, vt_tensor * w, vt_tensor * b,
+                                int stride, enum vt_act act) {
+    VT_ASSERT(x->ne[1] % stride == 0);
+    if (tail) {
+        VT_ASSERT(tail->type == VT_TYPE_F32 && vt_is_contiguous(tail) && tail->ne[0] == x->ne[0] && tail->ne[1] == 3 - stride &&
+                  tail->ne[2] == x->ne[2] && tail->ne[3] == 1);
+    }
+    vt_tensor * t = vt_conv1d_k3(ctx, x, w, b, stride, act, nullptr);
+    t->ne[1] = x->ne[1] / stride;
+    t->nb[2] = t->nb[1] * t->ne[1];
+    t->nb[3] = t->nb[2] * t->ne[2];
+    t->src[4] = tail;
+    t->iparams[3] = 1;
     return t;
 }
 
@@ -581,6 +599,40 @@ vt_tensor * vt_attention_block_causal(vt_context * ctx, vt_tensor * q, vt_tensor
     return t;
 }
 
+// iparams: {n_head, 0, 0, window}; src[4] kv_start
+vt_tensor * vt_attention_window(vt_context * ctx, vt_tensor * q, vt_tensor * k, vt_tensor * v,
+                                int n_head, float scale, vt_tensor * kv_start, int window) {
+    VT_ASSERT(same_shape(k, v) && q->ne[0] == k->ne[0] && q->ne[2] == k->ne[2] && q->ne[1] <= k->ne[1] && q->ne[3] == 1 && k->ne[3] == 1);
+    VT_ASSERT(q->type == k->type && q->type == v->type && window >= 1);
+    VT_ASSERT(n_head >= 1 && q->ne[0] % n_head == 0);
+    for (const vt_tensor * s : {q, k, v}) VT_ASSERT(s->nb[0] == vt_type_size(s->type));
+    VT_ASSERT(!kv_start || (kv_start->type == VT_TYPE_F32 && vt_nelements(kv_start) == q->ne[2] && vt_is_contiguous(kv_start)));
+    const int64_t ne[4] = {q->ne[0], q->ne[1], q->ne[2], 1};
+    vt_tensor * t = new_tensor(ctx, q->type, ne);
+    t->op = VT_OP_ATTENTION;
+    t->src[0] = q;
+    t->src[1] = k;
+    t->src[2] = v;
+    t->src[4] = kv_start;
+    t->iparams[0] = n_head;
+    t->iparams[3] = window;
+    t->fparams[0] = scale;
+    return t;
+}
+
+// vt_concat_rows
+
+vt_tensor * vt_concat_rows(vt_context * ctx, vt_tensor * a, vt_tensor * b) {
+    VT_ASSERT(a->type == b->type && a->ne[0] == b->ne[0] && a->ne[2] == b->ne[2] && a->ne[3] == 1 && b->ne[3] == 1);
+    VT_ASSERT(a->nb[0] == vt_type_size(a->type) && b->nb[0] == vt_type_size(b->type));
+    const int64_t ne[4] = {a->ne[0], a->ne[1] + b->ne[1], a->ne[2], 1};
+    vt_tensor * t = new_tensor(ctx, a->type, ne);
+    t->op = VT_OP_CONCAT_ROWS;
+    t->src[0] = a;
+    t->src[1] = b;
+    return t;
+}
+
 // vt_avg_pool2
 
 vt_tensor * vt_avg_pool2(vt_context * ctx, vt_tensor * x) {
@@ -665,6 +717,13 @@ vt_tensor * vt_rope_qk(vt_context * ctx, vt_tensor * qkv, int n_head, int n_rot,
     t->iparams[0] = n_head;
     t->iparams[1] = n_rot;
     t->fparams[0] = theta;
+    return t;
+}
+
+vt_tensor * vt_rope_qk_at(vt_context * ctx, vt_tensor * qkv, int n_head, int n_rot, float theta, vt_tensor * pos0) {
+    VT_ASSERT(pos0 && pos0->type == VT_TYPE_F32 && vt_nelements(pos0) == qkv->ne[2] && vt_is_contiguous(pos0));
+    vt_tensor * t = vt_rope_qk(ctx, qkv, n_head, n_rot, theta);
+    t->src[1] = pos0;
     return t;
 }
 

@@ -60,6 +60,7 @@ enum vt_op {
     VT_OP_ADD_ROWS,
     VT_OP_SILU_MUL,
     VT_OP_ROPE_TIME,
+    VT_OP_CONCAT_ROWS,
     VT_OP_COUNT,
 };
 
@@ -156,6 +157,14 @@ vt_tensor * vt_conv1d_k3(vt_context * ctx, vt_tensor * x, vt_tensor * w, vt_tens
 vt_tensor * vt_conv1d_k3_chunks(vt_context * ctx, vt_tensor * x, vt_tensor * w, vt_tensor * b,
                                 int stride, enum vt_act act, vt_tensor * add, int chunk, vt_tensor * x_len);
 
+// The same, causal (Voxtral Realtime's conv stem, its left padding of 3 - stride): the input rows are
+// `tail`'s 3 - stride rows (what came before x: the previous step's last rows; NULL: zeros) followed by
+// x's, and each output reads the three that end at its own last tap, with no padding on the right.
+//   tail [B, 3 - stride, C_in] ne {C_in, 3 - stride, B} contiguous, or NULL
+//   out [B, T_in / stride, C_out], T_in a multiple of stride
+//   out[b,t,o] = act(b[o] + sum_{i,k} w[o,i,k] xx[b, t*stride + k, i]), xx = tail's rows, then x's
+vt_tensor * vt_conv1d_k3_causal(vt_context * ctx, vt_tensor * x, vt_tensor * tail, vt_tensor * w, vt_tensor * b,
+                                int stride, enum vt_act act);
 // conv2d_k3s2: a 3x3 convolution of stride 2 over frequency and time, zero padding 1 (Qwen3-Omni's
 // conv stem, PyTorch's Conv2d(C_in, C_out, 3, 2, padding=1) on [N, C_in, freq, time]), over chunks
 // of time: x's time rows cut into chunks of `chunk` rows (T_in a multiple of it, or chunk >= T_in:
@@ -221,6 +230,19 @@ vt_tensor * vt_attention_blocks(vt_context * ctx, vt_tensor * q, vt_tensor * k, 
 vt_tensor * vt_attention_block_causal(vt_context * ctx, vt_tensor * q, vt_tensor * k, vt_tensor * v,
                                       int n_head, float scale, vt_tensor * kv_len, int block);
 
+// Causal sliding-window attention over a cache and the new rows (Voxtral Realtime's encoder, one step of
+// its input): the T keys and values are the cache's T - P rows followed by the P new ones, and query i
+// (row i of q: position T - P + i) attends to the keys j in [max(kv_start[b], T - P + i - window + 1),
+// T - P + i] (window keys, itself the last; kv_start: the first cache row that holds one). Each query's
+// softmax and sums run over its own keys in their order, so a row's output does not depend on where
+// its keys sit in the buffer (a step of any size gives the same bits).
+//   q [B, P, D] ne {D, P, B}, rows may be strided; k, v [B, T, D], T >= P; kv_start [B] f32 holding
+//   whole numbers (a graph input) or NULL (0); window >= 1 -> out [B, P, D] contiguous
+vt_tensor * vt_attention_window(vt_context * ctx, vt_tensor * q, vt_tensor * k, vt_tensor * v,
+                                int n_head, float scale, vt_tensor * kv_start, int window);
+// concat_rows: a's rows, then b's, in one contiguous tensor (a step's keys after the cache's)
+//   a [B, Ta, C], b [B, Tb, C], rows may be strided (nb[0] the element) -> out [B, Ta + Tb, C]
+vt_tensor * vt_concat_rows(vt_context * ctx, vt_tensor * a, vt_tensor * b);
 // avg_pool2: the mean of each pair of rows, as AvgPool1d(2, stride=2) over time
 //   x [B, T, C] contiguous -> out [B, T/2, C] (an odd last row is dropped, as PyTorch does)
 vt_tensor * vt_avg_pool2(vt_context * ctx, vt_tensor * x);
@@ -256,6 +278,10 @@ vt_tensor * vt_stack_frames(vt_context * ctx, vt_tensor * x, int f);
 // and the angle are float32 values, as transformers computes them whatever the model's dtype.
 //   qkv [B, T, 3d] contiguous, d = n_head * head_dim, n_rot even and <= head_dim -> out [B, T, 3d]
 vt_tensor * vt_rope_qk(vt_context * ctx, vt_tensor * qkv, int n_head, int n_rot, float theta);
+// The same, row t of window b at position pos0[b] + t (a step of an input that began pos0[b] rows before:
+// Voxtral Realtime's), the position's float32 value as transformers' position_ids.float() has it.
+//   pos0 [B] f32 holding whole numbers (a graph input)
+vt_tensor * vt_rope_qk_at(vt_context * ctx, vt_tensor * qkv, int n_head, int n_rot, float theta, vt_tensor * pos0);
 
 // rope_time: Music Flamingo's rotary time embedding (MusicFlamingoRotaryEmbedding and
 // apply_rotary_time_emb), weightless. Row t of window b (the window's index k = window[b] in its

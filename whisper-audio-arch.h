@@ -15,15 +15,17 @@
 
 // ---- the encoder's weights: one table of the file's tensors --------------------------------
 
-// encoder.layers.N.*: q, k and v are stored as one [3d, d] matrix so that one GEMM
-// makes all three; k's bias slots are zero (Whisper's k_proj has no bias).
+// encoder.layers.N.*: q, k and v are stored as one [3a, d] matrix so that one GEMM
+// makes all three; k's bias slots are zero (Whisper's k_proj has no bias). a, their width, is
+// n_head x head_dim: d but for Voxtral Realtime's.
 struct wa_layer {
     vt_tensor * attn_ln_w, * attn_ln_b;   // self_attn_layer_norm.{weight,bias}  [d]
-    vt_tensor * qkv_w, * qkv_b;           // self_attn.{q,k,v}_proj              [3d, d], [3d]
-    vt_tensor * out_w, * out_b;           // self_attn.out_proj                  [d, d], [d]
+    vt_tensor * qkv_w, * qkv_b;           // self_attn.{q,k,v}_proj              [3a, d], [3a]
+    vt_tensor * out_w, * out_b;           // self_attn.out_proj                  [d, a], [d]
     vt_tensor * ffn_ln_w, * ffn_ln_b;     // final_layer_norm                    [d]
     vt_tensor * fc1_w, * fc1_b;           // fc1                                 [ff, d], [ff]
     vt_tensor * fc2_w, * fc2_b;           // fc2                                 [d, ff], [d]
+    vt_tensor * up_gate_w;                // mlp.up_proj, mlp.gate_proj          [2 ff, d] (Voxtral Realtime's SwiGLU)
 };
 
 // The encoder's weights in its backend (the mel bank stays on the host). A model has one of
@@ -42,12 +44,15 @@ struct wa_weights {
 };
 
 // A shape's entries: a hyperparameter (these) or a constant (positive). WA_CONV: hparams.n_conv;
-// WA_CONV_F: n_conv times the mel bins left after three stride-2 halvings (conv_out's input).
-enum wa_dim { WA_D = -1, WA_FF = -2, WA_MELS = -3, WA_CTX = -4, WA_CONV = -9, WA_CONV_F = -10 };
+// WA_CONV_F: n_conv times the mel bins left after three stride-2 halvings (conv_out's input);
+// WA_ATTN: the width of q, k and v (n_head x head_dim).
+enum wa_dim { WA_D = -1, WA_FF = -2, WA_MELS = -3, WA_CTX = -4, WA_CONV = -9, WA_CONV_F = -10, WA_ATTN = -12 };
 
-// Which models have a row: every one, those with Whisper's conv1d stem, or those with Qwen3-Omni's
-// AuT encoder (hparams.n_conv > 0: the Conv2d stem, and a bias on k_proj).
-enum wa_family { WA_EVERY, WA_WHISPER_STEM, WA_AUT };
+// Which models have a row: every one, those with Whisper's conv1d stem, those with Qwen3-Omni's
+// AuT encoder (hparams.n_conv > 0: the Conv2d stem, and a bias on k_proj), those with Whisper's
+// LayerNorms, fc1 and positional embedding (all but Voxtral Realtime's), or Voxtral Realtime's
+// (hparams.n_window > 0: RMSNorms without bias, a SwiGLU MLP, RoPE).
+enum wa_family { WA_EVERY, WA_WHISPER_STEM, WA_AUT, WA_LAYER_NORM, WA_REALTIME };
 
 // One tensor of the model file and where it goes. A row with a layer field stands for one
 // tensor per layer. A fused tensor (qkv) is n_parts blocks of rows stacked on PyTorch's
@@ -77,23 +82,23 @@ static constexpr wa_tensor_desc WA_TENSORS[] = {
     {"encoder.conv1.bias",                            {WA_D},                          WA_F32,    1,                    nullptr, &wa_weights::conv1_b, 0, 1, WA_WHISPER_STEM},
     {"encoder.conv2.weight",                          {WA_D, WA_D, 3},                 WA_MATRIX, 2,                    nullptr, &wa_weights::conv2_w, 0, 1, WA_WHISPER_STEM},
     {"encoder.conv2.bias",                            {WA_D},                          WA_F32,    3,                    nullptr, &wa_weights::conv2_b, 0, 1, WA_WHISPER_STEM},
-    {"encoder.embed_positions.weight",                {WA_CTX, WA_D},                  WA_F32,    4,                    nullptr, &wa_weights::pos},
+    {"encoder.embed_positions.weight",                {WA_CTX, WA_D},                  WA_F32,    4,                    nullptr, &wa_weights::pos, 0, 1, WA_LAYER_NORM},
     {"encoder.layer_norm.weight",                     {WA_D},                          WA_F32,    WA_AFTER_LAYERS,      nullptr, &wa_weights::ln_post_w},
-    {"encoder.layer_norm.bias",                       {WA_D},                          WA_F32,    WA_AFTER_LAYERS + 1,  nullptr, &wa_weights::ln_post_b},
+    {"encoder.layer_norm.bias",                       {WA_D},                          WA_F32,    WA_AFTER_LAYERS + 1,  nullptr, &wa_weights::ln_post_b, 0, 1, WA_LAYER_NORM},
     {"encoder.layers.%d.self_attn_layer_norm.weight", {WA_D},                          WA_F32,    7,                    &wa_layer::attn_ln_w},
-    {"encoder.layers.%d.self_attn_layer_norm.bias",   {WA_D},                          WA_F32,    8,                    &wa_layer::attn_ln_b},
-    {"encoder.layers.%d.self_attn.q_proj.weight",     {WA_D, WA_D},                    WA_MATRIX, 0,                    &wa_layer::qkv_w, nullptr, 0, 3},
-    {"encoder.layers.%d.self_attn.k_proj.weight",     {WA_D, WA_D},                    WA_MATRIX, 2,                    &wa_layer::qkv_w, nullptr, 1, 3},
-    {"encoder.layers.%d.self_attn.v_proj.weight",     {WA_D, WA_D},                    WA_MATRIX, 3,                    &wa_layer::qkv_w, nullptr, 2, 3},
-    {"encoder.layers.%d.self_attn.q_proj.bias",       {WA_D},                          WA_F32,    1,                    &wa_layer::qkv_b, nullptr, 0, 3},
-    {"encoder.layers.%d.self_attn.k_proj.bias",       {WA_D},                          WA_F32,    15,                   &wa_layer::qkv_b, nullptr, 1, 3, WA_AUT},   // the AuT's alone
-    {"encoder.layers.%d.self_attn.v_proj.bias",       {WA_D},                          WA_F32,    4,                    &wa_layer::qkv_b, nullptr, 2, 3},
-    {"encoder.layers.%d.self_attn.out_proj.weight",   {WA_D, WA_D},                    WA_MATRIX, 5,                    &wa_layer::out_w},
+    {"encoder.layers.%d.self_attn_layer_norm.bias",   {WA_D},                          WA_F32,    8,                    &wa_layer::attn_ln_b, nullptr, 0, 1, WA_LAYER_NORM},
+    {"encoder.layers.%d.self_attn.q_proj.weight",     {WA_ATTN, WA_D},                 WA_MATRIX, 0,                    &wa_layer::qkv_w, nullptr, 0, 3},
+    {"encoder.layers.%d.self_attn.k_proj.weight",     {WA_ATTN, WA_D},                 WA_MATRIX, 2,                    &wa_layer::qkv_w, nullptr, 1, 3},
+    {"encoder.layers.%d.self_attn.v_proj.weight",     {WA_ATTN, WA_D},                 WA_MATRIX, 3,                    &wa_layer::qkv_w, nullptr, 2, 3},
+    {"encoder.layers.%d.self_attn.q_proj.bias",       {WA_ATTN},                       WA_F32,    1,                    &wa_layer::qkv_b, nullptr, 0, 3},
+    {"encoder.layers.%d.self_attn.k_proj.bias",       {WA_ATTN},                       WA_F32,    15,                   &wa_layer::qkv_b, nullptr, 1, 3, WA_AUT},   // the AuT's alone
+    {"encoder.layers.%d.self_attn.v_proj.bias",       {WA_ATTN},                       WA_F32,    4,                    &wa_layer::qkv_b, nullptr, 2, 3},
+    {"encoder.layers.%d.self_attn.out_proj.weight",   {WA_D, WA_ATTN},                 WA_MATRIX, 5,                    &wa_layer::out_w},
     {"encoder.layers.%d.self_attn.out_proj.bias",     {WA_D},                          WA_F32,    6,                    &wa_layer::out_b},
     {"encoder.layers.%d.final_layer_norm.weight",     {WA_D},                          WA_F32,    13,                   &wa_layer::ffn_ln_w},
-    {"encoder.layers.%d.final_layer_norm.bias",       {WA_D},                          WA_F32,    14,                   &wa_layer::ffn_ln_b},
-    {"encoder.layers.%d.fc1.weight",                  {WA_FF, WA_D},                   WA_MATRIX, 9,                    &wa_layer::fc1_w},
-    {"encoder.layers.%d.fc1.bias",                    {WA_FF},                         WA_F32,    10,                   &wa_layer::fc1_b},
+    {"encoder.layers.%d.final_layer_norm.bias",       {WA_D},                          WA_F32,    14,                   &wa_layer::ffn_ln_b, nullptr, 0, 1, WA_LAYER_NORM},
+    {"encoder.layers.%d.fc1.weight",                  {WA_FF, WA_D},                   WA_MATRIX, 9,                    &wa_layer::fc1_w, nullptr, 0, 1, WA_LAYER_NORM},
+    {"encoder.layers.%d.fc1.bias",                    {WA_FF},                         WA_F32,    10,                   &wa_layer::fc1_b, nullptr, 0, 1, WA_LAYER_NORM},
     {"encoder.layers.%d.fc2.weight",                  {WA_D, WA_FF},                   WA_MATRIX, 11,                   &wa_layer::fc2_w},
     {"encoder.layers.%d.fc2.bias",                    {WA_D},                          WA_F32,    12,                   &wa_layer::fc2_b},
     // Qwen3-Omni's AuT encoder (Qwen3OmniMoeAudioEncoder): the Conv2d stem, k_proj's bias
@@ -104,6 +109,10 @@ static constexpr wa_tensor_desc WA_TENSORS[] = {
     {"encoder.conv2d3.weight",                        {WA_CONV, WA_CONV, 3, 3},        WA_MATRIX, 9,                    nullptr, &wa_weights::conv2d3_w, 0, 1, WA_AUT},
     {"encoder.conv2d3.bias",                          {WA_CONV},                       WA_F32,    10,                   nullptr, &wa_weights::conv2d3_b, 0, 1, WA_AUT},
     {"encoder.conv_out.weight",                       {WA_D, WA_CONV_F},               WA_MATRIX, 11,                   nullptr, &wa_weights::conv_out_w, 0, 1, WA_AUT},
+    // Voxtral Realtime's encoder (VoxtralRealtimeEncoder): its MLP's up and gate projections, one [2 ff, d]
+    // matrix (vt_swiglu's value half, then its gate half); fc2 is its down_proj
+    {"encoder.layers.%d.mlp.up_proj.weight",          {WA_FF, WA_D},                   WA_MATRIX, 16,                   &wa_layer::up_gate_w, nullptr, 0, 2, WA_REALTIME},
+    {"encoder.layers.%d.mlp.gate_proj.weight",        {WA_FF, WA_D},                   WA_MATRIX, 17,                   &wa_layer::up_gate_w, nullptr, 1, 2, WA_REALTIME},
 };
 
 // The backend tensors the table makes (one per whole tensor or fused part 0), in a layer or
@@ -158,6 +167,7 @@ static const wa_projector_name WA_PROJECTORS[] = {
     {WHISPER_AUDIO_PROJECTOR_STEPAUDIO2,    "stepaudio2",    false},   // Step-Audio 2
     {WHISPER_AUDIO_PROJECTOR_MERALION,      "meralion",      true},    // MERaLiON-2 (llama.cpp's name)
     {WHISPER_AUDIO_PROJECTOR_QWEN3ASR,      "qwen3asr",      false},   // Qwen3-ASR (ours: llama.cpp's qwen3a is Qwen3-Omni's layout)
+    {WHISPER_AUDIO_PROJECTOR_VOXTRAL_REALTIME, "voxtral_realtime", true},  // Voxtral Realtime (ours)
 };
 
 // ---- the towers' Hugging Face checkpoints: written once for both readers -------------------
@@ -196,6 +206,7 @@ static const wa_hf_tower WA_HF_TOWERS[] = {
     {"qwen3_asr",      "qwen3asr",      "audio_config",                 "d_model",       "encoder_layers",    "encoder_attention_heads", "encoder_ffn_dim",   "num_mel_bins", "",                     "activation_function", "audio_config.output_dim",                "sinusoids", ""},
     {"step_audio_2",   "stepaudio2",    "audio_encoder_config",         "n_audio_state", "n_audio_layer",     "n_audio_head",            "",                  "n_mels",       "n_audio_ctx",          "",                    "audio_encoder_config.llm_dim",           "stored",    ""},
     {"meralion2",      "meralion",      "speech_config",                "d_model",       "encoder_layers",    "encoder_attention_heads", "encoder_ffn_dim",   "num_mel_bins", "max_source_positions", "activation_function", "text_config.hidden_size",                "stored",    ""},
+    {"voxtral_realtime", "voxtral_realtime", "audio_config",            "hidden_size",   "num_hidden_layers", "num_attention_heads",     "intermediate_size", "num_mel_bins", "",                     "",                    "text_config.hidden_size",                "rope",      ""},
 };
 
 // Settings that change the forward and that whisper-audio runs one way: a model's key that, when
@@ -224,6 +235,10 @@ static const wa_hf_setting WA_HF_SETTINGS[] = {
     {"moonshot_kimia", "model",   "use_whisper_feature",       "true"},
     {"step_audio_2",   "encoder", "kernel_size",               "3"},       // its Adaptor's conv
     {"step_audio_2",   "encoder", "adapter_stride",            "2"},
+    {"voxtral_realtime", "model", "projector_hidden_act",      "gelu"},
+    {"voxtral_realtime", "model", "downsample_factor",         "4"},       // 4 positions a token
+    {"voxtral_realtime", "encoder", "hidden_act",              "silu"},    // its MLP's SwiGLU
+    {"voxtral_realtime", "encoder", "rope_parameters.rope_type", "default"},
 };
 
 // The checkpoint's names of our encoder tensors where they differ from Whisper's, below the
@@ -253,6 +268,12 @@ static const wa_hf_rename WA_HF_RENAMES[] = {
     {"stepaudio2", "layers.%d.fc1.",                     "blocks.%d.mlp.0."},
     {"stepaudio2", "layers.%d.fc2.",                     "blocks.%d.mlp.2."},
     {"stepaudio2", "layers.%d.final_layer_norm.",        "blocks.%d.mlp_ln."},
+    // VoxtralRealtimeEncoder: its conv stem under embedder, o_proj, its MLP's down_proj, norm
+    {"voxtral_realtime", "conv1.",                       "embedder.conv1."},
+    {"voxtral_realtime", "conv2.",                       "embedder.conv2."},
+    {"voxtral_realtime", "layers.%d.self_attn.out_proj.", "layers.%d.self_attn.o_proj."},
+    {"voxtral_realtime", "layers.%d.fc2.",               "layers.%d.mlp.down_proj."},
+    {"voxtral_realtime", "layer_norm.",                  "norm."},
 };
 
 // multi_modal_projector.* of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3 and GLM-ASR,
@@ -339,6 +360,8 @@ static constexpr wa_proj_desc WA_PROJ_TENSORS[] = {
     {"speech_audio_adapter.pool_proj.bias",              WHISPER_AUDIO_PROJECTOR_MERALION, {WA_D5},             WA_F32,    &wa_projector::pool_b},
     {"speech_audio_adapter.out_proj.weight",             WHISPER_AUDIO_PROJECTOR_MERALION, {WA_LLM, WA_D5},     WA_MATRIX, &wa_projector::fc2_w},
     {"speech_audio_adapter.out_proj.bias",               WHISPER_AUDIO_PROJECTOR_MERALION, {WA_LLM},            WA_F32,    &wa_projector::fc2_b},
+    {"multi_modal_projector.linear_1.weight", WHISPER_AUDIO_PROJECTOR_VOXTRAL_REALTIME, {WA_LLM, WA_STACKED}, WA_MATRIX, &wa_projector::fc1_w},
+    {"multi_modal_projector.linear_2.weight", WHISPER_AUDIO_PROJECTOR_VOXTRAL_REALTIME, {WA_LLM, WA_LLM},     WA_MATRIX, &wa_projector::fc2_w},
 };
 
 // ---- whisper.cpp's legacy ggml-*.bin ----------------------------------------------------
@@ -378,6 +401,8 @@ static constexpr wa_ggml_name WA_GGML_NAMES[] = {
     {"encoder.conv2d3.weight",                        nullptr},
     {"encoder.conv2d3.bias",                          nullptr},
     {"encoder.conv_out.weight",                       nullptr},
+    {"encoder.layers.%d.mlp.up_proj.weight",          nullptr},   // Voxtral Realtime's rows: not in this format
+    {"encoder.layers.%d.mlp.gate_proj.weight",        nullptr},
 };
 static_assert(wa_names_follow_table(WA_GGML_NAMES), "WA_GGML_NAMES must name the rows of WA_TENSORS in order");
 
@@ -419,6 +444,8 @@ static constexpr wa_ct2_name WA_CT2_NAMES[] = {
     {"encoder.conv2d3.weight",                        nullptr},
     {"encoder.conv2d3.bias",                          nullptr},
     {"encoder.conv_out.weight",                       nullptr},
+    {"encoder.layers.%d.mlp.up_proj.weight",          nullptr},   // Voxtral Realtime's rows: not in this format
+    {"encoder.layers.%d.mlp.gate_proj.weight",        nullptr},
 };
 static_assert(wa_names_follow_table(WA_CT2_NAMES), "WA_CT2_NAMES must name the rows of WA_TENSORS in order");
 
@@ -459,6 +486,8 @@ static constexpr wa_hf_name WA_HF_NAMES[] = {
     {"encoder.conv2d3.weight",                        "conv2d3.weight"},
     {"encoder.conv2d3.bias",                          "conv2d3.bias"},
     {"encoder.conv_out.weight",                       "conv_out.weight"},
+    {"encoder.layers.%d.mlp.up_proj.weight",          "layers.%d.mlp.up_proj.weight"},     // Voxtral Realtime's MLP
+    {"encoder.layers.%d.mlp.gate_proj.weight",        "layers.%d.mlp.gate_proj.weight"},
 };
 static_assert(wa_names_follow_table(WA_HF_NAMES), "WA_HF_NAMES must name the rows of WA_TENSORS in order");
 

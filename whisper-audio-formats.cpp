@@ -392,7 +392,7 @@ static bool ct2_read_weights(whisper_audio_model * m, int fd, const ct2_vars & v
         m->tensors.push_back(u.t);
         dst += (u.t.bytes + CT2_ALIGN - 1) / CT2_ALIGN * CT2_ALIGN;
     }
-    m->hparams.weight_type = wa_weight_type((vt_type)m->find("encoder.layers.0.fc1.weight")->type);
+    m->hparams.weight_type = wa_weight_type((vt_type)m->find("encoder.layers.0.fc2.weight")->type);
     m->mel_filters = (const float *)m->find("mel_filters")->data;
     return true;
 }
@@ -1355,6 +1355,99 @@ static bool wa_hf_config_ultravox(const wa_hf_cfg & r, const wa_json & top, whis
     return true;
 }
 
+// Voxtral Realtime's processor's padding from tekken.json (its mistral_common tokenizer) beside config.json,
+// as the converter's realtime_tekken reads it: audio.streaming_n_left_pad_tokens, and the tokens of
+// audio.transcription_delay_ms (AudioConfig.get_num_delay_tokens: its samples as mel frames, 8 a token);
+// left and delay stay as given where it says none.
+static bool wa_hf_tekken(const char * dir, const std::string & root, int * left, int * delay) {
+    const std::string path = std::string(dir) + "/tekken.json";
+    if (!wa_hf_exists(path)) return true;
+    wa_json t;
+    if (!wa_hf_json(path, root, t)) return false;
+    const wa_json * audio = t.type == wa_json::OBJECT ? t.get("audio") : nullptr;
+    if (!audio) return true;
+    if (audio->type != wa_json::OBJECT) {
+        wa_set_error("%s: tekken.json: audio is %s, not an object", dir, audio->shown().c_str());
+        return false;
+    }
+    for (auto k : {std::make_pair("sampling_rate", 16000.0), std::make_pair("frame_rate", 12.5)}) {
+        const wa_json * v = audio->get(k.first);
+        if (v && !(v->type == wa_json::NUMBER && strtod(v->str.c_str(), nullptr) == k.second)) {
+            wa_set_error("%s: tekken.json: audio.%s is %s; whisper-audio runs %g (1280 samples a token)", dir, k.first,
+                         v->shown().c_str(), k.second);
+            return false;
+        }
+    }
+    const wa_json * n = audio->get("streaming_n_left_pad_tokens");
+    uint64_t nl = 0;
+    if (n && !(n->u64(&nl) && nl >= 1 && nl <= 1000)) {
+        wa_set_error("%s: tekken.json: audio.streaming_n_left_pad_tokens is %s, expected an integer in [1, 1000]", dir,
+                     n->shown().c_str());
+        return false;
+    }
+    if (n) *left = (int)nl;
+    const wa_json * ms = audio->get("transcription_delay_ms");
+    if (ms) {
+        const double v = ms->type == wa_json::NUMBER ? strtod(ms->str.c_str(), nullptr) : 0.0;
+        if (ms->type != wa_json::NUMBER || !(v > 0 && v <= 60000)) {
+            wa_set_error("%s: tekken.json: audio.transcription_delay_ms is %s, expected a number in (0, 60000]", dir,
+                         ms->shown().c_str());
+            return false;
+        }
+        const int64_t samples = (int64_t)(v / 1000.0 * WHISPER_AUDIO_SAMPLE_RATE);
+        const int64_t frames = samples % WHISPER_AUDIO_HOP ? (int64_t)std::ceil((double)samples / WHISPER_AUDIO_HOP - 1)
+                                                           : samples / WHISPER_AUDIO_HOP;
+        *delay = (int)((frames + 7) / 8);
+    }
+    return true;
+}
+
+// Voxtral Realtime's VoxtralRealtimeEncoder: as many key/value heads as query heads, each head_dim wide, RoPE
+// over whole heads, RMSNorms of rms_norm_eps, attention over the last sliding_window positions, 4 positions
+// a token; its processor's zeros: streaming_n_left_pad_tokens before the audio (the released model's 32), the
+// delay's tokens (default_num_delay_tokens, 6) + 1 + 10 after it, or what tekken.json says.
+static bool wa_hf_config_realtime(const wa_hf_cfg & r, const wa_json & cfg, const std::string & ac, const wa_hf_cfg & top_r,
+                                  const wa_json & top, const std::string & root, whisper_audio_hparams & hp) {
+    if (!r.get(cfg, ac, "head_dim", 256, &hp.head_dim) || !r.get(cfg, ac, "sliding_window", 65536, &hp.n_window)) return false;
+    const wa_json * kv = cfg.get("num_key_value_heads");
+    uint64_t n_kv = 0;
+    if (kv && kv->type != wa_json::NUL && !(kv->u64(&n_kv) && n_kv == (uint64_t)hp.n_head)) {
+        wa_set_error("%s: config.json: %snum_key_value_heads is %s; whisper-audio runs one per attention head (%d)", r.path,
+                     ac.c_str(), kv->shown().c_str(), hp.n_head);
+        return false;
+    }
+    if (hp.head_dim % 2 != 0) {
+        wa_set_error("%s: config.json: %shead_dim %d is odd; RoPE turns pairs", r.path, ac.c_str(), hp.head_dim);
+        return false;
+    }
+    const wa_json * rp = cfg.get("rope_parameters");
+    if (rp && rp->type != wa_json::OBJECT && rp->type != wa_json::NUL) {
+        wa_set_error("%s: config.json: %srope_parameters is %s, not an object", r.path, ac.c_str(), rp->shown().c_str());
+        return false;
+    }
+    const wa_json none;
+    double theta = 10000.0, eps = 1e-5;
+    if (!r.number(rp && rp->type == wa_json::OBJECT ? *rp : none, ac + "rope_parameters.", "rope_theta", 10000.0, &theta) ||
+        !r.number(cfg, ac, "rms_norm_eps", 1e-5, &eps))
+        return false;
+    if (!(theta > 0 && std::isfinite((float)theta)) || !(eps > 0 && eps < 1)) {
+        const wa_json * e = cfg.get("rms_norm_eps");
+        wa_set_error("%s: config.json: %srope_theta %g, rms_norm_eps %s: a positive theta and an eps in (0, 1) expected", r.path,
+                     ac.c_str(), theta, e ? e->shown().c_str() : "1e-05");
+        return false;
+    }
+    hp.n_rot = hp.head_dim;
+    hp.rope_theta = (float)theta;
+    hp.eps = (float)eps;
+    hp.stack_factor = 4;
+    int delay = 6, left = 32;
+    if (top.get("default_num_delay_tokens") && !top_r.get(top, "", "default_num_delay_tokens", 1000, &delay)) return false;
+    if (!wa_hf_tekken(r.path, root, &left, &delay)) return false;
+    hp.pad_left = left;
+    hp.pad_right = delay + 1 + 10;
+    return true;
+}
+
 // The hyperparameters from config.json, the projector's included, as the converter's read_config
 // takes them (and within the GGUF loader's bounds): the encoder's by WA_HF_TOWERS' keys, the
 // settings of WA_HF_SETTINGS, then what a tower reads its own way.
@@ -1447,6 +1540,7 @@ static bool wa_hf_config(whisper_audio_model * m, const std::string & root, cons
         case WHISPER_AUDIO_PROJECTOR_MINICPMO:   ok = wa_hf_config_minicpmo(top_r, top, hp); break;
         case WHISPER_AUDIO_PROJECTOR_KIMIAUDIO:  ok = wa_hf_config_kimiaudio(r, top, hp); break;
         case WHISPER_AUDIO_PROJECTOR_ULTRAVOX:   ok = wa_hf_config_ultravox(top_r, top, hp, opt); break;
+        case WHISPER_AUDIO_PROJECTOR_VOXTRAL_REALTIME: ok = wa_hf_config_realtime(r, *cfg, ac, top_r, top, root, hp); break;
         case WHISPER_AUDIO_PROJECTOR_MUSICFLAMINGO:   // Music Flamingo: its rotary time embedding (Audio Flamingo 3: none)
             ok = strcmp(t->model_type, "musicflamingo") || wa_hf_config_musicflamingo(top_r, top, hp);
             break;
@@ -1662,12 +1756,12 @@ static float wa_f64_to_f32(double v) {
     return (float)v;
 }
 
-// The first of WA_HF_PREFIXES under which c holds an encoder (Whisper's conv1 or the AuT's conv2d1);
-// top_only: those of a model saved alone (no projector beside it).
+// The first of WA_HF_PREFIXES under which c holds an encoder (Whisper's conv1, the AuT's conv2d1 or
+// Voxtral Realtime's embedder.conv1); top_only: those of a model saved alone (no projector beside it).
 static const wa_hf_prefix * hf_prefix(const wa_hf_checkpoint & c, bool top_only) {
     for (const wa_hf_prefix & p : WA_HF_PREFIXES)
-        if ((!top_only || !*p.projector) && (c.find(std::string(p.encoder) + "conv1.weight") || c.find(std::string(p.encoder) + "conv2d1.weight")))
-            return &p;
+        for (const char * stem : {"conv1.weight", "conv2d1.weight", "embedder.conv1.weight"})
+            if ((!top_only || !*p.projector) && c.find(std::string(p.encoder) + stem)) return &p;
     return nullptr;
 }
 
@@ -1853,7 +1947,7 @@ static bool hf_model_read(whisper_audio_model * m, std::string dir, const std::s
     if (hf_untaken(ck, proj_prefixes, "projector", taken)) return false;
     if (enc != &ck && hf_untaken(ck, {"audio_tower.", "model.audio_tower."}, "audio-tower", taken)) return false;   // not the tower alone: LoRA, a part
     if (!hf_read_sources(m, sources)) return false;
-    m->hparams.weight_type = wa_weight_type((vt_type)m->find("encoder.layers.0.fc1.weight")->type);
+    m->hparams.weight_type = wa_weight_type((vt_type)m->find("encoder.layers.0.fc2.weight")->type);
     m->mel_computed.resize((size_t)hp.n_mels * WHISPER_AUDIO_N_BINS);   // as the feature extractor computes it
     wa_mel_filters_slaney(hp.n_mels, m->mel_computed.data());
     m->mel_filters = m->mel_computed.data();
@@ -2103,10 +2197,10 @@ static std::vector<gguf_out_tensor> gguf_out_tensors(const whisper_audio_model *
 // The header: the converter's keys, then the tensor infos (each tensor's offset set), padded.
 static std::string gguf_header(const whisper_audio_model * m, std::vector<gguf_out_tensor> & out) {
     const whisper_audio_hparams & hp = m->hparams;
-    // general.file_type: the matrices' type, as encoder.layers.0.fc1.weight has it in the file
-    const gguf_tensor_info * fc1 = m->find("encoder.layers.0.fc1.weight");
-    const wa_block_type * blk = wa_block(fc1->block_type);
-    const uint32_t file_type = blk ? blk->file_type : fc1->type == VT_TYPE_F16 ? 1 : fc1->type == VT_TYPE_BF16 ? 32 : 0;
+    // general.file_type: the matrices' type, as encoder.layers.0.fc2.weight has it in the file
+    const gguf_tensor_info * fc2 = m->find("encoder.layers.0.fc2.weight");
+    const wa_block_type * blk = wa_block(fc2->block_type);
+    const uint32_t file_type = blk ? blk->file_type : fc2->type == VT_TYPE_F16 ? 1 : fc2->type == VT_TYPE_BF16 ? 32 : 0;
 
     gguf_writer w;
     w.b = "GGUF";
@@ -2126,6 +2220,10 @@ static std::string gguf_header(const whisper_audio_model * m, std::vector<gguf_o
         w.kv_u32("whisper.projector.stack_factor", (uint32_t)hp.stack_factor), n_kv++;
         w.kv_f32("whisper.projector.layer_norm_epsilon", hp.proj_eps), n_kv++;
     }
+    if (hp.n_window) {                                   // Voxtral Realtime's processor's zeros around the audio
+        w.kv_u32("whisper.projector.pad_left_tokens", (uint32_t)hp.pad_left), n_kv++;
+        w.kv_u32("whisper.projector.pad_right_tokens", (uint32_t)hp.pad_right), n_kv++;
+    }
     if (hp.n_time_rot) {                                 // Music Flamingo's rotary time embedding
         w.kv_u32("whisper.projector.time_rope.dimension_count", (uint32_t)hp.n_time_rot), n_kv++;
         w.kv_f32("whisper.projector.time_rope.freq_base", hp.time_rope_theta), n_kv++;
@@ -2139,6 +2237,10 @@ static std::string gguf_header(const whisper_audio_model * m, std::vector<gguf_o
     if (hp.n_causal) w.kv_u32("whisper.encoder.attention.causal_chunk", (uint32_t)hp.n_causal), n_kv++;
     if (hp.n_conv) w.kv_u32("whisper.encoder.conv2d.channels", (uint32_t)hp.n_conv), n_kv++;
     if (hp.n_attn_window) w.kv_u32("whisper.encoder.attention.window_length", (uint32_t)hp.n_attn_window), n_kv++;
+    if (hp.n_window) {                                   // Voxtral Realtime's attention
+        w.kv_u32("whisper.encoder.attention.key_length", (uint32_t)hp.head_dim), n_kv++;
+        w.kv_u32("whisper.encoder.attention.sliding_window", (uint32_t)hp.n_window), n_kv++;
+    }
     w.kv_u32("whisper.encoder.context_length", (uint32_t)hp.n_ctx), n_kv++;
     w.kv_u32("whisper.encoder.embedding_length", (uint32_t)hp.n_state), n_kv++;
     w.kv_u32("whisper.encoder.block_count", (uint32_t)hp.n_layer), n_kv++;

@@ -108,6 +108,19 @@ static const double AUDIO_FLOAT_MAX = 1e4;
 #define WA_SIMD_CLONES
 #endif
 
+// A causal tower's input step by step (Voxtral Realtime; whisper-audio-towers.h): begin makes a new
+// input's state on enc (its processor's zeros before the audio already in); feed takes the input's PCM as
+// it comes (16 kHz mono, checked by the caller) and runs a step once min_step mel frames (rounded up to a
+// whole token's 8) are complete, at most 3000 a step; end adds the processor's zeros after the audio and
+// runs the rest. Each appends the rows its steps complete to rows (tokens with the encoder's projector,
+// else the tower's positions), and they are the whole input's rows in one step, bit for bit on the CPU,
+// whatever the pieces and steps. The encoder runs on the caller's thread; one input at a time on it.
+struct wa_causal;
+wa_causal * wa_causal_begin(whisper_audio_encoder * enc, int min_step);
+bool        wa_causal_feed(wa_causal * s, const float * pcm, size_t n, std::vector<float> & rows);
+bool        wa_causal_end(wa_causal * s, std::vector<float> & rows);
+void        wa_causal_free(wa_causal * s);
+
 // The optional second set's entry points (whisper-audio-formats.cpp), for model_load.
 struct whisper_audio_model;
 bool wa_formats_read_path(whisper_audio_model * m, const char * path, bool missing, bool is_dir, bool * taken);
@@ -223,9 +236,17 @@ static inline std::string wa_projector_list(const char * const wa_projector_name
     return list;
 }
 
-// Whether a model of these hyperparameters has the row (its family: Whisper's conv stem or the AuT's).
+// Whether a model of these hyperparameters has the row (its family: Whisper's conv stem or the AuT's;
+// Whisper's LayerNorms or Voxtral Realtime's RMSNorms and SwiGLU).
 static inline bool wa_has_row(const whisper_audio_hparams & hp, const wa_tensor_desc & t) {
-    return t.family == WA_EVERY || (t.family == WA_AUT) == (hp.n_conv > 0);
+    switch (t.family) {
+        case WA_EVERY:        return true;
+        case WA_WHISPER_STEM: return hp.n_conv == 0;
+        case WA_AUT:          return hp.n_conv > 0;
+        case WA_LAYER_NORM:   return hp.n_window == 0;
+        case WA_REALTIME:     return hp.n_window > 0;
+    }
+    return false;
 }
 
 // Calls f(row, il, name) for each tensor of the file that the encoder uses: the rows outside
@@ -244,6 +265,9 @@ template <typename F> static inline bool wa_for_each_tensor(const whisper_audio_
     return true;
 }
 
+// The width of a head of q, k and v: Voxtral Realtime's own, else d_model / heads.
+static inline int wa_head_dim(const whisper_audio_hparams & hp) { return hp.head_dim ? hp.head_dim : hp.n_state / hp.n_head; }
+
 // The row's shape in vt's order (innermost first); returns the dimension count.
 // The mel bins left after the AuT's three stride-2 Conv2d ((F - 1) / 2 + 1 each: 128 -> 16).
 static inline int wa_conv_bins(int n_mels) { return (((n_mels + 1) / 2 + 1) / 2 + 1) / 2; }
@@ -252,7 +276,8 @@ static inline int wa_shape(const whisper_audio_hparams & hp, const wa_tensor_des
     for (; n_dims < 4 && t.shape[n_dims] != 0; n_dims++) {
         const int s = t.shape[n_dims];
         ne[n_dims] = s == WA_D ? hp.n_state : s == WA_FF ? hp.n_ff : s == WA_MELS ? hp.n_mels : s == WA_CTX ? hp.n_ctx
-                   : s == WA_CONV ? hp.n_conv : s == WA_CONV_F ? (int64_t)hp.n_conv * wa_conv_bins(hp.n_mels) : s;
+                   : s == WA_CONV ? hp.n_conv : s == WA_CONV_F ? (int64_t)hp.n_conv * wa_conv_bins(hp.n_mels)
+                   : s == WA_ATTN ? (int64_t)hp.n_head * wa_head_dim(hp) : s;
     }
     std::reverse(ne, ne + n_dims);
     return n_dims;

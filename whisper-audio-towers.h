@@ -285,6 +285,266 @@ static int64_t frames_meralion(size_t n) {     // its first 10 chunks of 30 s, a
     return (int64_t)wa_ceil_div(std::min(n, MERALION_MAX_SAMPLES), WHISPER_AUDIO_HOP);
 }
 
+// ---- Voxtral Realtime --------------------------------------------------------------------
+// VoxtralRealtimeEncoder (transformers voxtral_realtime) is causal: a position depends on the audio up
+// to its own, never on later audio, so the tower runs an input in steps, each carrying what the next
+// needs (wa_causal below), and a step of any size gives the same rows. Its processor (mistral_common's
+// AudioEncoder.pad, offline) puts pad_left tokens of zeros (1280 samples each) before the audio, and
+// after it zeros to a whole token and pad_right tokens more; the feature extractor's log-mel is centred
+// (torch.stft center=True) and clamped at the fixed global_log_mel_max 1.5, not at the input's own max.
+// A token is 8 mel frames: conv2's stride 2, then 4 positions stacked into the projector.
+static const int RT_TOKEN_FRAMES = 8;
+static const size_t RT_TOKEN_SAMPLES = RT_TOKEN_FRAMES * WHISPER_AUDIO_HOP;
+static const float RT_LOG_MEL_MAX = 1.5f;
+static const int RT_MAX_STEP = WHISPER_AUDIO_N_FRAMES;   // mel frames a step runs at most (30 s)
+
+static size_t rows_realtime(const whisper_audio_hparams & hp, size_t n, bool projector) {
+    const size_t tokens = (size_t)hp.pad_left + wa_ceil_div(n, RT_TOKEN_SAMPLES) + (size_t)hp.pad_right;
+    return projector ? tokens : tokens * hp.stack_factor;
+}
+// The table's rules for a window of `frames` frames (a step's): its tokens, or its positions.
+static int rows_realtime_step(const whisper_audio_hparams &, int frames, bool projector) {
+    return projector ? frames / RT_TOKEN_FRAMES : frames / 2;
+}
+static int64_t frames_realtime(size_t n) { return (int64_t)wa_ceil_div(n, RT_TOKEN_SAMPLES) * RT_TOKEN_FRAMES; }
+
+// One step of B inputs' F new mel frames (g's inputs set by the caller), as VoxtralRealtimeEncoder's
+// forward with its caches: the causal conv stem (conv1, then conv2 of stride 2, each GELU, their left
+// padding the previous step's last rows), then per layer RMSNorm, q/k/v (k without bias) turned by RoPE at
+// their positions in the input, attention over the sliding window of the cache's keys and the step's own,
+// o_proj + residual, RMSNorm, down_proj(silu(gate_proj) * up_proj) + residual; the final RMSNorm; then
+// get_audio_features: 4 positions stacked, linear_1, GELU, linear_2.
+static void build_realtime_step(const whisper_audio_encoder * enc, vt_context * ctx, wa_step_graph & g, int B, int F) {
+    const whisper_audio_hparams & hp = enc->hparams;
+    const wa_weights & w = enc->w;
+    const int n_state = hp.n_state, n_head = hp.n_head, hd = wa_head_dim(hp), a = n_head * hd, W = hp.n_window;
+    const int P = F / 2;
+    const float kq_scale = 1.0f / sqrtf((float)hd);
+    auto input = [&](vt_tensor * t, const char * name) { vt_set_name(t, "%s", name); vt_set_input(t); return t; };
+    g.mel = input(vt_new_tensor_3d(ctx, VT_TYPE_F32, hp.n_mels, F, B), "mel");
+    g.tail1 = input(vt_new_tensor_3d(ctx, VT_TYPE_F32, hp.n_mels, 2, B), "tail1");
+    g.tail2 = input(vt_new_tensor_3d(ctx, VT_TYPE_F32, n_state, 1, B), "tail2");
+    g.pos0 = input(vt_new_tensor_1d(ctx, VT_TYPE_F32, B), "pos0");
+    g.kv_start = input(vt_new_tensor_1d(ctx, VT_TYPE_F32, B), "kv_start");
+
+    // embedder: the causal conv stem
+    vt_tensor * cur = vt_conv1d_k3_causal(ctx, g.mel, g.tail1, w.conv1_w, w.conv1_b, 1, VT_ACT_GELU);
+    g.conv1 = vt_set_name(cur, "conv1");
+    cur = vt_conv1d_k3_causal(ctx, cur, g.tail2, w.conv2_w, w.conv2_b, 2, VT_ACT_GELU);
+    vt_set_name(cur, "post_conv");
+
+    const size_t es = vt_type_size(cur->type);
+    for (int il = 0; il < hp.n_layer; il++) {
+        const wa_layer & layer = w.layers[il];
+        vt_tensor * inpL = cur;
+
+        // norm
+        cur = vt_rms_norm(ctx, inpL, layer.attn_ln_w, hp.eps);
+
+        // self-attention: q, k, v in one GEMM, turned at the step's positions; the keys and values after the caches'
+        {
+            vt_tensor * qkv = vt_linear(ctx, cur, layer.qkv_w, layer.qkv_b, VT_ACT_NONE, nullptr);
+            qkv = vt_rope_qk_at(ctx, qkv, n_head, hp.n_rot, hp.rope_theta, g.pos0);
+            const size_t row = 3 * (size_t)a * es, win = row * P;
+            vt_tensor * q = vt_view_3d(ctx, qkv, a, P, B, row, win, 0);
+            vt_tensor * k = vt_view_3d(ctx, qkv, a, P, B, row, win, a * es);
+            vt_tensor * v = vt_view_3d(ctx, qkv, a, P, B, row, win, 2 * a * es);
+            char name[32];
+            snprintf(name, sizeof(name), "k_cache%d", il);
+            g.k_cache.push_back(input(vt_new_tensor_3d(ctx, cur->type, a, W, B), name));
+            snprintf(name, sizeof(name), "v_cache%d", il);
+            g.v_cache.push_back(input(vt_new_tensor_3d(ctx, cur->type, a, W, B), name));
+            g.k_all.push_back(vt_concat_rows(ctx, g.k_cache.back(), k));
+            g.v_all.push_back(vt_concat_rows(ctx, g.v_cache.back(), v));
+            cur = vt_attention_window(ctx, q, g.k_all.back(), g.v_all.back(), n_head, kq_scale, g.kv_start, W);
+        }
+
+        // projection + residual
+        vt_tensor * inpFF = vt_linear(ctx, cur, layer.out_w, layer.out_b, VT_ACT_NONE, inpL);
+
+        // feed-forward network (SwiGLU) + residual
+        cur = vt_rms_norm(ctx, inpFF, layer.ffn_ln_w, hp.eps);
+        cur = vt_linear(ctx, cur, layer.up_gate_w, nullptr, VT_ACT_NONE, nullptr);
+        cur = vt_swiglu(ctx, cur);
+        cur = vt_linear(ctx, cur, layer.fc2_w, layer.fc2_b, VT_ACT_NONE, inpFF);
+        vt_set_name(cur, "layer%d", il);
+    }
+    cur = vt_rms_norm(ctx, cur, w.ln_post_w, hp.eps);
+    if (enc->params.projector) {
+        cur = vt_stack_frames(ctx, cur, hp.stack_factor);
+        cur = vt_linear(ctx, cur, enc->proj.fc1_w, nullptr, VT_ACT_GELU, nullptr);
+        cur = vt_linear(ctx, cur, enc->proj.fc2_w, nullptr, VT_ACT_NONE, nullptr);
+    }
+    g.out = vt_set_name(cur, "tokens");
+}
+
+// The step graph of B inputs and F frames, built and allocated on first use. Kept: the graphs of the
+// most frames (whole inputs' steps) and of one other size (a stream's steps), so memory stays bounded.
+static wa_step_graph * step_graph_for(whisper_audio_encoder * enc, int B, int F) {
+    const std::pair<int, int> key(B, F);
+    auto it = enc->step_graphs.find(key);
+    if (it != enc->step_graphs.end()) return &it->second;
+    for (auto i = enc->step_graphs.begin(); i != enc->step_graphs.end();) {
+        if (i->first.second != RT_MAX_STEP) {
+            vt_graph_free(i->second.graph);
+            vt_free(i->second.ctx);
+            i = enc->step_graphs.erase(i);
+        } else {
+            ++i;
+        }
+    }
+    const whisper_audio_hparams & hp = enc->hparams;
+    std::unique_ptr<vt_context, void (*)(vt_context *)> ctx(vt_init(64 + 24 * hp.n_layer), vt_free);
+    wa_step_graph g;
+    build_realtime_step(enc, ctx.get(), g, B, F);
+    std::vector<vt_tensor *> outs = {g.out, g.conv1};
+    outs.insert(outs.end(), g.k_all.begin(), g.k_all.end());
+    outs.insert(outs.end(), g.v_all.begin(), g.v_all.end());
+    std::unique_ptr<vt_graph, void (*)(vt_graph *)> graph(vt_graph_build(ctx.get(), outs.data(), (int)outs.size()), vt_graph_free);
+    vt_graph_set_tune(graph.get(), F == RT_MAX_STEP);
+    if (!vt_backend_alloc_graph(enc->backend, graph.get())) {
+        wa_set_error("allocating Voxtral Realtime's step graph (batch %d, %d frames, %.1f MiB) on %s: %s", B, F,
+                     vt_graph_arena_size(graph.get()) / 1048576.0, vt_backend_name(enc->backend), vt_last_error());
+        return nullptr;
+    }
+    g.ctx = ctx.release();
+    g.graph = graph.release();
+    return &(enc->step_graphs[key] = g);
+}
+
+// One input's state between steps. Mel frame t of the padded signal is centred on its sample 160 t and
+// reads samples [160 t - 200, 160 t + 200): it waits for the 200 samples past its centre, and the last
+// frames wait for the input's end (the zeros after it). The processor's zeros, a token or more each side,
+// are what the centred STFT's mirror reads past the signal's two ends, so reading zeros there is exact.
+struct wa_causal {
+    whisper_audio_encoder * enc = nullptr;
+    int min_step = 0;                    // mel frames a step waits for (a multiple of 8), but at the end
+    std::vector<float> pcm;              // the padded signal from sample pcm_first on: what the next frames read
+    int64_t pcm_first = 0;
+    int64_t n_padded = 0;                // samples of the padded signal so far (pcm_first + pcm.size())
+    int64_t n_frames = 0;                // mel frames made so far
+    std::vector<float> mel;              // [frames, n_mels] made and not yet encoded, clamped as the model takes them
+    std::vector<float> tail1, tail2;     // [2, n_mels] the last two frames encoded, [d] conv1's last row: zeros at first
+    std::vector<float> k_cache, v_cache; // [n_layer, W, a] the rotated keys and the values of the last W positions
+    int64_t positions = 0;               // encoded
+    size_t n_input = 0;                  // samples of the input fed
+    bool ended = false;
+};
+
+// The frames the padded signal so far completes (all of them once the input has ended), appended to s->mel.
+static void causal_make_frames(wa_causal * s) {
+    const whisper_audio_hparams & hp = s->enc->hparams;
+    const int64_t ready = s->ended ? s->n_padded / WHISPER_AUDIO_HOP
+                                   : std::max<int64_t>(0, (s->n_padded - WA_MEL_CONTEXT) / WHISPER_AUDIO_HOP + 1);
+    const int k = (int)(ready - s->n_frames);
+    if (k <= 0) return;
+    // the samples frames [n_frames, ready) read, zeros where the padded signal has none (before it; past its end)
+    const int64_t first = s->n_frames * WHISPER_AUDIO_HOP - WA_MEL_CONTEXT;
+    std::vector<float> row((size_t)(k - 1) * WHISPER_AUDIO_HOP + WHISPER_AUDIO_N_FFT, 0.0f);
+    for (size_t i = 0; i < row.size(); i++) {
+        const int64_t j = first + (int64_t)i - s->pcm_first;
+        if (j >= 0 && j < (int64_t)s->pcm.size()) row[i] = s->pcm[(size_t)j];
+    }
+    std::vector<float> out((size_t)hp.n_mels * k);
+    log_mel_frames(s->enc->mel_filters.data(), hp.n_mels, row.data(), k, out.data(), (size_t)k);
+    log_mel_clamp(out.data(), hp.n_mels, k, (size_t)k, RT_LOG_MEL_MAX);
+    const size_t at = s->mel.size();
+    s->mel.resize(at + (size_t)k * hp.n_mels);
+    for (int t = 0; t < k; t++)
+        for (int m = 0; m < hp.n_mels; m++) s->mel[at + (size_t)t * hp.n_mels + m] = out[(size_t)m * k + t];
+    s->n_frames = ready;
+    // keep what later frames read: from 200 samples before the next frame's centre
+    const int64_t keep = std::max<int64_t>(s->pcm_first, s->n_frames * WHISPER_AUDIO_HOP - WA_MEL_CONTEXT);
+    s->pcm.erase(s->pcm.begin(), s->pcm.begin() + (keep - s->pcm_first));
+    s->pcm_first = keep;
+}
+
+// Runs the frames made in steps of at most RT_MAX_STEP: each step waits for min_step of them (a stream's
+// few), all of them once the input has ended; every step's rows are appended to rows.
+static bool causal_run(wa_causal * s, std::vector<float> & rows) {
+    whisper_audio_encoder * enc = s->enc;
+    const whisper_audio_hparams & hp = enc->hparams;
+    const int n_mels = hp.n_mels, d = hp.n_state, a = hp.n_head * wa_head_dim(hp), W = hp.n_window;
+    for (;;) {
+        const int pending = (int)(s->mel.size() / n_mels);
+        int F = std::min(RT_MAX_STEP, pending / RT_TOKEN_FRAMES * RT_TOKEN_FRAMES);
+        if (F == 0 || (!s->ended && F < s->min_step)) return true;
+        wa_step_graph * g = step_graph_for(enc, 1, F);
+        if (!g) return false;
+        const float pos0 = (float)s->positions, kv_start = (float)std::max<int64_t>(0, W - s->positions);
+        bool ok = vt_backend_set_tensor(enc->backend, g->mel, s->mel.data(), VT_TYPE_F32) &&
+                  vt_backend_set_tensor(enc->backend, g->tail1, s->tail1.data(), VT_TYPE_F32) &&
+                  vt_backend_set_tensor(enc->backend, g->tail2, s->tail2.data(), VT_TYPE_F32) &&
+                  vt_backend_set_tensor(enc->backend, g->pos0, &pos0, VT_TYPE_F32) &&
+                  vt_backend_set_tensor(enc->backend, g->kv_start, &kv_start, VT_TYPE_F32);
+        // the caches of an input's first step hold no position (kv_start masks them all: never read), and its
+        // last step carries nothing on: their copies in and out are skipped (a whole input of one step has none)
+        const bool first = s->positions == 0, last = s->ended && F == pending;
+        const size_t cache = (size_t)W * a;
+        for (int il = 0; ok && !first && il < hp.n_layer; il++)
+            ok = vt_backend_set_tensor(enc->backend, g->k_cache[il], s->k_cache.data() + il * cache, VT_TYPE_F32) &&
+                 vt_backend_set_tensor(enc->backend, g->v_cache[il], s->v_cache.data() + il * cache, VT_TYPE_F32);
+        ok = ok && vt_backend_compute(enc->backend, g->graph);
+        const size_t n_out = (size_t)vt_nelements(g->out), at = rows.size();
+        rows.resize(at + n_out);
+        ok = ok && vt_backend_get_tensor_f32(enc->backend, g->out, rows.data() + at);
+        // what the next step carries: the last two frames, conv1's last row, each layer's last W keys and values
+        std::vector<float> conv1((size_t)F * d), all((size_t)(W + F / 2) * a);
+        ok = ok && (last || vt_backend_get_tensor_f32(enc->backend, g->conv1, conv1.data()));
+        for (int il = 0; ok && !last && il < hp.n_layer; il++) {
+            ok = vt_backend_get_tensor_f32(enc->backend, g->k_all[il], all.data());
+            std::copy(all.end() - cache, all.end(), s->k_cache.begin() + il * cache);
+            ok = ok && vt_backend_get_tensor_f32(enc->backend, g->v_all[il], all.data());
+            std::copy(all.end() - cache, all.end(), s->v_cache.begin() + il * cache);
+        }
+        if (!ok) { wa_set_error("Voxtral Realtime's step of %d frames on %s: %s", F, vt_backend_name(enc->backend), vt_last_error()); return false; }
+        std::copy(s->mel.begin() + (size_t)(F - 2) * n_mels, s->mel.begin() + (size_t)F * n_mels, s->tail1.begin());
+        std::copy(conv1.end() - d, conv1.end(), s->tail2.begin());
+        s->mel.erase(s->mel.begin(), s->mel.begin() + (size_t)F * n_mels);
+        s->positions += F / 2;
+    }
+}
+
+wa_causal * wa_causal_begin(whisper_audio_encoder * enc, int min_step) {
+    const whisper_audio_hparams & hp = enc->hparams;
+    VT_ASSERT(hp.n_window > 0 && min_step >= 1);
+    std::unique_ptr<wa_causal> s(new wa_causal());
+    s->enc = enc;
+    s->min_step = (min_step + RT_TOKEN_FRAMES - 1) / RT_TOKEN_FRAMES * RT_TOKEN_FRAMES;
+    const size_t cache = (size_t)hp.n_layer * hp.n_window * hp.n_head * wa_head_dim(hp);
+    s->tail1.assign((size_t)2 * hp.n_mels, 0.0f);
+    s->tail2.assign((size_t)hp.n_state, 0.0f);
+    s->k_cache.assign(cache, 0.0f);
+    s->v_cache.assign(cache, 0.0f);
+    s->pcm.assign((size_t)hp.pad_left * RT_TOKEN_SAMPLES, 0.0f);   // the processor's zeros before the audio
+    s->n_padded = (int64_t)s->pcm.size();
+    return s.release();
+}
+
+bool wa_causal_feed(wa_causal * s, const float * pcm, size_t n, std::vector<float> & rows) {
+    VT_ASSERT(!s->ended);
+    s->pcm.insert(s->pcm.end(), pcm, pcm + n);
+    s->n_padded += (int64_t)n;
+    s->n_input += n;
+    causal_make_frames(s);
+    return causal_run(s, rows);
+}
+
+bool wa_causal_end(wa_causal * s, std::vector<float> & rows) {
+    VT_ASSERT(!s->ended);
+    const whisper_audio_hparams & hp = s->enc->hparams;
+    // zeros to a whole token, then pad_right tokens more (the left zeros are whole tokens)
+    const size_t n = (size_t)(wa_ceil_div(s->n_input, RT_TOKEN_SAMPLES) * RT_TOKEN_SAMPLES - s->n_input) +
+                     (size_t)hp.pad_right * RT_TOKEN_SAMPLES;
+    s->pcm.insert(s->pcm.end(), n, 0.0f);
+    s->n_padded += (int64_t)n;
+    s->ended = true;
+    causal_make_frames(s);
+    return causal_run(s, rows);
+}
+
+void wa_causal_free(wa_causal * s) { delete s; }
+
 // ---- the table ----------------------------------------------------------------------------
 
 // One row per audio LLM: what its processor and code do with an input, for the pipeline, the
@@ -317,6 +577,7 @@ struct wa_tower {
     size_t min_samples = 0;      // a whole-signal input shorter than this zero-padded to it (Qwen3-ASR's min_length)
     bool pad_chunks = false;     // the AuT's log-mel padded to whole chunks (Qwen3-ASR): a clip shorter than a chunk
                                  // runs as one whole chunk, not at its own length (Qwen3-Omni's)
+    bool causal = false;         // run in steps with its state carried (wa_causal: Voxtral Realtime), not in windows
 };
 
 static const wa_tower WA_TOWERS[] = {
@@ -358,6 +619,10 @@ static const wa_tower WA_TOWERS[] = {
     // MERaLiON-2 (MERaLiON2Processor): its first 10 chunks of 30 s, each normalised (do_normalize) and
     // padded with its own log-mel, attention over all of it (WhisperEncoder takes no mask), 100 tokens each
     { WHISPER_AUDIO_PROJECTOR_MERALION, MERALION_MAX_SAMPLES,    false, false, false, frames_meralion, rows_window_stacked, build_meralion, false, true },
+    // Voxtral Realtime (VoxtralRealtimeProcessor offline, get_audio_features): all of the input with its
+    // processor's zeros around it, one causal pass in steps (build_realtime_step; build is unused)
+    { WHISPER_AUDIO_PROJECTOR_VOXTRAL_REALTIME, 0,               false, false, false, frames_realtime, rows_realtime_step, nullptr, false, false,
+      0, 0, false, 0, false, true },
 };
 
 static const wa_tower * wa_tower_of(const whisper_audio_hparams & hp) {
@@ -431,6 +696,37 @@ static bool wa_tower_hparams(whisper_audio_model * m, const gguf_kv & kv, const 
     }
     if (hp.projector == WHISPER_AUDIO_PROJECTOR_GLMASR && hp.n_rot == 0)
         return kv.missing(path, "whisper.encoder.rope.dimension_count", "uint32 (4)");
+    // Voxtral Realtime: its encoder's sliding window and RoPE over whole heads, whole tokens of 4 positions,
+    // its processor's zeros around the audio (at least a token each side: a centred frame reads 200 samples
+    // past its centre, which must be zeros, not the signal's mirror)
+    const bool realtime = hp.projector == WHISPER_AUDIO_PROJECTOR_VOXTRAL_REALTIME;
+    hp.pad_left = hp.pad_right = 0;
+    if (realtime) {
+        if (hp.n_window == 0) return kv.missing(path, "whisper.encoder.attention.sliding_window", "uint32 (4)");
+        if (hp.n_rot != hp.head_dim) {
+            wa_set_error("%s: whisper.encoder.rope.dimension_count is %d; Voxtral Realtime turns whole heads (key_length %d)", path,
+                         hp.n_rot, hp.head_dim);
+            return false;
+        }
+        if (hp.stack_factor != 4) {
+            wa_set_error("%s: %s = %d; Voxtral Realtime stacks 4 positions (a token: 8 mel frames, 1280 samples)", path,
+                         d.stack_factor, hp.stack_factor);
+            return false;
+        }
+        for (auto k : {std::make_pair("whisper.projector.pad_left_tokens", &hp.pad_left),
+                       std::make_pair("whisper.projector.pad_right_tokens", &hp.pad_right)}) {
+            auto it = kv.u32.find(k.first);
+            if (it == kv.u32.end()) return kv.missing(path, k.first, "uint32 (4)");
+            if (it->second < 1 || it->second > 1000) {
+                wa_set_error("%s: %s = %u is outside [1, 1000] tokens", path, k.first, it->second);
+                return false;
+            }
+            *k.second = (int)it->second;
+        }
+    } else if (hp.n_window) {
+        wa_set_error("%s: whisper.encoder.attention.sliding_window is set for a model that is not Voxtral Realtime's tower", path);
+        return false;
+    }
     if (hp.projector == WHISPER_AUDIO_PROJECTOR_QWEN25O && hp.n_chunk == 0) {
         if (!m->mmproj) return kv.missing(path, "whisper.encoder.chunk_length", "uint32 (4)");
         hp.n_chunk = 200;                 // Qwen2_5OmniAudioEncoderConfig's n_window 100, as every release has it

@@ -531,7 +531,26 @@ static bool gguf_hparams(whisper_audio_model * m, gguf_kv & kv, const gguf_diale
     }
     hp.eps = e != kv.f32.end() ? e->second : 1e-5f;
 
-    // RoPE in place of the positional embedding (GLM-ASR; our GGUF alone): both keys or neither
+    // Voxtral Realtime's attention (our GGUF alone): its heads' width and its sliding window, both keys or neither
+    auto kl = kv.u32.find("whisper.encoder.attention.key_length");
+    auto sw = kv.u32.find("whisper.encoder.attention.sliding_window");
+    hp.head_dim = 0;
+    hp.n_window = 0;
+    if (!m->mmproj && (kl != kv.u32.end() || sw != kv.u32.end())) {
+        if (kl == kv.u32.end()) return kv.missing(path, "whisper.encoder.attention.key_length", "uint32 (4)");
+        if (sw == kv.u32.end()) return kv.missing(path, "whisper.encoder.attention.sliding_window", "uint32 (4)");
+        if (kl->second < 2 || kl->second % 2 || kl->second > 256) {
+            wa_set_error("%s: whisper.encoder.attention.key_length = %u; it must be even, in [2, 256]", path, kl->second);
+            return false;
+        }
+        if (sw->second < 1 || sw->second > 65536) {
+            wa_set_error("%s: whisper.encoder.attention.sliding_window = %u is outside [1, 65536]", path, sw->second);
+            return false;
+        }
+        hp.head_dim = (int)kl->second;
+        hp.n_window = (int)sw->second;
+    }
+    // RoPE in place of the positional embedding (GLM-ASR, Voxtral Realtime; our GGUF alone): both keys or neither
     auto rd = kv.u32.find("whisper.encoder.rope.dimension_count");
     auto rf = kv.f32.find("whisper.encoder.rope.freq_base");
     hp.n_rot = 0;
@@ -539,7 +558,7 @@ static bool gguf_hparams(whisper_audio_model * m, gguf_kv & kv, const gguf_diale
     if (!m->mmproj && (rd != kv.u32.end() || rf != kv.f32.end())) {
         if (rd == kv.u32.end()) return kv.missing(path, "whisper.encoder.rope.dimension_count", "uint32 (4)");
         if (rf == kv.f32.end()) return kv.missing(path, "whisper.encoder.rope.freq_base", "float32 (6)");
-        const uint32_t head_dim = (uint32_t)(hp.n_state / hp.n_head);
+        const uint32_t head_dim = (uint32_t)wa_head_dim(hp);
         if (rd->second < 2 || rd->second % 2 || rd->second > head_dim) {
             wa_set_error("%s: whisper.encoder.rope.dimension_count = %u; it must be even, in [2, head_dim %u]", path,
                          rd->second, head_dim);
@@ -834,7 +853,7 @@ bool model_read_weights(whisper_audio_model * m, int fd) {
         return wa_nonfinite(m->path, t->name, *t, d);
     });
     if (!read) return false;
-    m->hparams.weight_type = wa_weight_type((vt_type)m->find("encoder.layers.0.fc1.weight")->type);
+    m->hparams.weight_type = wa_weight_type((vt_type)m->find("encoder.layers.0.fc2.weight")->type);
     if (m->mmproj) {   // as the feature extractor computes it (llama.cpp's files do not store it)
         m->mel_computed.resize((size_t)m->hparams.n_mels * WHISPER_AUDIO_N_BINS);
         wa_mel_filters_slaney(m->hparams.n_mels, m->mel_computed.data());
@@ -995,6 +1014,23 @@ struct wa_graph {                        // one batch shape, built once and repl
     std::vector<vt_tensor *> states;     // WA_GRAPH_STATES: the n_layer + 1 hidden states, each [B, F/2, d]
 };
 
+// A causal tower's step (Voxtral Realtime: wa_causal in whisper-audio-towers.h), built once per
+// (batch, mel frames) and replayed: the step's frames and what it carries from the steps before.
+struct wa_step_graph {
+    vt_context * ctx = nullptr;
+    vt_graph * graph = nullptr;
+    vt_tensor * mel = nullptr;           // [B, F, n_mels] f32 input: the step's frames, frame-major
+    vt_tensor * tail1 = nullptr;         // [B, 2, n_mels] input: the two frames before them (conv1's left padding)
+    vt_tensor * tail2 = nullptr;         // [B, 1, d] input: conv1's row before its first (conv2's)
+    vt_tensor * pos0 = nullptr;          // [B] input: the positions before the step (RoPE's)
+    vt_tensor * kv_start = nullptr;      // [B] input: the first row of the caches that holds a position
+    std::vector<vt_tensor *> k_cache, v_cache;   // per layer [B, W, a] inputs: the rotated keys and the values of
+                                                 // the W positions before the step
+    vt_tensor * conv1 = nullptr;         // [B, F, d] output: its last row the next step's tail2
+    std::vector<vt_tensor *> k_all, v_all;       // per layer [B, W + F/2, a] outputs: their last W rows the next caches
+    vt_tensor * out = nullptr;           // [B, F/8, n_llm] tokens, or [B, F/2, d] the tower's rows
+};
+
 // It keeps copies of what it needs from the model, so the model may be freed before it.
 struct whisper_audio_encoder {
     whisper_audio_hparams hparams;
@@ -1009,6 +1045,7 @@ struct whisper_audio_encoder {
     wa_projector proj{};                 // the projector's, by WA_PROJ_TENSORS (those of hparams.projector)
     // by (batch size, mel frames, PCM in, what it computes: wa_graph_kind)
     std::map<std::tuple<int, int, bool, int>, wa_graph> graphs;
+    std::map<std::pair<int, int>, wa_step_graph> step_graphs;   // a causal tower's, by (batch size, mel frames)
     whisper_audio_timings timings{};     // since init or the last reset
 };
 
@@ -1031,6 +1068,7 @@ static vt_tensor * whisper_audio_build_encoder(const whisper_audio_encoder * enc
                                                vt_tensor * kv_len, vt_tensor * frames, const wa_tower * tower,
                                                vt_tensor * window, std::vector<vt_tensor *> * states = nullptr) {
     const whisper_audio_hparams & hp = enc->hparams;
+    VT_ASSERT(hp.n_window == 0);                       // Voxtral Realtime's is build_realtime_step (its callers refuse windows)
     const wa_weights & w = enc->w;
     const int n_state = hp.n_state, n_head = hp.n_head;
     int n_ctx = ((int)mel->ne[0] - 1) / 2 + 1;         // positions (conv2's stride 2): 1500 for a 30 s window
@@ -1352,6 +1390,10 @@ void whisper_audio_encoder_free(whisper_audio_encoder * enc) {
         vt_graph_free(kv.second.graph);
         vt_free(kv.second.ctx);
     }
+    for (auto & kv : enc->step_graphs) {
+        vt_graph_free(kv.second.graph);
+        vt_free(kv.second.ctx);
+    }
     vt_backend_free(enc->backend);
     vt_free(enc->wctx);
     delete enc;
@@ -1538,6 +1580,11 @@ static bool encode_mel_frames(whisper_audio_encoder * enc, const float * mel, in
     const whisper_audio_hparams & hp = enc->hparams;
     if (hp.n_conv) {                       // the AuT's positions are not Whisper's windows' n_frames / 2
         wa_set_error("%s's tower gives its tokens alone: whisper_audio_encode_mel_tokens (or the pipeline's tokens)",
+                     wa_projector_gguf(hp.projector));
+        return false;
+    }
+    if (hp.n_window) {                     // a causal encoder over a whole input, not 30 s windows
+        wa_set_error("%s's tower gives its tokens alone: whisper_audio_encode_tokens (or the pipeline's tokens)",
                      wa_projector_gguf(hp.projector));
         return false;
     }
@@ -1774,6 +1821,10 @@ struct whisper_audio_pipeline {
     int64_t input = 0, window = 0;
     size_t input_samples = 0;            // of the current input, pushed (held or windowed or not used)
     wa_held_pcm held;                    // a whole-signal tower's current input (its capacity kept for the next)
+    wa_causal * causal = nullptr;        // a causal tower's current input (Voxtral Realtime), run on encs[0] as it comes
+    int causal_step = RT_MAX_STEP;       // the mel frames its steps wait for
+    std::vector<float> causal_rows;      // the rows its last call completed
+    size_t causal_samples = 0;           // the input's samples pushed since its last rows went (their record's)
     std::set<int64_t> dropped;           // inputs dropped after some of their windows were cut
     std::map<int64_t, int64_t> open;     // per input, its windows cut and not yet handed out (or skipped)
 };
@@ -2175,9 +2226,63 @@ static bool pipeline_refuse(whisper_audio_pipeline * p) {
     return false;
 }
 
+// A causal tower's rows that its input's last steps completed, to on_rows as one window of the
+// input (its steps in order: windows 0, 1, ...), on the caller's thread. Every earlier input's rows
+// have gone: such a pipeline cuts no batches.
+static bool pipeline_emit_causal(whisper_audio_pipeline * p) {
+    if (p->causal_rows.empty()) return true;
+    std::vector<uint16_t> f16;
+    whisper_audio_rows r;
+    r.input = p->input;
+    r.window = p->window++;
+    r.samples = p->causal_samples;
+    p->causal_samples = 0;
+    r.n_rows = (int)(p->causal_rows.size() / p->width);
+    r.audio_positions = p->projector ? r.n_rows * p->encs[0]->hparams.stack_factor : r.n_rows;
+    r.n_state = p->width;
+    r.f16 = p->params.f16;
+    r.data = p->causal_rows.data();
+    if (r.f16) {
+        f16.resize(p->causal_rows.size());
+        vt_convert(f16.data(), VT_TYPE_F16, p->causal_rows.data(), VT_TYPE_F32, f16.size());
+        r.data = f16.data();
+    }
+    p->in_on_rows = true;
+    const bool go_on = !p->params.on_rows || p->params.on_rows(&r, p->params.user);
+    p->in_on_rows = false;
+    p->causal_rows.clear();
+    if (!go_on) {
+        pipeline_fail(p, "stopped by the rows callback");
+        wa_set_error("stopped by the rows callback");
+        return false;
+    }
+    return true;
+}
+
+// A causal tower's input: its steps run as its samples come (wa_causal), its rows handed out at once.
+static bool pipeline_push_causal(whisper_audio_pipeline * p, const float * pcm, size_t n) {
+    if (!p->causal) p->causal = wa_causal_begin(p->encs[0], p->causal_step);
+    p->input_samples += n;
+    p->causal_samples += n;
+    if (!wa_causal_feed(p->causal, pcm, n, p->causal_rows)) {
+        pipeline_fail(p, whisper_audio_last_error());
+        return false;
+    }
+    return pipeline_emit_causal(p);
+}
+
+static bool pipeline_end_causal(whisper_audio_pipeline * p) {
+    const bool ok = wa_causal_end(p->causal, p->causal_rows);
+    wa_causal_free(p->causal);
+    p->causal = nullptr;
+    if (!ok) { pipeline_fail(p, whisper_audio_last_error()); return false; }
+    return pipeline_emit_causal(p);
+}
+
 static bool pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t n) {
     if (!pipeline_ok(p)) return false;
     if (!wa_mel_check_pcm("whisper_audio_pipeline_push", pcm, n, p->input_samples)) return pipeline_refuse(p);
+    if (p->tower && p->tower->causal) return pipeline_push_causal(p, pcm, n);
     if (p->tower && p->tower->whole_signal) {       // held until the input ends
         if (n > WA_MAX_HELD_SAMPLES - p->held.size) {
             wa_set_error("whisper_audio_pipeline_push: input %lld is longer than %.0f hours; %s takes one log-mel over "
@@ -2279,7 +2384,9 @@ static bool pipeline_end_input(whisper_audio_pipeline * p) {
         wa_set_error("whisper_audio_pipeline_end_input: input %lld has no audio samples", (long long)p->input);
         return pipeline_refuse(p);
     }
-    if (p->tower && p->tower->whole_signal) {
+    if (p->tower && p->tower->causal) {
+        if (!pipeline_end_causal(p)) return false;
+    } else if (p->tower && p->tower->whole_signal) {
         const size_t n_audio = p->held.size;
         if (p->held.size < p->tower->min_samples) {   // Qwen3-ASR's min_length: zeros after the input
             const std::vector<float> zeros(p->tower->min_samples - p->held.size, 0.0f);
@@ -2408,7 +2515,10 @@ static bool pipeline_drop_input(whisper_audio_pipeline * p) {
         }
         if (!pipeline_emit(p, true)) return false;
     }
-    if (p->window > 0) p->dropped.insert(p->input);
+    if (p->window > 0 && !p->causal) p->dropped.insert(p->input);   // (a causal input's rows have all gone)
+    wa_causal_free(p->causal);
+    p->causal = nullptr;
+    p->causal_samples = 0;
     p->held.size = 0;
     p->max_cut = 0;
     p->held_max = -INFINITY;
@@ -2512,7 +2622,8 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
     const whisper_audio_hparams & hp = e0->hparams;
     p->max_batch = p->batch = e0->params.max_batch;   // what pipeline_free gives the encoders back
     p->tower = windows ? nullptr : pipeline_tower(hp, e0->params, params);
-    if (hp.n_conv && !p->tower) {         // the AuT's positions are not Whisper's: no Whisper windows of it
+    if ((hp.n_conv || hp.n_window) && !p->tower) {   // the AuT's positions are not Whisper's, nor a causal encoder's
+                                                  // in windows: no Whisper windows of them
         wa_set_error("%s: %s's tower gives its tokens alone (or the tower's rows with the projector "
                      "off): no other output layer, no pooling, no unpadded windows, no Whisper windows",
                      func, wa_projector_gguf(hp.projector));
@@ -2553,6 +2664,7 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
     }
     const wa_graph_kind kind = p->tower ? WA_GRAPH_TOKENS : WA_GRAPH_ROWS;
     for (whisper_audio_encoder * e : p->encs) {      // the whole batch's graphs, built (CUDA: captured) now
+        if (p->tower && p->tower->causal) break;     // (a causal tower's steps build theirs)
         if (!e->mel_in_graph) {                      // the CPU: its arena mapped now, not in the first batch
             if (!graph_for_batch(e, cap, wa_full_frames(p->tower, e->hparams), false, kind)) return nullptr;
             continue;
@@ -2657,6 +2769,7 @@ void whisper_audio_pipeline_free(whisper_audio_pipeline * p) {
         return;
     }
     pipeline_stop(p);
+    wa_causal_free(p->causal);
     for (auto & b : p->batches) {
         vt_backend_host_free(p->host, b->pcm);
         vt_backend_host_free(p->host, b->out);
@@ -2716,7 +2829,7 @@ bool whisper_audio_encode_pcm(whisper_audio_encoder * enc, const float * pcm, si
 static bool wa_check_projector(const whisper_audio_hparams & hp, const char * func) {
     if (wa_tower_of(hp)) return true;
     wa_set_error("%s: the model is a Whisper encoder without an audio-LLM projector (Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, "
-                 "Music Flamingo, GLM-ASR, Qwen2.5-Omni, Qwen3-Omni, Qwen3-ASR, Step-Audio 2)", func);
+                 "Music Flamingo, GLM-ASR, Qwen2.5-Omni, Qwen3-Omni, Qwen3-ASR, Step-Audio 2, Voxtral Realtime)", func);
     return false;
 }
 
@@ -2724,6 +2837,7 @@ static bool wa_check_projector(const whisper_audio_hparams & hp, const char * fu
 // the last is a whole one of F frames, so the sum is closed: k whole chunks and the rest's rows.
 static size_t tower_rows(const whisper_audio_hparams & hp, size_t n_samples, bool projector) {
     const wa_tower & tw = *wa_tower_of(hp);
+    if (tw.causal) return rows_realtime(hp, n_samples, projector);
     const int64_t frames = tw.frames(n_samples), F = tw.whole_signal ? wa_window_frames(hp)
                                                   : (int64_t)(wa_window_samples(&tw) / WHISPER_AUDIO_HOP);
     const int64_t whole = frames / F, rest = frames % F;
@@ -2854,6 +2968,11 @@ int whisper_audio_encode_mel_tokens(whisper_audio_encoder * enc, const float * m
     if (!wa_check_token_encoder(enc, __func__)) return -1;
     const whisper_audio_hparams & hp = enc->hparams;
     const wa_tower & tw = *wa_tower_of(hp);
+    if (tw.causal) {                       // its log-mel and its steps are the tower's own (wa_causal)
+        wa_set_error("%s: %s's tower takes PCM (its processor's padding, its causal steps): whisper_audio_encode_tokens "
+                     "or the pipeline", __func__, wa_projector_gguf(hp.projector));
+        return -1;
+    }
     const int least = tw.mel_pad ? 3 : 2;   // Step-Audio 2: a pooled position for its adapter
     if (tw.unpadded ? n_frames < least || n_frames > WHISPER_AUDIO_N_FRAMES : n_frames != WHISPER_AUDIO_N_FRAMES) {
         wa_set_error("%s: %d mel frames; this model takes %s", __func__, n_frames,
@@ -2954,6 +3073,11 @@ static int encoder_profile(whisper_audio_encoder * enc, const float * mel, int n
                            int max_times) {
     if (n_windows < 1 || n_windows > enc->params.max_batch) {
         wa_set_error("profile: %d windows, the encoder takes 1 to %d", n_windows, enc->params.max_batch);
+        return -1;
+    }
+    if (enc->hparams.n_window) {           // a causal tower runs steps of PCM, not windows of mel
+        wa_set_error("profile: %s's tower runs in causal steps over PCM (whisper_audio_encode_tokens), not in mel windows",
+                     wa_projector_gguf(enc->hparams.projector));
         return -1;
     }
     wa_graph * g = graph_for_batch(enc, n_windows, WHISPER_AUDIO_N_FRAMES);

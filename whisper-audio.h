@@ -99,6 +99,11 @@ enum whisper_audio_projector {
     WHISPER_AUDIO_PROJECTOR_QWEN3ASR,  // Qwen3-ASR: Qwen3-Omni's AuT encoder and computation (its projector outside the
                                        // encoder: multi_modal_projector.linear_1, GELU, linear_2); an input shorter than
                                        // 8000 samples zero-padded to them, a clip shorter than a chunk run as a whole one
+    WHISPER_AUDIO_PROJECTOR_VOXTRAL_REALTIME,  // Voxtral Realtime: a causal encoder (conv stem padded on the left, RMSNorm,
+                                               // SwiGLU, RoPE, attention over the last n_window positions, q/k/v n_head x
+                                               // head_dim wide), run over the whole input in steps with its state carried;
+                                               // its processor's zeros before and after the audio; 4 positions stacked,
+                                               // linear, GELU, linear
 
     // The same values named for what they say: the audio tower the file holds (its projector is a
     // part of it). Either name may be used; whisper_audio_tower is the enum's other name.
@@ -115,6 +120,7 @@ enum whisper_audio_projector {
     WHISPER_AUDIO_TOWER_STEPAUDIO2 = WHISPER_AUDIO_PROJECTOR_STEPAUDIO2,
     WHISPER_AUDIO_TOWER_MERALION = WHISPER_AUDIO_PROJECTOR_MERALION,
     WHISPER_AUDIO_TOWER_QWEN3ASR = WHISPER_AUDIO_PROJECTOR_QWEN3ASR,
+    WHISPER_AUDIO_TOWER_VOXTRAL_REALTIME = WHISPER_AUDIO_PROJECTOR_VOXTRAL_REALTIME,
 };
 typedef enum whisper_audio_projector whisper_audio_tower;
 
@@ -126,7 +132,7 @@ typedef struct whisper_audio_hparams {
     int   n_layer;    // whisper.encoder.block_count
     int   n_ff;       // whisper.encoder.feed_forward_length
     float eps;        // whisper.encoder.attention.layer_norm_epsilon
-    enum whisper_audio_weight_type weight_type;  // the matrices' (encoder.layers.0.fc1.weight's)
+    enum whisper_audio_weight_type weight_type;  // the matrices' (encoder.layers.0.fc2.weight's)
     enum whisper_audio_projector projector;      // whisper.projector.type; NONE for a Whisper model
     int   n_llm;          // whisper.projector.embedding_length: the LLM's width, a token's; 0 without a projector
     int   n_proj_ff;      // Ultravox: linear_1's output width (SwiGLU halves it); GLM-ASR's, Step-Audio 2's
@@ -149,6 +155,13 @@ typedef struct whisper_audio_hparams {
                           // partial_rotary_factor 0.2)); 0: none (Audio Flamingo 3, whose projector type it shares)
     float time_rope_theta; // whisper.projector.time_rope.freq_base: its rope_theta (1200); 0 without it
     float time_rope_step;  // whisper.projector.time_rope.step: seconds between its rows (audio_frame_step x 4 = 0.04)
+    int   head_dim;       // whisper.encoder.attention.key_length: the width of a head of q, k and v (Voxtral Realtime
+                          // 64, its q/k/v n_head x 64 = 2048 wide where the model is 1280); 0: n_state / n_head
+    int   n_window;       // whisper.encoder.attention.sliding_window: Voxtral Realtime's causal attention over the last
+                          // n_window positions (750), which makes its encoder (RMSNorm, SwiGLU, causal conv stem); 0: none
+    int   pad_left;       // whisper.projector.pad_left_tokens: tokens of zeros (1280 samples each) its processor puts
+    int   pad_right;      // before the audio (32), and past its last whole token (whisper.projector.pad_right_tokens:
+                          // delay 6 + 1 + 10 = 17); 0 for the other towers
 } whisper_audio_hparams;
 
 const char * whisper_audio_last_error(void);

@@ -82,6 +82,7 @@ FILE_TYPES = {"f32": 0, "f16": 1, "bf16": 32}
 N_CTX = 1500                # encoder positions (30 s of audio after the stride-2 conv)
 N_BINS = 201                # n_fft / 2 + 1 for n_fft = 400
 SAMPLE_RATE = 16000
+HOP = 160                   # samples between mel frames
 LAYER_NORM_EPS = 1e-5
 
 # d_model, layers, heads, ffn, mels of the released sizes
@@ -138,6 +139,11 @@ class HParams:
         self.time_rope_theta = 0.0  # ... its rope_theta
         self.time_rope_step = 0.0   # ... the seconds between its rows (audio_frame_step x 4)
         self.model_type = "whisper" # config.json's: its row of WA_HF_TOWERS
+        self.eps = LAYER_NORM_EPS   # the encoder's norms' (Voxtral Realtime: its RMSNorms' rms_norm_eps)
+        self.head_dim = 0           # Voxtral Realtime: the width of a head of q, k and v (0: d_model / heads)
+        self.n_window = 0           # Voxtral Realtime: its attention's sliding window, in positions
+        self.pad_left = 0           # Voxtral Realtime: its processor's tokens of zeros before the audio
+        self.pad_right = 0          # ... and after it (past its last whole token)
 
 
 # Audio LLMs whose audio tower is a Whisper encoder, and Whisper itself: whisper-audio-arch.h's tables,
@@ -207,6 +213,13 @@ MINICPMO_POSITIONS_PER_S = 50       # get_audio_embedding: chunk_num_frame = int
 # GLM-ASR (GlmAsrEncoder under its audio_tower: Llama's names, WA_HF_RENAMES).
 GLMASR_MERGE = 4                    # GlmAsrModel.get_audio_features: merge_factor
 ULTRAVOX_RMS_EPS = 1e-6             # ultravox_model.py's RMSNorm default
+# Voxtral Realtime (VoxtralRealtimeForConditionalGeneration): its audio_tower (embedder.conv1/2, layers with
+# o_proj and a SwiGLU mlp, norm) and multi_modal_projector (linear_1, linear_2, no biases) beside the
+# language model, left out; its processor's padding is mistral_common's (tekken.json's streaming_n_left_pad_tokens,
+# 32 in the released model; after the audio the delay's tokens, 1, and OFFLINE_STREAMING_BUFFER_TOKENS 10).
+REALTIME_STACK = 4                  # downsample_factor: 4 positions a token
+REALTIME_LEFT_PAD = 32
+REALTIME_BUFFER_TOKENS = 10
 # Step-Audio 2 (StepFun's StepAudio2ForCausalLM, its own modeling_step_audio_2.py): an OpenAI-Whisper
 # AudioEncoder (encoder.*: blocks.N.attn.query, ..., after_norm after its avg_pooler) and its Adaptor
 # (adapter.conv, linear1, ReLU, linear2) beside the LLM's model.* and lm_head, which are left out.
@@ -258,6 +271,32 @@ def projector_tensors(hp):
 def encoder_tensors(hp):
     """(name in the model file, PyTorch shape, takes --outtype) in file order."""
     d, f, m = hp.n_state, hp.n_ff, hp.n_mels
+    if hp.n_window:                        # Voxtral Realtime: RMSNorms (no bias), q/k/v heads x head_dim wide, SwiGLU
+        a = hp.n_head * hp.head_dim
+        out = [
+            ("encoder.conv1.weight", (d, m, 3), True),
+            ("encoder.conv1.bias", (d,), False),
+            ("encoder.conv2.weight", (d, d, 3), True),
+            ("encoder.conv2.bias", (d,), False),
+        ]
+        for i in range(hp.n_layer):
+            p = "encoder.layers.%d." % i
+            out += [
+                (p + "self_attn.q_proj.weight", (a, d), True),
+                (p + "self_attn.q_proj.bias", (a,), False),
+                (p + "self_attn.k_proj.weight", (a, d), True),
+                (p + "self_attn.v_proj.weight", (a, d), True),
+                (p + "self_attn.v_proj.bias", (a,), False),
+                (p + "self_attn.out_proj.weight", (d, a), True),
+                (p + "self_attn.out_proj.bias", (d,), False),
+                (p + "self_attn_layer_norm.weight", (d,), False),
+                (p + "fc2.weight", (d, f), True),
+                (p + "fc2.bias", (d,), False),
+                (p + "final_layer_norm.weight", (d,), False),
+                (p + "mlp.up_proj.weight", (f, d), True),
+                (p + "mlp.gate_proj.weight", (f, d), True),
+            ]
+        return out + [("encoder.layer_norm.weight", (d,), False)]
     if hp.n_conv:                          # the AuT's stem (Conv2d over frequency and time)
         c, f3 = hp.n_conv, (((m + 1) // 2 + 1) // 2 + 1) // 2
         out = [
@@ -783,6 +822,39 @@ def f32_finite(x):
         return False
 
 
+def realtime_tekken(d, left, delay):
+    """Voxtral Realtime's processor's padding from tekken.json (its mistral_common tokenizer) beside config.json:
+    audio.streaming_n_left_pad_tokens, and the tokens of audio.transcription_delay_ms (AudioConfig's
+    get_num_delay_tokens: its samples as mel frames, 8 a token); (left, delay) as given where it says none."""
+    p = os.path.join(d, "tekken.json")
+    if not regular_file(p):
+        return left, delay
+    t = read_config_json(d, p, "tekken.json")
+    audio = t.get("audio") if isinstance(t, dict) else None
+    if audio is None:
+        return left, delay
+    if not isinstance(audio, dict):
+        raise ConvertError("%s: tekken.json: audio is %s, not an object" % (d, shown(audio)))
+    for key, want in (("sampling_rate", SAMPLE_RATE), ("frame_rate", 12.5)):
+        v = audio.get(key, want)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != want:
+            raise ConvertError("%s: tekken.json: audio.%s is %s; whisper-audio runs %s (1280 samples a token)"
+                               % (d, key, shown(v), want))
+    n = audio.get("streaming_n_left_pad_tokens", left)
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 1000:
+        raise ConvertError("%s: tekken.json: audio.streaming_n_left_pad_tokens is %s, expected an integer in [1, 1000]"
+                           % (d, shown(n)))
+    ms = audio.get("transcription_delay_ms")
+    if ms is not None:
+        if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 < ms <= 60000:
+            raise ConvertError("%s: tekken.json: audio.transcription_delay_ms is %s, expected a number in (0, 60000]"
+                               % (d, shown(ms)))
+        samples = int(ms / 1000.0 * SAMPLE_RATE)
+        frames = math.ceil(samples / HOP - 1) if samples % HOP else samples // HOP
+        delay = math.ceil(frames / 8)
+    return n, delay
+
+
 def read_config(d):
     """The hyperparameters from config.json, as the library's directory reader takes them: the encoder's by
     WA_HF_TOWERS' keys, the settings of WA_HF_SETTINGS, then what a tower reads its own way."""
@@ -940,6 +1012,28 @@ def read_config(d):
         if not 0 < eps < 1:
             raise ConvertError("%s: config.json: rms_norm_eps is %s, not a number in (0, 1)" % (d, shown(eps)))
         hp.proj_eps = float(eps)
+    if mt == "voxtral_realtime":   # VoxtralRealtimeEncoder: causal, RMSNorm, RoPE over whole heads, a sliding window
+        hp.head_dim, hp.n_window = get("head_dim", hi=256), get("sliding_window", hi=65536)
+        kv = cfg.get("num_key_value_heads")
+        if kv is not None and not (isinstance(kv, int) and not isinstance(kv, bool) and kv == hp.n_head):
+            raise ConvertError("%s: config.json: %snum_key_value_heads is %s; whisper-audio runs one per attention head (%d)"
+                               % (d, where, shown(kv), hp.n_head))
+        if hp.head_dim % 2:
+            raise ConvertError("%s: config.json: %shead_dim %d is odd; RoPE turns pairs" % (d, where, hp.head_dim))
+        rp = cfg.get("rope_parameters") or {}
+        if not isinstance(rp, dict):
+            raise ConvertError("%s: config.json: %srope_parameters is %s, not an object" % (d, where, shown(rp)))
+        theta, eps = number(rp, where + "rope_parameters.", "rope_theta", 10000.0), number(cfg, where, "rms_norm_eps", 1e-5)
+        if not (theta > 0 and f32_finite(theta)) or not 0 < eps < 1:
+            raise ConvertError("%s: config.json: %srope_theta %s, rms_norm_eps %s: a positive theta and an eps in (0, 1) expected"
+                               % (d, where, shown(theta), shown(eps)))
+        hp.n_rot, hp.rope_theta, hp.eps = hp.head_dim, float(theta), float(eps)
+        hp.stack_factor = REALTIME_STACK
+        # its processor's zeros (mistral_common's AudioEncoder.pad, offline): streaming_n_left_pad_tokens before
+        # the audio, and the delay's tokens + 1 + 10 after it, as tekken.json's audio settings say where it has them
+        delay = get("default_num_delay_tokens", top, "", 1000, "config.json") if "default_num_delay_tokens" in top else 6
+        hp.pad_left, delay = realtime_tekken(d, REALTIME_LEFT_PAD, delay)
+        hp.pad_right = delay + 1 + REALTIME_BUFFER_TOKENS
     if mt == "ultravox":   # stacking, SwiGLU's width, the optional mid LayerNorm
         hp.stack_factor = get("stack_factor", top, "", 64, "config.json")
         hp.n_proj_ff = get("hidden_size", top, "", 65536, "config.json")
@@ -959,11 +1053,14 @@ def read_config(d):
     return hp
 
 
+ENCODER_STEMS = ("conv1.weight", "conv2d1.weight", "embedder.conv1.weight")   # Whisper's, the AuT's, Voxtral Realtime's
+
+
 def find_prefix(names, top_only=False):
     """The first of WA_HF_PREFIXES (encoder's, projector's) under which names hold an encoder (Whisper's
     conv1 or the AuT's conv2d1); top_only: those of a model saved alone."""
     for prefix, pprefix in PREFIXES:
-        if (not top_only or not pprefix) and (prefix + "conv1.weight" in names or prefix + "conv2d1.weight" in names):
+        if (not top_only or not pprefix) and any(prefix + stem in names for stem in ENCODER_STEMS):
             return prefix, pprefix
     raise ConvertError("no encoder tensors: none of %s (nor conv2d1.weight under those prefixes) is in the checkpoint"
                        % ", ".join(p + "conv1.weight" for p, _ in PREFIXES))
@@ -1099,6 +1196,9 @@ def make_kvs(name, hp, outtype, extra=()):
                  ("whisper.projector.embedding_length", U, hp.n_llm),
                  ("whisper.projector.stack_factor", U, hp.stack_factor),
                  ("whisper.projector.layer_norm_epsilon", F, hp.proj_eps))
+    if hp.n_window:
+        extra = (*extra, ("whisper.projector.pad_left_tokens", U, hp.pad_left),
+                 ("whisper.projector.pad_right_tokens", U, hp.pad_right))
     if hp.n_time_rot:
         extra = (*extra, ("whisper.projector.time_rope.dimension_count", U, hp.n_time_rot),
                  ("whisper.projector.time_rope.freq_base", F, hp.time_rope_theta),
@@ -1113,6 +1213,9 @@ def make_kvs(name, hp, outtype, extra=()):
     if hp.n_conv:
         extra = (*extra, ("whisper.encoder.conv2d.channels", U, hp.n_conv),
                  ("whisper.encoder.attention.window_length", U, hp.n_attn_window))
+    if hp.n_window:
+        extra = (*extra, ("whisper.encoder.attention.key_length", U, hp.head_dim),
+                 ("whisper.encoder.attention.sliding_window", U, hp.n_window))
     return [
         ("general.architecture", S, "whisper"),
         ("general.name", S, name),
@@ -1125,7 +1228,7 @@ def make_kvs(name, hp, outtype, extra=()):
         ("whisper.encoder.mels_count", U, hp.n_mels),
         ("whisper.encoder.attention.head_count", U, hp.n_head),
         ("whisper.encoder.feed_forward_length", U, hp.n_ff),
-        ("whisper.encoder.attention.layer_norm_epsilon", F, LAYER_NORM_EPS),
+        ("whisper.encoder.attention.layer_norm_epsilon", F, hp.eps),
     ]
 
 

@@ -1224,6 +1224,59 @@ class TestTowers(Base):
         bad["audio_config"]["n_window_infer"] = 750
         t.expect_error(t.make("qa-window", bad, st), "n_window_infer 750 is not a multiple of 2 x n_window 100")
 
+    def test_voxtral_realtime(self):
+        # transformers' VoxtralRealtimeForConditionalGeneration, its audio tower and projector as the published
+        # checkpoint names them: its causal encoder under audio_tower (embedder.conv1/2, o_proj, mlp.gate/up/down_proj,
+        # norm; RMSNorms without bias, no positional embedding), the projector beside it without biases; its attention
+        # and padding as keys
+        src = os.path.join(DATA, "towers", "realtime")
+        st = st_read(os.path.join(src, "model.safetensors"))
+
+        def theirs(ours):
+            if ours.startswith("multi_modal_projector."):
+                return ours
+            n = "audio_tower." + ours[len("encoder."):]
+            for a, b in (("audio_tower.conv", "audio_tower.embedder.conv"), ("out_proj.", "o_proj."), (".fc2.", ".mlp.down_proj."),
+                         ("audio_tower.layer_norm.", "audio_tower.norm.")):
+                n = n.replace(a, b)
+            return n
+        for outtype in ("f32", "f16"):
+            g = GGUF(self.convert(src, outtype, "tower-realtime-%s.gguf" % outtype))
+            kv = g.kv
+            self.assertEqual(kv["whisper.projector.type"], (8, "voxtral_realtime"))
+            self.assertEqual(kv["whisper.projector.embedding_length"], (4, 32))
+            self.assertEqual(kv["whisper.projector.stack_factor"], (4, 4))
+            self.assertEqual(kv["whisper.projector.pad_left_tokens"], (4, 32))
+            self.assertEqual(kv["whisper.projector.pad_right_tokens"], (4, 17))
+            self.assertEqual(kv["whisper.encoder.attention.key_length"], (4, 64))
+            self.assertEqual(kv["whisper.encoder.attention.sliding_window"], (4, 750))
+            self.assertEqual(kv["whisper.encoder.rope.dimension_count"], (4, 64))
+            self.assertEqual(kv["whisper.encoder.rope.freq_base"], (6, 1e6))
+            names = [t[0] for t in g.tensors]
+            self.assertNotIn("encoder.embed_positions.weight", names)
+            self.assertEqual(names[-3:], ["multi_modal_projector.linear_1.weight", "multi_modal_projector.linear_2.weight", "mel_filters"])
+            self.assertEqual(len(names), 4 + 3 * 13 + 1 + 2 + 1)
+            shapes = dict((t[0], t[1]) for t in g.tensors)
+            self.assertEqual(list(reversed(shapes["encoder.layers.0.self_attn.q_proj.weight"])), [128, 64])   # 2 heads x 64
+            self.assertEqual(list(reversed(shapes["encoder.layers.0.self_attn.out_proj.weight"])), [64, 128])
+            self.check_as_stored(g, lambda n: st[theirs(n)])
+        t = TestErrors("test_errors")
+        t.tmp = self.tmp
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        missing = {k: v for k, v in st.items() if k != "audio_tower.layers.1.mlp.up_proj.weight"}
+        t.expect_error(t.make("rt-missing", cfg, missing), "missing encoder tensor audio_tower.layers.1.mlp.up_proj.weight")
+        bad = json.loads(json.dumps(cfg))
+        bad["audio_config"]["num_key_value_heads"] = 1
+        t.expect_error(t.make("rt-kv", bad, st), "num_key_value_heads is 1")
+        # tekken.json's audio settings (its mistral_common tokenizer) give the padding: 16 tokens before; a delay of
+        # 500 ms, 50 frames, is 7 tokens (ceil(50 / 8)), so 7 + 1 + 10 after
+        d = t.make("rt-tekken", cfg, st)
+        with open(os.path.join(d, "tekken.json"), "w") as f:
+            json.dump({"audio": {"transcription_delay_ms": 500, "streaming_n_left_pad_tokens": 16}}, f)
+        kv = GGUF(self.convert(d, "f32", "rt-tekken.gguf")).kv
+        self.assertEqual((kv["whisper.projector.pad_left_tokens"], kv["whisper.projector.pad_right_tokens"]), ((4, 16), (4, 18)))
+
     def test_stepaudio2(self):
         # Step-Audio 2: audio_encoder_config's sizes (the MLP 4 n_audio_state), OpenAI Whisper's names under
         # encoder. (blocks.N.attn.query, positional_embedding, after_norm), adapter.* as they are (its conv
@@ -1381,7 +1434,7 @@ class TestLibrary(Base):
                              ("towers/voxtral", "bf16"), ("towers/ultravox", "f32"), ("towers/af3", "f16"), ("towers/mflamingo", "f32"),
                              ("towers/glmasr", "f32"), ("towers/qwen25o", "f16"), ("towers/minicpmo", "f32"),
                              ("towers/kimiaudio", "bf16"), ("towers/qwen3a", "f16"), ("towers/stepaudio2", "bf16"),
-                             ("towers/meralion", "bf16"), ("towers/qwen3asr", "bf16")):
+                             ("towers/meralion", "bf16"), ("towers/qwen3asr", "bf16"), ("towers/realtime", "f16")):
             with self.subTest(src=src, outtype=outtype):
                 ours = self.convert(os.path.join(DATA, src), outtype, name="lib-%s-%s.gguf" % (src.replace("/", "-"), outtype))
                 again = ours + ".again.gguf"

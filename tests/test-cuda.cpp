@@ -672,6 +672,69 @@ TEST_CASE("cuda block-causal attention (MiniCPM-o's chunk mask): the CPU's at th
     }
 }
 
+TEST_CASE("cuda Voxtral Realtime's ops: causal conv1d_k3 with a tail, sliding-window attention over a cache, concat_rows, "
+          "rope_qk_at" * doctest::skip(no_gpu())) {
+    // the causal conv stem: conv1 on frame-major f32 mel with a 2-frame tail, conv2 (stride 2) with a 1-row tail; no tail: zeros
+    struct conv_shape { int B, C_in, T_in, C_out, stride; bool tail; };
+    for (vt_type ct : CTYPES) {
+        backend_ptr cuda = cuda_backend(ct);
+        for (const conv_shape & s : {conv_shape{2, 128, 3000, 64, 1, true}, conv_shape{1, 128, 8, 64, 1, false},
+                                     conv_shape{2, 64, 3000, 64, 2, true}, conv_shape{3, 24, 8, 40, 2, false}}) {
+            const std::vector<float> x = randn((size_t)s.B * s.C_in * s.T_in, 41, s.stride == 1 ? VT_TYPE_F32 : ct),
+                                     tail = randn((size_t)s.B * (3 - s.stride) * s.C_in, 42, VT_TYPE_F32),
+                                     w = randn((size_t)s.C_out * s.C_in * 3, 43, ct, 1.0f / std::sqrt(3.0f * s.C_in)),
+                                     b = randn(s.C_out, 44, VT_TYPE_F32, 0.5f);
+            builder build = [&](vt_context * ctx, vt_type mat, vt_type act, std::vector<leaf> & L) {
+                vt_tensor * tx = vt_new_tensor_3d(ctx, s.stride == 1 ? VT_TYPE_F32 : act, s.C_in, s.T_in, s.B);
+                vt_tensor * tt = s.tail ? vt_new_tensor_3d(ctx, VT_TYPE_F32, s.C_in, 3 - s.stride, s.B) : nullptr;
+                vt_tensor * tw = vt_new_tensor_3d(ctx, mat, 3, s.C_in, s.C_out);
+                vt_tensor * tb = vt_new_tensor_1d(ctx, VT_TYPE_F32, s.C_out);
+                vt_set_input(tx); vt_set_weight(tw); vt_set_weight(tb);
+                L.push_back({tx, &x}); L.push_back({tw, &w}); L.push_back({tb, &b});
+                if (tt) { vt_set_input(tt); L.push_back({tt, &tail}); }
+                return vt_conv1d_k3_causal(ctx, tx, tt, tw, tb, s.stride, VT_ACT_GELU);
+            };
+            CHECK(cuda_vs_cpu(cuda.get(), ct, build, msg("conv1d_k3_causal B%d C_in%d T_in%d s%d%s", s.B, s.C_in, s.T_in, s.stride,
+                                                          s.tail ? " +tail" : "").c_str()) < tol_for(ct));
+        }
+    }
+    // a step of P rows after a cache of W: the keys concatenated, q|k|v turned at the step's positions, windows of
+    // `window` keys from the cache's first valid row kv_start (a stream's start: the cache empty; later: full)
+    struct att_shape { int W, P, H, window; std::vector<float> pos0, kv_start; };
+    for (vt_type ct : CTYPES) {
+        backend_ptr cuda = cuda_backend(ct);
+        for (const att_shape & s : {att_shape{750, 1500, 2, 750, {0, 2000}, {750, 0}}, att_shape{750, 4, 1, 750, {4, 9000}, {746, 0}},
+                                    att_shape{40, 37, 2, 25, {0, 3}, {40, 37}}, att_shape{16, 9, 1, 1, {100, 0}, {0, 16}}}) {
+            const int B = (int)s.pos0.size(), D = 64 * s.H;
+            const std::vector<float> qkv = randn((size_t)3 * B * s.P * D, 45, ct, 2.0f), kc = randn((size_t)B * s.W * D, 46, ct, 2.0f),
+                                     vc = randn((size_t)B * s.W * D, 47, ct, 2.0f);
+            builder build = [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
+                vt_tensor * t = vt_new_tensor_3d(ctx, act, 3 * D, s.P, B);
+                vt_tensor * tkc = vt_new_tensor_3d(ctx, act, D, s.W, B), * tvc = vt_new_tensor_3d(ctx, act, D, s.W, B);
+                vt_tensor * p0 = vt_new_tensor_1d(ctx, VT_TYPE_F32, B), * ks = vt_new_tensor_1d(ctx, VT_TYPE_F32, B);
+                for (vt_tensor * x : {t, tkc, tvc, p0, ks}) vt_set_input(x);
+                L.push_back({t, &qkv}); L.push_back({tkc, &kc}); L.push_back({tvc, &vc});
+                L.push_back({p0, &s.pos0}); L.push_back({ks, &s.kv_start});
+                vt_tensor * r = vt_rope_qk_at(ctx, t, s.H, 64, 1e6f, p0);
+                const size_t es = vt_type_size(act);
+                vt_tensor * tq = vt_view_3d(ctx, r, D, s.P, B, r->nb[1], r->nb[2], 0);
+                vt_tensor * tk = vt_view_3d(ctx, r, D, s.P, B, r->nb[1], r->nb[2], D * es);
+                vt_tensor * tv = vt_view_3d(ctx, r, D, s.P, B, r->nb[1], r->nb[2], 2 * D * es);
+                return vt_attention_window(ctx, tq, vt_concat_rows(ctx, tkc, tk), vt_concat_rows(ctx, tvc, tv), s.H, 0.125f, ks, s.window);
+            };
+            CHECK(cuda_vs_cpu(cuda.get(), ct, build, msg("window attention W%d P%d H%d window %d B%d", s.W, s.P, s.H, s.window, B).c_str())
+                  < tol_for(ct, 2e-3));
+            builder cat = [&](vt_context * ctx, vt_type, vt_type act, std::vector<leaf> & L) {
+                vt_tensor * t = vt_new_tensor_3d(ctx, act, 3 * D, s.P, B), * tkc = vt_new_tensor_3d(ctx, act, D, s.W, B);
+                vt_set_input(t); vt_set_input(tkc);
+                L.push_back({t, &qkv}); L.push_back({tkc, &kc});
+                return vt_concat_rows(ctx, tkc, vt_view_3d(ctx, t, D, s.P, B, t->nb[1], t->nb[2], 2 * D * vt_type_size(act)));
+            };
+            CHECK(cuda_vs_cpu(cuda.get(), ct, cat, msg("concat_rows W%d P%d B%d", s.W, s.P, B).c_str()) == 0.0);
+        }
+    }
+}
+
 TEST_CASE("cuda projector ops: avg_pool2, rms_norm, swiglu, relu, silu, silu_mul, stack_frames, rope_qk, rope_time" * doctest::skip(no_gpu())) {
     for (vt_type ct : CTYPES) {
         backend_ptr cuda = cuda_backend(ct);

@@ -138,7 +138,7 @@ class Base(unittest.TestCase):
 # tests/data/towers: every tower of whisper-audio-arch.h's WA_HF_TOWERS, which both the library and the
 # converter read
 TOWERS = ("qwen2a", "voxtral", "ultravox", "af3", "glmasr", "qwen25o", "minicpmo", "kimiaudio", "qwen3a", "stepaudio2",
-          "meralion", "mflamingo", "qwen3asr")
+          "meralion", "mflamingo", "qwen3asr", "realtime")
 
 
 class TestSameAsConverter(Base):
@@ -183,6 +183,14 @@ class TestSameAsConverter(Base):
             st_read(os.path.join(DATA, "towers", "qwen2a", "model.safetensors"))
         qst["language_model.model.embed_tokens.weight"] = ("F16", [4, 2], b"\0" * 16)
         out.append((self.make("qwen2a-with-lm", qcfg, qst), "f16"))
+        # Voxtral Realtime with its tokenizer's audio settings (tekken.json): its processor's padding from them
+        rcfg, rst = json.load(open(os.path.join(DATA, "towers", "realtime", "config.json"))), \
+            st_read(os.path.join(DATA, "towers", "realtime", "model.safetensors"))
+        d = self.make("realtime-tekken", rcfg, rst)
+        with open(os.path.join(d, "tekken.json"), "w") as f:
+            json.dump({"vocab": [], "audio": {"sampling_rate": 16000, "frame_rate": 12.5, "transcription_delay_ms": 500,
+                                              "streaming_n_left_pad_tokens": 16}}, f)
+        out.append((d, "f16"))
         return out
 
     def test_same_file_and_same_embeddings(self):
@@ -277,6 +285,32 @@ class TestStrict(Base):
                                    ("step", dict(cfg, audio_frame_step="0.01"), 'audio_frame_step "0.01"')):
             with self.subTest(case=label):
                 d = self.make("mf-" + label, bad, st)
+                self.expect_error(d, needle, names=d)
+
+    def test_voxtral_realtime_config(self):
+        # what its encoder runs one way, refused as the converter refuses it (the library reads the same rows)
+        src = os.path.join(DATA, "towers", "realtime")
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        st = st_read(os.path.join(src, "model.safetensors"))
+        audio = cfg["audio_config"]
+        for label, bad, needle in (("kv", dict(cfg, audio_config=dict(audio, num_key_value_heads=1)), "num_key_value_heads is 1"),
+                                   ("act", dict(cfg, audio_config=dict(audio, hidden_act="gelu")), 'hidden_act is "gelu"'),
+                                   ("stack", dict(cfg, downsample_factor=2), "downsample_factor is 2"),
+                                   ("rope", dict(cfg, audio_config=dict(audio, rope_parameters=dict(rope_type="yarn", rope_theta=1e6))),
+                                    'rope_type is "yarn"'),
+                                   ("odd", dict(cfg, audio_config=dict(audio, head_dim=63)), "head_dim 63 is odd")):
+            with self.subTest(case=label):
+                d = self.make("rt-" + label, bad, st)
+                self.expect_error(d, needle, names=d)
+        # its tokenizer's audio settings (tekken.json): another token length, a left padding out of range
+        for label, audio, needle in (("rate", {"frame_rate": 25}, "audio.frame_rate is 25"),
+                                     ("left", {"streaming_n_left_pad_tokens": 0}, "audio.streaming_n_left_pad_tokens is 0"),
+                                     ("delay", {"transcription_delay_ms": "480"}, 'audio.transcription_delay_ms is "480"')):
+            with self.subTest(case=label):
+                d = self.make("rt-tekken-" + label, cfg, st)
+                with open(os.path.join(d, "tekken.json"), "w") as f:
+                    json.dump({"audio": audio}, f)
                 self.expect_error(d, needle, names=d)
 
     def test_safetensors_headers(self):

@@ -1036,9 +1036,9 @@ srv.proc.send_signal(signal.SIGINT)
 check(srv.proc.wait(timeout=30) == 0, "SIGINT: exit 0")
 ok("SIGINT: exit 0")
 
-# Music Flamingo (its rotary time embedding by each window's index in its input) and Qwen3-ASR (one log-mel of
-# the input, at least 0.5 s): the pipeline's rows as main gives them
-for tower in ("build/tower-mflamingo-f32.gguf", "build/tower-qwen3asr-f32.gguf"):
+# Music Flamingo (its rotary time embedding by each window's index in its input), Qwen3-ASR (one log-mel of
+# the input, at least 0.5 s) and Voxtral Realtime (its causal steps): the pipeline's rows as main gives them
+for tower in ("build/tower-mflamingo-f32.gguf", "build/tower-qwen3asr-f32.gguf", "build/tower-realtime-f32.gguf"):
     if not os.path.exists(tower):
         continue
     srv = Server(tower)

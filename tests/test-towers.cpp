@@ -1,5 +1,5 @@
 // The audio towers of Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, MiniCPM-o, Kimi-Audio, Qwen3-Omni, Step-Audio 2,
-// MERaLiON-2, Music Flamingo and Qwen3-ASR on the CPU against their own code in
+// MERaLiON-2, Music Flamingo, Qwen3-ASR and Voxtral Realtime on the CPU against their own code in
 // float64 (tests/data/towers, made by tests/data/make-tower-references.py), from our GGUF
 // (build/tower-*.gguf, converted from the checkpoints there) and from llama.cpp's mmproj files
 // of the same checkpoints; and the loader's answers to broken projector files.
@@ -856,7 +856,9 @@ TEST_CASE("towers on the pipeline: inputs share batches, and every input's token
     const size_t lengths[] = {300, 50001, 112256, 50001, 480000, 1120000, 321, 50001};
     std::vector<std::vector<float>> inputs;
     for (size_t n : lengths) inputs.emplace_back(a.pcm.begin(), a.pcm.begin() + n);
-    for (const char * name : TOWERS) {
+    std::vector<const char *> towers(std::begin(TOWERS), std::end(TOWERS));
+    towers.push_back("realtime");          // (its inputs run in causal steps, not batches: each its rows at once)
+    for (const char * name : towers) {
         CAPTURE(name);
         whisper_audio_model * model = whisper_audio_model_load(("build/tower-" + std::string(name) + "-f32.gguf").c_str());
         REQUIRE_MESSAGE(model, whisper_audio_last_error());
@@ -995,4 +997,194 @@ TEST_CASE("towers on CUDA: an input of 1 sample (and of 320) gives the CPU's row
         whisper_audio_encoder_free(cpu);
         whisper_audio_model_free(model);
     }
+}
+
+// ---- Voxtral Realtime: causal, run in steps -------------------------------------------------
+
+#include "whisper-audio-impl.h"
+
+namespace {
+
+// The rows of pcm through the tower's causal state, fed in pieces of `piece` samples, its steps
+// waiting for min_step mel frames (wa_causal: what the pipeline and a stream call).
+std::vector<float> realtime_in_steps(whisper_audio_encoder * enc, const std::vector<float> & pcm, size_t piece, int min_step) {
+    std::vector<float> rows;
+    wa_causal * s = wa_causal_begin(enc, min_step);
+    for (size_t i = 0; i < pcm.size(); i += piece)
+        REQUIRE_MESSAGE(wa_causal_feed(s, pcm.data() + i, std::min(piece, pcm.size() - i), rows), whisper_audio_last_error());
+    REQUIRE_MESSAGE(wa_causal_end(s, rows), whisper_audio_last_error());
+    wa_causal_free(s);
+    return rows;
+}
+
+} // namespace
+
+TEST_CASE("towers: Voxtral Realtime's tokens: its processor's zeros around the audio, 8 mel frames a token, near float64 "
+          "(transformers' own f32: 5.0e-7 tokens, 3.9e-7 tower)") {
+    whisper_audio_model * m = whisper_audio_model_load("build/tower-realtime-f32.gguf");
+    REQUIRE_MESSAGE(m, whisper_audio_last_error());
+    const whisper_audio_hparams * hp = whisper_audio_model_hparams(m);
+    CHECK(hp->projector == WHISPER_AUDIO_PROJECTOR_VOXTRAL_REALTIME);
+    CHECK(WHISPER_AUDIO_TOWER_VOXTRAL_REALTIME == WHISPER_AUDIO_PROJECTOR_VOXTRAL_REALTIME);
+    CHECK(std::string(whisper_audio_projector_name(WHISPER_AUDIO_PROJECTOR_VOXTRAL_REALTIME)) == "voxtral_realtime");
+    CHECK(hp->head_dim == 64);                 // q, k, v 2 x 64 wide, the model 64
+    CHECK(hp->n_window == 750);
+    CHECK(hp->n_rot == 64);
+    CHECK(hp->stack_factor == 4);
+    CHECK(hp->pad_left == 32);                 // streaming_n_left_pad_tokens
+    CHECK(hp->pad_right == 17);                // delay 6 + 1 + 10
+    // 32 + ceil(n / 1280) + 17 tokens (mistral_common's AudioEncoder.pad, offline)
+    CHECK(whisper_audio_n_tokens(m, 112256, true) == 137);
+    CHECK(whisper_audio_n_tokens(m, 112256, false) == 548);
+    CHECK(whisper_audio_n_tokens(m, 50001, true) == 89);
+    CHECK(whisper_audio_n_tokens(m, 1, true) == 50);
+    CHECK(whisper_audio_n_tokens(m, 1280, true) == 50);
+    CHECK(whisper_audio_n_tokens(m, 1281, true) == 51);
+    CHECK(whisper_audio_n_tokens(m, 1120000, true) == 924);
+    CHECK(whisper_audio_samples_used(m, true) == SIZE_MAX);
+    CHECK(whisper_audio_n_tokens(m, SIZE_MAX, true) >= whisper_audio_n_tokens(m, (size_t)1 << 50, true));
+
+    decoded_audio a = decode_file(test_data("audio/long_70s_16k.wav"));
+    REQUIRE(a.ok);
+    // transformers' own float32 error on each clip (its get_audio_features in f32 on the same input)
+    struct clip { const char * name; std::vector<float> pcm; double transformers_f32; size_t every; };
+    const std::vector<clip> clips = {
+        {"speech_16k", pcm_of(112256), 5.03e-7, 1},
+        {"speech_50001", pcm_of(50001), 5.11e-7, 1},
+        {"speech_1000", pcm_of(1000), 4.98e-7, 1},
+        {"long_448000", std::vector<float>(a.pcm.begin(), a.pcm.begin() + 448000), 4.89e-7, 1},   // 3096 positions: 4 windows of 750
+        {"long_70s", a.pcm, 0.0, 8},                                                              // steps of 3000, 3000 and 1392 frames
+    };
+    whisper_audio_encoder * enc = cpu_encoder(m, true);
+    for (const clip & c : clips) {
+        const size_t n_tok = whisper_audio_n_tokens(m, c.pcm.size(), true);
+        std::vector<float> got(n_tok * 32, NAN);
+        REQUIRE_MESSAGE(whisper_audio_encode_tokens(enc, c.pcm.data(), c.pcm.size(), got.data()), whisper_audio_last_error());
+        std::vector<int64_t> shape;
+        const std::vector<float> ref = npy_load_f32(test_data(std::string("towers/realtime.") + c.name + (c.every > 1 ? ".audio.every8.npy" : ".audio.npy")), &shape);
+        std::vector<float> kept;
+        for (size_t t = 0; t < n_tok; t += c.every) kept.insert(kept.end(), got.begin() + t * 32, got.begin() + (t + 1) * 32);
+        REQUIRE(kept.size() == ref.size());
+        const double err = rel_l2(kept, ref);
+        MESSAGE("realtime tokens from audio (" << std::string(c.name) << "): rel L2 " << err << " (" << n_tok << " tokens; transformers' f32 "
+                << c.transformers_f32 << ")");
+        CHECK(err < 1e-6);
+        if (c.transformers_f32 > 0) CHECK(err <= 1.05 * c.transformers_f32);
+    }
+    whisper_audio_encoder_free(enc);
+    // the tower's own rows (the final RMSNorm's), the first 200 of 548 positions
+    enc = cpu_encoder(m, false);
+    std::vector<float> rows(548 * 64, NAN);
+    REQUIRE_MESSAGE(whisper_audio_encode_tokens(enc, clips[0].pcm.data(), 112256, rows.data()), whisper_audio_last_error());
+    const std::vector<float> ref = npy_load_f32(test_data("towers/realtime.speech_16k.audio.tower.npy"), nullptr);
+    const double err = first_rows_error(rows, ref);
+    MESSAGE("realtime tower from audio: rel L2 " << err << " (transformers' f32 3.95e-7)");
+    CHECK(err <= 1.05 * 3.95e-7);
+    whisper_audio_encoder_free(enc);
+    // what the encoder cannot take: windows of mel (its log-mel and steps are its own), Whisper windows
+    enc = cpu_encoder(m, true);
+    std::vector<float> mel((size_t)128 * 3000, 0.0f), out(375 * 32);
+    CHECK(whisper_audio_encode_mel_tokens(enc, mel.data(), 3000, 3000, out.data()) == -1);
+    CHECK(std::string(whisper_audio_last_error()).find("takes PCM") != std::string::npos);
+    std::vector<float> win(1500 * 64);
+    CHECK_FALSE(whisper_audio_encode_pcm(enc, clips[0].pcm.data(), 16000, win.data()));
+    whisper_audio_op_time times[8];
+    CHECK(whisper_audio_encoder_profile(enc, mel.data(), 1, times, 8) == -1);
+    CHECK(std::string(whisper_audio_last_error()).find("causal steps") != std::string::npos);
+    whisper_audio_encoder_free(enc);
+    // its keys: each one missing is a one-line error naming it
+    const std::vector<uint8_t> b = read_bytes("build/tower-realtime-f32.gguf");
+    const std::string bad = test_tmp("realtime-bad.gguf");
+    for (auto k : {std::make_pair("whisper.projector.pad_left_tokens", "whisper.projector.pad_lefx_tokens"),
+                   std::make_pair("whisper.projector.pad_right_tokens", "whisper.projector.pad_righx_tokens"),
+                   std::make_pair("whisper.encoder.attention.sliding_window", "whisper.encoder.attention.sliding_windox"),
+                   std::make_pair("whisper.encoder.attention.key_length", "whisper.encoder.attention.key_lengtx")}) {
+        write_bytes(bad, patched(b, k.first, k.second));
+        CHECK(whisper_audio_model_load(bad.c_str()) == nullptr);
+        CHECK_MESSAGE(std::string(whisper_audio_last_error()).find(std::string("missing key ") + k.first) != std::string::npos,
+                      whisper_audio_last_error());
+    }
+    remove(bad.c_str());
+    whisper_audio_model_free(m);
+}
+
+TEST_CASE("towers: Voxtral Realtime in steps: pieces of any size and steps of 8, 80 or odd frame counts give the whole "
+          "input's tokens bit for bit") {
+    whisper_audio_model * m = whisper_audio_model_load("build/tower-realtime-f32.gguf");
+    REQUIRE_MESSAGE(m, whisper_audio_last_error());
+    decoded_audio a = decode_file(test_data("audio/long_70s_16k.wav"));
+    REQUIRE(a.ok);
+    // 20 s: 2000 + 256 + 136 frames, past the window of 750 positions
+    const std::vector<float> pcm(a.pcm.begin() + 160000, a.pcm.begin() + 480000);
+    for (bool projector : {true, false}) {
+        CAPTURE(projector);
+        whisper_audio_encoder * enc = cpu_encoder(m, projector);
+        const std::vector<float> whole = realtime_in_steps(enc, pcm, pcm.size(), 1 << 30);   // one step of each 3000 frames
+        REQUIRE(whole.size() == whisper_audio_n_tokens(m, pcm.size(), projector) * (projector ? 32 : 64));
+        struct way { size_t piece; int min_step; };
+        for (way w : {way{320, 8}, way{1280, 8}, way{12800, 80}, way{4001, 24}, way{999, 8}, way{77777, 3000}, way{160000, 1}}) {
+            CAPTURE(w.piece);
+            CAPTURE(w.min_step);
+            const std::vector<float> got = realtime_in_steps(enc, pcm, w.piece, w.min_step);
+            REQUIRE(got.size() == whole.size());
+            CHECK(memcmp(got.data(), whole.data(), whole.size() * sizeof(float)) == 0);
+        }
+        whisper_audio_encoder_free(enc);
+    }
+    whisper_audio_model_free(m);
+}
+
+TEST_CASE("towers: Voxtral Realtime's rows come as its input comes: each piece's steps before the input ends") {
+    whisper_audio_model * m = whisper_audio_model_load("build/tower-realtime-f32.gguf");
+    REQUIRE_MESSAGE(m, whisper_audio_last_error());
+    whisper_audio_encoder * enc = cpu_encoder(m, true);
+    const std::vector<float> pcm = pcm_of(112256);
+    wa_causal * s = wa_causal_begin(enc, 8);
+    std::vector<float> rows;
+    // the left zeros' 32 tokens (256 frames) need the first frame's 200 samples past its centre
+    REQUIRE(wa_causal_feed(s, pcm.data(), 320, rows));   // 20 ms
+    CHECK(rows.size() == 32u * 32);
+    // each token (1280 samples) comes once 200 samples past its last frame's centre are in
+    size_t fed = 320;
+    for (; fed + 320 <= 12800; fed += 320) REQUIRE(wa_causal_feed(s, pcm.data() + fed, 320, rows));
+    CHECK(rows.size() == (32u + (12800 - 200 + 160 - 1) / 1280) * 32);
+    REQUIRE(wa_causal_feed(s, pcm.data() + fed, pcm.size() - fed, rows));
+    REQUIRE(wa_causal_end(s, rows));
+    CHECK(rows.size() == 137u * 32);
+    wa_causal_free(s);
+    whisper_audio_encoder_free(enc);
+    whisper_audio_model_free(m);
+}
+
+TEST_CASE("towers on CUDA: Voxtral Realtime's tokens in f16 and bf16 near float64, past its window, and in steps of 8 frames near "
+          "the whole input's" * doctest::skip(no_gpu())) {
+    whisper_audio_model * m = whisper_audio_model_load("build/tower-realtime-f32.gguf");
+    REQUIRE_MESSAGE(m, whisper_audio_last_error());
+    decoded_audio a = decode_file(test_data("audio/long_70s_16k.wav"));
+    REQUIRE(a.ok);
+    for (whisper_audio_dtype dt : {WHISPER_AUDIO_DTYPE_F16, WHISPER_AUDIO_DTYPE_BF16}) {
+        whisper_audio_encoder_params p = whisper_audio_encoder_default_params();
+        p.device = WHISPER_AUDIO_DEVICE_CUDA;
+        p.dtype = dt;
+        whisper_audio_encoder * enc = whisper_audio_encoder_init(m, p);
+        REQUIRE_MESSAGE(enc, whisper_audio_last_error());
+        const double bound = dt == WHISPER_AUDIO_DTYPE_F16 ? 1e-2 : 5e-2;
+        for (auto clip : {std::make_pair("speech_16k", pcm_of(112256)), std::make_pair("speech_1000", pcm_of(1000)),
+                          std::make_pair("long_448000", std::vector<float>(a.pcm.begin(), a.pcm.begin() + 448000))}) {
+            const std::vector<float> & pcm = clip.second;
+            std::vector<float> got(whisper_audio_n_tokens(m, pcm.size(), true) * 32, NAN);
+            REQUIRE_MESSAGE(whisper_audio_encode_tokens(enc, pcm.data(), pcm.size(), got.data()), whisper_audio_last_error());
+            const std::vector<float> ref = npy_load_f32(test_data(std::string("towers/realtime.") + clip.first + ".audio.npy"), nullptr);
+            REQUIRE(got.size() == ref.size());
+            const double err = rel_l2(got, ref);
+            MESSAGE("realtime " << std::string(dt == WHISPER_AUDIO_DTYPE_F16 ? "f16 " : "bf16 ") << std::string(clip.first) << ": rel L2 " << err);
+            CHECK(err < bound);
+            // a stream's steps: 20 ms pieces, each step as soon as 8 frames are complete
+            const std::vector<float> steps = realtime_in_steps(enc, pcm, 320, 8);
+            REQUIRE(steps.size() == ref.size());
+            CHECK(rel_l2(steps, ref) < bound);
+        }
+        whisper_audio_encoder_free(enc);
+    }
+    whisper_audio_model_free(m);
 }

@@ -136,7 +136,8 @@ class Projector(_CEnum):
     KIMIAUDIO (Kimi-Audio's continuous path: 4 positions stacked, its VQ adaptor), QWEN3A
     (Qwen3-Omni's audio tower), STEPAUDIO2 (Step-Audio 2: 25 s windows, pooling by 2, its adapter), MERALION
     (MERaLiON-2: each 30 s window normalised, 15 positions stacked, its gated speech adapter), QWEN3ASR
-    (Qwen3-ASR: Qwen3-Omni's tower, an input shorter than 0.5 s zero-padded to it).
+    (Qwen3-ASR: Qwen3-Omni's tower, an input shorter than 0.5 s zero-padded to it), VOXTRAL_REALTIME (Voxtral
+    Realtime: a causal encoder over the whole input with its processor's zeros around it, 4 positions stacked).
     hparams["projector"]; Model.projector (None for NONE)."""
     NONE = "none"
     QWEN2A = "qwen2a"
@@ -151,6 +152,7 @@ class Projector(_CEnum):
     STEPAUDIO2 = "stepaudio2"
     MERALION = "meralion"
     QWEN3ASR = "qwen3asr"
+    VOXTRAL_REALTIME = "voxtral_realtime"
 
 
 # ---- the C API --------------------------------------------------------------------
@@ -162,7 +164,8 @@ class _Hparams(ctypes.Structure):
                 ("n_llm", ctypes.c_int), ("n_proj_ff", ctypes.c_int), ("stack_factor", ctypes.c_int),
                 ("proj_eps", ctypes.c_float), ("n_rot", ctypes.c_int), ("rope_theta", ctypes.c_float),
                 ("n_chunk", ctypes.c_int), ("n_causal", ctypes.c_int), ("n_conv", ctypes.c_int), ("n_attn_window", ctypes.c_int),
-                ("n_time_rot", ctypes.c_int), ("time_rope_theta", ctypes.c_float), ("time_rope_step", ctypes.c_float)]
+                ("n_time_rot", ctypes.c_int), ("time_rope_theta", ctypes.c_float), ("time_rope_step", ctypes.c_float),
+                ("head_dim", ctypes.c_int), ("n_window", ctypes.c_int), ("pad_left", ctypes.c_int), ("pad_right", ctypes.c_int)]
 
 
 class _Info(ctypes.Structure):

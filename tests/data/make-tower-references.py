@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Makes tests/data/towers/: tiny random Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR,
-# Qwen2.5-Omni, Qwen3-Omni, Music Flamingo, Qwen3-ASR and MERaLiON-2 checkpoints (the audio tower and projector only), and float64 references of what each model
+# Qwen2.5-Omni, Qwen3-Omni, Music Flamingo, Qwen3-ASR, MERaLiON-2 and Voxtral Realtime checkpoints (the audio tower and projector only), and float64 references of what each model
 # feeds its language model, computed by the models' own modules (transformers for Qwen2-Audio,
 # Voxtral, Audio Flamingo 3, GLM-ASR and the two Omni towers; fixie-ai/ultravox's ultravox_model.py for Ultravox, which is not
 # in transformers).
@@ -704,6 +704,47 @@ def qwen3asr(audios):
         store(f"qwen3asr.{LONG}.audio.every8.npy", tokens(*processed(long))[::8])   # 7000 frames, 910 tokens
 
 
+def realtime(audios, mc):
+    # Voxtral Realtime (transformers voxtral_realtime): its causal encoder (conv stem padded on the left,
+    # RMSNorm, SwiGLU, RoPE, attention over a sliding window of the last 750 positions, q/k/v 2 x 64 wide
+    # where the model is 64), 4 positions stacked into its projector. The input as its processor makes it
+    # offline: mistral_common's AudioEncoder.pad (from MC, a directory where mistral-common is installed)
+    # puts streaming_n_left_pad_tokens x 1280 zero samples before the audio and, after it, zeros to a whole
+    # token and n_right_pad_tokens more (delay 480 ms: 6 + 1 + 10); the feature extractor's log-mel is
+    # centred, clamped at global_log_mel_max 1.5 (not the input's own max).
+    sys.path.insert(0, mc)
+    from mistral_common.tokens.tokenizers.audio import AudioConfig, AudioEncoder, AudioSpectrogramConfig, TranscriptionFormat
+    audio = dict(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=2, head_dim=64, intermediate_size=FF,
+                 num_mel_bins=128, sliding_window=750, rms_norm_eps=1e-5, rope_parameters=dict(rope_type="default", rope_theta=1e6))
+    cfg = transformers.VoxtralRealtimeConfig(audio_config=audio, text_config=dict(
+        hidden_size=LLM, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+        head_dim=16, vocab_size=128))
+    cfg.audio_config._attn_implementation = "eager"
+    model = transformers.VoxtralRealtimeForConditionalGeneration(cfg).eval()
+    randomise(model, 15)
+    state = hub_names(model)
+    save(os.path.join(OUT, "realtime"), dict(cfg.to_dict(), architectures=["VoxtralRealtimeForConditionalGeneration"]), state)
+    inner = model.model.double()
+    fe = transformers.VoxtralRealtimeFeatureExtractor(feature_size=128)
+    pad = AudioEncoder(AudioConfig(sampling_rate=16000, frame_rate=12.5, encoding_config=AudioSpectrogramConfig(
+        num_mel_bins=128, hop_length=160, window_size=400), transcription_format=TranscriptionFormat.STREAMING,
+        transcription_delay_ms=480.0, streaming_n_left_pad_tokens=32, streaming_look_ahead_ms=2.5,
+        streaming_look_back_ms=52.5), None)
+
+    def tokens(pcm, projector=True):   # VoxtralRealtimeModel.get_audio_features of the processor's input
+        x = fe(pad.pad(pcm, 16000), sampling_rate=16000, return_tensors="pt")   # VoxtralRealtimeProcessor: center True
+        out = inner.get_audio_features(x.input_features.double())
+        return out.pooler_output[0] if projector else out.last_hidden_state[0]
+
+    with torch.no_grad():
+        for clip, pcm in dict(audios, speech_1000=audios["speech_16k"][:1000]).items():
+            store(f"realtime.{clip}.audio.npy", tokens(pcm))
+        store("realtime.speech_16k.audio.tower.npy", tokens(audios["speech_16k"], False)[:200])   # of 548
+        long = read_wav("long_70s_16k.wav")
+        store("realtime.long_448000.audio.npy", tokens(long[:448000]))          # 28 s: 3096 positions, past the window
+        store(f"realtime.{LONG}.audio.every8.npy", tokens(long)[::8])           # 7256 positions: 914 tokens
+
+
 def meralion(audios, src):
     # MERaLiON-2's own code, from the checkout SRC of YingxuH/vllm_plugin (A*STAR's vLLM plugin of it):
     # transformers_utils' MERaLiON2Config, MERaLiON2SpeechAudioAdaper and MERaLiON2Processor (its
@@ -783,9 +824,10 @@ if __name__ == "__main__":
     ap.add_argument("--stepaudio2", nargs=2, metavar=("MODELING", "UTILS"),
                     help="vLLM's step_audio_2.py (Step-Audio 2's AudioEncoder, Adaptor) and Step-Audio2's utils.py (for stepaudio2)")
     ap.add_argument("--meralion", help="a YingxuH/vllm_plugin checkout (MERaLiON-2's code; for meralion)")
+    ap.add_argument("--mistral-common", help="a directory where mistral-common is installed (pip install --target; for realtime)")
     ap.add_argument("--models", default="qwen2a,voxtral,ultravox,af3,glmasr,qwen25o,qwen3a,mflamingo,qwen3asr",
                     help="comma-separated, of the default and minicpmo, kimiaudio (their own run: transformers 4.48), "
-                         "stepaudio2, meralion")
+                         "stepaudio2, meralion, realtime")
     args = ap.parse_args()
     models = args.models.split(",")
     if "ultravox" in models and not args.ultravox:
@@ -798,6 +840,8 @@ if __name__ == "__main__":
         ap.error("stepaudio2 needs --stepaudio2")
     if "meralion" in models and not args.meralion:
         ap.error("meralion needs --meralion")
+    if "realtime" in models and not args.mistral_common:
+        ap.error("realtime needs --mistral-common")
     os.makedirs(OUT, exist_ok=True)
     torch.manual_seed(0)
     audios = load_audio()
@@ -812,6 +856,8 @@ if __name__ == "__main__":
             stepaudio2(audios, *args.stepaudio2)
         elif name == "meralion":
             meralion(audios, args.meralion)
+        elif name == "realtime":
+            realtime(audios, args.mistral_common)
         else:
             {"qwen2a": qwen2_audio, "voxtral": voxtral, "af3": af3, "glmasr": glmasr, "qwen25o": qwen25o,
              "qwen3a": qwen3a, "mflamingo": mflamingo, "qwen3asr": qwen3asr}[name](audios)

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The audio-LLM towers' speed, side by side on one GPU: ./main against each model's own pipeline for
 Qwen2-Audio-7B's, Voxtral Mini's and Ultravox v0.5 (Llama 3.1 8B)'s audio tower and projector (issue 20
-item 5), and for the eight later towers (Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, Qwen3-Omni, MiniCPM-o
-2.6, Kimi-Audio, Step-Audio 2, MERaLiON-2: their modules, checkpoints and pipelines are
+item 5), and for the later towers (Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, Qwen3-Omni, MiniCPM-o
+2.6, Kimi-Audio, Step-Audio 2, MERaLiON-2, Voxtral Realtime: their modules, checkpoints and pipelines are
 tests/gpu/tower_models.py's), with random weights at the real shapes. tests/gpu/towers.py is the towers'
 parity on tiny checkpoints; this is their speed at full size, with a parity check of its own so
 that the speed is of correct output.
@@ -55,7 +55,7 @@ same device, for ours and for transformers in the same dtype: ours must be withi
 transformers' error (f32 on the CPU: within 1e-5); the hour: token counts equal, and ours against
 transformers in the same dtype reported.
 
-The eight later towers: see tests/gpu/tower_models.py (the peers as their processors and code run,
+The later towers: see tests/gpu/tower_models.py (the peers as their processors and code run,
 the real shapes); Qwen3-Omni's "fwd s" is one window a call (encode_mel_tokens, its projector
 included: its tower gives tokens alone), the others' a batch of 32.
 
@@ -86,7 +86,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SR, CLIP_S, N_WIN = 16000, 10, 480000
 BOUND = 1.25
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import tower_models  # noqa: E402  (the eight later towers: their modules, checkpoints and peers)
+import tower_models  # noqa: E402  (the later towers: their modules, checkpoints and peers)
 
 MODELS = ("qwen2a", "voxtral", "ultravox") + tower_models.NAMES
 # d, layers, heads, ffn, mels (every tower here has a large-v3 / large-v3-turbo encoder), and the

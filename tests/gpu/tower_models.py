@@ -1,5 +1,5 @@
-"""The eight later towers of tests/gpu/tower-bench.py (Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni,
-Qwen3-Omni, MiniCPM-o 2.6, Kimi-Audio, Step-Audio 2, MERaLiON-2): each one's modules at a given
+"""The later towers of tests/gpu/tower-bench.py (Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni,
+Qwen3-Omni, MiniCPM-o 2.6, Kimi-Audio, Step-Audio 2, MERaLiON-2, Voxtral Realtime): each one's modules at a given
 shape (random weights), its checkpoint as the published one names and lays it out, and the peer: the
 model's own pipeline over decoded 16 kHz inputs on the GPU, batched, as its processor and code run it.
 
@@ -20,6 +20,8 @@ many inputs and long ones:
   stepaudio2    its AudioEncoder and Adaptor written out from the checkpoint's tensors (towers.py's steps),
                 over its 25 s chunks, each its own log-mel of the chunk and 479 zero samples, padding_mels'
                 batch (2502 frames; an input of one chunk at its own length) and key mask
+  realtime      transformers' VoxtralRealtimeModel.get_audio_features (the method itself) over its processor's
+                padded input, 3000 frames a call with its own padding and sliding-window caches
 
 Real shapes (REAL below): the published models' towers (Whisper-large-v3-sized encoders, MiniCPM-o's
 Whisper-medium) and their LLM widths; GLM-ASR's and Qwen3-Omni's LLM width 2048, Audio Flamingo 3's
@@ -33,13 +35,17 @@ import types
 import numpy as np
 
 SR, W30 = 16000, 480000
-NAMES = ("af3", "glmasr", "qwen25o", "qwen3a", "minicpmo", "kimiaudio", "stepaudio2", "meralion")
+NAMES = ("af3", "glmasr", "qwen25o", "qwen3a", "minicpmo", "kimiaudio", "stepaudio2", "meralion", "realtime")
 LARGE = dict(d=1280, layers=32, heads=20, ff=5120, mels=128)
 REAL = {"af3": dict(LARGE, llm=4096), "glmasr": dict(LARGE, llm=2048), "qwen25o": dict(LARGE, llm=3584),
         "qwen3a": dict(LARGE, llm=2048, conv=480), "minicpmo": dict(d=1024, layers=24, heads=16, ff=4096, mels=80, llm=3584),
         "kimiaudio": dict(LARGE, llm=3584), "stepaudio2": dict(LARGE, llm=3584, adapter=2048),
-        "meralion": dict(LARGE, llm=3584)}
+        "meralion": dict(LARGE, llm=3584),
+        # Voxtral-Mini-4B-Realtime-2602's: 32 heads of 64 (q/k/v 2048 wide), its text width 3072
+        "realtime": dict(LARGE, heads=32, head_dim=64, llm=3072)}
 TINY = {k: dict(v, d=64, layers=3, heads=1, ff=256, llm=32, conv=16, adapter=48) for k, v in REAL.items()}
+TINY["realtime"].update(heads=2)
+REALTIME_TOKEN, REALTIME_LEFT, REALTIME_RIGHT = 1280, 32, 17   # its processor's zeros: tokens before, after
 
 
 def _text(kind, width):
@@ -168,6 +174,16 @@ class Model:
                           encoder_ffn_dim=s["ff"], num_mel_bins=128)
             config = dict(tiny, speech_config=speech, text_config=dict(tiny["text_config"], hidden_size=s["llm"]),
                           hidden_size=s["llm"])
+        elif name == "realtime":
+            audio = dict(hidden_size=s["d"], num_hidden_layers=s["layers"], num_attention_heads=s["heads"], head_dim=s["head_dim"],
+                         intermediate_size=s["ff"], num_mel_bins=128, sliding_window=750,
+                         rope_parameters=dict(rope_type="default", rope_theta=1e6))
+            cfg = transformers.VoxtralRealtimeConfig(audio_config=audio, text_config=_text("voxtral_realtime_text", s["llm"]))
+            cfg.audio_config._attn_implementation = "sdpa"
+            model = transformers.VoxtralRealtimeForConditionalGeneration(cfg).eval()
+            self.modules = {"audio_tower": model.model.audio_tower, "multi_modal_projector": model.model.multi_modal_projector}
+            self.method = type(model.model).get_audio_features
+            self.cfg, config = cfg, dict(cfg.to_dict(), architectures=["VoxtralRealtimeForConditionalGeneration"])
         else:
             raise ValueError(name)
         if not hasattr(self, "files"):
@@ -205,6 +221,9 @@ class Model:
             return (1, f) if n <= W30 else (-(-n // W30), 3000)
         if self.name == "stepaudio2":
             return (1, (n + 479) // 160) if n <= 400000 else (-(-n // 400000), 2502)
+        if self.name == "realtime":   # its causal steps of 3000 frames over the padded input
+            f = 8 * (REALTIME_LEFT + -(-n // REALTIME_TOKEN) + REALTIME_RIGHT)
+            return -(-f // 3000), 3000
         raise ValueError(self.name)
 
     # ---- the peer -----------------------------------------------------------------------------------
@@ -258,6 +277,38 @@ class Model:
                 pos = (frames - 1) // 2 + 1
                 counts += ((pos - 4) // 4 + 1).tolist()
         return self._split(np.concatenate(rows), counts, owner, len(pcms))
+
+    def _run_realtime(self, dev, fe, pcms, batch):
+        """VoxtralRealtimeProcessor offline (mistral_common's AudioEncoder.pad: 32 tokens of zeros before, zeros to a
+        whole token and 17 more after; its feature extractor, centred, on the device), then get_audio_features over
+        3000 frames a call with the model's own caches (padding_cache, the encoder's sliding-window cache), as its
+        streaming generation runs it: an hour in one call would need its whole attention mask. Inputs of one padded
+        length go batch a call."""
+        import torch
+        import transformers
+        vfe = transformers.VoxtralRealtimeFeatureExtractor(feature_size=128)
+        holder = types.SimpleNamespace(audio_tower=dev.m["audio_tower"], multi_modal_projector=dev.m["multi_modal_projector"],
+                                       config=self.cfg)
+        padded = [np.concatenate([np.zeros(REALTIME_LEFT * REALTIME_TOKEN, np.float32), p,
+                                  np.zeros(-len(p) % REALTIME_TOKEN + REALTIME_RIGHT * REALTIME_TOKEN, np.float32)]) for p in pcms]
+        out = [None] * len(pcms)
+        by_len = {}
+        for i, x in enumerate(padded):
+            by_len.setdefault(len(x), []).append(i)
+        for idx in by_len.values():
+            for b in range(0, len(idx), batch):
+                group = idx[b:b + batch]
+                f = vfe([padded[i] for i in group], sampling_rate=SR, return_tensors="pt", device=dev.device).input_features
+                f = f.to(dev.device, dev.dtype)
+                cache, pcache, rows = None, None, []
+                for c in range(0, f.shape[-1], 3000):
+                    o = self.method(holder, f[..., c:c + 3000], padding_cache=pcache, cache=cache, use_cache=True)
+                    cache, pcache = o.cache, o.padding_cache
+                    rows.append(o.pooler_output.float().cpu().numpy())
+                rows = np.concatenate(rows, axis=1)
+                for j, i in enumerate(group):
+                    out[i] = rows[j]
+        return out
 
     def _run_qwen25o(self, dev, fe, pcms, batch):
         # Qwen2_5OmniProcessor: padding to 30 s, truncation there, the feature attention mask

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """GPU parity of the audio-LLM towers: Qwen2-Audio, Voxtral, Ultravox, Audio Flamingo 3, GLM-ASR, Qwen2.5-Omni, MiniCPM-o, Kimi-Audio, Qwen3-Omni, Step-Audio 2,
-MERaLiON-2, Music Flamingo and Qwen3-ASR on CUDA against the
+MERaLiON-2, Music Flamingo, Qwen3-ASR and Voxtral Realtime on CUDA against the
 models' own code, on the tiny random checkpoints of tests/data/towers (made by
 tests/data/make-tower-references.py; weights stored in f16, so every file holds the same numbers).
 
@@ -11,6 +11,8 @@ For each tower, the speech_16k log-mel (tests/data/features) goes through
     Flamingo 3 and GLM-ASR: their models' get_audio_features with the input_features_mask;
     Qwen2.5-Omni: its Qwen2_5OmniAudioEncoder over the frames holding audio, as get_audio_features;
     Qwen3-Omni: its Qwen3OmniMoeAudioEncoder over the frames holding audio, as get_audio_features;
+    Voxtral Realtime (PCM, not mel: its processor's padding written out, its feature extractor's log-mel,
+    get_audio_features; ours through whisper_audio_encode_tokens) on speech_16k and 28 s of the long clip;
     Music Flamingo: its get_audio_features with the mask and its 175 audio tokens (the rotary time
     embedding's timestamps); Qwen3-ASR: its get_audio_features on the frames padded to whole chunks;
     Ultravox: its ModifiedWhisperEncoder and UltravoxProjector, written out below from
@@ -30,7 +32,7 @@ For each tower, the speech_16k log-mel (tests/data/features) goes through
     Music Flamingo and Qwen3-ASR have ours alone).
 Ours must be within 1.25x the peer's error in the same dtype. Prints a table; exits 1 on a failure.
 
-Run on the GPU machine from the repository root, after `make -j16 all build/tower-{qwen2a,voxtral,ultravox,af3,glmasr,qwen25o,minicpmo,kimiaudio,qwen3a,stepaudio2,meralion,mflamingo,qwen3asr}-f32.gguf`:
+Run on the GPU machine from the repository root, after `make -j16 all build/tower-{qwen2a,voxtral,ultravox,af3,glmasr,qwen25o,minicpmo,kimiaudio,qwen3a,stepaudio2,meralion,mflamingo,qwen3asr,realtime}-f32.gguf`:
     python3 tests/gpu/towers.py
 """
 import ctypes
@@ -76,6 +78,48 @@ def ours(lib, model_path, mel, n_frames, dtype, rows_max=1500, width=32):
     if err:
         raise RuntimeError(err)
     return out[:rows]
+
+
+def realtime_pcm(pcm):
+    """Voxtral Realtime's input as its processor makes it offline (mistral_common's AudioEncoder.pad, which
+    is not on the GPU machine; the released model's numbers): 32 tokens of zeros (1280 samples each) before
+    the audio, zeros to a whole token and 17 more after it."""
+    tok = 1280
+    return np.concatenate([np.zeros(32 * tok, np.float32), pcm, np.zeros(-len(pcm) % tok + 17 * tok, np.float32)])
+
+
+def realtime(dtype, pcm):
+    """Voxtral Realtime's get_audio_features on its feature extractor's log-mel of the padded input (centred,
+    clamped at global_log_mel_max): it takes PCM, not a window of mel."""
+    model, state = load(transformers.VoxtralRealtimeForConditionalGeneration, "realtime")
+    model.load_state_dict({"model." + k: v for k, v in state.items()}, strict=False)   # the audio tower and projector
+    model = model.to(DEVICE, dtype)
+    fe = transformers.VoxtralRealtimeFeatureExtractor(feature_size=128)
+    x = fe(realtime_pcm(pcm), sampling_rate=16000, return_tensors="pt").input_features
+    return model.model.get_audio_features(x.to(DEVICE, dtype)).pooler_output[0]
+
+
+def ours_pcm(lib, model_path, pcm, dtype, n_rows, width=32):
+    """whisper_audio_encode_tokens of PCM on CUDA (Voxtral Realtime's way in)."""
+    L = lib
+    model = L.whisper_audio_model_load(model_path.encode())
+    if not model:
+        raise RuntimeError(L.whisper_audio_last_error().decode())
+    p = L.whisper_audio_encoder_default_params()
+    p.device = 2                                           # WHISPER_AUDIO_DEVICE_CUDA
+    p.dtype = 1 if dtype == torch.bfloat16 else 0
+    enc = L.whisper_audio_encoder_init(model, p)
+    if not enc:
+        raise RuntimeError(L.whisper_audio_last_error().decode())
+    pcm = np.ascontiguousarray(pcm, dtype=np.float32)
+    out = np.full((n_rows, width), np.nan, dtype=np.float32)
+    ok = L.whisper_audio_encode_tokens(enc, pcm.ctypes.data, len(pcm), out.ctypes.data)
+    err = None if ok else L.whisper_audio_last_error().decode()
+    L.whisper_audio_encoder_free(enc)
+    L.whisper_audio_model_free(model)
+    if err:
+        raise RuntimeError(err)
+    return out
 
 
 def load(cls, name):
@@ -351,6 +395,8 @@ def main():
     lib.whisper_audio_encode_mel_tokens.restype = ctypes.c_int
     lib.whisper_audio_encode_mel_tokens.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
     lib.whisper_audio_last_error.restype = ctypes.c_char_p
+    lib.whisper_audio_encode_tokens.restype = ctypes.c_bool
+    lib.whisper_audio_encode_tokens.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
 
     rows, failed = [], False
     for name, peer, n_mels in (("qwen2a", qwen2a, 80), ("voxtral", voxtral, 128), ("ultravox", ultravox, 80),
@@ -377,6 +423,22 @@ def main():
                 failed |= not ok
                 rows.append("| %s (%s) | %s | %.3g | %.3g | %.2fx | %s |" % (name, label, str(dtype)[6:], e_ours, e_peer,
                                                                          e_ours / e_peer, "ok" if ok else "FAIL"))
+    # Voxtral Realtime takes PCM: its processor's input of speech_16k and of 28 s of the long clip (past its window)
+    import wave
+    for clip, path, n in (("speech_16k", "speech_16k.wav", 112256), ("long_448000", "long_70s_16k.wav", 448000)):
+        with wave.open(os.path.join(DATA, "audio", path)) as w:
+            pcm = (np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").astype(np.float32) / 32768.0)[:n]
+        ref = np.load(os.path.join(DATA, "towers", "realtime.%s.audio.npy" % clip)).astype(np.float64)
+        for dtype in (torch.float16, torch.bfloat16):
+            with torch.no_grad():
+                theirs = realtime(dtype, pcm).float().cpu().numpy().astype(np.float64)
+            e_peer = np.linalg.norm(theirs - ref) / np.linalg.norm(ref)
+            got = ours_pcm(lib, os.path.join(ROOT, "build", "tower-realtime-f32.gguf"), pcm, dtype, len(ref)).astype(np.float64)
+            e_ours = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+            ok = e_ours <= BOUND * e_peer
+            failed |= not ok
+            rows.append("| realtime %s (gguf) | %s | %.3g | %.3g | %.2fx | %s |" % (clip, str(dtype)[6:], e_ours, e_peer, e_ours / e_peer,
+                                                                                   "ok" if ok else "FAIL"))
     print("| tower | dtype | ours vs float64 | the model's own code | ratio | <= %.2fx |" % BOUND)
     print("| --- | --- | --- | --- | --- | --- |")
     print("\n".join(rows))

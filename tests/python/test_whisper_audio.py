@@ -131,6 +131,23 @@ def test_aut_tower_tokens_equal_main(tmp_path, name):
             m.encode(SPEECH, pool="mean")
 
 
+# Voxtral Realtime: its causal tower's tokens alone (its processor's zeros around the audio), main's bytes
+def test_voxtral_realtime_tokens_equal_main(tmp_path):
+    path = model_path("tower-realtime-f32")
+    with wa.Model(path, device="cpu") as m:
+        assert m.projector == "voxtral_realtime" and m.projector is wa.Projector.VOXTRAL_REALTIME
+        assert (m.hparams["n_window"], m.hparams["head_dim"], m.hparams["pad_left"], m.hparams["pad_right"]) == (750, 64, 32, 17)
+        for audio in (SPEECH, LONG):
+            for projector, args in ((True, []), (False, ["--no-projector"])):
+                ref = run_main(tmp_path, path, [audio], *args)
+                got = m.encode(audio, projector=projector)
+                assert got.shape == ref.shape and np.array_equal(got, ref), (audio, projector)
+                assert got.shape[0] == m.n_tokens(wa.load_audio(audio).size, projector)
+        assert m.n_tokens(1) == 32 + 1 + 17
+        with pytest.raises(wa.WhisperAudioError, match="gives its tokens alone"):
+            m.encode(SPEECH, pool="mean")
+
+
 def _hf_cache_put(cache, repo_id, src):
     """src's files where huggingface_hub puts a download of repo_id: blobs/, snapshots/<commit>/
     symlinks into them, refs/main."""
@@ -587,6 +604,7 @@ def test_enums_by_name(model):
         assert m.projector is wa.Projector.QWEN2A and m.projector == "qwen2a" and int(m.projector) == 1
         assert m.hparams["projector"] is m.projector and str(m.projector) == "qwen2a"
     assert wa.Projector.QWEN3ASR == "qwen3asr" and int(wa.Projector.QWEN3ASR) == 12
+    assert wa.Projector.VOXTRAL_REALTIME == "voxtral_realtime" and int(wa.Projector.VOXTRAL_REALTIME) == 13
     assert wa.Device.GPU is wa.Device.CUDA and wa.Device("cuda") is wa.Device.CUDA
     assert np.array_equal(model.encode(SPEECH, pool=wa.Pool.MEAN), model.encode(SPEECH, pool="mean"))
     assert np.array_equal(model.encode(SPEECH, pool=wa.Pool.NONE), model.encode(SPEECH))
