@@ -2304,9 +2304,7 @@ static bool pipeline_push(whisper_audio_pipeline * p, const float * pcm, size_t 
         p->input_samples += n - used;
         n = used;
     }
-    // A causal tower (its frames depend on earlier audio alone) takes its step here when streaming:
-    // each push feeds its frames forward and its completed frames' tokens go out through on_rows.
-    // The windowed models below close a window (with stream, a batch of its own) as its last sample comes.
+    // The windowed models close a window (with stream, a batch of its own) as its last sample comes.
     const size_t W = wa_window_samples(p->tower);
     while (n > 0) {
         if (p->in_window == 0 && !pipeline_make_room(p, wa_full_frames(p->tower, p->encs[0]->hparams))) return false;
@@ -2631,8 +2629,10 @@ static whisper_audio_pipeline * pipeline_init(whisper_audio_encoder * const * en
     }
     p->projector = e0->params.projector;
     if (params.stream && !pipeline_can_stream(hp, e0->params, params, func)) return nullptr;
-    // streaming: each window a batch of its own, handed to the workers as it closes
+    // streaming: each window a batch of its own, handed to the workers as it closes; a causal tower's
+    // step as soon as a token's frames are in (else 30 s of frames a step, as a whole input runs)
     p->batch = params.stream ? 1 : whisper_audio_batch_for_windows(p->max_batch, params.n_windows);
+    if (params.stream) p->causal_step = RT_TOKEN_FRAMES;
     // the encoders' whole batch is the pipeline's while it holds them: the graphs kept (and, on
     // the GPU, tuned) are of the batches it runs (pipeline_free gives them max_batch back)
     for (whisper_audio_encoder * e : p->encs) e->params.max_batch = p->batch;

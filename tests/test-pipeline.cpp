@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <thread>
 #include <memory>
 #include <string>
 #include <vector>
@@ -457,6 +458,62 @@ TEST_CASE("pipeline: stream: the towers with windows of their own stream their t
     sp.pool = WHISPER_AUDIO_POOL_MEAN;
     CHECK(whisper_audio_can_stream(voxtral.m, whisper_audio_encoder_default_params(), sp));
     CHECK(!whisper_audio_can_stream(nullptr, whisper_audio_encoder_default_params(), sp));
+}
+
+TEST_CASE("pipeline: stream: a causal tower (Voxtral Realtime) gives each token as its frames are in, within a step "
+          "and 50 ms of its last sample, the whole input's tokens bit for bit") {
+    const decoded_audio speech = decode_file(test_data("audio/speech_16k.wav"));
+    REQUIRE(speech.ok);
+    model_ptr model("build/tower-realtime-f32.gguf");
+    whisper_audio_encoder * enc = make_encoder(model.m, WHISPER_AUDIO_DEVICE_CPU, 1);
+    const whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
+    whisper_audio_pipeline_params sp = pp;
+    sp.stream = true;
+    CHECK(whisper_audio_can_stream(model.m, whisper_audio_encoder_default_params(), sp));
+    const collector whole = run_pipeline({enc}, {speech.pcm}, pp, speech.pcm.size());
+    std::vector<uint8_t> want;
+    for (const auto & w : whole.windows) want.insert(want.end(), w.bytes.begin(), w.bytes.end());
+
+    // 20 ms pieces at 4x real time: each push's tokens come in that push (a causal step of a
+    // token's 8 frames); the time from a push's start to its records, against the slowest step
+    whisper_audio_encoder_reset_timings(enc);
+    streamed st;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto now_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+    struct ctx { streamed * st; std::function<double()> now; } cx{&st, now_s};
+    sp.user = &cx;
+    sp.on_rows = [](const whisper_audio_rows * r, void * user) {
+        ctx * x = (ctx *)user;
+        x->st->rows_s.push_back(x->now());
+        return collector::on_rows(r, &x->st->c);
+    };
+    whisper_audio_pipeline * p = whisper_audio_pipeline_init(&enc, 1, sp);
+    REQUIRE_MESSAGE(p, whisper_audio_last_error());
+    const size_t piece = 320;
+    double worst = 0, slowest_push = 0;
+    size_t before_end = 0;
+    for (size_t at = 0; at < speech.pcm.size(); at += piece) {
+        const size_t k = std::min(piece, speech.pcm.size() - at);
+        while (now_s() < (double)(at + k) / WHISPER_AUDIO_SAMPLE_RATE / 4.0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+        const double start = now_s();
+        const size_t had = st.rows_s.size();
+        REQUIRE_MESSAGE(whisper_audio_pipeline_push(p, speech.pcm.data() + at, k), whisper_audio_last_error());
+        slowest_push = std::max(slowest_push, now_s() - start);
+        for (size_t i = had; i < st.rows_s.size(); i++) worst = std::max(worst, st.rows_s[i] - start);
+        before_end = st.c.windows.size();
+    }
+    REQUIRE_MESSAGE(whisper_audio_pipeline_end_input(p), whisper_audio_last_error());
+    REQUIRE_MESSAGE(whisper_audio_pipeline_finish(p), whisper_audio_last_error());
+    whisper_audio_pipeline_free(p);
+    std::vector<uint8_t> got;
+    size_t tokens = 0;
+    for (const auto & w : st.c.windows) { got.insert(got.end(), w.bytes.begin(), w.bytes.end()); tokens += w.r.n_rows; }
+    MESSAGE("stream (Voxtral Realtime): " << tokens << " tokens in " << st.c.windows.size() << " records, " << before_end
+            << " of them before the input ended; a token's rows at most " << worst * 1000.0 << " ms after its push began");
+    CHECK(got == want);                                        // bitwise on the CPU
+    CHECK(before_end >= st.c.windows.size() - 2);              // all but the end's padding frames, as they came
+    CHECK(worst <= slowest_push + 0.050);
+    whisper_audio_encoder_free(enc);
 }
 
 TEST_CASE("pipeline: pooling, --no-pad windows and f16 rows come from the library's rules") {
