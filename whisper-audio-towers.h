@@ -469,6 +469,7 @@ static bool causal_run(wa_causal * s, std::vector<float> & rows) {
         const int pending = (int)(s->mel.size() / n_mels);
         int F = std::min(RT_MAX_STEP, pending / RT_TOKEN_FRAMES * RT_TOKEN_FRAMES);
         if (F == 0 || (!s->ended && F < s->min_step)) return true;
+        const auto t0 = std::chrono::steady_clock::now();
         wa_step_graph * g = step_graph_for(enc, 1, F);
         if (!g) return false;
         const float pos0 = (float)s->positions, kv_start = (float)std::max<int64_t>(0, W - s->positions);
@@ -502,6 +503,10 @@ static bool causal_run(wa_causal * s, std::vector<float> & rows) {
         std::copy(conv1.end() - d, conv1.end(), s->tail2.begin());
         s->mel.erase(s->mel.begin(), s->mel.begin() + (size_t)F * n_mels);
         s->positions += F / 2;
+        // the encoder's timings count a step as a batch of one window
+        enc->timings.encode_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        enc->timings.n_batches++;
+        enc->timings.n_windows++;
     }
 }
 

@@ -654,7 +654,7 @@ typedef struct whisper_audio_timings {
     double download_ms;      // the embeddings out, as f32
     double wall_ms;          // the encode calls from start to end
     int64_t n_batches;       // encoder runs (each of up to max_batch windows)
-    int64_t n_windows;       // windows encoded
+    int64_t n_windows;       // windows encoded (a causal tower's steps: each a batch of one)
 } whisper_audio_timings;
 whisper_audio_timings whisper_audio_encoder_timings(const whisper_audio_encoder * enc);
 void                  whisper_audio_encoder_reset_timings(whisper_audio_encoder * enc);  // all to 0

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Streaming latency of ./main --stream: raw f32le PCM written to its standard input in 20 ms
 pieces, paced at --speed times real time (1: real time), for Whisper models of random weights
-(build/<size>-random.gguf, made by convert/convert-hf-to-gguf.py --random when missing).
+(build/<size>-random.gguf, made by convert/convert-hf-to-gguf.py --random when missing) or model
+files by their paths (a causal tower's: Voxtral Realtime's records are a token's frames each).
 
 For each window: when the piece holding its last sample was written and when main's JSON line
 for it came (the feeder's clock), and main's own latency (from its push of that piece to its
@@ -46,7 +47,7 @@ def audio(seconds):
 
 def run(model, args, pcm):
     cmd = [os.path.join(ROOT, "main"), "-m", model, "--stream", "--raw", "f32le", "-f", "-", "--json", "--device", args.device,
-           "--dtype", args.dtype, "-o", os.devnull]
+           "-o", os.devnull] + (["--dtype", args.dtype] if args.device != "cpu" else [])
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     lines = []
 
@@ -80,10 +81,13 @@ def run(model, args, pcm):
     done = [d for _, d in lines if d.get("done")][0]
     rows = []
     end = 0
-    for t, d in windows:
+    # a causal tower's records (Voxtral Realtime: a token's frames each) are short; all but the last,
+    # which the input's end closes, are checked as whole windows are
+    causal = sum(1 for _, d in windows if d["samples"] != 480000) > 1
+    for i, (t, d) in enumerate(windows):
         end += d["samples"]
-        last = next(tw for n, tw in written if n >= end)
-        whole = d["samples"] == 480000
+        last = next((tw for n, tw in written if n >= end), t_end)
+        whole = d["samples"] == 480000 or (causal and i < len(windows) - 1)
         rows.append((d["window"], (t - last) * 1000, d["latency_ms"], whole, t < t_end))
     return rows, done
 
