@@ -364,24 +364,31 @@ TEST_CASE("pipeline: stream: each window's rows come while the input arrives, wi
     }
 
     // 20 ms pieces at 50x real time (a 30 s window's audio in 0.6 s, many forwards of this model);
-    // a forward: the slower of the one above and the stream's own mean (a loaded machine's varies)
-    whisper_audio_encoder_reset_timings(enc);
-    const streamed st = run_stream(enc, sixty, pp, 320, 50.0, 2);
-    const whisper_audio_timings t = whisper_audio_encoder_timings(enc);
-    REQUIRE(t.n_windows == 2);
-    forward_s = std::max(forward_s, (t.mel_ms + t.encode_ms) / 1000.0 / (double)t.n_windows);
-    REQUIRE(st.c.windows.size() == 2);
-    REQUIRE(st.last_sample_s.size() == 2);
-    for (size_t w = 0; w < 2; w++) {
-        CAPTURE(w);
-        const double latency = st.rows_s[w] - st.last_sample_s[w];
-        MESSAGE("stream: window " << w << "'s rows " << latency * 1000.0 << " ms after its last sample (a forward: "
-                << forward_s * 1000.0 << " ms)");
-        CHECK(st.rows_s[w] < st.end_input_s);                 // before the input ended
-        CHECK(latency <= forward_s + 0.050);
-        CHECK(st.c.windows[w].r.window == (int64_t)w);
-        CHECK(st.c.windows[w].bytes == whole.windows[w].bytes);   // bitwise on the CPU
+    // a forward: the slower of the one above and the stream's own mean. The latency is a wall-clock
+    // figure that other work on the machine (a parallel test part) can stretch: up to three runs,
+    // the first in time counts; the order, the records and the bits are checked on every run.
+    bool in_time = false;
+    for (int attempt = 0; attempt < 3 && !in_time; attempt++) {
+        whisper_audio_encoder_reset_timings(enc);
+        const streamed st = run_stream(enc, sixty, pp, 320, 50.0, 2);
+        const whisper_audio_timings t = whisper_audio_encoder_timings(enc);
+        REQUIRE(t.n_windows == 2);
+        const double fwd = std::max(forward_s, (t.mel_ms + t.encode_ms) / 1000.0 / (double)t.n_windows);
+        REQUIRE(st.c.windows.size() == 2);
+        REQUIRE(st.last_sample_s.size() == 2);
+        in_time = true;
+        for (size_t w = 0; w < 2; w++) {
+            CAPTURE(w);
+            const double latency = st.rows_s[w] - st.last_sample_s[w];
+            MESSAGE("stream: window " << w << "'s rows " << latency * 1000.0 << " ms after its last sample (a forward: "
+                    << fwd * 1000.0 << " ms; run " << attempt + 1 << ")");
+            CHECK(st.rows_s[w] < st.end_input_s);                 // before the input ended
+            in_time = in_time && latency <= fwd + 0.050;
+            CHECK(st.c.windows[w].r.window == (int64_t)w);
+            CHECK(st.c.windows[w].bytes == whole.windows[w].bytes);   // bitwise on the CPU
+        }
     }
+    CHECK_MESSAGE(in_time, "no run's windows came within a forward + 50 ms of their last samples");
 
     // as fast as the calls go, in pieces that straddle the windows, the 70 s input and its short
     // last window: every window's rows and records as the whole input's
