@@ -1029,6 +1029,7 @@ struct wa_step_graph {
     vt_tensor * conv1 = nullptr;         // [B, F, d] output: its last row the next step's tail2
     std::vector<vt_tensor *> k_all, v_all;       // per layer [B, W + F/2, a] outputs: their last W rows the next caches
     vt_tensor * out = nullptr;           // [B, F/8, n_llm] tokens, or [B, F/2, d] the tower's rows
+    wa_causal * holder = nullptr;        // the input whose caches k_all and v_all hold now (its next step reads them there)
 };
 
 // It keeps copies of what it needs from the model, so the model may be freed before it.
