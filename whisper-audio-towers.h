@@ -288,7 +288,7 @@ static int64_t frames_meralion(size_t n) {     // its first 10 chunks of 30 s, a
 // ---- Voxtral Realtime --------------------------------------------------------------------
 // VoxtralRealtimeEncoder (transformers voxtral_realtime) is causal: a position depends on the audio up
 // to its own, never on later audio, so the tower runs an input in steps, each carrying what the next
-// needs (wa_causal below), and a step of any size gives the same rows. Its processor (mistral_common's
+// needs (wa_causal below), and a step of any size gives the same rows (bit for bit on the CPU). Its processor (mistral_common's
 // AudioEncoder.pad, offline) puts pad_left tokens of zeros (1280 samples each) before the audio, and
 // after it zeros to a whole token and pad_right tokens more; the feature extractor's log-mel is centred
 // (torch.stft center=True) and clamped at the fixed global_log_mel_max 1.5, not at the input's own max.
@@ -473,7 +473,12 @@ static void causal_make_frames(wa_causal * s) {
         if (j >= 0 && j < (int64_t)s->pcm.size()) row[i] = s->pcm[(size_t)j];
     }
     std::vector<float> out((size_t)hp.n_mels * k);
-    log_mel_frames(s->enc->mel_filters.data(), hp.n_mels, row.data(), k, out.data(), (size_t)k);
+    const int per = 256, n_blocks = (k + per - 1) / per;   // blocks of frames on the encoder's threads (a frame is its own)
+    wa_parallel(n_blocks, s->enc->params.n_threads, [&](int i) {
+        const int t0 = i * per;
+        log_mel_frames(s->enc->mel_filters.data(), hp.n_mels, row.data() + (size_t)t0 * WHISPER_AUDIO_HOP, std::min(per, k - t0),
+                       out.data() + t0, (size_t)k);
+    });
     log_mel_clamp(out.data(), hp.n_mels, k, (size_t)k, RT_LOG_MEL_MAX);
     const size_t at = s->mel.size();
     s->mel.resize(at + (size_t)k * hp.n_mels);
