@@ -573,7 +573,7 @@ bool wa_causal_feed(wa_causal * s, const float * pcm, size_t n, std::vector<floa
     return causal_run(s, rows);
 }
 
-bool wa_causal_end(wa_causal * s, std::vector<float> & rows) {
+int wa_causal_close(wa_causal * s) {
     VT_ASSERT(!s->ended);
     const whisper_audio_hparams & hp = s->enc->hparams;
     // zeros to a whole token, then pad_right tokens more (the left zeros are whole tokens)
@@ -583,7 +583,43 @@ bool wa_causal_end(wa_causal * s, std::vector<float> & rows) {
     s->n_padded += (int64_t)n;
     s->ended = true;
     causal_make_frames(s);
+    const int pending = (int)(s->mel.size() / hp.n_mels);
+    return s->positions == 0 && pending <= RT_MAX_STEP ? pending : 0;
+}
+
+bool wa_causal_end(wa_causal * s, std::vector<float> & rows) {
+    if (!s->ended) wa_causal_close(s);
     return causal_run(s, rows);
+}
+
+bool wa_causal_run_batch(wa_causal * const * s, int n, std::vector<float> * rows) {
+    VT_ASSERT(n >= 1);
+    whisper_audio_encoder * enc = s[0]->enc;
+    const whisper_audio_hparams & hp = enc->hparams;
+    const int n_mels = hp.n_mels, F = (int)(s[0]->mel.size() / n_mels);
+    for (int i = 0; i < n; i++) VT_ASSERT(s[i]->enc == enc && s[i]->ended && s[i]->positions == 0 && s[i]->mel.size() == (size_t)F * n_mels);
+    wa_step_graph * g = step_graph_for(enc, n, F);
+    if (!g) return false;
+    if (g->holder && !causal_spill(g->holder)) return false;
+    // every input's one step: its first (no caches: kv_start masks them all) and its last (nothing carried on)
+    std::vector<float> mel((size_t)n * F * n_mels), zeros((size_t)n * 2 * std::max(n_mels, hp.n_state), 0.0f);
+    std::vector<float> pos0(n, 0.0f), kv_start(n, (float)hp.n_window);
+    for (int i = 0; i < n; i++) std::copy(s[i]->mel.begin(), s[i]->mel.end(), mel.begin() + (size_t)i * F * n_mels);
+    std::vector<float> out((size_t)vt_nelements(g->out));
+    const bool ok = vt_backend_set_tensor(enc->backend, g->mel, mel.data(), VT_TYPE_F32) &&
+                    vt_backend_set_tensor(enc->backend, g->tail1, zeros.data(), VT_TYPE_F32) &&
+                    vt_backend_set_tensor(enc->backend, g->tail2, zeros.data(), VT_TYPE_F32) &&
+                    vt_backend_set_tensor(enc->backend, g->pos0, pos0.data(), VT_TYPE_F32) &&
+                    vt_backend_set_tensor(enc->backend, g->kv_start, kv_start.data(), VT_TYPE_F32) &&
+                    vt_backend_compute(enc->backend, g->graph) && vt_backend_get_tensor_f32(enc->backend, g->out, out.data());
+    if (!ok) { wa_set_error("Voxtral Realtime's batch of %d inputs of %d frames on %s: %s", n, F, vt_backend_name(enc->backend), vt_last_error()); return false; }
+    const size_t per = out.size() / n;
+    for (int i = 0; i < n; i++) {
+        rows[i].insert(rows[i].end(), out.begin() + i * per, out.begin() + (i + 1) * per);
+        s[i]->mel.clear();
+        s[i]->positions = F / 2;
+    }
+    return true;
 }
 
 void wa_causal_free(wa_causal * s) {
