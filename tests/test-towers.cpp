@@ -1161,6 +1161,34 @@ TEST_CASE("towers: Voxtral Realtime's streams on one encoder, their steps interl
     whisper_audio_model_free(m);
 }
 
+TEST_CASE("towers: Voxtral Realtime's short inputs held for a batch: a cancelled one gives no rows, the others theirs") {
+    whisper_audio_model * m = whisper_audio_model_load("build/tower-realtime-f32.gguf");
+    REQUIRE_MESSAGE(m, whisper_audio_last_error());
+    whisper_audio_encoder * enc = cpu_encoder(m, true);   // max_batch 2
+    const std::vector<float> x = pcm_of(50001), y = pcm_of(112256);
+    std::vector<float> want_y(whisper_audio_n_tokens(m, y.size(), true) * 32);
+    REQUIRE(whisper_audio_encode_tokens(enc, y.data(), y.size(), want_y.data()));
+    token_rows t;
+    whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
+    pp.on_rows = collect_rows;
+    pp.user = &t;
+    whisper_audio_pipeline * p = whisper_audio_pipeline_init(&enc, 1, pp);
+    REQUIRE_MESSAGE(p, whisper_audio_last_error());
+    REQUIRE(whisper_audio_pipeline_push(p, x.data(), x.size()));
+    REQUIRE(whisper_audio_pipeline_end_input(p));          // held: one step, the batch not full
+    CHECK(whisper_audio_pipeline_poll(p, 0) == 0);         // input 0 is not done
+    REQUIRE(whisper_audio_pipeline_cancel_input(p, 0));    // it goes unrun
+    REQUIRE(whisper_audio_pipeline_push(p, y.data(), y.size()));
+    REQUIRE(whisper_audio_pipeline_end_input(p));
+    REQUIRE(whisper_audio_pipeline_finish(p));
+    whisper_audio_pipeline_free(p);
+    REQUIRE(t.rows.size() == 2);
+    CHECK(t.rows[0].empty());
+    CHECK(t.rows[1] == want_y);
+    whisper_audio_encoder_free(enc);
+    whisper_audio_model_free(m);
+}
+
 TEST_CASE("towers: Voxtral Realtime's rows come as its input comes: each piece's steps before the input ends") {
     whisper_audio_model * m = whisper_audio_model_load("build/tower-realtime-f32.gguf");
     REQUIRE_MESSAGE(m, whisper_audio_last_error());
