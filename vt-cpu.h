@@ -236,6 +236,13 @@ struct cpu_backend : vt_backend {
         return true;
     }
 
+    bool copy_rows(vt_tensor * dst, const vt_tensor * src, int64_t row0) override {
+        const size_t win = dst->nb[2];
+        for (int64_t b = 0; b < dst->ne[2]; b++)
+            memcpy((char *)dst->data + b * dst->nb[2], (const char *)src->data + b * src->nb[2] + row0 * src->nb[1], win);
+        return true;
+    }
+
     bool set_tensor(vt_tensor * t, const void * src, vt_type src_type) override {
         vt_convert(t->data, t->type, src, src_type, (size_t)vt_nelements(t));
 #ifdef VT_X86

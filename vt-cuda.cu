@@ -219,6 +219,7 @@ struct cuda_backend : vt_backend {
     bool ensure_uploader();
     bool finish_uploads();
     bool set_tensor(vt_tensor * t, const void * src, vt_type src_type) override;
+    bool copy_rows(vt_tensor * dst, const vt_tensor * src, int64_t row0) override;
     bool get_tensor_f32(const vt_tensor * t, float * dst) override;
     size_t allocated_bytes() const override;
 
@@ -481,6 +482,15 @@ bool cuda_backend::upload(void * dst, vt_type dst_type, const void * src, vt_typ
         }
         CUDA_CHECK(cudaEventRecord(up_bufs.done[b], stream));
     }
+    return true;
+}
+
+// dst's windows from src's rows [row0, row0 + R), one strided copy on the compute stream (ordered
+// before the next forward's launch)
+bool cuda_backend::copy_rows(vt_tensor * dst, const vt_tensor * src, int64_t row0) {
+    CUDA_CHECK(cudaSetDevice(device));
+    CUDA_CHECK(cudaMemcpy2DAsync(dst->data, dst->nb[2], (const char *)src->data + row0 * src->nb[1], src->nb[2], dst->nb[2],
+                                 (size_t)dst->ne[2], cudaMemcpyDeviceToDevice, stream));
     return true;
 }
 

@@ -927,6 +927,16 @@ bool vt_backend_submit(vt_backend * be, vt_graph * g, int n_in, vt_tensor * cons
     return be->submit(g, n_in, in, in_host, out, out_host, out_type, slot);
 }
 
+bool vt_backend_copy_rows(vt_backend * be, vt_tensor * dst, const vt_tensor * src, int64_t row0) {
+    if (!dst->data || !src->data) { vt_set_error("tensor '%s' has no storage yet", !dst->data ? dst->name : src->name); return false; }
+    if (!vt_is_contiguous(dst) || !vt_is_contiguous(src) || dst->type != src->type || dst->ne[0] != src->ne[0] ||
+        dst->ne[2] != src->ne[2] || dst->ne[3] != 1 || src->ne[3] != 1 || row0 < 0 || row0 + dst->ne[1] > src->ne[1]) {
+        vt_set_error("copy_rows: '%s' is not rows [%lld, +%lld) of '%s'", dst->name, (long long)row0, (long long)dst->ne[1], src->name);
+        return false;
+    }
+    return be->copy_rows(dst, src, row0);
+}
+
 bool vt_backend_prepare(vt_backend * be, vt_graph * g) {
     if (g->backend != be) { vt_set_error("graph not allocated on backend %s", be->name()); return false; }
     return be->prepare(g);

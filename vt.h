@@ -414,6 +414,10 @@ bool   vt_backend_ready(vt_backend * be, int slot);
 // Everything but the run: on CUDA the forward is captured as a CUDA graph now rather than at
 // the first compute or submit (model init pays for it, not the first batch).
 bool   vt_backend_prepare(vt_backend * be, vt_graph * g);
+// Copies rows [row0, row0 + dst rows) of each window of src into dst, on the device (a causal model's
+// caches from one step's output to the next step's input, without a trip through the host).
+//   dst [B, R, C] and src [B, T, C], contiguous, of one type, row0 + R <= T
+bool   vt_backend_copy_rows(vt_backend * be, vt_tensor * dst, const vt_tensor * src, int64_t row0);
 // Host memory for submit: page-locked where the backend has a device, else plain. NULL
 // with vt_last_error() set when it cannot be had.
 void * vt_backend_host_alloc(vt_backend * be, size_t bytes);
@@ -463,6 +467,7 @@ struct vt_backend {
     virtual bool wait(int slot) { (void)slot; return true; }
     virtual bool ready(int slot) { (void)slot; return true; }
     virtual bool prepare(vt_graph * g) { (void)g; return true; }
+    virtual bool copy_rows(vt_tensor * dst, const vt_tensor * src, int64_t row0) = 0;
     virtual void * host_alloc(size_t bytes);
     virtual void host_free(void * p);
 };

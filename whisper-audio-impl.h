@@ -115,10 +115,16 @@ static const double AUDIO_FLOAT_MAX = 1e4;
 // runs the rest. Each appends the rows its steps complete to rows (tokens with the encoder's projector,
 // else the tower's positions), and they are the whole input's rows in one step, bit for bit on the CPU,
 // whatever the pieces and steps. The encoder runs on the caller's thread; one input at a time on it.
+// Inputs of at most 30 s can also run together: close adds the zeros after the audio and makes its last
+// frames without running them, and returns their count where the input has had no step and they are one
+// step's (3000 at most), else 0 (end runs them); run_batch runs n closed inputs of one such count as one
+// batch (their rows into rows[i], the same as each alone).
 struct wa_causal;
 wa_causal * wa_causal_begin(whisper_audio_encoder * enc, int min_step);
 bool        wa_causal_feed(wa_causal * s, const float * pcm, size_t n, std::vector<float> & rows);
 bool        wa_causal_end(wa_causal * s, std::vector<float> & rows);
+int         wa_causal_close(wa_causal * s);
+bool        wa_causal_run_batch(wa_causal * const * s, int n, std::vector<float> * rows);
 void        wa_causal_free(wa_causal * s);
 
 // The optional second set's entry points (whisper-audio-formats.cpp), for model_load.

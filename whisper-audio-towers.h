@@ -288,7 +288,7 @@ static int64_t frames_meralion(size_t n) {     // its first 10 chunks of 30 s, a
 // ---- Voxtral Realtime --------------------------------------------------------------------
 // VoxtralRealtimeEncoder (transformers voxtral_realtime) is causal: a position depends on the audio up
 // to its own, never on later audio, so the tower runs an input in steps, each carrying what the next
-// needs (wa_causal below), and a step of any size gives the same rows. Its processor (mistral_common's
+// needs (wa_causal below), and a step of any size gives the same rows (bit for bit on the CPU). Its processor (mistral_common's
 // AudioEncoder.pad, offline) puts pad_left tokens of zeros (1280 samples each) before the audio, and
 // after it zeros to a whole token and pad_right tokens more; the feature extractor's log-mel is centred
 // (torch.stft center=True) and clamped at the fixed global_log_mel_max 1.5, not at the input's own max.
@@ -378,6 +378,51 @@ static void build_realtime_step(const whisper_audio_encoder * enc, vt_context * 
     g.out = vt_set_name(cur, "tokens");
 }
 
+// One input's state between steps. Mel frame t of the padded signal is centred on its sample 160 t and
+// reads samples [160 t - 200, 160 t + 200): it waits for the 200 samples past its centre, and the last
+// frames wait for the input's end (the zeros after it). The processor's zeros, a token or more each side,
+// are what the centred STFT's mirror reads past the signal's two ends, so reading zeros there is exact.
+struct wa_causal {
+    whisper_audio_encoder * enc = nullptr;
+    int min_step = 0;                    // mel frames a step waits for (a multiple of 8), but at the end
+    std::vector<float> pcm;              // the padded signal from sample pcm_first on: what the next frames read
+    int64_t pcm_first = 0;
+    int64_t n_padded = 0;                // samples of the padded signal so far (pcm_first + pcm.size())
+    int64_t n_frames = 0;                // mel frames made so far
+    std::vector<float> mel;              // [frames, n_mels] made and not yet encoded, clamped as the model takes them
+    std::vector<float> tail1, tail2;     // [2, n_mels] the last two frames encoded, [d] conv1's last row: zeros at first
+    std::vector<float> k_cache, v_cache; // [n_layer, W, a] the rotated keys and the values of the last W positions,
+                                         // when on is null; else they are rows [on_row0, + W) of on's k_all, v_all
+    wa_step_graph * on = nullptr;        // the step graph whose outputs hold them (on the device, not copied out)
+    int64_t on_row0 = 0;
+    int64_t positions = 0;               // encoded
+    size_t n_input = 0;                  // samples of the input fed
+    bool ended = false;
+};
+
+// Another input's step is about to overwrite the graph that holds s's caches: they go to s's host copy.
+static bool causal_spill(wa_causal * s) {
+    wa_step_graph * g = s->on;
+    if (!g) return true;
+    whisper_audio_encoder * enc = s->enc;
+    const whisper_audio_hparams & hp = enc->hparams;
+    const size_t cache = (size_t)hp.n_window * hp.n_head * wa_head_dim(hp);
+    std::vector<float> all((size_t)vt_nelements(g->k_all[0]));
+    bool ok = true;
+    for (int il = 0; ok && il < hp.n_layer; il++) {
+        ok = vt_backend_get_tensor_f32(enc->backend, g->k_all[il], all.data());
+        std::copy(all.begin() + s->on_row0 * (cache / hp.n_window), all.begin() + s->on_row0 * (cache / hp.n_window) + cache,
+                  s->k_cache.begin() + il * cache);
+        ok = ok && vt_backend_get_tensor_f32(enc->backend, g->v_all[il], all.data());
+        std::copy(all.begin() + s->on_row0 * (cache / hp.n_window), all.begin() + s->on_row0 * (cache / hp.n_window) + cache,
+                  s->v_cache.begin() + il * cache);
+    }
+    g->holder = nullptr;
+    s->on = nullptr;
+    if (!ok) wa_set_error("Voxtral Realtime's caches from %s: %s", vt_backend_name(enc->backend), vt_last_error());
+    return ok;
+}
+
 // The step graph of B inputs and F frames, built and allocated on first use. Kept: the graphs of the
 // most frames (whole inputs' steps) and of one other size (a stream's steps), so memory stays bounded.
 static wa_step_graph * step_graph_for(whisper_audio_encoder * enc, int B, int F) {
@@ -386,6 +431,7 @@ static wa_step_graph * step_graph_for(whisper_audio_encoder * enc, int B, int F)
     if (it != enc->step_graphs.end()) return &it->second;
     for (auto i = enc->step_graphs.begin(); i != enc->step_graphs.end();) {
         if (i->first.second != RT_MAX_STEP) {
+            if (i->second.holder && !causal_spill(i->second.holder)) return nullptr;
             vt_graph_free(i->second.graph);
             vt_free(i->second.ctx);
             i = enc->step_graphs.erase(i);
@@ -412,25 +458,6 @@ static wa_step_graph * step_graph_for(whisper_audio_encoder * enc, int B, int F)
     return &(enc->step_graphs[key] = g);
 }
 
-// One input's state between steps. Mel frame t of the padded signal is centred on its sample 160 t and
-// reads samples [160 t - 200, 160 t + 200): it waits for the 200 samples past its centre, and the last
-// frames wait for the input's end (the zeros after it). The processor's zeros, a token or more each side,
-// are what the centred STFT's mirror reads past the signal's two ends, so reading zeros there is exact.
-struct wa_causal {
-    whisper_audio_encoder * enc = nullptr;
-    int min_step = 0;                    // mel frames a step waits for (a multiple of 8), but at the end
-    std::vector<float> pcm;              // the padded signal from sample pcm_first on: what the next frames read
-    int64_t pcm_first = 0;
-    int64_t n_padded = 0;                // samples of the padded signal so far (pcm_first + pcm.size())
-    int64_t n_frames = 0;                // mel frames made so far
-    std::vector<float> mel;              // [frames, n_mels] made and not yet encoded, clamped as the model takes them
-    std::vector<float> tail1, tail2;     // [2, n_mels] the last two frames encoded, [d] conv1's last row: zeros at first
-    std::vector<float> k_cache, v_cache; // [n_layer, W, a] the rotated keys and the values of the last W positions
-    int64_t positions = 0;               // encoded
-    size_t n_input = 0;                  // samples of the input fed
-    bool ended = false;
-};
-
 // The frames the padded signal so far completes (all of them once the input has ended), appended to s->mel.
 static void causal_make_frames(wa_causal * s) {
     const whisper_audio_hparams & hp = s->enc->hparams;
@@ -446,7 +473,12 @@ static void causal_make_frames(wa_causal * s) {
         if (j >= 0 && j < (int64_t)s->pcm.size()) row[i] = s->pcm[(size_t)j];
     }
     std::vector<float> out((size_t)hp.n_mels * k);
-    log_mel_frames(s->enc->mel_filters.data(), hp.n_mels, row.data(), k, out.data(), (size_t)k);
+    const int per = 256, n_blocks = (k + per - 1) / per;   // blocks of frames on the encoder's threads (a frame is its own)
+    wa_parallel(n_blocks, s->enc->params.n_threads, [&](int i) {
+        const int t0 = i * per;
+        log_mel_frames(s->enc->mel_filters.data(), hp.n_mels, row.data() + (size_t)t0 * WHISPER_AUDIO_HOP, std::min(per, k - t0),
+                       out.data() + t0, (size_t)k);
+    });
     log_mel_clamp(out.data(), hp.n_mels, k, (size_t)k, RT_LOG_MEL_MAX);
     const size_t at = s->mel.size();
     s->mel.resize(at + (size_t)k * hp.n_mels);
@@ -478,27 +510,38 @@ static bool causal_run(wa_causal * s, std::vector<float> & rows) {
                   vt_backend_set_tensor(enc->backend, g->tail2, s->tail2.data(), VT_TYPE_F32) &&
                   vt_backend_set_tensor(enc->backend, g->pos0, &pos0, VT_TYPE_F32) &&
                   vt_backend_set_tensor(enc->backend, g->kv_start, &kv_start, VT_TYPE_F32);
-        // the caches of an input's first step hold no position (kv_start masks them all: never read), and its
-        // last step carries nothing on: their copies in and out are skipped (a whole input of one step has none)
+        // The caches: an input's first step has none (kv_start masks every row: never read). Else they come from
+        // the device, where the input's last step left them (rows of its graph's k_all and v_all: copied there,
+        // not through the host), or from the host copy. Another input's caches in this graph go to its host copy
+        // first: this step overwrites them.
         const bool first = s->positions == 0, last = s->ended && F == pending;
         const size_t cache = (size_t)W * a;
-        for (int il = 0; ok && !first && il < hp.n_layer; il++)
-            ok = vt_backend_set_tensor(enc->backend, g->k_cache[il], s->k_cache.data() + il * cache, VT_TYPE_F32) &&
-                 vt_backend_set_tensor(enc->backend, g->v_cache[il], s->v_cache.data() + il * cache, VT_TYPE_F32);
+        if (g->holder && g->holder != s && !causal_spill(g->holder)) return false;
+        for (int il = 0; ok && !first && il < hp.n_layer; il++) {
+            if (s->on) {
+                ok = vt_backend_copy_rows(enc->backend, g->k_cache[il], s->on->k_all[il], s->on_row0) &&
+                     vt_backend_copy_rows(enc->backend, g->v_cache[il], s->on->v_all[il], s->on_row0);
+            } else {
+                ok = vt_backend_set_tensor(enc->backend, g->k_cache[il], s->k_cache.data() + il * cache, VT_TYPE_F32) &&
+                     vt_backend_set_tensor(enc->backend, g->v_cache[il], s->v_cache.data() + il * cache, VT_TYPE_F32);
+            }
+        }
         ok = ok && vt_backend_compute(enc->backend, g->graph);
+        if (s->on) s->on->holder = nullptr;
+        s->on = nullptr;
         const size_t n_out = (size_t)vt_nelements(g->out), at = rows.size();
         rows.resize(at + n_out);
         ok = ok && vt_backend_get_tensor_f32(enc->backend, g->out, rows.data() + at);
         // what the next step carries: the last two frames, conv1's last row, each layer's last W keys and values
-        std::vector<float> conv1((size_t)F * d), all((size_t)(W + F / 2) * a);
+        // (left in this graph's outputs; the last step carries nothing)
+        std::vector<float> conv1((size_t)F * d);
         ok = ok && (last || vt_backend_get_tensor_f32(enc->backend, g->conv1, conv1.data()));
-        for (int il = 0; ok && !last && il < hp.n_layer; il++) {
-            ok = vt_backend_get_tensor_f32(enc->backend, g->k_all[il], all.data());
-            std::copy(all.end() - cache, all.end(), s->k_cache.begin() + il * cache);
-            ok = ok && vt_backend_get_tensor_f32(enc->backend, g->v_all[il], all.data());
-            std::copy(all.end() - cache, all.end(), s->v_cache.begin() + il * cache);
-        }
         if (!ok) { wa_set_error("Voxtral Realtime's step of %d frames on %s: %s", F, vt_backend_name(enc->backend), vt_last_error()); return false; }
+        if (!last) {
+            s->on = g;
+            s->on_row0 = F / 2;
+            g->holder = s;
+        }
         std::copy(s->mel.begin() + (size_t)(F - 2) * n_mels, s->mel.begin() + (size_t)F * n_mels, s->tail1.begin());
         std::copy(conv1.end() - d, conv1.end(), s->tail2.begin());
         s->mel.erase(s->mel.begin(), s->mel.begin() + (size_t)F * n_mels);
@@ -535,7 +578,7 @@ bool wa_causal_feed(wa_causal * s, const float * pcm, size_t n, std::vector<floa
     return causal_run(s, rows);
 }
 
-bool wa_causal_end(wa_causal * s, std::vector<float> & rows) {
+int wa_causal_close(wa_causal * s) {
     VT_ASSERT(!s->ended);
     const whisper_audio_hparams & hp = s->enc->hparams;
     // zeros to a whole token, then pad_right tokens more (the left zeros are whole tokens)
@@ -545,10 +588,49 @@ bool wa_causal_end(wa_causal * s, std::vector<float> & rows) {
     s->n_padded += (int64_t)n;
     s->ended = true;
     causal_make_frames(s);
+    const int pending = (int)(s->mel.size() / hp.n_mels);
+    return s->positions == 0 && pending <= RT_MAX_STEP ? pending : 0;
+}
+
+bool wa_causal_end(wa_causal * s, std::vector<float> & rows) {
+    if (!s->ended) wa_causal_close(s);
     return causal_run(s, rows);
 }
 
-void wa_causal_free(wa_causal * s) { delete s; }
+bool wa_causal_run_batch(wa_causal * const * s, int n, std::vector<float> * rows) {
+    VT_ASSERT(n >= 1);
+    whisper_audio_encoder * enc = s[0]->enc;
+    const whisper_audio_hparams & hp = enc->hparams;
+    const int n_mels = hp.n_mels, F = (int)(s[0]->mel.size() / n_mels);
+    for (int i = 0; i < n; i++) VT_ASSERT(s[i]->enc == enc && s[i]->ended && s[i]->positions == 0 && s[i]->mel.size() == (size_t)F * n_mels);
+    wa_step_graph * g = step_graph_for(enc, n, F);
+    if (!g) return false;
+    if (g->holder && !causal_spill(g->holder)) return false;
+    // every input's one step: its first (no caches: kv_start masks them all) and its last (nothing carried on)
+    std::vector<float> mel((size_t)n * F * n_mels), zeros((size_t)n * 2 * std::max(n_mels, hp.n_state), 0.0f);
+    std::vector<float> pos0(n, 0.0f), kv_start(n, (float)hp.n_window);
+    for (int i = 0; i < n; i++) std::copy(s[i]->mel.begin(), s[i]->mel.end(), mel.begin() + (size_t)i * F * n_mels);
+    std::vector<float> out((size_t)vt_nelements(g->out));
+    const bool ok = vt_backend_set_tensor(enc->backend, g->mel, mel.data(), VT_TYPE_F32) &&
+                    vt_backend_set_tensor(enc->backend, g->tail1, zeros.data(), VT_TYPE_F32) &&
+                    vt_backend_set_tensor(enc->backend, g->tail2, zeros.data(), VT_TYPE_F32) &&
+                    vt_backend_set_tensor(enc->backend, g->pos0, pos0.data(), VT_TYPE_F32) &&
+                    vt_backend_set_tensor(enc->backend, g->kv_start, kv_start.data(), VT_TYPE_F32) &&
+                    vt_backend_compute(enc->backend, g->graph) && vt_backend_get_tensor_f32(enc->backend, g->out, out.data());
+    if (!ok) { wa_set_error("Voxtral Realtime's batch of %d inputs of %d frames on %s: %s", n, F, vt_backend_name(enc->backend), vt_last_error()); return false; }
+    const size_t per = out.size() / n;
+    for (int i = 0; i < n; i++) {
+        rows[i].insert(rows[i].end(), out.begin() + i * per, out.begin() + (i + 1) * per);
+        s[i]->mel.clear();
+        s[i]->positions = F / 2;
+    }
+    return true;
+}
+
+void wa_causal_free(wa_causal * s) {
+    if (s && s->on) s->on->holder = nullptr;
+    delete s;
+}
 
 // ---- the table ----------------------------------------------------------------------------
 

@@ -1029,6 +1029,7 @@ struct wa_step_graph {
     vt_tensor * conv1 = nullptr;         // [B, F, d] output: its last row the next step's tail2
     std::vector<vt_tensor *> k_all, v_all;       // per layer [B, W + F/2, a] outputs: their last W rows the next caches
     vt_tensor * out = nullptr;           // [B, F/8, n_llm] tokens, or [B, F/2, d] the tower's rows
+    wa_causal * holder = nullptr;        // the input whose caches k_all and v_all hold now (its next step reads them there)
 };
 
 // It keeps copies of what it needs from the model, so the model may be freed before it.
@@ -1825,6 +1826,9 @@ struct whisper_audio_pipeline {
     int causal_step = RT_MAX_STEP;       // the mel frames its steps wait for
     std::vector<float> causal_rows;      // the rows its last call completed
     size_t causal_samples = 0;           // the input's samples pushed since its last rows went (their record's)
+    struct causal_held { wa_causal * s; int64_t input; size_t samples; };
+    std::vector<causal_held> causal_batch;   // ended inputs of one step each, of causal_frames frames, to run as one batch
+    int causal_frames = 0;
     std::set<int64_t> dropped;           // inputs dropped after some of their windows were cut
     std::map<int64_t, int64_t> open;     // per input, its windows cut and not yet handed out (or skipped)
 };
@@ -2226,37 +2230,63 @@ static bool pipeline_refuse(whisper_audio_pipeline * p) {
     return false;
 }
 
-// A causal tower's rows that its input's last steps completed, to on_rows as one window of the
-// input (its steps in order: windows 0, 1, ...), on the caller's thread. Every earlier input's rows
-// have gone: such a pipeline cuts no batches.
-static bool pipeline_emit_causal(whisper_audio_pipeline * p) {
-    if (p->causal_rows.empty()) return true;
+// Rows of a causal tower's input (its steps in order: windows 0, 1, ...) to on_rows, on the caller's thread.
+static bool pipeline_rows_causal(whisper_audio_pipeline * p, int64_t input, int64_t window, size_t samples, const std::vector<float> & rows) {
     std::vector<uint16_t> f16;
     whisper_audio_rows r;
-    r.input = p->input;
-    r.window = p->window++;
-    r.samples = p->causal_samples;
-    p->causal_samples = 0;
-    r.n_rows = (int)(p->causal_rows.size() / p->width);
+    r.input = input;
+    r.window = window;
+    r.samples = samples;
+    r.n_rows = (int)(rows.size() / p->width);
     r.audio_positions = p->projector ? r.n_rows * p->encs[0]->hparams.stack_factor : r.n_rows;
     r.n_state = p->width;
     r.f16 = p->params.f16;
-    r.data = p->causal_rows.data();
+    r.data = rows.data();
     if (r.f16) {
-        f16.resize(p->causal_rows.size());
-        vt_convert(f16.data(), VT_TYPE_F16, p->causal_rows.data(), VT_TYPE_F32, f16.size());
+        f16.resize(rows.size());
+        vt_convert(f16.data(), VT_TYPE_F16, rows.data(), VT_TYPE_F32, f16.size());
         r.data = f16.data();
     }
     p->in_on_rows = true;
     const bool go_on = !p->params.on_rows || p->params.on_rows(&r, p->params.user);
     p->in_on_rows = false;
-    p->causal_rows.clear();
     if (!go_on) {
         pipeline_fail(p, "stopped by the rows callback");
         wa_set_error("stopped by the rows callback");
         return false;
     }
     return true;
+}
+
+// The ended inputs held for a batch run as one (wa_causal_run_batch), their rows handed out in input order.
+static bool pipeline_run_causal_batch(whisper_audio_pipeline * p) {
+    if (p->causal_batch.empty()) return true;
+    std::vector<wa_causal *> states;
+    for (const auto & h : p->causal_batch) states.push_back(h.s);
+    std::vector<std::vector<float>> rows(states.size());
+    const bool ok = wa_causal_run_batch(states.data(), (int)states.size(), rows.data());
+    if (!ok) pipeline_fail(p, whisper_audio_last_error());
+    bool go_on = ok;
+    for (size_t i = 0; i < states.size(); i++) {
+        const auto & h = p->causal_batch[i];
+        p->open.erase(h.input);
+        if (go_on) go_on = pipeline_rows_causal(p, h.input, 0, h.samples, rows[i]);
+        wa_causal_free(h.s);
+    }
+    p->causal_batch.clear();
+    return go_on;
+}
+
+// A causal tower's rows that its input's last steps completed, to on_rows as one window of the
+// input. The inputs held for a batch are earlier: theirs go first. Such a pipeline cuts no batches.
+static bool pipeline_emit_causal(whisper_audio_pipeline * p) {
+    if (p->causal_rows.empty()) return true;
+    if (!pipeline_run_causal_batch(p)) return false;
+    const size_t samples = p->causal_samples;
+    p->causal_samples = 0;
+    const bool ok = pipeline_rows_causal(p, p->input, p->window++, samples, p->causal_rows);
+    p->causal_rows.clear();
+    return ok;
 }
 
 // A causal tower's input: its steps run as its samples come (wa_causal), its rows handed out at once.
@@ -2271,11 +2301,24 @@ static bool pipeline_push_causal(whisper_audio_pipeline * p, const float * pcm, 
     return pipeline_emit_causal(p);
 }
 
+// An input of one step (at most 30 s, none run yet) is held to run with the next ones of its frames, as
+// many as a batch holds; a longer one runs its last steps now.
 static bool pipeline_end_causal(whisper_audio_pipeline * p) {
+    const int F = p->batch > 1 ? wa_causal_close(p->causal) : 0;
+    if (F > 0) {
+        if (!p->causal_batch.empty() && F != p->causal_frames && !pipeline_run_causal_batch(p)) return false;
+        p->causal_frames = F;
+        p->causal_batch.push_back({p->causal, p->input, p->causal_samples});
+        p->open[p->input] = 1;
+        p->causal = nullptr;
+        p->causal_samples = 0;
+        return (int)p->causal_batch.size() < p->batch || pipeline_run_causal_batch(p);
+    }
     const bool ok = wa_causal_end(p->causal, p->causal_rows);
     wa_causal_free(p->causal);
     p->causal = nullptr;
     if (!ok) { pipeline_fail(p, whisper_audio_last_error()); return false; }
+    if (p->causal_rows.empty()) return pipeline_run_causal_batch(p);
     return pipeline_emit_causal(p);
 }
 
@@ -2447,6 +2490,7 @@ static bool pipeline_flush(whisper_audio_pipeline * p) {
         p->refused = true;               // the input goes on
         return false;
     }
+    if (!pipeline_run_causal_batch(p)) return false;
     pipeline_dispatch(p, p->cur);
     return pipeline_emit(p, false);
 }
@@ -2490,6 +2534,13 @@ static bool pipeline_cancel_input(whisper_audio_pipeline * p, int64_t k) {
         return false;
     }
     if (!p->open.count(k)) return true;           // every row of it has gone already
+    for (auto it = p->causal_batch.begin(); it != p->causal_batch.end(); ++it) {
+        if (it->input != k) continue;             // a causal input held for a batch: it goes unrun
+        wa_causal_free(it->s);
+        p->causal_batch.erase(it);
+        p->open.erase(k);
+        return true;
+    }
     p->dropped.insert(k);
     pipeline_forget_queued(p, k);
     return pipeline_emit(p, false);
@@ -2533,6 +2584,7 @@ static bool pipeline_finish(whisper_audio_pipeline * p) {
         wa_set_error("whisper_audio_pipeline_finish: input %lld was not ended (whisper_audio_pipeline_end_input)", (long long)p->input);
         return pipeline_refuse(p);
     }
+    if (!pipeline_run_causal_batch(p)) return false;
     pipeline_dispatch(p, p->cur);
     for (;;) {
         {
@@ -2770,6 +2822,7 @@ void whisper_audio_pipeline_free(whisper_audio_pipeline * p) {
     }
     pipeline_stop(p);
     wa_causal_free(p->causal);
+    for (const auto & h : p->causal_batch) wa_causal_free(h.s);
     for (auto & b : p->batches) {
         vt_backend_host_free(p->host, b->pcm);
         vt_backend_host_free(p->host, b->out);

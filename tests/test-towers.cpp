@@ -1134,6 +1134,61 @@ TEST_CASE("towers: Voxtral Realtime in steps: pieces of any size and steps of 8,
     whisper_audio_model_free(m);
 }
 
+TEST_CASE("towers: Voxtral Realtime's streams on one encoder, their steps interleaved: each its own tokens, bit for bit") {
+    whisper_audio_model * m = whisper_audio_model_load("build/tower-realtime-f32.gguf");
+    REQUIRE_MESSAGE(m, whisper_audio_last_error());
+    whisper_audio_encoder * enc = cpu_encoder(m, true);
+    decoded_audio a = decode_file(test_data("audio/long_70s_16k.wav"));
+    REQUIRE(a.ok);
+    // two inputs past the window of 750 positions; each step of one overwrites the graph that holds the other's caches
+    const std::vector<float> x(a.pcm.begin(), a.pcm.begin() + 300000), y(a.pcm.begin() + 500000, a.pcm.begin() + 760000);
+    const std::vector<float> want_x = realtime_in_steps(enc, x, x.size(), 1 << 30), want_y = realtime_in_steps(enc, y, y.size(), 1 << 30);
+    wa_causal * sx = wa_causal_begin(enc, 80), * sy = wa_causal_begin(enc, 8);
+    std::vector<float> got_x, got_y;
+    for (size_t i = 0; i < std::max(x.size(), y.size()); i += 4000) {
+        if (i < x.size()) REQUIRE_MESSAGE(wa_causal_feed(sx, x.data() + i, std::min<size_t>(4000, x.size() - i), got_x), whisper_audio_last_error());
+        if (i < y.size()) REQUIRE_MESSAGE(wa_causal_feed(sy, y.data() + i, std::min<size_t>(4000, y.size() - i), got_y), whisper_audio_last_error());
+    }
+    REQUIRE(wa_causal_end(sx, got_x));
+    REQUIRE(wa_causal_end(sy, got_y));
+    wa_causal_free(sx);
+    wa_causal_free(sy);
+    REQUIRE(got_x.size() == want_x.size());
+    REQUIRE(got_y.size() == want_y.size());
+    CHECK(memcmp(got_x.data(), want_x.data(), want_x.size() * sizeof(float)) == 0);
+    CHECK(memcmp(got_y.data(), want_y.data(), want_y.size() * sizeof(float)) == 0);
+    whisper_audio_encoder_free(enc);
+    whisper_audio_model_free(m);
+}
+
+TEST_CASE("towers: Voxtral Realtime's short inputs held for a batch: a cancelled one gives no rows, the others theirs") {
+    whisper_audio_model * m = whisper_audio_model_load("build/tower-realtime-f32.gguf");
+    REQUIRE_MESSAGE(m, whisper_audio_last_error());
+    whisper_audio_encoder * enc = cpu_encoder(m, true);   // max_batch 2
+    const std::vector<float> x = pcm_of(50001), y = pcm_of(112256);
+    std::vector<float> want_y(whisper_audio_n_tokens(m, y.size(), true) * 32);
+    REQUIRE(whisper_audio_encode_tokens(enc, y.data(), y.size(), want_y.data()));
+    token_rows t;
+    whisper_audio_pipeline_params pp = whisper_audio_pipeline_default_params();
+    pp.on_rows = collect_rows;
+    pp.user = &t;
+    whisper_audio_pipeline * p = whisper_audio_pipeline_init(&enc, 1, pp);
+    REQUIRE_MESSAGE(p, whisper_audio_last_error());
+    REQUIRE(whisper_audio_pipeline_push(p, x.data(), x.size()));
+    REQUIRE(whisper_audio_pipeline_end_input(p));          // held: one step, the batch not full
+    CHECK(whisper_audio_pipeline_poll(p, 0) == 0);         // input 0 is not done
+    REQUIRE(whisper_audio_pipeline_cancel_input(p, 0));    // it goes unrun
+    REQUIRE(whisper_audio_pipeline_push(p, y.data(), y.size()));
+    REQUIRE(whisper_audio_pipeline_end_input(p));
+    REQUIRE(whisper_audio_pipeline_finish(p));
+    whisper_audio_pipeline_free(p);
+    REQUIRE(t.rows.size() == 2);
+    CHECK(t.rows[0].empty());
+    CHECK(t.rows[1] == want_y);
+    whisper_audio_encoder_free(enc);
+    whisper_audio_model_free(m);
+}
+
 TEST_CASE("towers: Voxtral Realtime's rows come as its input comes: each piece's steps before the input ends") {
     whisper_audio_model * m = whisper_audio_model_load("build/tower-realtime-f32.gguf");
     REQUIRE_MESSAGE(m, whisper_audio_last_error());
