@@ -57,8 +57,7 @@ static const int    LT_CANDIDATES = 8;                 // algorithms a linear's 
     X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute) \
     X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy)                               \
     X(cublasLtMatmulPreferenceCreate) X(cublasLtMatmulPreferenceDestroy)                       \
-    X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmul)    \
-    X(cublasLtMatmulAlgoCapGetAttribute) X(cublasLtMatmulAlgoConfigSetAttribute) X(cublasLtMatmulAlgoCheck)
+    X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmul)
 
 struct cublaslt_api {
 #define CUBLASLT_MEMBER(name) decltype(&::name) name = nullptr;
@@ -181,39 +180,6 @@ static cudaDataType_t cuda_type(vt_type t) {
     return CUDA_R_32F;
 }
 
-// Split-K copies of the heuristic's first candidates, for the tuner to time beside them: a GEMM
-// whose output tiles fill less than a wave of SMs (batch 1's attention output and fc2 in
-// large-v3: 1500 x 1280 outputs, 60 tiles of 128 x 256 on 132 SMs) may run faster with K cut in
-// parts whose sums are added in f32 (the compute type) after. VT_GEMM_SPLITK=0: none.
-static const int LT_SPLIT_K_FROM = 4;                  // candidates that get split-K copies
-
-static void lt_add_split_k(cublasLtHandle_t lt, lt_gemm & gm) {
-    const char * env = getenv("VT_GEMM_SPLITK");
-    if (env && strcmp(env, "0") == 0) return;
-    const size_t n = std::min(gm.candidates.size(), (size_t)LT_SPLIT_K_FROM);
-    for (size_t i = 0; i < n; i++) {
-        int32_t split_ok = 0;
-        uint32_t schemes = 0;
-        size_t got = 0;
-        if (g_lt.cublasLtMatmulAlgoCapGetAttribute(&gm.candidates[i], CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &split_ok,
-                                                   sizeof(split_ok), &got) != CUBLAS_STATUS_SUCCESS || !split_ok ||
-            g_lt.cublasLtMatmulAlgoCapGetAttribute(&gm.candidates[i], CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes,
-                                                   sizeof(schemes), &got) != CUBLAS_STATUS_SUCCESS ||
-            !(schemes & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE))
-            continue;
-        for (int32_t parts : {2, 4}) {
-            cublasLtMatmulAlgo_t a = gm.candidates[i];
-            const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-            cublasLtMatmulHeuristicResult_t r = {};
-            if (g_lt.cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &parts, sizeof(parts)) == CUBLAS_STATUS_SUCCESS &&
-                g_lt.cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof(scheme)) == CUBLAS_STATUS_SUCCESS &&
-                g_lt.cublasLtMatmulAlgoCheck(lt, gm.op, gm.a, gm.b, gm.c, gm.c, &a, &r) == CUBLAS_STATUS_SUCCESS &&
-                r.state == CUBLAS_STATUS_SUCCESS && r.workspaceSize <= LT_WORKSPACE_BYTES)
-                gm.candidates.push_back(a);
-        }
-    }
-}
-
 // Builds descriptors and picks an algorithm (heuristic, once). align_*: the byte alignment
 // every pointer passed later will have. gelu_tanh: GELU in cuBLASLt's epilogue (after the bias
 // when there is one), its tanh form (cuda_backend::plan_linear says why). FP8 when w_scale is
@@ -269,7 +235,6 @@ static bool lt_gemm_plan(cublasLtHandle_t lt, lt_gemm & gm, vt_type type, int64_
     gm.algo = res[0].algo;
     gm.candidates.clear();
     for (int i = 0; i < n_res; i++) if (res[i].state == CUBLAS_STATUS_SUCCESS) gm.candidates.push_back(res[i].algo);
-    lt_add_split_k(lt, gm);
     return true;
 }
 

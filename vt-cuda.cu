@@ -603,8 +603,7 @@ static size_t lt_gemm_nodes(cublasLtHandle_t lt, cudaStream_t stream, const lt_g
 // more gap per qkv GEMM with cuBLASLt's memset before it (0.206 ms against 0.028 over 32).
 static const float LT_EXTRA_NODE_MS = 0.0056f;
 
-// Picks the fastest of the heuristic's candidate algorithms (and their split-K copies:
-// lt_add_split_k) for a GEMM by timing each on
+// Picks the fastest of the heuristic's candidate algorithms for a GEMM by timing each on
 // the graph's own buffers (3 runs after a warm one; a call's extra graph nodes charged
 // LT_EXTRA_NODE_MS each), once per shape and setting; the heuristic's first choice is kept
 // when VT_GEMM_TUNE=0; VT_GEMM_TUNE=log prints each candidate's time and nodes to stderr.

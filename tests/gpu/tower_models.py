@@ -280,7 +280,7 @@ class Model:
 
     def _run_realtime(self, dev, fe, pcms, batch):
         """VoxtralRealtimeProcessor offline (mistral_common's AudioEncoder.pad: 32 tokens of zeros before, zeros to a
-        whole token and 17 more after; its feature extractor, centred, on the device), then get_audio_features over
+        whole token and 17 more after; its feature extractor, centred, on the CPU), then get_audio_features over
         3000 frames a call with the model's own caches (padding_cache, the encoder's sliding-window cache), as its
         streaming generation runs it: an hour in one call would need its whole attention mask. Inputs of one padded
         length go batch a call."""
@@ -298,7 +298,9 @@ class Model:
         for idx in by_len.values():
             for b in range(0, len(idx), batch):
                 group = idx[b:b + batch]
-                f = vfe([padded[i] for i in group], sampling_rate=SR, return_tensors="pt", device=dev.device).input_features
+                # its extractor on the CPU: given device="cuda", transformers 5.x puts stft's window on the
+                # device and leaves the waveform on the CPU, and fails
+                f = vfe([padded[i] for i in group], sampling_rate=SR, return_tensors="pt", device="cpu").input_features
                 f = f.to(dev.device, dev.dtype)
                 cache, pcache, rows = None, None, []
                 for c in range(0, f.shape[-1], 3000):
