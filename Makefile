@@ -422,7 +422,7 @@ test-sanitize:
 # called from two threads, then the Python package's thread tests on the TSan library (libtsan
 # preloaded into python, the package from python/ with WHISPER_AUDIO_LIBRARY). Each run's output
 # in build-tsan/tsan-*.log; any TSan report fails the target, which ends with the count.
-TSAN_CASES   = pipeline*,towers on the pipeline*,an encoder used from two threads*,reader: a long input alone*
+TSAN_CASES   = pipeline*,towers on the pipeline*,an encoder used from two threads*,reader: a long input alone*,main --stream*,live stream*
 TSAN_PYTESTS = thread or gil
 TSAN_ENV     = TSAN_OPTIONS="suppressions=$(abspath tests/tsan.supp) halt_on_error=0 exitcode=66 second_deadlock_stack=1"
 test-tsan: deps

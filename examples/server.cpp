@@ -1710,7 +1710,8 @@ struct server {
         std::atomic<bool> stop{false};        // the feeder failed: the body is not read further
         std::string decode_error, failure;    // failure: a limit or the pipeline, the error line's message
         int failure_status = 400;
-        bool at_limit = false;                // the audio reached --max-audio-s: what came before it is encoded
+        bool at_limit = false;                // the audio stopped at --max-audio-s or a shutdown: what came before is encoded
+        const int fd = t_stream ? t_stream->fd : -1;
         const size_t audio_max = (size_t)sp.max_audio_s * WHISPER_AUDIO_SAMPLE_RATE;
         const std::string path = "/dev/fd/" + std::to_string(fds[0]);
         std::thread decoder([&] {
@@ -1747,6 +1748,12 @@ struct server {
                     end = decoded && got.empty();
                 }
                 if (end) break;
+                if (stopping) {               // the server stops: the rows so far, then the error; the body's read ends
+                    at_limit = true;
+                    fail(503, "the server is shutting down (the stream stopped there)");
+                    if (fd >= 0) ::shutdown(fd, SHUT_RD);
+                    return;
+                }
                 if (got.empty()) {
                     if (whisper_audio_pipeline_poll(ls.pipe, 5) < 0) { fail(500, whisper_audio_last_error()); return; }
                     continue;

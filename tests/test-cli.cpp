@@ -1231,14 +1231,19 @@ TEST_CASE("main --stream --follow: a WAV file that grows, each window's array ou
     fflush(f);
     FILE * m = popen((main_bin() + " -m " + MODEL + " --device cpu --follow 1.5 -f " + grow + " -o " + out + " 2> " + log).c_str(), "w");
     REQUIRE(m);
+    // 0.5 s of audio every 5 ms up to 31 s; then, until the first window's array is out, 0.1 s every
+    // 0.25 s (the file keeps growing well within --follow's 1.5 s however slow main is, a sanitizer's);
+    // then the rest
     const size_t second = 2 * WHISPER_AUDIO_SAMPLE_RATE;       // bytes of 1 s of s16 mono
     size_t arrays_while_growing = 0;
-    for (size_t at = 44; at < wav.size(); at += second / 2) {
-        const size_t k = std::min(second / 2, wav.size() - at);
+    for (size_t at = 44; at < wav.size();) {
+        const bool waiting = at - 44 >= 31 * second && arrays_while_growing == 0;
+        const size_t k = std::min(waiting ? second / 10 : second / 2, wav.size() - at);
         REQUIRE(fwrite(wav.data() + at, 1, k, f) == k);
         fflush(f);
-        if (at - 44 < 31 * second && at - 44 + k >= 31 * second) arrays_while_growing = wait_for_arrays(out, 1, 20.0);
-        usleep(5000);
+        at += k;
+        if (waiting) arrays_while_growing = wait_for_arrays(out, 1, 0.25);
+        else usleep(5000);
     }
     fclose(f);
     const auto t_last = std::chrono::steady_clock::now();

@@ -1009,6 +1009,28 @@ ok("--max-streams (503 beyond it), --max-audio-s (a 413 error line after the row
    "bad audio (an error line)")
 srv.kill()
 
+# SIGTERM while a stream's body still comes: its rows so far, a 503 error line, and the server exits
+srv = Server(MICRO)
+after_window0 = 31 * 16000 * 2 // 640
+
+
+def stop_midway(i, got):
+    if i == after_window0:
+        t_end = time.monotonic() + 20
+        while not got["lines"] and time.monotonic() < t_end:
+            time.sleep(0.01)
+        srv.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+
+
+st, lines, _ = stream_post(srv, "/v1/audio/embeddings/stream?format=s16le", [b"\0\1" * 320] * (2 * after_window0), 0, stop_midway)
+docs = [json.loads(l) for _, l in lines]
+# (window 1: the audio that came before the stop, a short window closed by it)
+check(st == 200 and len(docs) == 3 and docs[0]["window"] == 0 and docs[1]["window"] == 1 and docs[1]["samples"] < 480000 and
+      docs[2]["error"]["code"] == 503, f"SIGTERM mid-stream: {[str(d)[:120] for d in docs]}")
+check(srv.proc.wait(timeout=30) == 0, "SIGTERM mid-stream: exit 0")
+ok("SIGTERM while a stream's body comes: the rows of the audio before it, a 503 error line, then exit 0")
+
 # ---- an audio-LLM tower, behind --api-key -------------------------------------------------
 
 srv = Server(TOWER, "--api-key", "sesame")
