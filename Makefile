@@ -99,9 +99,11 @@ TEST_SRCS = $(wildcard tests/test-*.cpp)
 # build/model-files.stamp: build/ggml/*.bin and build/ct2/*/ (tests/data/make-model-files.py)
 TEST_MODELS = $(foreach m,$(TEST_MICRO_MELS),$(foreach t,$(TEST_MICRO_TYPES),build/micro-$(m)-$(t).gguf)) \
               $(foreach m,$(TEST_TOWERS),build/tower-$(m)-f32.gguf) build/model-files.stamp
+# the test models alone (tests/gpu/run-all.sh makes them beside carried programs)
+test-models: $(TEST_MODELS)
 CONVERT = python3 convert/convert-hf-to-gguf.py
 
-.PHONY: all deps deps-demo real-model demo test-docs test test-run test-aarch64 test-aarch64-run test-sanitize test-tsan test-tsan-run test-embed test-install test-python test-wheel test-server install clean bench-cpu FORCE
+.PHONY: all deps deps-demo real-model demo test-models test-docs test test-run test-aarch64 test-aarch64-run test-sanitize test-tsan test-tsan-run test-embed test-install test-python test-wheel test-server install clean bench-cpu FORCE
 all: main bench server $(BUILD)/libwhisper-audio.so $(BUILD)/libwhisper-audio.a
 
 # whisper-audio-server (examples/server.cpp) on cpp-httplib: Debian's libcpp-httplib-dev (0.11, a compiled
